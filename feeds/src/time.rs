@@ -1,0 +1,200 @@
+//! Node timestamps: ISO-8601 without a zone (`2026-04-30T20:46:43.304461819`),
+//! always UTC, with 0 to 9 fractional digits, converted to Unix time.
+
+use thiserror::Error;
+
+/// A node time string that is not `YYYY-MM-DDTHH:MM:SS[.fffffffff]`.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("time: {reason} in {text:?}")]
+pub struct TimeError {
+    /// What is wrong with it.
+    pub reason: &'static str,
+    /// The offending text (at most 40 bytes of it).
+    pub text: String,
+}
+
+impl TimeError {
+    fn new(reason: &'static str, text: &[u8]) -> Self {
+        let shown = &text[..text.len().min(40)];
+        Self {
+            reason,
+            text: String::from_utf8_lossy(shown).into_owned(),
+        }
+    }
+}
+
+/// Parses a node time (UTC, no zone, 0–9 fractional digits) into Unix
+/// nanoseconds.
+///
+/// # Errors
+/// [`TimeError`] when the text is not of that form or names an impossible
+/// date or time of day.
+pub fn parse_node_time_ns(text: &[u8]) -> Result<i64, TimeError> {
+    if text.len() < 19 || text[4] != b'-' || text[7] != b'-' || text[10] != b'T' {
+        return Err(TimeError::new("expected YYYY-MM-DDTHH:MM:SS", text));
+    }
+    if text[13] != b':' || text[16] != b':' {
+        return Err(TimeError::new("expected YYYY-MM-DDTHH:MM:SS", text));
+    }
+    let year = digits(text, 0, 4)?;
+    let month = digits(text, 5, 2)?;
+    let day = digits(text, 8, 2)?;
+    let hour = digits(text, 11, 2)?;
+    let minute = digits(text, 14, 2)?;
+    let second = digits(text, 17, 2)?;
+    if !(1..=12).contains(&month) || day == 0 || day > days_in_month(year, month) {
+        return Err(TimeError::new("date out of range", text));
+    }
+    if hour > 23 || minute > 59 || second > 59 {
+        return Err(TimeError::new("time of day out of range", text));
+    }
+    let mut nanos = 0i64;
+    if text.len() > 19 {
+        if text[19] != b'.' {
+            return Err(TimeError::new("unexpected text after seconds", text));
+        }
+        let fraction = &text[20..];
+        if fraction.len() > 9 {
+            return Err(TimeError::new("more than 9 fractional digits", text));
+        }
+        for &b in fraction {
+            if !b.is_ascii_digit() {
+                return Err(TimeError::new("non-digit in fraction", text));
+            }
+            nanos = nanos * 10 + i64::from(b - b'0');
+        }
+        nanos *= 10i64.pow(9 - fraction.len() as u32);
+    }
+    let days = days_from_civil(year, month, day);
+    let secs = days * 86_400 + hour * 3_600 + minute * 60 + second;
+    Ok(secs * 1_000_000_000 + nanos)
+}
+
+/// Parses a node time into Unix milliseconds, truncating below the
+/// millisecond (as the node's own `time` fields do).
+///
+/// # Errors
+/// As [`parse_node_time_ns`].
+pub fn parse_node_time_ms(text: &[u8]) -> Result<i64, TimeError> {
+    parse_node_time_ns(text).map(|ns| ns.div_euclid(1_000_000))
+}
+
+/// Formats Unix nanoseconds the way the node does: UTC, no zone, exactly nine
+/// fractional digits.
+pub fn format_node_time(ns: i64) -> String {
+    let secs = ns.div_euclid(1_000_000_000);
+    let nanos = ns.rem_euclid(1_000_000_000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let (year, month, day) = civil_from_days(days);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{nanos:09}",
+        rem / 3_600,
+        rem % 3_600 / 60,
+        rem % 60
+    )
+}
+
+/// Splits Unix nanoseconds into the node's hourly file partition:
+/// (`YYYYMMDD`, hour without zero padding).
+pub fn hourly_partition(ns: i64) -> (String, u32) {
+    let secs = ns.div_euclid(1_000_000_000);
+    let (year, month, day) = civil_from_days(secs.div_euclid(86_400));
+    let hour = secs.rem_euclid(86_400) / 3_600;
+    (format!("{year:04}{month:02}{day:02}"), hour as u32)
+}
+
+fn digits(text: &[u8], at: usize, len: usize) -> Result<i64, TimeError> {
+    let mut value = 0i64;
+    for &b in &text[at..at + len] {
+        if !b.is_ascii_digit() {
+            return Err(TimeError::new("non-digit in date or time", text));
+        }
+        value = value * 10 + i64::from(b - b'0');
+    }
+    Ok(value)
+}
+
+fn is_leap(year: i64) -> bool {
+    (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
+}
+
+fn days_in_month(year: i64, month: i64) -> i64 {
+    match month {
+        2 if is_leap(year) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
+/// `days_from_civil`).
+pub fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let m = (month + 9) % 12;
+    let doy = (153 * m + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The proleptic Gregorian date of a day count since 1970-01-01.
+pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    #[rstest]
+    #[case::nine_digits("2026-04-30T20:46:43.304461819", 1_777_582_003_304)]
+    #[case::no_fraction("2026-04-30T20:46:43", 1_777_582_003_000)]
+    #[case::three_digits("2026-04-30T20:46:43.304", 1_777_582_003_304)]
+    #[case::six_digits("2026-04-30T20:46:43.304461", 1_777_582_003_304)]
+    #[case::epoch("1970-01-01T00:00:00", 0)]
+    #[case::leap_day("2024-02-29T12:00:00.5", 1_709_208_000_500)]
+    fn parses_node_times(#[case] text: &str, #[case] ms: i64) {
+        assert_eq!(parse_node_time_ms(text.as_bytes()), Ok(ms));
+    }
+
+    #[rstest]
+    #[case::zone_suffix("2026-04-30T20:46:43Z")]
+    #[case::ten_digits("2026-04-30T20:46:43.3044618191")]
+    #[case::bad_month("2026-13-30T20:46:43")]
+    #[case::bad_day("2025-02-29T20:46:43")]
+    #[case::bad_hour("2026-04-30T24:46:43")]
+    #[case::short("2026-04-30")]
+    #[case::letters("2026-0a-30T20:46:43")]
+    fn rejects_malformed_times(#[case] text: &str) {
+        assert!(parse_node_time_ns(text.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn format_round_trips_with_nine_digits() {
+        let text = "2026-05-05T17:39:13.024084407";
+        let ns = parse_node_time_ns(text.as_bytes()).unwrap();
+        assert_eq!(format_node_time(ns), text);
+        assert_eq!(hourly_partition(ns), ("20260505".to_owned(), 17));
+    }
+
+    #[test]
+    fn civil_conversions_agree_over_centuries() {
+        for days in (-800_000..800_000).step_by(997) {
+            let (y, m, d) = civil_from_days(days);
+            assert_eq!(days_from_civil(y, m, d), days);
+        }
+    }
+}
