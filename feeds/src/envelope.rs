@@ -104,13 +104,15 @@ pub fn decode(line: &[u8]) -> Result<Envelope<'_>, EnvelopeError> {
         let value_start = pos;
         // Fast path: the node writes `events` last, so its array runs to the
         // last ']' before the closing '}'.
-        if key == b"events" && block_number.is_some() && block_time.is_some() {
-            if let Some(close) = closing_array_at_end(line) {
-                if line.get(value_start) == Some(&b'[') && close > value_start {
-                    events = Some(value_start..close + 1);
-                    break;
-                }
-            }
+        if key == b"events"
+            && block_number.is_some()
+            && block_time.is_some()
+            && line.get(value_start) == Some(&b'[')
+            && let Some(close) = closing_array_at_end(line)
+            && close > value_start
+        {
+            events = Some(value_start..close + 1);
+            break;
         }
         let value_end = skip_value(line, pos)?;
         match key {

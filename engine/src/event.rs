@@ -1,0 +1,379 @@
+//! Typed node events, decoded from the byte spans that
+//! [`feeds::envelope`] yields. Strings borrow from the line; numbers stay
+//! exact ([`Decimal`]). Unknown keys are ignored so newer node versions keep
+//! decoding.
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use thiserror::Error;
+
+use crate::num::Decimal;
+
+/// An event span that does not decode into its source's event type.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("event: {source_name} event does not decode: {reason}")]
+pub struct EventError {
+    /// `fills`, `order_statuses`, `raw_book_diffs`, ...
+    pub source_name: &'static str,
+    /// serde's message.
+    pub reason: String,
+}
+
+impl EventError {
+    fn from_serde(source_name: &'static str, error: &serde_json::Error) -> Self {
+        Self {
+            source_name,
+            reason: error.to_string(),
+        }
+    }
+}
+
+/// `"B"` (bid / buy) or `"A"` (ask / sell).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
+pub enum Side {
+    /// Bid / buy.
+    #[serde(rename = "B")]
+    Bid,
+    /// Ask / sell.
+    #[serde(rename = "A")]
+    Ask,
+}
+
+impl Side {
+    /// The node's letter.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Side::Bid => "B",
+            Side::Ask => "A",
+        }
+    }
+
+    /// The other side.
+    #[must_use]
+    pub fn opposite(self) -> Side {
+        match self {
+            Side::Bid => Side::Ask,
+            Side::Ask => Side::Bid,
+        }
+    }
+}
+
+impl serde::Serialize for Side {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+/// The order object shared by order statuses and L4 snapshots.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeOrder<'a> {
+    /// Market.
+    pub coin: &'a str,
+    /// Side.
+    pub side: Side,
+    /// Limit price.
+    pub limit_px: Decimal,
+    /// Remaining size (`"0.0"` on `filled` and for position TP/SL).
+    pub sz: Decimal,
+    /// Order id.
+    pub oid: u64,
+    /// Placement time, Unix ms.
+    pub timestamp: i64,
+    /// `"N/A"`, `"Price above 76717"`, `"Triggered"`, ...
+    pub trigger_condition: &'a str,
+    /// Untriggered trigger order.
+    pub is_trigger: bool,
+    /// Trigger price (`"0.0"` if none).
+    pub trigger_px: Decimal,
+    /// Bracket children, undecoded.
+    #[serde(borrow, default)]
+    pub children: Option<&'a RawValue>,
+    /// Position TP/SL (size follows the position).
+    pub is_position_tpsl: bool,
+    /// Reduce-only.
+    pub reduce_only: bool,
+    /// `"Limit"`, `"Stop Market"`, ...
+    pub order_type: &'a str,
+    /// Original size.
+    pub orig_sz: Decimal,
+    /// `"Gtc"`, `"Ioc"`, `"Alo"`, ... or null.
+    pub tif: Option<&'a str>,
+    /// Client order id.
+    pub cloid: Option<&'a str>,
+}
+
+/// Builder attribution on an order status: `{"b": address, "f": fee}`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct BuilderInfo<'a> {
+    /// Builder address.
+    pub b: &'a str,
+    /// Fee in tenths of a basis point.
+    pub f: u64,
+}
+
+/// One `node_order_statuses` event.
+#[derive(Debug, Clone, Deserialize)]
+pub struct OrderStatusEvent<'a> {
+    /// Block time text.
+    pub time: &'a str,
+    /// Order owner.
+    pub user: &'a str,
+    /// Transaction hash, null for system statuses.
+    pub hash: Option<&'a str>,
+    /// Builder attribution.
+    #[serde(borrow)]
+    pub builder: Option<BuilderInfo<'a>>,
+    /// One of the 32 statuses (an open set).
+    pub status: &'a str,
+    /// The order.
+    #[serde(borrow)]
+    pub order: NodeOrder<'a>,
+}
+
+impl OrderStatusEvent<'_> {
+    /// Whether this status can open a resting order for a raw `new` diff:
+    /// `open` (IOC included, not a trigger) or `triggered`.
+    pub fn opens_resting_order(&self) -> bool {
+        (self.status == "open" && !self.order.is_trigger) || self.status == "triggered"
+    }
+}
+
+/// What a raw book diff does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RawBookDiff {
+    /// The order now rests at the diff's `px` with this size.
+    New {
+        /// Resting size after matching.
+        sz: Decimal,
+    },
+    /// Resting size changed.
+    Update {
+        /// Size before.
+        orig_sz: Decimal,
+        /// Size after (may be `"0.0"`).
+        new_sz: Decimal,
+    },
+    /// The order left the book.
+    Remove,
+}
+
+impl<'de> Deserialize<'de> for RawBookDiff {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct NewBody {
+            sz: Decimal,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct UpdateBody {
+            orig_sz: Decimal,
+            new_sz: Decimal,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "lowercase")]
+        enum Tagged {
+            New(NewBody),
+            Update(UpdateBody),
+        }
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Wire<'a> {
+            Word(&'a str),
+            Tagged(Tagged),
+        }
+        match Wire::deserialize(deserializer)? {
+            Wire::Word("remove") => Ok(RawBookDiff::Remove),
+            Wire::Word(other) => Err(serde::de::Error::custom(format!(
+                "unknown raw_book_diff {other:?}"
+            ))),
+            Wire::Tagged(Tagged::New(body)) => Ok(RawBookDiff::New { sz: body.sz }),
+            Wire::Tagged(Tagged::Update(body)) => Ok(RawBookDiff::Update {
+                orig_sz: body.orig_sz,
+                new_sz: body.new_sz,
+            }),
+        }
+    }
+}
+
+/// One `node_raw_book_diffs` event.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct BookDiffEvent<'a> {
+    /// Order owner.
+    pub user: &'a str,
+    /// Order id.
+    pub oid: u64,
+    /// Market.
+    pub coin: &'a str,
+    /// Side.
+    pub side: Side,
+    /// Resting price (authoritative for `new`).
+    pub px: Decimal,
+    /// The change.
+    pub raw_book_diff: RawBookDiff,
+}
+
+/// Liquidation details on a fill.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LiquidationInfo<'a> {
+    /// The liquidated account.
+    #[serde(default)]
+    pub liquidated_user: Option<&'a str>,
+    /// Mark price at liquidation.
+    pub mark_px: Decimal,
+    /// `"market"` or `"backstop"`.
+    pub method: &'a str,
+}
+
+/// A fill object (one party's execution).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Fill<'a> {
+    /// Market.
+    pub coin: &'a str,
+    /// Price.
+    pub px: Decimal,
+    /// Size.
+    pub sz: Decimal,
+    /// This party's side.
+    pub side: Side,
+    /// Unix ms.
+    pub time: i64,
+    /// Position before the fill (signed).
+    pub start_position: Decimal,
+    /// `Open Long`, `Close Short`, `Buy`, ...
+    pub dir: &'a str,
+    /// Realised PnL.
+    pub closed_pnl: Decimal,
+    /// Taker's transaction hash (all zeros for TWAP slices).
+    pub hash: &'a str,
+    /// Order id.
+    pub oid: u64,
+    /// True = taker.
+    pub crossed: bool,
+    /// Fee (negative = rebate).
+    pub fee: Decimal,
+    /// Trade id shared by both fills.
+    pub tid: u64,
+    /// Client order id.
+    #[serde(default)]
+    pub cloid: Option<&'a str>,
+    /// Fee token.
+    pub fee_token: &'a str,
+    /// TWAP id on the owner's side.
+    #[serde(default)]
+    pub twap_id: Option<u64>,
+    /// Builder address.
+    #[serde(default)]
+    pub builder: Option<&'a str>,
+    /// Builder fee.
+    #[serde(default)]
+    pub builder_fee: Option<Decimal>,
+    /// HIP-3 deployer fee.
+    #[serde(default)]
+    pub deployer_fee: Option<Decimal>,
+    /// Priority gas.
+    #[serde(default)]
+    pub priority_gas: Option<Decimal>,
+    /// Liquidation details.
+    #[serde(borrow, default)]
+    pub liquidation: Option<LiquidationInfo<'a>>,
+}
+
+/// One `node_fills` event: `[user, fill]`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct FillEvent<'a>(pub &'a str, #[serde(borrow)] pub Fill<'a>);
+
+impl<'a> FillEvent<'a> {
+    /// The fill's own account.
+    pub fn user(&self) -> &'a str {
+        self.0
+    }
+
+    /// The fill.
+    pub fn fill(&self) -> &Fill<'a> {
+        &self.1
+    }
+}
+
+/// Decodes one order-status event span.
+///
+/// # Errors
+/// [`EventError`] when the span is not an order status.
+pub fn decode_order_status(span: &[u8]) -> Result<OrderStatusEvent<'_>, EventError> {
+    serde_json::from_slice(span).map_err(|e| EventError::from_serde("order_statuses", &e))
+}
+
+/// Decodes one raw-book-diff event span.
+///
+/// # Errors
+/// [`EventError`] when the span is not a raw book diff.
+pub fn decode_book_diff(span: &[u8]) -> Result<BookDiffEvent<'_>, EventError> {
+    serde_json::from_slice(span).map_err(|e| EventError::from_serde("raw_book_diffs", &e))
+}
+
+/// Decodes one fill event span (`[user, fill]`).
+///
+/// # Errors
+/// [`EventError`] when the span is not a fill pair.
+pub fn decode_fill(span: &[u8]) -> Result<FillEvent<'_>, EventError> {
+    serde_json::from_slice(span).map_err(|e| EventError::from_serde("fills", &e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STATUS: &str = r#"{"time":"2026-04-30T20:46:43.304461819","user":"0xca1d1650d13b8fa936dca4efdf1f487766f2abd1","hash":"0x985e","builder":null,"status":"open","order":{"coin":"BTC","side":"B","limitPx":"76450.0","sz":"0.5","oid":405401002917,"timestamp":1777582003304,"triggerCondition":"N/A","isTrigger":false,"triggerPx":"0.0","children":[],"isPositionTpsl":false,"reduceOnly":false,"orderType":"Limit","origSz":"0.5","tif":"Alo","cloid":"0x000000000000000018ab012def14f141"}}"#;
+    const TRIGGER: &str = r#"{"time":"2026-04-30T20:46:43.640395958","user":"0x23e5","hash":"0x0252","builder":{"b":"0xb84168cf3be63c6b8dad05ff5d755e97432ff80b","f":50},"status":"open","order":{"coin":"BTC","side":"A","limitPx":"69045.0","sz":"0.0","oid":405401004883,"timestamp":1777582003640,"triggerCondition":"Price above 76717","isTrigger":true,"triggerPx":"76717.0","children":[],"isPositionTpsl":true,"reduceOnly":true,"orderType":"Take Profit Market","origSz":"0.0","tif":null,"cloid":null}}"#;
+    const FILL: &str = r#"["0xc8264ebc379e26946e7d31ae4746c27182849755",{"coin":"BTC","px":"76471.0","sz":"0.00153","side":"A","time":1777582006008,"startPosition":"0.10933","dir":"Close Long","closedPnl":"0.00153","hash":"0x0000000000000000000000000000000000000000000000000000000000000000","oid":405400984377,"crossed":false,"fee":"-0.00351","tid":457367674387223,"cloid":"0x00000000000000000000019ddecca7eb","feeToken":"USDC","twapId":null}]"#;
+
+    #[test]
+    fn decodes_an_open_status() {
+        let status = decode_order_status(STATUS.as_bytes()).unwrap();
+        assert_eq!(status.status, "open");
+        assert_eq!(status.order.oid, 405_401_002_917);
+        assert_eq!(status.order.limit_px.to_string(), "76450.0");
+        assert_eq!(status.order.tif, Some("Alo"));
+        assert!(status.opens_resting_order());
+    }
+
+    #[test]
+    fn an_untriggered_trigger_open_does_not_rest() {
+        let status = decode_order_status(TRIGGER.as_bytes()).unwrap();
+        assert_eq!(status.builder.as_ref().map(|b| b.f), Some(50));
+        assert!(status.order.is_trigger);
+        assert!(!status.opens_resting_order());
+    }
+
+    #[test]
+    fn decodes_the_three_raw_diff_shapes() {
+        let new = br#"{"user":"0xca","oid":1,"coin":"BTC","side":"B","px":"76450.0","raw_book_diff":{"new":{"sz":"0.5"}}}"#;
+        let update = br#"{"user":"0xc8","oid":2,"coin":"BTC","side":"A","px":"76471.0","raw_book_diff":{"update":{"origSz":"0.19567","newSz":"0.19414"}}}"#;
+        let remove = br#"{"user":"0xee","oid":3,"coin":"BTC","side":"B","px":"68823.0","raw_book_diff":"remove"}"#;
+        assert!(matches!(
+            decode_book_diff(new).unwrap().raw_book_diff,
+            RawBookDiff::New { sz } if sz.to_string() == "0.5"
+        ));
+        assert!(matches!(
+            decode_book_diff(update).unwrap().raw_book_diff,
+            RawBookDiff::Update { new_sz, .. } if new_sz.to_string() == "0.19414"
+        ));
+        assert_eq!(
+            decode_book_diff(remove).unwrap().raw_book_diff,
+            RawBookDiff::Remove
+        );
+        let bogus = br#"{"user":"0xee","oid":3,"coin":"BTC","side":"B","px":"1.0","raw_book_diff":"modify"}"#;
+        assert!(decode_book_diff(bogus).is_err());
+    }
+
+    #[test]
+    fn decodes_a_fill_pair_element() {
+        let fill = decode_fill(FILL.as_bytes()).unwrap();
+        assert_eq!(fill.user(), "0xc8264ebc379e26946e7d31ae4746c27182849755");
+        assert_eq!(fill.fill().fee.to_string(), "-0.00351");
+        assert_eq!(fill.fill().twap_id, None);
+        assert!(!fill.fill().crossed);
+    }
+}

@@ -1,0 +1,387 @@
+//! Exact decimal numbers for prices and sizes: a fixed-point integer plus the
+//! scale read from the node's string, so `"81307.0"` goes back out as
+//! `"81307.0"` and no `f64` ever touches the data path.
+//!
+//! Equality and ordering compare *values* (`"1.50"` == `"1.5"`), while
+//! [`Decimal`]'s `Display` prints the scale it was parsed with. Results of
+//! arithmetic are printed in the node's canonical form: trailing zeros trimmed
+//! but at least one fractional digit (`"0.0"`, `"12.5"`, `"81307.0"`).
+
+use std::cmp::Ordering;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::str::FromStr;
+
+use thiserror::Error;
+
+/// Largest supported number of fractional digits.
+pub const MAX_SCALE: u8 = 18;
+
+/// A decimal string that is not an exact number this engine can hold.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("decimal: {reason} in {text:?}")]
+pub struct DecimalError {
+    /// What is wrong.
+    pub reason: &'static str,
+    /// The offending text (at most 40 bytes).
+    pub text: String,
+}
+
+impl DecimalError {
+    fn new(reason: &'static str, text: &str) -> Self {
+        Self {
+            reason,
+            text: text.chars().take(40).collect(),
+        }
+    }
+}
+
+/// An exact decimal: `units / 10^scale`.
+#[derive(Debug, Clone, Copy)]
+pub struct Decimal {
+    units: i64,
+    scale: u8,
+}
+
+/// A price.
+pub type Px = Decimal;
+/// A size.
+pub type Sz = Decimal;
+
+const POW10: [i64; 19] = [
+    1,
+    10,
+    100,
+    1_000,
+    10_000,
+    100_000,
+    1_000_000,
+    10_000_000,
+    100_000_000,
+    1_000_000_000,
+    10_000_000_000,
+    100_000_000_000,
+    1_000_000_000_000,
+    10_000_000_000_000,
+    100_000_000_000_000,
+    1_000_000_000_000_000,
+    10_000_000_000_000_000,
+    100_000_000_000_000_000,
+    1_000_000_000_000_000_000,
+];
+
+/// `10^exp` for `exp <= 18`.
+pub fn pow10(exp: u8) -> i64 {
+    POW10[usize::from(exp.min(MAX_SCALE))]
+}
+
+impl Decimal {
+    /// Zero printed as `"0.0"`.
+    pub const ZERO: Decimal = Decimal { units: 0, scale: 1 };
+
+    /// Builds `units / 10^scale`.
+    ///
+    /// # Errors
+    /// When `scale` exceeds [`MAX_SCALE`].
+    pub fn new(units: i64, scale: u8) -> Result<Self, DecimalError> {
+        if scale > MAX_SCALE {
+            return Err(DecimalError::new("scale above 18", ""));
+        }
+        Ok(Self { units, scale })
+    }
+
+    /// The integer units.
+    pub fn units(self) -> i64 {
+        self.units
+    }
+
+    /// Digits after the decimal point.
+    pub fn scale(self) -> u8 {
+        self.scale
+    }
+
+    /// Whether the value is zero.
+    pub fn is_zero(self) -> bool {
+        self.units == 0
+    }
+
+    /// Whether the value is below zero.
+    pub fn is_negative(self) -> bool {
+        self.units < 0
+    }
+
+    /// Parses a decimal string (`-`? digits (`.` digits)?) keeping its scale.
+    ///
+    /// # Errors
+    /// [`DecimalError`] for empty, non-numeric, exponent or too-precise input,
+    /// or a value that does not fit.
+    pub fn parse(text: &str) -> Result<Self, DecimalError> {
+        let bytes = text.as_bytes();
+        let (negative, digits) = match bytes.first() {
+            Some(b'-') => (true, &bytes[1..]),
+            _ => (false, bytes),
+        };
+        if digits.is_empty() {
+            return Err(DecimalError::new("empty number", text));
+        }
+        let mut units: i64 = 0;
+        let mut scale: u8 = 0;
+        let mut seen_point = false;
+        let mut seen_digit = false;
+        for &b in digits {
+            match b {
+                b'0'..=b'9' => {
+                    seen_digit = true;
+                    units = units
+                        .checked_mul(10)
+                        .and_then(|u| u.checked_add(i64::from(b - b'0')))
+                        .ok_or_else(|| DecimalError::new("number too large", text))?;
+                    if seen_point {
+                        scale += 1;
+                        if scale > MAX_SCALE {
+                            return Err(DecimalError::new("more than 18 decimals", text));
+                        }
+                    }
+                }
+                b'.' if !seen_point && seen_digit => seen_point = true,
+                _ => return Err(DecimalError::new("not a decimal number", text)),
+            }
+        }
+        if !seen_digit || (seen_point && scale == 0) {
+            return Err(DecimalError::new("not a decimal number", text));
+        }
+        Ok(Self {
+            units: if negative { -units } else { units },
+            scale,
+        })
+    }
+
+    /// The same value with exactly `scale` decimals, if representable
+    /// without loss.
+    pub fn rescale(self, scale: u8) -> Option<Self> {
+        match scale.cmp(&self.scale) {
+            Ordering::Equal => Some(self),
+            Ordering::Greater => {
+                if scale > MAX_SCALE {
+                    return None;
+                }
+                let units = self.units.checked_mul(pow10(scale - self.scale))?;
+                Some(Self { units, scale })
+            }
+            Ordering::Less => {
+                let factor = pow10(self.scale - scale);
+                (self.units % factor == 0).then(|| Self {
+                    units: self.units / factor,
+                    scale,
+                })
+            }
+        }
+    }
+
+    /// Exact sum, printed canonically. `None` on overflow.
+    pub fn checked_add(self, other: Self) -> Option<Self> {
+        let scale = self.scale.max(other.scale);
+        let a = self.rescale(scale)?;
+        let b = other.rescale(scale)?;
+        Some(
+            Self {
+                units: a.units.checked_add(b.units)?,
+                scale,
+            }
+            .canonical(),
+        )
+    }
+
+    /// Exact difference, printed canonically. `None` on overflow.
+    pub fn checked_sub(self, other: Self) -> Option<Self> {
+        self.checked_add(-other)
+    }
+
+    /// The absolute value.
+    #[must_use]
+    pub fn abs(self) -> Self {
+        Self {
+            units: self.units.abs(),
+            scale: self.scale,
+        }
+    }
+
+    /// Exact product as `(units, scale)` in 128 bits (for notional sums).
+    pub fn mul_wide(self, other: Self) -> (i128, u8) {
+        (
+            i128::from(self.units) * i128::from(other.units),
+            self.scale + other.scale,
+        )
+    }
+
+    /// The node's canonical form: trailing zeros trimmed, at least one decimal.
+    #[must_use]
+    pub fn canonical(self) -> Self {
+        let mut d = self;
+        while d.scale > 1 && d.units % 10 == 0 {
+            d.units /= 10;
+            d.scale -= 1;
+        }
+        if d.scale == 0 {
+            d.units = d.units.saturating_mul(10);
+            d.scale = 1;
+        }
+        d
+    }
+
+    /// Writes the value with its own scale into `out` (no allocation).
+    pub fn write_to(self, out: &mut String) {
+        use fmt::Write as _;
+        let _ = write!(out, "{self}");
+    }
+}
+
+impl std::ops::Neg for Decimal {
+    type Output = Decimal;
+
+    fn neg(self) -> Decimal {
+        Decimal {
+            units: -self.units,
+            scale: self.scale,
+        }
+    }
+}
+
+impl PartialEq for Decimal {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Decimal {}
+
+impl PartialOrd for Decimal {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Decimal {
+    fn cmp(&self, other: &Self) -> Ordering {
+        if self.scale == other.scale {
+            return self.units.cmp(&other.units);
+        }
+        let scale = self.scale.max(other.scale);
+        let a = i128::from(self.units) * i128::from(pow10(scale - self.scale));
+        let b = i128::from(other.units) * i128::from(pow10(scale - other.scale));
+        a.cmp(&b)
+    }
+}
+
+impl Hash for Decimal {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        // Equal values must hash equally whatever their scale.
+        let mut d = *self;
+        while d.scale > 0 && d.units % 10 == 0 {
+            d.units /= 10;
+            d.scale -= 1;
+        }
+        d.units.hash(state);
+        d.scale.hash(state);
+    }
+}
+
+impl fmt::Display for Decimal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let negative = self.units < 0;
+        let magnitude = self.units.unsigned_abs();
+        if self.scale == 0 {
+            return write!(f, "{}{magnitude}", if negative { "-" } else { "" });
+        }
+        let factor = pow10(self.scale).unsigned_abs();
+        write!(
+            f,
+            "{}{}.{:0width$}",
+            if negative { "-" } else { "" },
+            magnitude / factor,
+            magnitude % factor,
+            width = usize::from(self.scale)
+        )
+    }
+}
+
+impl FromStr for Decimal {
+    type Err = DecimalError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::parse(s)
+    }
+}
+
+impl serde::Serialize for Decimal {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Decimal {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        Self::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    #[rstest]
+    #[case::price("81307.0")]
+    #[case::zero("0.0")]
+    #[case::small_size("0.00081")]
+    #[case::negative_pnl("-0.00351")]
+    #[case::integer("15")]
+    #[case::trailing_zero_kept("15.50")]
+    #[case::many_decimals("0.000000000000000001")]
+    fn round_trips_node_strings_byte_for_byte(#[case] text: &str) {
+        assert_eq!(Decimal::parse(text).unwrap().to_string(), text);
+    }
+
+    #[rstest]
+    #[case::empty("")]
+    #[case::sign_only("-")]
+    #[case::exponent("1e5")]
+    #[case::two_points("1.2.3")]
+    #[case::dangling_point("1.")]
+    #[case::leading_point(".5")]
+    #[case::too_precise("0.0000000000000000001")]
+    #[case::too_large("99999999999999999999")]
+    fn rejects_what_it_cannot_hold_exactly(#[case] text: &str) {
+        assert!(Decimal::parse(text).is_err());
+    }
+
+    #[test]
+    fn compares_by_value_across_scales() {
+        let a = Decimal::parse("1.50").unwrap();
+        let b = Decimal::parse("1.5").unwrap();
+        assert_eq!(a, b);
+        assert!(Decimal::parse("81307.0").unwrap() < Decimal::parse("81307.5").unwrap());
+        assert!(Decimal::parse("-1").unwrap() < Decimal::ZERO);
+    }
+
+    #[rstest]
+    #[case::sizes("0.1804", "0.00081", "0.18121")]
+    #[case::to_zero("0.5", "-0.5", "0.0")]
+    #[case::integers("2", "3", "5.0")]
+    #[case::trims("0.15", "0.05", "0.2")]
+    fn sums_exactly_in_canonical_form(#[case] a: &str, #[case] b: &str, #[case] sum: &str) {
+        let total = Decimal::parse(a)
+            .unwrap()
+            .checked_add(Decimal::parse(b).unwrap())
+            .unwrap();
+        assert_eq!(total.to_string(), sum);
+    }
+
+    #[test]
+    fn rescale_refuses_to_lose_digits() {
+        let d = Decimal::parse("1.25").unwrap();
+        assert_eq!(d.rescale(1), None);
+        assert_eq!(d.rescale(4).unwrap().to_string(), "1.2500");
+    }
+}
