@@ -2,5 +2,6 @@
 //! state (L4/L2 books, BBO, TP/SL, trades, fills, candles, mids) and the frames
 //! each view emits. No tokio, no network, no clock.
 
+pub mod block;
 pub mod event;
 pub mod num;

@@ -1,0 +1,190 @@
+//! One block's worth of node output, joined across sources, and its decoded
+//! events. The aligner builds [`Block`]s; every view folds [`DecodedBlock`]s.
+
+use bytes::Bytes;
+use feeds::envelope;
+
+use crate::event::{
+    BookDiffEvent, EventError, FillEvent, OrderStatusEvent, decode_book_diff, decode_fill,
+    decode_order_status,
+};
+
+/// The raw lines of one block, per source, in file order. In by-block mode a
+/// source has one line per block; in streaming mode it may have many (or none
+/// for an empty block).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BlockLines {
+    /// `node_order_statuses` lines.
+    pub order_statuses: Vec<Bytes>,
+    /// `node_raw_book_diffs` lines.
+    pub raw_book_diffs: Vec<Bytes>,
+    /// `node_fills` lines.
+    pub fills: Vec<Bytes>,
+    /// `misc_events` lines.
+    pub misc_events: Vec<Bytes>,
+    /// `node_twap_statuses` lines.
+    pub twap_statuses: Vec<Bytes>,
+}
+
+/// One block: its number, its block time and its lines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Block {
+    /// Sequential block height.
+    pub number: u64,
+    /// Block time, Unix ms.
+    pub time_ms: i64,
+    /// The lines of every source for this block.
+    pub lines: BlockLines,
+}
+
+/// A decoded event together with its exact bytes in the source line.
+#[derive(Debug, Clone)]
+pub struct Spanned<'a, T> {
+    /// The event's bytes, exactly as the node wrote them.
+    pub raw: &'a [u8],
+    /// The decoded event.
+    pub event: T,
+}
+
+/// A block's events, decoded once and shared by every view.
+#[derive(Debug, Clone, Default)]
+pub struct DecodedBlock<'a> {
+    /// Sequential block height.
+    pub number: u64,
+    /// Block time, Unix ms.
+    pub time_ms: i64,
+    /// Order statuses in file order.
+    pub order_statuses: Vec<Spanned<'a, OrderStatusEvent<'a>>>,
+    /// Raw book diffs in file order.
+    pub book_diffs: Vec<Spanned<'a, BookDiffEvent<'a>>>,
+    /// Fills in file order.
+    pub fills: Vec<Spanned<'a, FillEvent<'a>>>,
+    /// Lines or events that did not decode; counted and reported, never fatal.
+    pub errors: Vec<BlockDecodeError>,
+}
+
+/// A line or event of a block that did not decode.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BlockDecodeError {
+    /// The envelope itself is broken.
+    #[error("block {block}: {error}")]
+    Envelope {
+        /// Block number the line was filed under.
+        block: u64,
+        /// The envelope error.
+        error: envelope::EnvelopeError,
+    },
+    /// One event is broken.
+    #[error("block {block}: {error}")]
+    Event {
+        /// Block number.
+        block: u64,
+        /// The event error.
+        error: EventError,
+    },
+}
+
+impl Block {
+    /// An empty block.
+    pub fn new(number: u64, time_ms: i64) -> Self {
+        Self {
+            number,
+            time_ms,
+            lines: BlockLines::default(),
+        }
+    }
+
+    /// Decodes every status, diff and fill of this block. Broken lines and
+    /// events are collected in [`DecodedBlock::errors`] and skipped.
+    pub fn decode(&self) -> DecodedBlock<'_> {
+        let mut out = DecodedBlock {
+            number: self.number,
+            time_ms: self.time_ms,
+            ..DecodedBlock::default()
+        };
+        let number = self.number;
+        for_each_event(
+            number,
+            &self.lines.order_statuses,
+            &mut out.errors,
+            |raw, errors| match decode_order_status(raw) {
+                Ok(event) => out.order_statuses.push(Spanned { raw, event }),
+                Err(error) => errors.push(BlockDecodeError::Event {
+                    block: number,
+                    error,
+                }),
+            },
+        );
+        for_each_event(
+            number,
+            &self.lines.raw_book_diffs,
+            &mut out.errors,
+            |raw, errors| match decode_book_diff(raw) {
+                Ok(event) => out.book_diffs.push(Spanned { raw, event }),
+                Err(error) => errors.push(BlockDecodeError::Event {
+                    block: number,
+                    error,
+                }),
+            },
+        );
+        for_each_event(
+            number,
+            &self.lines.fills,
+            &mut out.errors,
+            |raw, errors| match decode_fill(raw) {
+                Ok(event) => out.fills.push(Spanned { raw, event }),
+                Err(error) => errors.push(BlockDecodeError::Event {
+                    block: number,
+                    error,
+                }),
+            },
+        );
+        out
+    }
+}
+
+fn for_each_event<'a>(
+    block: u64,
+    lines: &'a [Bytes],
+    errors: &mut Vec<BlockDecodeError>,
+    mut visit: impl FnMut(&'a [u8], &mut Vec<BlockDecodeError>),
+) {
+    for line in lines {
+        let line: &'a [u8] = line;
+        let env = match envelope::decode(line) {
+            Ok(env) => env,
+            Err(error) => {
+                errors.push(BlockDecodeError::Envelope { block, error });
+                continue;
+            }
+        };
+        for span in env.events() {
+            match span {
+                Ok(span) => visit(&line[span], errors),
+                Err(error) => {
+                    errors.push(BlockDecodeError::Envelope { block, error });
+                    break;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_events_and_collects_broken_ones() {
+        let mut block = Block::new(7, 1_000);
+        block.lines.raw_book_diffs.push(Bytes::from_static(
+            br#"{"local_time":"2026-01-01T00:00:00.1","block_time":"2026-01-01T00:00:00","block_number":7,"events":[{"user":"0xa","oid":1,"coin":"BTC","side":"B","px":"1.0","raw_book_diff":"remove"},{"user":"0xa","oid":2}]}"#,
+        ));
+        block.lines.fills.push(Bytes::from_static(b"not json"));
+        let decoded = block.decode();
+        assert_eq!(decoded.book_diffs.len(), 1);
+        assert_eq!(decoded.book_diffs[0].event.oid, 1);
+        assert_eq!(decoded.errors.len(), 2);
+    }
+}
