@@ -2,4 +2,10 @@
 //! index segments, tail them live, decode envelopes and filter events.
 
 pub mod envelope;
+pub mod error;
+pub mod layout;
+pub mod source;
 pub mod time;
+
+pub use error::FeedError;
+pub use source::{Mode, PositionKind, Source};

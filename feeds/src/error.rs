@@ -1,0 +1,93 @@
+//! The crate's error type, [`FeedError`], with messages naming the file,
+//! byte offset or field involved.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use thiserror::Error;
+
+use crate::envelope::EnvelopeError;
+
+/// Anything that can go wrong discovering, mapping, indexing or reading the
+/// node's files.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum FeedError {
+    /// A filesystem call failed.
+    #[error("feeds: cannot {op} {}: {message}", path.display())]
+    Io {
+        /// What was being done (`stat`, `open`, `map`, `list`, `read`, `watch`).
+        op: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The I/O error's kind.
+        kind: io::ErrorKind,
+        /// The I/O error's text.
+        message: String,
+    },
+    /// A file became shorter than what was already exposed: the node's files
+    /// must be append-only.
+    #[error("feeds: {} shrank from {had} to {now} bytes; node files must be append-only", path.display())]
+    Truncated {
+        /// The file.
+        path: PathBuf,
+        /// Bytes already exposed.
+        had: u64,
+        /// Its length now.
+        now: u64,
+    },
+    /// A line is not the record it should be.
+    #[error("feeds: {} at byte {offset}: {source}", path.display())]
+    Decode {
+        /// The file.
+        path: PathBuf,
+        /// Offset of the line in the file.
+        offset: u64,
+        /// What the envelope decoder said.
+        source: EnvelopeError,
+    },
+    /// A snapshot file is not usable.
+    #[error("feeds: snapshot {}: {reason}", path.display())]
+    Snapshot {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The source is not a line feed ([`crate::Source::OrderbookSnapshots`]
+    /// is served by [`crate::Snapshots`]).
+    #[error("feeds: {feed} is not a line feed; open it with Snapshots")]
+    NotALineFeed {
+        /// The feed id.
+        feed: &'static str,
+    },
+    /// The file a cursor pointed into was removed (pruned) before the cursor
+    /// finished it, so records were lost to this reader.
+    #[error("feeds: {feed}: the file the cursor was reading ({segment}) is gone")]
+    SegmentGone {
+        /// The feed id.
+        feed: &'static str,
+        /// The segment the cursor was in.
+        segment: String,
+    },
+    /// A cursor from another feed was passed in.
+    #[error("feeds: a {cursor_feed} cursor was used on the {feed} feed")]
+    ForeignCursor {
+        /// The feed read.
+        feed: &'static str,
+        /// The feed the cursor came from.
+        cursor_feed: &'static str,
+    },
+}
+
+impl FeedError {
+    /// An [`FeedError::Io`] for `op` on `path`.
+    pub fn io(op: &'static str, path: &Path, error: &io::Error) -> Self {
+        FeedError::Io {
+            op,
+            path: path.to_path_buf(),
+            kind: error.kind(),
+            message: error.to_string(),
+        }
+    }
+}
