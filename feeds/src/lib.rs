@@ -3,9 +3,15 @@
 
 pub mod envelope;
 pub mod error;
+pub mod feed;
+pub mod index;
 pub mod layout;
+pub mod segment;
 pub mod source;
 pub mod time;
 
 pub use error::FeedError;
+pub use feed::{Cursor, Feed, Record, Start};
+pub use index::Target;
+pub use layout::SegmentKey;
 pub use source::{Mode, PositionKind, Source};

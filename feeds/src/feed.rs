@@ -1,0 +1,497 @@
+//! Reading one source as an ordered sequence of records: positioning
+//! ([`Feed::seek`]), reading and tailing ([`Feed::read`]), discovering new
+//! data ([`Feed::refresh`]) and measuring lag ([`Feed::head`], [`Feed::lag`]).
+//!
+//! # Model
+//!
+//! A feed is the ordered list of a source's files (hourly, or `replica_cmds`
+//! by height), each exposed as its complete newline-terminated prefix. A
+//! [`Cursor`] is a committed position: a file and a byte offset that is
+//! always the start of a line. [`Feed::read`] returns whole lines after the
+//! cursor and moves it file by file: a file is read to its last complete
+//! line before the next file is entered, and nothing is ever skipped by
+//! seeking to an end.
+//!
+//! Nothing changes under a reader until [`Feed::refresh`] runs. Refresh
+//! re-lists the directory (new hours, new files) and re-stats the newest
+//! files (growth); it is the only call that does directory or metadata I/O,
+//! is cheap when nothing changed, and is safe to call every few
+//! milliseconds from a timer, from a [`crate::Watcher`] callback, or both.
+//! Polling alone is enough: watcher events are only wake-up hints.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use parking_lot::{Mutex, RwLock};
+
+use crate::error::FeedError;
+use crate::index::{Header, Target, envelope_header, first_line_where, line_at, replica_time_ms};
+use crate::layout::{self, SegmentKey, SourceDir};
+use crate::segment::Segment;
+use crate::source::Source;
+
+/// How often [`Feed::refresh`] re-lists every date directory (to notice
+/// pruned files); in between only the newest dates are listed.
+const FULL_LIST_EVERY: Duration = Duration::from_secs(1);
+
+/// Where a read starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Start {
+    /// The first record with `block_number >= n` (inclusive).
+    BlockNumber(u64),
+    /// The first record whose block time in Unix ms is `>= t` (inclusive).
+    Timestamp(i64),
+    /// Just past the last complete record: only records written from now on.
+    Tail,
+}
+
+/// A committed read position in one feed.
+///
+/// When a [`Start`] lies beyond the newest record, the cursor sits at the
+/// tail and remembers the target: later records before it are skipped, so a
+/// read starts exactly at the requested block or time once it is written.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Cursor {
+    source: Source,
+    at: Option<(SegmentKey, u64)>,
+    target: Option<Target>,
+}
+
+impl Cursor {
+    /// The feed this cursor belongs to.
+    pub fn source(&self) -> Source {
+        self.source
+    }
+
+    /// The file the cursor is in (`None` before the feed's first file).
+    pub fn segment(&self) -> Option<&SegmentKey> {
+        self.at.as_ref().map(|(key, _)| key)
+    }
+
+    /// Byte offset of the next line in [`Cursor::segment`].
+    pub fn offset(&self) -> u64 {
+        self.at.as_ref().map_or(0, |(_, offset)| *offset)
+    }
+
+    /// The block or time the cursor still waits for, if it was positioned
+    /// beyond the newest record.
+    pub fn pending_target(&self) -> Option<Target> {
+        self.target
+    }
+}
+
+/// One record: a complete line of a node file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// The block height: the envelope's `block_number`, or for `replica_cmds`
+    /// the file's first height plus the line index. `None` when the line does
+    /// not decode.
+    pub block_number: Option<u64>,
+    /// The block time in Unix ms (`block_time`, or `abci_block.time`).
+    /// `None` when the line does not decode.
+    pub timestamp_ms: Option<i64>,
+    /// The exact line without its `\n`, sliced from the file's mapping.
+    pub data: Bytes,
+}
+
+/// One source's files as an ordered, tailable run of records.
+///
+/// Cloning is cheap and clones share state; `Feed` is `Send + Sync`.
+#[derive(Debug, Clone)]
+pub struct Feed {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    source: Source,
+    data_dir: PathBuf,
+    state: RwLock<Arc<State>>,
+    refresh: Mutex<RefreshState>,
+}
+
+#[derive(Debug, Default)]
+struct RefreshState {
+    last_full_list: Option<Instant>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    dir: Option<SourceDir>,
+    segments: Vec<Arc<Segment>>,
+    /// Header of each segment's first complete line (default when empty).
+    firsts: Vec<Header>,
+    /// Sum of the complete lengths of the segments before each one.
+    bases: Vec<u64>,
+    total: u64,
+}
+
+impl State {
+    fn locate(&self, key: &SegmentKey) -> Result<usize, usize> {
+        self.segments.binary_search_by(|s| s.key().cmp(key))
+    }
+}
+
+impl Feed {
+    /// Opens a source under `data_dir` (the node root is `data_dir/hl/data`
+    /// when that exists, else `data_dir`) and maps what is there. An absent
+    /// source is an empty feed that [`Feed::refresh`] picks up once the node
+    /// creates it.
+    ///
+    /// # Errors
+    /// [`FeedError::NotALineFeed`] for [`Source::OrderbookSnapshots`] (see
+    /// [`crate::Snapshots`]); [`FeedError::Io`] or [`FeedError::Truncated`]
+    /// when existing files cannot be listed or mapped.
+    pub fn open(data_dir: &Path, source: Source) -> Result<Feed, FeedError> {
+        if !source.is_line_feed() {
+            return Err(FeedError::NotALineFeed {
+                feed: source.feed_id(),
+            });
+        }
+        let feed = Feed {
+            inner: Arc::new(Inner {
+                source,
+                data_dir: data_dir.to_path_buf(),
+                state: RwLock::new(Arc::new(State::default())),
+                refresh: Mutex::new(RefreshState::default()),
+            }),
+        };
+        feed.refresh()?;
+        Ok(feed)
+    }
+
+    /// The source this feed reads.
+    pub fn source(&self) -> Source {
+        self.inner.source
+    }
+
+    /// The directory in use, e.g. `node_fills_by_block` (`None` while the
+    /// source does not exist yet).
+    pub fn source_dir_name(&self) -> Option<String> {
+        self.state().dir.as_ref().map(|d| d.name.to_owned())
+    }
+
+    /// The files currently known, in read order.
+    pub fn segments(&self) -> Vec<(SegmentKey, PathBuf, u64)> {
+        self.state()
+            .segments
+            .iter()
+            .map(|s| (s.key().clone(), s.path().to_path_buf(), s.complete_len()))
+            .collect()
+    }
+
+    fn state(&self) -> Arc<State> {
+        self.inner.state.read().clone()
+    }
+
+    /// Looks for new data: the source directory if it was absent, new files
+    /// (a new hour, a new `replica_cmds` file) and growth of the newest
+    /// files. Returns `true` when new complete records became readable.
+    ///
+    /// After a new file appears, the file before it is re-stat'ed in the same
+    /// call, so whatever the node wrote to an hour before opening the next is
+    /// readable before any reader moves on. Files that disappear (pruned) are
+    /// dropped, releasing their mappings once no record references them.
+    ///
+    /// # Errors
+    /// [`FeedError::Io`] when a directory or file cannot be read;
+    /// [`FeedError::Truncated`] when a file shrank.
+    pub fn refresh(&self) -> Result<bool, FeedError> {
+        let mut guard = self.inner.refresh.lock();
+        let source = self.inner.source;
+        let old = self.state();
+        let dir = if let Some(dir) = &old.dir {
+            dir.clone()
+        } else {
+            let root = layout::node_root(&self.inner.data_dir);
+            let Some(dir) = layout::find_source_dir(&root, source) else {
+                return Ok(false);
+            };
+            dir
+        };
+        let full = old.dir.is_none()
+            || guard
+                .last_full_list
+                .is_none_or(|t| t.elapsed() >= FULL_LIST_EVERY);
+        let min_date = if full {
+            None
+        } else {
+            old.segments.last().and_then(|s| match s.key() {
+                SegmentKey::Hourly { date, .. } => Some(*date),
+                SegmentKey::Replica { .. } => None,
+            })
+        };
+        let listed = layout::list_segments(&dir.path, source, min_date)?;
+        if full {
+            guard.last_full_list = Some(Instant::now());
+        }
+
+        // Merge the listing with the known segments, reusing their views.
+        let mut segments: Vec<Arc<Segment>> = Vec::with_capacity(listed.len() + 1);
+        if let Some(min) = min_date {
+            segments.extend(
+                old.segments
+                    .iter()
+                    .filter(|s| matches!(s.key(), SegmentKey::Hourly { date, .. } if *date < min))
+                    .cloned(),
+            );
+        }
+        let mut set_changed = false;
+        for file in listed {
+            if let Ok(i) = old.locate(&file.key) {
+                segments.push(old.segments[i].clone());
+            } else {
+                set_changed = true;
+                segments.push(Arc::new(Segment::new(
+                    file.key,
+                    file.path,
+                    source == Source::Blocks,
+                )));
+            }
+        }
+        set_changed |= segments.len() != old.segments.len();
+
+        // Re-stat the previously newest segment and everything after it.
+        let first_to_check = old
+            .segments
+            .last()
+            .map_or(0, |last| segments.partition_point(|s| s.key() < last.key()));
+        let mut readable = false;
+        let mut grew = false;
+        for slot in segments.iter_mut().skip(first_to_check) {
+            let len = match slot.current_len() {
+                Ok(len) => len,
+                // Removed between listing and stat: the next refresh drops it.
+                Err(FeedError::Io {
+                    kind: std::io::ErrorKind::NotFound,
+                    ..
+                }) => continue,
+                Err(error) => return Err(error),
+            };
+            if let Some(next) = slot.grow(len)? {
+                readable |= next.complete_len() != slot.complete_len();
+                grew = true;
+                *slot = Arc::new(next);
+            }
+        }
+        if !set_changed && !grew && old.dir.is_some() {
+            return Ok(false);
+        }
+
+        let mut firsts = Vec::with_capacity(segments.len());
+        let mut bases = Vec::with_capacity(segments.len());
+        let mut total = 0u64;
+        for segment in &segments {
+            let cached = old
+                .locate(segment.key())
+                .ok()
+                .map(|i| old.firsts[i])
+                .filter(|h| *h != Header::default());
+            firsts.push(cached.unwrap_or_else(|| first_header(source, segment)));
+            bases.push(total);
+            total += segment.complete_len();
+        }
+        *self.inner.state.write() = Arc::new(State {
+            dir: Some(dir),
+            segments,
+            firsts,
+            bases,
+            total,
+        });
+        Ok(readable)
+    }
+
+    /// A cursor at `start`.
+    ///
+    /// Block and time positions land on the first record at or after them
+    /// (for streaming-mode files, the first line of the block). The search
+    /// is a binary search over files by their first record, then over byte
+    /// offsets within one file, decoding only line headers. A position
+    /// before the first record lands on the first record; one after the
+    /// newest lands on the tail and waits for it (see [`Cursor`]).
+    ///
+    /// # Errors
+    /// None today; the `Result` leaves room for index failures.
+    pub fn seek(&self, start: Start) -> Result<Cursor, FeedError> {
+        let target = match start {
+            Start::Tail => return Ok(self.head()),
+            Start::BlockNumber(n) => Target::BlockNumber(n),
+            Start::Timestamp(t) => Target::TimestampMs(t),
+        };
+        let state = self.state();
+        let filled: Vec<usize> = (0..state.segments.len())
+            .filter(|&i| state.segments[i].complete_len() > 0)
+            .collect();
+        let k = filled.partition_point(|&i| !target.reached(&state.firsts[i]));
+        if k > 0 {
+            let segment = &state.segments[filled[k - 1]];
+            let offset = find_in_segment(self.inner.source, segment, target);
+            if offset < segment.complete_len() {
+                return Ok(self.cursor_at(segment.key().clone(), offset, None));
+            }
+        }
+        if let Some(&i) = filled.get(k) {
+            return Ok(self.cursor_at(state.segments[i].key().clone(), 0, None));
+        }
+        let mut cursor = head_of(self.inner.source, &state);
+        cursor.target = Some(target);
+        Ok(cursor)
+    }
+
+    fn cursor_at(&self, key: SegmentKey, offset: u64, target: Option<Target>) -> Cursor {
+        Cursor {
+            source: self.inner.source,
+            at: Some((key, offset)),
+            target,
+        }
+    }
+
+    /// Up to `max_records` complete records after `cursor`, in order,
+    /// advancing it past them. Empty when the reader has caught up (call
+    /// [`Feed::refresh`], or wait for it, and read again).
+    ///
+    /// # Errors
+    /// [`FeedError::ForeignCursor`] for another feed's cursor;
+    /// [`FeedError::SegmentGone`] when the file the cursor was in has been
+    /// removed.
+    pub fn read(&self, cursor: &mut Cursor, max_records: usize) -> Result<Vec<Record>, FeedError> {
+        let source = self.inner.source;
+        if cursor.source != source {
+            return Err(FeedError::ForeignCursor {
+                feed: source.feed_id(),
+                cursor_feed: cursor.source.feed_id(),
+            });
+        }
+        let state = self.state();
+        if state.segments.is_empty() || max_records == 0 {
+            return Ok(Vec::new());
+        }
+        let (mut index, mut offset) = match &cursor.at {
+            None => (0, 0u64),
+            Some((key, offset)) => match state.locate(key) {
+                Ok(i) => (i, *offset),
+                Err(_) => {
+                    return Err(FeedError::SegmentGone {
+                        feed: source.feed_id(),
+                        segment: key.to_string(),
+                    });
+                }
+            },
+        };
+        let mut records = Vec::new();
+        while records.len() < max_records {
+            let segment = &state.segments[index];
+            let data = segment.data();
+            let Some((line, next)) = usize::try_from(offset)
+                .ok()
+                .and_then(|start| line_at(data, start))
+            else {
+                if index + 1 < state.segments.len() {
+                    index += 1;
+                    offset = 0;
+                    continue;
+                }
+                break;
+            };
+            let header = record_header(source, segment, offset, &data[line.clone()]);
+            offset = next as u64;
+            if let Some(target) = cursor.target {
+                if !target.reached(&header) {
+                    continue;
+                }
+                cursor.target = None;
+            }
+            records.push(Record {
+                block_number: header.block_number,
+                timestamp_ms: header.timestamp_ms,
+                data: data.slice(line),
+            });
+        }
+        cursor.at = Some((state.segments[index].key().clone(), offset));
+        Ok(records)
+    }
+
+    /// The position just past the newest complete record.
+    pub fn head(&self) -> Cursor {
+        head_of(self.inner.source, &self.state())
+    }
+
+    /// Bytes of complete records between `cursor` and [`Feed::head`] (0 when
+    /// caught up). Reflects the last [`Feed::refresh`].
+    pub fn lag(&self, cursor: &Cursor) -> u64 {
+        let state = self.state();
+        let position = match &cursor.at {
+            None => 0,
+            Some((key, offset)) => match state.locate(key) {
+                Ok(i) => state.bases[i] + offset,
+                Err(i) => state.bases.get(i).copied().unwrap_or(state.total),
+            },
+        };
+        state.total.saturating_sub(position)
+    }
+}
+
+fn head_of(source: Source, state: &State) -> Cursor {
+    Cursor {
+        source,
+        at: state
+            .segments
+            .last()
+            .map(|s| (s.key().clone(), s.complete_len())),
+        target: None,
+    }
+}
+
+/// Header of the record starting at `offset` of `segment`.
+fn record_header(source: Source, segment: &Segment, offset: u64, line: &[u8]) -> Header {
+    match (segment.key(), segment.line_starts()) {
+        (SegmentKey::Replica { height, .. }, Some(starts)) => Header {
+            block_number: starts
+                .binary_search(&offset)
+                .ok()
+                .map(|index| height + index as u64),
+            timestamp_ms: replica_time_ms(line),
+        },
+        _ if source.is_envelope() => envelope_header(line),
+        _ => Header::default(),
+    }
+}
+
+fn first_header(source: Source, segment: &Segment) -> Header {
+    line_at(segment.data(), 0).map_or(Header::default(), |(line, _)| {
+        record_header(source, segment, 0, &segment.data()[line])
+    })
+}
+
+/// Offset of the first record of `segment` at or after `target`, or its
+/// complete length when none is.
+fn find_in_segment(source: Source, segment: &Segment, target: Target) -> u64 {
+    let data = segment.data();
+    match (segment.key(), segment.line_starts()) {
+        (SegmentKey::Replica { height, .. }, Some(starts)) => {
+            let index = match target {
+                Target::BlockNumber(n) => {
+                    usize::try_from(n.saturating_sub(*height)).unwrap_or(usize::MAX)
+                }
+                Target::TimestampMs(_) => starts.partition_point(|&start| {
+                    let line = usize::try_from(start)
+                        .ok()
+                        .and_then(|s| line_at(data, s))
+                        .map(|(line, _)| &data[line]);
+                    line.is_none_or(|l| {
+                        !target.reached(&Header {
+                            block_number: None,
+                            timestamp_ms: replica_time_ms(l),
+                        })
+                    })
+                }),
+            };
+            starts.get(index).copied().unwrap_or(segment.complete_len())
+        }
+        _ => first_line_where(data, |line| {
+            target.reached(&record_header(source, segment, 0, line))
+        }) as u64,
+    }
+}

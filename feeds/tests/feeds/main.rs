@@ -1,0 +1,8 @@
+//! Integration tests of the `feeds` crate, one binary with themed modules.
+
+// Test helpers outside `#[test]` functions fail loudly on purpose.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod index;
+mod real_data;
