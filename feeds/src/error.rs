@@ -78,6 +78,9 @@ pub enum FeedError {
         /// The feed the cursor came from.
         cursor_feed: &'static str,
     },
+    /// An event filter could not be compiled or applied.
+    #[error(transparent)]
+    Filter(#[from] crate::filter::FilterError),
 }
 
 impl FeedError {

@@ -4,6 +4,7 @@
 pub mod envelope;
 pub mod error;
 pub mod feed;
+pub mod filter;
 pub mod index;
 pub mod layout;
 pub mod segment;
@@ -12,6 +13,7 @@ pub mod time;
 
 pub use error::FeedError;
 pub use feed::{Cursor, Feed, Record, Start};
+pub use filter::{EventFilter, FilterError, Filtered};
 pub use index::Target;
 pub use layout::SegmentKey;
 pub use source::{Mode, PositionKind, Source};
