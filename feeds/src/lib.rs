@@ -10,6 +10,7 @@ pub mod layout;
 pub mod segment;
 pub mod source;
 pub mod time;
+pub mod watch;
 
 pub use error::FeedError;
 pub use feed::{Cursor, Feed, Record, Start};
@@ -17,3 +18,4 @@ pub use filter::{EventFilter, FilterError, Filtered};
 pub use index::Target;
 pub use layout::SegmentKey;
 pub use source::{Mode, PositionKind, Source};
+pub use watch::Watcher;

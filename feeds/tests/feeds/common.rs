@@ -48,13 +48,15 @@ impl NodeDir {
 
     /// `hl/data/<dir>/hourly/<date>/<hour>`, parents created.
     pub fn hour_file(&self, dir: &str, date: u32, hour: u32) -> PathBuf {
-        let path = self
-            .tmp
-            .path()
-            .join(format!("hl/data/{dir}/hourly/{date}/{hour}"));
-        fs::create_dir_all(path.parent().unwrap()).unwrap();
-        path
+        hour_file(self.path(), dir, date, hour)
     }
+}
+
+/// `<data_dir>/hl/data/<dir>/hourly/<date>/<hour>`, parents created.
+pub fn hour_file(data_dir: &Path, dir: &str, date: u32, hour: u32) -> PathBuf {
+    let path = data_dir.join(format!("hl/data/{dir}/hourly/{date}/{hour}"));
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    path
 }
 
 /// Appends bytes to a file, creating it.

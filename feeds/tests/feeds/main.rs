@@ -7,3 +7,4 @@ mod common;
 mod filters;
 mod index;
 mod real_data;
+mod tail;

@@ -1,0 +1,79 @@
+//! Filesystem change notifications as wake-up hints: [`Watcher`] calls a
+//! callback whenever anything under the node root (or a snapshot location)
+//! changes.
+//!
+//! A notification carries no data and may be late, coalesced or missing
+//! (notify backends drop events under load, and network filesystems send
+//! none). Its only job is to make a reader call [`crate::Feed::refresh`]
+//! sooner; correctness never depends on it, because refresh re-lists and
+//! re-stats and cursors hold committed byte offsets. Keep a slow poll
+//! running beside it.
+
+use std::path::Path;
+
+use notify::{RecommendedWatcher, RecursiveMode, Watcher as _};
+
+use crate::error::FeedError;
+use crate::layout::node_root;
+
+/// Calls a callback on any change under a data directory's node root, in
+/// the data directory itself (snapshot files) and in its `l4_snapshots/`.
+///
+/// Dropping the `Watcher` stops the notifications.
+pub struct Watcher {
+    _watcher: RecommendedWatcher,
+}
+
+impl std::fmt::Debug for Watcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Watcher").finish_non_exhaustive()
+    }
+}
+
+impl Watcher {
+    /// Starts watching `data_dir`: its node root recursively (see
+    /// [`node_root`]), plus `data_dir` and `data_dir/l4_snapshots`
+    /// non-recursively when the node root is `data_dir/hl/data`.
+    ///
+    /// `on_change` runs on the watcher's own thread for every event and
+    /// every watcher error; keep it short (e.g. notify a condition or a
+    /// channel).
+    ///
+    /// # Errors
+    /// [`FeedError::Io`] with op `watch` when the platform watcher cannot be
+    /// created or a path cannot be watched.
+    pub fn new(
+        data_dir: &Path,
+        on_change: impl Fn() + Send + 'static,
+    ) -> Result<Watcher, FeedError> {
+        let mut watcher =
+            notify::recommended_watcher(move |_event: notify::Result<notify::Event>| {
+                on_change();
+            })
+            .map_err(|e| watch_error(data_dir, &e))?;
+        let root = node_root(data_dir);
+        watcher
+            .watch(&root, RecursiveMode::Recursive)
+            .map_err(|e| watch_error(&root, &e))?;
+        if root != data_dir {
+            watcher
+                .watch(data_dir, RecursiveMode::NonRecursive)
+                .map_err(|e| watch_error(data_dir, &e))?;
+            let snapshots = data_dir.join("l4_snapshots");
+            if snapshots.is_dir() {
+                watcher
+                    .watch(&snapshots, RecursiveMode::NonRecursive)
+                    .map_err(|e| watch_error(&snapshots, &e))?;
+            }
+        }
+        Ok(Watcher { _watcher: watcher })
+    }
+}
+
+fn watch_error(path: &Path, error: &notify::Error) -> FeedError {
+    let io = match &error.kind {
+        notify::ErrorKind::Io(io) => std::io::Error::new(io.kind(), error.to_string()),
+        _ => std::io::Error::other(error.to_string()),
+    };
+    FeedError::io("watch", path, &io)
+}

@@ -1,0 +1,263 @@
+//! Live tailing in a temporary node directory: a writer appends lines
+//! (split writes, a new hour, a source created after the readers started)
+//! while readers follow; every line must arrive exactly once, in order.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use feeds::{Cursor, Feed, Source, Start, Watcher};
+
+use std::path::Path;
+
+use crate::common::{NodeDir, append, diff_event, envelope, hour_file};
+
+const T0: i64 = 1_767_225_600_000;
+const DATE: u32 = 20_260_101;
+/// The last block the live writer appends.
+const LAST: u64 = 60;
+
+fn fill_line(block: u64) -> String {
+    let event = format!(r#"["0xabc",{{"coin":"BTC","px":"1.0","sz":"{block}.0","tid":{block}}}]"#);
+    envelope(block, T0 + block as i64 * 70, &event)
+}
+
+fn diff_line(block: u64) -> String {
+    envelope(
+        block,
+        T0 + block as i64 * 70,
+        &diff_event("0xdef", "ETH", block),
+    )
+}
+
+/// A reader of one feed and everything it has read.
+struct Follower {
+    feed: Feed,
+    cursor: Cursor,
+    got: Vec<String>,
+}
+
+impl Follower {
+    fn new(feed: &Feed, start: Start) -> Follower {
+        Follower {
+            feed: feed.clone(),
+            cursor: feed.seek(start).unwrap(),
+            got: Vec::new(),
+        }
+    }
+
+    fn poll(&mut self) {
+        self.feed.refresh().unwrap();
+        loop {
+            // Small batches so reads interleave with the writer.
+            let batch = self.feed.read(&mut self.cursor, 3).unwrap();
+            if batch.is_empty() {
+                break;
+            }
+            for record in batch {
+                self.got
+                    .push(String::from_utf8(record.data.to_vec()).unwrap());
+            }
+        }
+    }
+}
+
+/// Writes fills blocks `first..=last`: block 20 in two halves with a pause,
+/// blocks from 30 on in the next hour's file, and the raw-book-diffs source
+/// (absent before) from block 25 on.
+fn write(data_dir: &Path, first: u64, last: u64) {
+    let hour0 = hour_file(data_dir, "node_fills_by_block", DATE, 9);
+    let hour1 = hour_file(data_dir, "node_fills_by_block", DATE, 10);
+    for block in first..=last {
+        let file = if block >= 30 { &hour1 } else { &hour0 };
+        let line = format!("{}\n", fill_line(block));
+        if block == 20 {
+            let (a, b) = line.split_at(line.len() / 2);
+            append(file, a.as_bytes());
+            thread::sleep(Duration::from_millis(60));
+            append(file, b.as_bytes());
+        } else {
+            append(file, line.as_bytes());
+        }
+        if block >= 25 {
+            let diffs = hour_file(data_dir, "node_raw_book_diffs_by_block", DATE, 9);
+            append(&diffs, format!("{}\n", diff_line(block)).as_bytes());
+        }
+        thread::sleep(Duration::from_millis(3));
+    }
+}
+
+fn live_tail(with_watcher: bool) {
+    let node = NodeDir::new();
+    let hour0 = node.hour_file("node_fills_by_block", DATE, 9);
+    for block in 1..=5 {
+        append(&hour0, format!("{}\n", fill_line(block)).as_bytes());
+    }
+    let fills = Feed::open(node.path(), Source::Fills).unwrap();
+    let diffs = Feed::open(node.path(), Source::RawBookDiffs).unwrap();
+    assert_eq!(diffs.source_dir_name(), None);
+
+    let wakeups = Arc::new(AtomicUsize::new(0));
+    let (wake_tx, wake_rx) = mpsc::channel::<()>();
+    let _watcher = with_watcher.then(|| {
+        let counter = wakeups.clone();
+        Watcher::new(node.path(), move || {
+            counter.fetch_add(1, Ordering::Relaxed);
+            let _ = wake_tx.send(());
+        })
+        .unwrap()
+    });
+
+    let mut tail = Follower::new(&fills, Start::Tail);
+    let mut from_three = Follower::new(&fills, Start::BlockNumber(3));
+    let mut new_source = Follower::new(&diffs, Start::Tail);
+
+    let writer = {
+        let path = node.path().to_path_buf();
+        thread::spawn(move || write(&path, 6, LAST))
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if with_watcher {
+            // The watcher is a hint; a slow poll backs it up.
+            let _ = wake_rx.recv_timeout(Duration::from_millis(200));
+        } else {
+            thread::sleep(Duration::from_millis(2));
+        }
+        tail.poll();
+        from_three.poll();
+        new_source.poll();
+        if writer.is_finished()
+            && from_three.got.len() == (LAST - 2) as usize
+            && new_source.got.len() == (LAST - 24) as usize
+        {
+            break;
+        }
+    }
+    writer.join().unwrap();
+    tail.poll();
+    from_three.poll();
+    new_source.poll();
+
+    let expect = |from: u64, line: fn(u64) -> String| (from..=LAST).map(line).collect::<Vec<_>>();
+    assert_eq!(tail.got, expect(6, fill_line));
+    assert_eq!(from_three.got, expect(3, fill_line));
+    assert_eq!(new_source.got, expect(25, diff_line));
+    assert_eq!(
+        diffs.source_dir_name().as_deref(),
+        Some("node_raw_book_diffs_by_block")
+    );
+    assert_eq!(fills.lag(&tail.cursor), 0);
+    if with_watcher {
+        assert!(
+            wakeups.load(Ordering::Relaxed) > 0,
+            "the watcher never fired"
+        );
+    }
+}
+
+#[test]
+fn live_tail_with_polling_only() {
+    live_tail(false);
+}
+
+#[test]
+fn live_tail_with_a_watcher() {
+    live_tail(true);
+}
+
+#[test]
+fn a_half_written_line_waits_for_its_newline() {
+    let node = NodeDir::new();
+    let file = node.hour_file("node_fills_by_block", DATE, 0);
+    append(&file, format!("{}\n", fill_line(1)).as_bytes());
+    let feed = Feed::open(node.path(), Source::Fills).unwrap();
+    let mut cursor = feed.seek(Start::Tail).unwrap();
+    let line = fill_line(2);
+    append(&file, &line.as_bytes()[..40]);
+    assert!(!feed.refresh().unwrap());
+    assert!(feed.read(&mut cursor, 10).unwrap().is_empty());
+    assert_eq!(feed.lag(&cursor), 0);
+    append(&file, &line.as_bytes()[40..]);
+    assert!(!feed.refresh().unwrap());
+    append(&file, b"\n");
+    assert!(feed.refresh().unwrap());
+    let got = feed.read(&mut cursor, 10).unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(&got[0].data[..], line.as_bytes());
+    assert_eq!(got[0].block_number, Some(2));
+}
+
+#[test]
+fn an_hour_is_finished_before_the_next_is_read() {
+    let node = NodeDir::new();
+    let hour0 = node.hour_file("node_fills_by_block", DATE, 23);
+    append(&hour0, format!("{}\n", fill_line(1)).as_bytes());
+    let feed = Feed::open(node.path(), Source::Fills).unwrap();
+    let mut cursor = feed.seek(Start::BlockNumber(1)).unwrap();
+    assert_eq!(feed.read(&mut cursor, 10).unwrap().len(), 1);
+    // The node flushes the rest of the old hour, then opens the next day's
+    // first hour; one refresh sees both.
+    append(
+        &hour0,
+        format!("{}\n{}\n", fill_line(2), fill_line(3)).as_bytes(),
+    );
+    let next = node.hour_file("node_fills_by_block", DATE + 1, 0);
+    append(&next, format!("{}\n", fill_line(4)).as_bytes());
+    assert!(feed.refresh().unwrap());
+    let blocks: Vec<_> = feed
+        .read(&mut cursor, 10)
+        .unwrap()
+        .iter()
+        .map(|r| r.block_number.unwrap())
+        .collect();
+    assert_eq!(blocks, [2, 3, 4]);
+    assert_eq!(cursor, feed.head());
+}
+
+#[test]
+fn a_future_block_is_served_once_written() {
+    let node = NodeDir::new();
+    let file = node.hour_file("node_fills_by_block", DATE, 0);
+    append(&file, format!("{}\n", fill_line(1)).as_bytes());
+    let feed = Feed::open(node.path(), Source::Fills).unwrap();
+    let mut cursor = feed.seek(Start::BlockNumber(4)).unwrap();
+    assert!(feed.read(&mut cursor, 10).unwrap().is_empty());
+    append(
+        &file,
+        format!("{}\n{}\n{}\n", fill_line(2), fill_line(3), fill_line(4)).as_bytes(),
+    );
+    feed.refresh().unwrap();
+    let got = feed.read(&mut cursor, 10).unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].block_number, Some(4));
+}
+
+#[test]
+fn a_pruned_file_under_a_cursor_is_reported() {
+    let node = NodeDir::new();
+    let old = node.hour_file("node_fills_by_block", DATE, 0);
+    append(
+        &old,
+        format!("{}\n{}\n", fill_line(1), fill_line(2)).as_bytes(),
+    );
+    let feed = Feed::open(node.path(), Source::Fills).unwrap();
+    let mut cursor = feed.seek(Start::BlockNumber(1)).unwrap();
+    assert_eq!(feed.read(&mut cursor, 1).unwrap().len(), 1);
+    append(
+        &node.hour_file("node_fills_by_block", DATE, 1),
+        format!("{}\n", fill_line(3)).as_bytes(),
+    );
+    std::fs::remove_file(&old).unwrap();
+    thread::sleep(Duration::from_millis(1100)); // past the full re-list interval
+    feed.refresh().unwrap();
+    assert_eq!(
+        feed.read(&mut cursor, 10).unwrap_err(),
+        feeds::FeedError::SegmentGone {
+            feed: "fills",
+            segment: format!("hourly/{DATE}/0")
+        }
+    );
+}
