@@ -7,4 +7,5 @@ mod common;
 mod filters;
 mod index;
 mod real_data;
+mod snapshots;
 mod tail;
