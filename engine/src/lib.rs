@@ -2,6 +2,11 @@
 //! state (L4/L2 books, BBO, TP/SL, trades, fills, candles, mids) and the frames
 //! each view emits. No tokio, no network, no clock.
 
+pub mod align;
 pub mod block;
+pub mod book;
 pub mod event;
+pub mod fold;
 pub mod num;
+pub mod snapshot;
+pub mod views;

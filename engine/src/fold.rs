@@ -1,0 +1,505 @@
+//! The fold driver: [`Engine`] owns every coin's L4 book and the views'
+//! shared state, and [`Engine::apply`] folds one aligned [`Block`] into them,
+//! returning a [`BlockReport`] of what it could not apply. It is the single
+//! writer: one thread calls `apply`, then lets each subscription read the
+//! updated views.
+//!
+//! Order statuses are scanned lazily: the `"status":"` value and the coin are
+//! read from the bytes, and only statuses that can open a resting order
+//! (`open`, `triggered`) are fully decoded — the ~95% that are rejections
+//! change no book state.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use bytes::Bytes;
+use feeds::envelope;
+use memchr::memmem;
+
+use crate::block::{Block, BlockDecodeError};
+use crate::book::l4::{Books, L4Error, RestingOrder};
+use crate::event::{
+    BookDiffEvent, OrderStatusEvent, RawBookDiff, Side, decode_book_diff, decode_order_status,
+};
+use crate::num::{Px, Sz};
+use crate::snapshot::{self, L4Snapshot, SnapshotError};
+use crate::views::Views;
+
+/// Per-coin counts of diffs the book could not apply as written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UnknownIds {
+    /// `update`/`remove` for an oid the book did not hold.
+    pub unknown_oid: u64,
+    /// `new` without an opening status in the same block.
+    pub missing_status: u64,
+}
+
+impl UnknownIds {
+    /// Both counts together.
+    pub fn total(&self) -> u64 {
+        self.unknown_oid + self.missing_status
+    }
+}
+
+/// Blocks were skipped between the folded height and this block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gap {
+    /// The block that was expected next.
+    pub expected: u64,
+    /// The block that came instead.
+    pub got: u64,
+}
+
+/// A coin whose folded book was replaced from a node snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CoinReset {
+    /// Market.
+    pub coin: String,
+    /// Snapshot height the book was replaced at.
+    pub height: u64,
+    /// The first difference found.
+    pub detail: String,
+}
+
+/// What one [`Engine::apply`] did besides folding.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BlockReport {
+    /// Block number.
+    pub block: u64,
+    /// The block was at or below the folded height and was skipped.
+    pub skipped: bool,
+    /// Blocks missing before this one.
+    pub gap: Option<Gap>,
+    /// Events seen (statuses, diffs, fills).
+    pub events: usize,
+    /// Diffs that could not be applied as written.
+    pub issues: Vec<L4Error>,
+    /// Lines or events that did not decode.
+    pub decode_errors: Vec<BlockDecodeError>,
+    /// Coins replaced from a snapshot, surfaced with this block.
+    pub resets: Vec<CoinReset>,
+}
+
+/// Kind of a typed L4 order change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OrderChangeKind {
+    /// The order now rests.
+    New,
+    /// Its size changed.
+    Update,
+    /// It left the book.
+    Remove,
+}
+
+/// One applied raw book diff, typed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderChange {
+    /// What happened.
+    pub kind: OrderChangeKind,
+    /// Market.
+    pub coin: String,
+    /// Order id.
+    pub oid: u64,
+    /// Owner.
+    pub user: String,
+    /// Side.
+    pub side: Side,
+    /// Price.
+    pub px: Px,
+    /// Size after the change (`0.0` on remove).
+    pub sz: Sz,
+}
+
+/// One coin's raw events of a block, exact bytes in file order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RawCoinEvents {
+    /// Order status events.
+    pub order_statuses: Vec<Bytes>,
+    /// Raw book diff events.
+    pub book_diffs: Vec<Bytes>,
+}
+
+/// What a block changed, handed to every view's `update`.
+#[derive(Debug, Clone, Default)]
+pub struct BlockChanges {
+    /// Block number.
+    pub number: u64,
+    /// Block time, Unix ms.
+    pub time_ms: i64,
+    /// Coins whose book was mutated or reset.
+    pub touched: BTreeSet<String>,
+    /// Applied diffs, typed, in file order.
+    pub order_changes: Vec<OrderChange>,
+    /// Raw events of the coins some view asked for ([`Views::raw_coins`]).
+    pub raw: BTreeMap<String, RawCoinEvents>,
+    /// Coins reset from a snapshot.
+    pub resets: BTreeSet<String>,
+}
+
+/// The single-writer market state: books, fold position, counters, views.
+#[derive(Debug, Default)]
+pub struct Engine {
+    books: Books,
+    height: Option<u64>,
+    time_ms: i64,
+    unknown: BTreeMap<String, UnknownIds>,
+    pending_resets: Vec<CoinReset>,
+    blocks: u64,
+    events: u64,
+    views: Views,
+}
+
+impl Engine {
+    /// An engine with no books and no height: the first block is folded into
+    /// empty books.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// An engine starting from a node snapshot: blocks at or below its
+    /// height are skipped.
+    pub fn from_snapshot(snapshot: L4Snapshot) -> Self {
+        let mut engine = Self {
+            books: snapshot.books,
+            height: Some(snapshot.height),
+            ..Self::default()
+        };
+        engine.views.rebuild(&engine.books);
+        engine
+    }
+
+    /// The books.
+    pub fn books(&self) -> &Books {
+        &self.books
+    }
+
+    /// The views' shared state.
+    pub fn views(&self) -> &Views {
+        &self.views
+    }
+
+    /// The views' shared state, for subscribing.
+    pub fn views_mut(&mut self) -> (&mut Views, &Books) {
+        (&mut self.views, &self.books)
+    }
+
+    /// Height of the last folded block (or of the starting snapshot).
+    pub fn height(&self) -> Option<u64> {
+        self.height
+    }
+
+    /// Time of the last folded block, Unix ms (0 before the first block).
+    pub fn time_ms(&self) -> i64 {
+        self.time_ms
+    }
+
+    /// Unknown ids per coin since the start.
+    pub fn unknown_ids(&self) -> &BTreeMap<String, UnknownIds> {
+        &self.unknown
+    }
+
+    /// Blocks folded (not skipped).
+    pub fn blocks_folded(&self) -> u64 {
+        self.blocks
+    }
+
+    /// Events seen in folded blocks.
+    pub fn events_seen(&self) -> u64 {
+        self.events
+    }
+
+    /// Folds one block. Blocks at or below the current height are skipped;
+    /// a jump past `height + 1` is reported as a [`Gap`] and folded anyway.
+    pub fn apply(&mut self, block: &Block) -> BlockReport {
+        let mut report = BlockReport {
+            block: block.number,
+            ..BlockReport::default()
+        };
+        if let Some(height) = self.height {
+            if block.number <= height {
+                report.skipped = true;
+                return report;
+            }
+            if block.number > height + 1 {
+                report.gap = Some(Gap {
+                    expected: height + 1,
+                    got: block.number,
+                });
+            }
+        }
+        let mut changes = BlockChanges {
+            number: block.number,
+            time_ms: block.time_ms,
+            ..BlockChanges::default()
+        };
+        for reset in std::mem::take(&mut self.pending_resets) {
+            changes.touched.insert(reset.coin.clone());
+            changes.resets.insert(reset.coin.clone());
+            report.resets.push(reset);
+        }
+        let raw_coins = self.views.raw_coins();
+        let openings = scan_statuses(block, &raw_coins, &mut changes, &mut report);
+        self.apply_diffs(block, &openings, &raw_coins, &mut changes, &mut report);
+        report.events += count_events(&block.lines.fills, block.number, &mut report);
+        for issue in &report.issues {
+            let counts = self.unknown.entry(issue.coin().to_owned()).or_default();
+            match issue {
+                L4Error::UnknownOid { .. } => counts.unknown_oid += 1,
+                L4Error::MissingOpeningStatus { .. } => counts.missing_status += 1,
+            }
+        }
+        self.views.update(&self.books, &changes);
+        self.height = Some(block.number);
+        self.time_ms = block.time_ms;
+        self.blocks += 1;
+        self.events += report.events as u64;
+        report
+    }
+
+    fn apply_diffs(
+        &mut self,
+        block: &Block,
+        openings: &HashMap<u64, OrderStatusEvent<'_>>,
+        raw_coins: &BTreeSet<String>,
+        changes: &mut BlockChanges,
+        report: &mut BlockReport,
+    ) {
+        for line in &block.lines.raw_book_diffs {
+            for_each_span(line, block.number, report, |raw, report| {
+                report.events += 1;
+                match decode_book_diff(raw) {
+                    Ok(diff) => {
+                        if raw_coins.contains(diff.coin) {
+                            changes
+                                .raw
+                                .entry(diff.coin.to_owned())
+                                .or_default()
+                                .book_diffs
+                                .push(line.slice_ref(raw));
+                        }
+                        self.apply_diff(block, &diff, openings, changes, report);
+                    }
+                    Err(error) => report.decode_errors.push(BlockDecodeError::Event {
+                        block: block.number,
+                        error,
+                    }),
+                }
+            });
+        }
+    }
+
+    fn apply_diff(
+        &mut self,
+        block: &Block,
+        diff: &BookDiffEvent<'_>,
+        openings: &HashMap<u64, OrderStatusEvent<'_>>,
+        changes: &mut BlockChanges,
+        report: &mut BlockReport,
+    ) {
+        let unknown = || L4Error::UnknownOid {
+            coin: diff.coin.to_owned(),
+            oid: diff.oid,
+            block: block.number,
+        };
+        let (kind, sz) = match diff.raw_book_diff {
+            RawBookDiff::New { sz } => {
+                let order = if let Some(status) = openings.get(&diff.oid) {
+                    RestingOrder::from_opening(diff.user, status, diff.px, sz, block.time_ms)
+                } else {
+                    report.issues.push(L4Error::MissingOpeningStatus {
+                        coin: diff.coin.to_owned(),
+                        oid: diff.oid,
+                        block: block.number,
+                    });
+                    RestingOrder::bare(diff.user, diff.oid, diff.side, diff.px, sz, block.time_ms)
+                };
+                self.books.get_or_create(diff.coin).insert(order);
+                (OrderChangeKind::New, sz)
+            }
+            RawBookDiff::Update { new_sz, .. } => {
+                let book = self.books.get_mut(diff.coin);
+                if book.and_then(|b| b.set_sz(diff.oid, new_sz)).is_none() {
+                    report.issues.push(unknown());
+                    return;
+                }
+                (OrderChangeKind::Update, new_sz)
+            }
+            RawBookDiff::Remove => {
+                let book = self.books.get_mut(diff.coin);
+                if book.and_then(|b| b.remove(diff.oid)).is_none() {
+                    report.issues.push(unknown());
+                    return;
+                }
+                (OrderChangeKind::Remove, Sz::ZERO)
+            }
+        };
+        if !changes.touched.contains(diff.coin) {
+            changes.touched.insert(diff.coin.to_owned());
+        }
+        changes.order_changes.push(OrderChange {
+            kind,
+            coin: diff.coin.to_owned(),
+            oid: diff.oid,
+            user: diff.user.to_owned(),
+            side: diff.side,
+            px: diff.px,
+            sz,
+        });
+    }
+
+    /// Compares the folded state with a newer node snapshot at the same
+    /// height, coin by coin. Each diverged coin's book is replaced from the
+    /// snapshot; the resets are returned now and surface again, with fresh
+    /// snapshots for that coin's subscribers, in the next block's report.
+    ///
+    /// # Errors
+    /// [`SnapshotError::HeightMismatch`] when the snapshot is not at the
+    /// folded height.
+    pub fn check_snapshot(
+        &mut self,
+        snapshot: &L4Snapshot,
+    ) -> Result<Vec<CoinReset>, SnapshotError> {
+        if self.height != Some(snapshot.height) {
+            return Err(SnapshotError::HeightMismatch {
+                snapshot: snapshot.height,
+                folded: self.height,
+            });
+        }
+        let diverged = snapshot::compare(&self.books, &snapshot.books);
+        let mut resets = Vec::with_capacity(diverged.len());
+        for divergence in diverged {
+            let book = snapshot
+                .books
+                .get(&divergence.coin)
+                .cloned()
+                .unwrap_or_default();
+            self.books.replace(&divergence.coin, book);
+            resets.push(CoinReset {
+                coin: divergence.coin,
+                height: snapshot.height,
+                detail: divergence.detail,
+            });
+        }
+        self.pending_resets.extend(resets.iter().cloned());
+        Ok(resets)
+    }
+}
+
+/// Walks every status: counts it, files its bytes for coins a view wants raw,
+/// and fully decodes only the statuses that can open a resting order.
+fn scan_statuses<'a>(
+    block: &'a Block,
+    raw_coins: &BTreeSet<String>,
+    changes: &mut BlockChanges,
+    report: &mut BlockReport,
+) -> HashMap<u64, OrderStatusEvent<'a>> {
+    let mut openings = HashMap::new();
+    for line in &block.lines.order_statuses {
+        for_each_span(line, block.number, report, |raw, report| {
+            report.events += 1;
+            let scanned = scan_status(raw);
+            if let Some((_, coin)) = scanned
+                && raw_coins.contains(coin)
+            {
+                changes
+                    .raw
+                    .entry(coin.to_owned())
+                    .or_default()
+                    .order_statuses
+                    .push(line.slice_ref(raw));
+            }
+            if let Some((status, _)) = scanned
+                && status != b"open"
+                && status != b"triggered"
+            {
+                return;
+            }
+            match decode_order_status(raw) {
+                Ok(event) => {
+                    if scanned.is_none() && raw_coins.contains(event.order.coin) {
+                        changes
+                            .raw
+                            .entry(event.order.coin.to_owned())
+                            .or_default()
+                            .order_statuses
+                            .push(line.slice_ref(raw));
+                    }
+                    if event.opens_resting_order() {
+                        openings.insert(event.order.oid, event);
+                    }
+                }
+                Err(error) => report.decode_errors.push(BlockDecodeError::Event {
+                    block: block.number,
+                    error,
+                }),
+            }
+        });
+    }
+    openings
+}
+
+/// The `status` value and the order's `coin` read straight from the bytes,
+/// or `None` when either is not a plain string (then the event is decoded).
+/// The first `"status":"` is the event's own key (order objects have none),
+/// and the first `"coin":"` belongs to the order (its children share it).
+fn scan_status(raw: &[u8]) -> Option<(&[u8], &str)> {
+    let status = string_after(raw, b"\"status\":\"")?;
+    let coin = string_after(raw, b"\"coin\":\"")?;
+    Some((status, std::str::from_utf8(coin).ok()?))
+}
+
+fn string_after<'a>(raw: &'a [u8], key: &[u8]) -> Option<&'a [u8]> {
+    let start = memmem::find(raw, key)? + key.len();
+    let len = memchr::memchr2(b'"', b'\\', &raw[start..])?;
+    (raw[start + len] == b'"').then(|| &raw[start..start + len])
+}
+
+fn for_each_span<'a>(
+    line: &'a Bytes,
+    block: u64,
+    report: &mut BlockReport,
+    mut visit: impl FnMut(&'a [u8], &mut BlockReport),
+) {
+    let line_bytes: &'a [u8] = line;
+    let env = match envelope::decode(line_bytes) {
+        Ok(env) => env,
+        Err(error) => {
+            report
+                .decode_errors
+                .push(BlockDecodeError::Envelope { block, error });
+            return;
+        }
+    };
+    for span in env.events() {
+        match span {
+            Ok(span) => visit(&line_bytes[span], report),
+            Err(error) => {
+                report
+                    .decode_errors
+                    .push(BlockDecodeError::Envelope { block, error });
+                return;
+            }
+        }
+    }
+}
+
+fn count_events(lines: &[Bytes], block: u64, report: &mut BlockReport) -> usize {
+    let mut count = 0;
+    for line in lines {
+        for_each_span(line, block, report, |_, _| count += 1);
+    }
+    count
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scan_reads_status_and_coin_without_decoding() {
+        let raw = br#"{"time":"t","user":"0xa","hash":null,"builder":null,"status":"badAloPxRejected","order":{"coin":"xyz:NVDA","side":"B"}}"#;
+        let (status, coin) = scan_status(raw).unwrap();
+        assert_eq!(status, b"badAloPxRejected");
+        assert_eq!(coin, "xyz:NVDA");
+        assert_eq!(scan_status(br#"{"status":"op\"en"}"#), None);
+    }
+}

@@ -1,0 +1,132 @@
+//! Mid prices per coin from the book: `(best bid + best ask) / 2`, exact and
+//! canonically printed; a coin with an empty side has no mid. The frame is
+//! the whole map of the coins in scope, sent again whenever one of their
+//! mids changes.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use crate::book::l4::{Books, L4Book};
+use crate::fold::{BlockChanges, Engine};
+use crate::num::{Decimal, Px};
+use crate::views::{in_scope, position};
+
+/// `AllMidsUpdate` (with the producing block, which book mids have).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AllMidsUpdate {
+    /// Block time, Unix ms.
+    pub time: i64,
+    /// Producing block.
+    pub block_number: u64,
+    /// Coin → mid, sorted by coin.
+    pub mids: BTreeMap<String, Px>,
+}
+
+/// `(bid + ask) / 2`, exact, canonical; `None` on overflow.
+pub fn mid(bid: Px, ask: Px) -> Option<Px> {
+    let sum = bid.checked_add(ask)?;
+    let half = if sum.units() % 2 == 0 {
+        Decimal::new(sum.units() / 2, sum.scale()).ok()?
+    } else {
+        Decimal::new(sum.units().checked_mul(5)?, sum.scale().checked_add(1)?).ok()?
+    };
+    Some(half.canonical())
+}
+
+fn mid_of(book: &L4Book) -> Option<Px> {
+    mid(book.best_bid()?.px(), book.best_ask()?.px())
+}
+
+/// Shared state: every coin's mid and the coins whose mid changed in the
+/// last block.
+#[derive(Debug, Default)]
+pub struct MidsView {
+    mids: BTreeMap<String, Px>,
+    changed: BTreeSet<String>,
+}
+
+impl MidsView {
+    /// The current mids.
+    pub fn mids(&self) -> &BTreeMap<String, Px> {
+        &self.mids
+    }
+
+    pub(crate) fn rebuild(&mut self, books: &Books) {
+        self.mids = books
+            .iter()
+            .filter_map(|(coin, book)| Some((coin.to_owned(), mid_of(book)?)))
+            .collect();
+        self.changed.clear();
+    }
+
+    pub(crate) fn update(&mut self, books: &Books, changes: &BlockChanges) {
+        self.changed.clear();
+        for coin in &changes.touched {
+            let now = books.get(coin).and_then(mid_of);
+            let before = self.mids.get(coin);
+            let same = match (before, now.as_ref()) {
+                (None, None) => true,
+                (Some(a), Some(b)) => a == b && a.scale() == b.scale(),
+                _ => false,
+            };
+            if same {
+                continue;
+            }
+            match now {
+                Some(px) => self.mids.insert(coin.clone(), px),
+                None => self.mids.remove(coin),
+            };
+            self.changed.insert(coin.clone());
+        }
+    }
+}
+
+/// `AllMidsRequest`, with an optional coin scope (empty = all coins).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AllMidsRequest {
+    /// Markets (empty = all).
+    pub coins: Vec<String>,
+}
+
+/// One mids subscription.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MidsSubscription {
+    coins: BTreeSet<String>,
+}
+
+impl MidsSubscription {
+    /// Subscribes; the opening frame is the current map.
+    pub fn open(engine: &Engine, request: &AllMidsRequest) -> (Self, AllMidsUpdate) {
+        let subscription = Self {
+            coins: request.coins.iter().cloned().collect(),
+        };
+        let frame = subscription.frame(engine);
+        (subscription, frame)
+    }
+
+    /// The frame of the last folded block, if a mid in scope changed.
+    pub fn on_block(&self, engine: &Engine) -> Option<AllMidsUpdate> {
+        let view = &engine.views().mids;
+        view.changed
+            .iter()
+            .any(|coin| in_scope(&self.coins, coin))
+            .then(|| self.frame(engine))
+    }
+
+    fn frame(&self, engine: &Engine) -> AllMidsUpdate {
+        let (block_number, time) = position(engine);
+        AllMidsUpdate {
+            time,
+            block_number,
+            mids: engine
+                .views()
+                .mids
+                .mids
+                .iter()
+                .filter(|(coin, _)| in_scope(&self.coins, coin))
+                .map(|(coin, px)| (coin.clone(), *px))
+                .collect(),
+        }
+    }
+}
