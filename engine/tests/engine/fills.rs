@@ -1,0 +1,213 @@
+//! The fills family on real fills: exact field mapping, user, builder and
+//! liquidation filters, coin scopes with unknown coins, and gap-free
+//! per-subscription sequences.
+
+use engine::block::Block;
+use engine::views::fills::{
+    AllFillsRequest, BuilderFillsRequest, Fill, FillsSubscription, FillsUpdate, FillsView,
+    LiquidationFillsRequest, UserFillsRequest,
+};
+use serde_json::{Map, Value, json};
+
+use crate::common::{by_block_blocks, real};
+use crate::trades::{fill_envelopes, fills_block};
+
+/// Runs one subscription over `blocks`; returns its frames.
+fn run(subscription: &mut FillsSubscription, blocks: &[Block]) -> Vec<FillsUpdate> {
+    let mut view = FillsView::new();
+    let mut frames = Vec::new();
+    for block in blocks {
+        view.apply(&block.decode());
+        frames.extend(subscription.on_block(&view));
+    }
+    frames
+}
+
+fn real_blocks() -> Vec<Block> {
+    by_block_blocks(&real("fills-unfiltered"))
+}
+
+/// `(block_number, sequence, fills)` of each frame.
+fn shape(frames: &[FillsUpdate]) -> Vec<(u64, u64, usize)> {
+    frames
+        .iter()
+        .map(|f| (f.block_number, f.sequence, f.fills.len()))
+        .collect()
+}
+
+/// The node's fill object renamed to snake_case, `user` first, a null
+/// `twapId` dropped: what the frame must carry, built with serde_json only.
+fn expected_fill(user: &str, fill: &Value) -> Value {
+    let mut out = Map::new();
+    out.insert("user".into(), json!(user));
+    for (key, value) in fill.as_object().unwrap() {
+        if value.is_null() {
+            continue;
+        }
+        let mut snake = String::new();
+        for c in key.chars() {
+            if c.is_ascii_uppercase() {
+                snake.push('_');
+                snake.push(c.to_ascii_lowercase());
+            } else {
+                snake.push(c);
+            }
+        }
+        out.insert(snake, value.clone());
+    }
+    Value::Object(out)
+}
+
+#[test]
+fn every_real_fill_maps_field_for_field() {
+    let blocks = real_blocks();
+    let envelopes = fill_envelopes("fills-unfiltered");
+    let mut view = FillsView::new();
+    let mut checked = 0;
+    for (block, envelope) in blocks.iter().zip(&envelopes) {
+        view.apply(&block.decode());
+        let events = envelope["events"].as_array().unwrap();
+        assert_eq!(view.fills().len(), events.len());
+        for (fill, event) in view.fills().iter().zip(events) {
+            let want = expected_fill(event[0].as_str().unwrap(), &event[1]);
+            assert_eq!(serde_json::to_value(fill).unwrap(), want);
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 1_388);
+}
+
+#[test]
+fn all_fills_number_frames_without_gaps_and_skip_empty_blocks() {
+    let mut all = FillsSubscription::all(&AllFillsRequest::default());
+    let frames = run(&mut all, &real_blocks());
+    // Blocks 923950859, -60, -62 and -66 have no fills: no frame, no number.
+    assert_eq!(
+        shape(&frames),
+        [
+            (923_950_857, 1, 18),
+            (923_950_858, 2, 1_344),
+            (923_950_861, 3, 2),
+            (923_950_863, 4, 10),
+            (923_950_864, 5, 6),
+            (923_950_865, 6, 8),
+        ]
+    );
+    assert_eq!(frames[2].time, 1_773_532_800_678);
+}
+
+#[test]
+fn user_filter_is_case_insensitive_and_sequences_its_own_frames() {
+    let user = "0x31ca8395cf837de08b24da3f660e77761dfb974b";
+    let shouted = format!("0x{}", user[2..].to_ascii_uppercase());
+    let mut subscription = FillsSubscription::user(&UserFillsRequest {
+        user: shouted,
+        coins: vec![],
+    })
+    .unwrap();
+    let frames = run(&mut subscription, &real_blocks());
+    let blocks: Vec<u64> = frames.iter().map(|f| f.block_number).collect();
+    let sequences: Vec<u64> = frames.iter().map(|f| f.sequence).collect();
+    assert_eq!(
+        blocks,
+        [
+            923_950_857,
+            923_950_861,
+            923_950_863,
+            923_950_864,
+            923_950_865
+        ]
+    );
+    assert_eq!(sequences, [1, 2, 3, 4, 5]);
+    let fills: Vec<&Fill> = frames.iter().flat_map(|f| &f.fills).collect();
+    assert_eq!(fills.len(), 10);
+    assert!(fills.iter().all(|f| f.user == user));
+}
+
+#[test]
+fn builder_filter_matches_the_real_builder_fills_only() {
+    let mut subscription = FillsSubscription::builder(&BuilderFillsRequest {
+        builder: "0x4950994884602D1B6C6D96E4FE30F58205C39395".into(),
+        coins: vec![],
+    })
+    .unwrap();
+    let frames = run(&mut subscription, &real_blocks());
+    assert_eq!(shape(&frames), [(923_950_857, 1, 5)]);
+    let coins: Vec<&str> = frames[0].fills.iter().map(|f| f.coin.as_str()).collect();
+    assert_eq!(
+        coins,
+        [
+            "cash:NVDA",
+            "cash:NVDA",
+            "cash:NVDA",
+            "cash:NVDA",
+            "cash:TSLA"
+        ]
+    );
+
+    let mut spot_builder = FillsSubscription::builder(&BuilderFillsRequest {
+        builder: "0x1924b8561eef20e70ede628a296175d358be80e5".into(),
+        coins: vec!["@150".into()],
+    })
+    .unwrap();
+    let frames = run(&mut spot_builder, &real_blocks());
+    assert_eq!(shape(&frames), [(923_950_858, 1, 1)]);
+    assert_eq!(
+        frames[0].fills[0].builder.as_deref(),
+        Some("0x1924b8561eef20e70ede628a296175d358be80e5")
+    );
+}
+
+#[test]
+fn coin_scope_accepts_unknown_coins_that_never_match() {
+    let mut scoped = FillsSubscription::all(&AllFillsRequest {
+        coins: vec!["UNI".into(), "NOPE".into(), "UNI".into()],
+    });
+    let frames = run(&mut scoped, &real_blocks());
+    assert_eq!(shape(&frames), [(923_950_857, 1, 2)]);
+    assert!(frames[0].fills.iter().all(|f| f.coin == "UNI"));
+
+    let mut unknown_only = FillsSubscription::all(&AllFillsRequest {
+        coins: vec!["NOPE".into()],
+    });
+    assert!(run(&mut unknown_only, &real_blocks()).is_empty());
+}
+
+#[test]
+fn liquidation_stream_takes_fills_with_a_liquidation_object() {
+    // The real captures have no liquidation; real fills are given one.
+    let envelope = &fill_envelopes("fills-unfiltered")[0];
+    let events = envelope["events"].as_array().unwrap();
+    let liquidated = "0x727956612A8700627451204A3AE26268BD1A1525";
+    let mut with_liquidation = events[1].clone();
+    with_liquidation[1]["liquidation"] =
+        json!({"liquidatedUser": liquidated, "markPx": "3.9461", "method": "market"});
+    let mut backstop = events[3].clone();
+    backstop[1]["liquidation"] = json!({"markPx": "589.3", "method": "backstop"});
+    let blocks = [
+        fills_block(10, 10_000, &[events[0].clone(), with_liquidation.clone()]),
+        fills_block(11, 11_000, &[events[2].clone()]),
+        fills_block(12, 12_000, &[backstop, events[4].clone()]),
+        fills_block(13, 13_000, &[]),
+        fills_block(14, 14_000, &[with_liquidation]),
+    ];
+
+    let mut every = FillsSubscription::liquidations(&LiquidationFillsRequest::default());
+    let frames = run(&mut every, &blocks);
+    assert_eq!(shape(&frames), [(10, 1, 1), (12, 2, 1), (14, 3, 1)]);
+    assert_eq!(
+        serde_json::to_value(&frames[0].fills[0].liquidation).unwrap(),
+        json!({"liquidated_user": liquidated, "mark_px": "3.9461", "method": "market"})
+    );
+    assert_eq!(
+        serde_json::to_value(&frames[1].fills[0].liquidation).unwrap(),
+        json!({"mark_px": "589.3", "method": "backstop"})
+    );
+
+    let mut one_user = FillsSubscription::liquidations(&LiquidationFillsRequest {
+        coins: vec!["UNI".into()],
+        liquidated_users: vec![liquidated.to_ascii_lowercase()],
+    });
+    let frames = run(&mut one_user, &blocks);
+    assert_eq!(shape(&frames), [(10, 1, 1), (14, 2, 1)]);
+}
