@@ -1,0 +1,120 @@
+//! API-key authentication for the gRPC edge: lowercase `x-api-key` metadata,
+//! checked against the keys file's hashes. Keys are never logged; only the
+//! key id (a hash prefix) and the account name ever leave this module.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use parking_lot::RwLock;
+use tonic::{Request, Status};
+
+use crate::keys::{KeyStore, KeysFile, Principal};
+
+/// gRPC metadata key carrying the API key.
+pub const API_KEY_METADATA: &str = "x-api-key";
+
+/// Shared, reloadable view of the keys file.
+#[derive(Debug, Clone)]
+pub struct Auth {
+    store: Arc<RwLock<KeyStore>>,
+}
+
+impl Auth {
+    /// Wraps a key store.
+    pub fn new(store: KeyStore) -> Self {
+        Self {
+            store: Arc::new(RwLock::new(store)),
+        }
+    }
+
+    /// Replaces the keys in use.
+    pub fn replace(&self, store: KeyStore) {
+        *self.store.write() = store;
+    }
+
+    /// Checks a presented key.
+    ///
+    /// # Errors
+    /// `UNAUTHENTICATED` when the key is missing, unknown or revoked.
+    pub fn check_key(&self, key: Option<&str>) -> Result<Principal, Status> {
+        let Some(key) = key.filter(|k| !k.is_empty()) else {
+            return Err(Status::unauthenticated(
+                "missing API key: send it in the lowercase `x-api-key` request metadata",
+            ));
+        };
+        self.store
+            .read()
+            .authenticate(key)
+            .cloned()
+            .ok_or_else(|| Status::unauthenticated("API key rejected: unknown or revoked key"))
+    }
+
+    /// Checks a gRPC request's `x-api-key` metadata and records the
+    /// principal in the request's extensions.
+    ///
+    /// # Errors
+    /// `UNAUTHENTICATED` as in [`Auth::check_key`].
+    pub fn intercept(&self, mut request: Request<()>) -> Result<Request<()>, Status> {
+        let key = request
+            .metadata()
+            .get(API_KEY_METADATA)
+            .and_then(|v| v.to_str().ok());
+        let principal = self.check_key(key)?;
+        request.extensions_mut().insert(principal);
+        Ok(request)
+    }
+
+    /// Watches the keys file and swaps in its new contents when it changes,
+    /// so a revoked key stops working without a restart. A file that fails to
+    /// parse keeps the previous keys in force and logs the error.
+    pub fn spawn_reloader(&self, path: PathBuf, every: Duration) -> tokio::task::JoinHandle<()> {
+        let auth = self.clone();
+        tokio::spawn(async move {
+            let mut last = modified(&path);
+            let mut ticker = tokio::time::interval(every);
+            loop {
+                ticker.tick().await;
+                let now = modified(&path);
+                if now == last {
+                    continue;
+                }
+                last = now;
+                match KeysFile::load(&path) {
+                    Ok(file) => {
+                        let store = KeyStore::new(&file);
+                        tracing::info!(keys = store.len(), path = %path.display(), "keys file reloaded");
+                        auth.replace(store);
+                    }
+                    Err(error) => {
+                        tracing::error!(%error, "keys file not reloaded; previous keys stay in force");
+                    }
+                }
+            }
+        })
+    }
+}
+
+fn modified(path: &std::path::Path) -> Option<(SystemTime, u64)> {
+    std::fs::metadata(path)
+        .ok()
+        .and_then(|m| Some((m.modified().ok()?, m.len())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_unknown_and_valid_keys() {
+        let mut file = KeysFile::default();
+        let (key, _) = file.add_key("alice", 0).unwrap();
+        let auth = Auth::new(KeyStore::new(&file));
+        let missing = auth.check_key(None).unwrap_err();
+        assert_eq!(missing.code(), tonic::Code::Unauthenticated);
+        assert!(missing.message().contains("x-api-key"));
+        let wrong = auth.check_key(Some("l1g_00")).unwrap_err();
+        assert_eq!(wrong.code(), tonic::Code::Unauthenticated);
+        assert_eq!(auth.check_key(Some(&key)).unwrap().account, "alice");
+    }
+}

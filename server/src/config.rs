@@ -1,0 +1,300 @@
+//! Settings for `l1gate serve`: every knob is a command-line flag, an
+//! `L1GATE_*` environment variable and a key of the TOML config file, in that
+//! order of precedence, over built-in defaults.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::Args;
+use serde::{Deserialize, Serialize};
+
+/// Default gRPC listen address.
+pub const DEFAULT_GRPC_ADDR: &str = "127.0.0.1:50051";
+/// Default HTTP listen address.
+pub const DEFAULT_HTTP_ADDR: &str = "127.0.0.1:8080";
+/// Default keys file.
+pub const DEFAULT_KEYS_FILE: &str = "l1gate-keys.toml";
+
+/// The raw knobs as given by flags / environment / config file. Every field
+/// is optional so that the three layers can be merged; see [`Settings`] for
+/// the resolved values and their defaults.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Args, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServeArgs {
+    /// Node data directory (containing `hl/data`, or the `hl/data` directory
+    /// itself). Omitted: run the built-in simulator and serve its output.
+    #[arg(long, env = "L1GATE_DATA", value_name = "DIR")]
+    pub data: Option<PathBuf>,
+
+    /// Keys file (accounts and SHA-256 hashes of their API keys).
+    #[arg(long, env = "L1GATE_KEYS_FILE", value_name = "FILE")]
+    pub keys_file: Option<PathBuf>,
+
+    /// gRPC listen address.
+    #[arg(long, env = "L1GATE_GRPC_ADDR", value_name = "HOST:PORT")]
+    pub grpc_addr: Option<SocketAddr>,
+
+    /// HTTP listen address (health now; candles, info and the node gateway).
+    #[arg(long, env = "L1GATE_HTTP_ADDR", value_name = "HOST:PORT")]
+    pub http_addr: Option<SocketAddr>,
+
+    /// Raw feed: a stream with no new record in the feed for this long ends
+    /// with UNAVAILABLE (not used by order-book snapshots). Default 30000.
+    #[arg(long, env = "L1GATE_IDLE_TIMEOUT_MS", value_name = "MS")]
+    pub idle_timeout_ms: Option<u64>,
+
+    /// Raw feed: concurrent historical replays (streams with a start
+    /// position still catching up, filtered or not). Beyond it new ones get
+    /// RESOURCE_EXHAUSTED. Default 16.
+    #[arg(long, env = "L1GATE_MAX_REPLAYS", value_name = "N")]
+    pub max_replays: Option<usize>,
+
+    /// Raw feed: a live subscriber further than this many bytes behind the
+    /// newest record ends with DEADLINE_EXCEEDED. Default 268435456 (256 MiB).
+    #[arg(long, env = "L1GATE_MAX_LAG_BYTES", value_name = "BYTES")]
+    pub max_lag_bytes: Option<u64>,
+
+    /// Raw feed: a subscriber that takes no record for this long ends with
+    /// DEADLINE_EXCEEDED. Default 10000.
+    #[arg(long, env = "L1GATE_SEND_TIMEOUT_MS", value_name = "MS")]
+    pub send_timeout_ms: Option<u64>,
+
+    /// How often the node files are checked for growth when no change
+    /// notification arrives. Default 5.
+    #[arg(long, env = "L1GATE_POLL_INTERVAL_MS", value_name = "MS")]
+    pub poll_interval_ms: Option<u64>,
+
+    /// Demo mode: simulator seed. Default 1.
+    #[arg(long, env = "L1GATE_DEMO_SEED", value_name = "SEED")]
+    pub demo_seed: Option<u64>,
+
+    /// Demo mode: simulator scale as a fraction of mainnet. Default 0.05.
+    #[arg(long, env = "L1GATE_DEMO_SCALE", value_name = "X")]
+    pub demo_scale: Option<String>,
+}
+
+impl ServeArgs {
+    /// Fills every knob unset here from `lower` (flags/env over file).
+    #[must_use]
+    pub fn or(self, lower: ServeArgs) -> ServeArgs {
+        ServeArgs {
+            data: self.data.or(lower.data),
+            keys_file: self.keys_file.or(lower.keys_file),
+            grpc_addr: self.grpc_addr.or(lower.grpc_addr),
+            http_addr: self.http_addr.or(lower.http_addr),
+            idle_timeout_ms: self.idle_timeout_ms.or(lower.idle_timeout_ms),
+            max_replays: self.max_replays.or(lower.max_replays),
+            max_lag_bytes: self.max_lag_bytes.or(lower.max_lag_bytes),
+            send_timeout_ms: self.send_timeout_ms.or(lower.send_timeout_ms),
+            poll_interval_ms: self.poll_interval_ms.or(lower.poll_interval_ms),
+            demo_seed: self.demo_seed.or(lower.demo_seed),
+            demo_scale: self.demo_scale.or(lower.demo_scale),
+        }
+    }
+}
+
+/// Errors loading the config file or resolving settings.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The config file could not be read.
+    #[error("config file {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The config file is not valid.
+    #[error("config file {path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong (names the key).
+        message: String,
+    },
+    /// A value is out of range.
+    #[error("setting {name}: {message}")]
+    Invalid {
+        /// The setting's name.
+        name: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// Reads a TOML config file whose keys are the flag names with `_`.
+///
+/// # Errors
+/// [`ConfigError`] when unreadable or when a key is unknown or mistyped.
+pub fn load_file(path: &Path) -> Result<ServeArgs, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    toml::from_str(&text).map_err(|e| ConfigError::Parse {
+        path: path.to_owned(),
+        message: e.to_string(),
+    })
+}
+
+/// Resolved settings of `l1gate serve`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Settings {
+    /// Node data directory; `None` = demo mode.
+    pub data: Option<PathBuf>,
+    /// Keys file.
+    pub keys_file: PathBuf,
+    /// gRPC listen address.
+    pub grpc_addr: SocketAddr,
+    /// HTTP listen address.
+    pub http_addr: SocketAddr,
+    /// Raw feed limits.
+    pub raw_feed: RawFeedSettings,
+    /// Demo simulator seed.
+    pub demo_seed: u64,
+    /// Demo simulator scale.
+    pub demo_scale: f64,
+}
+
+/// Limits of the raw feed service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct RawFeedSettings {
+    /// No new record for this long ends a stream with UNAVAILABLE.
+    pub idle_timeout: Duration,
+    /// Concurrent historical replays.
+    pub max_replays: usize,
+    /// Live lag that ends a stream with DEADLINE_EXCEEDED.
+    pub max_lag_bytes: u64,
+    /// A subscriber that takes nothing for this long is cut off.
+    pub send_timeout: Duration,
+    /// File growth poll interval.
+    pub poll_interval: Duration,
+}
+
+impl Default for RawFeedSettings {
+    fn default() -> Self {
+        Self {
+            idle_timeout: Duration::from_secs(30),
+            max_replays: 16,
+            max_lag_bytes: 256 << 20,
+            send_timeout: Duration::from_secs(10),
+            poll_interval: Duration::from_millis(5),
+        }
+    }
+}
+
+impl ServeArgs {
+    /// Resolves defaults and checks ranges.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming the setting.
+    pub fn resolve(self) -> Result<Settings, ConfigError> {
+        let defaults = RawFeedSettings::default();
+        let positive = |name: &'static str, value: Option<u64>, default: Duration| match value {
+            Some(0) => Err(ConfigError::Invalid {
+                name,
+                message: "must be greater than 0".into(),
+            }),
+            Some(ms) => Ok(Duration::from_millis(ms)),
+            None => Ok(default),
+        };
+        let max_replays = match self.max_replays {
+            Some(0) => {
+                return Err(ConfigError::Invalid {
+                    name: "max_replays",
+                    message: "must be greater than 0".into(),
+                });
+            }
+            Some(n) => n,
+            None => defaults.max_replays,
+        };
+        let demo_scale = match &self.demo_scale {
+            Some(text) => text
+                .parse::<f64>()
+                .ok()
+                .filter(|x| *x > 0.0 && *x <= 100.0)
+                .ok_or_else(|| ConfigError::Invalid {
+                    name: "demo_scale",
+                    message: format!("{text:?} is not a number in (0, 100]"),
+                })?,
+            None => 0.05,
+        };
+        let addr = |value: Option<SocketAddr>, default: &str| {
+            value.map_or_else(
+                || {
+                    default.parse().map_err(|_| ConfigError::Invalid {
+                        name: "address",
+                        message: format!("bad default {default}"),
+                    })
+                },
+                Ok,
+            )
+        };
+        Ok(Settings {
+            data: self.data,
+            keys_file: self
+                .keys_file
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_KEYS_FILE)),
+            grpc_addr: addr(self.grpc_addr, DEFAULT_GRPC_ADDR)?,
+            http_addr: addr(self.http_addr, DEFAULT_HTTP_ADDR)?,
+            raw_feed: RawFeedSettings {
+                idle_timeout: positive(
+                    "idle_timeout_ms",
+                    self.idle_timeout_ms,
+                    defaults.idle_timeout,
+                )?,
+                max_replays,
+                max_lag_bytes: self.max_lag_bytes.unwrap_or(defaults.max_lag_bytes),
+                send_timeout: positive(
+                    "send_timeout_ms",
+                    self.send_timeout_ms,
+                    defaults.send_timeout,
+                )?,
+                poll_interval: positive(
+                    "poll_interval_ms",
+                    self.poll_interval_ms,
+                    defaults.poll_interval,
+                )?,
+            },
+            demo_seed: self.demo_seed.unwrap_or(1),
+            demo_scale,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_override_file_and_defaults_fill_the_rest() {
+        let file: ServeArgs = toml::from_str(
+            "grpc_addr = \"127.0.0.1:7000\"\nidle_timeout_ms = 500\nmax_replays = 2\n",
+        )
+        .unwrap();
+        let flags = ServeArgs {
+            max_replays: Some(5),
+            ..ServeArgs::default()
+        };
+        let settings = flags.or(file).resolve().unwrap();
+        assert_eq!(settings.grpc_addr.port(), 7000);
+        assert_eq!(settings.raw_feed.idle_timeout, Duration::from_millis(500));
+        assert_eq!(settings.raw_feed.max_replays, 5);
+        assert_eq!(settings.http_addr.to_string(), DEFAULT_HTTP_ADDR);
+    }
+
+    #[test]
+    fn unknown_config_keys_and_zero_limits_are_named() {
+        let err = toml::from_str::<ServeArgs>("grpc_adr = \"x\"").unwrap_err();
+        assert!(err.to_string().contains("grpc_adr"));
+        let err = ServeArgs {
+            max_replays: Some(0),
+            ..ServeArgs::default()
+        }
+        .resolve()
+        .unwrap_err();
+        assert!(err.to_string().contains("max_replays"));
+    }
+}

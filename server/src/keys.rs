@@ -1,0 +1,326 @@
+//! API keys: accounts own keys; the keys file stores only each key's SHA-256,
+//! never the key itself. One key model for every interface.
+//!
+//! File format (TOML), written atomically with owner-only permissions:
+//!
+//! ```toml
+//! [[accounts]]
+//! name = "alice"
+//!
+//! [[accounts.keys]]
+//! id = "k_3f9a1c2b7d4e"          # public handle: prefix of the hash
+//! sha256 = "3f9a1c2b7d4e…"       # hex SHA-256 of the key
+//! created_ms = 1779000000000
+//! revoked = false
+//! allow_list = []                 # CIDRs; empty = any source address
+//! ```
+//!
+//! A key is `l1g_` followed by 64 hex digits (256 random bits). It is printed
+//! once when created and never logged.
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use rand::RngCore as _;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
+use thiserror::Error;
+
+/// Prefix of every key this service issues.
+pub const KEY_PREFIX: &str = "l1g_";
+
+/// Errors reading, writing or changing the keys file.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum KeysError {
+    /// The file could not be read or written.
+    #[error("keys file {path}: {source}")]
+    Io {
+        /// The keys file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML of the expected shape.
+    #[error("keys file {path}: {message}")]
+    Parse {
+        /// The keys file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// An account name is empty or has characters other than
+    /// `[A-Za-z0-9_.-]`.
+    #[error("account name {0:?} must be 1-64 characters of A-Z a-z 0-9 _ . -")]
+    BadAccountName(String),
+    /// No key has that id.
+    #[error("no key with id {0:?}")]
+    UnknownKeyId(String),
+}
+
+/// One stored key (its hash, never the key).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredKey {
+    /// Public handle, `k_` + the first 12 hex digits of the hash.
+    pub id: String,
+    /// Hex SHA-256 of the key.
+    pub sha256: String,
+    /// Creation time, Unix ms.
+    #[serde(default)]
+    pub created_ms: i64,
+    /// A revoked key is rejected like an unknown one.
+    #[serde(default)]
+    pub revoked: bool,
+    /// Source networks allowed to use the key (CIDR); empty = any.
+    #[serde(default)]
+    pub allow_list: Vec<String>,
+}
+
+/// An account and its keys.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Account {
+    /// Account name.
+    pub name: String,
+    /// Its keys.
+    #[serde(default)]
+    pub keys: Vec<StoredKey>,
+}
+
+/// The whole keys file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeysFile {
+    /// Every account.
+    #[serde(default)]
+    pub accounts: Vec<Account>,
+}
+
+/// Who a presented key belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    /// Account name.
+    pub account: String,
+    /// Key id (safe to log).
+    pub key_id: String,
+}
+
+/// Hex SHA-256 of a key.
+pub fn hash_key(key: &str) -> String {
+    hex::encode(Sha256::digest(key.as_bytes()))
+}
+
+/// A fresh random key.
+pub fn generate_key() -> String {
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    format!("{KEY_PREFIX}{}", hex::encode(bytes))
+}
+
+fn key_id(hash: &str) -> String {
+    format!("k_{}", &hash[..12])
+}
+
+impl KeysFile {
+    /// Reads a keys file; a missing file is an empty one.
+    ///
+    /// # Errors
+    /// [`KeysError`] when the file exists but cannot be read or parsed.
+    pub fn load(path: &Path) -> Result<Self, KeysError> {
+        let text = match fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
+            Err(source) => {
+                return Err(KeysError::Io {
+                    path: path.to_owned(),
+                    source,
+                });
+            }
+        };
+        toml::from_str(&text).map_err(|e| KeysError::Parse {
+            path: path.to_owned(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Writes the file atomically (temp file + rename), readable by the
+    /// owner only.
+    ///
+    /// # Errors
+    /// [`KeysError::Io`] when it cannot be written.
+    pub fn save(&self, path: &Path) -> Result<(), KeysError> {
+        let io = |source| KeysError::Io {
+            path: path.to_owned(),
+            source,
+        };
+        let text = toml::to_string_pretty(self).map_err(|e| KeysError::Parse {
+            path: path.to_owned(),
+            message: e.to_string(),
+        })?;
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            fs::create_dir_all(dir).map_err(io)?;
+        }
+        let tmp = path.with_extension("tmp");
+        {
+            let mut options = fs::OpenOptions::new();
+            options.write(true).create(true).truncate(true);
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::OpenOptionsExt as _;
+                options.mode(0o600);
+            }
+            let mut file = options.open(&tmp).map_err(io)?;
+            file.write_all(b"# l1gate keys: SHA-256 hashes only, never keys.\n")
+                .map_err(io)?;
+            file.write_all(text.as_bytes()).map_err(io)?;
+            file.sync_all().map_err(io)?;
+        }
+        fs::rename(&tmp, path).map_err(io)
+    }
+
+    /// Creates a key for `account` (creating the account if needed) and
+    /// returns the key itself — the only time it exists outside the caller.
+    ///
+    /// # Errors
+    /// [`KeysError::BadAccountName`] for an invalid name.
+    pub fn add_key(
+        &mut self,
+        account: &str,
+        now_ms: i64,
+    ) -> Result<(String, StoredKey), KeysError> {
+        let valid = !account.is_empty()
+            && account.len() <= 64
+            && account
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
+        if !valid {
+            return Err(KeysError::BadAccountName(account.to_owned()));
+        }
+        let key = generate_key();
+        let sha256 = hash_key(&key);
+        let stored = StoredKey {
+            id: key_id(&sha256),
+            sha256,
+            created_ms: now_ms,
+            revoked: false,
+            allow_list: Vec::new(),
+        };
+        let index = if let Some(index) = self.accounts.iter().position(|a| a.name == account) {
+            index
+        } else {
+            self.accounts.push(Account {
+                name: account.to_owned(),
+                keys: Vec::new(),
+            });
+            self.accounts.len() - 1
+        };
+        self.accounts[index].keys.push(stored.clone());
+        Ok((key, stored))
+    }
+
+    /// Marks the key with `id` revoked.
+    ///
+    /// # Errors
+    /// [`KeysError::UnknownKeyId`] when no key has that id.
+    pub fn revoke(&mut self, id: &str) -> Result<(), KeysError> {
+        let key = self
+            .accounts
+            .iter_mut()
+            .flat_map(|a| a.keys.iter_mut())
+            .find(|k| k.id == id)
+            .ok_or_else(|| KeysError::UnknownKeyId(id.to_owned()))?;
+        key.revoked = true;
+        Ok(())
+    }
+}
+
+/// Lookup table from key hash to principal, built from a [`KeysFile`].
+#[derive(Debug, Clone, Default)]
+pub struct KeyStore {
+    by_hash: HashMap<String, Principal>,
+}
+
+impl KeyStore {
+    /// Indexes the non-revoked keys of a file.
+    pub fn new(file: &KeysFile) -> Self {
+        let mut by_hash = HashMap::new();
+        for account in &file.accounts {
+            for key in account.keys.iter().filter(|k| !k.revoked) {
+                by_hash.insert(
+                    key.sha256.to_ascii_lowercase(),
+                    Principal {
+                        account: account.name.clone(),
+                        key_id: key.id.clone(),
+                    },
+                );
+            }
+        }
+        Self { by_hash }
+    }
+
+    /// The principal owning `key`, if it is known and not revoked.
+    pub fn authenticate(&self, key: &str) -> Option<&Principal> {
+        self.by_hash.get(&hash_key(key))
+    }
+
+    /// Number of usable keys.
+    pub fn len(&self) -> usize {
+        self.by_hash.len()
+    }
+
+    /// Whether no key is usable.
+    pub fn is_empty(&self) -> bool {
+        self.by_hash.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_key_authenticates_and_only_its_hash_is_stored() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keys.toml");
+        let mut file = KeysFile::load(&path).unwrap();
+        let (key, stored) = file.add_key("alice", 1).unwrap();
+        file.save(&path).unwrap();
+        let text = fs::read_to_string(&path).unwrap();
+        assert!(!text.contains(&key), "the key itself must never be stored");
+        assert!(text.contains(&stored.sha256));
+        let store = KeyStore::new(&KeysFile::load(&path).unwrap());
+        assert_eq!(
+            store.authenticate(&key),
+            Some(&Principal {
+                account: "alice".into(),
+                key_id: stored.id.clone()
+            })
+        );
+        assert_eq!(store.authenticate("l1g_wrong"), None);
+    }
+
+    #[test]
+    fn revoked_keys_are_rejected() {
+        let mut file = KeysFile::default();
+        let (key, stored) = file.add_key("bob", 1).unwrap();
+        file.revoke(&stored.id).unwrap();
+        assert!(KeyStore::new(&file).authenticate(&key).is_none());
+        assert!(matches!(
+            file.revoke("k_nope"),
+            Err(KeysError::UnknownKeyId(_))
+        ));
+    }
+
+    #[test]
+    fn account_names_are_validated() {
+        let mut file = KeysFile::default();
+        assert!(matches!(
+            file.add_key("bad name", 1),
+            Err(KeysError::BadAccountName(_))
+        ));
+        assert!(matches!(
+            file.add_key("", 1),
+            Err(KeysError::BadAccountName(_))
+        ));
+    }
+}

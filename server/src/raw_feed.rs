@@ -1,0 +1,524 @@
+//! The raw feed gRPC service `venue_l1_gateway.v3.VenueL1Gateway`: node
+//! files served record by record, byte-exact, from a start position or the
+//! live tail, with server-side filters.
+//!
+//! Rules (from the interface contract):
+//! - a set position is the inclusive start; unset = the live tail; an
+//!   explicitly set zero (or negative) value is INVALID_ARGUMENT;
+//! - a filter on a field the feed does not advertise is INVALID_ARGUMENT
+//!   naming the field; streams skip records with no matching event, unary
+//!   gets select first and filter after (events may be empty);
+//! - a stream with no new record in its feed for the idle timeout ends with
+//!   UNAVAILABLE (order-book snapshots excepted);
+//! - a stream with a start position holds one of the configured replay
+//!   permits until it has caught up with the tail; none free =
+//!   RESOURCE_EXHAUSTED (filtered and unfiltered share them);
+//! - a live subscriber that falls more than `max_lag_bytes` behind, or takes
+//!   nothing for `send_timeout`, ends with DEADLINE_EXCEEDED naming the last
+//!   block it was sent, so it can resume from there.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use feeds::{Cursor, Feed, FeedError, Source, Start};
+use futures_util::{Stream, StreamExt as _};
+use parking_lot::Mutex;
+use proto::venue_l1_gateway_server::VenueL1Gateway;
+use proto::{
+    FeedInfo, GetRequest, ListFeedsRequest, ListFeedsResponse, Position, PositionKind, Record,
+    StreamRequest, position,
+};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::time::{Instant, timeout_at};
+use tonic::{Request, Response, Status};
+
+use crate::config::RawFeedSettings;
+use crate::live::LiveFeeds;
+
+/// Records per read from a feed before yielding to the runtime.
+const READ_BATCH: usize = 256;
+/// Records buffered per subscriber between the reader task and the client.
+const SUBSCRIBER_BUFFER: usize = 128;
+
+/// A stream of records as tonic wants it.
+pub type RecordStream = Pin<Box<dyn Stream<Item = Result<Record, Status>> + Send + 'static>>;
+
+/// The `VenueL1Gateway` implementation.
+#[derive(Clone)]
+pub struct RawFeedService {
+    live: Arc<LiveFeeds>,
+    settings: RawFeedSettings,
+    replays: Arc<Semaphore>,
+}
+
+impl RawFeedService {
+    /// A service over the given feeds.
+    pub fn new(live: Arc<LiveFeeds>, settings: RawFeedSettings) -> Self {
+        Self {
+            live,
+            replays: Arc::new(Semaphore::new(settings.max_replays)),
+            settings,
+        }
+    }
+
+    fn feed(&self, source: Source) -> Result<Feed, Status> {
+        self.live
+            .feed(source)
+            .ok_or_else(|| Status::internal(format!("{}: not a line feed", source.feed_id())))
+    }
+
+    fn stream(
+        &self,
+        source: Source,
+        request: &StreamRequest,
+    ) -> Result<Response<RecordStream>, Status> {
+        let start = parse_position(source, request.position.as_ref())?;
+        let filter = compile_filter(source, request.filter.as_ref())?;
+        if source == Source::OrderbookSnapshots {
+            return Ok(Response::new(self.snapshot_stream(start)));
+        }
+        let permit = match start {
+            Some(_) => Some(self.replays.clone().try_acquire_owned().map_err(|_| {
+                Status::resource_exhausted(format!(
+                    "replay capacity in use ({} concurrent historical replays); retry with backoff",
+                    self.settings.max_replays
+                ))
+            })?),
+            None => None,
+        };
+        let feed = self.feed(source)?;
+        let cursor = feed
+            .seek(start.unwrap_or(Start::Tail))
+            .map_err(|e| feed_status(source, &e))?;
+        let (tx, rx) = mpsc::channel(SUBSCRIBER_BUFFER);
+        let closing = Arc::new(Mutex::new(None));
+        let pump = Pump {
+            source,
+            feed,
+            live: self.live.clone(),
+            cursor,
+            filter,
+            permit,
+            settings: self.settings,
+            tx,
+            closing: closing.clone(),
+            last_block: None,
+        };
+        tokio::spawn(pump.run());
+        Ok(Response::new(with_closing_status(rx, closing)))
+    }
+
+    fn snapshot_stream(&self, start: Option<Start>) -> RecordStream {
+        let (tx, rx) = mpsc::channel(4);
+        let closing = Arc::new(Mutex::new(None));
+        let live = self.live.clone();
+        let send_timeout = self.settings.send_timeout;
+        let slot = closing.clone();
+        tokio::spawn(async move {
+            let mut changes = live.subscribe(Source::OrderbookSnapshots);
+            let mut last_height: Option<u64> = None;
+            let from_ms = match start {
+                Some(Start::Timestamp(ms)) => Some(ms),
+                _ => None,
+            };
+            loop {
+                let pending = {
+                    let snapshots = live.snapshots();
+                    let files = snapshots.list();
+                    match (last_height, from_ms) {
+                        (Some(height), _) => {
+                            files.into_iter().filter(|f| f.height > height).collect()
+                        }
+                        (None, Some(ms)) => {
+                            files.into_iter().filter(|f| f.timestamp_ms >= ms).collect()
+                        }
+                        (None, None) => files.into_iter().last().into_iter().collect::<Vec<_>>(),
+                    }
+                };
+                for file in pending {
+                    let data = match live.snapshots().read(&file) {
+                        Ok(data) => data,
+                        Err(error) => {
+                            *slot.lock() =
+                                Some(Status::internal(format!("orderbook_snapshots: {error}")));
+                            return;
+                        }
+                    };
+                    last_height = Some(file.height);
+                    let record = Record {
+                        block_number: i64::try_from(file.height).ok(),
+                        timestamp: Some(file.timestamp_ms),
+                        data,
+                    };
+                    match tx.send_timeout(Ok(record), send_timeout).await {
+                        Ok(()) => {}
+                        Err(mpsc::error::SendTimeoutError::Timeout(_)) => {
+                            *slot.lock() = Some(too_slow(Source::OrderbookSnapshots, last_height));
+                            return;
+                        }
+                        Err(mpsc::error::SendTimeoutError::Closed(_)) => return,
+                    }
+                }
+                if last_height.is_none() && from_ms.is_none() {
+                    // No snapshot yet: the first one written is the latest.
+                    last_height = Some(0);
+                }
+                tokio::select! {
+                    changed = changes.changed() => if changed.is_err() { return },
+                    () = tx.closed() => return,
+                }
+            }
+        });
+        with_closing_status(rx, closing)
+    }
+
+    async fn get(
+        &self,
+        source: Source,
+        request: &GetRequest,
+        deadline: Option<Duration>,
+    ) -> Result<Response<Record>, Status> {
+        let start = parse_position(source, request.position.as_ref())?;
+        let filter = compile_filter(source, request.filter.as_ref())?;
+        let wait = deadline.map_or(self.settings.idle_timeout, |d| {
+            d.min(self.settings.idle_timeout)
+        });
+        let until = Instant::now() + wait;
+        if source == Source::OrderbookSnapshots {
+            return self.get_snapshot(start, until).await.map(Response::new);
+        }
+        let feed = self.feed(source)?;
+        let mut changes = self.live.subscribe(source);
+        let mut cursor = feed
+            .seek(start.unwrap_or(Start::Tail))
+            .map_err(|e| feed_status(source, &e))?;
+        loop {
+            let mut batch = feed
+                .read(&mut cursor, 1)
+                .map_err(|e| feed_status(source, &e))?;
+            if let Some(record) = batch.pop() {
+                let data = match &filter {
+                    Some(filter) => {
+                        filter
+                            .apply(&record.data)
+                            .map_err(|e| Status::internal(format!("{}: {e}", source.feed_id())))?
+                            .line
+                    }
+                    None => record.data,
+                };
+                return Ok(Response::new(Record {
+                    block_number: record.block_number.and_then(|n| i64::try_from(n).ok()),
+                    timestamp: record.timestamp_ms,
+                    data,
+                }));
+            }
+            if timeout_at(until, changes.changed()).await.is_err() {
+                return Err(Status::unavailable(format!(
+                    "{}: no record at or after the position within {} ms",
+                    source.feed_id(),
+                    wait.as_millis()
+                )));
+            }
+        }
+    }
+
+    async fn get_snapshot(&self, start: Option<Start>, until: Instant) -> Result<Record, Status> {
+        let mut changes = self.live.subscribe(Source::OrderbookSnapshots);
+        loop {
+            let found = {
+                let snapshots = self.live.snapshots();
+                match start {
+                    Some(Start::Timestamp(ms)) => snapshots.first_at_or_after(ms),
+                    _ => snapshots.latest(),
+                }
+            };
+            if let Some(file) = found {
+                let data = self
+                    .live
+                    .snapshots()
+                    .read(&file)
+                    .map_err(|e| Status::internal(format!("orderbook_snapshots: {e}")))?;
+                return Ok(Record {
+                    block_number: i64::try_from(file.height).ok(),
+                    timestamp: Some(file.timestamp_ms),
+                    data,
+                });
+            }
+            if timeout_at(until, changes.changed()).await.is_err() {
+                return Err(Status::unavailable(
+                    "orderbook_snapshots: no snapshot at or after the position was written before the timeout",
+                ));
+            }
+        }
+    }
+}
+
+/// Moves records from a feed to one subscriber.
+struct Pump {
+    source: Source,
+    feed: Feed,
+    live: Arc<LiveFeeds>,
+    cursor: Cursor,
+    filter: Option<feeds::EventFilter>,
+    permit: Option<OwnedSemaphorePermit>,
+    settings: RawFeedSettings,
+    tx: mpsc::Sender<Result<Record, Status>>,
+    closing: Arc<Mutex<Option<Status>>>,
+    last_block: Option<u64>,
+}
+
+impl Pump {
+    async fn run(mut self) {
+        if let Err(status) = self.pump().await {
+            *self.closing.lock() = Some(status);
+        }
+    }
+
+    async fn pump(&mut self) -> Result<(), Status> {
+        let mut changes = self.live.subscribe(self.source);
+        let mut last_activity = Instant::now();
+        loop {
+            let batch = self
+                .feed
+                .read(&mut self.cursor, READ_BATCH)
+                .map_err(|e| feed_status(self.source, &e))?;
+            if batch.is_empty() {
+                // Caught up with the tail: this is a live subscriber now.
+                self.permit = None;
+                tokio::select! {
+                    changed = timeout_at(last_activity + self.settings.idle_timeout, changes.changed()) => match changed {
+                        Ok(Ok(())) => continue,
+                        Ok(Err(_)) => return Ok(()),
+                        Err(_) => return Err(Status::unavailable(format!(
+                            "{}: no new records for {} ms",
+                            self.source.feed_id(),
+                            self.settings.idle_timeout.as_millis()
+                        ))),
+                    },
+                    () = self.tx.closed() => return Ok(()),
+                }
+            }
+            last_activity = Instant::now();
+            if self.permit.is_none() && self.feed.lag(&self.cursor) > self.settings.max_lag_bytes {
+                return Err(too_slow(self.source, self.last_block));
+            }
+            for record in batch {
+                let data = match &self.filter {
+                    None => record.data,
+                    Some(filter) => {
+                        let filtered = filter.apply(&record.data).map_err(|e| {
+                            Status::internal(format!("{}: {e}", self.source.feed_id()))
+                        })?;
+                        if filtered.matched == 0 {
+                            continue;
+                        }
+                        filtered.line
+                    }
+                };
+                let block = record.block_number;
+                let out = Record {
+                    block_number: block.and_then(|n| i64::try_from(n).ok()),
+                    timestamp: record.timestamp_ms,
+                    data,
+                };
+                match self
+                    .tx
+                    .send_timeout(Ok(out), self.settings.send_timeout)
+                    .await
+                {
+                    Ok(()) => self.last_block = block.or(self.last_block),
+                    Err(mpsc::error::SendTimeoutError::Timeout(_)) => {
+                        return Err(too_slow(self.source, self.last_block));
+                    }
+                    Err(mpsc::error::SendTimeoutError::Closed(_)) => return Ok(()),
+                }
+            }
+        }
+    }
+}
+
+fn too_slow(source: Source, last_block: Option<u64>) -> Status {
+    let resume = last_block.map_or_else(
+        || "no record was delivered".to_owned(),
+        |b| {
+            format!(
+                "last block delivered {b}; reconnect from block_number {}",
+                b + 1
+            )
+        },
+    );
+    Status::deadline_exceeded(format!(
+        "{}: subscriber too slow, fell behind the live tail ({resume})",
+        source.feed_id()
+    ))
+}
+
+/// Turns the receiver into a stream that, once the sender is gone, yields the
+/// closing status left in `closing` (if any).
+fn with_closing_status(
+    rx: mpsc::Receiver<Result<Record, Status>>,
+    closing: Arc<Mutex<Option<Status>>>,
+) -> RecordStream {
+    let records = tokio_stream::wrappers::ReceiverStream::new(rx);
+    let tail = futures_util::stream::once(async move { closing.lock().take() })
+        .filter_map(|status| async move { status.map(Err) });
+    Box::pin(records.chain(tail))
+}
+
+/// Validates a request position for a feed.
+///
+/// # Errors
+/// INVALID_ARGUMENT for a zero or negative value, or a kind the feed does
+/// not support.
+pub fn parse_position(
+    source: Source,
+    position: Option<&Position>,
+) -> Result<Option<Start>, Status> {
+    let Some(kind) = position.and_then(|p| p.kind.as_ref()) else {
+        return Ok(None);
+    };
+    match *kind {
+        position::Kind::Timestamp(ms) if ms <= 0 => Err(Status::invalid_argument(format!(
+            "position.timestamp must be a positive Unix millisecond time, got {ms}"
+        ))),
+        position::Kind::BlockNumber(n) if n <= 0 => Err(Status::invalid_argument(format!(
+            "position.block_number must be positive, got {n}"
+        ))),
+        position::Kind::BlockNumber(_) if source == Source::OrderbookSnapshots => {
+            Err(Status::invalid_argument(
+                "position.block_number: orderbook_snapshots supports timestamp positioning only",
+            ))
+        }
+        position::Kind::Timestamp(ms) => Ok(Some(Start::Timestamp(ms))),
+        position::Kind::BlockNumber(n) => Ok(Some(Start::BlockNumber(n.unsigned_abs()))),
+    }
+}
+
+/// Compiles a request filter for a feed; `None` when there is no constraint.
+///
+/// # Errors
+/// INVALID_ARGUMENT naming the field when it is not advertised by the feed,
+/// is empty, repeats, or has no values.
+pub fn compile_filter(
+    source: Source,
+    filter: Option<&proto::Filter>,
+) -> Result<Option<feeds::EventFilter>, Status> {
+    let Some(filter) = filter.filter(|f| !f.fields.is_empty()) else {
+        return Ok(None);
+    };
+    let mut constraints = Vec::with_capacity(filter.fields.len());
+    for field in &filter.fields {
+        if !matches!(
+            proto::FilterOp::try_from(field.op),
+            Ok(proto::FilterOp::Unspecified | proto::FilterOp::In)
+        ) {
+            return Err(Status::invalid_argument(format!(
+                "filter field {:?}: unknown op {}",
+                field.field, field.op
+            )));
+        }
+        constraints.push((field.field.clone(), field.values.clone()));
+    }
+    feeds::EventFilter::new(source, &constraints)
+        .map(Some)
+        .map_err(|e| Status::invalid_argument(e.to_string()))
+}
+
+fn feed_status(source: Source, error: &FeedError) -> Status {
+    tracing::error!(feed = source.feed_id(), %error, "feed read failed");
+    Status::internal(format!("{}: {error}", source.feed_id()))
+}
+
+/// Reads the client's `grpc-timeout` request header (`<digits><unit>`).
+pub fn grpc_deadline<T>(request: &Request<T>) -> Option<Duration> {
+    let text = request.metadata().get("grpc-timeout")?.to_str().ok()?;
+    let (digits, unit) = text.split_at(text.len().checked_sub(1)?);
+    let value: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(value.saturating_mul(3600)),
+        "M" => Duration::from_secs(value.saturating_mul(60)),
+        "S" => Duration::from_secs(value),
+        "m" => Duration::from_millis(value),
+        "u" => Duration::from_micros(value),
+        "n" => Duration::from_nanos(value),
+        _ => return None,
+    })
+}
+
+fn feed_info(live: &LiveFeeds, source: Source) -> FeedInfo {
+    FeedInfo {
+        id: source.feed_id().to_owned(),
+        source: live.source_name(source),
+        position_kinds: source
+            .position_kinds()
+            .iter()
+            .map(|kind| match kind {
+                feeds::PositionKind::Timestamp => PositionKind::Timestamp as i32,
+                feeds::PositionKind::BlockNumber => PositionKind::BlockNumber as i32,
+            })
+            .collect(),
+        filter_fields: source
+            .filter_fields()
+            .iter()
+            .map(|f| (*f).to_owned())
+            .collect(),
+    }
+}
+
+/// Expands to the `VenueL1Gateway` impl: every RPC delegates to the generic
+/// stream / get handlers with its source. (Generated as a whole so that
+/// `async_trait` sees the expanded methods.)
+macro_rules! gateway_impl {
+    (streams: [$(($stream:ident, $stream_source:expr)),* $(,)?], gets: [$(($get:ident, $get_source:expr)),* $(,)?] $(,)?) => {
+        #[tonic::async_trait]
+        impl VenueL1Gateway for RawFeedService {
+            type StreamBlocksStream = RecordStream;
+            type StreamFillsStream = RecordStream;
+            type StreamRawBookDiffsStream = RecordStream;
+            type StreamOrderStatusesStream = RecordStream;
+            type StreamMiscEventsStream = RecordStream;
+            type StreamTwapStatusesStream = RecordStream;
+            type StreamOrderbookSnapshotsStream = RecordStream;
+
+            async fn list_feeds(&self, _request: Request<ListFeedsRequest>) -> Result<Response<ListFeedsResponse>, Status> {
+                let feeds = Source::ALL.iter().map(|&s| feed_info(&self.live, s)).collect();
+                Ok(Response::new(ListFeedsResponse { feeds }))
+            }
+
+            $(
+                async fn $stream(&self, request: Request<StreamRequest>) -> Result<Response<RecordStream>, Status> {
+                    self.stream($stream_source, request.get_ref())
+                }
+            )*
+
+            $(
+                async fn $get(&self, request: Request<GetRequest>) -> Result<Response<Record>, Status> {
+                    let deadline = grpc_deadline(&request);
+                    self.get($get_source, request.get_ref(), deadline).await
+                }
+            )*
+        }
+    };
+}
+
+gateway_impl! {
+    streams: [
+        (stream_blocks, Source::Blocks),
+        (stream_fills, Source::Fills),
+        (stream_raw_book_diffs, Source::RawBookDiffs),
+        (stream_order_statuses, Source::OrderStatuses),
+        (stream_misc_events, Source::MiscEvents),
+        (stream_twap_statuses, Source::TwapStatuses),
+        (stream_orderbook_snapshots, Source::OrderbookSnapshots),
+    ],
+    gets: [
+        (get_block, Source::Blocks),
+        (get_fills, Source::Fills),
+        (get_raw_book_diffs, Source::RawBookDiffs),
+        (get_order_statuses, Source::OrderStatuses),
+        (get_misc_events, Source::MiscEvents),
+        (get_twap_statuses, Source::TwapStatuses),
+        (get_orderbook_snapshot, Source::OrderbookSnapshots),
+    ],
+}

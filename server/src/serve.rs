@@ -1,0 +1,128 @@
+//! `l1gate serve`: wires the feeds, the gRPC services (raw feed, reflection,
+//! health) and the HTTP edge, and runs them until Ctrl-C.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use tokio::net::TcpListener;
+use tonic::service::interceptor::InterceptedService;
+
+use crate::auth::Auth;
+use crate::config::Settings;
+use crate::keys::{KeyStore, KeysFile};
+use crate::live::LiveFeeds;
+use crate::raw_feed::RawFeedService;
+
+/// How often the keys file is checked for changes.
+const KEYS_RELOAD_EVERY: Duration = Duration::from_secs(1);
+
+/// A running server: its bound addresses and the tasks behind it.
+#[derive(Debug)]
+pub struct Running {
+    /// Bound gRPC address.
+    pub grpc_addr: SocketAddr,
+    /// Bound HTTP address.
+    pub http_addr: SocketAddr,
+    /// The feeds being served.
+    pub live: Arc<LiveFeeds>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Running {
+    /// Stops every task of the server.
+    pub fn shutdown(self) {
+        drop(self);
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+/// Starts serving `settings.data` (which must be set) and returns once the
+/// listeners are bound.
+///
+/// # Errors
+/// When the keys file, the data directory or a listen address is unusable.
+pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
+    let data = settings
+        .data
+        .as_deref()
+        .context("serve: no data directory")?;
+    let keys = KeysFile::load(&settings.keys_file)?;
+    let store = KeyStore::new(&keys);
+    if store.is_empty() {
+        tracing::warn!(
+            keys_file = %settings.keys_file.display(),
+            "no usable API key: every request will be rejected; create one with `l1gate keys add --account NAME`"
+        );
+    }
+    let auth = Auth::new(store);
+    let live =
+        LiveFeeds::open(data).with_context(|| format!("data directory {}", data.display()))?;
+    live.refresh_all();
+
+    let grpc_listener = TcpListener::bind(settings.grpc_addr)
+        .await
+        .with_context(|| format!("gRPC listen address {}", settings.grpc_addr))?;
+    let http_listener = TcpListener::bind(settings.http_addr)
+        .await
+        .with_context(|| format!("HTTP listen address {}", settings.http_addr))?;
+    let grpc_addr = grpc_listener.local_addr()?;
+    let http_addr = http_listener.local_addr()?;
+
+    let mut tasks = vec![
+        live.spawn_refresher(settings.raw_feed.poll_interval),
+        auth.spawn_reloader(settings.keys_file.clone(), KEYS_RELOAD_EVERY),
+    ];
+
+    let raw_feed = RawFeedService::new(live.clone(), settings.raw_feed);
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()
+        .context("gRPC reflection")?;
+    let (health_reporter, health) = tonic_health::server::health_reporter();
+    health_reporter
+        .set_serving::<proto::venue_l1_gateway_server::VenueL1GatewayServer<RawFeedService>>()
+        .await;
+
+    let check = {
+        let auth = auth.clone();
+        move |request| auth.intercept(request)
+    };
+    let router = tonic::transport::Server::builder()
+        .add_service(health)
+        .add_service(InterceptedService::new(reflection, check.clone()))
+        .add_service(InterceptedService::new(
+            proto::venue_l1_gateway_server::VenueL1GatewayServer::new(raw_feed),
+            check,
+        ));
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(grpc_listener);
+    tasks.push(tokio::spawn(async move {
+        if let Err(error) = router.serve_with_incoming(incoming).await {
+            tracing::error!(%error, "gRPC server stopped");
+        }
+    }));
+
+    let http = crate::http::router(live.clone());
+    tasks.push(tokio::spawn(async move {
+        if let Err(error) = axum::serve(http_listener, http).await {
+            tracing::error!(%error, "HTTP server stopped");
+        }
+    }));
+
+    tracing::info!(%grpc_addr, %http_addr, data = %data.display(), "serving");
+    Ok(Running {
+        grpc_addr,
+        http_addr,
+        live,
+        tasks,
+    })
+}

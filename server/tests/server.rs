@@ -1,0 +1,15 @@
+//! End-to-end tests of the `l1gate` server over real gRPC on loopback.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::pedantic
+)]
+
+mod server {
+    pub mod harness;
+    mod raw_feed_errors;
+    mod raw_feed_live;
+    mod raw_feed_real;
+}

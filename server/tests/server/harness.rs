@@ -1,0 +1,128 @@
+//! Starting a real server in-process and talking to it as a client would.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use l1gate::config::{ServeArgs, Settings};
+use l1gate::keys::KeysFile;
+use l1gate::serve::Running;
+use proto::venue_l1_gateway_client::VenueL1GatewayClient;
+use tonic::metadata::MetadataValue;
+use tonic::transport::Channel;
+use tonic::{Request, Status};
+
+/// Path of a real-data folder in `../shared/data/real`.
+pub fn real(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/data/real")
+        .join(name)
+}
+
+/// The lines of a real node file, without their newlines.
+pub fn real_lines(folder: &str, source_dir: &str) -> Vec<Vec<u8>> {
+    let root = real(folder).join("hl/data").join(source_dir).join("hourly");
+    let date = std::fs::read_dir(&root)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let hour = std::fs::read_dir(&date)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    std::fs::read(hour)
+        .unwrap()
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(<[u8]>::to_vec)
+        .collect()
+}
+
+/// A running server with one provisioned key.
+pub struct TestServer {
+    pub running: Running,
+    pub key: String,
+    pub keys_file: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl TestServer {
+    /// Starts a server on `data` with default limits changed by `tune`.
+    pub async fn start(data: &Path, tune: impl FnOnce(&mut ServeArgs)) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let keys_file = dir.path().join("keys.toml");
+        let mut keys = KeysFile::default();
+        let (key, _) = keys.add_key("tests", 0).unwrap();
+        keys.save(&keys_file).unwrap();
+        let mut args = ServeArgs {
+            data: Some(data.to_owned()),
+            keys_file: Some(keys_file.clone()),
+            grpc_addr: Some("127.0.0.1:0".parse().unwrap()),
+            http_addr: Some("127.0.0.1:0".parse().unwrap()),
+            ..ServeArgs::default()
+        };
+        tune(&mut args);
+        let settings: Settings = args.resolve().unwrap();
+        let running = l1gate::serve::start(&settings).await.unwrap();
+        Self {
+            running,
+            key,
+            keys_file,
+            _dir: dir,
+        }
+    }
+
+    /// A raw feed client (large messages allowed: snapshots are tens of MB).
+    pub async fn client(&self) -> VenueL1GatewayClient<Channel> {
+        let channel = Channel::from_shared(format!("http://{}", self.running.grpc_addr))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        VenueL1GatewayClient::new(channel).max_decoding_message_size(256 << 20)
+    }
+
+    /// Wraps a message with this server's key.
+    pub fn req<T>(&self, message: T) -> Request<T> {
+        with_key(message, &self.key)
+    }
+}
+
+/// Wraps a message with an `x-api-key`.
+pub fn with_key<T>(message: T, key: &str) -> Request<T> {
+    let mut request = Request::new(message);
+    request
+        .metadata_mut()
+        .insert("x-api-key", MetadataValue::try_from(key).unwrap());
+    request
+}
+
+/// Next item of a stream, failing the test if nothing comes within `wait`.
+pub async fn next<T>(stream: &mut tonic::Streaming<T>, wait: Duration) -> Result<T, Status> {
+    match tokio::time::timeout(wait, stream.message()).await {
+        Ok(Ok(Some(item))) => Ok(item),
+        Ok(Ok(None)) => panic!("stream ended without a status"),
+        Ok(Err(status)) => Err(status),
+        Err(_) => panic!("nothing arrived within {wait:?}"),
+    }
+}
+
+/// Asserts that nothing arrives within `wait`.
+pub async fn nothing_within<T: std::fmt::Debug>(stream: &mut tonic::Streaming<T>, wait: Duration) {
+    if let Ok(item) = tokio::time::timeout(wait, stream.message()).await {
+        panic!("expected silence, got {item:?}");
+    }
+}
+
+/// Unix ms of a line's block time.
+pub fn block_time_ms(line: &[u8]) -> i64 {
+    feeds::envelope::decode(line).unwrap().block_time_ms
+}
+
+/// Block number of a line.
+pub fn block_number(line: &[u8]) -> u64 {
+    feeds::envelope::decode(line).unwrap().block_number
+}
