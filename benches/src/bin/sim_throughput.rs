@@ -1,0 +1,145 @@
+//! Generation speed of the `fixtures` simulator: blocks/s and MB/s at mainnet scale into a
+//! temporary directory.
+//!
+//! `cargo run --release -p benches --bin sim_throughput -- [--blocks N] [--scale F]
+//! [--mode by-block|streaming|both] [--no-replica] [--keep]`
+//!
+//! Reports the time to build the starting books, the pure simulation rate (no I/O), and the
+//! end-to-end rate of `fixtures::generate` (simulation, formatting and buffered writes), with
+//! an extrapolation to one hour of mainnet blocks (≈ 53,000).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use fixtures::{OutputMode, RunOptions, SimConfig, Simulator, generate};
+
+struct Args {
+    blocks: u64,
+    scale: f64,
+    mode: OutputMode,
+    replica: bool,
+    keep: bool,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut a = Args {
+        blocks: 3_000,
+        scale: 1.0,
+        mode: OutputMode::ByBlock,
+        replica: true,
+        keep: false,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--blocks" => a.blocks = value()?.parse().map_err(|_| "bad --blocks")?,
+            "--scale" => a.scale = value()?.parse().map_err(|_| "bad --scale")?,
+            "--mode" => {
+                a.mode = match value()?.as_str() {
+                    "by-block" => OutputMode::ByBlock,
+                    "streaming" => OutputMode::Streaming,
+                    "both" => OutputMode::Both,
+                    other => return Err(format!("unknown mode {other}")),
+                }
+            }
+            "--no-replica" => a.replica = false,
+            "--keep" => a.keep = true,
+            other => return Err(format!("unknown argument {other}")),
+        }
+    }
+    Ok(a)
+}
+
+fn run() -> Result<(), String> {
+    let args = parse_args()?;
+    let cfg = SimConfig {
+        mode: args.mode,
+        snapshot_every: None,
+        ..SimConfig::mainnet(1, args.scale)
+    };
+
+    let t0 = Instant::now();
+    let mut sim = Simulator::new(&cfg);
+    let build = t0.elapsed();
+    let resting = sim.resting_orders();
+    let sim_blocks = args.blocks.min(2_000);
+    let t1 = Instant::now();
+    let mut events = 0usize;
+    for _ in 0..sim_blocks {
+        let b = sim.next_block();
+        events += b.order_statuses.len() + b.book_diffs.len() + b.fills.len();
+    }
+    let sim_s = t1.elapsed().as_secs_f64();
+    let t2 = Instant::now();
+    let mut snap = Vec::new();
+    sim.write_snapshot_json(&mut snap)
+        .map_err(|e| e.to_string())?;
+    let snap_s = t2.elapsed().as_secs_f64();
+
+    let dir: PathBuf = std::env::temp_dir().join(format!("sim_throughput_{}", std::process::id()));
+    let run = RunOptions {
+        blocks: Some(args.blocks),
+        no_replica_cmds: !args.replica,
+        ..RunOptions::default()
+    };
+    let summary = generate(&cfg, &dir, &run, &mut |_| {}).map_err(|e| e.to_string())?;
+    let total_s = summary.elapsed.as_secs_f64();
+    let gen_s = (total_s - build.as_secs_f64()).max(1e-9);
+    let mb = summary.bytes as f64 / 1e6;
+    let bps = summary.blocks as f64 / gen_s;
+    println!(
+        "mode {:?}, scale {}, replica_cmds {}",
+        args.mode, args.scale, args.replica
+    );
+    println!(
+        "starting books: {resting} resting orders built in {:.2} s",
+        build.as_secs_f64()
+    );
+    println!(
+        "simulation only: {sim_blocks} blocks in {sim_s:.2} s = {:.0} blocks/s, {:.0} events/s",
+        sim_blocks as f64 / sim_s,
+        events as f64 / sim_s
+    );
+    println!(
+        "L4 snapshot: {:.1} MB in {snap_s:.2} s",
+        snap.len() as f64 / 1e6
+    );
+    println!(
+        "generate: {} blocks, {} statuses, {} diffs, {} fills, {:.1} MB in {gen_s:.2} s (+{:.2} s books)",
+        summary.blocks,
+        summary.order_statuses,
+        summary.book_diffs,
+        summary.fills,
+        mb,
+        build.as_secs_f64()
+    );
+    println!(
+        "throughput: {bps:.0} blocks/s, {:.0} MB/s ({:.1}x real time at 14.8 blocks/s)",
+        mb / gen_s,
+        bps / 14.8
+    );
+    let hour_blocks = 53_000.0;
+    println!(
+        "one mainnet hour ({hour_blocks} blocks): ~{:.1} GB in ~{:.0} s",
+        mb / summary.blocks as f64 * hour_blocks / 1e3,
+        hour_blocks / bps
+    );
+    if args.keep {
+        println!("kept {}", dir.display());
+    } else {
+        std::fs::remove_dir_all(&dir).map_err(|e| format!("remove {}: {e}", dir.display()))?;
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sim_throughput: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
