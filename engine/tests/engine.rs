@@ -3,7 +3,15 @@
 // Test helpers outside `#[test]` functions fail loudly on purpose.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "engine/book_props.rs"]
+mod book_props;
 #[path = "engine/common.rs"]
 mod common;
+#[path = "engine/fills.rs"]
+mod fills;
 #[path = "engine/fold_real.rs"]
 mod fold_real;
+#[path = "engine/trades.rs"]
+mod trades;
+#[path = "engine/views_rules.rs"]
+mod views_rules;
