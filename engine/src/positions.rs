@@ -1,0 +1,339 @@
+//! Perp positions per (user, coin), tracked from fills, and the market
+//! families that decide which coins have positions at all.
+//!
+//! A fill carries the account's position before it (`startPosition`) and
+//! its own signed size (`sz`, positive on the bid side, negative on the ask
+//! side), so the position after a fill is `startPosition ± sz`. The tracker
+//! takes `startPosition` as the truth: when it differs from the tracked
+//! value (fills were missed, or tracking started mid-stream) the fill's
+//! value wins and a [`PositionIssue::StartMismatch`] is reported, never an
+//! error that stops the fold. When fills arrive in order and nothing is
+//! missed, the tracked position equals the sum of the signed fills.
+//!
+//! Only perps have positions: main-dex perps (`BTC`) and builder-deployed
+//! perps (`dex:ASSET`). Spot fills (`@N`, `PURR/USDC`) carry token
+//! balances, not positions, and outcome markets (`#N`) trade
+//! fully-collateralised outcome tokens; neither is tracked. Flat positions
+//! are dropped, so memory follows open positions, not every account ever
+//! seen.
+
+use std::collections::HashMap;
+
+use thiserror::Error;
+
+use crate::block::DecodedBlock;
+use crate::event::{FillEvent, Side};
+use crate::num::Decimal;
+
+/// The family a coin name belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MarketKind {
+    /// Main-dex perp (`BTC`, `kPEPE`).
+    Perp,
+    /// Builder-deployed perp (`dex:ASSET`).
+    BuilderPerp,
+    /// Spot pair (`@N`, or a named pair such as `PURR/USDC`).
+    Spot,
+    /// Outcome market (`#N`).
+    Outcome,
+}
+
+/// Classifies a coin name by its shape.
+pub fn market_kind(coin: &str) -> MarketKind {
+    if coin.starts_with('@') || coin.contains('/') {
+        MarketKind::Spot
+    } else if coin.starts_with('#') {
+        MarketKind::Outcome
+    } else if coin.contains(':') {
+        MarketKind::BuilderPerp
+    } else {
+        MarketKind::Perp
+    }
+}
+
+/// Whether `coin` is a perp (main-dex or builder-deployed).
+pub fn is_perp(coin: &str) -> bool {
+    matches!(
+        market_kind(coin),
+        MarketKind::Perp | MarketKind::BuilderPerp
+    )
+}
+
+/// A fill the tracker could not take at face value (never fatal).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum PositionIssue {
+    /// The fill's `startPosition` differs from the tracked position; the
+    /// fill's value was taken.
+    #[error(
+        "positions: {user} {coin} was {tracked} but the fill of oid {oid} at block {block} starts at {start}"
+    )]
+    StartMismatch {
+        /// Account.
+        user: String,
+        /// Market.
+        coin: String,
+        /// Order id of the fill.
+        oid: u64,
+        /// Block number.
+        block: u64,
+        /// What the tracker held.
+        tracked: Decimal,
+        /// The fill's `startPosition`.
+        start: Decimal,
+    },
+    /// `startPosition ± sz` does not fit; the position was left unchanged.
+    #[error("positions: {user} {coin} overflows on the fill of oid {oid} at block {block}")]
+    Overflow {
+        /// Account.
+        user: String,
+        /// Market.
+        coin: String,
+        /// Order id of the fill.
+        oid: u64,
+        /// Block number.
+        block: u64,
+    },
+}
+
+/// A position that a fill moved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PositionChange {
+    /// Account, lowercased.
+    pub user: String,
+    /// Market.
+    pub coin: String,
+    /// Signed position after the fill (`0.0` when flat).
+    pub position: Decimal,
+}
+
+/// Signed perp positions keyed by (lowercased user, coin).
+#[derive(Debug, Clone, Default)]
+pub struct Positions {
+    positions: HashMap<(String, String), Decimal>,
+    mismatches: u64,
+}
+
+impl Positions {
+    /// No positions.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Folds one perp fill. Returns the new position, or `None` for spot
+    /// and outcome fills (which are not tracked).
+    ///
+    /// # Errors
+    /// [`PositionIssue::StartMismatch`] after taking the fill's
+    /// `startPosition` (the change is still applied), or
+    /// [`PositionIssue::Overflow`] (nothing changed). Both are reports,
+    /// never reasons to stop folding.
+    pub fn apply_fill(
+        &mut self,
+        block: u64,
+        event: &FillEvent<'_>,
+    ) -> Result<Option<PositionChange>, PositionIssue> {
+        let fill = event.fill();
+        if !is_perp(fill.coin) {
+            return Ok(None);
+        }
+        let key = (event.user().to_ascii_lowercase(), fill.coin.to_owned());
+        let signed = match fill.side {
+            Side::Bid => fill.sz,
+            Side::Ask => -fill.sz,
+        };
+        let Some(after) = fill.start_position.checked_add(signed) else {
+            return Err(PositionIssue::Overflow {
+                user: key.0,
+                coin: key.1,
+                oid: fill.oid,
+                block,
+            });
+        };
+        let tracked = self.positions.get(&key).copied().unwrap_or(Decimal::ZERO);
+        let mismatch = (tracked != fill.start_position).then(|| PositionIssue::StartMismatch {
+            user: key.0.clone(),
+            coin: key.1.clone(),
+            oid: fill.oid,
+            block,
+            tracked,
+            start: fill.start_position,
+        });
+        if after.is_zero() {
+            self.positions.remove(&key);
+        } else {
+            self.positions.insert(key.clone(), after);
+        }
+        let change = PositionChange {
+            user: key.0,
+            coin: key.1,
+            position: after,
+        };
+        match mismatch {
+            Some(issue) => {
+                self.mismatches += 1;
+                Err(issue)
+            }
+            None => Ok(Some(change)),
+        }
+    }
+
+    /// Folds every fill of a block in file order; returns the positions
+    /// that moved (last value per (user, coin), in first-touch order) and
+    /// the issues met.
+    pub fn apply(&mut self, block: &DecodedBlock<'_>) -> (Vec<PositionChange>, Vec<PositionIssue>) {
+        self.apply_fills(block.number, block.fills.iter().map(|s| &s.event))
+    }
+
+    /// [`Positions::apply`] over fills given directly.
+    pub fn apply_fills<'e, 'a: 'e>(
+        &mut self,
+        block: u64,
+        fills: impl IntoIterator<Item = &'e FillEvent<'a>>,
+    ) -> (Vec<PositionChange>, Vec<PositionIssue>) {
+        let mut changes: Vec<PositionChange> = Vec::new();
+        let mut issues = Vec::new();
+        for event in fills {
+            let change = match self.apply_fill(block, event) {
+                Ok(Some(change)) => change,
+                Ok(None) => continue,
+                Err(issue) => {
+                    let moved = match &issue {
+                        PositionIssue::StartMismatch { user, coin, .. } => Some(PositionChange {
+                            user: user.clone(),
+                            coin: coin.clone(),
+                            position: self.position(user, coin),
+                        }),
+                        PositionIssue::Overflow { .. } => None,
+                    };
+                    issues.push(issue);
+                    match moved {
+                        Some(change) => change,
+                        None => continue,
+                    }
+                }
+            };
+            match changes
+                .iter_mut()
+                .find(|c| c.user == change.user && c.coin == change.coin)
+            {
+                Some(existing) => existing.position = change.position,
+                None => changes.push(change),
+            }
+        }
+        (changes, issues)
+    }
+
+    /// The signed position of `user` (any case) in `coin`; `0.0` when flat
+    /// or never seen.
+    pub fn position(&self, user: &str, coin: &str) -> Decimal {
+        self.positions
+            .get(&(user.to_ascii_lowercase(), coin.to_owned()))
+            .copied()
+            .unwrap_or(Decimal::ZERO)
+    }
+
+    /// Open (non-flat) positions.
+    pub fn len(&self) -> usize {
+        self.positions.len()
+    }
+
+    /// Whether no position is open.
+    pub fn is_empty(&self) -> bool {
+        self.positions.is_empty()
+    }
+
+    /// Fills whose `startPosition` disagreed with the tracker so far.
+    pub fn mismatches(&self) -> u64 {
+        self.mismatches
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::decode_fill;
+    use proptest::prelude::*;
+    use rstest::rstest;
+    use std::collections::BTreeMap;
+
+    #[rstest]
+    #[case::main_perp("BTC", MarketKind::Perp)]
+    #[case::thousand_perp("kPEPE", MarketKind::Perp)]
+    #[case::builder_perp("xyz:NVDA", MarketKind::BuilderPerp)]
+    #[case::spot_index("@107", MarketKind::Spot)]
+    #[case::named_spot("PURR/USDC", MarketKind::Spot)]
+    #[case::outcome("#1890", MarketKind::Outcome)]
+    fn classifies_coin_names(#[case] coin: &str, #[case] kind: MarketKind) {
+        assert_eq!(market_kind(coin), kind);
+    }
+
+    fn fill_text(user: &str, coin: &str, side: Side, sz: &str, start: &str) -> String {
+        format!(
+            r#"["{user}",{{"coin":"{coin}","px":"1.0","sz":"{sz}","side":"{}","time":1,"startPosition":"{start}","dir":"Open Long","closedPnl":"0.0","hash":"0x0","oid":9,"crossed":true,"fee":"0.0","tid":1,"feeToken":"USDC","twapId":null}}]"#,
+            side.as_str()
+        )
+    }
+
+    #[test]
+    fn a_mismatched_start_is_reported_and_taken() {
+        let mut positions = Positions::new();
+        let text = fill_text("0xA", "BTC", Side::Bid, "0.5", "1.0");
+        let event = decode_fill(text.as_bytes()).unwrap();
+        let issue = positions.apply_fill(3, &event).unwrap_err();
+        assert_eq!(
+            issue.to_string(),
+            "positions: 0xa BTC was 0.0 but the fill of oid 9 at block 3 starts at 1.0"
+        );
+        assert_eq!(positions.position("0xa", "BTC").to_string(), "1.5");
+        assert_eq!(positions.mismatches(), 1);
+    }
+
+    #[test]
+    fn spot_and_outcome_fills_are_not_positions() {
+        let mut positions = Positions::new();
+        for coin in ["@107", "PURR/USDC", "#1890"] {
+            let text = fill_text("0xa", coin, Side::Bid, "1.0", "0.0");
+            let event = decode_fill(text.as_bytes()).unwrap();
+            assert_eq!(positions.apply_fill(1, &event), Ok(None));
+        }
+        assert!(positions.is_empty());
+    }
+
+    proptest! {
+        /// Random fills with consistent start positions: the tracker agrees
+        /// with a plain sum of signed sizes per (user, coin).
+        #[test]
+        fn tracked_position_is_the_sum_of_signed_fills(
+            steps in prop::collection::vec(
+                (0usize..3, 0usize..3, any::<bool>(), 1i64..5_000_000, 0u8..6),
+                1..200,
+            )
+        ) {
+            let users = ["0xaa", "0xBB", "0xcc"];
+            let coins = ["BTC", "xyz:NVDA", "ETH"];
+            let mut reference: BTreeMap<(usize, usize), i128> = BTreeMap::new();
+            let mut positions = Positions::new();
+            for (user, coin, buy, units, scale) in steps {
+                let sz = Decimal::new(units, scale).unwrap();
+                // Reference positions are kept at scale 5 (every size fits it).
+                let start_units = reference.get(&(user, coin)).copied().unwrap_or(0);
+                let start = Decimal::new(i64::try_from(start_units).unwrap(), 5).unwrap();
+                let side = if buy { Side::Bid } else { Side::Ask };
+                let text = fill_text(users[user], coins[coin], side, &sz.to_string(), &start.to_string());
+                let event = decode_fill(text.as_bytes()).unwrap();
+                let change = positions.apply_fill(1, &event).unwrap().unwrap();
+                let signed = i128::from(units) * 10_i128.pow(u32::from(5 - scale));
+                let sum = start_units + if buy { signed } else { -signed };
+                reference.insert((user, coin), sum);
+                let expected = Decimal::new(i64::try_from(sum).unwrap(), 5).unwrap();
+                prop_assert_eq!(change.position, expected);
+            }
+            for ((user, coin), sum) in &reference {
+                let expected = Decimal::new(i64::try_from(*sum).unwrap(), 5).unwrap();
+                prop_assert_eq!(positions.position(users[*user], coins[*coin]), expected);
+            }
+            prop_assert_eq!(positions.mismatches(), 0);
+            prop_assert_eq!(positions.len(), reference.values().filter(|v| **v != 0).count());
+        }
+    }
+}
