@@ -8,5 +8,6 @@ pub mod book;
 pub mod event;
 pub mod fold;
 pub mod num;
+pub mod positions;
 pub mod snapshot;
 pub mod views;

@@ -11,11 +11,14 @@
 //! (`on_block`), carrying the block's `block_number` and `time`.
 
 pub mod bbo;
+pub mod candles;
+pub mod fills;
 pub mod l2book;
 pub mod l2diff;
 pub mod l4book;
 pub mod l4updates;
 pub mod mids;
+pub mod tpsl;
 pub mod trades;
 
 use std::collections::BTreeSet;

@@ -5,6 +5,8 @@
 
 #[path = "engine/book_props.rs"]
 mod book_props;
+#[path = "engine/candles.rs"]
+mod candles;
 #[path = "engine/common.rs"]
 mod common;
 #[path = "engine/fills.rs"]
@@ -15,3 +17,5 @@ mod fold_real;
 mod trades;
 #[path = "engine/views_rules.rs"]
 mod views_rules;
+#[path = "engine/tpsl.rs"]
+mod tpsl;
