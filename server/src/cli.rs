@@ -25,6 +25,79 @@ pub enum Command {
     /// Manage API keys.
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// Write realistic node output (all sources, by-block and/or streaming
+    /// layouts, L4 snapshots) from a seeded exchange simulator.
+    Simulate(SimulateCommand),
+}
+
+/// `l1gate simulate`.
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("length").required(true).args(["blocks", "duration"])))]
+pub struct SimulateCommand {
+    /// Output directory (node files go under `OUT/hl/data`, snapshots under
+    /// `OUT/l4_snapshots`).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// PRNG seed: the same seed and options give byte-identical output.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Node output layout.
+    #[arg(long, value_enum, default_value_t = SimMode::ByBlock)]
+    pub mode: SimMode,
+    /// Number of blocks to write.
+    #[arg(long, value_name = "N")]
+    pub blocks: Option<u64>,
+    /// Simulated block time to cover, e.g. `90s`, `10m`, `1h`.
+    #[arg(long, value_name = "D", value_parser = parse_duration)]
+    pub duration: Option<std::time::Duration>,
+    /// Pace blocks in real time (block times start now and follow the wall
+    /// clock) and flush every line, for tailing.
+    #[arg(long)]
+    pub live: bool,
+    /// Activity and book depth as a fraction of mainnet (1.0 = mainnet-like).
+    #[arg(long, default_value_t = 1.0)]
+    pub scale: f64,
+    /// Small test profile (a dozen coins) instead of the mainnet profile.
+    #[arg(long)]
+    pub small: bool,
+    /// Blocks between L4 snapshot files (0 = none; the starting state is
+    /// always written when snapshots are on).
+    #[arg(long, default_value_t = 10_000)]
+    pub snapshot_every: u64,
+}
+
+/// Node output layouts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SimMode {
+    /// `<source>_by_block`: one line per block per source.
+    ByBlock,
+    /// `<source>_streaming`: one event per line.
+    Streaming,
+    /// Both layouts side by side.
+    Both,
+}
+
+/// Parses `500ms`, `90s`, `10m`, `2h`, `1d`.
+///
+/// # Errors
+/// A message naming the accepted units.
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let value: u64 = digits
+        .parse()
+        .map_err(|_| format!("{text:?}: expected a number followed by ms, s, m, h or d"))?;
+    let secs = |n: u64| std::time::Duration::from_secs(value.saturating_mul(n));
+    match unit {
+        "ms" => Ok(std::time::Duration::from_millis(value)),
+        "s" => Ok(secs(1)),
+        "m" => Ok(secs(60)),
+        "h" => Ok(secs(3_600)),
+        "d" => Ok(secs(86_400)),
+        _ => Err(format!("{text:?}: unit must be ms, s, m, h or d")),
+    }
 }
 
 /// `l1gate serve`.
@@ -42,6 +115,36 @@ pub struct ServeCommand {
     /// Settings.
     #[command(flatten)]
     pub settings: ServeArgs,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units_and_reject_garbage() {
+        assert_eq!(
+            parse_duration("90s"),
+            Ok(std::time::Duration::from_secs(90))
+        );
+        assert_eq!(
+            parse_duration("2h"),
+            Ok(std::time::Duration::from_secs(7_200))
+        );
+        assert_eq!(
+            parse_duration("250ms"),
+            Ok(std::time::Duration::from_millis(250))
+        );
+        assert!(parse_duration("10").is_err());
+        assert!(parse_duration("h").is_err());
+        assert!(parse_duration("5y").is_err());
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        use clap::CommandFactory as _;
+        Cli::command().debug_assert();
+    }
 }
 
 /// `l1gate keys`.

@@ -5,8 +5,16 @@
 pub mod auth;
 pub mod cli;
 pub mod config;
+pub mod demo;
 pub mod http;
 pub mod keys;
 pub mod live;
 pub mod raw_feed;
 pub mod serve;
+
+/// The wall clock in Unix milliseconds (0 if the clock is before 1970).
+pub fn unix_now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}

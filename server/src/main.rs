@@ -1,11 +1,9 @@
 //! `l1gate`: market-data engine and access layer beside an exchange-chain
 //! node. See `l1gate --help`.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use anyhow::Context as _;
 use clap::Parser as _;
-use l1gate::cli::{Cli, Command, KeysCommand, ServeCommand};
+use l1gate::cli::{Cli, Command, KeysCommand, ServeCommand, SimMode, SimulateCommand};
 use l1gate::config;
 use l1gate::keys::KeysFile;
 
@@ -14,6 +12,7 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(serve) => run_serve(*serve),
         Command::Keys(keys) => run_keys(keys),
+        Command::Simulate(simulate) => run_simulate(&simulate),
     }
 }
 
@@ -31,12 +30,25 @@ fn run_serve(command: ServeCommand) -> anyhow::Result<()> {
         Some(path) => config::load_file(path)?,
         None => config::ServeArgs::default(),
     };
-    let settings = command.settings.or(file).resolve()?;
+    let merged = command.settings.or(file);
+    let keys_file_given = merged.keys_file.is_some();
+    let mut settings = merged.resolve()?;
     if command.print_config {
         println!("{}", toml::to_string_pretty(&settings)?);
         return Ok(());
     }
     init_logging();
+    // No data directory: demo mode, serving the simulator's live output.
+    let demo = if settings.data.is_none() {
+        let demo = l1gate::demo::Demo::start(settings.demo_seed, settings.demo_scale)?;
+        settings.data = Some(demo.data_dir().to_owned());
+        if !keys_file_given {
+            demo.keys_file().clone_into(&mut settings.keys_file);
+        }
+        Some(demo)
+    } else {
+        None
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -47,26 +59,124 @@ fn run_serve(command: ServeCommand) -> anyhow::Result<()> {
             "l1gate serving gRPC on {} and HTTP on {}",
             running.grpc_addr, running.http_addr
         );
-        tokio::signal::ctrl_c()
-            .await
-            .context("waiting for Ctrl-C")?;
+        if let Some(demo) = &demo {
+            if keys_file_given {
+                println!(
+                    "demo mode: using the keys in {}",
+                    settings.keys_file.display()
+                );
+            } else {
+                println!(
+                    "{}",
+                    l1gate::demo::banner(demo.key(), running.grpc_addr, demo.data_dir())
+                );
+            }
+        }
+        shutdown_signal().await?;
         tracing::info!("shutting down");
         running.shutdown();
+        drop(demo);
         Ok(())
     })
 }
 
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+fn run_simulate(command: &SimulateCommand) -> anyhow::Result<()> {
+    use std::io::{IsTerminal as _, Write as _};
+
+    anyhow::ensure!(
+        command.scale > 0.0 && command.scale <= 100.0,
+        "--scale must be in (0, 100], got {}",
+        command.scale
+    );
+    let mut config = if command.small {
+        fixtures::SimConfig::small(command.seed)
+    } else {
+        fixtures::SimConfig::mainnet(command.seed, command.scale)
+    };
+    config.scale = command.scale;
+    config.mode = match command.mode {
+        SimMode::ByBlock => fixtures::OutputMode::ByBlock,
+        SimMode::Streaming => fixtures::OutputMode::Streaming,
+        SimMode::Both => fixtures::OutputMode::Both,
+    };
+    config.snapshot_every = (command.snapshot_every > 0).then_some(command.snapshot_every);
+    if command.live {
+        config.start_time_ms = l1gate::unix_now_ms();
+    }
+    let run = fixtures::RunOptions {
+        blocks: command.blocks,
+        duration: command.duration,
+        live: command.live,
+        ..fixtures::RunOptions::default()
+    };
+    let terminal = std::io::stderr().is_terminal();
+    let total = command.blocks;
+    let mut progress = |p: &fixtures::Progress| {
+        if !terminal {
+            return;
+        }
+        let secs = p.elapsed.as_secs_f64().max(1e-9);
+        let share = total.map_or_else(String::new, |t| {
+            format!(" {:5.1}%", 100.0 * p.blocks as f64 / t.max(1) as f64)
+        });
+        let _ = write!(
+            std::io::stderr(),
+            "\r{share} block {} ({} blocks, {:.1} MB, {:.0} blocks/s, {:.1} MB/s)   ",
+            p.height,
+            p.blocks,
+            p.bytes as f64 / 1e6,
+            p.blocks as f64 / secs,
+            p.bytes as f64 / 1e6 / secs
+        );
+    };
+    let summary = fixtures::generate(&config, &command.out, &run, &mut progress)?;
+    if terminal {
+        eprintln!();
+    }
+    let secs = summary.elapsed.as_secs_f64().max(1e-9);
+    eprintln!(
+        "wrote {} blocks ({}..={}) to {}: {:.1} MB in {:.1} s ({:.0} blocks/s, {:.1} MB/s); {} statuses, {} diffs, {} fills, {} snapshots, {} resting orders",
+        summary.blocks,
+        summary.first_height.unwrap_or(summary.last_height),
+        summary.last_height,
+        command.out.display(),
+        summary.bytes as f64 / 1e6,
+        secs,
+        summary.blocks as f64 / secs,
+        summary.bytes as f64 / 1e6 / secs,
+        summary.order_statuses,
+        summary.book_diffs,
+        summary.fills,
+        summary.snapshots.len(),
+        summary.resting_orders
+    );
+    Ok(())
+}
+
+/// Resolves on Ctrl-C or SIGTERM, so demo data is cleaned up either way.
+async fn shutdown_signal() -> anyhow::Result<()> {
+    #[cfg(unix)]
+    {
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                .context("installing the SIGTERM handler")?;
+        tokio::select! {
+            result = tokio::signal::ctrl_c() => result.context("waiting for Ctrl-C")?,
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    tokio::signal::ctrl_c()
+        .await
+        .context("waiting for Ctrl-C")?;
+    Ok(())
 }
 
 fn run_keys(command: KeysCommand) -> anyhow::Result<()> {
     match command {
         KeysCommand::Add { account, keys_file } => {
             let mut file = KeysFile::load(&keys_file)?;
-            let (key, stored) = file.add_key(&account, now_ms())?;
+            let (key, stored) = file.add_key(&account, l1gate::unix_now_ms())?;
             file.save(&keys_file)?;
             println!(
                 "created key {} for account {account} in {} (only its SHA-256 is stored; this is the only time it is shown)",

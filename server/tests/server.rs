@@ -8,6 +8,7 @@
 )]
 
 mod server {
+    mod cli;
     pub mod harness;
     mod raw_feed_errors;
     mod raw_feed_live;

@@ -1,0 +1,188 @@
+//! The `l1gate` binary as a user runs it: demo mode with no node, the
+//! simulator command, and key management.
+
+use std::io::{BufRead as _, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use proto::StreamRequest;
+use proto::venue_l1_gateway_client::VenueL1GatewayClient;
+
+use super::harness::{block_number, next, with_key};
+
+const L1GATE: &str = env!("CARGO_BIN_EXE_l1gate");
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        // SIGTERM, so the demo cleans up its directory.
+        let _ = Command::new("kill").arg(self.0.id().to_string()).status();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[tokio::test]
+async fn serve_without_data_runs_the_simulator_and_prints_a_working_key() {
+    let grpc = format!("127.0.0.1:{}", free_port());
+    let http = format!("127.0.0.1:{}", free_port());
+    let mut child = Command::new(L1GATE)
+        .args(["serve", "--grpc-addr", &grpc, "--http-addr", &http])
+        .env("L1GATE_DEMO_SCALE", "0.01")
+        .env_remove("L1GATE_DATA")
+        .env_remove("L1GATE_KEYS_FILE")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let _guard = Killed(child);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut key = None;
+    let mut data_dir = None;
+    while key.is_none() {
+        let line = rx
+            .recv_timeout(Duration::from_secs(120))
+            .expect("demo banner");
+        if let Some(k) = line.strip_prefix("demo API key: ") {
+            key = Some(k.trim().to_owned());
+        }
+        if let Some(rest) = line.strip_prefix(
+            "l1gate demo: the built-in simulator is writing mainnet-like node output to ",
+        ) {
+            data_dir = Some(std::path::PathBuf::from(rest.trim()));
+        }
+    }
+    let key = key.unwrap();
+    assert!(key.starts_with("l1g_"));
+    let data_dir = data_dir.expect("banner names the data directory");
+    assert!(data_dir.join("hl/data/node_fills_by_block").is_dir());
+
+    let channel = tonic::transport::Channel::from_shared(format!("http://{grpc}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut client = VenueL1GatewayClient::new(channel);
+    let mut stream = client
+        .stream_raw_book_diffs(with_key(StreamRequest::default(), &key))
+        .await
+        .unwrap()
+        .into_inner();
+    let first = next(&mut stream, Duration::from_secs(30)).await.unwrap();
+    let second = next(&mut stream, Duration::from_secs(30)).await.unwrap();
+    assert_eq!(
+        block_number(&second.data),
+        block_number(&first.data) + 1,
+        "live blocks, in order"
+    );
+    let status = client
+        .stream_fills(with_key(StreamRequest::default(), "l1g_not_the_key"))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unauthenticated);
+    drop(_guard);
+    for _ in 0..50 {
+        if !data_dir.exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(!data_dir.exists(), "demo data removed on SIGTERM");
+}
+
+#[test]
+fn simulate_writes_node_files_that_the_feeds_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let status = Command::new(L1GATE)
+        .args(["simulate", "--out"])
+        .arg(dir.path())
+        .args([
+            "--small",
+            "--blocks",
+            "30",
+            "--mode",
+            "both",
+            "--seed",
+            "7",
+            "--snapshot-every",
+            "10",
+        ])
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    assert!(String::from_utf8_lossy(&status.stderr).contains("wrote 30 blocks"));
+    let feed = feeds::Feed::open(dir.path(), feeds::Source::RawBookDiffs).unwrap();
+    let mut cursor = feed.seek(feeds::Start::BlockNumber(0)).unwrap();
+    let records = feed.read(&mut cursor, 1_000).unwrap();
+    assert_eq!(records.len(), 30, "one by-block line per block");
+    let snapshots = feeds::Snapshots::open(dir.path()).unwrap();
+    // Fresh files are listed once their length is seen stable across a refresh.
+    snapshots.refresh().unwrap();
+    assert_eq!(
+        snapshots.list().len(),
+        4,
+        "the starting state and one every 10 blocks"
+    );
+    // Neither a length nor a duration: a usage error naming them.
+    let out = Command::new(L1GATE)
+        .args(["simulate", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--blocks"));
+}
+
+#[test]
+fn keys_add_prints_the_key_alone_on_the_last_line_and_stores_only_its_hash() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("keys.toml");
+    let out = Command::new(L1GATE)
+        .args(["keys", "add", "--account", "ops", "--keys-file"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let key = stdout.lines().last().unwrap();
+    assert!(key.starts_with("l1g_") && key.len() == 68, "{key}");
+    let stored = std::fs::read_to_string(&file).unwrap();
+    assert!(!stored.contains(key));
+    assert!(stored.contains(&l1gate::keys::hash_key(key)));
+    let list = Command::new(L1GATE)
+        .args(["keys", "list", "--keys-file"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let listed = String::from_utf8(list.stdout).unwrap();
+    assert!(listed.contains("ops") && listed.contains("active") && !listed.contains(key));
+    let bad = Command::new(L1GATE)
+        .args(["keys", "add", "--account", "no spaces", "--keys-file"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("account name"));
+}
