@@ -202,6 +202,13 @@ pub enum FillsError {
     /// `BuilderFillsRequest.builder` is empty.
     #[error("fills: builder fills need a builder")]
     MissingBuilder,
+    /// User fills were asked for several users at once; a user-fills
+    /// subscription follows exactly one account.
+    #[error("fills: user fills follow one user, got {count}")]
+    UserCount {
+        /// Users given.
+        count: usize,
+    },
 }
 
 /// `AllFillsRequest`.
@@ -327,6 +334,35 @@ impl FillsSubscription {
         ))
     }
 
+    /// The subscription a command line's selectors name: builder fills when
+    /// a builder is given, else user fills for exactly one user, else all
+    /// fills; always within `coins`.
+    ///
+    /// # Errors
+    /// [`FillsError::UserCount`] for more than one user, or the errors of
+    /// [`FillsSubscription::user`] and [`FillsSubscription::builder`].
+    pub fn from_selectors(
+        users: &[String],
+        builder: Option<&str>,
+        coins: &[String],
+    ) -> Result<Self, FillsError> {
+        let coins = coins.to_vec();
+        if let Some(builder) = builder {
+            return Self::builder(&BuilderFillsRequest {
+                builder: builder.to_owned(),
+                coins,
+            });
+        }
+        match users {
+            [] => Ok(Self::all(&AllFillsRequest { coins })),
+            [user] => Self::user(&UserFillsRequest {
+                user: user.clone(),
+                coins,
+            }),
+            _ => Err(FillsError::UserCount { count: users.len() }),
+        }
+    }
+
     /// `StreamLiquidationFills`.
     pub fn liquidations(request: &LiquidationFillsRequest) -> Self {
         Self::new(
@@ -411,6 +447,23 @@ mod tests {
         assert!(!FillsSubscription::liquidations(&other).matches(&fill));
         assert!(
             FillsSubscription::liquidations(&LiquidationFillsRequest::default()).matches(&fill)
+        );
+    }
+
+    #[test]
+    fn command_line_selectors_pick_the_stream() {
+        let coins = vec!["ETH".to_owned()];
+        let users = vec!["0xAA".to_owned()];
+        let builder = FillsSubscription::from_selectors(&users, Some("0xBB"), &coins).unwrap();
+        assert_eq!(builder.filter(), &FillsFilter::Builder("0xbb".into()));
+        let user = FillsSubscription::from_selectors(&users, None, &coins).unwrap();
+        assert_eq!(user.filter(), &FillsFilter::User("0xaa".into()));
+        let all = FillsSubscription::from_selectors(&[], None, &[]).unwrap();
+        assert_eq!(all.filter(), &FillsFilter::All);
+        let two = vec!["0xaa".to_owned(), "0xcc".to_owned()];
+        assert_eq!(
+            FillsSubscription::from_selectors(&two, None, &coins),
+            Err(FillsError::UserCount { count: 2 })
         );
     }
 
