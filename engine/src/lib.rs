@@ -9,5 +9,6 @@ pub mod event;
 pub mod fold;
 pub mod num;
 pub mod positions;
+pub mod replay;
 pub mod snapshot;
 pub mod views;

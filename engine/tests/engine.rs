@@ -13,6 +13,8 @@ mod common;
 mod fills;
 #[path = "engine/fold_real.rs"]
 mod fold_real;
+#[path = "engine/replay.rs"]
+mod replay;
 #[path = "engine/trades.rs"]
 mod trades;
 #[path = "engine/views_rules.rs"]
