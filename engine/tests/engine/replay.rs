@@ -131,7 +131,10 @@ fn views_not_wired_yet_fail_before_writing_anything() {
     for view in [View::Trades, View::Fills, View::Candles, View::Tpsl] {
         let mut out = Vec::new();
         if let Err(error) = run(&btc(view), &mut out, &mut |_| {}) {
-            assert!(out.is_empty(), "{view} wrote output before failing: {error}");
+            assert!(
+                out.is_empty(),
+                "{view} wrote output before failing: {error}"
+            );
             if let ReplayError::UnsupportedView(named) = error {
                 assert_eq!(named, view);
             }
