@@ -5,6 +5,7 @@
 pub mod align;
 pub mod block;
 pub mod book;
+pub mod error;
 pub mod event;
 pub mod fold;
 pub mod num;
@@ -12,3 +13,5 @@ pub mod positions;
 pub mod replay;
 pub mod snapshot;
 pub mod views;
+
+pub use error::Error;

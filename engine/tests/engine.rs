@@ -3,6 +3,8 @@
 // Test helpers outside `#[test]` functions fail loudly on purpose.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "engine/align_real.rs"]
+mod align_real;
 #[path = "engine/book_props.rs"]
 mod book_props;
 #[path = "engine/candles.rs"]
