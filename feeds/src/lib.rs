@@ -1,5 +1,18 @@
 //! The node's files on disk as ordered records: discover the layout, map and
 //! index segments, tail them live, decode envelopes and filter events.
+//!
+//! - [`Feed`] serves one line source ([`Source`]) as records: seek by block
+//!   number, timestamp or tail, read in order across hourly files, refresh
+//!   to pick up growth and new files, measure lag.
+//! - [`Snapshots`] serves L4 snapshot files.
+//! - [`EventFilter`] removes non-matching events from an envelope line,
+//!   keeping the others byte-identical.
+//! - [`Watcher`] turns filesystem notifications into wake-up calls; polling
+//!   [`Feed::refresh`] alone is also correct.
+//!
+//! No async runtime and no network: callers drive refresh and read from
+//! whatever thread or task they like. The only `unsafe` is the audited
+//! mapping function in [`segment`].
 
 pub mod envelope;
 pub mod error;

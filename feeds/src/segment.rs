@@ -1,7 +1,7 @@
 //! One node file as an immutable, memory-mapped view of its complete
 //! newline-terminated prefix, re-mapped as the file grows.
 //!
-//! This module holds the crate's only `unsafe` code, [`map_prefix`].
+//! This module holds the crate's only `unsafe` code, in `map_prefix`.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
