@@ -28,6 +28,56 @@ pub enum Command {
     /// Write realistic node output (all sources, by-block and/or streaming
     /// layouts, L4 snapshots) from a seeded exchange simulator.
     Simulate(SimulateCommand),
+    /// Fold captured node files offline and print one view's frames, one JSON
+    /// object per line, exactly as the market streams would send them.
+    Replay(ReplayCommand),
+}
+
+/// `l1gate replay`.
+#[derive(Debug, clap::Args)]
+pub struct ReplayCommand {
+    /// Node data directory (containing `hl/data`, or `hl/data` itself).
+    #[arg(long, value_name = "DIR")]
+    pub data: PathBuf,
+    /// Starting L4 snapshot; default: the newest snapshot in the data
+    /// directory at or before --from-block, else an empty book.
+    #[arg(long, value_name = "FILE")]
+    pub snapshot: Option<PathBuf>,
+    /// First block to print frames for.
+    #[arg(long, value_name = "N")]
+    pub from_block: Option<u64>,
+    /// Last block to fold.
+    #[arg(long, value_name = "M")]
+    pub to_block: Option<u64>,
+    /// The view to print.
+    #[arg(long, value_name = "VIEW", value_parser = clap::builder::PossibleValuesParser::new(
+        ["l2book", "bbo", "l2diff", "l4book", "l4updates", "tpsl", "trades", "fills", "candles", "mids"]
+    ))]
+    pub view: String,
+    /// Coins (comma-separated or repeated), exact and case-sensitive.
+    #[arg(long, value_delimiter = ',', value_name = "COIN")]
+    pub coins: Vec<String>,
+    /// Users (0x addresses, case-insensitive).
+    #[arg(long, value_delimiter = ',', value_name = "ADDRESS")]
+    pub users: Vec<String>,
+    /// Builder address (fills view).
+    #[arg(long, value_name = "ADDRESS")]
+    pub builder: Option<String>,
+    /// L2 levels per side (default 20; 0 = full depth).
+    #[arg(long, value_name = "N")]
+    pub n_levels: Option<u32>,
+    /// L2 price aggregation to 2-5 significant figures.
+    #[arg(long, value_name = "N")]
+    pub n_sig_figs: Option<u32>,
+    /// L2 aggregation mantissa: 1, 2 or 5 (with --n-sig-figs 5).
+    #[arg(long, value_name = "M")]
+    pub mantissa: Option<u64>,
+    /// L2 book: suppress frames whose levels did not change.
+    #[arg(long)]
+    pub strict: bool,
+    /// Candle interval: 1s 1m 3m 5m 15m 30m 1h 2h 4h 8h 12h 1d 3d 1w 1M.
+    #[arg(long, value_name = "I")]
+    pub interval: Option<String>,
 }
 
 /// `l1gate simulate`.

@@ -3,7 +3,9 @@
 
 use anyhow::Context as _;
 use clap::Parser as _;
-use l1gate::cli::{Cli, Command, KeysCommand, ServeCommand, SimMode, SimulateCommand};
+use l1gate::cli::{
+    Cli, Command, KeysCommand, ReplayCommand, ServeCommand, SimMode, SimulateCommand,
+};
 use l1gate::config;
 use l1gate::keys::KeysFile;
 
@@ -13,6 +15,7 @@ fn main() -> anyhow::Result<()> {
         Command::Serve(serve) => run_serve(*serve),
         Command::Keys(keys) => run_keys(keys),
         Command::Simulate(simulate) => run_simulate(&simulate),
+        Command::Replay(replay) => run_replay(replay),
     }
 }
 
@@ -202,6 +205,83 @@ fn run_keys(command: KeysCommand) -> anyhow::Result<()> {
             file.revoke(&key_id)?;
             file.save(&keys_file)?;
             println!("revoked {key_id}");
+        }
+    }
+    Ok(())
+}
+
+fn run_replay(command: ReplayCommand) -> anyhow::Result<()> {
+    use std::io::{IsTerminal as _, Write as _};
+
+    let view: engine::replay::View = command.view.parse()?;
+    let mut options = engine::replay::ReplayOptions::new(command.data, view);
+    options.snapshot = command.snapshot;
+    options.from_block = command.from_block;
+    options.to_block = command.to_block;
+    options.coins = command.coins;
+    options.users = command.users;
+    options.builder = command.builder;
+    options.n_levels = command.n_levels;
+    options.n_sig_figs = command.n_sig_figs;
+    options.mantissa = command.mantissa;
+    options.strict = command.strict;
+    options.interval = command.interval;
+
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
+    let terminal = std::io::stderr().is_terminal();
+    let mut last_shown = std::time::Instant::now();
+    let mut progress = |p: &engine::replay::ReplayProgress| {
+        if terminal && last_shown.elapsed() >= std::time::Duration::from_millis(200) {
+            last_shown = std::time::Instant::now();
+            let _ = write!(
+                std::io::stderr(),
+                "\rblock {} ({} blocks, {:.1} MB, {} frames)   ",
+                p.block,
+                p.blocks,
+                p.bytes as f64 / 1e6,
+                p.frames
+            );
+        }
+    };
+    let summary = engine::replay::run(&options, &mut out, &mut progress)?;
+    out.flush()?;
+    if terminal {
+        eprintln!();
+    }
+    let unknown: u64 = summary
+        .unknown_ids
+        .values()
+        .map(engine::fold::UnknownIds::total)
+        .sum();
+    eprintln!(
+        "replayed {} blocks ({}..={}) from snapshot {}: {} events, {} frames, {:.1} MB in {:.2} s ({:.1} MB/s); {} unknown ids, {} decode errors, {} gaps, {} coin resets",
+        summary.blocks,
+        summary
+            .first_block
+            .map_or_else(|| "-".to_owned(), |b| b.to_string()),
+        summary
+            .last_block
+            .map_or_else(|| "-".to_owned(), |b| b.to_string()),
+        summary
+            .snapshot_height
+            .map_or_else(|| "none".to_owned(), |h| h.to_string()),
+        summary.events,
+        summary.frames,
+        summary.bytes as f64 / 1e6,
+        summary.elapsed.as_secs_f64(),
+        summary.mb_per_s(),
+        unknown,
+        summary.decode_errors,
+        summary.gaps,
+        summary.resets.len()
+    );
+    for (coin, ids) in &summary.unknown_ids {
+        if ids.total() > 0 {
+            eprintln!(
+                "  {coin}: {} update/remove for unknown oids, {} new without an opening status",
+                ids.unknown_oid, ids.missing_status
+            );
         }
     }
     Ok(())

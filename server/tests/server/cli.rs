@@ -186,3 +186,46 @@ fn keys_add_prints_the_key_alone_on_the_last_line_and_stores_only_its_hash() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("account name"));
 }
+
+#[test]
+fn replay_prints_frames_deterministically_with_a_summary() {
+    let data = super::harness::real("btc-985148182");
+    let run = || {
+        Command::new(L1GATE)
+            .args(["replay", "--data"])
+            .arg(&data)
+            .args(["--view", "bbo", "--coins", "BTC"])
+            .output()
+            .unwrap()
+    };
+    let first = run();
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let stdout = String::from_utf8(first.stdout.clone()).unwrap();
+    let opening: serde_json::Value = serde_json::from_str(stdout.lines().next().unwrap()).unwrap();
+    assert_eq!(opening["block_number"], 985_148_182);
+    assert_eq!(opening["bid"]["px"], "81307.0");
+    assert_eq!(opening["ask"]["px"], "81308.0");
+    let summary = String::from_utf8_lossy(&first.stderr);
+    assert!(summary.contains("replayed 51 blocks"), "{summary}");
+    assert!(summary.contains("0 unknown ids"), "{summary}");
+    assert_eq!(
+        run().stdout,
+        first.stdout,
+        "same input, byte-identical output"
+    );
+    let bad = Command::new(L1GATE)
+        .args(["replay", "--data"])
+        .arg(&data)
+        .args(["--view", "nope"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("l2book"),
+        "lists the views"
+    );
+}
