@@ -10,8 +10,8 @@
 //! (and re-sent as snapshots by the views that do so).
 //!
 //! Each view is driven by one small function in the `match` of
-//! [`driver`]; views without an arm fail with
-//! [`ReplayError::UnsupportedView`] before any output.
+//! [`driver`]; a request outside its view's contract fails before any
+//! output.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -30,11 +30,17 @@ use crate::fold::{CoinReset, Engine, UnknownIds};
 use crate::snapshot::{self, L4Snapshot, SnapshotError};
 use crate::views::ViewError;
 use crate::views::bbo::{BboRequest, BboSubscription};
+use crate::views::candles::{
+    CandleError, CandleRequest, CandleSubscription, CandlesView, DEFAULT_THROTTLE_MS,
+};
+use crate::views::fills::{FillsError, FillsSubscription, FillsView};
 use crate::views::l2book::{L2BookRequest, L2BookSubscription};
 use crate::views::l2diff::{L2BookDiffRequest, L2DiffSubscription};
 use crate::views::l4book::{L4BookRequest, L4BookSubscription};
 use crate::views::l4updates::{L4OrderUpdatesRequest, L4UpdatesSubscription};
 use crate::views::mids::{AllMidsRequest, MidsSubscription};
+use crate::views::tpsl::{TpslError, TpslSubscription, TpslUpdatesRequest, TpslView};
+use crate::views::trades::{TradesRequest, TradesSubscription, TradesView};
 
 /// Records read per feed per round.
 const READ_BATCH: usize = 512;
@@ -120,12 +126,18 @@ pub enum ReplayError {
     /// The view name is not one of the ten.
     #[error("replay: unknown view {0:?}")]
     UnknownView(String),
-    /// The view exists but replay cannot drive it yet.
-    #[error("replay: view {0} is not supported by replay yet")]
-    UnsupportedView(View),
     /// The view's request is outside its contract.
     #[error("replay: {0}")]
     Request(#[from] ViewError),
+    /// A fills request is outside its contract.
+    #[error("replay: {0}")]
+    Fills(#[from] FillsError),
+    /// A candle request is outside its contract.
+    #[error("replay: {0}")]
+    Candle(#[from] CandleError),
+    /// A TP/SL request is outside its contract.
+    #[error("replay: {0}")]
+    Tpsl(#[from] TpslError),
     /// A file could not be read.
     #[error("replay: {0}")]
     Feed(#[from] FeedError),
@@ -354,7 +366,7 @@ pub trait ViewDriver {
 /// The driver of `opts.view`: one arm, one small function per view.
 ///
 /// # Errors
-/// [`ReplayError::UnsupportedView`] for a view without an arm yet.
+/// [`ReplayError`] when the request is outside the view's contract.
 pub fn driver(opts: &ReplayOptions) -> Result<Box<dyn ViewDriver>, ReplayError> {
     match opts.view {
         View::L2Book => Ok(l2book(opts)),
@@ -363,7 +375,10 @@ pub fn driver(opts: &ReplayOptions) -> Result<Box<dyn ViewDriver>, ReplayError> 
         View::L4Book => Ok(l4book(opts)),
         View::L4Updates => Ok(l4updates(opts)),
         View::Mids => Ok(mids(opts)),
-        view => Err(ReplayError::UnsupportedView(view)),
+        View::Trades => trades(opts),
+        View::Fills => fills(opts),
+        View::Candles => candles(opts),
+        View::Tpsl => tpsl(opts),
     }
 }
 
@@ -533,6 +548,163 @@ fn mids(opts: &ReplayOptions) -> Box<dyn ViewDriver> {
         },
         |sub, engine, out| out.frames(sub.on_block(engine)),
     )
+}
+
+/// A driver for the views folded from the block's own events (trades,
+/// fills, candles, TP/SL): one step per block, told whether it opens.
+struct BlockDriver<S, F> {
+    state: S,
+    step: F,
+}
+
+impl<S, F> ViewDriver for BlockDriver<S, F>
+where
+    F: FnMut(&mut S, &Block, bool, &mut FrameSink<'_>) -> Result<(), ReplayError>,
+{
+    fn open(
+        &mut self,
+        _engine: &mut Engine,
+        block: &Block,
+        out: &mut FrameSink<'_>,
+    ) -> Result<(), ReplayError> {
+        (self.step)(&mut self.state, block, true, out)
+    }
+
+    fn on_block(
+        &mut self,
+        _engine: &Engine,
+        block: &Block,
+        out: &mut FrameSink<'_>,
+    ) -> Result<(), ReplayError> {
+        (self.step)(&mut self.state, block, false, out)
+    }
+}
+
+fn block_driver<S: 'static>(
+    state: S,
+    step: impl FnMut(&mut S, &Block, bool, &mut FrameSink<'_>) -> Result<(), ReplayError> + 'static,
+) -> Box<dyn ViewDriver> {
+    Box::new(BlockDriver { state, step })
+}
+
+/// `block` keeping only its fills (and statuses when asked), so views that
+/// need no book events skip decoding them.
+fn events_of(block: &Block, with_statuses: bool) -> Block {
+    let mut only = Block::new(block.number, block.time_ms);
+    only.lines.fills.clone_from(&block.lines.fills);
+    if with_statuses {
+        only.lines
+            .order_statuses
+            .clone_from(&block.lines.order_statuses);
+    }
+    only
+}
+
+/// Trades of the listed coins; the first block's trades are printed too
+/// (the stream is live only, so it has no opening snapshot).
+fn trades(opts: &ReplayOptions) -> Result<Box<dyn ViewDriver>, ReplayError> {
+    let subscription = TradesSubscription::new(&TradesRequest {
+        coins: opts.coins.clone(),
+    })?;
+    Ok(block_driver(
+        (subscription, TradesView::new()),
+        |(subscription, view): &mut (TradesSubscription, TradesView), block, _, out| {
+            let events = events_of(block, false);
+            view.apply(&events.decode());
+            out.frames(subscription.frames(view))
+        },
+    ))
+}
+
+/// Builder fills with `--builder`, else user fills for one `--users`
+/// entry, else all fills, within `--coins`.
+fn fills(opts: &ReplayOptions) -> Result<Box<dyn ViewDriver>, ReplayError> {
+    let subscription =
+        FillsSubscription::from_selectors(&opts.users, opts.builder.as_deref(), &opts.coins)?;
+    Ok(block_driver(
+        (subscription, FillsView::new()),
+        |(subscription, view): &mut (FillsSubscription, FillsView), block, _, out| {
+            let events = events_of(block, false);
+            view.apply(&events.decode());
+            out.frames(subscription.on_block(view))
+        },
+    ))
+}
+
+/// One `--interval` candle per `--coins` entry, throttled as live.
+fn candles(opts: &ReplayOptions) -> Result<Box<dyn ViewDriver>, ReplayError> {
+    let coins = distinct(&opts.coins);
+    if coins.is_empty() {
+        return Err(ViewError::MissingCoin { view: "candles" }.into());
+    }
+    let interval = opts.interval.clone().unwrap_or_default();
+    let subscriptions = coins
+        .into_iter()
+        .map(|coin| {
+            let request = CandleRequest {
+                coin,
+                interval: interval.clone(),
+            };
+            CandleSubscription::new(&request, DEFAULT_THROTTLE_MS)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let tracked: Vec<_> = subscriptions
+        .iter()
+        .map(CandleSubscription::interval)
+        .collect();
+    let state = (
+        subscriptions,
+        TradesView::new(),
+        CandlesView::with_intervals(&tracked),
+    );
+    Ok(block_driver(
+        state,
+        |(subscriptions, trades, candles): &mut (
+            Vec<CandleSubscription>,
+            TradesView,
+            CandlesView,
+        ),
+         block,
+         opening,
+         out| {
+            let events = events_of(block, false);
+            trades.apply(&events.decode());
+            candles.apply_trades_view(trades);
+            for subscription in subscriptions {
+                if opening {
+                    out.frames(subscription.open(candles))?;
+                } else {
+                    out.frames(subscription.on_block(candles))?;
+                }
+            }
+            Ok(())
+        },
+    ))
+}
+
+/// TP/SL for `--coins` (empty = every perp) and `--users`; trigger orders
+/// placed before the first replayed block are not known.
+fn tpsl(opts: &ReplayOptions) -> Result<Box<dyn ViewDriver>, ReplayError> {
+    let request = TpslUpdatesRequest {
+        coins: opts.coins.clone(),
+        users: opts.users.clone(),
+    };
+    // Validate before any output.
+    TpslSubscription::open(&TpslView::new(), &request)?;
+    let state: (Option<TpslSubscription>, TpslView) = (None, TpslView::new());
+    Ok(block_driver(
+        state,
+        move |(subscription, view): &mut (Option<TpslSubscription>, TpslView), block, _, out| {
+            let events = events_of(block, true);
+            view.apply(&events.decode());
+            if let Some(subscription) = subscription {
+                return out.frames(subscription.on_block(view));
+            }
+            let (opened, frame) = TpslSubscription::open(view, &request)?;
+            *subscription = Some(opened);
+            out.frame(&frame)
+        },
+    ))
 }
 
 /// Feeds joined by the aligner, with the feeds-side source of each.

@@ -17,9 +17,9 @@ mod fills;
 mod fold_real;
 #[path = "engine/replay.rs"]
 mod replay;
+#[path = "engine/tpsl.rs"]
+mod tpsl;
 #[path = "engine/trades.rs"]
 mod trades;
 #[path = "engine/views_rules.rs"]
 mod views_rules;
-#[path = "engine/tpsl.rs"]
-mod tpsl;

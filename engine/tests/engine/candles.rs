@@ -436,3 +436,36 @@ fn on_real_trades_every_bucket_closes_before_its_successor_opens() {
     // for both 1s and 1m; later 1s buckets close as block time passes.
     assert!(closed >= 2 * 9, "{closed}");
 }
+
+#[test]
+fn replay_prints_candle_frames_for_each_coin() {
+    use engine::replay::{ReplayError, ReplayOptions, View};
+
+    use crate::trades::replay_lines;
+    let mut opts = ReplayOptions::new(real("btc-985148182"), View::Candles);
+    opts.coins = vec!["BTC".into()];
+    opts.interval = Some("1s".into());
+    let lines = replay_lines(&opts);
+    assert!(!lines.is_empty());
+    let mut live: Option<i64> = None;
+    let mut last_count = 0;
+    for line in &lines {
+        assert_eq!(line["interval"], "1s");
+        let open = line["open_time"].as_i64().unwrap();
+        assert_eq!(line["close_time"].as_i64().unwrap(), open + 999);
+        if line["closed"] == true {
+            assert_eq!(live.take(), Some(open));
+        } else {
+            assert!(live.is_none_or(|o| o == open));
+            live = Some(open);
+        }
+        last_count = line["trades_count"].as_u64().unwrap();
+    }
+    assert!(last_count >= 1);
+
+    opts.interval = Some("7m".into());
+    assert_eq!(
+        engine::replay::run(&opts, &mut Vec::new(), &mut |_| {}).unwrap_err(),
+        ReplayError::Candle(CandleError::UnknownInterval("7m".into()))
+    );
+}

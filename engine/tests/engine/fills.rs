@@ -211,3 +211,45 @@ fn liquidation_stream_takes_fills_with_a_liquidation_object() {
     let frames = run(&mut one_user, &blocks);
     assert_eq!(shape(&frames), [(10, 1, 1), (14, 2, 1)]);
 }
+
+#[test]
+fn replay_prints_user_and_all_fills_with_sequences() {
+    use engine::replay::{ReplayError, ReplayOptions, View};
+    use engine::views::fills::FillsError;
+
+    use crate::trades::replay_lines;
+    let mut opts = ReplayOptions::new(real("btc-985148182"), View::Fills);
+    let all = replay_lines(&opts);
+    let sequences: Vec<u64> = all
+        .iter()
+        .map(|l| l["sequence"].as_u64().unwrap())
+        .collect();
+    assert_eq!(sequences, (1..=all.len() as u64).collect::<Vec<_>>());
+    let fills: usize = all
+        .iter()
+        .map(|l| l["fills"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(fills, 22);
+
+    let user = all[0]["fills"][0]["user"]
+        .as_str()
+        .unwrap()
+        .to_ascii_uppercase();
+    opts.users = vec![user.replace("0X", "0x")];
+    let mine = replay_lines(&opts);
+    assert!(!mine.is_empty() && mine.len() <= all.len());
+    assert_eq!(mine[0]["sequence"], 1);
+    assert!(mine.iter().all(|l| {
+        l["fills"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["user"].as_str().unwrap().eq_ignore_ascii_case(&user))
+    }));
+
+    opts.users.push("0xother".into());
+    assert_eq!(
+        engine::replay::run(&opts, &mut Vec::new(), &mut |_| {}).unwrap_err(),
+        ReplayError::Fills(FillsError::UserCount { count: 2 })
+    );
+}

@@ -393,3 +393,45 @@ fn format_units(units: i64) -> String {
     };
     format!("{sign}{trimmed}")
 }
+
+#[test]
+fn replay_prints_the_snapshot_then_numbered_frames() {
+    use engine::replay::{ReplayError, ReplayOptions, View};
+    use engine::views::tpsl::TpslError;
+
+    use crate::trades::replay_lines;
+    let opts = ReplayOptions::new(real(CAPTURE), View::Tpsl);
+    let lines = replay_lines(&opts);
+    // Opens after block 978995377 (no trigger there), then four frames.
+    let shape: Vec<(u64, bool, u64, usize)> = lines
+        .iter()
+        .map(|l| {
+            (
+                l["block_number"].as_u64().unwrap(),
+                l["snapshot"].as_bool().unwrap(),
+                l["sequence"].as_u64().unwrap(),
+                l["diffs"].as_array().unwrap().len(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            (978_995_377, true, 1, 0),
+            (978_995_382, false, 2, 1),
+            (978_995_385, false, 3, 1),
+            (978_995_387, false, 4, 1),
+            (978_995_390, false, 5, 1),
+        ]
+    );
+    assert_eq!(lines[3]["diffs"][0]["reason"], "triggered");
+
+    let mut spot = ReplayOptions::new(real(CAPTURE), View::Tpsl);
+    spot.coins = vec!["@107".into()];
+    assert_eq!(
+        engine::replay::run(&spot, &mut Vec::new(), &mut |_| {}).unwrap_err(),
+        ReplayError::Tpsl(TpslError::NotPerp {
+            coin: "@107".into()
+        })
+    );
+}

@@ -243,3 +243,45 @@ fn the_coin_list_is_required_and_capped() {
     let many: Vec<String> = (0..21).map(|i| format!("@{i}")).collect();
     assert!(TradesSubscription::new(&TradesRequest { coins: many }).is_err());
 }
+
+/// `l1gate replay` of one view: its JSON lines.
+pub fn replay_lines(opts: &engine::replay::ReplayOptions) -> Vec<Value> {
+    let mut out = Vec::new();
+    engine::replay::run(opts, &mut out, &mut |_| {}).unwrap();
+    String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+#[test]
+fn replay_prints_one_trades_frame_per_line() {
+    use engine::replay::{ReplayOptions, View};
+    let mut opts = ReplayOptions::new(real("btc-985148182"), View::Trades);
+    opts.coins = vec!["BTC".into()];
+    let lines = replay_lines(&opts);
+    let mut expected = Vec::new();
+    let mut view = TradesView::new();
+    for block in by_block_blocks(&real("btc-985148182")) {
+        view.apply(&block.decode());
+        expected.extend(
+            view.frames()
+                .iter()
+                .map(|f| serde_json::to_value(f).unwrap()),
+        );
+    }
+    assert_eq!(lines, expected);
+    let trades: usize = lines
+        .iter()
+        .map(|l| l["trades"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(trades, 11);
+    opts.coins.clear();
+    assert!(matches!(
+        engine::replay::run(&opts, &mut Vec::new(), &mut |_| {}),
+        Err(engine::replay::ReplayError::Request(
+            ViewError::CoinCount { .. }
+        ))
+    ));
+}
