@@ -17,6 +17,8 @@ mod fills;
 mod fold_real;
 #[path = "engine/replay.rs"]
 mod replay;
+#[path = "engine/simulator_truth.rs"]
+mod simulator_truth;
 #[path = "engine/tpsl.rs"]
 mod tpsl;
 #[path = "engine/trades.rs"]
