@@ -8,6 +8,7 @@ pub mod book;
 pub mod error;
 pub mod event;
 pub mod fold;
+pub mod hub;
 pub mod num;
 pub mod positions;
 pub mod replay;
