@@ -1,6 +1,8 @@
-//! API-key authentication for the gRPC edge: lowercase `x-api-key` metadata,
-//! checked against the keys file's hashes. Keys are never logged; only the
-//! key id (a hash prefix) and the account name ever leave this module.
+//! API-key authentication: presented keys (gRPC `x-api-key` metadata, HTTP
+//! header or path segment) checked against the keys file's hashes, with hot
+//! reload of that file. Keys are never logged; only the key id (a hash
+//! prefix) and the account name ever leave this module. Allow-lists and rate
+//! limits are applied on top of it by [`crate::access`].
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -9,7 +11,8 @@ use std::time::{Duration, SystemTime};
 use parking_lot::RwLock;
 use tonic::{Request, Status};
 
-use crate::keys::{KeyStore, KeysFile, Principal};
+use crate::access::Denial;
+use crate::keys::{AccountLimits, KeyEntry, KeyStore, KeysFile, Principal};
 
 /// gRPC metadata key carrying the API key.
 pub const API_KEY_METADATA: &str = "x-api-key";
@@ -48,6 +51,27 @@ impl Auth {
             .authenticate(key)
             .cloned()
             .ok_or_else(|| Status::unauthenticated("API key rejected: unknown or revoked key"))
+    }
+
+    /// The entry of a presented key (owner and allow-list).
+    ///
+    /// # Errors
+    /// [`Denial::MissingKey`] for no or an empty key, [`Denial::RejectedKey`]
+    /// for an unknown or revoked one.
+    pub fn lookup(&self, key: Option<&str>) -> Result<KeyEntry, Denial> {
+        let Some(key) = key.filter(|k| !k.is_empty()) else {
+            return Err(Denial::MissingKey);
+        };
+        self.store
+            .read()
+            .lookup(key)
+            .cloned()
+            .ok_or(Denial::RejectedKey)
+    }
+
+    /// The limits the keys file in force sets for `account`.
+    pub fn account_limits(&self, account: &str) -> AccountLimits {
+        self.store.read().account_limits(account)
     }
 
     /// Checks a gRPC request's `x-api-key` metadata and records the

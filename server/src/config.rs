@@ -72,6 +72,25 @@ pub struct ServeArgs {
     /// Demo mode: simulator scale as a fraction of mainnet. Default 0.05.
     #[arg(long, env = "L1GATE_DEMO_SCALE", value_name = "X")]
     pub demo_scale: Option<String>,
+
+    /// Default request rate per account (HTTP requests and unary gRPC calls
+    /// per second, pooled across the account's keys); the keys file can set
+    /// it per account. Default 50.
+    #[arg(long, env = "L1GATE_REQUESTS_PER_SECOND", value_name = "N")]
+    pub requests_per_second: Option<u32>,
+
+    /// Default burst of the per-account request rate. Default 100.
+    #[arg(long, env = "L1GATE_REQUEST_BURST", value_name = "N")]
+    pub request_burst: Option<u32>,
+
+    /// Default cap of concurrent gRPC streams per account. Default 16.
+    #[arg(long, env = "L1GATE_MAX_STREAMS", value_name = "N")]
+    pub max_streams: Option<u32>,
+
+    /// Link sent with every HTTP 403 / gRPC PERMISSION_DENIED for a source
+    /// address outside a key's IP allow-list (http:// or https://).
+    #[arg(long, env = "L1GATE_ALLOW_LIST_URL", value_name = "URL")]
+    pub allow_list_url: Option<String>,
 }
 
 impl ServeArgs {
@@ -90,6 +109,10 @@ impl ServeArgs {
             poll_interval_ms: self.poll_interval_ms.or(lower.poll_interval_ms),
             demo_seed: self.demo_seed.or(lower.demo_seed),
             demo_scale: self.demo_scale.or(lower.demo_scale),
+            requests_per_second: self.requests_per_second.or(lower.requests_per_second),
+            request_burst: self.request_burst.or(lower.request_burst),
+            max_streams: self.max_streams.or(lower.max_streams),
+            allow_list_url: self.allow_list_url.or(lower.allow_list_url),
         }
     }
 }
@@ -156,6 +179,8 @@ pub struct Settings {
     pub demo_seed: u64,
     /// Demo simulator scale.
     pub demo_scale: f64,
+    /// Access-control defaults and links.
+    pub access: crate::access::AccessSettings,
 }
 
 /// Limits of the raw feed service.
@@ -260,8 +285,50 @@ impl ServeArgs {
             },
             demo_seed: self.demo_seed.unwrap_or(1),
             demo_scale,
+            access: resolve_access(
+                self.requests_per_second,
+                self.request_burst,
+                self.max_streams,
+                self.allow_list_url,
+            )?,
         })
     }
+}
+
+fn resolve_access(
+    requests_per_second: Option<u32>,
+    request_burst: Option<u32>,
+    max_streams: Option<u32>,
+    allow_list_url: Option<String>,
+) -> Result<crate::access::AccessSettings, ConfigError> {
+    let defaults = crate::access::AccessSettings::default();
+    let at_least_one = |name: &'static str, value: Option<u32>, default: u32| match value {
+        Some(0) => Err(ConfigError::Invalid {
+            name,
+            message: "must be at least 1".into(),
+        }),
+        Some(n) => Ok(n),
+        None => Ok(default),
+    };
+    if let Some(url) = &allow_list_url {
+        let scheme_ok = url.starts_with("https://") || url.starts_with("http://");
+        if !scheme_ok || url.chars().any(char::is_whitespace) {
+            return Err(ConfigError::Invalid {
+                name: "allow_list_url",
+                message: format!("{url:?} is not an http:// or https:// URL"),
+            });
+        }
+    }
+    Ok(crate::access::AccessSettings {
+        requests_per_second: at_least_one(
+            "requests_per_second",
+            requests_per_second,
+            defaults.requests_per_second,
+        )?,
+        request_burst: at_least_one("request_burst", request_burst, defaults.request_burst)?,
+        max_streams: at_least_one("max_streams", max_streams, defaults.max_streams)?,
+        allow_list_url,
+    })
 }
 
 #[cfg(test)]
@@ -296,5 +363,47 @@ mod tests {
         .resolve()
         .unwrap_err();
         assert!(err.to_string().contains("max_replays"));
+    }
+
+    #[test]
+    fn access_settings_resolve_with_defaults_and_name_bad_values() {
+        let file: ServeArgs = toml::from_str(
+            "requests_per_second = 5\nallow_list_url = \"https://keys.example/allow\"\n",
+        )
+        .unwrap();
+        let access = file.resolve().unwrap().access;
+        assert_eq!(access.requests_per_second, 5);
+        assert_eq!(access.request_burst, 100);
+        assert_eq!(access.max_streams, 16);
+        assert_eq!(
+            access.allow_list_url.as_deref(),
+            Some("https://keys.example/allow")
+        );
+        for (args, name) in [
+            (
+                ServeArgs {
+                    max_streams: Some(0),
+                    ..ServeArgs::default()
+                },
+                "max_streams",
+            ),
+            (
+                ServeArgs {
+                    request_burst: Some(0),
+                    ..ServeArgs::default()
+                },
+                "request_burst",
+            ),
+            (
+                ServeArgs {
+                    allow_list_url: Some("keys.example".into()),
+                    ..ServeArgs::default()
+                },
+                "allow_list_url",
+            ),
+        ] {
+            let err = args.resolve().unwrap_err().to_string();
+            assert!(err.contains(name), "{err} should name {name}");
+        }
     }
 }

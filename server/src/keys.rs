@@ -6,6 +6,9 @@
 //! ```toml
 //! [[accounts]]
 //! name = "alice"
+//! requests_per_second = 50        # optional; default: the `requests_per_second` setting
+//! request_burst = 100             # optional; default: the `request_burst` setting
+//! max_streams = 16                # optional; default: the `max_streams` setting
 //!
 //! [[accounts.keys]]
 //! id = "k_3f9a1c2b7d4e"          # public handle: prefix of the hash
@@ -14,6 +17,10 @@
 //! revoked = false
 //! allow_list = []                 # CIDRs; empty = any source address
 //! ```
+//!
+//! Rate limits belong to the account and are pooled across all its keys;
+//! allow-lists belong to each key. [`KeysFile::load`] rejects a file whose
+//! account names, limits or allow-list entries are invalid, naming the field.
 //!
 //! A key is `l1g_` followed by 64 hex digits (256 random bits). It is printed
 //! once when created and never logged.
@@ -24,6 +31,8 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use rand::RngCore as _;
+
+use crate::access::allow_list::{AllowList, parse_network};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 use thiserror::Error;
@@ -58,6 +67,19 @@ pub enum KeysError {
     /// No key has that id.
     #[error("no key with id {0:?}")]
     UnknownKeyId(String),
+    /// A field of the file has an invalid value.
+    #[error("keys file {path}: {field}: {message}")]
+    Invalid {
+        /// The keys file.
+        path: PathBuf,
+        /// Which field, e.g. `accounts[alice].keys[k_…].allow_list[0]`.
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// An allow-list entry given on the command line is not a network.
+    #[error("--cidr: {0}")]
+    BadCidr(String),
 }
 
 /// One stored key (its hash, never the key).
@@ -83,6 +105,17 @@ pub struct StoredKey {
 pub struct Account {
     /// Account name.
     pub name: String,
+    /// Request rate limit (HTTP requests and unary gRPC calls per second),
+    /// pooled across the account's keys; `None` = the server default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_second: Option<u32>,
+    /// Burst allowance of the request rate limit; `None` = the default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_burst: Option<u32>,
+    /// Concurrent gRPC streams, pooled across the account's keys; `None` =
+    /// the server default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_streams: Option<u32>,
     /// Its keys.
     #[serde(default)]
     pub keys: Vec<StoredKey>,
@@ -121,6 +154,14 @@ fn key_id(hash: &str) -> String {
     format!("k_{}", &hash[..12])
 }
 
+fn valid_account_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
 impl KeysFile {
     /// Reads a keys file; a missing file is an empty one.
     ///
@@ -137,10 +178,62 @@ impl KeysFile {
                 });
             }
         };
-        toml::from_str(&text).map_err(|e| KeysError::Parse {
+        let file: Self = toml::from_str(&text).map_err(|e| KeysError::Parse {
             path: path.to_owned(),
             message: e.to_string(),
-        })
+        })?;
+        file.validate()
+            .map_err(|(field, message)| KeysError::Invalid {
+                path: path.to_owned(),
+                field,
+                message,
+            })?;
+        Ok(file)
+    }
+
+    /// Checks account names, limits and allow-list entries.
+    ///
+    /// # Errors
+    /// The first invalid field's path (`accounts[NAME].max_streams`) and
+    /// what is wrong with it.
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        for (index, account) in self.accounts.iter().enumerate() {
+            if !valid_account_name(&account.name) {
+                return Err((
+                    format!("accounts[{index}].name"),
+                    format!(
+                        "{:?} must be 1-64 characters of A-Z a-z 0-9 _ . -",
+                        account.name
+                    ),
+                ));
+            }
+            for (field, value) in [
+                ("requests_per_second", account.requests_per_second),
+                ("request_burst", account.request_burst),
+                ("max_streams", account.max_streams),
+            ] {
+                if value == Some(0) {
+                    return Err((
+                        format!("accounts[{}].{field}", account.name),
+                        "must be at least 1 (omit it for the server default)".to_owned(),
+                    ));
+                }
+            }
+            for key in &account.keys {
+                for (position, entry) in key.allow_list.iter().enumerate() {
+                    parse_network(entry).map_err(|message| {
+                        (
+                            format!(
+                                "accounts[{}].keys[{}].allow_list[{position}]",
+                                account.name, key.id
+                            ),
+                            message,
+                        )
+                    })?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Writes the file atomically (temp file + rename), readable by the
@@ -188,12 +281,7 @@ impl KeysFile {
         account: &str,
         now_ms: i64,
     ) -> Result<(String, StoredKey), KeysError> {
-        let valid = !account.is_empty()
-            && account.len() <= 64
-            && account
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
-        if !valid {
+        if !valid_account_name(account) {
             return Err(KeysError::BadAccountName(account.to_owned()));
         }
         let key = generate_key();
@@ -210,6 +298,9 @@ impl KeysFile {
         } else {
             self.accounts.push(Account {
                 name: account.to_owned(),
+                requests_per_second: None,
+                request_burst: None,
+                max_streams: None,
                 keys: Vec::new(),
             });
             self.accounts.len() - 1
@@ -232,35 +323,117 @@ impl KeysFile {
         key.revoked = true;
         Ok(())
     }
+
+    fn key_mut(&mut self, id: &str) -> Result<&mut StoredKey, KeysError> {
+        self.accounts
+            .iter_mut()
+            .flat_map(|a| a.keys.iter_mut())
+            .find(|k| k.id == id)
+            .ok_or_else(|| KeysError::UnknownKeyId(id.to_owned()))
+    }
+
+    /// Adds a network to a key's allow-list (normalised: `10.1.2.3/8` is
+    /// stored as `10.0.0.0/8`) and returns it; already listed is not an
+    /// error.
+    ///
+    /// # Errors
+    /// [`KeysError::BadCidr`] for an entry that is not a network,
+    /// [`KeysError::UnknownKeyId`] when no key has that id.
+    pub fn allow(&mut self, id: &str, cidr: &str) -> Result<String, KeysError> {
+        let network = parse_network(cidr).map_err(KeysError::BadCidr)?.to_string();
+        let key = self.key_mut(id)?;
+        if !key.allow_list.contains(&network) {
+            key.allow_list.push(network.clone());
+        }
+        Ok(network)
+    }
+
+    /// Removes a network from a key's allow-list; returns whether it was
+    /// listed. Removing the last one leaves the key unrestricted.
+    ///
+    /// # Errors
+    /// [`KeysError::BadCidr`] for an entry that is not a network,
+    /// [`KeysError::UnknownKeyId`] when no key has that id.
+    pub fn disallow(&mut self, id: &str, cidr: &str) -> Result<bool, KeysError> {
+        let network = parse_network(cidr).map_err(KeysError::BadCidr)?;
+        let key = self.key_mut(id)?;
+        let before = key.allow_list.len();
+        key.allow_list
+            .retain(|entry| parse_network(entry).ok() != Some(network));
+        Ok(key.allow_list.len() != before)
+    }
+}
+
+/// A usable key: who owns it and where it may be used from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyEntry {
+    /// Owner.
+    pub principal: Principal,
+    /// Source networks allowed to use it.
+    pub allow_list: AllowList,
+}
+
+/// Per-account limits from the keys file; `None` = the server default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AccountLimits {
+    /// Requests per second.
+    pub requests_per_second: Option<u32>,
+    /// Burst.
+    pub request_burst: Option<u32>,
+    /// Concurrent streams.
+    pub max_streams: Option<u32>,
 }
 
 /// Lookup table from key hash to principal, built from a [`KeysFile`].
 #[derive(Debug, Clone, Default)]
 pub struct KeyStore {
-    by_hash: HashMap<String, Principal>,
+    by_hash: HashMap<String, KeyEntry>,
+    limits: HashMap<String, AccountLimits>,
 }
 
 impl KeyStore {
     /// Indexes the non-revoked keys of a file.
     pub fn new(file: &KeysFile) -> Self {
         let mut by_hash = HashMap::new();
+        let mut limits = HashMap::new();
         for account in &file.accounts {
+            limits.insert(
+                account.name.clone(),
+                AccountLimits {
+                    requests_per_second: account.requests_per_second,
+                    request_burst: account.request_burst,
+                    max_streams: account.max_streams,
+                },
+            );
             for key in account.keys.iter().filter(|k| !k.revoked) {
                 by_hash.insert(
                     key.sha256.to_ascii_lowercase(),
-                    Principal {
-                        account: account.name.clone(),
-                        key_id: key.id.clone(),
+                    KeyEntry {
+                        principal: Principal {
+                            account: account.name.clone(),
+                            key_id: key.id.clone(),
+                        },
+                        allow_list: AllowList::from_entries(&key.allow_list),
                     },
                 );
             }
         }
-        Self { by_hash }
+        Self { by_hash, limits }
     }
 
     /// The principal owning `key`, if it is known and not revoked.
     pub fn authenticate(&self, key: &str) -> Option<&Principal> {
+        self.lookup(key).map(|entry| &entry.principal)
+    }
+
+    /// The entry of `key` (owner and allow-list), if known and not revoked.
+    pub fn lookup(&self, key: &str) -> Option<&KeyEntry> {
         self.by_hash.get(&hash_key(key))
+    }
+
+    /// The limits the keys file sets for `account` (all `None` when unknown).
+    pub fn account_limits(&self, account: &str) -> AccountLimits {
+        self.limits.get(account).copied().unwrap_or_default()
     }
 
     /// Number of usable keys.
@@ -309,6 +482,69 @@ mod tests {
             file.revoke("k_nope"),
             Err(KeysError::UnknownKeyId(_))
         ));
+    }
+
+    #[test]
+    fn allow_lists_are_normalised_edited_and_reach_the_store() {
+        let mut file = KeysFile::default();
+        let (key, stored) = file.add_key("carol", 1).unwrap();
+        assert_eq!(file.allow(&stored.id, "10.9.8.7/8").unwrap(), "10.0.0.0/8");
+        assert_eq!(file.allow(&stored.id, "10.0.0.0/8").unwrap(), "10.0.0.0/8");
+        file.allow(&stored.id, "2001:db8::/32").unwrap();
+        assert_eq!(
+            file.accounts[0].keys[0].allow_list,
+            vec!["10.0.0.0/8".to_owned(), "2001:db8::/32".to_owned()]
+        );
+        let store = KeyStore::new(&file);
+        let entry = store.lookup(&key).unwrap();
+        assert!(entry.allow_list.permits(Some("10.1.1.1".parse().unwrap())));
+        assert!(!entry.allow_list.permits(Some("127.0.0.1".parse().unwrap())));
+        assert!(file.disallow(&stored.id, "10.0.0.0/8").unwrap());
+        assert!(!file.disallow(&stored.id, "10.0.0.0/8").unwrap());
+        assert!(matches!(
+            file.allow(&stored.id, "10.0.0/8"),
+            Err(KeysError::BadCidr(m)) if m.contains("10.0.0/8")
+        ));
+        assert!(matches!(
+            file.allow("k_nope", "10.0.0.0/8"),
+            Err(KeysError::UnknownKeyId(_))
+        ));
+    }
+
+    #[test]
+    fn invalid_fields_in_the_file_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keys.toml");
+        let cases = [
+            (
+                "[[accounts]]\nname = \"a\"\nmax_streams = 0\n",
+                "accounts[a].max_streams",
+            ),
+            ("[[accounts]]\nname = \"a b\"\n", "accounts[0].name"),
+            (
+                "[[accounts]]\nname = \"a\"\n[[accounts.keys]]\nid = \"k_1\"\nsha256 = \"00\"\nallow_list = [\"10.0.0.0/8\", \"nope\"]\n",
+                "accounts[a].keys[k_1].allow_list[1]",
+            ),
+        ];
+        for (text, field) in cases {
+            fs::write(&path, text).unwrap();
+            let err = KeysFile::load(&path).unwrap_err().to_string();
+            assert!(err.contains(field), "{err} should name {field}");
+        }
+        fs::write(
+            &path,
+            "[[accounts]]\nname = \"a\"\nrequests_per_second = 5\nrequest_burst = 7\n",
+        )
+        .unwrap();
+        let store = KeyStore::new(&KeysFile::load(&path).unwrap());
+        assert_eq!(
+            store.account_limits("a"),
+            AccountLimits {
+                requests_per_second: Some(5),
+                request_burst: Some(7),
+                max_streams: None
+            }
+        );
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! auth, configuration and the command line. The binary `l1gate` is a thin
 //! `main` over this library so integration tests can start real servers.
 
+pub mod access;
 pub mod auth;
 pub mod cli;
 pub mod config;
@@ -9,6 +10,7 @@ pub mod demo;
 pub mod http;
 pub mod keys;
 pub mod live;
+pub mod metrics;
 pub mod raw_feed;
 pub mod serve;
 

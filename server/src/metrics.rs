@@ -1,0 +1,247 @@
+//! Counters of the HTTP and gRPC edges and their Prometheus text rendering
+//! (`GET /metrics`).
+//!
+//! Labels carry key ids (`k_` + a prefix of the key's SHA-256) and account
+//! names, never a key or a full hash. Hot paths (records sent on a stream)
+//! bump atomics held by the stream; maps are only touched once per request
+//! or stream.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+
+/// Usage of one key.
+#[derive(Debug, Default)]
+pub struct KeyUsage {
+    /// Admitted HTTP requests and unary gRPC calls.
+    pub requests: AtomicU64,
+    /// Streams opened.
+    pub streams_opened: AtomicU64,
+    /// Payload bytes of raw-feed records sent on its streams.
+    pub stream_bytes: AtomicU64,
+}
+
+/// Records and bytes sent by one raw feed.
+#[derive(Debug, Default)]
+pub struct FeedTraffic {
+    /// Records sent to subscribers.
+    pub records: AtomicU64,
+    /// Payload bytes of those records.
+    pub bytes: AtomicU64,
+}
+
+/// Every counter of the server.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    http_responses: Mutex<BTreeMap<u16, u64>>,
+    grpc_admissions: Mutex<BTreeMap<&'static str, u64>>,
+    rejections: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
+    keys: Mutex<BTreeMap<String, (String, Arc<KeyUsage>)>>,
+    feeds: Mutex<BTreeMap<&'static str, Arc<FeedTraffic>>>,
+    open_streams: Mutex<BTreeMap<String, u64>>,
+}
+
+impl Metrics {
+    /// Counts one HTTP response by status.
+    pub fn http_response(&self, status: u16) {
+        *self.http_responses.lock().entry(status).or_default() += 1;
+    }
+
+    /// Counts one gRPC admission decision by its code (`ok` when admitted).
+    pub fn grpc_admission(&self, code: &'static str) {
+        *self.grpc_admissions.lock().entry(code).or_default() += 1;
+    }
+
+    /// Counts one rejection by edge (`http`, `grpc`) and reason.
+    pub fn rejection(&self, edge: &'static str, reason: &'static str) {
+        *self.rejections.lock().entry((edge, reason)).or_default() += 1;
+    }
+
+    /// The usage counters of a key, created on first use.
+    pub fn key(&self, account: &str, key_id: &str) -> Arc<KeyUsage> {
+        let mut keys = self.keys.lock();
+        let entry = keys
+            .entry(key_id.to_owned())
+            .or_insert_with(|| (account.to_owned(), Arc::default()));
+        entry.1.clone()
+    }
+
+    /// The traffic counters of a raw feed, created on first use.
+    pub fn feed(&self, feed_id: &'static str) -> Arc<FeedTraffic> {
+        self.feeds.lock().entry(feed_id).or_default().clone()
+    }
+
+    /// Sets the number of open streams of an account.
+    pub fn set_open_streams(&self, account: &str, open: u64) {
+        self.open_streams.lock().insert(account.to_owned(), open);
+    }
+
+    /// The Prometheus text exposition (format 0.0.4) of every counter.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        family(
+            &mut out,
+            "l1gate_http_responses_total",
+            "counter",
+            "HTTP responses by status.",
+        );
+        for (status, n) in self.http_responses.lock().iter() {
+            let _ = writeln!(
+                out,
+                "l1gate_http_responses_total{{status=\"{status}\"}} {n}"
+            );
+        }
+        family(
+            &mut out,
+            "l1gate_grpc_admissions_total",
+            "counter",
+            "gRPC calls by admission outcome: ok, or the status code of the rejection.",
+        );
+        for (code, n) in self.grpc_admissions.lock().iter() {
+            let _ = writeln!(out, "l1gate_grpc_admissions_total{{code=\"{code}\"}} {n}");
+        }
+        family(
+            &mut out,
+            "l1gate_access_rejections_total",
+            "counter",
+            "Requests rejected by access control, by edge and reason.",
+        );
+        for ((edge, reason), n) in self.rejections.lock().iter() {
+            let _ = writeln!(
+                out,
+                "l1gate_access_rejections_total{{edge=\"{edge}\",reason=\"{reason}\"}} {n}"
+            );
+        }
+        let keys: Vec<(String, String, Arc<KeyUsage>)> = self
+            .keys
+            .lock()
+            .iter()
+            .map(|(id, (account, usage))| (id.clone(), account.clone(), usage.clone()))
+            .collect();
+        let per_key: [(&str, &str, UsageField); 3] = [
+            (
+                "l1gate_key_requests_total",
+                "Admitted HTTP requests and unary gRPC calls per key id.",
+                |u| &u.requests,
+            ),
+            (
+                "l1gate_key_streams_opened_total",
+                "Streams opened per key id.",
+                |u| &u.streams_opened,
+            ),
+            (
+                "l1gate_key_stream_bytes_total",
+                "Raw-feed record bytes sent on streams per key id.",
+                |u| &u.stream_bytes,
+            ),
+        ];
+        for (name, help, field) in per_key {
+            family(&mut out, name, "counter", help);
+            for (id, account, usage) in &keys {
+                let _ = writeln!(
+                    out,
+                    "{name}{{key_id=\"{id}\",account=\"{account}\"}} {}",
+                    field(usage).load(Ordering::Relaxed)
+                );
+            }
+        }
+        family(
+            &mut out,
+            "l1gate_account_open_streams",
+            "gauge",
+            "Streams currently open per account.",
+        );
+        for (account, n) in self.open_streams.lock().iter() {
+            let _ = writeln!(
+                out,
+                "l1gate_account_open_streams{{account=\"{account}\"}} {n}"
+            );
+        }
+        let feeds: Vec<(&'static str, Arc<FeedTraffic>)> = self
+            .feeds
+            .lock()
+            .iter()
+            .map(|(id, t)| (*id, t.clone()))
+            .collect();
+        family(
+            &mut out,
+            "l1gate_raw_feed_records_sent_total",
+            "counter",
+            "Raw-feed records sent to subscribers, by feed.",
+        );
+        for (feed, traffic) in &feeds {
+            let _ = writeln!(
+                out,
+                "l1gate_raw_feed_records_sent_total{{feed=\"{feed}\"}} {}",
+                traffic.records.load(Ordering::Relaxed)
+            );
+        }
+        family(
+            &mut out,
+            "l1gate_raw_feed_bytes_sent_total",
+            "counter",
+            "Raw-feed record bytes sent to subscribers, by feed.",
+        );
+        for (feed, traffic) in &feeds {
+            let _ = writeln!(
+                out,
+                "l1gate_raw_feed_bytes_sent_total{{feed=\"{feed}\"}} {}",
+                traffic.bytes.load(Ordering::Relaxed)
+            );
+        }
+        out
+    }
+}
+
+/// Picks one counter of a key's usage.
+type UsageField = fn(&KeyUsage) -> &AtomicU64;
+
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_render_as_prometheus_text() {
+        let metrics = Metrics::default();
+        metrics.http_response(200);
+        metrics.http_response(200);
+        metrics.http_response(429);
+        metrics.grpc_admission("ok");
+        metrics.rejection("http", "rate_limited");
+        let usage = metrics.key("alice", "k_0123456789ab");
+        usage.requests.fetch_add(3, Ordering::Relaxed);
+        usage.stream_bytes.fetch_add(1024, Ordering::Relaxed);
+        metrics
+            .feed("blocks")
+            .records
+            .fetch_add(7, Ordering::Relaxed);
+        metrics.set_open_streams("alice", 2);
+        let text = metrics.render();
+        for line in [
+            "# TYPE l1gate_http_responses_total counter",
+            "l1gate_http_responses_total{status=\"200\"} 2",
+            "l1gate_http_responses_total{status=\"429\"} 1",
+            "l1gate_grpc_admissions_total{code=\"ok\"} 1",
+            "l1gate_access_rejections_total{edge=\"http\",reason=\"rate_limited\"} 1",
+            "l1gate_key_requests_total{key_id=\"k_0123456789ab\",account=\"alice\"} 3",
+            "l1gate_key_streams_opened_total{key_id=\"k_0123456789ab\",account=\"alice\"} 0",
+            "l1gate_key_stream_bytes_total{key_id=\"k_0123456789ab\",account=\"alice\"} 1024",
+            "l1gate_account_open_streams{account=\"alice\"} 2",
+            "l1gate_raw_feed_records_sent_total{feed=\"blocks\"} 7",
+            "l1gate_raw_feed_bytes_sent_total{feed=\"blocks\"} 0",
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "missing {line:?} in\n{text}"
+            );
+        }
+    }
+}
