@@ -210,7 +210,7 @@ pub enum KeysCommand {
         #[arg(long, env = "L1GATE_KEYS_FILE", value_name = "FILE", default_value = crate::config::DEFAULT_KEYS_FILE)]
         keys_file: PathBuf,
     },
-    /// List accounts and key ids (never keys).
+    /// List accounts, key ids (never keys), their state and IP allow-lists.
     List {
         /// Keys file.
         #[arg(long, env = "L1GATE_KEYS_FILE", value_name = "FILE", default_value = crate::config::DEFAULT_KEYS_FILE)]
@@ -220,6 +220,34 @@ pub enum KeysCommand {
     Revoke {
         /// Key id as printed by `keys add` / `keys list` (`k_…`).
         key_id: String,
+        /// Keys file.
+        #[arg(long, env = "L1GATE_KEYS_FILE", value_name = "FILE", default_value = crate::config::DEFAULT_KEYS_FILE)]
+        keys_file: PathBuf,
+    },
+    /// Add networks to a key's IP allow-list; once it has one, requests from
+    /// other source addresses get HTTP 403 / gRPC PERMISSION_DENIED. A running
+    /// server applies the change within seconds.
+    Allow {
+        /// Key id as printed by `keys add` / `keys list` (`k_…`).
+        #[arg(long, value_name = "ID")]
+        key_id: String,
+        /// Network in CIDR form (`10.0.0.0/8`, `2001:db8::/32`) or a single
+        /// address; repeat for several.
+        #[arg(long, value_name = "CIDR", required = true)]
+        cidr: Vec<String>,
+        /// Keys file.
+        #[arg(long, env = "L1GATE_KEYS_FILE", value_name = "FILE", default_value = crate::config::DEFAULT_KEYS_FILE)]
+        keys_file: PathBuf,
+    },
+    /// Remove networks from a key's IP allow-list; an emptied list leaves the
+    /// key usable from any address.
+    Disallow {
+        /// Key id as printed by `keys add` / `keys list` (`k_…`).
+        #[arg(long, value_name = "ID")]
+        key_id: String,
+        /// Network to remove, as given to `keys allow`; repeat for several.
+        #[arg(long, value_name = "CIDR", required = true)]
+        cidr: Vec<String>,
         /// Keys file.
         #[arg(long, env = "L1GATE_KEYS_FILE", value_name = "FILE", default_value = crate::config::DEFAULT_KEYS_FILE)]
         keys_file: PathBuf,

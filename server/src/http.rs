@@ -1,21 +1,184 @@
-//! The HTTP edge. For now: `/healthz`, a liveness probe naming the node
-//! directory each feed is served from.
+//! The HTTP edge: `/healthz` (liveness and feed directories), `/metrics`
+//! (Prometheus text) and the authenticated API routes.
+//!
+//! Authenticated routes take the API key in either form, with the same key,
+//! limits and usage accounting (see [`crate::access`]):
+//! - the first path segment: `GET /{key}/v1/feeds`;
+//! - the `X-Api-Key` header: `GET /v1/feeds`.
+//!
+//! Refusals are JSON `{"error": reason, "message": …}`: 401 for a missing or
+//! rejected key, 403 (with `allow_list_url`) for a source address outside the
+//! key's allow-list, 429 (with a `Retry-After` header) over the account's
+//! rate limit. The source address is the TCP peer: proxy headers are not
+//! trusted. `/healthz` and `/metrics` need no key; metrics carry key ids and
+//! account names only, so expose the HTTP address to trusted networks.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::Router;
-use axum::extract::State;
-use axum::response::Json;
+use axum::extract::rejection::RawPathParamsRejection;
+use axum::extract::{ConnectInfo, RawPathParams, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse as _, Json, Response};
 use axum::routing::get;
+use axum::{Extension, Router};
 use feeds::Source;
 
+use crate::access::{Access, Denial};
+use crate::keys::Principal;
 use crate::live::LiveFeeds;
+use crate::metrics::Metrics;
+
+/// Header carrying the API key (matched case-insensitively).
+pub const API_KEY_HEADER: &str = "x-api-key";
+
+/// Name of the path capture holding the key in the path form.
+pub const PATH_KEY: &str = "api_key";
 
 /// Routes of the HTTP edge.
-pub fn router(live: Arc<LiveFeeds>) -> Router {
+pub fn router(live: Arc<LiveFeeds>, access: Access) -> Router {
+    let api = Router::new()
+        .route("/v1/feeds", get(list_feeds))
+        .with_state(live.clone());
+    let metrics = access.metrics().clone();
     Router::new()
         .route("/healthz", get(healthz))
         .with_state(live)
+        .route("/metrics", get(render_metrics).with_state(metrics.clone()))
+        .merge(authenticated(api, access))
+        .layer(middleware::from_fn_with_state(metrics, count_responses))
+}
+
+/// Serves `routes` behind the API key in both forms: as written (key in the
+/// `X-Api-Key` header) and under a leading `/{key}` segment. Each request
+/// passes [`require_key`]; handlers read the caller with
+/// `Extension<Principal>`. Nested handlers see the `api_key` capture among
+/// their path parameters, so they should extract named parameters.
+pub fn authenticated(routes: Router, access: Access) -> Router {
+    Router::new()
+        .merge(routes.clone())
+        .nest(&format!("/{{{PATH_KEY}}}"), routes)
+        .route_layer(middleware::from_fn_with_state(access, require_key))
+}
+
+/// Middleware of [`authenticated`]: the key (path segment or header), the
+/// key's allow-list against the TCP peer, then one unit of the account's
+/// request rate. Admitted requests carry the [`Principal`] in their
+/// extensions and no longer carry the `X-Api-Key` header.
+pub async fn require_key(
+    State(access): State<Access>,
+    params: Result<RawPathParams, RawPathParamsRejection>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let path_key = params.ok().and_then(|params| {
+        params
+            .iter()
+            .find(|(name, _)| *name == PATH_KEY)
+            .map(|(_, value)| value.to_owned())
+    });
+    let header_key = request
+        .headers_mut()
+        .remove(API_KEY_HEADER)
+        .and_then(|v| v.to_str().ok().map(str::to_owned));
+    let peer = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|info| info.0.ip());
+    let key = match (path_key, header_key) {
+        (Some(path), Some(header)) if path != header => Err(Denial::ConflictingKeys),
+        (Some(key), _) | (None, Some(key)) => Ok(Some(key)),
+        (None, None) => Ok(None),
+    };
+    let admitted = key
+        .and_then(|key| access.identify(key.as_deref(), peer))
+        .and_then(|principal| access.charge_request(&principal).map(|()| principal));
+    match admitted {
+        Ok(principal) => {
+            request.extensions_mut().insert(principal);
+            next.run(request).await
+        }
+        Err(denial) => {
+            access.record_denial("http", &denial);
+            denial_response(&denial)
+        }
+    }
+}
+
+/// The JSON refusal for a denial.
+pub fn denial_response(denial: &Denial) -> Response {
+    let status =
+        StatusCode::from_u16(denial.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut body = serde_json::json!({
+        "error": denial.reason(),
+        "message": denial.message(),
+    });
+    if let Some(url) = denial.allow_list_url() {
+        body["allow_list_url"] = url.into();
+    }
+    let retry_after = denial
+        .retry_after()
+        .map(|wait| wait.as_millis().div_ceil(1000).max(1) as u64);
+    if let Some(seconds) = retry_after {
+        body["retry_after_s"] = seconds.into();
+    }
+    let mut response = (status, Json(body)).into_response();
+    if let Some(seconds) = retry_after {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
+    response
+}
+
+async fn count_responses(
+    State(metrics): State<Arc<Metrics>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let response = next.run(request).await;
+    metrics.http_response(response.status().as_u16());
+    response
+}
+
+async fn render_metrics(State(metrics): State<Arc<Metrics>>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        )],
+        metrics.render(),
+    )
+        .into_response()
+}
+
+/// `{"feeds":[{"id","source","position_kinds","filter_fields"}]}`, the same
+/// list as the gRPC `ListFeeds`.
+async fn list_feeds(
+    State(live): State<Arc<LiveFeeds>>,
+    Extension(_caller): Extension<Principal>,
+) -> Json<serde_json::Value> {
+    let feeds: Vec<serde_json::Value> = Source::ALL
+        .iter()
+        .map(|&source| {
+            let kinds: Vec<&str> = source
+                .position_kinds()
+                .iter()
+                .map(|kind| match kind {
+                    feeds::PositionKind::Timestamp => "timestamp",
+                    feeds::PositionKind::BlockNumber => "block_number",
+                })
+                .collect();
+            serde_json::json!({
+                "id": source.feed_id(),
+                "source": live.source_name(source),
+                "position_kinds": kinds,
+                "filter_fields": source.filter_fields(),
+            })
+        })
+        .collect();
+    Json(serde_json::json!({ "feeds": feeds }))
 }
 
 /// `{"status":"ok","feeds":{"fills":"node_fills_by_block",...}}`; a feed

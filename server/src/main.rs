@@ -193,8 +193,13 @@ fn run_keys(command: KeysCommand) -> anyhow::Result<()> {
             for account in &file.accounts {
                 for key in &account.keys {
                     let state = if key.revoked { "revoked" } else { "active" };
+                    let allow = if key.allow_list.is_empty() {
+                        "any".to_owned()
+                    } else {
+                        key.allow_list.join(",")
+                    };
                     println!(
-                        "{}\t{}\t{state}\tcreated_ms={}",
+                        "{}\t{}\t{state}\tcreated_ms={}\tallow_list={allow}",
                         account.name, key.id, key.created_ms
                     );
                 }
@@ -205,6 +210,43 @@ fn run_keys(command: KeysCommand) -> anyhow::Result<()> {
             file.revoke(&key_id)?;
             file.save(&keys_file)?;
             println!("revoked {key_id}");
+        }
+        KeysCommand::Allow {
+            key_id,
+            cidr,
+            keys_file,
+        } => {
+            let mut file = KeysFile::load(&keys_file)?;
+            let mut added = Vec::with_capacity(cidr.len());
+            for entry in &cidr {
+                added.push(file.allow(&key_id, entry)?);
+            }
+            file.save(&keys_file)?;
+            println!("{key_id} allows {}", added.join(", "));
+        }
+        KeysCommand::Disallow {
+            key_id,
+            cidr,
+            keys_file,
+        } => {
+            let mut file = KeysFile::load(&keys_file)?;
+            for entry in &cidr {
+                if !file.disallow(&key_id, entry)? {
+                    println!("{key_id} did not list {entry}");
+                }
+            }
+            file.save(&keys_file)?;
+            let left = file
+                .accounts
+                .iter()
+                .flat_map(|a| &a.keys)
+                .find(|k| k.id == key_id)
+                .map_or_else(Vec::new, |k| k.allow_list.clone());
+            if left.is_empty() {
+                println!("{key_id} has no IP allow-list: usable from any address");
+            } else {
+                println!("{key_id} allows {}", left.join(", "));
+            }
         }
     }
     Ok(())

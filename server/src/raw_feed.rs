@@ -33,6 +33,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::time::{Instant, timeout_at};
 use tonic::{Request, Response, Status};
 
+use crate::access::{Access, guard_stream};
 use crate::config::RawFeedSettings;
 use crate::live::LiveFeeds;
 
@@ -50,6 +51,7 @@ pub struct RawFeedService {
     live: Arc<LiveFeeds>,
     settings: RawFeedSettings,
     replays: Arc<Semaphore>,
+    access: Option<Access>,
 }
 
 impl RawFeedService {
@@ -59,7 +61,44 @@ impl RawFeedService {
             live,
             replays: Arc::new(Semaphore::new(settings.max_replays)),
             settings,
+            access: None,
         }
+    }
+
+    /// Applies the callers' rate limits and usage accounting: unary calls
+    /// take a unit of the account's request rate, streams hold one of its
+    /// stream slots until the response stream is dropped. Requests must
+    /// have passed [`Access::intercept`].
+    #[must_use]
+    pub fn with_access(mut self, access: Access) -> Self {
+        self.access = Some(access);
+        self
+    }
+
+    fn admit_unary<T>(&self, request: &Request<T>) -> Result<(), Status> {
+        self.access
+            .as_ref()
+            .map_or(Ok(()), |access| access.grpc_unary(request))
+    }
+
+    fn admit_stream(
+        &self,
+        source: Source,
+        request: &Request<StreamRequest>,
+    ) -> Result<Response<RecordStream>, Status> {
+        let guard = match &self.access {
+            Some(access) => Some(access.grpc_stream(request)?.for_feed(source.feed_id())),
+            None => None,
+        };
+        let response = self.stream(source, request.get_ref())?;
+        Ok(match guard {
+            Some(guard) => response.map(|stream| -> RecordStream {
+                Box::pin(guard_stream(stream, guard, |record: &Record| {
+                    record.data.len()
+                }))
+            }),
+            None => response,
+        })
     }
 
     fn feed(&self, source: Source) -> Result<Feed, Status> {
@@ -481,19 +520,21 @@ macro_rules! gateway_impl {
             type StreamTwapStatusesStream = RecordStream;
             type StreamOrderbookSnapshotsStream = RecordStream;
 
-            async fn list_feeds(&self, _request: Request<ListFeedsRequest>) -> Result<Response<ListFeedsResponse>, Status> {
+            async fn list_feeds(&self, request: Request<ListFeedsRequest>) -> Result<Response<ListFeedsResponse>, Status> {
+                self.admit_unary(&request)?;
                 let feeds = Source::ALL.iter().map(|&s| feed_info(&self.live, s)).collect();
                 Ok(Response::new(ListFeedsResponse { feeds }))
             }
 
             $(
                 async fn $stream(&self, request: Request<StreamRequest>) -> Result<Response<RecordStream>, Status> {
-                    self.stream($stream_source, request.get_ref())
+                    self.admit_stream($stream_source, &request)
                 }
             )*
 
             $(
                 async fn $get(&self, request: Request<GetRequest>) -> Result<Response<Record>, Status> {
+                    self.admit_unary(&request)?;
                     let deadline = grpc_deadline(&request);
                     self.get($get_source, request.get_ref(), deadline).await
                 }

@@ -9,10 +9,12 @@ use anyhow::Context as _;
 use tokio::net::TcpListener;
 use tonic::service::interceptor::InterceptedService;
 
+use crate::access::Access;
 use crate::auth::Auth;
 use crate::config::Settings;
 use crate::keys::{KeyStore, KeysFile};
 use crate::live::LiveFeeds;
+use crate::metrics::Metrics;
 use crate::raw_feed::RawFeedService;
 
 /// How often the keys file is checked for changes.
@@ -64,6 +66,11 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         );
     }
     let auth = Auth::new(store);
+    let access = Access::new(
+        auth.clone(),
+        settings.access.clone(),
+        Arc::new(Metrics::default()),
+    );
     let live =
         LiveFeeds::open(data).with_context(|| format!("data directory {}", data.display()))?;
     live.refresh_all();
@@ -82,7 +89,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         auth.spawn_reloader(settings.keys_file.clone(), KEYS_RELOAD_EVERY),
     ];
 
-    let raw_feed = RawFeedService::new(live.clone(), settings.raw_feed);
+    let raw_feed = RawFeedService::new(live.clone(), settings.raw_feed).with_access(access.clone());
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -94,8 +101,8 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         .await;
 
     let check = {
-        let auth = auth.clone();
-        move |request| auth.intercept(request)
+        let access = access.clone();
+        move |request| access.intercept(request)
     };
     let router = tonic::transport::Server::builder()
         .add_service(health)
@@ -111,7 +118,8 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         }
     }));
 
-    let http = crate::http::router(live.clone());
+    let http = crate::http::router(live.clone(), access)
+        .into_make_service_with_connect_info::<SocketAddr>();
     tasks.push(tokio::spawn(async move {
         if let Err(error) = axum::serve(http_listener, http).await {
             tracing::error!(%error, "HTTP server stopped");

@@ -8,6 +8,11 @@
 )]
 
 mod server {
+    mod access_cli;
+    mod access_grpc;
+    mod access_http;
+    mod access_secrets;
+    pub mod access_support;
     mod cli;
     pub mod harness;
     mod raw_feed_errors;
