@@ -438,13 +438,17 @@ impl StreamGuard {
         self
     }
 
-    /// Counts one item of `bytes` payload bytes sent on the stream.
-    pub fn sent(&self, bytes: usize) {
+    /// Counts one item of `bytes` payload bytes sent on the stream, with the
+    /// block time (Unix ms) of the data it carries when known.
+    pub fn sent(&self, bytes: usize, block_time_ms: Option<i64>) {
         let bytes = bytes as u64;
         self.usage.stream_bytes.fetch_add(bytes, Ordering::Relaxed);
         if let Some(feed) = &self.feed {
             feed.records.fetch_add(1, Ordering::Relaxed);
             feed.bytes.fetch_add(bytes, Ordering::Relaxed);
+            if let Some(ms) = block_time_ms {
+                feed.newest_block_time_ms.fetch_max(ms, Ordering::Relaxed);
+            }
         }
     }
 }
@@ -456,12 +460,12 @@ impl Drop for StreamGuard {
 }
 
 /// Ties `guard` to a response stream: every item passing through is counted
-/// with `size`, and the guard (and the account's stream slot) is released
+/// with `measure` (payload bytes, block time in Unix ms), and the guard (and the account's stream slot) is released
 /// when the stream is dropped — at its end or when the client goes away.
 pub fn guard_stream<S, T>(
     stream: S,
     guard: StreamGuard,
-    size: fn(&T) -> usize,
+    measure: fn(&T) -> (usize, Option<i64>),
 ) -> impl Stream<Item = Result<T, Status>> + Send + 'static
 where
     S: Stream<Item = Result<T, Status>> + Send + 'static,
@@ -469,7 +473,8 @@ where
 {
     stream.map(move |item| {
         if let Ok(message) = &item {
-            guard.sent(size(message));
+            let (bytes, block_time_ms) = measure(message);
+            guard.sent(bytes, block_time_ms);
         }
         item
     })

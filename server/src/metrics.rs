@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
@@ -31,6 +31,8 @@ pub struct FeedTraffic {
     pub records: AtomicU64,
     /// Payload bytes of those records.
     pub bytes: AtomicU64,
+    /// Newest block time (Unix ms) among them; 0 before the first.
+    pub newest_block_time_ms: AtomicI64,
 }
 
 /// Every counter of the server.
@@ -79,8 +81,9 @@ impl Metrics {
         self.open_streams.lock().insert(account.to_owned(), open);
     }
 
-    /// The Prometheus text exposition (format 0.0.4) of every counter.
-    pub fn render(&self) -> String {
+    /// The Prometheus text exposition (format 0.0.4) of every counter, with
+    /// data ages measured from `now_ms` (Unix ms).
+    pub fn render(&self, now_ms: i64) -> String {
         let mut out = String::new();
         family(
             &mut out,
@@ -192,6 +195,24 @@ impl Metrics {
                 traffic.bytes.load(Ordering::Relaxed)
             );
         }
+        family(
+            &mut out,
+            "l1gate_raw_feed_data_age_seconds",
+            "gauge",
+            "Wall-clock time minus the newest block time sent to any subscriber of the feed (feeds that sent nothing are absent).",
+        );
+        for (feed, traffic) in &feeds {
+            let newest = traffic.newest_block_time_ms.load(Ordering::Relaxed);
+            if newest > 0 {
+                let age_ms = now_ms.saturating_sub(newest);
+                let _ = writeln!(
+                    out,
+                    "l1gate_raw_feed_data_age_seconds{{feed=\"{feed}\"}} {}.{:03}",
+                    age_ms.div_euclid(1000),
+                    age_ms.rem_euclid(1000)
+                );
+            }
+        }
         out
     }
 }
@@ -223,8 +244,13 @@ mod tests {
             .feed("blocks")
             .records
             .fetch_add(7, Ordering::Relaxed);
+        metrics
+            .feed("blocks")
+            .newest_block_time_ms
+            .store(1_000_000, Ordering::Relaxed);
+        metrics.feed("fills");
         metrics.set_open_streams("alice", 2);
-        let text = metrics.render();
+        let text = metrics.render(1_002_500);
         for line in [
             "# TYPE l1gate_http_responses_total counter",
             "l1gate_http_responses_total{status=\"200\"} 2",
@@ -237,11 +263,13 @@ mod tests {
             "l1gate_account_open_streams{account=\"alice\"} 2",
             "l1gate_raw_feed_records_sent_total{feed=\"blocks\"} 7",
             "l1gate_raw_feed_bytes_sent_total{feed=\"blocks\"} 0",
+            "l1gate_raw_feed_data_age_seconds{feed=\"blocks\"} 2.500",
         ] {
             assert!(
                 text.lines().any(|l| l == line),
                 "missing {line:?} in\n{text}"
             );
         }
+        assert!(!text.contains("l1gate_raw_feed_data_age_seconds{feed=\"fills\"}"));
     }
 }

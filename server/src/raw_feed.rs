@@ -94,7 +94,7 @@ impl RawFeedService {
         Ok(match guard {
             Some(guard) => response.map(|stream| -> RecordStream {
                 Box::pin(guard_stream(stream, guard, |record: &Record| {
-                    record.data.len()
+                    (record.data.len(), record.timestamp)
                 }))
             }),
             None => response,

@@ -176,6 +176,11 @@ async fn raw_feed_bytes_are_counted_per_key_and_feed() {
         ) >= 3
     );
     assert!(sample(&metrics, "l1gate_raw_feed_bytes_sent_total{feed=\"fills\"}") >= bytes);
+    // Real data from the past: its age is positive.
+    assert!(
+        metrics.contains("l1gate_raw_feed_data_age_seconds{feed=\"fills\"} "),
+        "{metrics}"
+    );
 }
 
 #[tokio::test]
