@@ -1,1 +1,257 @@
-//! benches
+//! Shared pieces of the l1gate benchmark harnesses: the machine description and the
+//! section writer for `benches/BENCHMARKS.md`.
+//!
+//! Each harness owns one section of `BENCHMARKS.md`, delimited by
+//! `<!-- NAME:begin -->` and `<!-- NAME:end -->`, and rewrites only that section; text outside
+//! the markers (the header, other harnesses' sections) is kept byte for byte.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Path of `benches/BENCHMARKS.md` in this checkout.
+pub fn benchmarks_md() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("BENCHMARKS.md")
+}
+
+/// The machine and build a measurement ran on.
+#[derive(Debug, Clone)]
+pub struct Machine {
+    /// CPU model from `/proc/cpuinfo`.
+    pub cpu: String,
+    /// Logical cores available to this process.
+    pub cores: usize,
+    /// Total memory from `/proc/meminfo`, in GiB.
+    pub memory_gib: f64,
+    /// `rustc --version` of the compiler that built this binary.
+    pub rustc: String,
+    /// Cargo profile of this binary.
+    pub profile: String,
+    /// UTC date and time of the run.
+    pub date: String,
+    /// `git rev-parse --short HEAD`, with the dirty paths if any.
+    pub commit: String,
+}
+
+impl Machine {
+    /// Describes the current machine, build and checkout.
+    pub fn detect() -> Machine {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpu = cpuinfo
+            .lines()
+            .find(|l| l.starts_with("model name"))
+            .and_then(|l| l.split_once(':'))
+            .map_or_else(|| "unknown".to_owned(), |(_, v)| v.trim().to_owned());
+        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+        let memory_gib = meminfo
+            .lines()
+            .find(|l| l.starts_with("MemTotal:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|kb| kb.parse::<f64>().ok())
+            .map_or(0.0, |kb| kb / (1024.0 * 1024.0));
+        Machine {
+            cpu,
+            cores: std::thread::available_parallelism().map_or(0, std::num::NonZero::get),
+            memory_gib,
+            rustc: env!("BENCHES_RUSTC_VERSION").to_owned(),
+            profile: env!("BENCHES_PROFILE").to_owned(),
+            date: utc_now(),
+            commit: git_commit(),
+        }
+    }
+
+    /// The machine as a Markdown bullet list.
+    pub fn markdown(&self, command: &str) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "- Date: {}", self.date);
+        let _ = writeln!(
+            s,
+            "- Machine: {}, {} cores, {:.0} GiB memory",
+            self.cpu, self.cores, self.memory_gib
+        );
+        let _ = writeln!(s, "- Compiler: {}, profile {}", self.rustc, self.profile);
+        let _ = writeln!(s, "- Commit: {}", self.commit);
+        let _ = writeln!(s, "- Command: `{command}`");
+        s
+    }
+}
+
+/// The command line that reproduces this run, as `cargo run --release -p benches --bin NAME -- ARGS`.
+pub fn cargo_command(bin: &str) -> String {
+    let mut s = format!("cargo run --release -p benches --bin {bin}");
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if !args.is_empty() {
+        s.push_str(" --");
+        for a in args {
+            s.push(' ');
+            s.push_str(&a);
+        }
+    }
+    s
+}
+
+/// Paths whose changes can alter what the harnesses measure (the crates they link, the lock
+/// file and the build profiles); uncommitted changes elsewhere are not reported.
+const MEASURED: [&str; 8] = [
+    "engine/",
+    "benches/",
+    "feeds/",
+    "proto/",
+    "server/",
+    "fixtures/",
+    "Cargo.toml",
+    "Cargo.lock",
+];
+
+fn git_commit() -> String {
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let run = |args: &[&str]| {
+        Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+    };
+    let Some(head) = run(&["rev-parse", "--short", "HEAD"]) else {
+        return "unknown".to_owned();
+    };
+    let head = head.trim().to_owned();
+    let dirty: Vec<String> = run(&["status", "--porcelain", "--untracked-files=no"])
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.get(3..))
+        .filter(|p| !p.ends_with("BENCHMARKS.md"))
+        .filter(|p| MEASURED.iter().any(|m| p.starts_with(m)))
+        .map(str::to_owned)
+        .collect();
+    if dirty.is_empty() {
+        head
+    } else {
+        format!("{head} (uncommitted changes: {})", dirty.join(", "))
+    }
+}
+
+/// Current UTC time as `YYYY-MM-DD HH:MM UTC`.
+pub fn utc_now() -> String {
+    utc(SystemTime::now())
+}
+
+/// A time as `YYYY-MM-DD HH:MM UTC`.
+pub fn utc(time: SystemTime) -> String {
+    let secs = time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02} UTC",
+        rem / 3_600,
+        rem % 3_600 / 60
+    )
+}
+
+/// The most frequent user in `lines`, to drive a `users` filter that matches: the value after
+/// `"user":"` (order statuses, book diffs), or the first string of a `["0x…", {…}]` fill event
+/// when `fills` is set. Ties go to the smallest address, so the choice is deterministic.
+pub fn most_active_user<'a>(
+    lines: impl IntoIterator<Item = &'a [u8]>,
+    fills: bool,
+) -> Option<String> {
+    let needle: &[u8] = if fills { b"[\"0x" } else { b"\"user\":\"" };
+    let skip = if fills { 2 } else { needle.len() };
+    let finder = memchr::memmem::Finder::new(needle);
+    let mut counts: HashMap<&[u8], usize> = HashMap::new();
+    for data in lines {
+        for at in finder.find_iter(data) {
+            let start = at + skip;
+            if let Some(len) = memchr::memchr(b'"', &data[start..]) {
+                *counts.entry(&data[start..start + len]).or_default() += 1;
+            }
+        }
+    }
+    counts
+        .into_iter()
+        .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(a.0)))
+        .map(|(user, _)| String::from_utf8_lossy(user).into_owned())
+}
+
+const HEADER: &str = "# l1gate benchmarks\n";
+
+/// Replaces the section `name` of the Markdown file at `path` with `body` (creating the file,
+/// or appending the section, when absent). Everything outside the section's markers is kept.
+///
+/// # Errors
+/// When the file cannot be read or written, or has a begin marker without its end marker.
+pub fn write_section(path: &Path, name: &str, body: &str) -> std::io::Result<()> {
+    let begin = format!("<!-- {name}:begin -->");
+    let end = format!("<!-- {name}:end -->");
+    let old = match std::fs::read_to_string(path) {
+        Ok(s) => s,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => HEADER.to_owned(),
+        Err(e) => return Err(e),
+    };
+    let section = format!("{begin}\n{}\n{end}", body.trim_end());
+    let new = match (old.find(&begin), old.find(&end)) {
+        (Some(b), Some(e)) if e > b => {
+            format!("{}{section}{}", &old[..b], &old[e + end.len()..])
+        }
+        (None, None) => format!("{}\n\n{section}\n", old.trim_end()),
+        _ => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("{}: unbalanced markers for section {name}", path.display()),
+            ));
+        }
+    };
+    let tmp = path.with_extension("md.tmp");
+    std::fs::write(&tmp, new)?;
+    std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sections_are_replaced_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("B.md");
+        write_section(&path, "a", "one").unwrap();
+        write_section(&path, "b", "two").unwrap();
+        write_section(&path, "a", "three\n").unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(
+            text,
+            "# l1gate benchmarks\n\n<!-- a:begin -->\nthree\n<!-- a:end -->\n\n<!-- b:begin -->\ntwo\n<!-- b:end -->\n"
+        );
+    }
+
+    #[test]
+    fn most_active_user_counts_events() {
+        let a: &[u8] = br#"{"events":[{"user":"0xb"},{"user":"0xa"},{"user":"0xb"}]}"#;
+        assert_eq!(most_active_user([a], false).as_deref(), Some("0xb"));
+        let f: &[u8] = br#"{"events":[["0xc",{"coin":"BTC"}],["0xd",{}],["0xc",{}]]}"#;
+        assert_eq!(most_active_user([f], true).as_deref(), Some("0xc"));
+    }
+
+    #[test]
+    fn utc_date_is_well_formed() {
+        let d = utc_now();
+        assert_eq!(d.len(), "2026-01-01 00:00 UTC".len());
+        assert!(d.starts_with("20"));
+        let t = UNIX_EPOCH + std::time::Duration::from_secs(1_778_002_752);
+        assert_eq!(utc(t), "2026-05-05 17:39 UTC");
+    }
+}

@@ -2,12 +2,14 @@
 //! temporary directory.
 //!
 //! `cargo run --release -p benches --bin sim_throughput -- [--blocks N] [--scale F]
-//! [--mode by-block|streaming|both] [--no-replica] [--keep]`
+//! [--mode by-block|streaming|both] [--no-replica] [--keep] [--no-write]`
 //!
 //! Reports the time to build the starting books, the pure simulation rate (no I/O), and the
 //! end-to-end rate of `fixtures::generate` (simulation, formatting and buffered writes), with
-//! an extrapolation to one hour of mainnet blocks (≈ 53,000).
+//! an extrapolation to one hour of mainnet blocks (≈ 53,000). Prints the results and rewrites
+//! the `sim_throughput` section of `benches/BENCHMARKS.md` (unless `--no-write`).
 
+use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -20,6 +22,7 @@ struct Args {
     mode: OutputMode,
     replica: bool,
     keep: bool,
+    write: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -29,6 +32,7 @@ fn parse_args() -> Result<Args, String> {
         mode: OutputMode::ByBlock,
         replica: true,
         keep: false,
+        write: true,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -46,6 +50,7 @@ fn parse_args() -> Result<Args, String> {
             }
             "--no-replica" => a.replica = false,
             "--keep" => a.keep = true,
+            "--no-write" => a.write = false,
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -54,6 +59,8 @@ fn parse_args() -> Result<Args, String> {
 
 fn run() -> Result<(), String> {
     let args = parse_args()?;
+    let machine = benches::Machine::detect();
+    let command = benches::cargo_command("sim_throughput");
     let cfg = SimConfig {
         mode: args.mode,
         snapshot_every: None,
@@ -89,43 +96,80 @@ fn run() -> Result<(), String> {
     let gen_s = (total_s - build.as_secs_f64()).max(1e-9);
     let mb = summary.bytes as f64 / 1e6;
     let bps = summary.blocks as f64 / gen_s;
-    println!(
-        "mode {:?}, scale {}, replica_cmds {}",
-        args.mode, args.scale, args.replica
-    );
-    println!(
-        "starting books: {resting} resting orders built in {:.2} s",
-        build.as_secs_f64()
-    );
-    println!(
-        "simulation only: {sim_blocks} blocks in {sim_s:.2} s = {:.0} blocks/s, {:.0} events/s",
-        sim_blocks as f64 / sim_s,
-        events as f64 / sim_s
-    );
-    println!(
-        "L4 snapshot: {:.1} MB in {snap_s:.2} s",
-        snap.len() as f64 / 1e6
-    );
-    println!(
-        "generate: {} blocks, {} statuses, {} diffs, {} fills, {:.1} MB in {gen_s:.2} s (+{:.2} s books)",
-        summary.blocks,
-        summary.order_statuses,
-        summary.book_diffs,
-        summary.fills,
-        mb,
-        build.as_secs_f64()
-    );
-    println!(
-        "throughput: {bps:.0} blocks/s, {:.0} MB/s ({:.1}x real time at 14.8 blocks/s)",
-        mb / gen_s,
-        bps / 14.8
-    );
     let hour_blocks = 53_000.0;
-    println!(
-        "one mainnet hour ({hour_blocks} blocks): ~{:.1} GB in ~{:.0} s",
-        mb / summary.blocks as f64 * hour_blocks / 1e3,
-        hour_blocks / bps
-    );
+    let rows: Vec<(&str, String)> = vec![
+        (
+            "run",
+            format!(
+                "mode {:?}, scale {}, replica_cmds {}",
+                args.mode, args.scale, args.replica
+            ),
+        ),
+        (
+            "starting books",
+            format!(
+                "{resting} resting orders built in {:.2} s",
+                build.as_secs_f64()
+            ),
+        ),
+        (
+            "simulation only",
+            format!(
+                "{sim_blocks} blocks in {sim_s:.2} s = {:.0} blocks/s, {:.0} events/s",
+                sim_blocks as f64 / sim_s,
+                events as f64 / sim_s
+            ),
+        ),
+        (
+            "L4 snapshot",
+            format!("{:.1} MB in {snap_s:.2} s", snap.len() as f64 / 1e6),
+        ),
+        (
+            "generate",
+            format!(
+                "{} blocks, {} statuses, {} diffs, {} fills, {:.1} MB in {gen_s:.2} s (+{:.2} s books)",
+                summary.blocks,
+                summary.order_statuses,
+                summary.book_diffs,
+                summary.fills,
+                mb,
+                build.as_secs_f64()
+            ),
+        ),
+        (
+            "throughput",
+            format!(
+                "{bps:.0} blocks/s, {:.0} MB/s ({:.1}x real time at 14.8 blocks/s)",
+                mb / gen_s,
+                bps / 14.8
+            ),
+        ),
+        (
+            "one mainnet hour (53,000 blocks)",
+            format!(
+                "~{:.1} GB in ~{:.0} s",
+                mb / summary.blocks as f64 * hour_blocks / 1e3,
+                hour_blocks / bps
+            ),
+        ),
+    ];
+    for (label, text) in &rows {
+        println!("{label}: {text}");
+    }
+    if args.write {
+        let mut md = String::from("## Simulator generation speed (`sim_throughput`)\n\n");
+        md.push_str(&machine.markdown(&command));
+        md.push_str(
+            "- MB = 10^6 bytes; one run (no repeats).\n\n| measure | result |\n|---|---|\n",
+        );
+        for (label, text) in &rows {
+            let _ = writeln!(md, "| {label} | {text} |");
+        }
+        let path = benches::benchmarks_md();
+        benches::write_section(&path, "sim_throughput", &md)
+            .map_err(|e| format!("write {}: {e}", path.display()))?;
+        println!("wrote the sim_throughput section of {}", path.display());
+    }
     if args.keep {
         println!("kept {}", dir.display());
     } else {

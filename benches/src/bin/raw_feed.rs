@@ -1,0 +1,650 @@
+//! Raw feed replay throughput: what a client gets from `StreamOrderStatuses` and
+//! `StreamRawBookDiffs` over real gRPC on loopback, against the layers beneath it measured in
+//! the same run on the same bytes.
+//!
+//! `cargo run --release -p benches --bin raw_feed -- [--blocks N | --target-mb MB] [--scale X]
+//! [--seed S] [--repeat R] [--coin COIN] [--data DIR] [--keep] [--no-filters] [--no-write]`
+//!
+//! Generates mainnet-scale simulator output into a temporary directory (by default until the
+//! node output reaches `--target-mb` = 1000 MB; `--blocks N` for a fixed, smaller run, or
+//! `--data DIR` to measure an existing `hl/data` tree), starts the real `l1gate` server
+//! in-process on 127.0.0.1 and replays each feed from its first block to its last, `--repeat`
+//! times (median reported), for each of these layers:
+//!
+//! - `fs::read`: `std::fs::read` of each file of the feed plus a newline count (the floor);
+//! - `Feed::read`: `feeds::Feed::seek` + `Feed::read` in batches of 256, as the server reads,
+//!   with `EventFilter::apply` on each record when filtered;
+//! - `gRPC`: a tonic client streaming the feed with an `x-api-key`, counting the bytes of
+//!   `Record.data` and the wall time from the request to the last record.
+//!
+//! Filtered replays use `coins = [COIN]` (default `BTC`) and `users = [the most active user of
+//! the first 200 blocks]`; their MB/s is of source bytes scanned, their records/s of records
+//! delivered. Every gRPC pass is checked against the `Feed::read` pass (same record count and
+//! bytes). Gaps between consecutive gRPC records go into an hdrhistogram (p50/p99/p99.9/max).
+//!
+//! Prints a table and rewrites the `raw_feed` section of `benches/BENCHMARKS.md`.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use feeds::{EventFilter, Feed, Source, Start};
+use fixtures::{RunOptions, SimConfig, generate};
+use hdrhistogram::Histogram;
+use l1gate::config::ServeArgs;
+use l1gate::keys::KeysFile;
+use proto::venue_l1_gateway_client::VenueL1GatewayClient;
+use tonic::metadata::MetadataValue;
+use tonic::transport::Channel;
+
+/// Records per `Feed::read` call, as the server's replay pump reads.
+const READ_BATCH: usize = 256;
+/// Blocks scanned to pick the most active user for the `users` filter.
+const USER_SAMPLE_BLOCKS: usize = 200;
+/// Longest wait for one gRPC record before the pass is declared stuck.
+const RECORD_WAIT: Duration = Duration::from_secs(30);
+
+struct Args {
+    blocks: Option<u64>,
+    target_mb: u64,
+    scale: f64,
+    seed: u64,
+    repeat: usize,
+    coin: String,
+    data: Option<PathBuf>,
+    keep: bool,
+    write: bool,
+    filters: bool,
+}
+
+fn parse_args() -> anyhow::Result<Args> {
+    let mut a = Args {
+        blocks: None,
+        target_mb: 1_000,
+        scale: 1.0,
+        seed: 1,
+        repeat: 3,
+        coin: "BTC".to_owned(),
+        data: None,
+        keep: false,
+        write: true,
+        filters: true,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--blocks" => a.blocks = Some(value()?.parse().context("bad --blocks")?),
+            "--target-mb" => a.target_mb = value()?.parse().context("bad --target-mb")?,
+            "--scale" => a.scale = value()?.parse().context("bad --scale")?,
+            "--seed" => a.seed = value()?.parse().context("bad --seed")?,
+            "--repeat" => a.repeat = value()?.parse().context("bad --repeat")?,
+            "--coin" => a.coin = value()?,
+            "--data" => a.data = Some(PathBuf::from(value()?)),
+            "--keep" => a.keep = true,
+            "--no-write" => a.write = false,
+            "--no-filters" => a.filters = false,
+            other => bail!("unknown argument {other}"),
+        }
+    }
+    if a.repeat == 0 {
+        bail!("--repeat must be at least 1");
+    }
+    Ok(a)
+}
+
+/// One measured pass over a feed.
+#[derive(Debug, Clone, Copy, Default)]
+struct Pass {
+    /// Source bytes scanned (whole lines, newlines excluded for record layers).
+    scanned: u64,
+    /// Records delivered.
+    records: u64,
+    /// Bytes delivered (`Record.data`).
+    delivered: u64,
+    /// Block number of the last record delivered.
+    last_block: Option<u64>,
+    /// Seconds from the request (or start) to the first record.
+    first_s: f64,
+    seconds: f64,
+}
+
+/// Which filter a pass applies.
+#[derive(Debug, Clone)]
+enum Which {
+    None,
+    Coins(String),
+    Users(String),
+}
+
+impl Which {
+    fn label(&self) -> String {
+        match self {
+            Which::None => "none".to_owned(),
+            Which::Coins(c) => format!("coins=[{c}]"),
+            Which::Users(u) => format!("users=[{}…]", &u[..u.len().min(10)]),
+        }
+    }
+
+    fn compile(&self, source: Source) -> anyhow::Result<Option<EventFilter>> {
+        Ok(match self {
+            Which::None => None,
+            Which::Coins(c) => Some(EventFilter::new(source, &[("coins", [c.as_str()])])?),
+            Which::Users(u) => Some(EventFilter::new(source, &[("users", [u.as_str()])])?),
+        })
+    }
+
+    fn proto(&self) -> Option<proto::Filter> {
+        let (field, value) = match self {
+            Which::None => return None,
+            Which::Coins(c) => ("coins", c),
+            Which::Users(u) => ("users", u),
+        };
+        Some(proto::Filter {
+            fields: vec![proto::FieldFilter {
+                field: field.to_owned(),
+                op: proto::FilterOp::In as i32,
+                values: vec![value.clone()],
+            }],
+        })
+    }
+}
+
+/// `std::fs::read` of every file of the feed and a newline count.
+fn fs_pass(paths: &[PathBuf]) -> anyhow::Result<Pass> {
+    let t = Instant::now();
+    let mut pass = Pass::default();
+    for path in paths {
+        let bytes = std::fs::read(path).with_context(|| format!("read {}", path.display()))?;
+        pass.records += memchr::memchr_iter(b'\n', &bytes).count() as u64;
+        pass.scanned += bytes.len() as u64;
+    }
+    pass.delivered = pass.scanned;
+    pass.seconds = t.elapsed().as_secs_f64();
+    Ok(pass)
+}
+
+/// What the server does for a replay, without the network: seek, read batches, filter.
+fn feed_pass(feed: &Feed, first: u64, filter: Option<&EventFilter>) -> anyhow::Result<Pass> {
+    let t = Instant::now();
+    let mut pass = Pass::default();
+    let mut cursor = feed.seek(Start::BlockNumber(first))?;
+    loop {
+        let batch = feed.read(&mut cursor, READ_BATCH)?;
+        if batch.is_empty() {
+            break;
+        }
+        for record in batch {
+            pass.scanned += record.data.len() as u64;
+            let delivered = match filter {
+                None => record.data.len(),
+                Some(f) => {
+                    let out = f.apply(&record.data)?;
+                    if out.matched == 0 {
+                        continue;
+                    }
+                    out.line.len()
+                }
+            };
+            pass.records += 1;
+            pass.delivered += delivered as u64;
+            pass.last_block = record.block_number;
+        }
+    }
+    pass.seconds = t.elapsed().as_secs_f64();
+    Ok(pass)
+}
+
+/// A gRPC replay from `first` until the record of block `last` arrives.
+async fn grpc_pass(
+    client: &mut VenueL1GatewayClient<Channel>,
+    key: &MetadataValue<tonic::metadata::Ascii>,
+    source: Source,
+    first: u64,
+    last: u64,
+    which: &Which,
+    gaps: &mut Histogram<u64>,
+) -> anyhow::Result<Pass> {
+    let message = proto::StreamRequest {
+        position: Some(proto::Position {
+            kind: Some(proto::position::Kind::BlockNumber(i64::try_from(first)?)),
+        }),
+        filter: which.proto(),
+    };
+    let mut request = tonic::Request::new(message);
+    request.metadata_mut().insert("x-api-key", key.clone());
+    let t = Instant::now();
+    let mut stream = match source {
+        Source::OrderStatuses => client.stream_order_statuses(request).await?,
+        Source::RawBookDiffs => client.stream_raw_book_diffs(request).await?,
+        Source::Fills => client.stream_fills(request).await?,
+        other => bail!("no replay measured for {}", other.feed_id()),
+    }
+    .into_inner();
+    let mut pass = Pass::default();
+    let mut previous = t;
+    loop {
+        let record = tokio::time::timeout(RECORD_WAIT, stream.message())
+            .await
+            .with_context(|| format!("{}: nothing for {RECORD_WAIT:?}", source.feed_id()))??
+            .with_context(|| format!("{}: stream ended before block {last}", source.feed_id()))?;
+        let now = Instant::now();
+        if pass.records == 0 {
+            pass.first_s = now.duration_since(t).as_secs_f64();
+        }
+        gaps.saturating_record(now.duration_since(previous).as_micros() as u64);
+        previous = now;
+        pass.records += 1;
+        pass.delivered += record.data.len() as u64;
+        let block = record.block_number.and_then(|n| u64::try_from(n).ok());
+        pass.last_block = block;
+        if block == Some(last) {
+            break;
+        }
+    }
+    pass.seconds = t.elapsed().as_secs_f64();
+    drop(stream);
+    Ok(pass)
+}
+
+/// The most active user of the first records of a feed.
+fn most_active_user(feed: &Feed, first: u64) -> anyhow::Result<Option<String>> {
+    let mut cursor = feed.seek(Start::BlockNumber(first))?;
+    let records = feed.read(&mut cursor, USER_SAMPLE_BLOCKS)?;
+    Ok(benches::most_active_user(
+        records.iter().map(|r| &r.data[..]),
+        feed.source() == Source::Fills,
+    ))
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n == 0 {
+        0.0
+    } else if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        f64::midpoint(values[n / 2 - 1], values[n / 2])
+    }
+}
+
+/// The repeated passes of one (feed, layer, filter) row.
+struct Row {
+    source: Source,
+    layer: &'static str,
+    filter: String,
+    passes: Vec<Pass>,
+}
+
+impl Row {
+    fn first(&self) -> Pass {
+        self.passes.first().copied().unwrap_or_default()
+    }
+
+    fn seconds(&self) -> f64 {
+        median(self.passes.iter().map(|p| p.seconds).collect())
+    }
+
+    fn spread(&self) -> (f64, f64) {
+        self.passes.iter().fold((f64::MAX, 0.0f64), |(lo, hi), p| {
+            (lo.min(p.seconds), hi.max(p.seconds))
+        })
+    }
+
+    fn source_mb_s(&self) -> f64 {
+        self.first().scanned as f64 / 1e6 / self.seconds()
+    }
+
+    fn records_s(&self) -> f64 {
+        self.first().records as f64 / self.seconds()
+    }
+}
+
+/// The data to measure: generated into a temporary directory, or given.
+struct Data {
+    root: PathBuf,
+    _temp: Option<tempfile::TempDir>,
+    note: String,
+}
+
+fn prepare_data(args: &Args) -> anyhow::Result<Data> {
+    if let Some(dir) = &args.data {
+        return Ok(Data {
+            root: dir.clone(),
+            _temp: None,
+            note: format!("existing data directory `{}`", dir.display()),
+        });
+    }
+    let temp = tempfile::Builder::new().prefix("raw_feed_").tempdir()?;
+    let cfg = SimConfig {
+        snapshot_every: None,
+        ..SimConfig::mainnet(args.seed, args.scale)
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let run = RunOptions {
+        blocks: args.blocks,
+        stop: Some(stop.clone()),
+        progress_every: 10,
+        no_replica_cmds: true,
+        ..RunOptions::default()
+    };
+    let target = args.target_mb * 1_000_000;
+    let limit_by_size = args.blocks.is_none();
+    eprintln!(
+        "generating mainnet-scale data (scale {}, seed {}) into {} ...",
+        args.scale,
+        args.seed,
+        temp.path().display()
+    );
+    let summary = generate(&cfg, temp.path(), &run, &mut |p| {
+        if limit_by_size && p.bytes >= target {
+            stop.store(true, Ordering::Relaxed);
+        }
+    })?;
+    let note = format!(
+        "simulator `SimConfig::mainnet(seed {}, scale {})`, {} blocks ({}..={}), {:.1} MB of node output \
+         ({} order statuses, {} book diffs, {} fills), generated in {:.1} s",
+        args.seed,
+        args.scale,
+        summary.blocks,
+        summary.first_height.unwrap_or_default(),
+        summary.last_height,
+        summary.bytes as f64 / 1e6,
+        summary.order_statuses,
+        summary.book_diffs,
+        summary.fills,
+        summary.elapsed.as_secs_f64()
+    );
+    eprintln!("{note}");
+    let root = if args.keep {
+        let kept = temp.keep();
+        eprintln!("keeping {}", kept.display());
+        return Ok(Data {
+            root: kept,
+            _temp: None,
+            note,
+        });
+    } else {
+        temp.path().to_path_buf()
+    };
+    Ok(Data {
+        root,
+        _temp: Some(temp),
+        note,
+    })
+}
+
+/// Starts the real server on loopback with one key; returns it with the key.
+async fn start_server(
+    data: &Path,
+    keys_dir: &Path,
+) -> anyhow::Result<(l1gate::serve::Running, String)> {
+    let keys_file = keys_dir.join("keys.toml");
+    let mut keys = KeysFile::default();
+    let (key, _) = keys.add_key("bench", 0)?;
+    keys.save(&keys_file)?;
+    let settings = ServeArgs {
+        data: Some(data.to_owned()),
+        keys_file: Some(keys_file),
+        grpc_addr: Some("127.0.0.1:0".parse()?),
+        http_addr: Some("127.0.0.1:0".parse()?),
+        idle_timeout_ms: Some(60_000),
+        ..ServeArgs::default()
+    }
+    .resolve()?;
+    let running = l1gate::serve::start(&settings).await?;
+    Ok((running, key))
+}
+
+fn histogram() -> anyhow::Result<Histogram<u64>> {
+    Ok(Histogram::new_with_bounds(1, 600_000_000, 3)?)
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = parse_args()?;
+    let machine = benches::Machine::detect();
+    let command = benches::cargo_command("raw_feed");
+    let data = prepare_data(&args)?;
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let keys_dir = tempfile::tempdir()?;
+    let (running, key) = runtime.block_on(start_server(&data.root, keys_dir.path()))?;
+    let key = MetadataValue::try_from(key.as_str())?;
+    let mut client = runtime.block_on(async {
+        let channel = Channel::from_shared(format!("http://{}", running.grpc_addr))?
+            .connect()
+            .await?;
+        anyhow::Ok(VenueL1GatewayClient::new(channel).max_decoding_message_size(256 << 20))
+    })?;
+
+    let mut rows: Vec<Row> = Vec::new();
+    let mut gap_rows: Vec<(Source, String, Histogram<u64>)> = Vec::new();
+    for source in [Source::OrderStatuses, Source::RawBookDiffs] {
+        let feed = Feed::open(&data.root, source)?;
+        let paths: Vec<PathBuf> = feed.segments().into_iter().map(|(_, p, _)| p).collect();
+        if paths.is_empty() {
+            eprintln!("{}: no files, skipped", source.feed_id());
+            continue;
+        }
+        let mut head = feed.seek(Start::BlockNumber(0))?;
+        let first = feed
+            .read(&mut head, 1)?
+            .first()
+            .and_then(|r| r.block_number)
+            .with_context(|| format!("{}: no first block", source.feed_id()))?;
+        let user = most_active_user(&feed, first)?;
+        let mut filters = vec![Which::None];
+        if args.filters {
+            filters.push(Which::Coins(args.coin.clone()));
+            filters.extend(user.map(Which::Users));
+        }
+
+        // Reference pass (also warms the page cache and the mappings): what each replay must
+        // deliver.
+        fs_pass(&paths)?;
+        let mut expected = Vec::new();
+        for which in &filters {
+            let reference = feed_pass(&feed, first, which.compile(source)?.as_ref())?;
+            expected.push(reference);
+        }
+
+        let mut fs_row = Row {
+            source,
+            layer: "fs::read",
+            filter: "none".to_owned(),
+            passes: Vec::new(),
+        };
+        let mut feed_rows: Vec<Row> = filters
+            .iter()
+            .map(|w| Row {
+                source,
+                layer: "Feed::read",
+                filter: w.label(),
+                passes: Vec::new(),
+            })
+            .collect();
+        let mut grpc_rows: Vec<Row> = filters
+            .iter()
+            .map(|w| Row {
+                source,
+                layer: "gRPC",
+                filter: w.label(),
+                passes: Vec::new(),
+            })
+            .collect();
+        let mut gaps: Vec<Histogram<u64>> = filters
+            .iter()
+            .map(|_| histogram())
+            .collect::<anyhow::Result<_>>()?;
+
+        for rep in 0..args.repeat {
+            eprintln!("{} pass {}/{}", source.feed_id(), rep + 1, args.repeat);
+            fs_row.passes.push(fs_pass(&paths)?);
+            for (i, which) in filters.iter().enumerate() {
+                let filter = which.compile(source)?;
+                feed_rows[i]
+                    .passes
+                    .push(feed_pass(&feed, first, filter.as_ref())?);
+                let want = expected[i];
+                let Some(last) = want.last_block else {
+                    eprintln!(
+                        "{} {}: nothing matches, gRPC pass skipped",
+                        source.feed_id(),
+                        which.label()
+                    );
+                    continue;
+                };
+                let mut h = histogram()?;
+                let mut pass = runtime.block_on(grpc_pass(
+                    &mut client,
+                    &key,
+                    source,
+                    first,
+                    last,
+                    which,
+                    &mut h,
+                ))?;
+                if pass.records != want.records || pass.delivered != want.delivered {
+                    bail!(
+                        "{} {}: gRPC delivered {} records / {} bytes, Feed::read {} / {}",
+                        source.feed_id(),
+                        which.label(),
+                        pass.records,
+                        pass.delivered,
+                        want.records,
+                        want.delivered
+                    );
+                }
+                pass.scanned = want.scanned;
+                gaps[i].add(&h)?;
+                grpc_rows[i].passes.push(pass);
+            }
+        }
+        rows.push(fs_row);
+        for (f, g) in feed_rows.into_iter().zip(grpc_rows) {
+            rows.push(f);
+            if !g.passes.is_empty() {
+                rows.push(g);
+            }
+        }
+        for (which, h) in filters.iter().zip(gaps) {
+            if !h.is_empty() {
+                gap_rows.push((source, which.label(), h));
+            }
+        }
+    }
+    running.shutdown();
+    drop(runtime);
+
+    let report = render(
+        &machine,
+        &command,
+        &data.note,
+        args.repeat,
+        &rows,
+        &gap_rows,
+    );
+    println!("{report}");
+    if args.write {
+        let path = benches::benchmarks_md();
+        benches::write_section(&path, "raw_feed", &report)
+            .with_context(|| format!("write {}", path.display()))?;
+        eprintln!("wrote the raw_feed section of {}", path.display());
+    }
+    Ok(())
+}
+
+fn render(
+    machine: &benches::Machine,
+    command: &str,
+    note: &str,
+    repeat: usize,
+    rows: &[Row],
+    gaps: &[(Source, String, Histogram<u64>)],
+) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "## Raw feed replay throughput (`raw_feed`)\n");
+    s.push_str(&machine.markdown(command));
+    let _ = writeln!(s, "- Data: {note}");
+    let _ = writeln!(
+        s,
+        "- Each row: median of {repeat} passes (range in brackets), layers interleaved per pass. \
+         MB = 10^6 bytes. Source MB/s counts the feed's bytes scanned; records/s counts records \
+         delivered. `× fs::read` is source MB/s over the `fs::read` row of the same feed; \
+         `× Feed::read` is gRPC over the `Feed::read` row with the same filter.\n"
+    );
+    let _ = writeln!(
+        s,
+        "| feed | layer | filter | source MB | records out | MB out | time s | source MB/s | records/s | × fs::read | × Feed::read |"
+    );
+    let _ = writeln!(s, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for row in rows {
+        let base = rows
+            .iter()
+            .find(|r| r.source == row.source && r.layer == "fs::read")
+            .map_or(f64::NAN, Row::source_mb_s);
+        let feed = if row.layer == "gRPC" {
+            rows.iter()
+                .find(|r| {
+                    r.source == row.source && r.layer == "Feed::read" && r.filter == row.filter
+                })
+                .map_or_else(String::new, |r| {
+                    format!("{:.2}", row.source_mb_s() / r.source_mb_s())
+                })
+        } else {
+            String::new()
+        };
+        let p = row.first();
+        let (lo, hi) = row.spread();
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {:.1} | {} | {:.1} | {:.3} [{lo:.3}–{hi:.3}] | {:.0} | {:.0} | {:.2} | {feed} |",
+            row.source.feed_id(),
+            row.layer,
+            row.filter,
+            p.scanned as f64 / 1e6,
+            p.records,
+            p.delivered as f64 / 1e6,
+            row.seconds(),
+            row.source_mb_s(),
+            row.records_s(),
+            row.source_mb_s() / base,
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\ngRPC gaps between consecutive records as the client sees them (all passes; the first \
+         gap is request to first record; `first record` is its median over passes), microseconds:\n"
+    );
+    let _ = writeln!(
+        s,
+        "| feed | filter | records | first record | p50 | p99 | p99.9 | max |"
+    );
+    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|");
+    for (source, filter, h) in gaps {
+        let first = rows
+            .iter()
+            .find(|r| r.source == *source && r.layer == "gRPC" && r.filter == *filter)
+            .map_or(0.0, |r| {
+                median(r.passes.iter().map(|p| p.first_s).collect())
+            });
+        let _ = writeln!(
+            s,
+            "| {} | {filter} | {} | {} | {} | {} | {} | {} |",
+            source.feed_id(),
+            h.len(),
+            (first * 1e6).round(),
+            h.value_at_quantile(0.5),
+            h.value_at_quantile(0.99),
+            h.value_at_quantile(0.999),
+            h.max()
+        );
+    }
+    s
+}
