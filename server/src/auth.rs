@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use parking_lot::RwLock;
-use tonic::{Request, Status};
+use tonic::Status;
 
 use crate::access::Denial;
 use crate::keys::{AccountLimits, KeyEntry, KeyStore, KeysFile, Principal};
@@ -36,7 +36,8 @@ impl Auth {
         *self.store.write() = store;
     }
 
-    /// Checks a presented key.
+    /// Checks a presented key alone: no allow-list, no limits. The edges
+    /// go through [`crate::access::Access`], which applies all three.
     ///
     /// # Errors
     /// `UNAUTHENTICATED` when the key is missing, unknown or revoked.
@@ -72,21 +73,6 @@ impl Auth {
     /// The limits the keys file in force sets for `account`.
     pub fn account_limits(&self, account: &str) -> AccountLimits {
         self.store.read().account_limits(account)
-    }
-
-    /// Checks a gRPC request's `x-api-key` metadata and records the
-    /// principal in the request's extensions.
-    ///
-    /// # Errors
-    /// `UNAUTHENTICATED` as in [`Auth::check_key`].
-    pub fn intercept(&self, mut request: Request<()>) -> Result<Request<()>, Status> {
-        let key = request
-            .metadata()
-            .get(API_KEY_METADATA)
-            .and_then(|v| v.to_str().ok());
-        let principal = self.check_key(key)?;
-        request.extensions_mut().insert(principal);
-        Ok(request)
     }
 
     /// Watches the keys file and swaps in its new contents when it changes,

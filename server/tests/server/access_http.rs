@@ -78,6 +78,9 @@ async fn the_request_rate_is_pooled_across_an_accounts_keys_and_says_so() {
     keys.accounts[0].requests_per_second = Some(1);
     keys.accounts[0].request_burst = Some(3);
     let gate = Gate::start(keys, |_| {}).await;
+    // Connected up front: the whole exchange must fit in the one second
+    // after which the account earns its next request.
+    let mut client = gate.client().await;
 
     assert_eq!(gate.get("/v1/feeds", Some(&first)).await.status, 200);
     assert_eq!(
@@ -101,7 +104,6 @@ async fn the_request_rate_is_pooled_across_an_accounts_keys_and_says_so() {
         429
     );
     // The pool is shared with gRPC unary calls of the same account.
-    let mut client = gate.client().await;
     let status = client
         .list_feeds(super::harness::with_key(proto::ListFeedsRequest {}, &first))
         .await
