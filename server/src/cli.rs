@@ -252,4 +252,27 @@ pub enum KeysCommand {
         #[arg(long, env = "L1GATE_KEYS_FILE", value_name = "FILE", default_value = crate::config::DEFAULT_KEYS_FILE)]
         keys_file: PathBuf,
     },
+    /// Set an account's limits, pooled across all of its keys; unset ones
+    /// follow the server defaults. A running server applies them within
+    /// seconds.
+    Limits {
+        /// Account name.
+        #[arg(long)]
+        account: String,
+        /// HTTP requests and unary gRPC calls per second.
+        #[arg(long, value_name = "N")]
+        requests_per_second: Option<u32>,
+        /// Burst allowance of that rate.
+        #[arg(long, value_name = "N")]
+        request_burst: Option<u32>,
+        /// Concurrent gRPC streams.
+        #[arg(long, value_name = "N")]
+        max_streams: Option<u32>,
+        /// Return every limit to the server default first.
+        #[arg(long = "default")]
+        reset: bool,
+        /// Keys file.
+        #[arg(long, env = "L1GATE_KEYS_FILE", value_name = "FILE", default_value = crate::config::DEFAULT_KEYS_FILE)]
+        keys_file: PathBuf,
+    },
 }

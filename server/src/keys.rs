@@ -80,6 +80,12 @@ pub enum KeysError {
     /// An allow-list entry given on the command line is not a network.
     #[error("--cidr: {0}")]
     BadCidr(String),
+    /// No account has that name.
+    #[error("no account named {0:?}")]
+    UnknownAccount(String),
+    /// A limit was set to zero.
+    #[error("{0} must be at least 1 (use --default to return to the server default)")]
+    ZeroLimit(&'static str),
 }
 
 /// One stored key (its hash, never the key).
@@ -348,6 +354,43 @@ impl KeysFile {
         Ok(network)
     }
 
+    /// Changes an account's limits: with `reset`, every limit first returns
+    /// to the server default; then each `Some` field of `limits` is set.
+    ///
+    /// # Errors
+    /// [`KeysError::ZeroLimit`] for a zero value (naming its flag),
+    /// [`KeysError::UnknownAccount`] when no account has that name.
+    pub fn set_limits(
+        &mut self,
+        account: &str,
+        limits: AccountLimits,
+        reset: bool,
+    ) -> Result<(), KeysError> {
+        for (flag, value) in [
+            ("--requests-per-second", limits.requests_per_second),
+            ("--request-burst", limits.request_burst),
+            ("--max-streams", limits.max_streams),
+        ] {
+            if value == Some(0) {
+                return Err(KeysError::ZeroLimit(flag));
+            }
+        }
+        let entry = self
+            .accounts
+            .iter_mut()
+            .find(|a| a.name == account)
+            .ok_or_else(|| KeysError::UnknownAccount(account.to_owned()))?;
+        if reset {
+            entry.requests_per_second = None;
+            entry.request_burst = None;
+            entry.max_streams = None;
+        }
+        entry.requests_per_second = limits.requests_per_second.or(entry.requests_per_second);
+        entry.request_burst = limits.request_burst.or(entry.request_burst);
+        entry.max_streams = limits.max_streams.or(entry.max_streams);
+        Ok(())
+    }
+
     /// Removes a network from a key's allow-list; returns whether it was
     /// listed. Removing the last one leaves the key unrestricted.
     ///
@@ -508,6 +551,55 @@ mod tests {
         assert!(matches!(
             file.allow("k_nope", "10.0.0.0/8"),
             Err(KeysError::UnknownKeyId(_))
+        ));
+    }
+
+    #[test]
+    fn account_limits_are_set_reset_and_validated() {
+        let mut file = KeysFile::default();
+        file.add_key("dave", 0).unwrap();
+        let some = AccountLimits {
+            requests_per_second: Some(5),
+            request_burst: None,
+            max_streams: Some(2),
+        };
+        file.set_limits("dave", some, false).unwrap();
+        let burst_only = AccountLimits {
+            request_burst: Some(9),
+            ..AccountLimits::default()
+        };
+        file.set_limits("dave", burst_only, false).unwrap();
+        let dave = &file.accounts[0];
+        assert_eq!(
+            (
+                dave.requests_per_second,
+                dave.request_burst,
+                dave.max_streams
+            ),
+            (Some(5), Some(9), Some(2))
+        );
+        file.set_limits("dave", AccountLimits::default(), true)
+            .unwrap();
+        let dave = &file.accounts[0];
+        assert_eq!(
+            (
+                dave.requests_per_second,
+                dave.request_burst,
+                dave.max_streams
+            ),
+            (None, None, None)
+        );
+        let zero = AccountLimits {
+            max_streams: Some(0),
+            ..AccountLimits::default()
+        };
+        assert!(matches!(
+            file.set_limits("dave", zero, false),
+            Err(KeysError::ZeroLimit("--max-streams"))
+        ));
+        assert!(matches!(
+            file.set_limits("erin", some, false),
+            Err(KeysError::UnknownAccount(_))
         ));
     }
 

@@ -191,6 +191,23 @@ fn run_keys(command: KeysCommand) -> anyhow::Result<()> {
         KeysCommand::List { keys_file } => {
             let file = KeysFile::load(&keys_file)?;
             for account in &file.accounts {
+                let limits = [
+                    ("requests_per_second", account.requests_per_second),
+                    ("request_burst", account.request_burst),
+                    ("max_streams", account.max_streams),
+                ];
+                if limits.iter().any(|(_, v)| v.is_some()) {
+                    let shown: Vec<String> = limits
+                        .iter()
+                        .map(|(name, value)| {
+                            format!(
+                                "{name}={}",
+                                value.map_or_else(|| "default".to_owned(), |v| v.to_string())
+                            )
+                        })
+                        .collect();
+                    println!("{}\tlimits\t{}", account.name, shown.join("\t"));
+                }
                 for key in &account.keys {
                     let state = if key.revoked { "revoked" } else { "active" };
                     let allow = if key.allow_list.is_empty() {
@@ -223,6 +240,24 @@ fn run_keys(command: KeysCommand) -> anyhow::Result<()> {
             }
             file.save(&keys_file)?;
             println!("{key_id} allows {}", added.join(", "));
+        }
+        KeysCommand::Limits {
+            account,
+            requests_per_second,
+            request_burst,
+            max_streams,
+            reset,
+            keys_file,
+        } => {
+            let mut file = KeysFile::load(&keys_file)?;
+            let limits = l1gate::keys::AccountLimits {
+                requests_per_second,
+                request_burst,
+                max_streams,
+            };
+            file.set_limits(&account, limits, reset)?;
+            file.save(&keys_file)?;
+            println!("limits of account {account} updated");
         }
         KeysCommand::Disallow {
             key_id,

@@ -84,3 +84,41 @@ fn allow_lists_are_edited_and_listed_by_key_id() {
     assert!(removed.contains("usable from any address"), "{removed}");
     assert!(stdout(&keys(&["list"], &file)).contains("allow_list=any"));
 }
+
+#[test]
+fn account_limits_are_set_listed_and_validated() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("keys.toml");
+    stdout(&keys(&["add", "--account", "team"], &file));
+    assert!(!stdout(&keys(&["list"], &file)).contains("limits"));
+    stdout(&keys(
+        &[
+            "limits",
+            "--account",
+            "team",
+            "--requests-per-second",
+            "5",
+            "--max-streams",
+            "2",
+        ],
+        &file,
+    ));
+    let listed = stdout(&keys(&["list"], &file));
+    assert!(
+        listed
+            .contains("team\tlimits\trequests_per_second=5\trequest_burst=default\tmax_streams=2"),
+        "{listed}"
+    );
+    let zero = keys(
+        &["limits", "--account", "team", "--request-burst", "0"],
+        &file,
+    );
+    assert!(String::from_utf8_lossy(&zero.stderr).contains("--request-burst"));
+    let unknown = keys(
+        &["limits", "--account", "nobody", "--max-streams", "1"],
+        &file,
+    );
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("nobody"));
+    stdout(&keys(&["limits", "--account", "team", "--default"], &file));
+    assert!(!stdout(&keys(&["list"], &file)).contains("limits"));
+}
