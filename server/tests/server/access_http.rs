@@ -181,3 +181,35 @@ async fn health_and_metrics_need_no_key_and_unknown_routes_are_404() {
     assert_eq!(gate.get(&format!("/{key}/v1/nope"), None).await.status, 404);
     assert_eq!(gate.get("/v1/nope", Some(&key)).await.status, 404);
 }
+
+#[tokio::test]
+async fn ipv6_peers_are_matched_against_ipv6_networks_on_both_edges() {
+    if std::net::TcpListener::bind("[::1]:0").is_err() {
+        eprintln!("no IPv6 loopback on this machine; IPv6 matching is covered by unit tests");
+        return;
+    }
+    let mut keys = KeysFile::default();
+    let (loopback, loopback_key) = keys.add_key("six", 0).unwrap();
+    let (elsewhere, elsewhere_key) = keys.add_key("six", 0).unwrap();
+    let (v4_only, v4_key) = keys.add_key("six", 0).unwrap();
+    keys.allow(&loopback_key.id, "::1/128").unwrap();
+    keys.allow(&elsewhere_key.id, "2001:db8::/32").unwrap();
+    keys.allow(&v4_key.id, "127.0.0.0/8").unwrap();
+    let gate = Gate::start(keys, |args| {
+        args.http_addr = Some("[::1]:0".parse().unwrap());
+        args.grpc_addr = Some("[::1]:0".parse().unwrap());
+    })
+    .await;
+
+    assert_eq!(gate.get("/v1/feeds", Some(&loopback)).await.status, 200);
+    let fenced = gate.get(&format!("/{elsewhere}/v1/feeds"), None).await;
+    assert_eq!(fenced.status, 403, "{}", fenced.text);
+    assert!(fenced.json()["message"].as_str().unwrap().contains("::1"));
+    assert_eq!(gate.get("/v1/feeds", Some(&v4_only)).await.status, 403);
+
+    let mut client = gate.client().await;
+    let call = |key: &str| super::harness::with_key(proto::ListFeedsRequest {}, key);
+    client.list_feeds(call(&loopback)).await.unwrap();
+    let denied = client.list_feeds(call(&elsewhere)).await.unwrap_err();
+    assert_eq!(denied.code(), tonic::Code::PermissionDenied);
+}
