@@ -310,6 +310,9 @@ pub fn decode_order_status(span: &[u8]) -> Result<OrderStatusEvent<'_>, EventErr
 /// # Errors
 /// [`EventError`] when the span is not a raw book diff.
 pub fn decode_book_diff(span: &[u8]) -> Result<BookDiffEvent<'_>, EventError> {
+    if let Some(event) = compact::book_diff(span) {
+        return Ok(event);
+    }
     serde_json::from_slice(span).map_err(|e| EventError::from_serde("raw_book_diffs", &e))
 }
 
@@ -319,6 +322,108 @@ pub fn decode_book_diff(span: &[u8]) -> Result<BookDiffEvent<'_>, EventError> {
 /// [`EventError`] when the span is not a fill pair.
 pub fn decode_fill(span: &[u8]) -> Result<FillEvent<'_>, EventError> {
     serde_json::from_slice(span).map_err(|e| EventError::from_serde("fills", &e))
+}
+
+/// A fast path for the exact compact layout the node writes, tried before
+/// serde. It accepts only input that serde decodes to the same value (no
+/// whitespace, no escapes or control bytes in strings, keys in the node's
+/// order, plain integers) and answers `None` for anything else, which then
+/// goes through serde unchanged — errors included.
+mod compact {
+    use super::{BookDiffEvent, RawBookDiff, Side};
+    use crate::num::Decimal;
+
+    struct Cursor<'a> {
+        bytes: &'a [u8],
+        at: usize,
+    }
+
+    impl<'a> Cursor<'a> {
+        fn literal(&mut self, text: &[u8]) -> Option<()> {
+            let rest = self.bytes.get(self.at..)?;
+            rest.starts_with(text).then(|| self.at += text.len())
+        }
+
+        /// The contents of a string whose opening quote was consumed, up to
+        /// and past its closing quote.
+        fn string(&mut self) -> Option<&'a str> {
+            let rest = self.bytes.get(self.at..)?;
+            let len = rest
+                .iter()
+                .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
+            if rest[len] != b'"' {
+                return None;
+            }
+            self.at += len + 1;
+            std::str::from_utf8(&rest[..len]).ok()
+        }
+
+        fn decimal(&mut self) -> Option<Decimal> {
+            Decimal::parse(self.string()?).ok()
+        }
+
+        /// A JSON integer that fits `u64`: no sign, no leading zero.
+        fn unsigned(&mut self) -> Option<u64> {
+            let rest = self.bytes.get(self.at..)?;
+            let len = rest.iter().position(|b| !b.is_ascii_digit())?;
+            let digits = &rest[..len];
+            if digits.is_empty() || (digits.len() > 1 && digits[0] == b'0') {
+                return None;
+            }
+            if matches!(rest[len], b'.' | b'e' | b'E') {
+                return None;
+            }
+            let mut value: u64 = 0;
+            for &d in digits {
+                value = value.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+            }
+            self.at += len;
+            Some(value)
+        }
+    }
+
+    /// `{"user":"…","oid":N,"coin":"…","side":"B","px":"…","raw_book_diff":…}`.
+    pub(super) fn book_diff(span: &[u8]) -> Option<BookDiffEvent<'_>> {
+        let mut c = Cursor { bytes: span, at: 0 };
+        c.literal(br#"{"user":""#)?;
+        let user = c.string()?;
+        c.literal(br#","oid":"#)?;
+        let oid = c.unsigned()?;
+        c.literal(br#","coin":""#)?;
+        let coin = c.string()?;
+        c.literal(br#","side":""#)?;
+        let side = match c.string()? {
+            "B" => Side::Bid,
+            "A" => Side::Ask,
+            _ => return None,
+        };
+        c.literal(br#","px":""#)?;
+        let px = c.decimal()?;
+        c.literal(br#","raw_book_diff":"#)?;
+        let raw_book_diff = if c.literal(br#""remove""#).is_some() {
+            RawBookDiff::Remove
+        } else if c.literal(br#"{"new":{"sz":""#).is_some() {
+            let sz = c.decimal()?;
+            c.literal(b"}}")?;
+            RawBookDiff::New { sz }
+        } else {
+            c.literal(br#"{"update":{"origSz":""#)?;
+            let orig_sz = c.decimal()?;
+            c.literal(br#","newSz":""#)?;
+            let new_sz = c.decimal()?;
+            c.literal(b"}}")?;
+            RawBookDiff::Update { orig_sz, new_sz }
+        };
+        c.literal(b"}")?;
+        (c.at == span.len()).then_some(BookDiffEvent {
+            user,
+            oid,
+            coin,
+            side,
+            px,
+            raw_book_diff,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -366,6 +471,41 @@ mod tests {
         );
         let bogus = br#"{"user":"0xee","oid":3,"coin":"BTC","side":"B","px":"1.0","raw_book_diff":"modify"}"#;
         assert!(decode_book_diff(bogus).is_err());
+    }
+
+    #[test]
+    fn the_compact_diff_path_agrees_with_serde_or_steps_aside() {
+        let canonical: [&[u8]; 3] = [
+            br#"{"user":"0xca","oid":1,"coin":"BTC","side":"B","px":"76450.0","raw_book_diff":{"new":{"sz":"0.5"}}}"#,
+            br#"{"user":"0xc8","oid":2,"coin":"xyz:NVDA","side":"A","px":"76471.0","raw_book_diff":{"update":{"origSz":"0.19567","newSz":"0.0"}}}"#,
+            br#"{"user":"0xee","oid":0,"coin":"@107","side":"B","px":"68823","raw_book_diff":"remove"}"#,
+        ];
+        for raw in canonical {
+            let fast = compact::book_diff(raw).expect("canonical layout");
+            let slow: BookDiffEvent<'_> = serde_json::from_slice(raw).unwrap();
+            assert_eq!(fast, slow);
+            assert_eq!(fast.px.to_string(), slow.px.to_string());
+        }
+        let other: [&[u8]; 8] = [
+            br#"{"user":"0xca", "oid":1,"coin":"BTC","side":"B","px":"1.0","raw_book_diff":"remove"}"#,
+            br#"{"user":"0x\u0063a","oid":1,"coin":"BTC","side":"B","px":"1.0","raw_book_diff":"remove"}"#,
+            br#"{"user":"0xca","oid":01,"coin":"BTC","side":"B","px":"1.0","raw_book_diff":"remove"}"#,
+            br#"{"user":"0xca","oid":1.5,"coin":"BTC","side":"B","px":"1.0","raw_book_diff":"remove"}"#,
+            br#"{"user":"0xca","oid":1,"coin":"BTC","side":"C","px":"1.0","raw_book_diff":"remove"}"#,
+            br#"{"user":"0xca","oid":1,"coin":"BTC","side":"B","px":"x","raw_book_diff":"remove"}"#,
+            br#"{"user":"0xca","oid":1,"coin":"BTC","side":"B","px":"1.0","raw_book_diff":"remove","extra":1}"#,
+            br#"{"oid":1,"user":"0xca","coin":"BTC","side":"B","px":"1.0","raw_book_diff":"remove"}"#,
+        ];
+        for raw in other {
+            assert!(
+                compact::book_diff(raw).is_none(),
+                "{}",
+                String::from_utf8_lossy(raw)
+            );
+        }
+        // The last one is valid JSON in another key order: serde still decodes it.
+        assert_eq!(decode_book_diff(other[7]).unwrap().oid, 1);
+        assert!(decode_book_diff(other[5]).is_err());
     }
 
     #[test]

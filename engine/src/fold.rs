@@ -10,6 +10,7 @@
 //! change no book state.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::LazyLock;
 
 use bytes::Bytes;
 use feeds::envelope;
@@ -442,13 +443,20 @@ fn scan_statuses<'a>(
 /// The first `"status":"` is the event's own key (order objects have none),
 /// and the first `"coin":"` belongs to the order (its children share it).
 fn scan_status(raw: &[u8]) -> Option<(&[u8], &str)> {
-    let status = string_after(raw, b"\"status\":\"")?;
-    let coin = string_after(raw, b"\"coin\":\"")?;
+    let status = string_after(raw, &STATUS_KEY)?;
+    let coin = string_after(raw, &COIN_KEY)?;
     Some((status, std::str::from_utf8(coin).ok()?))
 }
 
-fn string_after<'a>(raw: &'a [u8], key: &[u8]) -> Option<&'a [u8]> {
-    let start = memmem::find(raw, key)? + key.len();
+/// Searchers for the two keys [`scan_status`] reads, built once: building a
+/// searcher costs more than running it over one status.
+static STATUS_KEY: LazyLock<memmem::Finder<'static>> =
+    LazyLock::new(|| memmem::Finder::new(b"\"status\":\""));
+static COIN_KEY: LazyLock<memmem::Finder<'static>> =
+    LazyLock::new(|| memmem::Finder::new(b"\"coin\":\""));
+
+fn string_after<'a>(raw: &'a [u8], key: &memmem::Finder<'_>) -> Option<&'a [u8]> {
+    let start = key.find(raw)? + key.needle().len();
     let len = memchr::memchr2(b'"', b'\\', &raw[start..])?;
     (raw[start + len] == b'"').then(|| &raw[start..start + len])
 }
