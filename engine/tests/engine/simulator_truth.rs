@@ -100,7 +100,11 @@ fn fold_to_truth(profile_small: bool) {
         diffs += block.lines.raw_book_diffs.len();
     }
     assert!(diffs > 0);
-    let unknown: u64 = engine.unknown_ids().values().map(engine::fold::UnknownIds::total).sum();
+    let unknown: u64 = engine
+        .unknown_ids()
+        .values()
+        .map(engine::fold::UnknownIds::total)
+        .sum();
     assert_eq!(unknown, 0, "zero unknown order ids");
     assert_eq!(engine.height(), Some(end.height));
     let diverged = snapshot::compare(engine.books(), &end.books);
