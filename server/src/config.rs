@@ -91,6 +91,12 @@ pub struct ServeArgs {
     /// address outside a key's IP allow-list (http:// or https://).
     #[arg(long, env = "L1GATE_ALLOW_LIST_URL", value_name = "URL")]
     pub allow_list_url: Option<String>,
+
+    /// Market streaming: frames (one block's worth per view key) each view
+    /// ring retains before a slow subscriber lags; rounded up to a power of
+    /// two. Default 1024.
+    #[arg(long, env = "L1GATE_MARKET_RING_CAPACITY", value_name = "N")]
+    pub market_ring_capacity: Option<usize>,
 }
 
 impl ServeArgs {
@@ -113,6 +119,7 @@ impl ServeArgs {
             request_burst: self.request_burst.or(lower.request_burst),
             max_streams: self.max_streams.or(lower.max_streams),
             allow_list_url: self.allow_list_url.or(lower.allow_list_url),
+            market_ring_capacity: self.market_ring_capacity.or(lower.market_ring_capacity),
         }
     }
 }
@@ -181,6 +188,8 @@ pub struct Settings {
     pub demo_scale: f64,
     /// Access-control defaults and links.
     pub access: crate::access::AccessSettings,
+    /// Frames each market view ring retains.
+    pub market_ring_capacity: usize,
 }
 
 /// Limits of the raw feed service.
@@ -285,6 +294,7 @@ impl ServeArgs {
             },
             demo_seed: self.demo_seed.unwrap_or(1),
             demo_scale,
+            market_ring_capacity: self.market_ring_capacity.unwrap_or(1024).max(1),
             access: resolve_access(
                 self.requests_per_second,
                 self.request_burst,

@@ -30,6 +30,8 @@ pub struct Running {
     /// The feeds being served.
     pub live: Arc<LiveFeeds>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// The market engine thread (stopped when the server is dropped).
+    pub engine: crate::engine_thread::EngineThread,
 }
 
 impl Running {
@@ -95,9 +97,22 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1()
         .context("gRPC reflection")?;
+    let engine = crate::engine_thread::EngineThread::start(
+        live.clone(),
+        crate::engine_thread::EngineSettings {
+            ring_capacity: settings.market_ring_capacity,
+            poll_interval: settings.raw_feed.poll_interval,
+            ..crate::engine_thread::EngineSettings::default()
+        },
+    )
+    .context("market engine thread")?;
+    let market = crate::market::MarketService::new(engine.commands(), engine.status().clone());
     let (health_reporter, health) = tonic_health::server::health_reporter();
     health_reporter
         .set_serving::<proto::venue_l1_gateway_server::VenueL1GatewayServer<RawFeedService>>()
+        .await;
+    health_reporter
+        .set_serving::<proto::market_streaming_server::MarketStreamingServer<crate::market::MarketService>>()
         .await;
 
     let check = {
@@ -109,6 +124,11 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         .add_service(InterceptedService::new(reflection, check.clone()))
         .add_service(InterceptedService::new(
             proto::venue_l1_gateway_server::VenueL1GatewayServer::new(raw_feed),
+            check.clone(),
+        ))
+        .add_service(InterceptedService::new(
+            proto::market_streaming_server::MarketStreamingServer::new(market)
+                .max_encoding_message_size(256 << 20),
             check,
         ));
     let incoming = tokio_stream::wrappers::TcpListenerStream::new(grpc_listener);
@@ -132,5 +152,6 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         http_addr,
         live,
         tasks,
+        engine,
     })
 }

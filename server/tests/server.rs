@@ -15,6 +15,7 @@ mod server {
     pub mod access_support;
     mod cli;
     pub mod harness;
+    mod market_live;
     mod raw_feed_errors;
     mod raw_feed_live;
     mod raw_feed_real;

@@ -1,0 +1,330 @@
+//! MarketStreaming end to end over loopback gRPC, against a node directory a
+//! test writer fills block by block while the server runs.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use proto::market_streaming_client::MarketStreamingClient;
+use proto::v3 as pb;
+use tonic::Code;
+use tonic::transport::Channel;
+
+use super::harness::{TestServer, next};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A node directory grown by a background writer: the simulator's files are
+/// generated up front, then appended one block at a time.
+pub struct LiveNode {
+    pub dir: tempfile::TempDir,
+    stop: Arc<AtomicBool>,
+    writer: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for LiveNode {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(writer) = self.writer.take() {
+            writer.join().unwrap();
+        }
+    }
+}
+
+fn files(root: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(root).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
+}
+
+/// Generates `blocks` blocks, writes the first `initial` at once and the rest
+/// every `every`.
+pub fn live_node(blocks: u64, initial: u64, every: Duration) -> LiveNode {
+    let source = tempfile::tempdir().unwrap();
+    let mut cfg = fixtures::SimConfig::small(11);
+    cfg.mode = fixtures::OutputMode::ByBlock;
+    cfg.snapshot_every = Some(1_000_000);
+    let run = fixtures::RunOptions {
+        blocks: Some(blocks),
+        no_replica_cmds: true,
+        ..fixtures::RunOptions::default()
+    };
+    fixtures::generate(&cfg, source.path(), &run, &mut |_| {}).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut all = Vec::new();
+    files(source.path(), &mut all);
+    // (block, target file, line) of every line file; other files whole.
+    let mut lines: Vec<(u64, PathBuf, Vec<u8>)> = Vec::new();
+    for path in all {
+        let target = dir.path().join(path.strip_prefix(source.path()).unwrap());
+        std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let first = bytes.split(|&b| b == b'\n').next().unwrap_or_default();
+        if feeds::envelope::decode(first).is_err() {
+            std::fs::write(&target, &bytes).unwrap();
+            continue;
+        }
+        std::fs::write(&target, b"").unwrap();
+        for line in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            let number = feeds::envelope::decode(line).unwrap().block_number;
+            lines.push((number, target.clone(), line.to_vec()));
+        }
+    }
+    lines.sort_by_key(|(number, ..)| *number);
+    let first = lines.first().unwrap().0;
+    let append = |(_, path, line): &(u64, PathBuf, Vec<u8>)| {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+        let mut bytes = line.clone();
+        bytes.push(b'\n');
+        file.write_all(&bytes).unwrap();
+    };
+    let split = lines.partition_point(|(n, ..)| *n < first + initial);
+    for line in &lines[..split] {
+        append(line);
+    }
+    let rest = lines[split..].to_vec();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut current = None;
+            for line in &rest {
+                if stop.load(Ordering::SeqCst) {
+                    return;
+                }
+                if current != Some(line.0) {
+                    current = Some(line.0);
+                    std::thread::sleep(every);
+                }
+                append(line);
+            }
+            drop(source);
+        })
+    };
+    LiveNode {
+        dir,
+        stop,
+        writer: Some(writer),
+    }
+}
+
+async fn client(server: &TestServer) -> MarketStreamingClient<Channel> {
+    let channel = Channel::from_shared(format!("http://{}", server.running.grpc_addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    MarketStreamingClient::new(channel).max_decoding_message_size(256 << 20)
+}
+
+/// Waits until the engine caught up with the files.
+async fn ready(server: &TestServer) {
+    for _ in 0..600 {
+        if server.running.engine.status().ready() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the engine never caught up");
+}
+
+async fn l4_updates(
+    server: &TestServer,
+    client: &mut MarketStreamingClient<Channel>,
+) -> tonic::Streaming<pb::L4OrderUpdate> {
+    client
+        .stream_l4_order_updates(server.req(pb::L4OrderUpdatesRequest::default()))
+        .await
+        .unwrap()
+        .into_inner()
+}
+
+/// Applies L4 diffs to a local book, failing on a duplicate NEW or a change
+/// to an order the subscriber never saw (a gap).
+fn apply(book: &mut BTreeMap<u64, String>, update: &pb::L4OrderUpdate) {
+    for diff in &update.diffs {
+        let kind = pb::L4OrderDiffType::try_from(diff.diff_type).unwrap();
+        match kind {
+            pb::L4OrderDiffType::New => {
+                assert!(
+                    book.insert(diff.oid, diff.sz.clone()).is_none(),
+                    "duplicate NEW for {} at block {}",
+                    diff.oid,
+                    update.block_number
+                );
+            }
+            pb::L4OrderDiffType::Update => {
+                assert!(
+                    book.insert(diff.oid, diff.sz.clone()).is_some(),
+                    "UPDATE of unseen {} at block {}",
+                    diff.oid,
+                    update.block_number
+                );
+            }
+            pb::L4OrderDiffType::Remove => {
+                assert!(
+                    book.remove(&diff.oid).is_some(),
+                    "REMOVE of unseen {} at block {}",
+                    diff.oid,
+                    update.block_number
+                );
+            }
+            pb::L4OrderDiffType::Unspecified => panic!("unspecified diff type"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l4_updates_open_with_a_snapshot_then_number_every_frame_and_never_gap() {
+    let node = live_node(400, 50, Duration::from_millis(10));
+    let server = TestServer::start(node.dir.path(), |_| {}).await;
+    ready(&server).await;
+    let mut client = client(&server).await;
+    // Subscribing again and again during the flow: every opening snapshot
+    // must chain onto the diffs after it.
+    for _ in 0..5 {
+        let mut stream = l4_updates(&server, &mut client).await;
+        let opening = next(&mut stream, WAIT).await.unwrap();
+        assert!(opening.snapshot);
+        assert_eq!(opening.sequence, 1);
+        assert!(!opening.diffs.is_empty());
+        let mut book = BTreeMap::new();
+        apply(&mut book, &opening);
+        let mut last_block = opening.block_number;
+        for expected in 2..=20 {
+            let update = next(&mut stream, WAIT).await.unwrap();
+            assert_eq!(update.sequence, expected);
+            assert!(!update.snapshot);
+            assert!(update.block_number > last_block);
+            last_block = update.block_number;
+            apply(&mut book, &update);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bbo_opens_with_every_coin_then_sends_changes_only() {
+    let node = live_node(300, 50, Duration::from_millis(10));
+    let server = TestServer::start(node.dir.path(), |_| {}).await;
+    ready(&server).await;
+    let mut client = client(&server).await;
+    let mut l4 = l4_updates(&server, &mut client).await;
+    let snapshot = next(&mut l4, WAIT).await.unwrap();
+    let mut coins: Vec<String> = snapshot.diffs.iter().map(|d| d.coin.clone()).collect();
+    coins.sort();
+    coins.dedup();
+    coins.truncate(2);
+    assert_eq!(coins.len(), 2);
+    let mut stream = client
+        .stream_bbo(server.req(pb::BboRequest {
+            coins: vec![coins[1].clone(), coins[0].clone(), coins[0].clone()],
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    let first = next(&mut stream, WAIT).await.unwrap();
+    let second = next(&mut stream, WAIT).await.unwrap();
+    assert_eq!(
+        [first.coin.clone(), second.coin.clone()],
+        [coins[0].clone(), coins[1].clone()]
+    );
+    assert_eq!(first.block_number, second.block_number);
+    let mut last: BTreeMap<String, (Option<pb::L2Level>, Option<pb::L2Level>)> = BTreeMap::new();
+    last.insert(first.coin.clone(), (first.bid, first.ask));
+    last.insert(second.coin.clone(), (second.bid, second.ask));
+    for _ in 0..5 {
+        let update = next(&mut stream, WAIT).await.unwrap();
+        assert!(update.block_number > first.block_number);
+        let previous = last.insert(
+            update.coin.clone(),
+            (update.bid.clone(), update.ask.clone()),
+        );
+        assert_ne!(
+            previous,
+            Some((update.bid, update.ask)),
+            "a frame without a change"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_outside_the_contract_fail_naming_their_cause() {
+    let node = live_node(120, 100, Duration::from_millis(20));
+    let server = TestServer::start(node.dir.path(), |_| {}).await;
+    ready(&server).await;
+    let mut client = client(&server).await;
+    let bbo = |coins: Vec<&str>| pb::BboRequest {
+        coins: coins.into_iter().map(str::to_owned).collect(),
+    };
+    let many: Vec<String> = (0..21).map(|i| format!("C{i}")).collect();
+    let cases: Vec<(pb::BboRequest, &str)> = vec![
+        (
+            bbo(vec![]),
+            "coins: 1 to 20 distinct coins are required, got 0",
+        ),
+        (
+            pb::BboRequest { coins: many },
+            "coins: 1 to 20 distinct coins are required, got 21",
+        ),
+        (bbo(vec!["*"]), "coins: \"*\""),
+        (bbo(vec![" "]), "coins: blank entry"),
+        (bbo(vec!["NOPE"]), "coins: unknown coin \"NOPE\""),
+    ];
+    for (request, message) in cases {
+        let status = client.stream_bbo(server.req(request)).await.unwrap_err();
+        assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+        assert!(
+            status.message().contains(message),
+            "{status:?} vs {message}"
+        );
+    }
+    let status = client
+        .stream_l2_book(server.req(pb::L2BookRequest {
+            coin: "NOPE".into(),
+            n_sig_figs: Some(7),
+            ..pb::L2BookRequest::default()
+        }))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert!(
+        status
+            .message()
+            .contains("n_sig_figs must be 2 to 5, got 7"),
+        "{status:?}"
+    );
+    let status = client
+        .stream_user_fills(server.req(pb::UserFillsRequest::default()))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert_eq!(status.message(), "user: required");
+    let status = client
+        .stream_trades(server.req(pb::TradesRequest {
+            coins: vec!["NOPE".into()],
+        }))
+        .await
+        .unwrap_err();
+    assert_eq!(status.message(), "coins: unknown coin \"NOPE\"");
+    // Fills accept unknown coins.
+    client
+        .stream_all_fills(server.req(pb::AllFillsRequest {
+            coins: vec!["NOPE".into()],
+        }))
+        .await
+        .unwrap();
+    // No key: UNAUTHENTICATED.
+    let status = client
+        .stream_bbo(tonic::Request::new(bbo(vec!["BTC"])))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::Unauthenticated);
+}
