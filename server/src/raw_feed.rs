@@ -240,7 +240,7 @@ impl RawFeedService {
                 let data = match &filter {
                     Some(filter) => {
                         filter
-                            .apply(&record.data)
+                            .apply_bytes(&record.data)
                             .map_err(|e| Status::internal(format!("{}: {e}", source.feed_id())))?
                             .line
                     }
@@ -343,10 +343,14 @@ impl Pump {
                 return Err(too_slow(self.source, self.last_block));
             }
             for record in batch {
+                // Filtering is CPU work between sends: give the runtime a
+                // chance to run the task writing to the network, so matches
+                // reach the client as they are found rather than in bursts.
+                tokio::task::coop::consume_budget().await;
                 let data = match &self.filter {
                     None => record.data,
                     Some(filter) => {
-                        let filtered = filter.apply(&record.data).map_err(|e| {
+                        let filtered = filter.apply_bytes(&record.data).map_err(|e| {
                             Status::internal(format!("{}: {e}", self.source.feed_id()))
                         })?;
                         if filtered.matched == 0 {
