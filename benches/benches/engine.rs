@@ -108,7 +108,7 @@ fn block_bytes(block: &Block) -> u64 {
 }
 
 fn event_count(line: &[u8]) -> u64 {
-    envelope::decode(line).map_or(0, |env| env.events().filter(Result::is_ok).count() as u64)
+    envelope::decode(line).map_or(0, |env| env.events().flatten().count() as u64)
 }
 
 fn line_decode(c: &mut Criterion, corpus: &Corpus) {

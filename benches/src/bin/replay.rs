@@ -343,9 +343,8 @@ fn node_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
         if path.is_dir() {
             node_files(&path, out)?;
         } else if !path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n.ends_with(".json"))
+            .extension()
+            .is_some_and(|ext| ext.eq_ignore_ascii_case("json"))
         {
             out.push(path);
         }
@@ -640,18 +639,17 @@ fn write_section(path: &Path, name: &str, body: &str, history_row: &str) -> Resu
         section.push('\n');
     }
     section.push_str(&end);
-    let text = match span {
-        Some((b, e)) => format!("{}{section}{}", &existing[..b], &existing[e..]),
-        None => {
-            let sep = if existing.ends_with("\n\n") {
-                ""
-            } else if existing.ends_with('\n') {
-                "\n"
-            } else {
-                "\n\n"
-            };
-            format!("{existing}{sep}{section}\n")
-        }
+    let text = if let Some((b, e)) = span {
+        format!("{}{section}{}", &existing[..b], &existing[e..])
+    } else {
+        let sep = if existing.ends_with("\n\n") {
+            ""
+        } else if existing.ends_with('\n') {
+            "\n"
+        } else {
+            "\n\n"
+        };
+        format!("{existing}{sep}{section}\n")
     };
     std::fs::write(path, text)?;
     Ok(())
