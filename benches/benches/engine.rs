@@ -34,15 +34,6 @@ use fixtures::{RunOptions, SimConfig, generate};
 /// Simulated blocks folded by the `fold` bench (a few tens of MB at mainnet scale).
 const SIM_BLOCKS: u64 = 40;
 
-/// Feeds joined into blocks, as `engine::replay` joins them.
-const ALIGNED: [(feeds::Source, Source); 5] = [
-    (feeds::Source::OrderStatuses, Source::OrderStatuses),
-    (feeds::Source::RawBookDiffs, Source::RawBookDiffs),
-    (feeds::Source::Fills, Source::Fills),
-    (feeds::Source::MiscEvents, Source::MiscEvents),
-    (feeds::Source::TwapStatuses, Source::TwapStatuses),
-];
-
 /// The simulator run every bench reads: its starting snapshot and the blocks after it.
 struct Corpus {
     start: L4Snapshot,
@@ -68,7 +59,7 @@ fn corpus() -> Result<Corpus> {
     let start = snapshot::parse(&std::fs::read(first)?)?;
     let mut sources = Vec::new();
     let mut records = Vec::new();
-    for (feed_source, source) in ALIGNED {
+    for (feed_source, source) in Source::FEEDS {
         let feed = Feed::open(dir.path(), feed_source)?;
         if feed.source_dir_name().is_none() {
             continue;

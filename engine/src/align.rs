@@ -45,6 +45,18 @@ pub enum Source {
 }
 
 impl Source {
+    /// Every aligned source with the [`feeds::Source`] its lines are read
+    /// from, in the order blocks are assembled.
+    pub const FEEDS: [(feeds::Source, Source); 5] = [
+        (feeds::Source::OrderStatuses, Source::OrderStatuses),
+        (feeds::Source::RawBookDiffs, Source::RawBookDiffs),
+        (feeds::Source::Fills, Source::Fills),
+        (feeds::Source::MiscEvents, Source::MiscEvents),
+        (feeds::Source::TwapStatuses, Source::TwapStatuses),
+    ];
+}
+
+impl Source {
     /// Every source, in a fixed order.
     pub const ALL: [Source; 5] = [
         Source::OrderStatuses,

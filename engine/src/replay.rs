@@ -707,15 +707,6 @@ fn tpsl(opts: &ReplayOptions) -> Result<Box<dyn ViewDriver>, ReplayError> {
     ))
 }
 
-/// Feeds joined by the aligner, with the feeds-side source of each.
-const ALIGNED: [(feeds::Source, Source); 5] = [
-    (feeds::Source::OrderStatuses, Source::OrderStatuses),
-    (feeds::Source::RawBookDiffs, Source::RawBookDiffs),
-    (feeds::Source::Fills, Source::Fills),
-    (feeds::Source::MiscEvents, Source::MiscEvents),
-    (feeds::Source::TwapStatuses, Source::TwapStatuses),
-];
-
 struct Input {
     feed: Feed,
     cursor: Cursor,
@@ -739,7 +730,7 @@ pub fn run(
     let mut view = driver(opts)?;
     let mut inputs = Vec::new();
     let mut mode = AlignMode::ByBlock;
-    for (feed_source, source) in ALIGNED {
+    for (feed_source, source) in Source::FEEDS {
         let feed = Feed::open(&opts.data_dir, feed_source)?;
         let Some(dir) = feed.source_dir_name() else {
             continue;

@@ -311,14 +311,6 @@ struct Input {
     source: AlignSource,
 }
 
-const ALIGNED: [(feeds::Source, AlignSource); 5] = [
-    (feeds::Source::OrderStatuses, AlignSource::OrderStatuses),
-    (feeds::Source::RawBookDiffs, AlignSource::RawBookDiffs),
-    (feeds::Source::Fills, AlignSource::Fills),
-    (feeds::Source::MiscEvents, AlignSource::MiscEvents),
-    (feeds::Source::TwapStatuses, AlignSource::TwapStatuses),
-];
-
 struct Writer<'s> {
     settings: EngineSettings,
     status: &'s EngineStatus,
@@ -350,7 +342,7 @@ impl<'s> Writer<'s> {
         let start = engine.height().map_or(0, |h| h + 1);
         let mut mode = AlignMode::ByBlock;
         let mut inputs = Vec::new();
-        for (feed_source, source) in ALIGNED {
+        for (feed_source, source) in AlignSource::FEEDS {
             let Some(feed) = live.feed(feed_source) else {
                 continue;
             };

@@ -21,7 +21,7 @@ use std::fmt::Write as _;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use engine::align::{AlignMode, Aligner, Source};
@@ -43,15 +43,6 @@ const HISTORY_ROWS: usize = 12;
 const TARGET_MB_S: f64 = 1_000.0;
 /// Hidden flag: generate into a directory and exit (run in a child process).
 const GENERATE_FLAG: &str = "--generate-into";
-
-/// Feeds joined into blocks, as `engine::replay` joins them.
-const ALIGNED: [(feeds::Source, Source); 5] = [
-    (feeds::Source::OrderStatuses, Source::OrderStatuses),
-    (feeds::Source::RawBookDiffs, Source::RawBookDiffs),
-    (feeds::Source::Fills, Source::Fills),
-    (feeds::Source::MiscEvents, Source::MiscEvents),
-    (feeds::Source::TwapStatuses, Source::TwapStatuses),
-];
 
 /// Command-line options.
 #[derive(Debug, Clone)]
@@ -246,7 +237,7 @@ fn measure(dir: &Path, args: &Args) -> Result<Results> {
     let rate = |name: &str| rows.iter().find(|r| r.name == name).map_or(0.0, Row::mb_s);
     let history_row = format!(
         "| {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} |",
-        utc_date(SystemTime::now()),
+        benches::utc_now(),
         git_commit(),
         args.given.join(" "),
         fold_row.map_or(0.0, Row::mb_s),
@@ -309,7 +300,7 @@ fn block_bytes(block: &Block) -> u64 {
 fn load_blocks(dir: &Path, after: u64) -> Result<Vec<Block>> {
     let mut sources = Vec::new();
     let mut records = Vec::new();
-    for (feed_source, source) in ALIGNED {
+    for (feed_source, source) in Source::FEEDS {
         let feed = Feed::open(dir, feed_source)?;
         if feed.source_dir_name().is_none() {
             continue;
@@ -494,7 +485,7 @@ fn render(args: &Args, results: &Results) -> String {
         )
     };
     let _ = writeln!(out, "## Replay and fold throughput (`replay`)\n");
-    let _ = writeln!(out, "- date: {}", utc_date(SystemTime::now()));
+    let _ = writeln!(out, "- date: {}", benches::utc_now());
     let _ = writeln!(
         out,
         "- machine: {}, {} cores available",
@@ -702,26 +693,4 @@ fn git_commit() -> String {
     } else {
         commit
     }
-}
-
-/// `YYYY-MM-DD HH:MM UTC`.
-fn utc_date(time: SystemTime) -> String {
-    let secs = time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()) as i64;
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02} UTC",
-        rem / 3_600,
-        rem % 3_600 / 60
-    )
 }
