@@ -417,7 +417,11 @@ fn main() -> anyhow::Result<()> {
     let (running, key) = runtime.block_on(start_server(&data.root, keys_dir.path()))?;
     let key = MetadataValue::try_from(key.as_str())?;
     let mut client = runtime.block_on(async {
+        // Bulk replay: records are ~100 KB-1 MB, so the client's HTTP/2
+        // receive windows (64 KiB by default) would cost round trips per record.
         let channel = Channel::from_shared(format!("http://{}", running.grpc_addr))?
+            .initial_stream_window_size(Some(16 << 20))
+            .initial_connection_window_size(Some(32 << 20))
             .connect()
             .await?;
         anyhow::Ok(VenueL1GatewayClient::new(channel).max_decoding_message_size(256 << 20))
