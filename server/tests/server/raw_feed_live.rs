@@ -138,17 +138,32 @@ async fn get_with_unset_position_waits_for_the_next_record() {
     append(&hour, &line(1));
     let server = TestServer::start(&root, |a| a.poll_interval_ms = Some(2)).await;
     let mut client = server.client().await;
-    let writer = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        append(&hour, &line(2));
+    // The request's arrival at the server cannot be observed from here, so
+    // keep writing new blocks until the get answers: whatever it returns
+    // must be one of them, never block 1, which existed before the call.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            let mut block = 2;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && block < 600 {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                append(&hour, &line(block));
+                block += 1;
+            }
+            block
+        }
     });
     let got = client
         .get_fills(server.req(GetRequest::default()))
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(got.block_number, Some(2));
-    writer.await.unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let written = writer.await.unwrap();
+    let block = got.block_number.unwrap();
+    assert!(block >= 2 && (block as u64) < written, "got block {block}");
+    assert_eq!(got.data.as_ref(), line(block as u64).trim_end().as_bytes());
 }
 
 #[tokio::test]
