@@ -23,8 +23,7 @@ pub enum Command {
     /// serve its output (demo mode).
     Serve(Box<ServeCommand>),
     /// Manage API keys.
-    #[command(subcommand)]
-    Keys(KeysCommand),
+    Keys(KeysArgs),
     /// Write realistic node output (all sources, by-block and/or streaming
     /// layouts, L4 snapshots) from a seeded exchange simulator.
     Simulate(SimulateCommand),
@@ -197,7 +196,18 @@ mod tests {
     }
 }
 
-/// `l1gate keys`.
+/// `l1gate keys [--keys-file FILE] COMMAND`.
+#[derive(Debug, clap::Args)]
+pub struct KeysArgs {
+    /// Keys file (accepted before or after the subcommand).
+    #[arg(long, global = true, env = "L1GATE_KEYS_FILE", value_name = "FILE", default_value = crate::config::DEFAULT_KEYS_FILE)]
+    pub keys_file: PathBuf,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: KeysCommand,
+}
+
+/// `l1gate keys` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum KeysCommand {
     /// Create a key for an account (created if new). Prints the key once, alone
@@ -206,23 +216,13 @@ pub enum KeysCommand {
         /// Account name (A-Z a-z 0-9 _ . -).
         #[arg(long)]
         account: String,
-        /// Keys file.
-        #[arg(long, env = "L1GATE_KEYS_FILE", value_name = "FILE", default_value = crate::config::DEFAULT_KEYS_FILE)]
-        keys_file: PathBuf,
     },
     /// List accounts, key ids (never keys), their state and IP allow-lists.
-    List {
-        /// Keys file.
-        #[arg(long, env = "L1GATE_KEYS_FILE", value_name = "FILE", default_value = crate::config::DEFAULT_KEYS_FILE)]
-        keys_file: PathBuf,
-    },
+    List,
     /// Revoke a key by id; a running server stops accepting it within seconds.
     Revoke {
         /// Key id as printed by `keys add` / `keys list` (`k_…`).
         key_id: String,
-        /// Keys file.
-        #[arg(long, env = "L1GATE_KEYS_FILE", value_name = "FILE", default_value = crate::config::DEFAULT_KEYS_FILE)]
-        keys_file: PathBuf,
     },
     /// Add networks to a key's IP allow-list; once it has one, requests from
     /// other source addresses get HTTP 403 / gRPC PERMISSION_DENIED. A running
@@ -235,9 +235,6 @@ pub enum KeysCommand {
         /// address; repeat for several.
         #[arg(long, value_name = "CIDR", required = true)]
         cidr: Vec<String>,
-        /// Keys file.
-        #[arg(long, env = "L1GATE_KEYS_FILE", value_name = "FILE", default_value = crate::config::DEFAULT_KEYS_FILE)]
-        keys_file: PathBuf,
     },
     /// Remove networks from a key's IP allow-list; an emptied list leaves the
     /// key usable from any address.
@@ -248,9 +245,6 @@ pub enum KeysCommand {
         /// Network to remove, as given to `keys allow`; repeat for several.
         #[arg(long, value_name = "CIDR", required = true)]
         cidr: Vec<String>,
-        /// Keys file.
-        #[arg(long, env = "L1GATE_KEYS_FILE", value_name = "FILE", default_value = crate::config::DEFAULT_KEYS_FILE)]
-        keys_file: PathBuf,
     },
     /// Set an account's limits, pooled across all of its keys; unset ones
     /// follow the server defaults. A running server applies them within
@@ -271,8 +265,5 @@ pub enum KeysCommand {
         /// Return every limit to the server default first.
         #[arg(long = "default")]
         reset: bool,
-        /// Keys file.
-        #[arg(long, env = "L1GATE_KEYS_FILE", value_name = "FILE", default_value = crate::config::DEFAULT_KEYS_FILE)]
-        keys_file: PathBuf,
     },
 }

@@ -4,7 +4,7 @@
 use anyhow::Context as _;
 use clap::Parser as _;
 use l1gate::cli::{
-    Cli, Command, KeysCommand, ReplayCommand, ServeCommand, SimMode, SimulateCommand,
+    Cli, Command, KeysArgs, KeysCommand, ReplayCommand, ServeCommand, SimMode, SimulateCommand,
 };
 use l1gate::config;
 use l1gate::keys::KeysFile;
@@ -175,10 +175,11 @@ async fn shutdown_signal() -> anyhow::Result<()> {
     Ok(())
 }
 
-fn run_keys(command: KeysCommand) -> anyhow::Result<()> {
-    match command {
-        KeysCommand::Add { account, keys_file } => {
-            let mut file = KeysFile::load(&keys_file)?;
+fn run_keys(args: KeysArgs) -> anyhow::Result<()> {
+    let keys_file = args.keys_file;
+    let mut file = KeysFile::load(&keys_file)?;
+    match args.command {
+        KeysCommand::Add { account } => {
             let (key, stored) = file.add_key(&account, l1gate::unix_now_ms())?;
             file.save(&keys_file)?;
             println!(
@@ -188,8 +189,7 @@ fn run_keys(command: KeysCommand) -> anyhow::Result<()> {
             );
             println!("{key}");
         }
-        KeysCommand::List { keys_file } => {
-            let file = KeysFile::load(&keys_file)?;
+        KeysCommand::List => {
             for account in &file.accounts {
                 let limits = [
                     ("requests_per_second", account.requests_per_second),
@@ -222,18 +222,12 @@ fn run_keys(command: KeysCommand) -> anyhow::Result<()> {
                 }
             }
         }
-        KeysCommand::Revoke { key_id, keys_file } => {
-            let mut file = KeysFile::load(&keys_file)?;
+        KeysCommand::Revoke { key_id } => {
             file.revoke(&key_id)?;
             file.save(&keys_file)?;
             println!("revoked {key_id}");
         }
-        KeysCommand::Allow {
-            key_id,
-            cidr,
-            keys_file,
-        } => {
-            let mut file = KeysFile::load(&keys_file)?;
+        KeysCommand::Allow { key_id, cidr } => {
             let mut added = Vec::with_capacity(cidr.len());
             for entry in &cidr {
                 added.push(file.allow(&key_id, entry)?);
@@ -247,9 +241,7 @@ fn run_keys(command: KeysCommand) -> anyhow::Result<()> {
             request_burst,
             max_streams,
             reset,
-            keys_file,
         } => {
-            let mut file = KeysFile::load(&keys_file)?;
             let limits = l1gate::keys::AccountLimits {
                 requests_per_second,
                 request_burst,
@@ -259,12 +251,7 @@ fn run_keys(command: KeysCommand) -> anyhow::Result<()> {
             file.save(&keys_file)?;
             println!("limits of account {account} updated");
         }
-        KeysCommand::Disallow {
-            key_id,
-            cidr,
-            keys_file,
-        } => {
-            let mut file = KeysFile::load(&keys_file)?;
+        KeysCommand::Disallow { key_id, cidr } => {
             for entry in &cidr {
                 if !file.disallow(&key_id, entry)? {
                     println!("{key_id} did not list {entry}");
