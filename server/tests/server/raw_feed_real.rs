@@ -5,11 +5,13 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
+use proto::venue_l1_gateway_client::VenueL1GatewayClient;
 use proto::{
     FieldFilter, Filter, GetRequest, ListFeedsRequest, Position, PositionKind, Record,
     StreamRequest, position,
 };
 use serde_json::Value;
+use tonic::transport::Channel;
 
 use super::harness::{
     TestServer, block_number, block_time_ms, next, nothing_within, real, real_lines,
@@ -67,13 +69,7 @@ async fn streams_replay_every_line_byte_identical_in_order() {
             position: at_block(FIRST),
             filter: None,
         });
-        let mut stream = match rpc {
-            "fills" => client.stream_fills(request).await,
-            "raw_book_diffs" => client.stream_raw_book_diffs(request).await,
-            _ => client.stream_order_statuses(request).await,
-        }
-        .unwrap()
-        .into_inner();
+        let mut stream = open_stream(&mut client, rpc, request).await;
         let records = collect(&mut stream, 51).await;
         for (record, line) in records.iter().zip(&lines) {
             assert_eq!(record.data.as_ref(), line.as_slice(), "{rpc}: bytes differ");
@@ -199,6 +195,22 @@ fn expected(
         .collect()
 }
 
+/// Opens the stream RPC of one of the three feeds the captures hold.
+async fn open_stream(
+    client: &mut VenueL1GatewayClient<Channel>,
+    feed: &str,
+    request: tonic::Request<StreamRequest>,
+) -> tonic::Streaming<Record> {
+    match feed {
+        "fills" => client.stream_fills(request).await,
+        "raw_book_diffs" => client.stream_raw_book_diffs(request).await,
+        "order_statuses" => client.stream_order_statuses(request).await,
+        other => panic!("no stream for feed {other}"),
+    }
+    .unwrap()
+    .into_inner()
+}
+
 async fn filtered_stream(
     server: &TestServer,
     source: &str,
@@ -211,13 +223,7 @@ async fn filtered_stream(
         position: at_block(from),
         filter,
     });
-    let mut stream = match source {
-        "fills" => client.stream_fills(request).await,
-        "raw_book_diffs" => client.stream_raw_book_diffs(request).await,
-        _ => client.stream_order_statuses(request).await,
-    }
-    .unwrap()
-    .into_inner();
+    let mut stream = open_stream(&mut client, source, request).await;
     let records = collect(&mut stream, count).await;
     nothing_within(&mut stream, Duration::from_millis(300)).await;
     records
@@ -360,7 +366,10 @@ async fn unary_get_selects_then_filters() {
     let value: Value = serde_json::from_slice(&got.data).unwrap();
     assert_eq!(value["events"], Value::Array(vec![]));
     assert_eq!(value["block_number"], Value::from(FIRST));
-    let _ = lines;
+    // Everything around the (now empty) events array is the source's bytes.
+    let head = &lines[0][..feeds::envelope::decode(&lines[0]).unwrap().events.start];
+    assert!(got.data.starts_with(head));
+    assert_eq!(&got.data[head.len()..], b"[]}");
 }
 
 #[tokio::test]
