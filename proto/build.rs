@@ -26,6 +26,70 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // and shared buffers: `Bytes` lets them go out without a copy.
         .bytes(".venue_l1_gateway.v3.Record.data")
         .bytes(".venue_l1_gateway.v3.L4BookDiff.data")
-        .compile_fds(descriptors)?;
+        .compile_fds(descriptors.clone())?;
+    encoded_market_server(&descriptors, &out_dir)?;
     Ok(())
+}
+
+/// Generates a second server for `MarketStreaming` whose responses are
+/// [`Encoded`](../src/encoded.rs) frames: protobuf bytes prepared once and
+/// shared by every subscriber, written to the wire by a pass-through codec.
+/// The methods are read from the descriptor set, so the `.proto` file stays
+/// the only list of RPCs. Clients keep using the ordinary generated client:
+/// the bytes on the wire are the same messages.
+fn encoded_market_server(
+    descriptors: &prost_types::FileDescriptorSet,
+    out_dir: &std::path::Path,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let service = descriptors
+        .file
+        .iter()
+        .flat_map(|file| file.service.iter())
+        .find(|service| service.name() == "MarketStreaming")
+        .ok_or("MarketStreaming service missing from the descriptor set")?;
+    let mut builder = tonic_build::manual::Service::builder()
+        .name("MarketStreaming")
+        .package("venue_l1_gateway.v3");
+    for method in &service.method {
+        let input = method
+            .input_type()
+            .strip_prefix(".venue_l1_gateway.v3.")
+            .ok_or("MarketStreaming input outside venue_l1_gateway.v3")?;
+        builder = builder.method(
+            tonic_build::manual::Method::builder()
+                .name(snake_case(method.name()))
+                .route_name(method.name())
+                .input_type(format!("crate::v3::{input}"))
+                .output_type("crate::encoded::Encoded")
+                .codec_path("crate::encoded::EncodedCodec")
+                .server_streaming()
+                .build(),
+        );
+    }
+    let dir = out_dir.join("encoded");
+    fs::create_dir_all(&dir)?;
+    tonic_build::manual::Builder::new()
+        .build_client(false)
+        .out_dir(&dir)
+        .compile(&[builder.build()]);
+    Ok(())
+}
+
+/// `StreamL2Book` → `stream_l2_book`, the way the prost generator names
+/// methods.
+fn snake_case(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 4);
+    let mut previous: Option<char> = None;
+    for c in name.chars() {
+        if c.is_ascii_uppercase() {
+            if previous.is_some_and(|p| p.is_ascii_lowercase() || p.is_ascii_digit()) {
+                out.push('_');
+            }
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+        previous = Some(c);
+    }
+    out
 }

@@ -11,6 +11,8 @@ pub mod v3 {
     tonic::include_proto!("venue_l1_gateway.v3");
 }
 
+pub mod encoded;
+
 /// Encoded `FileDescriptorSet` of every l1gate proto, for gRPC reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("l1gate_descriptor");
 

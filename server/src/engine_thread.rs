@@ -22,7 +22,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -47,6 +47,7 @@ use tokio::sync::oneshot;
 
 use crate::live::LiveFeeds;
 use crate::market::convert;
+use crate::market::wire::Shared;
 
 /// Records read per feed per round.
 const READ_BATCH: usize = 256;
@@ -130,10 +131,49 @@ pub enum Frame {
     Fills(pb::FillsUpdate),
     /// `AllMidsUpdate`.
     Mids(pb::AllMidsUpdate),
+    /// `CandleUpdate`.
+    Candle(pb::CandleUpdate),
 }
 
-/// What one key publishes per block: that block's frames, in order.
-pub type Batch = Vec<Frame>;
+/// What one key publishes per block: that block's frames, in order, and
+/// their wire encoding, computed by the first subscriber that sends them
+/// and shared by every other one (encode once, see [`crate::market`]).
+#[derive(Debug, Default)]
+pub struct Batch {
+    frames: Vec<Frame>,
+    wire: OnceLock<Vec<Shared>>,
+}
+
+impl Batch {
+    /// A batch of `frames`.
+    pub fn new(frames: Vec<Frame>) -> Self {
+        Self {
+            frames,
+            wire: OnceLock::new(),
+        }
+    }
+
+    /// The frames, in order.
+    pub fn frames(&self) -> &[Frame] {
+        &self.frames
+    }
+
+    /// Whether the batch has no frame.
+    pub fn is_empty(&self) -> bool {
+        self.frames.is_empty()
+    }
+
+    /// The frames' shared encodings, computed by `encode` on first use.
+    pub(crate) fn wire(&self, encode: impl FnOnce(&[Frame]) -> Vec<Shared>) -> &[Shared] {
+        self.wire.get_or_init(|| encode(&self.frames))
+    }
+}
+
+impl From<Vec<Frame>> for Batch {
+    fn from(frames: Vec<Frame>) -> Self {
+        Self::new(frames)
+    }
+}
 
 /// Why a subscription was refused.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -490,7 +530,7 @@ impl<'s> Writer<'s> {
                 &self.tpsl,
             );
             if !batch.is_empty() {
-                entry.hub.publish(batch);
+                entry.hub.publish(Batch::new(batch));
             }
         }
     }
@@ -520,7 +560,7 @@ impl<'s> Writer<'s> {
             // computed for the new subscriber only.
             release(producer, &mut self.engine);
             return Ok(Opened {
-                opening,
+                opening: Batch::new(opening),
                 receiver: entry.hub.subscribe(),
             });
         }
@@ -530,7 +570,10 @@ impl<'s> Writer<'s> {
         self.status
             .keys
             .store(self.keys.len() as u64, Ordering::Release);
-        Ok(Opened { opening, receiver })
+        Ok(Opened {
+            opening: Batch::new(opening),
+            receiver,
+        })
     }
 
     fn check_universe(&self, key: &Key) -> Result<(), SubscribeError> {
@@ -552,7 +595,7 @@ impl<'s> Writer<'s> {
     }
 
     /// A producer for `key` and the opening frames it gives right now.
-    fn open(&mut self, key: &Key) -> Result<(Producer, Batch), SubscribeError> {
+    fn open(&mut self, key: &Key) -> Result<(Producer, Vec<Frame>), SubscribeError> {
         let engine = &mut self.engine;
         Ok(match key {
             Key::Bbo(coins) => {
@@ -682,7 +725,7 @@ fn block_frames(
     trades: &TradesView,
     fills: &FillsView,
     tpsl: &TpslView,
-) -> Batch {
+) -> Vec<Frame> {
     match producer {
         Producer::Bbo(sub) => sub
             .on_block(engine)

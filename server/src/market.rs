@@ -9,17 +9,18 @@
 //! all mids) re-opens at the engine thread, sends the current state and
 //! carries on from there, so the newest state supersedes what was dropped.
 //!
-//! Sequences: frames are built once per key and shared, so they cannot carry
-//! a subscriber's own `sequence`. The edge stamps it: each frame a
-//! subscriber receives is cloned once and gets `sequence` (L4 order updates,
-//! TP/SL, fills family: 1 on the first frame, +1 per frame) or, for L2 diffs,
-//! per-coin `seq` / `prev_seq` counted for this subscriber. tonic encodes
-//! every stream's messages itself, so a shared pre-encoded frame would not
-//! save the encode; the clone is the price of the stamp.
+//! Encode once: frames are built once per key and encoded once, by the
+//! first subscriber that sends them; every stream writes the same shared
+//! bytes through a pass-through codec, with its own `sequence` (L4 order
+//! updates, TP/SL, fills family: 1 on the first frame, +1 per frame) or
+//! per-coin `seq` / `prev_seq` (L2 diffs) stamped as extra wire fields. See
+//! [`wire`].
 
 pub mod convert;
+pub mod wire;
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
+use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::mpsc;
@@ -28,16 +29,18 @@ use engine::hub::{Receiver, Recv};
 use engine::views::ViewError;
 use engine::views::tpsl::TpslError;
 use futures_util::Stream;
+use proto::encoded::{Encoded, market_streaming_server};
 use proto::v3 as pb;
 use tokio::sync::Notify;
 use tonic::{Request, Response, Status};
 
 use crate::engine_thread::{
-    self, Batch, Command, EngineStatus, FillsKey, Frame, Key, Opened, SubscribeError,
+    self, Batch, Command, EngineStatus, FillsKey, Key, Opened, SubscribeError,
 };
+use wire::{Message, Stamp};
 
-/// A server stream of one message type.
-pub type MarketStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
+/// A server stream of pre-encoded messages.
+pub type MarketStream = Pin<Box<dyn Stream<Item = Result<Encoded, Status>> + Send>>;
 
 /// The `MarketStreaming` service.
 #[derive(Debug, Clone)]
@@ -57,7 +60,7 @@ impl MarketService {
         &self.status
     }
 
-    async fn stream<T: Message>(&self, key: Key, on_lag: OnLag) -> Result<MarketStream<T>, Status> {
+    async fn stream<T: Message>(&self, key: Key, on_lag: OnLag) -> Result<MarketStream, Status> {
         let opened = engine_thread::subscribe(&self.commands, key.clone())
             .await
             .map_err(status_of)?;
@@ -70,6 +73,7 @@ impl MarketService {
             pending: VecDeque::new(),
             stamp: Stamp::default(),
             done: false,
+            _message: PhantomData,
         };
         relay.take(opened);
         let stream = futures_util::stream::unfold(relay, |mut relay| async move {
@@ -89,81 +93,6 @@ enum OnLag {
     Reopen,
 }
 
-/// Per-subscriber numbering stamped onto shared frames.
-#[derive(Debug, Default)]
-struct Stamp {
-    /// The last `sequence` sent.
-    sequence: u64,
-    /// The last `seq` sent per coin (L2 diffs).
-    seqs: BTreeMap<String, u64>,
-}
-
-/// A message one RPC streams.
-trait Message: Clone + Send + Sync + 'static {
-    /// This message, if `frame` is one.
-    fn of(frame: &Frame) -> Option<&Self>;
-    /// Stamps this subscriber's numbering.
-    fn stamp(&mut self, _stamp: &mut Stamp) {}
-}
-
-macro_rules! plain_message {
-    ($ty:ty, $variant:ident) => {
-        impl Message for $ty {
-            fn of(frame: &Frame) -> Option<&Self> {
-                match frame {
-                    Frame::$variant(message) => Some(message),
-                    _ => None,
-                }
-            }
-        }
-    };
-}
-
-macro_rules! sequenced_message {
-    ($ty:ty, $variant:ident) => {
-        impl Message for $ty {
-            fn of(frame: &Frame) -> Option<&Self> {
-                match frame {
-                    Frame::$variant(message) => Some(message),
-                    _ => None,
-                }
-            }
-
-            fn stamp(&mut self, stamp: &mut Stamp) {
-                stamp.sequence += 1;
-                self.sequence = stamp.sequence;
-            }
-        }
-    };
-}
-
-plain_message!(pb::BboUpdate, Bbo);
-plain_message!(pb::L2BookUpdate, L2Book);
-plain_message!(pb::L4BookUpdate, L4Book);
-plain_message!(pb::TradesUpdate, Trades);
-plain_message!(pb::AllMidsUpdate, Mids);
-sequenced_message!(pb::L4OrderUpdate, L4Updates);
-sequenced_message!(pb::TpslUpdate, Tpsl);
-sequenced_message!(pb::FillsUpdate, Fills);
-
-impl Message for pb::L2BookDiffUpdate {
-    fn of(frame: &Frame) -> Option<&Self> {
-        match frame {
-            Frame::L2Diff(message) => Some(message),
-            _ => None,
-        }
-    }
-
-    fn stamp(&mut self, stamp: &mut Stamp) {
-        for diff in &mut self.diffs {
-            let last = stamp.seqs.entry(diff.coin.clone()).or_insert(0);
-            diff.prev_seq = if diff.snapshot { 0 } else { *last };
-            *last += 1;
-            diff.seq = *last;
-        }
-    }
-}
-
 /// One subscriber's relay from its key's ring to its gRPC stream.
 struct Relay<T> {
     commands: mpsc::Sender<Command>,
@@ -171,9 +100,10 @@ struct Relay<T> {
     on_lag: OnLag,
     notify: Arc<Notify>,
     receiver: Option<Receiver<Batch>>,
-    pending: VecDeque<T>,
+    pending: VecDeque<Encoded>,
     stamp: Stamp,
     done: bool,
+    _message: PhantomData<fn() -> T>,
 }
 
 impl<T: Message> Relay<T> {
@@ -189,16 +119,11 @@ impl<T: Message> Relay<T> {
     }
 
     fn queue(&mut self, batch: &Batch) {
-        for frame in batch {
-            if let Some(message) = T::of(frame) {
-                let mut message = message.clone();
-                message.stamp(&mut self.stamp);
-                self.pending.push_back(message);
-            }
-        }
+        self.pending
+            .extend(wire::stamped::<T>(batch, &mut self.stamp));
     }
 
-    async fn next(&mut self) -> Option<Result<T, Status>> {
+    async fn next(&mut self) -> Option<Result<Encoded, Status>> {
         loop {
             if self.done {
                 return None;
@@ -306,21 +231,21 @@ fn address(field: &str, value: &str) -> Result<String, Status> {
 }
 
 #[tonic::async_trait]
-impl pb::market_streaming_server::MarketStreaming for MarketService {
-    type StreamL2BookStream = MarketStream<pb::L2BookUpdate>;
-    type StreamBboStream = MarketStream<pb::BboUpdate>;
-    type StreamL2BookDiffStream = MarketStream<pb::L2BookDiffUpdate>;
-    type StreamL4BookStream = MarketStream<pb::L4BookUpdate>;
-    type StreamL4OrderUpdatesStream = MarketStream<pb::L4OrderUpdate>;
-    type StreamTpslUpdatesStream = MarketStream<pb::TpslUpdate>;
-    type StreamTradesStream = MarketStream<pb::TradesUpdate>;
-    type StreamAllFillsStream = MarketStream<pb::FillsUpdate>;
-    type StreamUserFillsStream = MarketStream<pb::FillsUpdate>;
-    type StreamBuilderFillsStream = MarketStream<pb::FillsUpdate>;
-    type StreamLiquidationFillsStream = MarketStream<pb::FillsUpdate>;
-    type StreamCandleStream = MarketStream<pb::CandleUpdate>;
-    type StreamAllMidsStream = MarketStream<pb::AllMidsUpdate>;
-    type StreamActiveAssetCtxStream = MarketStream<pb::ActiveAssetCtxUpdate>;
+impl market_streaming_server::MarketStreaming for MarketService {
+    type StreamL2BookStream = MarketStream;
+    type StreamBboStream = MarketStream;
+    type StreamL2BookDiffStream = MarketStream;
+    type StreamL4BookStream = MarketStream;
+    type StreamL4OrderUpdatesStream = MarketStream;
+    type StreamTpslUpdatesStream = MarketStream;
+    type StreamTradesStream = MarketStream;
+    type StreamAllFillsStream = MarketStream;
+    type StreamUserFillsStream = MarketStream;
+    type StreamBuilderFillsStream = MarketStream;
+    type StreamLiquidationFillsStream = MarketStream;
+    type StreamCandleStream = MarketStream;
+    type StreamAllMidsStream = MarketStream;
+    type StreamActiveAssetCtxStream = MarketStream;
 
     async fn stream_l2_book(
         &self,
@@ -334,7 +259,9 @@ impl pb::market_streaming_server::MarketStreaming for MarketService {
             r.mantissa,
             r.strict.unwrap_or(false),
         );
-        Ok(Response::new(self.stream(key, OnLag::Reopen).await?))
+        Ok(Response::new(
+            self.stream::<pb::L2BookUpdate>(key, OnLag::Reopen).await?,
+        ))
     }
 
     async fn stream_bbo(
@@ -344,7 +271,9 @@ impl pb::market_streaming_server::MarketStreaming for MarketService {
         let r = request.into_inner();
         entries("coins", &r.coins)?;
         let key = Key::Bbo(set(&r.coins));
-        Ok(Response::new(self.stream(key, OnLag::Reopen).await?))
+        Ok(Response::new(
+            self.stream::<pb::BboUpdate>(key, OnLag::Reopen).await?,
+        ))
     }
 
     async fn stream_l2_book_diff(
@@ -354,7 +283,10 @@ impl pb::market_streaming_server::MarketStreaming for MarketService {
         let r = request.into_inner();
         entries("coins", &r.coins)?;
         let key = Key::L2Diff(set(&r.coins), r.n_levels, r.n_sig_figs, r.mantissa);
-        Ok(Response::new(self.stream(key, OnLag::Abort).await?))
+        Ok(Response::new(
+            self.stream::<pb::L2BookDiffUpdate>(key, OnLag::Abort)
+                .await?,
+        ))
     }
 
     async fn stream_l4_book(
@@ -363,7 +295,9 @@ impl pb::market_streaming_server::MarketStreaming for MarketService {
     ) -> Result<Response<Self::StreamL4BookStream>, Status> {
         let r = request.into_inner();
         let key = Key::L4Book(one_coin(&r.coin)?);
-        Ok(Response::new(self.stream(key, OnLag::Abort).await?))
+        Ok(Response::new(
+            self.stream::<pb::L4BookUpdate>(key, OnLag::Abort).await?,
+        ))
     }
 
     async fn stream_l4_order_updates(
@@ -374,7 +308,9 @@ impl pb::market_streaming_server::MarketStreaming for MarketService {
         entries("coins", &r.coins)?;
         entries("users", &r.users)?;
         let key = Key::L4Updates(set(&r.coins), lower_set(&r.users));
-        Ok(Response::new(self.stream(key, OnLag::Abort).await?))
+        Ok(Response::new(
+            self.stream::<pb::L4OrderUpdate>(key, OnLag::Abort).await?,
+        ))
     }
 
     async fn stream_tpsl_updates(
@@ -385,7 +321,9 @@ impl pb::market_streaming_server::MarketStreaming for MarketService {
         entries("coins", &r.coins)?;
         entries("users", &r.users)?;
         let key = Key::Tpsl(set(&r.coins), lower_set(&r.users));
-        Ok(Response::new(self.stream(key, OnLag::Abort).await?))
+        Ok(Response::new(
+            self.stream::<pb::TpslUpdate>(key, OnLag::Abort).await?,
+        ))
     }
 
     async fn stream_trades(
@@ -395,7 +333,9 @@ impl pb::market_streaming_server::MarketStreaming for MarketService {
         let r = request.into_inner();
         entries("coins", &r.coins)?;
         let key = Key::Trades(set(&r.coins));
-        Ok(Response::new(self.stream(key, OnLag::Abort).await?))
+        Ok(Response::new(
+            self.stream::<pb::TradesUpdate>(key, OnLag::Abort).await?,
+        ))
     }
 
     async fn stream_all_fills(
@@ -405,7 +345,9 @@ impl pb::market_streaming_server::MarketStreaming for MarketService {
         let r = request.into_inner();
         entries("coins", &r.coins)?;
         let key = Key::Fills(FillsKey::All, set(&r.coins));
-        Ok(Response::new(self.stream(key, OnLag::Abort).await?))
+        Ok(Response::new(
+            self.stream::<pb::FillsUpdate>(key, OnLag::Abort).await?,
+        ))
     }
 
     async fn stream_user_fills(
@@ -416,7 +358,9 @@ impl pb::market_streaming_server::MarketStreaming for MarketService {
         let user = address("user", &r.user)?;
         entries("coins", &r.coins)?;
         let key = Key::Fills(FillsKey::User(user), set(&r.coins));
-        Ok(Response::new(self.stream(key, OnLag::Abort).await?))
+        Ok(Response::new(
+            self.stream::<pb::FillsUpdate>(key, OnLag::Abort).await?,
+        ))
     }
 
     async fn stream_builder_fills(
@@ -427,7 +371,9 @@ impl pb::market_streaming_server::MarketStreaming for MarketService {
         let builder = address("builder", &r.builder)?;
         entries("coins", &r.coins)?;
         let key = Key::Fills(FillsKey::Builder(builder), set(&r.coins));
-        Ok(Response::new(self.stream(key, OnLag::Abort).await?))
+        Ok(Response::new(
+            self.stream::<pb::FillsUpdate>(key, OnLag::Abort).await?,
+        ))
     }
 
     async fn stream_liquidation_fills(
@@ -441,7 +387,9 @@ impl pb::market_streaming_server::MarketStreaming for MarketService {
             FillsKey::Liquidations(lower_set(&r.liquidated_users)),
             set(&r.coins),
         );
-        Ok(Response::new(self.stream(key, OnLag::Abort).await?))
+        Ok(Response::new(
+            self.stream::<pb::FillsUpdate>(key, OnLag::Abort).await?,
+        ))
     }
 
     async fn stream_candle(
@@ -456,7 +404,9 @@ impl pb::market_streaming_server::MarketStreaming for MarketService {
         _request: Request<pb::AllMidsRequest>,
     ) -> Result<Response<Self::StreamAllMidsStream>, Status> {
         let key = Key::Mids(BTreeSet::new());
-        Ok(Response::new(self.stream(key, OnLag::Reopen).await?))
+        Ok(Response::new(
+            self.stream::<pb::AllMidsUpdate>(key, OnLag::Reopen).await?,
+        ))
     }
 
     async fn stream_active_asset_ctx(

@@ -112,7 +112,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         .set_serving::<proto::venue_l1_gateway_server::VenueL1GatewayServer<RawFeedService>>()
         .await;
     health_reporter
-        .set_serving::<proto::market_streaming_server::MarketStreamingServer<crate::market::MarketService>>()
+        .set_serving::<proto::encoded::market_streaming_server::MarketStreamingServer<crate::market::MarketService>>()
         .await;
 
     let check = {
@@ -127,7 +127,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
             check.clone(),
         ))
         .add_service(InterceptedService::new(
-            proto::market_streaming_server::MarketStreamingServer::new(market)
+            proto::encoded::market_streaming_server::MarketStreamingServer::new(market)
                 .max_encoding_message_size(256 << 20),
             check,
         ));
