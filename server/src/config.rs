@@ -97,6 +97,20 @@ pub struct ServeArgs {
     /// two. Default 1024.
     #[arg(long, env = "L1GATE_MARKET_RING_CAPACITY", value_name = "N")]
     pub market_ring_capacity: Option<usize>,
+    /// Whether `StreamCandle` is served (candles folded for every coin and
+    /// interval). Default true; false makes `StreamCandle` answer
+    /// FAILED_PRECONDITION.
+    #[arg(long, env = "L1GATE_CANDLE_STREAMING", value_name = "BOOL")]
+    pub candle_streaming: Option<bool>,
+    /// Minimum block time between two frames of the same live candle.
+    /// Default 500.
+    #[arg(long, env = "L1GATE_CANDLE_THROTTLE_MS", value_name = "MS")]
+    pub candle_throttle_ms: Option<u64>,
+    /// Market streams answer (and end with) UNAVAILABLE while the newest
+    /// folded block is older than this. Default 30000 (the node freshness
+    /// guide); 0 turns the check off, e.g. to serve captured files.
+    #[arg(long, env = "L1GATE_MARKET_STALE_AFTER_MS", value_name = "MS")]
+    pub market_stale_after_ms: Option<u64>,
 }
 
 impl ServeArgs {
@@ -120,6 +134,9 @@ impl ServeArgs {
             max_streams: self.max_streams.or(lower.max_streams),
             allow_list_url: self.allow_list_url.or(lower.allow_list_url),
             market_ring_capacity: self.market_ring_capacity.or(lower.market_ring_capacity),
+            candle_streaming: self.candle_streaming.or(lower.candle_streaming),
+            candle_throttle_ms: self.candle_throttle_ms.or(lower.candle_throttle_ms),
+            market_stale_after_ms: self.market_stale_after_ms.or(lower.market_stale_after_ms),
         }
     }
 }
@@ -190,6 +207,13 @@ pub struct Settings {
     pub access: crate::access::AccessSettings,
     /// Frames each market view ring retains.
     pub market_ring_capacity: usize,
+    /// Whether `StreamCandle` is served.
+    pub candle_streaming: bool,
+    /// Minimum block time between two frames of one live candle.
+    pub candle_throttle: Duration,
+    /// Newest data older than this makes market streams UNAVAILABLE (None =
+    /// never).
+    pub market_stale_after: Option<Duration>,
 }
 
 /// Limits of the raw feed service.
@@ -295,6 +319,12 @@ impl ServeArgs {
             demo_seed: self.demo_seed.unwrap_or(1),
             demo_scale,
             market_ring_capacity: self.market_ring_capacity.unwrap_or(1024).max(1),
+            candle_streaming: self.candle_streaming.unwrap_or(true),
+            candle_throttle: Duration::from_millis(self.candle_throttle_ms.unwrap_or(500)),
+            market_stale_after: match self.market_stale_after_ms.unwrap_or(30_000) {
+                0 => None,
+                ms => Some(Duration::from_millis(ms)),
+            },
             access: resolve_access(
                 self.requests_per_second,
                 self.request_burst,

@@ -20,7 +20,7 @@
 //! goes away.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::thread::JoinHandle;
@@ -32,6 +32,7 @@ use engine::fold::Engine;
 use engine::hub::{Hub, Receiver};
 use engine::views::ViewError;
 use engine::views::bbo::{BboRequest, BboSubscription};
+use engine::views::candles::{CandleError, CandleRequest, CandleSubscription, CandlesView, Interval};
 use engine::views::fills::{FillsFilter, FillsSubscription, FillsView};
 use engine::views::l2book::{L2BookRequest, L2BookSubscription};
 use engine::views::l2diff::{L2BookDiffRequest, L2DiffSubscription};
@@ -62,6 +63,10 @@ pub struct EngineSettings {
     pub poll_interval: Duration,
     /// A block completes at the latest this long after its first line.
     pub align_grace: Duration,
+    /// Whether candles are folded and `StreamCandle` is served.
+    pub candles: bool,
+    /// Minimum block time between two frames of the same live candle.
+    pub candle_throttle: Duration,
 }
 
 impl Default for EngineSettings {
@@ -70,6 +75,10 @@ impl Default for EngineSettings {
             ring_capacity: 1024,
             poll_interval: Duration::from_millis(5),
             align_grace: Duration::from_secs(1),
+            candles: true,
+            candle_throttle: Duration::from_millis(
+                u64::try_from(engine::views::candles::DEFAULT_THROTTLE_MS).unwrap_or(500),
+            ),
         }
     }
 }
@@ -95,6 +104,8 @@ pub enum Key {
     Fills(FillsKey, BTreeSet<String>),
     /// Mids (coin scope, empty = all).
     Mids(BTreeSet<String>),
+    /// One coin's candles of one interval.
+    Candle(String, Interval),
 }
 
 /// Which fills a fills key follows.
@@ -193,6 +204,12 @@ pub enum SubscribeError {
     /// The TP/SL view refused the request.
     #[error("{0}")]
     Tpsl(#[from] TpslError),
+    /// The candle view refused the request.
+    #[error("{0}")]
+    Candle(#[from] CandleError),
+    /// Candle streaming is switched off in the configuration.
+    #[error("candle streaming is disabled on this server (candle_streaming = false)")]
+    CandlesDisabled,
 }
 
 /// An accepted subscription: the opening frames, then a receiver of every
@@ -222,6 +239,7 @@ pub enum Command {
 pub struct EngineStatus {
     ready: AtomicBool,
     height: AtomicU64,
+    block_time_ms: AtomicI64,
     keys: AtomicU64,
     error: Mutex<Option<String>>,
 }
@@ -235,6 +253,11 @@ impl EngineStatus {
     /// The last folded block (0 before the first).
     pub fn height(&self) -> u64 {
         self.height.load(Ordering::Acquire)
+    }
+
+    /// The last folded block's time, Unix ms (0 before the first).
+    pub fn block_time_ms(&self) -> i64 {
+        self.block_time_ms.load(Ordering::Acquire)
     }
 
     /// View keys currently alive.
@@ -338,6 +361,7 @@ enum Producer {
     Trades(TradesSubscription),
     Fills(FillsSubscription),
     Mids(MidsSubscription),
+    Candle(CandleSubscription),
 }
 
 struct Entry {
@@ -358,6 +382,7 @@ struct Writer<'s> {
     trades: TradesView,
     fills: FillsView,
     tpsl: TpslView,
+    candles: Option<CandlesView>,
     universe: BTreeSet<String>,
     inputs: Vec<Input>,
     aligner: Aligner,
@@ -415,6 +440,7 @@ impl<'s> Writer<'s> {
             trades: TradesView::new(),
             fills: FillsView::new(),
             tpsl: TpslView::new(),
+            candles: settings.candles.then(CandlesView::new),
             universe,
             inputs,
             aligner,
@@ -490,6 +516,9 @@ impl<'s> Writer<'s> {
         self.trades.apply(&decoded);
         self.fills.apply(&decoded);
         self.tpsl.apply(&decoded);
+        if let Some(candles) = self.candles.as_mut() {
+            candles.apply_trades_view(&self.trades);
+        }
         for frame in self.trades.frames() {
             if !self.universe.contains(&frame.coin) {
                 self.universe.insert(frame.coin.clone());
@@ -501,6 +530,9 @@ impl<'s> Writer<'s> {
             }
         }
         self.publish();
+        self.status
+            .block_time_ms
+            .store(block.time_ms, Ordering::Release);
         self.status.height.store(block.number, Ordering::Release);
     }
 
@@ -524,10 +556,13 @@ impl<'s> Writer<'s> {
         for entry in self.keys.values_mut() {
             let batch = block_frames(
                 &mut entry.producer,
-                &self.engine,
-                &self.trades,
-                &self.fills,
-                &self.tpsl,
+                &Views {
+                    engine: &self.engine,
+                    trades: &self.trades,
+                    fills: &self.fills,
+                    tpsl: &self.tpsl,
+                    candles: self.candles.as_ref(),
+                },
             );
             if !batch.is_empty() {
                 entry.hub.publish(Batch::new(batch));
@@ -584,7 +619,7 @@ impl<'s> Writer<'s> {
             | Key::Tpsl(coins, _)
             | Key::Trades(coins) => Box::new(coins.iter()),
             Key::L2Book(coin, ..) | Key::L4Book(coin) => Box::new(std::iter::once(coin)),
-            Key::Fills(..) | Key::Mids(_) => Box::new(std::iter::empty()),
+            Key::Fills(..) | Key::Mids(_) | Key::Candle(..) => Box::new(std::iter::empty()),
         };
         for coin in coins {
             if !self.universe.contains(coin) {
@@ -688,6 +723,24 @@ impl<'s> Writer<'s> {
                     Vec::new(),
                 )
             }
+            Key::Candle(coin, interval) => {
+                let Some(candles) = self.candles.as_ref() else {
+                    return Err(SubscribeError::CandlesDisabled);
+                };
+                let request = CandleRequest {
+                    coin: coin.clone(),
+                    interval: interval.as_str().to_owned(),
+                };
+                let throttle =
+                    i64::try_from(self.settings.candle_throttle.as_millis()).unwrap_or(i64::MAX);
+                let mut sub = CandleSubscription::new(&request, throttle)?;
+                let opening = sub
+                    .open(candles)
+                    .map(|f| Frame::Candle(convert::candle(&f)))
+                    .into_iter()
+                    .collect();
+                (Producer::Candle(sub), opening)
+            }
             Key::Mids(coins) => {
                 let request = AllMidsRequest {
                     coins: coins.iter().cloned().collect(),
@@ -714,18 +767,29 @@ fn release(producer: Producer, engine: &mut Engine) {
         | Producer::Tpsl(_)
         | Producer::Trades(_)
         | Producer::Fills(_)
-        | Producer::Mids(_) => {}
+        | Producer::Mids(_)
+        | Producer::Candle(_) => {}
     }
 }
 
+/// The shared state a producer reads.
+struct Views<'v> {
+    engine: &'v Engine,
+    trades: &'v TradesView,
+    fills: &'v FillsView,
+    tpsl: &'v TpslView,
+    candles: Option<&'v CandlesView>,
+}
+
 /// One key's frames of the block just folded.
-fn block_frames(
-    producer: &mut Producer,
-    engine: &Engine,
-    trades: &TradesView,
-    fills: &FillsView,
-    tpsl: &TpslView,
-) -> Vec<Frame> {
+fn block_frames(producer: &mut Producer, views: &Views<'_>) -> Vec<Frame> {
+    let Views {
+        engine,
+        trades,
+        fills,
+        tpsl,
+        candles,
+    } = *views;
     match producer {
         Producer::Bbo(sub) => sub
             .on_block(engine)
@@ -771,5 +835,13 @@ fn block_frames(
             .map(|f| Frame::Mids(convert::mids(&f)))
             .into_iter()
             .collect(),
+        Producer::Candle(sub) => candles
+            .map(|view| {
+                sub.on_block(view)
+                    .iter()
+                    .map(|f| Frame::Candle(convert::candle(f)))
+                    .collect()
+            })
+            .unwrap_or_default(),
     }
 }

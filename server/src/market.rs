@@ -24,9 +24,11 @@ use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::mpsc;
+use std::time::Duration;
 
 use engine::hub::{Receiver, Recv};
 use engine::views::ViewError;
+use engine::views::candles::{CandleError, Interval};
 use engine::views::tpsl::TpslError;
 use futures_util::Stream;
 use proto::encoded::{Encoded, market_streaming_server};
@@ -47,12 +49,25 @@ pub type MarketStream = Pin<Box<dyn Stream<Item = Result<Encoded, Status>> + Sen
 pub struct MarketService {
     commands: mpsc::Sender<Command>,
     status: Arc<EngineStatus>,
+    stale_after: Option<Duration>,
 }
 
 impl MarketService {
     /// A service subscribing through `commands`.
     pub fn new(commands: mpsc::Sender<Command>, status: Arc<EngineStatus>) -> Self {
-        Self { commands, status }
+        Self {
+            commands,
+            status,
+            stale_after: None,
+        }
+    }
+
+    /// Refuses (and ends) streams while the newest folded block is older
+    /// than `bound` (None = never).
+    #[must_use]
+    pub fn with_stale_after(mut self, bound: Option<Duration>) -> Self {
+        self.stale_after = bound;
+        self
     }
 
     /// The engine thread's status.
@@ -61,11 +76,16 @@ impl MarketService {
     }
 
     async fn stream<T: Message>(&self, key: Key, on_lag: OnLag) -> Result<MarketStream, Status> {
+        if let Some(status) = stale(&self.status, self.stale_after) {
+            return Err(status);
+        }
         let opened = engine_thread::subscribe(&self.commands, key.clone())
             .await
             .map_err(status_of)?;
         let mut relay = Relay::<T> {
             commands: self.commands.clone(),
+            status: Arc::clone(&self.status),
+            stale_after: self.stale_after,
             key,
             on_lag,
             notify: Arc::new(Notify::new()),
@@ -96,6 +116,8 @@ enum OnLag {
 /// One subscriber's relay from its key's ring to its gRPC stream.
 struct Relay<T> {
     commands: mpsc::Sender<Command>,
+    status: Arc<EngineStatus>,
+    stale_after: Option<Duration>,
     key: Key,
     on_lag: OnLag,
     notify: Arc<Notify>,
@@ -137,7 +159,21 @@ impl<T: Message> Relay<T> {
             };
             match receiver.recv() {
                 Recv::Frame(batch) => self.queue(&batch),
-                Recv::Empty => self.notify.notified().await,
+                Recv::Empty => {
+                    let Some(bound) = self.stale_after else {
+                        self.notify.notified().await;
+                        continue;
+                    };
+                    // A quiet view is healthy; a stalled engine is not.
+                    if tokio::time::timeout(bound, self.notify.notified())
+                        .await
+                        .is_err()
+                        && let Some(status) = stale(&self.status, Some(bound))
+                    {
+                        self.done = true;
+                        return Some(Err(status));
+                    }
+                }
                 Recv::Lagged { missed } => match self.on_lag {
                     OnLag::Abort => {
                         self.done = true;
@@ -166,6 +202,26 @@ impl<T: Message> Relay<T> {
     }
 }
 
+/// UNAVAILABLE when the newest folded block is older than `bound`.
+fn stale(status: &EngineStatus, bound: Option<Duration>) -> Option<Status> {
+    let bound = bound?;
+    if !status.ready() {
+        // Subscribing answers NotReady; nothing to judge yet.
+        return None;
+    }
+    let age_ms = crate::unix_now_ms().saturating_sub(status.block_time_ms());
+    let bound_ms = i64::try_from(bound.as_millis()).unwrap_or(i64::MAX);
+    (age_ms > bound_ms).then(|| {
+        Status::unavailable(format!(
+            "market data is stale: the newest block ({}) is {:.1} s old, over the {:.1} s bound \
+             (market_stale_after_ms; 0 turns the check off)",
+            status.height(),
+            age_ms as f64 / 1000.0,
+            bound.as_secs_f64()
+        ))
+    })
+}
+
 /// The status a refused subscription ends with.
 fn status_of(error: SubscribeError) -> Status {
     match error {
@@ -185,6 +241,19 @@ fn status_of(error: SubscribeError) -> Status {
         SubscribeError::Tpsl(TpslError::NotPerp { coin }) => {
             Status::invalid_argument(format!("coins: {coin:?} is not a perp coin"))
         }
+        SubscribeError::Candle(CandleError::UnknownInterval(interval)) => {
+            Status::invalid_argument(format!(
+                "interval: unknown interval {interval:?}; one of {}",
+                Interval::ALL.map(Interval::as_str).join(" ")
+            ))
+        }
+        SubscribeError::Candle(CandleError::MissingCoin) => {
+            Status::invalid_argument("coin: required")
+        }
+        SubscribeError::Candle(error @ CandleError::Overflow { .. }) => {
+            Status::internal(error.to_string())
+        }
+        SubscribeError::CandlesDisabled => Status::failed_precondition(error.to_string()),
     }
 }
 
@@ -218,16 +287,31 @@ fn set(values: &[String]) -> BTreeSet<String> {
     values.iter().cloned().collect()
 }
 
-fn lower_set(values: &[String]) -> BTreeSet<String> {
-    values.iter().map(|v| v.to_ascii_lowercase()).collect()
-}
-
-/// A required address (user or builder).
+/// A required address (user or builder): `0x` and 40 hex digits, any case;
+/// lowercased for case-insensitive matching.
 fn address(field: &str, value: &str) -> Result<String, Status> {
     if value.trim().is_empty() {
         return Err(Status::invalid_argument(format!("{field}: required")));
     }
-    Ok(value.to_ascii_lowercase())
+    let hex = value
+        .strip_prefix("0x")
+        .or_else(|| value.strip_prefix("0X"));
+    match hex {
+        Some(digits) if digits.len() == 40 && digits.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            Ok(value.to_ascii_lowercase())
+        }
+        _ => Err(Status::invalid_argument(format!(
+            "{field}: {:?} is not an address (0x followed by 40 hex digits)",
+            value.chars().take(64).collect::<String>()
+        ))),
+    }
+}
+
+/// A scope list of addresses (empty = all): each entry checked, lowercased,
+/// duplicates merged.
+fn addresses(field: &str, values: &[String]) -> Result<BTreeSet<String>, Status> {
+    entries(field, values)?;
+    values.iter().map(|value| address(field, value)).collect()
 }
 
 #[tonic::async_trait]
@@ -306,8 +390,7 @@ impl market_streaming_server::MarketStreaming for MarketService {
     ) -> Result<Response<Self::StreamL4OrderUpdatesStream>, Status> {
         let r = request.into_inner();
         entries("coins", &r.coins)?;
-        entries("users", &r.users)?;
-        let key = Key::L4Updates(set(&r.coins), lower_set(&r.users));
+        let key = Key::L4Updates(set(&r.coins), addresses("users", &r.users)?);
         Ok(Response::new(
             self.stream::<pb::L4OrderUpdate>(key, OnLag::Abort).await?,
         ))
@@ -319,8 +402,7 @@ impl market_streaming_server::MarketStreaming for MarketService {
     ) -> Result<Response<Self::StreamTpslUpdatesStream>, Status> {
         let r = request.into_inner();
         entries("coins", &r.coins)?;
-        entries("users", &r.users)?;
-        let key = Key::Tpsl(set(&r.coins), lower_set(&r.users));
+        let key = Key::Tpsl(set(&r.coins), addresses("users", &r.users)?);
         Ok(Response::new(
             self.stream::<pb::TpslUpdate>(key, OnLag::Abort).await?,
         ))
@@ -382,9 +464,8 @@ impl market_streaming_server::MarketStreaming for MarketService {
     ) -> Result<Response<Self::StreamLiquidationFillsStream>, Status> {
         let r = request.into_inner();
         entries("coins", &r.coins)?;
-        entries("liquidated_users", &r.liquidated_users)?;
         let key = Key::Fills(
-            FillsKey::Liquidations(lower_set(&r.liquidated_users)),
+            FillsKey::Liquidations(addresses("liquidated_users", &r.liquidated_users)?),
             set(&r.coins),
         );
         Ok(Response::new(
@@ -394,9 +475,22 @@ impl market_streaming_server::MarketStreaming for MarketService {
 
     async fn stream_candle(
         &self,
-        _request: Request<pb::CandleRequest>,
+        request: Request<pb::CandleRequest>,
     ) -> Result<Response<Self::StreamCandleStream>, Status> {
-        Err(Status::unimplemented("StreamCandle is not implemented yet"))
+        let r = request.into_inner();
+        let coin = one_coin(&r.coin)?;
+        if r.interval.trim().is_empty() {
+            return Err(Status::invalid_argument(format!(
+                "interval: required; one of {}",
+                Interval::ALL.map(Interval::as_str).join(" ")
+            )));
+        }
+        let interval = Interval::parse(&r.interval)
+            .map_err(|error| status_of(SubscribeError::Candle(error)))?;
+        let key = Key::Candle(coin, interval);
+        Ok(Response::new(
+            self.stream::<pb::CandleUpdate>(key, OnLag::Reopen).await?,
+        ))
     }
 
     async fn stream_all_mids(

@@ -102,11 +102,14 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         crate::engine_thread::EngineSettings {
             ring_capacity: settings.market_ring_capacity,
             poll_interval: settings.raw_feed.poll_interval,
+            candles: settings.candle_streaming,
+            candle_throttle: settings.candle_throttle,
             ..crate::engine_thread::EngineSettings::default()
         },
     )
     .context("market engine thread")?;
-    let market = crate::market::MarketService::new(engine.commands(), engine.status().clone());
+    let market = crate::market::MarketService::new(engine.commands(), engine.status().clone())
+        .with_stale_after(settings.market_stale_after);
     let (health_reporter, health) = tonic_health::server::health_reporter();
     health_reporter
         .set_serving::<proto::venue_l1_gateway_server::VenueL1GatewayServer<RawFeedService>>()

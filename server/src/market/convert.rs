@@ -2,7 +2,7 @@
 //! sizes keep the node's exact text, block numbers become `int64`.
 
 use engine::book::l2::L2Level;
-use engine::views::{bbo, fills, l2book, l2diff, l4book, l4updates, mids, tpsl, trades};
+use engine::views::{bbo, candles, fills, l2book, l2diff, l4book, l4updates, mids, tpsl, trades};
 use proto::v3 as pb;
 
 fn block(number: u64) -> i64 {
@@ -243,5 +243,25 @@ pub fn mids(frame: &mids::AllMidsUpdate) -> pb::AllMidsUpdate {
             .iter()
             .map(|(coin, px)| (coin.clone(), px.to_string()))
             .collect(),
+    }
+}
+
+/// `CandleUpdate`.
+pub fn candle(frame: &candles::CandleUpdate) -> pb::CandleUpdate {
+    pb::CandleUpdate {
+        coin: frame.coin.clone(),
+        interval: frame.interval.as_str().to_owned(),
+        open_time: frame.open_time,
+        close_time: frame.close_time,
+        open: frame.open.to_string(),
+        high: frame.high.to_string(),
+        low: frame.low.to_string(),
+        close: frame.close.to_string(),
+        volume: frame.volume.to_string(),
+        trades_count: frame.trades_count,
+        vwap: frame.vwap.to_string(),
+        block_number: block(frame.block_number),
+        time: frame.time,
+        closed: frame.closed,
     }
 }

@@ -62,6 +62,9 @@ impl TestServer {
             keys_file: Some(keys_file.clone()),
             grpc_addr: Some("127.0.0.1:0".parse().unwrap()),
             http_addr: Some("127.0.0.1:0".parse().unwrap()),
+            // Test data carries the simulator's fixed dates: staleness is
+            // judged only where a test asks for it.
+            market_stale_after_ms: Some(0),
             ..ServeArgs::default()
         };
         tune(&mut args);
