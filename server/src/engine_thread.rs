@@ -32,7 +32,9 @@ use engine::fold::Engine;
 use engine::hub::{Hub, Receiver};
 use engine::views::ViewError;
 use engine::views::bbo::{BboRequest, BboSubscription};
-use engine::views::candles::{CandleError, CandleRequest, CandleSubscription, CandlesView, Interval};
+use engine::views::candles::{
+    CandleError, CandleRequest, CandleSubscription, CandlesView, Interval,
+};
 use engine::views::fills::{FillsFilter, FillsSubscription, FillsView};
 use engine::views::l2book::{L2BookRequest, L2BookSubscription};
 use engine::views::l2diff::{L2BookDiffRequest, L2DiffSubscription};

@@ -234,7 +234,8 @@ fn status_of(error: SubscribeError) -> Status {
         SubscribeError::View(ViewError::CoinCount { count, .. }) => Status::invalid_argument(
             format!("coins: 1 to 20 distinct coins are required, got {count}"),
         ),
-        SubscribeError::View(ViewError::MissingCoin { .. }) => {
+        SubscribeError::View(ViewError::MissingCoin { .. })
+        | SubscribeError::Candle(CandleError::MissingCoin) => {
             Status::invalid_argument("coin: required")
         }
         SubscribeError::View(ViewError::L2(error)) => Status::invalid_argument(error.to_string()),
@@ -246,9 +247,6 @@ fn status_of(error: SubscribeError) -> Status {
                 "interval: unknown interval {interval:?}; one of {}",
                 Interval::ALL.map(Interval::as_str).join(" ")
             ))
-        }
-        SubscribeError::Candle(CandleError::MissingCoin) => {
-            Status::invalid_argument("coin: required")
         }
         SubscribeError::Candle(error @ CandleError::Overflow { .. }) => {
             Status::internal(error.to_string())

@@ -15,7 +15,8 @@ mod server {
     pub mod access_support;
     mod cli;
     pub mod harness;
-    mod market_live;
+    pub mod market_live;
+    mod market_views;
     mod raw_feed_errors;
     mod raw_feed_live;
     mod raw_feed_real;

@@ -24,6 +24,15 @@ pub struct LiveNode {
     writer: Option<std::thread::JoinHandle<()>>,
 }
 
+impl LiveNode {
+    /// Whether the writer appended every block.
+    pub fn finished(&self) -> bool {
+        self.writer
+            .as_ref()
+            .is_none_or(std::thread::JoinHandle::is_finished)
+    }
+}
+
 impl Drop for LiveNode {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
@@ -116,7 +125,7 @@ pub fn live_node(blocks: u64, initial: u64, every: Duration) -> LiveNode {
     }
 }
 
-async fn client(server: &TestServer) -> MarketStreamingClient<Channel> {
+pub async fn client(server: &TestServer) -> MarketStreamingClient<Channel> {
     let channel = Channel::from_shared(format!("http://{}", server.running.grpc_addr))
         .unwrap()
         .connect()
@@ -126,7 +135,7 @@ async fn client(server: &TestServer) -> MarketStreamingClient<Channel> {
 }
 
 /// Waits until the engine caught up with the files.
-async fn ready(server: &TestServer) {
+pub async fn ready(server: &TestServer) {
     for _ in 0..600 {
         if server.running.engine.status().ready() {
             return;
