@@ -36,6 +36,7 @@ use proto::v3 as pb;
 use tokio::sync::Notify;
 use tonic::{Request, Response, Status};
 
+use crate::access::{Access, StreamGuard, guard_stream};
 use crate::engine_thread::{
     self, Batch, Command, EngineStatus, FillsKey, Key, Opened, SubscribeError,
 };
@@ -50,6 +51,7 @@ pub struct MarketService {
     commands: mpsc::Sender<Command>,
     status: Arc<EngineStatus>,
     stale_after: Option<Duration>,
+    access: Option<Access>,
 }
 
 impl MarketService {
@@ -59,7 +61,24 @@ impl MarketService {
             commands,
             status,
             stale_after: None,
+            access: None,
         }
+    }
+
+    /// Admits every stream through `access` (per-account stream caps and
+    /// usage counting), as the raw feed does.
+    #[must_use]
+    pub fn with_access(mut self, access: Access) -> Self {
+        self.access = Some(access);
+        self
+    }
+
+    /// The account's stream slot for this request, if access is enforced.
+    fn admit<R>(&self, request: &Request<R>) -> Result<Option<StreamGuard>, Status> {
+        self.access
+            .as_ref()
+            .map(|access| access.grpc_stream(request))
+            .transpose()
     }
 
     /// Refuses (and ends) streams while the newest folded block is older
@@ -75,7 +94,12 @@ impl MarketService {
         &self.status
     }
 
-    async fn stream<T: Message>(&self, key: Key, on_lag: OnLag) -> Result<MarketStream, Status> {
+    async fn stream<T: Message>(
+        &self,
+        guard: Option<StreamGuard>,
+        key: Key,
+        on_lag: OnLag,
+    ) -> Result<MarketStream, Status> {
         if let Some(status) = stale(&self.status, self.stale_after) {
             return Err(status);
         }
@@ -100,7 +124,12 @@ impl MarketService {
             let item = relay.next().await?;
             Some((item, relay))
         });
-        Ok(Box::pin(stream))
+        Ok(match guard {
+            Some(guard) => Box::pin(guard_stream(stream, guard, |message: &Encoded| {
+                (message.len(), None)
+            })),
+            None => Box::pin(stream),
+        })
     }
 }
 
@@ -333,6 +362,7 @@ impl market_streaming_server::MarketStreaming for MarketService {
         &self,
         request: Request<pb::L2BookRequest>,
     ) -> Result<Response<Self::StreamL2BookStream>, Status> {
+        let guard = self.admit(&request)?;
         let r = request.into_inner();
         let key = Key::L2Book(
             one_coin(&r.coin)?,
@@ -342,7 +372,8 @@ impl market_streaming_server::MarketStreaming for MarketService {
             r.strict.unwrap_or(false),
         );
         Ok(Response::new(
-            self.stream::<pb::L2BookUpdate>(key, OnLag::Reopen).await?,
+            self.stream::<pb::L2BookUpdate>(guard, key, OnLag::Reopen)
+                .await?,
         ))
     }
 
@@ -350,11 +381,13 @@ impl market_streaming_server::MarketStreaming for MarketService {
         &self,
         request: Request<pb::BboRequest>,
     ) -> Result<Response<Self::StreamBboStream>, Status> {
+        let guard = self.admit(&request)?;
         let r = request.into_inner();
         entries("coins", &r.coins)?;
         let key = Key::Bbo(set(&r.coins));
         Ok(Response::new(
-            self.stream::<pb::BboUpdate>(key, OnLag::Reopen).await?,
+            self.stream::<pb::BboUpdate>(guard, key, OnLag::Reopen)
+                .await?,
         ))
     }
 
@@ -362,11 +395,12 @@ impl market_streaming_server::MarketStreaming for MarketService {
         &self,
         request: Request<pb::L2BookDiffRequest>,
     ) -> Result<Response<Self::StreamL2BookDiffStream>, Status> {
+        let guard = self.admit(&request)?;
         let r = request.into_inner();
         entries("coins", &r.coins)?;
         let key = Key::L2Diff(set(&r.coins), r.n_levels, r.n_sig_figs, r.mantissa);
         Ok(Response::new(
-            self.stream::<pb::L2BookDiffUpdate>(key, OnLag::Abort)
+            self.stream::<pb::L2BookDiffUpdate>(guard, key, OnLag::Abort)
                 .await?,
         ))
     }
@@ -375,10 +409,12 @@ impl market_streaming_server::MarketStreaming for MarketService {
         &self,
         request: Request<pb::L4BookRequest>,
     ) -> Result<Response<Self::StreamL4BookStream>, Status> {
+        let guard = self.admit(&request)?;
         let r = request.into_inner();
         let key = Key::L4Book(one_coin(&r.coin)?);
         Ok(Response::new(
-            self.stream::<pb::L4BookUpdate>(key, OnLag::Abort).await?,
+            self.stream::<pb::L4BookUpdate>(guard, key, OnLag::Abort)
+                .await?,
         ))
     }
 
@@ -386,11 +422,13 @@ impl market_streaming_server::MarketStreaming for MarketService {
         &self,
         request: Request<pb::L4OrderUpdatesRequest>,
     ) -> Result<Response<Self::StreamL4OrderUpdatesStream>, Status> {
+        let guard = self.admit(&request)?;
         let r = request.into_inner();
         entries("coins", &r.coins)?;
         let key = Key::L4Updates(set(&r.coins), addresses("users", &r.users)?);
         Ok(Response::new(
-            self.stream::<pb::L4OrderUpdate>(key, OnLag::Abort).await?,
+            self.stream::<pb::L4OrderUpdate>(guard, key, OnLag::Abort)
+                .await?,
         ))
     }
 
@@ -398,11 +436,13 @@ impl market_streaming_server::MarketStreaming for MarketService {
         &self,
         request: Request<pb::TpslUpdatesRequest>,
     ) -> Result<Response<Self::StreamTpslUpdatesStream>, Status> {
+        let guard = self.admit(&request)?;
         let r = request.into_inner();
         entries("coins", &r.coins)?;
         let key = Key::Tpsl(set(&r.coins), addresses("users", &r.users)?);
         Ok(Response::new(
-            self.stream::<pb::TpslUpdate>(key, OnLag::Abort).await?,
+            self.stream::<pb::TpslUpdate>(guard, key, OnLag::Abort)
+                .await?,
         ))
     }
 
@@ -410,11 +450,13 @@ impl market_streaming_server::MarketStreaming for MarketService {
         &self,
         request: Request<pb::TradesRequest>,
     ) -> Result<Response<Self::StreamTradesStream>, Status> {
+        let guard = self.admit(&request)?;
         let r = request.into_inner();
         entries("coins", &r.coins)?;
         let key = Key::Trades(set(&r.coins));
         Ok(Response::new(
-            self.stream::<pb::TradesUpdate>(key, OnLag::Abort).await?,
+            self.stream::<pb::TradesUpdate>(guard, key, OnLag::Abort)
+                .await?,
         ))
     }
 
@@ -422,11 +464,13 @@ impl market_streaming_server::MarketStreaming for MarketService {
         &self,
         request: Request<pb::AllFillsRequest>,
     ) -> Result<Response<Self::StreamAllFillsStream>, Status> {
+        let guard = self.admit(&request)?;
         let r = request.into_inner();
         entries("coins", &r.coins)?;
         let key = Key::Fills(FillsKey::All, set(&r.coins));
         Ok(Response::new(
-            self.stream::<pb::FillsUpdate>(key, OnLag::Abort).await?,
+            self.stream::<pb::FillsUpdate>(guard, key, OnLag::Abort)
+                .await?,
         ))
     }
 
@@ -434,12 +478,14 @@ impl market_streaming_server::MarketStreaming for MarketService {
         &self,
         request: Request<pb::UserFillsRequest>,
     ) -> Result<Response<Self::StreamUserFillsStream>, Status> {
+        let guard = self.admit(&request)?;
         let r = request.into_inner();
         let user = address("user", &r.user)?;
         entries("coins", &r.coins)?;
         let key = Key::Fills(FillsKey::User(user), set(&r.coins));
         Ok(Response::new(
-            self.stream::<pb::FillsUpdate>(key, OnLag::Abort).await?,
+            self.stream::<pb::FillsUpdate>(guard, key, OnLag::Abort)
+                .await?,
         ))
     }
 
@@ -447,12 +493,14 @@ impl market_streaming_server::MarketStreaming for MarketService {
         &self,
         request: Request<pb::BuilderFillsRequest>,
     ) -> Result<Response<Self::StreamBuilderFillsStream>, Status> {
+        let guard = self.admit(&request)?;
         let r = request.into_inner();
         let builder = address("builder", &r.builder)?;
         entries("coins", &r.coins)?;
         let key = Key::Fills(FillsKey::Builder(builder), set(&r.coins));
         Ok(Response::new(
-            self.stream::<pb::FillsUpdate>(key, OnLag::Abort).await?,
+            self.stream::<pb::FillsUpdate>(guard, key, OnLag::Abort)
+                .await?,
         ))
     }
 
@@ -460,6 +508,7 @@ impl market_streaming_server::MarketStreaming for MarketService {
         &self,
         request: Request<pb::LiquidationFillsRequest>,
     ) -> Result<Response<Self::StreamLiquidationFillsStream>, Status> {
+        let guard = self.admit(&request)?;
         let r = request.into_inner();
         entries("coins", &r.coins)?;
         let key = Key::Fills(
@@ -467,7 +516,8 @@ impl market_streaming_server::MarketStreaming for MarketService {
             set(&r.coins),
         );
         Ok(Response::new(
-            self.stream::<pb::FillsUpdate>(key, OnLag::Abort).await?,
+            self.stream::<pb::FillsUpdate>(guard, key, OnLag::Abort)
+                .await?,
         ))
     }
 
@@ -475,6 +525,7 @@ impl market_streaming_server::MarketStreaming for MarketService {
         &self,
         request: Request<pb::CandleRequest>,
     ) -> Result<Response<Self::StreamCandleStream>, Status> {
+        let guard = self.admit(&request)?;
         let r = request.into_inner();
         let coin = one_coin(&r.coin)?;
         if r.interval.trim().is_empty() {
@@ -487,17 +538,20 @@ impl market_streaming_server::MarketStreaming for MarketService {
             .map_err(|error| status_of(SubscribeError::Candle(error)))?;
         let key = Key::Candle(coin, interval);
         Ok(Response::new(
-            self.stream::<pb::CandleUpdate>(key, OnLag::Reopen).await?,
+            self.stream::<pb::CandleUpdate>(guard, key, OnLag::Reopen)
+                .await?,
         ))
     }
 
     async fn stream_all_mids(
         &self,
-        _request: Request<pb::AllMidsRequest>,
+        request: Request<pb::AllMidsRequest>,
     ) -> Result<Response<Self::StreamAllMidsStream>, Status> {
+        let guard = self.admit(&request)?;
         let key = Key::Mids(BTreeSet::new());
         Ok(Response::new(
-            self.stream::<pb::AllMidsUpdate>(key, OnLag::Reopen).await?,
+            self.stream::<pb::AllMidsUpdate>(guard, key, OnLag::Reopen)
+                .await?,
         ))
     }
 

@@ -109,7 +109,8 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     )
     .context("market engine thread")?;
     let market = crate::market::MarketService::new(engine.commands(), engine.status().clone())
-        .with_stale_after(settings.market_stale_after);
+        .with_stale_after(settings.market_stale_after)
+        .with_access(access.clone());
     let (health_reporter, health) = tonic_health::server::health_reporter();
     health_reporter
         .set_serving::<proto::venue_l1_gateway_server::VenueL1GatewayServer<RawFeedService>>()

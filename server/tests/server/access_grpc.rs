@@ -103,6 +103,18 @@ async fn the_stream_cap_is_pooled_and_released_when_a_stream_ends() {
         "{}",
         refused.message()
     );
+    // Market streams draw on the same pool.
+    let channel =
+        tonic::transport::Channel::from_shared(format!("http://{}", gate.running.grpc_addr))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+    let refused = proto::market_streaming_client::MarketStreamingClient::new(channel)
+        .stream_all_fills(with_key(proto::v3::AllFillsRequest::default(), &second))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
     // Unary calls are not streams.
     client
         .list_feeds(with_key(ListFeedsRequest {}, &second))
