@@ -94,8 +94,8 @@ pub enum Key {
     L2Book(String, Option<u32>, Option<u32>, Option<u64>, bool),
     /// L2 diffs: coins, levels, significant figures, mantissa.
     L2Diff(BTreeSet<String>, Option<u32>, Option<u32>, Option<u64>),
-    /// L4 book of one coin.
-    L4Book(String),
+    /// L4 book of one coin, and whether its outcome sibling is mirrored.
+    L4Book(String, bool),
     /// L4 order updates: coins (empty = all) and lowercased users.
     L4Updates(BTreeSet<String>, BTreeSet<String>),
     /// TP/SL: perp coins (empty = all) and lowercased users.
@@ -620,7 +620,7 @@ impl<'s> Writer<'s> {
             | Key::L4Updates(coins, _)
             | Key::Tpsl(coins, _)
             | Key::Trades(coins) => Box::new(coins.iter()),
-            Key::L2Book(coin, ..) | Key::L4Book(coin) => Box::new(std::iter::once(coin)),
+            Key::L2Book(coin, ..) | Key::L4Book(coin, _) => Box::new(std::iter::once(coin)),
             Key::Fills(..) | Key::Mids(_) | Key::Candle(..) => Box::new(std::iter::empty()),
         };
         for coin in coins {
@@ -670,10 +670,10 @@ impl<'s> Writer<'s> {
                     vec![Frame::L2Diff(convert::l2diff(&frame))],
                 )
             }
-            Key::L4Book(coin) => {
+            Key::L4Book(coin, mirror) => {
                 let request = L4BookRequest {
                     coin: coin.clone(),
-                    ..L4BookRequest::default()
+                    mirror: Some(*mirror),
                 };
                 let (sub, frame) = L4BookSubscription::open(engine, &request)?;
                 (

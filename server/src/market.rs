@@ -411,7 +411,12 @@ impl market_streaming_server::MarketStreaming for MarketService {
     ) -> Result<Response<Self::StreamL4BookStream>, Status> {
         let guard = self.admit(&request)?;
         let r = request.into_inner();
-        let key = Key::L4Book(one_coin(&r.coin)?);
+        let coin = one_coin(&r.coin)?;
+        // Only outcome coins have a sibling to mirror; other coins share one
+        // key whatever the flag says.
+        let mirror =
+            r.mirror.unwrap_or(true) && engine::views::l4book::outcome_sibling(&coin).is_some();
+        let key = Key::L4Book(coin, mirror);
         Ok(Response::new(
             self.stream::<pb::L4BookUpdate>(guard, key, OnLag::Abort)
                 .await?,

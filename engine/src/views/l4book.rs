@@ -4,8 +4,22 @@
 //! the node's own event bytes (each event byte-identical to the source). A
 //! coin reset from a node snapshot sends a fresh snapshot frame.
 //!
-//! Not yet supported: the synthetic `mirror` projection of sibling outcome
-//! markets; `synthetic` is always false.
+//! # Outcome mirror
+//!
+//! Outcome markets come in complementary pairs `#n` / `#(n^1)`: buying one
+//! side at `p` is the same exposure as selling the other at `1 − p`. A
+//! subscription to an outcome coin with `mirror` omitted or true also shows
+//! the sibling's resting orders projected onto this book: side flipped,
+//! `limit_px` = `1 − p` (exact, on the same tick grid), every other field
+//! kept, `coin` = this coin and `synthetic` = true. Within a price level,
+//! native orders come first (time priority), then projected ones (the
+//! sibling's time priority). Diff frames then also carry the sibling's
+//! events of the block, byte-identical, under
+//! `"mirror":{"coin":…,"order_statuses":[…],"book_diffs":[…]}`; a client
+//! applies them to the projected orders with the same rule. A block where
+//! only the sibling had events sends a diff too, and a reset of either coin
+//! sends a fresh snapshot. `mirror = false`, or a coin that is not `#n`,
+//! shows native orders only.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -220,14 +234,43 @@ impl L4BookView {
 pub struct L4BookRequest {
     /// Market (required).
     pub coin: String,
-    /// Mirror projection of sibling outcome markets (not yet supported).
+    /// Mirror projection of the sibling outcome market (omitted = true;
+    /// only outcome coins `#n` have one).
     pub mirror: Option<bool>,
+}
+
+/// The complementary outcome market of `#n`: `#(n^1)`; `None` for any
+/// other coin.
+pub fn outcome_sibling(coin: &str) -> Option<String> {
+    let digits = coin.strip_prefix('#')?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: u64 = digits.parse().ok()?;
+    Some(format!("#{}", n ^ 1))
+}
+
+/// `order` of the sibling market projected onto `coin`'s book: the other
+/// side at `1 − limit_px`. `None` when the price is not inside (0, 1).
+fn project(coin: &str, order: &RestingOrder) -> Option<L4Order> {
+    let one = Px::new(1, 0).ok()?;
+    let px = one.checked_sub(order.limit_px)?;
+    if px.is_negative() || px.is_zero() {
+        return None;
+    }
+    let mut projected = L4Order::of(coin, order);
+    projected.side = order.side.opposite();
+    projected.limit_px = px;
+    projected.synthetic = true;
+    Some(projected)
 }
 
 /// One L4 book subscription.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct L4BookSubscription {
     coin: String,
+    /// The sibling outcome market mirrored onto this book, if any.
+    sibling: Option<String>,
 }
 
 impl L4BookSubscription {
@@ -242,9 +285,19 @@ impl L4BookSubscription {
         if request.coin.is_empty() {
             return Err(ViewError::MissingCoin { view: "l4book" });
         }
-        engine.views_mut().0.l4book.watch(&request.coin);
+        let sibling = if request.mirror.unwrap_or(true) {
+            outcome_sibling(&request.coin)
+        } else {
+            None
+        };
+        let view = &mut engine.views_mut().0.l4book;
+        view.watch(&request.coin);
+        if let Some(sibling) = &sibling {
+            view.watch(sibling);
+        }
         let subscription = Self {
             coin: request.coin.clone(),
+            sibling,
         };
         let frame = subscription.snapshot(engine);
         Ok((subscription, frame))
@@ -254,39 +307,77 @@ impl L4BookSubscription {
     /// diff when the coin had events.
     pub fn on_block(&self, engine: &Engine) -> Option<L4BookUpdate> {
         let view = &engine.views().l4book;
-        if view.was_reset(&self.coin) {
+        let sibling = self.sibling.as_deref();
+        if view.was_reset(&self.coin) || sibling.is_some_and(|s| view.was_reset(s)) {
             return Some(self.snapshot(engine));
         }
-        let data = view.data(&self.coin)?;
+        let native = view.data(&self.coin);
+        let data = match sibling.and_then(|s| Some((s, view.data(s)?))) {
+            None => native?.clone(),
+            Some((sibling, mirrored)) => {
+                const EMPTY: &str = "{\"order_statuses\":[],\"book_diffs\":[]}";
+                let native = native.map_or(EMPTY, RawJson::as_str);
+                let mut text = String::with_capacity(native.len() + mirrored.as_str().len() + 32);
+                text.push_str(native.strip_suffix('}').unwrap_or(native));
+                text.push_str(",\"mirror\":{\"coin\":");
+                // Coin names are plain ASCII identifiers; quote them as JSON.
+                text.push_str(&serde_json::to_string(sibling).unwrap_or_default());
+                text.push(',');
+                let events = mirrored.as_str();
+                text.push_str(events.strip_prefix('{').unwrap_or(events));
+                text.push('}');
+                RawJson(text.into())
+            }
+        };
         let (block_number, time) = position(engine);
         Some(L4BookUpdate::Diff(L4BookDiff {
             time,
             block_number,
-            data: data.clone(),
+            data,
         }))
     }
 
     /// Unsubscribes.
     pub fn close(self, engine: &mut Engine) {
-        engine.views_mut().0.l4book.unwatch(&self.coin);
+        let view = &mut engine.views_mut().0.l4book;
+        view.unwatch(&self.coin);
+        if let Some(sibling) = &self.sibling {
+            view.unwatch(sibling);
+        }
     }
 
     fn snapshot(&self, engine: &Engine) -> L4BookUpdate {
         let (block_number, time) = position(engine);
         let empty = L4Book::new();
         let book = engine.books().get(&self.coin).unwrap_or(&empty);
-        let side = |levels: Box<dyn Iterator<Item = &Level> + '_>| {
+        let side = |levels: Box<dyn Iterator<Item = &Level> + '_>| -> Vec<L4Order> {
             levels
                 .flat_map(Level::orders)
                 .map(|order| L4Order::of(&self.coin, order))
                 .collect()
         };
+        let mut bids = side(book.side(Side::Bid));
+        let mut asks = side(book.side(Side::Ask));
+        if let Some(sibling) = self.sibling.as_deref().and_then(|s| engine.books().get(s)) {
+            // A sibling ask at p is a bid here at 1 − p, and the other way.
+            for (from, into) in [(Side::Ask, &mut bids), (Side::Bid, &mut asks)] {
+                into.extend(
+                    sibling
+                        .side(from)
+                        .flat_map(Level::orders)
+                        .filter_map(|order| project(&self.coin, order)),
+                );
+            }
+            // Best first; stable, so a level keeps native orders first.
+            bids.sort_by_key(|order| std::cmp::Reverse(order.limit_px));
+            asks.sort_by_key(|order| order.limit_px);
+        }
         L4BookUpdate::Snapshot(L4BookSnapshot {
             coin: self.coin.clone(),
             time,
             block_number,
-            bids: side(book.side(Side::Bid)),
-            asks: side(book.side(Side::Ask)),
+            bids,
+            asks,
         })
     }
 }

@@ -515,3 +515,126 @@ fn a_diverged_coin_is_reset_from_a_newer_snapshot() {
         })
     );
 }
+
+/// `events` of BTC rewritten for `coin`.
+fn on_coin(coin: &str, events: &[String]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| e.replace(r#""coin":"BTC""#, &format!(r#""coin":"{coin}""#)))
+        .collect()
+}
+
+#[test]
+fn an_outcome_book_mirrors_its_sibling_as_synthetic_orders() {
+    let mut engine = Engine::new();
+    // #1890: a bid at 0.40. Its sibling #1891: an ask at 0.55 and a bid at
+    // 0.30, which project onto #1890 as a bid at 0.45 and an ask at 0.7.
+    let native = [(1, "B", "0.40", "10.0")];
+    let sibling = [(2, "A", "0.55", "3.0"), (3, "B", "0.30", "4.0")];
+    let mut statuses = on_coin("#1890", &[open(1, "B", "0.40", "10.0")]);
+    let mut diffs = on_coin("#1890", &[new(1, "B", "0.40", "10.0")]);
+    for (oid, side, px, sz) in sibling {
+        statuses.extend(on_coin("#1891", &[open(oid, side, px, sz)]));
+        diffs.extend(on_coin("#1891", &[new(oid, side, px, sz)]));
+    }
+    assert_eq!(native.len(), 1);
+    engine.apply(&block(1, &statuses, &diffs));
+
+    let (sub, opening) = L4BookSubscription::open(
+        &mut engine,
+        &L4BookRequest {
+            coin: "#1890".into(),
+            mirror: None,
+        },
+    )
+    .unwrap();
+    let snapshot = to_json(&opening)["snapshot"].clone();
+    let book = |side: &str| {
+        snapshot[side]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| {
+                (
+                    o["oid"].as_u64().unwrap(),
+                    o["side"].as_str().unwrap().to_owned(),
+                    o["limit_px"].as_str().unwrap().to_owned(),
+                    o["sz"].as_str().unwrap().to_owned(),
+                    o["coin"].as_str().unwrap().to_owned(),
+                    o["synthetic"].as_bool().unwrap(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let row = |oid: u64, side: &str, px: &str, sz: &str, synthetic: bool| {
+        (
+            oid,
+            side.to_owned(),
+            px.to_owned(),
+            sz.to_owned(),
+            "#1890".to_owned(),
+            synthetic,
+        )
+    };
+    // Best first: the projected 0.45 bid outranks the native 0.40.
+    assert_eq!(
+        book("bids"),
+        [
+            row(2, "B", "0.45", "3.0", true),
+            row(1, "B", "0.40", "10.0", false)
+        ]
+    );
+    // Prices print the way the node writes them.
+    assert_eq!(book("asks"), [row(3, "A", "0.7", "4.0", true)]);
+
+    // A block with only sibling events still sends a diff, carrying them
+    // byte for byte under "mirror".
+    let cancel = on_coin("#1891", &[remove(3, "B", "0.30")]);
+    let canceled = on_coin(
+        "#1891",
+        &[status("0xAbC", "canceled", 3, "B", "0.30", "4.0", "Alo")],
+    );
+    engine.apply(&block(2, &canceled, &cancel));
+    let L4BookUpdate::Diff(diff) = sub.on_block(&engine).unwrap() else {
+        panic!("sibling events send a diff");
+    };
+    let expected = format!(
+        r##"{{"order_statuses":[],"book_diffs":[],"mirror":{{"coin":"#1891","order_statuses":[{}],"book_diffs":[{}]}}}}"##,
+        canceled[0], cancel[0]
+    );
+    assert_eq!(diff.data.as_str(), expected);
+    let parsed: Value = serde_json::from_slice(diff.data.as_bytes()).unwrap();
+    assert_eq!(parsed["mirror"]["book_diffs"][0]["oid"], 3);
+
+    // mirror = false: native orders only, and sibling events send nothing.
+    let (plain, opening) = L4BookSubscription::open(
+        &mut engine,
+        &L4BookRequest {
+            coin: "#1890".into(),
+            mirror: Some(false),
+        },
+    )
+    .unwrap();
+    let snapshot = to_json(&opening)["snapshot"].clone();
+    assert_eq!(snapshot["bids"].as_array().unwrap().len(), 1);
+    assert_eq!(snapshot["asks"].as_array().unwrap().len(), 0);
+    let more = on_coin("#1891", &[remove(2, "A", "0.55")]);
+    let gone = on_coin(
+        "#1891",
+        &[status("0xAbC", "canceled", 2, "A", "0.55", "3.0", "Alo")],
+    );
+    engine.apply(&block(3, &gone, &more));
+    assert!(plain.on_block(&engine).is_none());
+    assert!(sub.on_block(&engine).is_some());
+}
+
+#[test]
+fn only_outcome_coins_have_a_sibling() {
+    use engine::views::l4book::outcome_sibling;
+    assert_eq!(outcome_sibling("#1890").as_deref(), Some("#1891"));
+    assert_eq!(outcome_sibling("#1891").as_deref(), Some("#1890"));
+    assert_eq!(outcome_sibling("BTC"), None);
+    assert_eq!(outcome_sibling("@107"), None);
+    assert_eq!(outcome_sibling("#"), None);
+    assert_eq!(outcome_sibling("#1x"), None);
+}
