@@ -111,6 +111,10 @@ pub struct ServeArgs {
     /// guide); 0 turns the check off, e.g. to serve captured files.
     #[arg(long, env = "L1GATE_MARKET_STALE_AFTER_MS", value_name = "MS")]
     pub market_stale_after_ms: Option<u64>,
+    /// L2 book / L2 diff coalescing window in block time: at most one frame
+    /// per window per stream. Default 0 (every block).
+    #[arg(long, env = "L1GATE_L2_COALESCE_MS", value_name = "MS")]
+    pub l2_coalesce_ms: Option<u64>,
 }
 
 impl ServeArgs {
@@ -137,6 +141,7 @@ impl ServeArgs {
             candle_streaming: self.candle_streaming.or(lower.candle_streaming),
             candle_throttle_ms: self.candle_throttle_ms.or(lower.candle_throttle_ms),
             market_stale_after_ms: self.market_stale_after_ms.or(lower.market_stale_after_ms),
+            l2_coalesce_ms: self.l2_coalesce_ms.or(lower.l2_coalesce_ms),
         }
     }
 }
@@ -214,6 +219,8 @@ pub struct Settings {
     /// Newest data older than this makes market streams UNAVAILABLE (None =
     /// never).
     pub market_stale_after: Option<Duration>,
+    /// L2 book / L2 diff coalescing window (zero = every block).
+    pub l2_coalesce: Duration,
 }
 
 /// Limits of the raw feed service.
@@ -321,6 +328,7 @@ impl ServeArgs {
             market_ring_capacity: self.market_ring_capacity.unwrap_or(1024).max(1),
             candle_streaming: self.candle_streaming.unwrap_or(true),
             candle_throttle: Duration::from_millis(self.candle_throttle_ms.unwrap_or(500)),
+            l2_coalesce: Duration::from_millis(self.l2_coalesce_ms.unwrap_or(0)),
             market_stale_after: match self.market_stale_after_ms.unwrap_or(30_000) {
                 0 => None,
                 ms => Some(Duration::from_millis(ms)),

@@ -48,6 +48,7 @@ use proto::v3 as pb;
 use thiserror::Error;
 use tokio::sync::oneshot;
 
+use crate::coalesce::Coalescer;
 use crate::live::LiveFeeds;
 use crate::market::convert;
 use crate::market::wire::Shared;
@@ -69,6 +70,9 @@ pub struct EngineSettings {
     pub candles: bool,
     /// Minimum block time between two frames of the same live candle.
     pub candle_throttle: Duration,
+    /// L2 book / L2 diff coalescing window in block time (zero = every
+    /// block).
+    pub l2_coalesce: Duration,
 }
 
 impl Default for EngineSettings {
@@ -81,6 +85,7 @@ impl Default for EngineSettings {
             candle_throttle: Duration::from_millis(
                 u64::try_from(engine::views::candles::DEFAULT_THROTTLE_MS).unwrap_or(500),
             ),
+            l2_coalesce: Duration::ZERO,
         }
     }
 }
@@ -369,6 +374,7 @@ enum Producer {
 struct Entry {
     producer: Producer,
     hub: Hub<Batch>,
+    coalescer: Option<Coalescer>,
 }
 
 struct Input {
@@ -531,7 +537,10 @@ impl<'s> Writer<'s> {
                 self.universe.insert(coin.to_owned());
             }
         }
-        self.publish();
+        self.publish(
+            i64::try_from(block.number).unwrap_or(i64::MAX),
+            block.time_ms,
+        );
         self.status
             .block_time_ms
             .store(block.time_ms, Ordering::Release);
@@ -540,7 +549,7 @@ impl<'s> Writer<'s> {
 
     /// Drops keys nobody reads any more, then publishes every other key's
     /// frames of the block just folded.
-    fn publish(&mut self) {
+    fn publish(&mut self, block_number: i64, time_ms: i64) {
         let gone: Vec<Key> = self
             .keys
             .iter()
@@ -566,6 +575,10 @@ impl<'s> Writer<'s> {
                     candles: self.candles.as_ref(),
                 },
             );
+            let batch = match entry.coalescer.as_mut() {
+                Some(coalescer) => coalescer.push(batch, block_number, time_ms),
+                None => batch,
+            };
             if !batch.is_empty() {
                 entry.hub.publish(Batch::new(batch));
             }
@@ -603,7 +616,17 @@ impl<'s> Writer<'s> {
         }
         let hub = Hub::with_capacity(self.settings.ring_capacity);
         let receiver = hub.subscribe();
-        self.keys.insert(key, Entry { producer, hub });
+        let window_ms = i64::try_from(self.settings.l2_coalesce.as_millis()).unwrap_or(i64::MAX);
+        let coalescer = matches!(key, Key::L2Book(..) | Key::L2Diff(..))
+            .then(|| Coalescer::new(window_ms, self.status.block_time_ms()));
+        self.keys.insert(
+            key,
+            Entry {
+                producer,
+                hub,
+                coalescer,
+            },
+        );
         self.status
             .keys
             .store(self.keys.len() as u64, Ordering::Release);

@@ -5,6 +5,7 @@
 pub mod access;
 pub mod auth;
 pub mod cli;
+pub mod coalesce;
 pub mod config;
 pub mod demo;
 pub mod engine_thread;

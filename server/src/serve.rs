@@ -104,6 +104,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
             poll_interval: settings.raw_feed.poll_interval,
             candles: settings.candle_streaming,
             candle_throttle: settings.candle_throttle,
+            l2_coalesce: settings.l2_coalesce,
             ..crate::engine_thread::EngineSettings::default()
         },
     )
