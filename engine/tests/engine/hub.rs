@@ -1,6 +1,6 @@
 //! The hub's documented semantics, one test per sentence of its module doc.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::Duration;
@@ -244,4 +244,148 @@ fn receiver_count_follows_subscribe_and_drop() {
     assert_eq!(hub.receiver_count(), 1);
     drop(b);
     assert_eq!(hub.receiver_count(), 0);
+}
+
+#[test]
+fn a_hook_may_use_the_hub_because_it_runs_holding_no_lock_of_it() {
+    // A hook that drops a receiver (which unregisters its hook) and reads
+    // the writer's counters would deadlock if the writer held a hub lock
+    // while calling it.
+    let hub = Arc::new(Hub::with_capacity(4));
+    let mut reader = hub.subscribe();
+    let victim = Arc::new(Mutex::new(Some(hub.subscribe())));
+    let seen = Arc::new(AtomicUsize::new(0));
+    {
+        let (victim, seen, hub) = (Arc::clone(&victim), Arc::clone(&seen), Arc::downgrade(&hub));
+        reader.set_notify(Arc::new(move || {
+            drop(victim.lock().unwrap().take());
+            if let Some(hub) = hub.upgrade() {
+                seen.store(hub.receiver_count(), Ordering::SeqCst);
+            }
+        }));
+    }
+    hub.publish(1u8);
+    assert_eq!(seen.load(Ordering::SeqCst), 1);
+    assert_eq!(frame(reader.recv()), 1);
+}
+
+/// Waits on a hook-driven flag. The bound only turns a lost wake-up into a
+/// failure instead of a hang; a wake-up normally comes within microseconds.
+fn park(signal: &(Mutex<bool>, Condvar)) {
+    let (flag, cv) = signal;
+    let woken = flag.lock().unwrap();
+    let (mut woken, timeout) = cv
+        .wait_timeout_while(woken, Duration::from_secs(30), |woken| !*woken)
+        .unwrap();
+    assert!(
+        !timeout.timed_out(),
+        "lost wake-up: parked 30 s after Empty"
+    );
+    *woken = false;
+}
+
+#[test]
+fn stress_many_readers_on_threads_keep_order_and_exact_lag_accounting() {
+    // Every reader, fast or slow, parked or spinning, sees frames in order,
+    // and each frame is either read or counted in exactly one `missed`.
+    let total = 100_000u64;
+    let readers = 8;
+    let hub = Hub::with_capacity(64);
+    let mut handles = Vec::new();
+    for index in 0..readers {
+        let mut receiver = hub.subscribe();
+        let signal = Arc::new((Mutex::new(false), Condvar::new()));
+        let parks = index % 2 == 0;
+        if parks {
+            let signal = Arc::clone(&signal);
+            receiver.set_notify(Arc::new(move || {
+                let (flag, cv) = &*signal;
+                *flag.lock().unwrap() = true;
+                cv.notify_one();
+            }));
+        }
+        handles.push(thread::spawn(move || {
+            let (mut read, mut missed, mut lags) = (0u64, 0u64, 0u64);
+            loop {
+                match receiver.recv() {
+                    Recv::Frame(frame) => {
+                        assert_eq!(*frame, read + missed, "reader {index}: out of order");
+                        read += 1;
+                        // Odd readers dawdle now and then, so they lag.
+                        if index % 4 == 3 && read % 64 == 0 {
+                            thread::yield_now();
+                            thread::sleep(Duration::from_micros(200));
+                        }
+                    }
+                    Recv::Lagged { missed: lost } => {
+                        assert!(lost > 0, "reader {index}: a lag of zero frames");
+                        missed += lost;
+                        lags += 1;
+                    }
+                    Recv::Empty if parks => park(&signal),
+                    Recv::Empty => thread::yield_now(),
+                    Recv::Closed => return (read, missed, lags),
+                }
+            }
+        }));
+    }
+    for n in 0..total {
+        hub.publish(n);
+    }
+    assert_eq!(hub.receiver_count(), readers);
+    drop(hub);
+    for (index, handle) in handles.into_iter().enumerate() {
+        let (read, missed, lags) = handle.join().unwrap();
+        assert_eq!(
+            read + missed,
+            total,
+            "reader {index}: frames unaccounted for"
+        );
+        assert!(
+            lags <= missed,
+            "reader {index}: {lags} lags for {missed} frames"
+        );
+    }
+}
+
+#[test]
+fn stress_receivers_come_and_go_while_the_writer_publishes() {
+    // Subscribing, registering hooks and dropping receivers on other
+    // threads never disturbs the writer or a steady reader.
+    let total = 20_000u64;
+    let hub = Arc::new(Hub::with_capacity(total.next_power_of_two() as usize));
+    let mut steady = hub.subscribe();
+    let stop = Arc::new(AtomicBool::new(false));
+    let churn: Vec<_> = (0..2)
+        .map(|_| {
+            let (hub, stop) = (Arc::downgrade(&hub), Arc::clone(&stop));
+            thread::spawn(move || {
+                let mut rounds = 0u64;
+                while !stop.load(Ordering::SeqCst) {
+                    let Some(hub) = hub.upgrade() else { break };
+                    let mut receiver = hub.subscribe();
+                    drop(hub);
+                    receiver.set_notify(Arc::new(|| {}));
+                    if let Recv::Frame(frame) = receiver.recv() {
+                        assert!(*frame < total);
+                    }
+                    rounds += 1;
+                }
+                rounds
+            })
+        })
+        .collect();
+    for n in 0..total {
+        hub.publish(n);
+    }
+    for n in 0..total {
+        assert_eq!(frame(steady.recv()), n);
+    }
+    stop.store(true, Ordering::SeqCst);
+    for handle in churn {
+        assert!(handle.join().unwrap() > 0);
+    }
+    assert_eq!(hub.receiver_count(), 1);
+    drop(hub);
+    assert_eq!(steady.recv(), Recv::Closed);
 }
