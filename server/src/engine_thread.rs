@@ -184,6 +184,7 @@ pub struct EngineStatus {
     height: AtomicU64,
     keys: AtomicU64,
     error: Mutex<Option<String>>,
+    coins: parking_lot::RwLock<Arc<BTreeSet<String>>>,
 }
 
 impl EngineStatus {
@@ -208,6 +209,16 @@ impl EngineStatus {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// Every coin the engine has seen: the starting snapshot's books plus
+    /// coins that appeared in the data since (it only grows).
+    pub fn coins(&self) -> Arc<BTreeSet<String>> {
+        Arc::clone(&self.coins.read())
+    }
+
+    fn publish_coins(&self, coins: &BTreeSet<String>) {
+        *self.coins.write() = Arc::new(coins.clone());
     }
 }
 
@@ -368,6 +379,7 @@ impl<'s> Writer<'s> {
             aligner = aligner.starting_after(height);
         }
         let universe = engine.books().iter().map(|(c, _)| c.to_owned()).collect();
+        status.publish_coins(&universe);
         Ok(Self {
             settings,
             status,
@@ -450,6 +462,7 @@ impl<'s> Writer<'s> {
         self.trades.apply(&decoded);
         self.fills.apply(&decoded);
         self.tpsl.apply(&decoded);
+        let known = self.universe.len();
         for frame in self.trades.frames() {
             if !self.universe.contains(&frame.coin) {
                 self.universe.insert(frame.coin.clone());
@@ -459,6 +472,9 @@ impl<'s> Writer<'s> {
             if !self.universe.contains(coin) {
                 self.universe.insert(coin.to_owned());
             }
+        }
+        if self.universe.len() != known {
+            self.status.publish_coins(&self.universe);
         }
         self.publish();
         self.status.height.store(block.number, Ordering::Release);

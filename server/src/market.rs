@@ -35,6 +35,7 @@ use tonic::{Request, Response, Status};
 use crate::engine_thread::{
     self, Batch, Command, EngineStatus, FillsKey, Frame, Key, Opened, SubscribeError,
 };
+use crate::info::InfoFeed;
 
 /// A server stream of one message type.
 pub type MarketStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
@@ -44,12 +45,25 @@ pub type MarketStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>
 pub struct MarketService {
     commands: mpsc::Sender<Command>,
     status: Arc<EngineStatus>,
+    info: Option<InfoFeed>,
 }
 
 impl MarketService {
     /// A service subscribing through `commands`.
     pub fn new(commands: mpsc::Sender<Command>, status: Arc<EngineStatus>) -> Self {
-        Self { commands, status }
+        Self {
+            commands,
+            status,
+            info: None,
+        }
+    }
+
+    /// Serves StreamAllMids and StreamActiveAssetCtx from an Info source's
+    /// poller (`None`: book mids, and no asset contexts).
+    #[must_use]
+    pub fn with_info(mut self, info: Option<InfoFeed>) -> Self {
+        self.info = info;
+        self
     }
 
     /// The engine thread's status.
@@ -455,16 +469,26 @@ impl pb::market_streaming_server::MarketStreaming for MarketService {
         &self,
         _request: Request<pb::AllMidsRequest>,
     ) -> Result<Response<Self::StreamAllMidsStream>, Status> {
+        if let Some(info) = &self.info {
+            return Ok(Response::new(crate::info::streams::all_mids(info)));
+        }
         let key = Key::Mids(BTreeSet::new());
-        Ok(Response::new(self.stream(key, OnLag::Reopen).await?))
+        let book = self.stream(key, OnLag::Reopen).await?;
+        Ok(Response::new(crate::info::streams::perp_book_mids(book)))
     }
 
     async fn stream_active_asset_ctx(
         &self,
-        _request: Request<pb::ActiveAssetCtxRequest>,
+        request: Request<pb::ActiveAssetCtxRequest>,
     ) -> Result<Response<Self::StreamActiveAssetCtxStream>, Status> {
-        Err(Status::unimplemented(
-            "StreamActiveAssetCtx is not implemented yet",
-        ))
+        let coin = one_coin(&request.into_inner().coin)?;
+        let Some(info) = &self.info else {
+            return Err(Status::failed_precondition(
+                "StreamActiveAssetCtx needs an Info source: start l1gate with --info-url \
+                 (L1GATE_INFO_URL, info_url)",
+            ));
+        };
+        let stream = crate::info::streams::active_asset_ctx(info, coin).await?;
+        Ok(Response::new(stream))
     }
 }
