@@ -35,7 +35,7 @@ pub struct ServeArgs {
     #[arg(long, env = "L1GATE_GRPC_ADDR", value_name = "HOST:PORT")]
     pub grpc_addr: Option<SocketAddr>,
 
-    /// HTTP listen address (health now; candles, info and the node gateway).
+    /// HTTP listen address (health, metrics, Info lookup, node gateway).
     #[arg(long, env = "L1GATE_HTTP_ADDR", value_name = "HOST:PORT")]
     pub http_addr: Option<SocketAddr>,
 

@@ -1,5 +1,7 @@
 //! The HTTP edge: `/healthz` (liveness and feed directories), `/metrics`
-//! (Prometheus text) and the authenticated API routes.
+//! (Prometheus text) and the authenticated API routes: `/v1/feeds` here,
+//! plus those passed to [`router`] (`/info` from [`crate::info`], the node
+//! gateway under `/v1` from [`crate::gateway`]).
 //!
 //! Authenticated routes take the API key in either form, with the same key,
 //! limits and usage accounting (see [`crate::access`]):

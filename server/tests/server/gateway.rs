@@ -125,3 +125,27 @@ async fn no_node_is_503_naming_the_setting_and_a_down_node_is_502() {
         reply.text
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_slower_than_the_timeout_is_504() {
+    let seen = Arc::new(Mutex::new(Vec::<Value>::new()));
+    let node = StandIn::start(node_router(seen.clone())).await;
+    let server = TestServer::start(&real("btc-985148182"), |args| {
+        args.node_url = Some(node.url(""));
+        args.upstream_timeout_ms = Some(300);
+    })
+    .await;
+    let started = std::time::Instant::now();
+    let reply = http(
+        server.running.http_addr,
+        "GET",
+        "/v1/slow",
+        &[("x-api-key", &server.key)],
+        "",
+    )
+    .await;
+    assert_eq!(reply.status, 504, "{}", reply.text);
+    assert_eq!(reply.json()["error"], "gateway_timeout");
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    assert_eq!(seen.lock().len(), 1, "the request did reach the node");
+}

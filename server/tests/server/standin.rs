@@ -179,7 +179,8 @@ async fn info_answer(State(world): State<Arc<Mutex<InfoWorld>>>, body: Bytes) ->
 }
 
 /// The stand-in node REST API: every request echoed back as JSON, except
-/// `/v1/missing`, which is a 404 with the node's error shape.
+/// `/v1/missing`, which is a 404 with the node's error shape, and
+/// `/v1/slow`, which answers after 3 s.
 pub fn node_router(seen: Arc<Mutex<Vec<Value>>>) -> Router {
     Router::new()
         .route("/{*path}", any(node_answer))
@@ -202,6 +203,9 @@ async fn node_answer(State(seen): State<Arc<Mutex<Vec<Value>>>>, request: Reques
         "body": String::from_utf8_lossy(&body),
     });
     seen.lock().push(echo.clone());
+    if parts.uri.path().ends_with("/v1/slow") {
+        tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    }
     if parts.uri.path().ends_with("/v1/missing") {
         return (
             StatusCode::NOT_FOUND,
