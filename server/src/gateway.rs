@@ -7,6 +7,8 @@
 //! - The key never reaches the node: the path loses its `/{key}` segment and
 //!   the `X-Api-Key` header is removed (as are hop-by-hop headers, `Host`,
 //!   and `Referer`, which could carry a key-bearing URL).
+//! - Paths with `.` / `..` segments (plain or percent-encoded) are refused
+//!   (400), so a request cannot climb above the node URL's own path.
 //! - Method, path below the node URL's own path, query, body, status,
 //!   `Content-Type` and other end-to-end headers pass through unchanged.
 //! - Bounded: request bodies up to [`MAX_REQUEST_BODY`] (413 beyond),
@@ -104,6 +106,13 @@ async fn relay(
         );
     };
     let (parts, body) = request.into_parts();
+    if has_dot_segment(parts.uri.path()) {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "path: \".\" and \"..\" segments are not relayed",
+        );
+    }
     // Nested under `/{key}`, the path seen here has lost the key segment.
     let target = match node.join(parts.uri.path(), parts.uri.query()) {
         Ok(target) => target,
@@ -134,6 +143,15 @@ async fn relay(
     }
 }
 
+/// Whether a path has a `.` or `..` segment (also percent-encoded), which
+/// could climb above the node URL's own path.
+fn has_dot_segment(path: &str) -> bool {
+    path.split('/').any(|segment| {
+        let decoded = segment.to_ascii_lowercase().replace("%2e", ".");
+        decoded == "." || decoded == ".."
+    })
+}
+
 /// `headers` without the dropped ones, those named by `Connection`, and the
 /// API key header.
 fn forwarded(headers: &HeaderMap, dropped: &[&str]) -> HeaderMap {
@@ -162,6 +180,16 @@ fn forwarded(headers: &HeaderMap, dropped: &[&str]) -> HeaderMap {
 mod tests {
     use super::*;
     use axum::http::HeaderValue;
+
+    #[test]
+    fn dot_segments_are_found_encoded_or_not() {
+        for path in ["/v1/../x", "/v1/./x", "/v1/%2E%2e/x", "/v1/x/..", "/v1/%2e"] {
+            assert!(has_dot_segment(path), "{path}");
+        }
+        for path in ["/v1", "/v1/accounts/0x1", "/v1/a..b", "/v1/.well-known"] {
+            assert!(!has_dot_segment(path), "{path}");
+        }
+    }
 
     #[test]
     fn the_key_and_connection_headers_are_never_forwarded() {

@@ -4,12 +4,13 @@
 //! With an Info source (`info_url`):
 //! - `meta`, `spotMeta` and `perpDexs` are answered from a short cache
 //!   (`info_cache_ms`): the source is asked at most once per request body
-//!   per cache window, however many callers ask at once; only successful
-//!   answers are kept;
+//!   per cache window, however many callers ask at once (a failure is kept
+//!   for the window too, so a failing source is not asked once per caller);
 //! - every other type is passed through as it is;
-//! - the source's status, `Content-Type` and body are relayed; when it
-//!   cannot be reached or answers too slowly or too much: 502 (504 for a
-//!   timeout) `{"error":"bad_gateway"|"gateway_timeout","message":…}`.
+//! - the source's status (2xx, 4xx), `Content-Type` and body are relayed;
+//!   when it cannot be reached, answers too much or answers 5xx: 502
+//!   `{"error":"bad_gateway","message":…}`; too slowly: 504
+//!   `gateway_timeout`.
 //!
 //! Without one, `meta` and `spotMeta` are derived from the coins in the
 //! node's data (see [`super::derived`]; 503 `not_ready` until the engine has
@@ -74,7 +75,7 @@ struct Inner {
 #[derive(Debug)]
 struct Cached {
     at: Instant,
-    response: UpstreamResponse,
+    answer: Result<UpstreamResponse, UpstreamError>,
 }
 
 impl InfoLookup {
@@ -209,21 +210,19 @@ impl InfoLookup {
         if let Some(cached) = slot.as_ref()
             && cached.at.elapsed() < self.inner.cache_for
         {
-            return relay(Ok(cached.response.clone()), "cache");
+            return relay(cached.answer.clone(), "cache");
         }
         let answer = source
             .client
             .post_json(source.url.uri().clone(), body)
             .await;
-        match &answer {
-            Ok(response) if response.status.is_success() => {
-                *slot = Some(Cached {
-                    at: Instant::now(),
-                    response: response.clone(),
-                });
-            }
-            _ => *slot = None,
-        }
+        // Failures are kept for the window too: callers queued behind a
+        // failed request get its answer instead of each waiting out their
+        // own timeout against a failing source.
+        *slot = Some(Cached {
+            at: Instant::now(),
+            answer: answer.clone(),
+        });
         relay(answer, "upstream")
     }
 
@@ -251,9 +250,25 @@ impl InfoLookup {
     }
 }
 
-/// The caller's answer for a source exchange.
+/// The caller's answer for a source exchange: the source's own answer, or
+/// 502 when it failed (unreachable, too large, or a 5xx of its own) and 504
+/// when it was too slow.
 fn relay(answer: Result<UpstreamResponse, UpstreamError>, origin: &'static str) -> Response {
     match answer {
+        Ok(upstream) if upstream.status.is_server_error() => {
+            let excerpt: String = String::from_utf8_lossy(&upstream.body)
+                .chars()
+                .take(200)
+                .collect();
+            error(
+                StatusCode::BAD_GATEWAY,
+                "bad_gateway",
+                format!(
+                    "Info source answered HTTP {}: {excerpt}",
+                    upstream.status.as_u16()
+                ),
+            )
+        }
         Ok(upstream) => {
             let mut response = (upstream.status, upstream.body).into_response();
             let headers = response.headers_mut();

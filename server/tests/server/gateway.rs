@@ -64,6 +64,17 @@ async fn both_key_forms_reach_the_node_without_the_key() {
         assert!(request["headers"].get("x-api-key").is_none(), "{request}");
     }
 
+    // Dot segments could climb above the node URL's path: refused.
+    let reply = http(addr, "GET", &format!("/{key}/v1/%2e%2e/secret"), &[], "").await;
+    assert_eq!(reply.status, 400, "{}", reply.text);
+    assert!(
+        reply.json()["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("path: ")
+    );
+    assert_eq!(seen.lock().len(), 4);
+
     // l1gate's own routes under /v1 still answer themselves.
     let feeds = http(addr, "GET", &format!("/{key}/v1/feeds"), &[], "").await;
     assert_eq!(feeds.status, 200);

@@ -96,6 +96,14 @@ async fn cached_types_reach_the_source_once_per_window_and_other_types_pass_thro
         "{}",
         unknown.text
     );
+    // A 5xx of the source's own is a bad gateway, with what it said.
+    let broken = post_json(http, "/info", Some(&key), r#"{"type":"broken"}"#).await;
+    assert_eq!(broken.status, 502, "{}", broken.text);
+    assert_eq!(broken.json()["error"], "bad_gateway");
+    assert_eq!(
+        broken.json()["message"],
+        "Info source answered HTTP 500: internal failure"
+    );
 
     // Nobody streams: the poller never asked for mids or contexts.
     assert_eq!(world.lock().asked("allMids"), 0);

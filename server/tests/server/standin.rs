@@ -170,6 +170,7 @@ async fn info_answer(State(world): State<Arc<Mutex<InfoWorld>>>, body: Bytes) ->
         "clearinghouseState" => {
             Json(json!({"user": request["user"], "marginSummary": {}})).into_response()
         }
+        "broken" => (StatusCode::INTERNAL_SERVER_ERROR, "internal failure").into_response(),
         _ => (
             StatusCode::UNPROCESSABLE_ENTITY,
             "Failed to deserialize the JSON body into the target type",
