@@ -35,7 +35,7 @@ pub struct ServeArgs {
     #[arg(long, env = "L1GATE_GRPC_ADDR", value_name = "HOST:PORT")]
     pub grpc_addr: Option<SocketAddr>,
 
-    /// HTTP listen address (health now; candles, info and the node gateway).
+    /// HTTP listen address (health, metrics, Info lookup, node gateway).
     #[arg(long, env = "L1GATE_HTTP_ADDR", value_name = "HOST:PORT")]
     pub http_addr: Option<SocketAddr>,
 
@@ -115,6 +115,33 @@ pub struct ServeArgs {
     /// per window per stream. Default 0 (every block).
     #[arg(long, env = "L1GATE_L2_COALESCE_MS", value_name = "MS")]
     pub l2_coalesce_ms: Option<u64>,
+
+    /// Info source (http:// only): answers `POST /info` and feeds
+    /// StreamAllMids / StreamActiveAssetCtx, e.g. the node's local info
+    /// server `http://127.0.0.1:3001/info` (node run with `--serve-info`).
+    /// Default: none (meta/spotMeta derived from the data, mids from books).
+    #[arg(long, env = "L1GATE_INFO_URL", value_name = "URL")]
+    pub info_url: Option<String>,
+
+    /// How long `meta`, `spotMeta` and `perpDexs` answers are cached.
+    /// Default 2000.
+    #[arg(long, env = "L1GATE_INFO_CACHE_MS", value_name = "MS")]
+    pub info_cache_ms: Option<u64>,
+
+    /// How often the Info source is polled for `allMids` /
+    /// `metaAndAssetCtxs` while someone streams them. Default 1000.
+    #[arg(long, env = "L1GATE_INFO_POLL_INTERVAL_MS", value_name = "MS")]
+    pub info_poll_interval_ms: Option<u64>,
+
+    /// Chain node REST/GraphQL API (http:// only) that `/{key}/v1/...` is
+    /// relayed to. Default: none (those routes answer 503).
+    #[arg(long, env = "L1GATE_NODE_URL", value_name = "URL")]
+    pub node_url: Option<String>,
+
+    /// Longest exchange with the Info source or the node (connect, request
+    /// and whole response). Default 10000.
+    #[arg(long, env = "L1GATE_UPSTREAM_TIMEOUT_MS", value_name = "MS")]
+    pub upstream_timeout_ms: Option<u64>,
 }
 
 impl ServeArgs {
@@ -142,6 +169,11 @@ impl ServeArgs {
             candle_throttle_ms: self.candle_throttle_ms.or(lower.candle_throttle_ms),
             market_stale_after_ms: self.market_stale_after_ms.or(lower.market_stale_after_ms),
             l2_coalesce_ms: self.l2_coalesce_ms.or(lower.l2_coalesce_ms),
+            info_url: self.info_url.or(lower.info_url),
+            info_cache_ms: self.info_cache_ms.or(lower.info_cache_ms),
+            info_poll_interval_ms: self.info_poll_interval_ms.or(lower.info_poll_interval_ms),
+            node_url: self.node_url.or(lower.node_url),
+            upstream_timeout_ms: self.upstream_timeout_ms.or(lower.upstream_timeout_ms),
         }
     }
 }
@@ -221,6 +253,8 @@ pub struct Settings {
     pub market_stale_after: Option<Duration>,
     /// L2 book / L2 diff coalescing window (zero = every block).
     pub l2_coalesce: Duration,
+    /// The Info source and the node gateway's upstream.
+    pub upstreams: crate::upstream::UpstreamSettings,
 }
 
 /// Limits of the raw feed service.
@@ -339,8 +373,56 @@ impl ServeArgs {
                 self.max_streams,
                 self.allow_list_url,
             )?,
+            upstreams: resolve_upstreams(
+                self.info_url.as_deref(),
+                positive("info_cache_ms", self.info_cache_ms, INFO_CACHE)?,
+                positive(
+                    "info_poll_interval_ms",
+                    self.info_poll_interval_ms,
+                    INFO_POLL_INTERVAL,
+                )?,
+                self.node_url.as_deref(),
+                positive(
+                    "upstream_timeout_ms",
+                    self.upstream_timeout_ms,
+                    UPSTREAM_TIMEOUT,
+                )?,
+            )?,
         })
     }
+}
+
+/// Default `info_cache_ms`.
+const INFO_CACHE: Duration = Duration::from_secs(2);
+/// Default `info_poll_interval_ms`.
+const INFO_POLL_INTERVAL: Duration = Duration::from_secs(1);
+/// Default `upstream_timeout_ms`.
+const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn resolve_upstreams(
+    info_url: Option<&str>,
+    info_cache: Duration,
+    info_poll_interval: Duration,
+    node_url: Option<&str>,
+    timeout: Duration,
+) -> Result<crate::upstream::UpstreamSettings, ConfigError> {
+    let url = |name: &'static str, value: Option<&str>| {
+        value
+            .map(|text| {
+                crate::upstream::UpstreamUrl::parse(text).map_err(|e| ConfigError::Invalid {
+                    name,
+                    message: e.to_string(),
+                })
+            })
+            .transpose()
+    };
+    Ok(crate::upstream::UpstreamSettings {
+        info_url: url("info_url", info_url)?,
+        info_cache,
+        info_poll_interval,
+        node_url: url("node_url", node_url)?,
+        timeout,
+    })
 }
 
 fn resolve_access(
@@ -448,6 +530,54 @@ mod tests {
                     ..ServeArgs::default()
                 },
                 "allow_list_url",
+            ),
+        ] {
+            let err = args.resolve().unwrap_err().to_string();
+            assert!(err.contains(name), "{err} should name {name}");
+        }
+    }
+
+    #[test]
+    fn upstreams_default_off_and_bad_urls_are_named() {
+        let settings = ServeArgs::default().resolve().unwrap();
+        assert_eq!(settings.upstreams.info_url, None);
+        assert_eq!(settings.upstreams.node_url, None);
+        assert_eq!(settings.upstreams.info_cache, Duration::from_secs(2));
+        assert_eq!(
+            settings.upstreams.info_poll_interval,
+            Duration::from_secs(1)
+        );
+        let file: ServeArgs = toml::from_str(
+            "info_url = \"http://127.0.0.1:3001/info\"\nnode_url = \"http://127.0.0.1:8080\"\ninfo_cache_ms = 5000\n",
+        )
+        .unwrap();
+        let upstreams = file.resolve().unwrap().upstreams;
+        assert_eq!(
+            upstreams.info_url.unwrap().to_string(),
+            "http://127.0.0.1:3001/info"
+        );
+        assert_eq!(upstreams.info_cache, Duration::from_secs(5));
+        for (args, name) in [
+            (
+                ServeArgs {
+                    info_url: Some("https://api.example/info".into()),
+                    ..ServeArgs::default()
+                },
+                "info_url",
+            ),
+            (
+                ServeArgs {
+                    node_url: Some("node:8080".into()),
+                    ..ServeArgs::default()
+                },
+                "node_url",
+            ),
+            (
+                ServeArgs {
+                    info_poll_interval_ms: Some(0),
+                    ..ServeArgs::default()
+                },
+                "info_poll_interval_ms",
             ),
         ] {
             let err = args.resolve().unwrap_err().to_string();

@@ -111,6 +111,10 @@ pub enum Key {
     Fills(FillsKey, BTreeSet<String>),
     /// Mids (coin scope, empty = all).
     Mids(BTreeSet<String>),
+    /// Book mids of the default exchange's perps only (`StreamAllMids`
+    /// without an Info source); a block that moved only other mids sends
+    /// nothing.
+    PerpMids,
     /// One coin's candles of one interval.
     Candle(String, Interval),
 }
@@ -249,6 +253,7 @@ pub struct EngineStatus {
     block_time_ms: AtomicI64,
     keys: AtomicU64,
     error: Mutex<Option<String>>,
+    coins: parking_lot::RwLock<Arc<BTreeSet<String>>>,
 }
 
 impl EngineStatus {
@@ -278,6 +283,16 @@ impl EngineStatus {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// Every coin the engine has seen: the starting snapshot's books plus
+    /// coins that appeared in the data since (it only grows).
+    pub fn coins(&self) -> Arc<BTreeSet<String>> {
+        Arc::clone(&self.coins.read())
+    }
+
+    fn publish_coins(&self, coins: &BTreeSet<String>) {
+        *self.coins.write() = Arc::new(coins.clone());
     }
 }
 
@@ -368,6 +383,7 @@ enum Producer {
     Trades(TradesSubscription),
     Fills(FillsSubscription),
     Mids(MidsSubscription),
+    PerpMids(MidsSubscription, Option<pb::AllMidsUpdate>),
     Candle(CandleSubscription),
 }
 
@@ -441,6 +457,7 @@ impl<'s> Writer<'s> {
             aligner = aligner.starting_after(height);
         }
         let universe = engine.books().iter().map(|(c, _)| c.to_owned()).collect();
+        status.publish_coins(&universe);
         Ok(Self {
             settings,
             status,
@@ -527,6 +544,7 @@ impl<'s> Writer<'s> {
         if let Some(candles) = self.candles.as_mut() {
             candles.apply_trades_view(&self.trades);
         }
+        let known = self.universe.len();
         for frame in self.trades.frames() {
             if !self.universe.contains(&frame.coin) {
                 self.universe.insert(frame.coin.clone());
@@ -536,6 +554,9 @@ impl<'s> Writer<'s> {
             if !self.universe.contains(coin) {
                 self.universe.insert(coin.to_owned());
             }
+        }
+        if self.universe.len() != known {
+            self.status.publish_coins(&self.universe);
         }
         self.publish(
             i64::try_from(block.number).unwrap_or(i64::MAX),
@@ -644,7 +665,9 @@ impl<'s> Writer<'s> {
             | Key::Tpsl(coins, _)
             | Key::Trades(coins) => Box::new(coins.iter()),
             Key::L2Book(coin, ..) | Key::L4Book(coin, _) => Box::new(std::iter::once(coin)),
-            Key::Fills(..) | Key::Mids(_) | Key::Candle(..) => Box::new(std::iter::empty()),
+            Key::Fills(..) | Key::Mids(_) | Key::PerpMids | Key::Candle(..) => {
+                Box::new(std::iter::empty())
+            }
         };
         for coin in coins {
             if !self.universe.contains(coin) {
@@ -766,6 +789,14 @@ impl<'s> Writer<'s> {
                     .collect();
                 (Producer::Candle(sub), opening)
             }
+            Key::PerpMids => {
+                let (sub, frame) = MidsSubscription::open(engine, &AllMidsRequest::default());
+                let frame = perp_mids(convert::mids(&frame));
+                (
+                    Producer::PerpMids(sub, Some(frame.clone())),
+                    vec![Frame::Mids(frame)],
+                )
+            }
             Key::Mids(coins) => {
                 let request = AllMidsRequest {
                     coins: coins.iter().cloned().collect(),
@@ -793,8 +824,17 @@ fn release(producer: Producer, engine: &mut Engine) {
         | Producer::Trades(_)
         | Producer::Fills(_)
         | Producer::Mids(_)
+        | Producer::PerpMids(..)
         | Producer::Candle(_) => {}
     }
+}
+
+/// `update` narrowed to the default exchange's perps.
+fn perp_mids(mut update: pb::AllMidsUpdate) -> pb::AllMidsUpdate {
+    update
+        .mids
+        .retain(|coin, _| crate::info::coin::is_default_perp(coin));
+    update
 }
 
 /// The shared state a producer reads.
@@ -860,6 +900,17 @@ fn block_frames(producer: &mut Producer, views: &Views<'_>) -> Vec<Frame> {
             .map(|f| Frame::Mids(convert::mids(&f)))
             .into_iter()
             .collect(),
+        Producer::PerpMids(sub, last) => {
+            let Some(frame) = sub.on_block(engine) else {
+                return Vec::new();
+            };
+            let frame = perp_mids(convert::mids(&frame));
+            if last.as_ref().is_some_and(|sent| sent.mids == frame.mids) {
+                return Vec::new();
+            }
+            *last = Some(frame.clone());
+            vec![Frame::Mids(frame)]
+        }
         Producer::Candle(sub) => candles
             .map(|view| {
                 sub.on_block(view)

@@ -1,5 +1,7 @@
 //! The HTTP edge: `/healthz` (liveness and feed directories), `/metrics`
-//! (Prometheus text) and the authenticated API routes.
+//! (Prometheus text) and the authenticated API routes: `/v1/feeds` here,
+//! plus those passed to [`router`] (`/info` from [`crate::info`], the node
+//! gateway under `/v1` from [`crate::gateway`]).
 //!
 //! Authenticated routes take the API key in either form, with the same key,
 //! limits and usage accounting (see [`crate::access`]):
@@ -36,11 +38,13 @@ pub const API_KEY_HEADER: &str = "x-api-key";
 /// Name of the path capture holding the key in the path form.
 pub const PATH_KEY: &str = "api_key";
 
-/// Routes of the HTTP edge.
-pub fn router(live: Arc<LiveFeeds>, access: Access) -> Router {
+/// Routes of the HTTP edge; `more` are further authenticated API routes
+/// (the Info lookup, the node gateway), served behind the same key check.
+pub fn router(live: Arc<LiveFeeds>, access: Access, more: Router) -> Router {
     let api = Router::new()
         .route("/v1/feeds", get(list_feeds))
-        .with_state(live.clone());
+        .with_state(live.clone())
+        .merge(more);
     let metrics = access.metrics().clone();
     Router::new()
         .route("/healthz", get(healthz))

@@ -9,13 +9,16 @@ pub mod coalesce;
 pub mod config;
 pub mod demo;
 pub mod engine_thread;
+pub mod gateway;
 pub mod http;
+pub mod info;
 pub mod keys;
 pub mod live;
 pub mod market;
 pub mod metrics;
 pub mod raw_feed;
 pub mod serve;
+pub mod upstream;
 
 /// The wall clock in Unix milliseconds (0 if the clock is before 1970).
 pub fn unix_now_ms() -> i64 {

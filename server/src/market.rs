@@ -30,7 +30,7 @@ use engine::hub::{Receiver, Recv};
 use engine::views::ViewError;
 use engine::views::candles::{CandleError, Interval};
 use engine::views::tpsl::TpslError;
-use futures_util::Stream;
+use futures_util::{Stream, StreamExt as _};
 use proto::encoded::{Encoded, market_streaming_server};
 use proto::v3 as pb;
 use tokio::sync::Notify;
@@ -40,10 +40,29 @@ use crate::access::{Access, StreamGuard, guard_stream};
 use crate::engine_thread::{
     self, Batch, Command, EngineStatus, FillsKey, Key, Opened, SubscribeError,
 };
+use crate::info::InfoFeed;
 use wire::{Message, Stamp};
 
 /// A server stream of pre-encoded messages.
 pub type MarketStream = Pin<Box<dyn Stream<Item = Result<Encoded, Status>> + Send>>;
+
+/// A stream of one message type, before encoding (the Info-derived views).
+pub type TypedStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
+
+/// Encodes a typed stream's messages for the wire (each subscriber its own:
+/// the Info-derived views change about once per poll) and ties `guard` to it.
+fn typed<T: prost::Message + 'static>(
+    guard: Option<StreamGuard>,
+    stream: TypedStream<T>,
+) -> MarketStream {
+    let stream = stream.map(|item| item.map(|message| Encoded::of(&message)));
+    match guard {
+        Some(guard) => Box::pin(guard_stream(stream, guard, |message: &Encoded| {
+            (message.len(), None)
+        })),
+        None => Box::pin(stream),
+    }
+}
 
 /// The `MarketStreaming` service.
 #[derive(Debug, Clone)]
@@ -52,6 +71,7 @@ pub struct MarketService {
     status: Arc<EngineStatus>,
     stale_after: Option<Duration>,
     access: Option<Access>,
+    info: Option<InfoFeed>,
 }
 
 impl MarketService {
@@ -62,7 +82,16 @@ impl MarketService {
             status,
             stale_after: None,
             access: None,
+            info: None,
         }
+    }
+
+    /// Serves StreamAllMids and StreamActiveAssetCtx from an Info source's
+    /// poller (`None`: book mids, and no asset contexts).
+    #[must_use]
+    pub fn with_info(mut self, info: Option<InfoFeed>) -> Self {
+        self.info = info;
+        self
     }
 
     /// Admits every stream through `access` (per-account stream caps and
@@ -553,7 +582,14 @@ impl market_streaming_server::MarketStreaming for MarketService {
         request: Request<pb::AllMidsRequest>,
     ) -> Result<Response<Self::StreamAllMidsStream>, Status> {
         let guard = self.admit(&request)?;
-        let key = Key::Mids(BTreeSet::new());
+        if let Some(info) = &self.info {
+            return Ok(Response::new(typed(
+                guard,
+                crate::info::streams::all_mids(info),
+            )));
+        }
+        // Without an Info source: book mids of the default exchange's perps.
+        let key = Key::PerpMids;
         Ok(Response::new(
             self.stream::<pb::AllMidsUpdate>(guard, key, OnLag::Reopen)
                 .await?,
@@ -562,10 +598,17 @@ impl market_streaming_server::MarketStreaming for MarketService {
 
     async fn stream_active_asset_ctx(
         &self,
-        _request: Request<pb::ActiveAssetCtxRequest>,
+        request: Request<pb::ActiveAssetCtxRequest>,
     ) -> Result<Response<Self::StreamActiveAssetCtxStream>, Status> {
-        Err(Status::unimplemented(
-            "StreamActiveAssetCtx is not implemented yet",
-        ))
+        let guard = self.admit(&request)?;
+        let coin = one_coin(&request.into_inner().coin)?;
+        let Some(info) = &self.info else {
+            return Err(Status::failed_precondition(
+                "StreamActiveAssetCtx needs an Info source: start l1gate with --info-url \
+                 (L1GATE_INFO_URL, info_url)",
+            ));
+        };
+        let stream = crate::info::streams::active_asset_ctx(info, coin).await?;
+        Ok(Response::new(typed(guard, stream)))
     }
 }

@@ -16,9 +16,14 @@ use crate::keys::{KeyStore, KeysFile};
 use crate::live::LiveFeeds;
 use crate::metrics::Metrics;
 use crate::raw_feed::RawFeedService;
+use crate::upstream::UpstreamClient;
 
 /// How often the keys file is checked for changes.
 const KEYS_RELOAD_EVERY: Duration = Duration::from_secs(1);
+
+/// Largest Info source answer accepted (`metaAndAssetCtxs` is a few hundred
+/// KB; user-state types can be larger).
+const INFO_MAX_BODY: usize = 32 << 20;
 
 /// A running server: its bound addresses and the tasks behind it.
 #[derive(Debug)]
@@ -109,9 +114,38 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         },
     )
     .context("market engine thread")?;
+    let upstreams = &settings.upstreams;
+    let info_source = upstreams
+        .info_url
+        .clone()
+        .map(|url| crate::info::lookup::InfoSource {
+            url,
+            client: UpstreamClient::new(upstreams.timeout, INFO_MAX_BODY),
+        });
+    let info_feed = info_source.as_ref().map(|source| {
+        let (feed, task) = crate::info::poller::spawn(
+            source.client.clone(),
+            source.url.clone(),
+            upstreams.info_poll_interval,
+        );
+        tasks.push(task);
+        feed
+    });
+    let api =
+        crate::info::InfoLookup::new(info_source, upstreams.info_cache, engine.status().clone())
+            .routes()
+            .merge(
+                crate::gateway::Gateway::new(upstreams.node_url.clone().map(|url| {
+                    let client =
+                        UpstreamClient::new(upstreams.timeout, crate::gateway::MAX_RESPONSE_BODY);
+                    (url, client)
+                }))
+                .routes(),
+            );
     let market = crate::market::MarketService::new(engine.commands(), engine.status().clone())
         .with_stale_after(settings.market_stale_after)
-        .with_access(access.clone());
+        .with_access(access.clone())
+        .with_info(info_feed);
     let (health_reporter, health) = tonic_health::server::health_reporter();
     health_reporter
         .set_serving::<proto::venue_l1_gateway_server::VenueL1GatewayServer<RawFeedService>>()
@@ -143,7 +177,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         }
     }));
 
-    let http = crate::http::router(live.clone(), access)
+    let http = crate::http::router(live.clone(), access, api)
         .into_make_service_with_connect_info::<SocketAddr>();
     tasks.push(tokio::spawn(async move {
         if let Err(error) = axum::serve(http_listener, http).await {

@@ -14,10 +14,14 @@ mod server {
     mod access_secrets;
     pub mod access_support;
     mod cli;
+    mod gateway;
     pub mod harness;
+    mod info_lookup;
+    mod info_streams;
     pub mod market_live;
     mod market_views;
     mod raw_feed_errors;
     mod raw_feed_live;
     mod raw_feed_real;
+    pub mod standin;
 }

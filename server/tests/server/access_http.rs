@@ -177,9 +177,13 @@ async fn health_and_metrics_need_no_key_and_unknown_routes_are_404() {
     assert_eq!(gate.get("/healthz", None).await.status, 200);
     let metrics = gate.metrics().await;
     assert!(metrics.contains("# TYPE l1gate_http_responses_total counter"));
-    // An authenticated but unknown route is a 404 after the key check.
-    assert_eq!(gate.get(&format!("/{key}/v1/nope"), None).await.status, 404);
-    assert_eq!(gate.get("/v1/nope", Some(&key)).await.status, 404);
+    // An authenticated but unknown route is a 404.
+    assert_eq!(gate.get(&format!("/{key}/v2/nope"), None).await.status, 404);
+    assert_eq!(gate.get("/v2/nope", Some(&key)).await.status, 404);
+    // Other paths under /v1 belong to the node gateway (not configured here).
+    let relayed = gate.get("/v1/nope", Some(&key)).await;
+    assert_eq!(relayed.status, 503, "{}", relayed.text);
+    assert_eq!(relayed.json()["error"], "no_node_upstream");
 }
 
 #[tokio::test]

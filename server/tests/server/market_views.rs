@@ -799,7 +799,7 @@ async fn a_slow_snapshot_subscriber_skips_to_the_newest_state() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subscribing_during_the_flow_never_gaps_or_repeats_l2_diffs() {
-    let node = live_node(500, 50, Duration::from_millis(5));
+    let node = live_node(3000, 50, Duration::from_millis(5));
     let server = TestServer::start(node.dir.path(), |_| {}).await;
     ready(&server).await;
     let mut c = client(&server).await;
@@ -815,7 +815,7 @@ async fn subscribing_during_the_flow_never_gaps_or_repeats_l2_diffs() {
             .unwrap()
             .into_inner();
         let mut frames = vec![next(&mut stream, WAIT).await.unwrap()];
-        for _ in 0..5 {
+        for _ in 0..3 {
             frames.push(next(&mut stream, WAIT).await.unwrap());
         }
         sessions.push(frames);

@@ -1,0 +1,19 @@
+//! Market metadata from an Info source: the `POST /info` lookup (cached
+//! `meta` / `spotMeta` / `perpDexs`, other types passed through, or `meta` /
+//! `spotMeta` derived from the coins in the node's data when no source is
+//! configured) and the poller whose `allMids` / `metaAndAssetCtxs` answers
+//! feed `StreamAllMids` and `StreamActiveAssetCtx`.
+//!
+//! The Info source is an HTTP endpoint answering the exchange's Info API
+//! (`info_url`, e.g. the node's local info server at
+//! `http://127.0.0.1:3001/info` when the node runs with `--serve-info`). It
+//! is off by default: l1gate cannot tell whether the node serves it.
+
+pub mod coin;
+pub mod derived;
+pub mod lookup;
+pub mod poller;
+pub mod streams;
+
+pub use lookup::InfoLookup;
+pub use poller::InfoFeed;

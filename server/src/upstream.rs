@@ -1,0 +1,322 @@
+//! The HTTP client l1gate uses to reach its upstreams: the Info server
+//! (lookups and the poller behind the Info-derived streams) and the chain
+//! node's REST/GraphQL API (the gateway).
+//!
+//! Plain `http://` only (HTTP/1.1 over hyper's pooled client): upstreams are
+//! expected next to l1gate (the node's local info server, the node's REST
+//! port, or a local forwarding proxy). Every exchange is bounded: the whole
+//! request, response head and body must complete within the configured
+//! timeout, and a response body larger than its cap is refused rather than
+//! buffered.
+
+use std::fmt;
+use std::time::Duration;
+
+use axum::http::{HeaderMap, Method, Request, StatusCode, Uri, uri};
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full, LengthLimitError, Limited};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde::{Serialize, Serializer};
+use thiserror::Error;
+
+/// How long a TCP connect to an upstream may take (within the exchange's
+/// overall timeout).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// A validated `http://host[:port][/path]` upstream address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamUrl {
+    uri: Uri,
+}
+
+/// Why an upstream address was refused.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum UrlError {
+    /// Not a URL at all.
+    #[error("{0:?} is not a URL")]
+    Malformed(String),
+    /// A scheme other than `http`.
+    #[error(
+        "{0:?}: only http:// upstreams are supported (run the upstream, or a forwarding proxy, next to l1gate)"
+    )]
+    Scheme(String),
+    /// No host.
+    #[error("{0:?} has no host")]
+    NoHost(String),
+    /// A query string or fragment, which would be lost or mangled.
+    #[error("{0:?}: a query string is not allowed in an upstream address")]
+    Query(String),
+}
+
+impl UpstreamUrl {
+    /// Parses and checks `text`.
+    ///
+    /// # Errors
+    /// [`UrlError`] when it is not an `http://` URL with a host and no query.
+    pub fn parse(text: &str) -> Result<Self, UrlError> {
+        let uri: Uri = text
+            .parse()
+            .map_err(|_| UrlError::Malformed(text.to_owned()))?;
+        match uri.scheme_str() {
+            Some("http") => {}
+            Some(_) => return Err(UrlError::Scheme(text.to_owned())),
+            None => return Err(UrlError::Malformed(text.to_owned())),
+        }
+        if uri.host().is_none_or(str::is_empty) {
+            return Err(UrlError::NoHost(text.to_owned()));
+        }
+        if uri.query().is_some() || text.contains('#') {
+            return Err(UrlError::Query(text.to_owned()));
+        }
+        Ok(Self { uri })
+    }
+
+    /// The address itself (for a POST to an endpoint such as `/info`).
+    pub fn uri(&self) -> &Uri {
+        &self.uri
+    }
+
+    /// The address with `path` (starting with `/`) appended to its own path
+    /// and `query` (without `?`) attached.
+    ///
+    /// # Errors
+    /// When the result is not a valid URI (e.g. `path` holds characters a
+    /// URI cannot carry).
+    pub fn join(&self, path: &str, query: Option<&str>) -> Result<Uri, UrlError> {
+        let base = self.uri.path().trim_end_matches('/');
+        let mut path_and_query = format!("{base}{path}");
+        if let Some(query) = query {
+            path_and_query.push('?');
+            path_and_query.push_str(query);
+        }
+        let mut parts = uri::Parts::default();
+        parts.scheme = self.uri.scheme().cloned();
+        parts.authority = self.uri.authority().cloned();
+        parts.path_and_query = Some(
+            path_and_query
+                .parse()
+                .map_err(|_| UrlError::Malformed(path_and_query.clone()))?,
+        );
+        Uri::from_parts(parts).map_err(|_| UrlError::Malformed(path_and_query))
+    }
+}
+
+impl fmt::Display for UpstreamUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.uri.fmt(f)
+    }
+}
+
+impl Serialize for UpstreamUrl {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(&self.uri)
+    }
+}
+
+/// Where l1gate's upstreams are and how long it waits for them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UpstreamSettings {
+    /// The Info source (`POST /info`, the Info-derived streams); `None` =
+    /// derived lookups and book mids.
+    pub info_url: Option<UpstreamUrl>,
+    /// How long cached Info types (`meta`, `spotMeta`, `perpDexs`) live.
+    pub info_cache: Duration,
+    /// How often the Info poller asks for `allMids` / `metaAndAssetCtxs`.
+    pub info_poll_interval: Duration,
+    /// The chain node's REST/GraphQL API; `None` = the gateway answers 503.
+    pub node_url: Option<UpstreamUrl>,
+    /// Longest exchange with either.
+    pub timeout: Duration,
+}
+
+/// A buffered upstream response.
+#[derive(Debug, Clone)]
+pub struct UpstreamResponse {
+    /// Status as the upstream sent it.
+    pub status: StatusCode,
+    /// Headers as the upstream sent them.
+    pub headers: HeaderMap,
+    /// The whole body.
+    pub body: Bytes,
+}
+
+/// Why an exchange with an upstream failed (the caller answers 502).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum UpstreamError {
+    /// Connecting or talking to it failed.
+    #[error("upstream unreachable: {0}")]
+    Unreachable(String),
+    /// It did not answer completely within the timeout.
+    #[error("upstream did not answer within {0} ms")]
+    Timeout(u128),
+    /// Its response body exceeded the cap.
+    #[error("upstream response exceeds {0} bytes")]
+    TooLarge(usize),
+    /// The request could not be built.
+    #[error("bad upstream request: {0}")]
+    Request(String),
+}
+
+/// A pooled HTTP/1.1 client with a timeout and a response size cap.
+#[derive(Clone)]
+pub struct UpstreamClient {
+    client: Client<HttpConnector, Full<Bytes>>,
+    timeout: Duration,
+    max_body: usize,
+}
+
+impl fmt::Debug for UpstreamClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UpstreamClient")
+            .field("timeout", &self.timeout)
+            .field("max_body", &self.max_body)
+            .finish_non_exhaustive()
+    }
+}
+
+impl UpstreamClient {
+    /// A client whose exchanges take at most `timeout` and whose response
+    /// bodies are at most `max_body` bytes.
+    pub fn new(timeout: Duration, max_body: usize) -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(CONNECT_TIMEOUT.min(timeout)));
+        connector.set_nodelay(true);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(30))
+            .build(connector);
+        Self {
+            client,
+            timeout,
+            max_body,
+        }
+    }
+
+    /// The exchange timeout.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Sends one request and buffers the response.
+    ///
+    /// # Errors
+    /// [`UpstreamError`] when the upstream cannot be reached, is too slow or
+    /// answers with too large a body. Any status the upstream sends is a
+    /// response, not an error.
+    pub async fn send(
+        &self,
+        method: Method,
+        uri: Uri,
+        headers: HeaderMap,
+        body: Bytes,
+    ) -> Result<UpstreamResponse, UpstreamError> {
+        let mut request = Request::builder()
+            .method(method)
+            .uri(uri)
+            .body(Full::new(body))
+            .map_err(|e| UpstreamError::Request(e.to_string()))?;
+        *request.headers_mut() = headers;
+        let exchange = async {
+            let response = self
+                .client
+                .request(request)
+                .await
+                .map_err(|e| UpstreamError::Unreachable(error_chain(&e)))?;
+            let (parts, body) = response.into_parts();
+            let body = Limited::new(body, self.max_body)
+                .collect()
+                .await
+                .map_err(|e| {
+                    if e.downcast_ref::<LengthLimitError>().is_some() {
+                        UpstreamError::TooLarge(self.max_body)
+                    } else {
+                        UpstreamError::Unreachable(e.to_string())
+                    }
+                })?
+                .to_bytes();
+            Ok(UpstreamResponse {
+                status: parts.status,
+                headers: parts.headers,
+                body,
+            })
+        };
+        tokio::time::timeout(self.timeout, exchange)
+            .await
+            .unwrap_or(Err(UpstreamError::Timeout(self.timeout.as_millis())))
+    }
+
+    /// POSTs a JSON body to `uri`.
+    ///
+    /// # Errors
+    /// As [`UpstreamClient::send`].
+    pub async fn post_json(
+        &self,
+        uri: Uri,
+        body: Bytes,
+    ) -> Result<UpstreamResponse, UpstreamError> {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            axum::http::header::CONTENT_TYPE,
+            axum::http::HeaderValue::from_static("application/json"),
+        );
+        self.send(Method::POST, uri, headers, body).await
+    }
+}
+
+/// An error and its sources on one line (hyper's top-level messages alone
+/// say little, e.g. "client error (Connect)").
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_plain_http_urls_with_a_host_and_no_query_are_accepted() {
+        assert!(UpstreamUrl::parse("http://127.0.0.1:3001/info").is_ok());
+        assert!(UpstreamUrl::parse("http://node.local").is_ok());
+        assert!(matches!(
+            UpstreamUrl::parse("https://api.example/info"),
+            Err(UrlError::Scheme(_))
+        ));
+        assert!(matches!(
+            UpstreamUrl::parse("127.0.0.1:3001"),
+            Err(UrlError::Scheme(_) | UrlError::Malformed(_))
+        ));
+        assert!(matches!(
+            UpstreamUrl::parse("http://h/info?x=1"),
+            Err(UrlError::Query(_))
+        ));
+        assert!(matches!(
+            UpstreamUrl::parse("not a url"),
+            Err(UrlError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn join_appends_to_the_base_path_and_keeps_the_query() {
+        let base = UpstreamUrl::parse("http://h:8080/").unwrap();
+        assert_eq!(
+            base.join("/v1/accounts/0x1", Some("limit=5"))
+                .unwrap()
+                .to_string(),
+            "http://h:8080/v1/accounts/0x1?limit=5"
+        );
+        let prefixed = UpstreamUrl::parse("http://h/node/").unwrap();
+        assert_eq!(
+            prefixed.join("/v1", None).unwrap().to_string(),
+            "http://h/node/v1"
+        );
+        assert!(base.join("/v1/a b", None).is_err());
+    }
+}
