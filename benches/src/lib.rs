@@ -4,6 +4,15 @@
 //! Each harness owns one section of `BENCHMARKS.md`, delimited by
 //! `<!-- NAME:begin -->` and `<!-- NAME:end -->`, and rewrites only that section; text outside
 //! the markers (the header, other harnesses' sections) is kept byte for byte.
+//!
+//! [`summary`] is how a harness hands its headline figures to the `report` binary, [`plot`]
+//! draws the report's SVG charts, [`sys`] reads memory counters and load from `/proc`, and
+//! [`cargo`] builds the sibling binaries a harness starts.
+
+pub mod cargo;
+pub mod plot;
+pub mod summary;
+pub mod sys;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
