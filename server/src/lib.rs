@@ -8,6 +8,7 @@ pub mod cli;
 pub mod coalesce;
 pub mod config;
 pub mod demo;
+pub mod endpoints;
 pub mod engine_thread;
 pub mod gateway;
 pub mod http;

@@ -16,6 +16,7 @@ fn main() -> anyhow::Result<()> {
         Command::Keys(keys) => run_keys(keys),
         Command::Simulate(simulate) => run_simulate(&simulate),
         Command::Replay(replay) => run_replay(replay),
+        Command::Endpoints(endpoints) => run_endpoints(*endpoints),
     }
 }
 
@@ -26,6 +27,21 @@ fn init_logging() {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
+}
+
+fn run_endpoints(command: l1gate::cli::EndpointsCommand) -> anyhow::Result<()> {
+    let file = match &command.config {
+        Some(path) => config::load_file(path)?,
+        None => config::ServeArgs::default(),
+    };
+    let settings = command.settings.or(file).resolve()?;
+    let endpoints = l1gate::endpoints::Endpoints::of(&settings)?;
+    if command.json {
+        println!("{}", serde_json::to_string_pretty(&endpoints)?);
+    } else {
+        print!("{}", endpoints.to_text());
+    }
+    Ok(())
 }
 
 fn run_serve(command: ServeCommand) -> anyhow::Result<()> {
