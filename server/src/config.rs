@@ -15,6 +15,10 @@ pub const DEFAULT_GRPC_ADDR: &str = "127.0.0.1:50051";
 pub const DEFAULT_HTTP_ADDR: &str = "127.0.0.1:8080";
 /// Default keys file.
 pub const DEFAULT_KEYS_FILE: &str = "l1gate-keys.toml";
+/// Default state directory (the candle store).
+pub const DEFAULT_STATE_DIR: &str = "l1gate-state";
+/// Default freshness bound of `/healthz` (the spec's node freshness guide).
+pub const DEFAULT_MAX_DATA_AGE: Duration = Duration::from_secs(30);
 
 /// The raw knobs as given by flags / environment / config file. Every field
 /// is optional so that the three layers can be merged; see [`Settings`] for
@@ -97,6 +101,22 @@ pub struct ServeArgs {
     /// two. Default 1024.
     #[arg(long, env = "L1GATE_MARKET_RING_CAPACITY", value_name = "N")]
     pub market_ring_capacity: Option<usize>,
+
+    /// Directory of the server's own state (the candle store). Default
+    /// `l1gate-state`; demo mode uses its temporary directory unless set.
+    #[arg(long, env = "L1GATE_STATE_DIR", value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+
+    /// Candle lookups: the oldest bucket served, ISO-8601 UTC; earlier
+    /// buckets are 404 and trades before it are not stored. Default
+    /// 2025-07-27T08:00:00Z.
+    #[arg(long, env = "L1GATE_CANDLE_HISTORY_START", value_name = "TIME")]
+    pub candle_history_start: Option<String>,
+
+    /// `/healthz` answers 503 when the newest block time of every feed is
+    /// further than this behind the wall clock. Default 30000.
+    #[arg(long, env = "L1GATE_MAX_DATA_AGE_MS", value_name = "MS")]
+    pub max_data_age_ms: Option<u64>,
 }
 
 impl ServeArgs {
@@ -120,6 +140,9 @@ impl ServeArgs {
             max_streams: self.max_streams.or(lower.max_streams),
             allow_list_url: self.allow_list_url.or(lower.allow_list_url),
             market_ring_capacity: self.market_ring_capacity.or(lower.market_ring_capacity),
+            state_dir: self.state_dir.or(lower.state_dir),
+            candle_history_start: self.candle_history_start.or(lower.candle_history_start),
+            max_data_age_ms: self.max_data_age_ms.or(lower.max_data_age_ms),
         }
     }
 }
@@ -190,6 +213,12 @@ pub struct Settings {
     pub access: crate::access::AccessSettings,
     /// Frames each market view ring retains.
     pub market_ring_capacity: usize,
+    /// Directory of the candle store.
+    pub state_dir: PathBuf,
+    /// Oldest candle bucket served, Unix ms.
+    pub candle_history_start_ms: i64,
+    /// Data older than this makes `/healthz` answer 503.
+    pub max_data_age: Duration,
 }
 
 /// Limits of the raw feed service.
@@ -266,6 +295,15 @@ impl ServeArgs {
                 Ok,
             )
         };
+        let candle_history_start_ms = match &self.candle_history_start {
+            Some(text) => {
+                crate::candles::parse_utc_time(text).map_err(|message| ConfigError::Invalid {
+                    name: "candle_history_start",
+                    message,
+                })?
+            }
+            None => crate::candles::DEFAULT_HISTORY_START_MS,
+        };
         Ok(Settings {
             data: self.data,
             keys_file: self
@@ -295,6 +333,15 @@ impl ServeArgs {
             demo_seed: self.demo_seed.unwrap_or(1),
             demo_scale,
             market_ring_capacity: self.market_ring_capacity.unwrap_or(1024).max(1),
+            state_dir: self
+                .state_dir
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR)),
+            candle_history_start_ms,
+            max_data_age: positive(
+                "max_data_age_ms",
+                self.max_data_age_ms,
+                DEFAULT_MAX_DATA_AGE,
+            )?,
             access: resolve_access(
                 self.requests_per_second,
                 self.request_burst,

@@ -32,6 +32,11 @@ pub struct Running {
     tasks: Vec<tokio::task::JoinHandle<()>>,
     /// The market engine thread (stopped when the server is dropped).
     pub engine: crate::engine_thread::EngineThread,
+    /// Candle lookups (set a market resolver here).
+    pub candles: Arc<crate::candles::Candles>,
+    /// The candle writer thread (stopped, after a last commit, when the
+    /// server is dropped).
+    pub candle_writer: crate::candles::writer::CandleWriter,
 }
 
 impl Running {
@@ -106,6 +111,33 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         },
     )
     .context("market engine thread")?;
+    let (candle_store, recovery) = crate::candles::store::CandleStore::open(
+        &settings.state_dir,
+        settings.candle_history_start_ms,
+    )
+    .context("candle store (state_dir)")?;
+    if recovery.dropped_bytes > 0 {
+        tracing::warn!(
+            path = %candle_store.path().display(),
+            dropped_bytes = recovery.dropped_bytes,
+            "candle store: dropped an uncommitted tail left by a crash"
+        );
+    }
+    let candles = Arc::new(crate::candles::Candles::new(
+        candle_store.reader().clone(),
+        settings.candle_history_start_ms,
+    ));
+    let candle_writer = crate::candles::writer::CandleWriter::start(
+        &live,
+        candle_store,
+        candles.clone(),
+        crate::candles::writer::WriterSettings {
+            history_start_ms: settings.candle_history_start_ms,
+            poll_interval: settings.raw_feed.poll_interval,
+            align_grace: crate::engine_thread::EngineSettings::default().align_grace,
+        },
+    )
+    .context("candle writer thread")?;
     let market = crate::market::MarketService::new(engine.commands(), engine.status().clone());
     let (health_reporter, health) = tonic_health::server::health_reporter();
     health_reporter
@@ -138,8 +170,13 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         }
     }));
 
-    let http = crate::http::router(live.clone(), access)
-        .into_make_service_with_connect_info::<SocketAddr>();
+    let health = crate::http::Health {
+        live: live.clone(),
+        max_data_age: settings.max_data_age,
+        candles: Some(candles.clone()),
+    };
+    let http =
+        crate::http::router(health, access).into_make_service_with_connect_info::<SocketAddr>();
     tasks.push(tokio::spawn(async move {
         if let Err(error) = axum::serve(http_listener, http).await {
             tracing::error!(%error, "HTTP server stopped");
@@ -153,5 +190,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         live,
         tasks,
         engine,
+        candles,
+        candle_writer,
     })
 }

@@ -62,6 +62,7 @@ impl TestServer {
             keys_file: Some(keys_file.clone()),
             grpc_addr: Some("127.0.0.1:0".parse().unwrap()),
             http_addr: Some("127.0.0.1:0".parse().unwrap()),
+            state_dir: Some(dir.path().join("state")),
             ..ServeArgs::default()
         };
         tune(&mut args);
