@@ -27,8 +27,8 @@
 //! | a parameter missing, repeated or malformed | 400 | `invalid_parameter` (with `parameter`) |
 //! | bucket opens before the history start | 404 | `before_history_start` |
 //! | bucket opens after the wall clock | 404 | `future_bucket` |
-//! | market never seen in the data and not resolvable | 404 | `unknown_market` |
 //! | bucket opens before the data the store was built from | 404 | `not_covered` |
+//! | market never seen in the data and not resolvable | 404 | `unknown_market` |
 //! | no trade in the bucket (complete, or so far) | 404 | `no_candle` |
 //! | the writer stopped on a store error and the bucket is not stored | 503 | `candles_unavailable` |
 //!
@@ -292,13 +292,13 @@ impl Candles {
         if let Some(error) = error {
             return Err(Miss::Unavailable(error));
         }
-        if !known_live && !self.store.knows(&coin) {
-            return Err(Miss::UnknownMarket);
-        }
         if let Some(coverage_start_ms) = coverage
             && open_time < coverage_start_ms
         {
             return Err(Miss::NotCovered { coverage_start_ms });
+        }
+        if !known_live && !self.store.knows(&coin) {
+            return Err(Miss::UnknownMarket);
         }
         Err(Miss::NoTrades {
             complete: interval.next_open(open_time) <= processed_ms,
