@@ -754,3 +754,85 @@ fn miss_response(request: &CandleQuery<'_>, miss: &Miss) -> Response {
     let body = serde_json::json!({ "error": error, "message": message });
     (status, axum::Json(body)).into_response()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_parse_with_offsets_and_print_back() {
+        let ms = parse_utc_time("2025-07-27T08:00:00Z").unwrap();
+        assert_eq!(ms, DEFAULT_HISTORY_START_MS);
+        assert_eq!(format_utc_time(ms), "2025-07-27T08:00:00Z");
+        assert_eq!(parse_utc_time("2025-07-27T10:00:00.000+02:00"), Ok(ms));
+        assert_eq!(parse_utc_time("2025-07-27t07:30:00-00:30"), Ok(ms));
+        assert_eq!(
+            parse_utc_time("2024-02-29T23:59:59.5Z").map(format_utc_time),
+            Ok("2024-02-29T23:59:59.500Z".to_owned())
+        );
+        for bad in [
+            "2025-07-27",
+            "2025-07-27T08:00:00",
+            "2025-02-29T00:00:00Z",
+            "2025-07-27T24:00:00Z",
+            "2025-07-27T08:00:00.0001Z",
+            "2025-07-27T08:00:00+2:00",
+            "2025-07-27T08:00:00.Z",
+            "",
+        ] {
+            assert!(parse_utc_time(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn queries_are_checked_in_order_and_name_the_parameter() {
+        let ok =
+            parse_query("market=PURR%2FUSDC&interval=5m&time=2026-05-05T17:40:00Z&x=1").unwrap();
+        assert_eq!(ok.market, "PURR/USDC");
+        assert_eq!(ok.interval, Interval::Minute5);
+        assert_eq!(format_utc_time(ok.open_time), "2026-05-05T17:40:00Z");
+        for (query, parameter) in [
+            ("", "market"),
+            ("market=%23&interval=1m&time=x", "market"),
+            ("market=a:b:c&interval=1m", "market"),
+            ("market=%2FUSDC&interval=1m", "market"),
+            ("market=BTC&market=ETH&interval=1m", "market"),
+            ("market=BTC&interval=3m", "interval"),
+            ("market=BTC&interval=1m&time=2026-05-05T17:40:01Z", "time"),
+            ("market=BTC&interval=5m&time=2026-05-05T17:41:00Z", "time"),
+        ] {
+            assert_eq!(
+                parse_query(query).unwrap_err().parameter,
+                parameter,
+                "{query}"
+            );
+        }
+        assert!(parse_query("market=%2312&interval=1s&time=2026-05-05T17:40:01Z").is_ok());
+    }
+
+    #[test]
+    fn the_body_has_the_spec_shape() {
+        let px = |t: &str| Px::parse(t).unwrap();
+        let values = CandleValues {
+            open_time: 1_778_002_800_000,
+            open: px("81307.0"),
+            high: px("81310.5"),
+            low: px("81300.0"),
+            close: px("81301.0"),
+            volume: Amount::new(352_411, 5),
+            vwap: Amount::new(8_130_271_935, 5),
+            trades_count: 41,
+            closed: true,
+        };
+        let body: serde_json::Value =
+            serde_json::from_str(&candle_json("BTC", Interval::Minute1, &values)).unwrap();
+        assert_eq!(
+            body,
+            serde_json::json!({
+                "market": "BTC", "interval": "1m", "bucket_start": "2026-05-05T17:40:00Z",
+                "open": "81307.0", "high": "81310.5", "low": "81300.0", "close": "81301.0",
+                "volume": "3.52411", "trades_count": 41, "vwap": "81302.71935",
+            })
+        );
+    }
+}

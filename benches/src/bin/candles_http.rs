@@ -92,7 +92,9 @@ fn main() -> anyhow::Result<()> {
     let command = benches::cargo_command("candles_http");
     let machine = benches::Machine::detect();
 
-    let work = tempfile::Builder::new().prefix("l1gate-candles-bench-").tempdir()?;
+    let work = tempfile::Builder::new()
+        .prefix("l1gate-candles-bench-")
+        .tempdir()?;
     let data = work.path().join("node");
     let mut cfg = fixtures::SimConfig::mainnet(args.seed, args.scale);
     cfg.mode = fixtures::OutputMode::ByBlock;

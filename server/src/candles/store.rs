@@ -377,16 +377,15 @@ impl CandleStore {
         }
         bytes.extend_from_slice(&commit_record(watermark));
         let needed = self.end + bytes.len() as u64;
-        let new_map = if needed > self.capacity {
+        if needed > self.capacity {
             let step = self.capacity.clamp(MIN_GROW, MAX_GROW);
             let capacity = needed.max(self.capacity + step);
             self.file.set_len(capacity).map_err(self.io())?;
             let map = map_file(&self.file, capacity).map_err(self.io())?;
+            // Readers only look at committed bytes, which both maps hold.
+            self.reader.index.write().map = Arc::new(map);
             self.capacity = capacity;
-            Some(Arc::new(map))
-        } else {
-            None
-        };
+        }
         self.file
             .write_all_at(&bytes, self.end)
             .map_err(self.io())?;
@@ -396,9 +395,6 @@ impl CandleStore {
             self.coins.insert(coin.clone(), *id);
         }
         let mut index = self.reader.index.write();
-        if let Some(map) = new_map {
-            index.map = map;
-        }
         for (coin, id) in new_coins {
             index.coins.insert(coin.into_boxed_str(), id);
         }
@@ -685,4 +681,146 @@ fn i128_at(b: &[u8], at: usize) -> i128 {
     let mut x = [0u8; 16];
     x.copy_from_slice(&b[at..at + 16]);
     i128::from_le_bytes(x)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn candle(coin: &str, interval: Interval, open_time: i64, px: &str) -> Candle {
+        let px = Px::parse(px).unwrap();
+        let sz = Px::parse("0.25").unwrap();
+        let (units, scale) = px.mul_wide(sz);
+        Candle {
+            coin: coin.to_owned(),
+            interval,
+            open_time,
+            next_open: interval.next_open(open_time),
+            open: px,
+            high: px,
+            low: px,
+            close: px,
+            volume: Amount::new(i128::from(sz.units()), sz.scale()),
+            notional: Amount::new(units, scale),
+            trades_count: 1,
+            price_scale: px.scale(),
+            block_number: 1,
+            time: open_time,
+        }
+    }
+
+    fn mark(block_number: u64) -> Watermark {
+        Watermark {
+            block_number,
+            block_time_ms: block_number as i64 * 1_000,
+            coverage_start_ms: 0,
+        }
+    }
+
+    #[test]
+    fn grows_past_its_preallocation_and_reopens_with_everything() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut store, recovery) = CandleStore::open(dir.path(), 0).unwrap();
+        assert_eq!(recovery, Recovery::default());
+        // 12,000 records of 128 bytes: past the first 1 MiB step.
+        for batch in 0..12 {
+            let candles: Vec<Candle> = (0..1_000)
+                .map(|i| {
+                    let second = batch * 1_000 + i;
+                    candle("xyz:NVDA", Interval::Second1, second * 1_000, "181.25")
+                })
+                .collect();
+            assert_eq!(
+                store.commit(&candles, mark(batch as u64 + 1)).unwrap(),
+                1_000
+            );
+        }
+        let reader = store.reader().clone();
+        let got = reader
+            .get("xyz:NVDA", Interval::Second1, 11_999_000)
+            .unwrap();
+        assert_eq!(got.open.to_string(), "181.25");
+        assert_eq!(got.vwap.to_string(), "181.25");
+        assert_eq!(got.volume.to_string(), "0.25");
+        assert_eq!(reader.candles(), 12_000);
+        drop(store);
+        let (store, recovery) = CandleStore::open(dir.path(), 0).unwrap();
+        assert_eq!(recovery.dropped_bytes, 0);
+        assert_eq!(store.reader().candles(), 12_000);
+        assert_eq!(store.reader().watermark(), Some(mark(12)));
+        for second in [0, 5_000, 11_999] {
+            assert!(
+                store
+                    .reader()
+                    .get("xyz:NVDA", Interval::Second1, second * 1_000)
+                    .is_some()
+            );
+        }
+        assert!(
+            store
+                .reader()
+                .get("xyz:NVDA", Interval::Minute1, 0)
+                .is_none()
+        );
+        assert!(store.reader().get("BTC", Interval::Second1, 0).is_none());
+    }
+
+    #[test]
+    fn a_bucket_is_stored_once_and_other_intervals_are_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut store, _) = CandleStore::open(dir.path(), 0).unwrap();
+        let first = candle("BTC", Interval::Minute1, 60_000, "81307.0");
+        let again = candle("BTC", Interval::Minute1, 60_000, "99999.0");
+        let hourly = candle("BTC", Interval::Hour1, 0, "1.0");
+        assert_eq!(store.commit(&[first, hourly], mark(1)).unwrap(), 1);
+        assert_eq!(store.commit(&[again.clone(), again], mark(2)).unwrap(), 0);
+        let got = store
+            .reader()
+            .get("BTC", Interval::Minute1, 60_000)
+            .unwrap();
+        assert_eq!(got.close.to_string(), "81307.0");
+        assert_eq!(store.reader().watermark(), Some(mark(2)));
+    }
+
+    #[test]
+    fn an_uncommitted_tail_is_dropped_and_a_foreign_file_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut store, _) = CandleStore::open(dir.path(), 0).unwrap();
+        store
+            .commit(
+                &[candle("@107", Interval::Minute5, 300_000, "37.826")],
+                mark(1),
+            )
+            .unwrap();
+        let end = store.end;
+        drop(store);
+        // A torn batch: a valid coin record, half a candle, no commit.
+        let file = OpenOptions::new()
+            .write(true)
+            .open(dir.path().join(FILE_NAME))
+            .unwrap();
+        let mut torn = coin_record(9, "PURR/USDC").to_vec();
+        torn.extend_from_slice(
+            &candle_record(9, 0, &candle("PURR/USDC", Interval::Second1, 0, "0.1"))[..60],
+        );
+        torn.push(0xEE);
+        file.write_all_at(&torn, end).unwrap();
+        drop(file);
+        let (store, recovery) = CandleStore::open(dir.path(), 0).unwrap();
+        assert_eq!(recovery.dropped_bytes, torn.len() as u64);
+        assert_eq!(store.reader().candles(), 1);
+        assert!(!store.reader().knows("PURR/USDC"));
+        assert!(
+            store
+                .reader()
+                .get("@107", Interval::Minute5, 300_000)
+                .is_some()
+        );
+        drop(store);
+
+        let other = tempfile::tempdir().unwrap();
+        std::fs::write(other.path().join(FILE_NAME), vec![7u8; 4096]).unwrap();
+        let error = CandleStore::open(other.path(), 0).unwrap_err();
+        assert!(error.to_string().contains("not a candle store"), "{error}");
+    }
 }
