@@ -423,6 +423,44 @@ mod tests {
     }
 
     #[test]
+    fn candle_and_health_settings_resolve_and_name_bad_values() {
+        let defaults = ServeArgs::default().resolve().unwrap();
+        assert_eq!(defaults.state_dir, PathBuf::from(DEFAULT_STATE_DIR));
+        assert_eq!(
+            defaults.candle_history_start_ms,
+            crate::candles::DEFAULT_HISTORY_START_MS
+        );
+        assert_eq!(defaults.max_data_age, DEFAULT_MAX_DATA_AGE);
+        let file: ServeArgs = toml::from_str(
+            "state_dir = \"/var/lib/l1gate\"\ncandle_history_start = \"2026-01-01T00:00:00Z\"\nmax_data_age_ms = 5000\n",
+        )
+        .unwrap();
+        let settings = file.resolve().unwrap();
+        assert_eq!(settings.state_dir, PathBuf::from("/var/lib/l1gate"));
+        assert_eq!(settings.candle_history_start_ms, 1_767_225_600_000);
+        assert_eq!(settings.max_data_age, Duration::from_secs(5));
+        for (args, name) in [
+            (
+                ServeArgs {
+                    candle_history_start: Some("2026-01-01".into()),
+                    ..ServeArgs::default()
+                },
+                "candle_history_start",
+            ),
+            (
+                ServeArgs {
+                    max_data_age_ms: Some(0),
+                    ..ServeArgs::default()
+                },
+                "max_data_age_ms",
+            ),
+        ] {
+            let err = args.resolve().unwrap_err().to_string();
+            assert!(err.contains(name), "{err} should name {name}");
+        }
+    }
+
+    #[test]
     fn access_settings_resolve_with_defaults_and_name_bad_values() {
         let file: ServeArgs = toml::from_str(
             "requests_per_second = 5\nallow_list_url = \"https://keys.example/allow\"\n",
