@@ -111,8 +111,8 @@ fn main() -> anyhow::Result<()> {
     let keys_file = work.path().join("keys.toml");
     let mut keys = KeysFile::default();
     let (key, _) = keys.add_key("bench", 0)?;
-    keys.accounts[0].requests_per_second = Some(u32::MAX);
-    keys.accounts[0].request_burst = Some(u32::MAX);
+    keys.accounts[0].requests_per_second = Some(1_000_000);
+    keys.accounts[0].request_burst = Some(1_000_000);
     keys.save(&keys_file)?;
     let settings = ServeArgs {
         data: Some(data.clone()),
@@ -481,8 +481,25 @@ async fn connection(
         sender.ready().await?;
         let outcome = match sender.send_request(request).await {
             Ok(response) => {
-                let ok = response.status() == 200;
-                response.into_body().collect().await.map(|_| ok)
+                let status = response.status();
+                let body = response
+                    .into_body()
+                    .collect()
+                    .await
+                    .map(http_body_util::Collected::to_bytes);
+                if status != 200
+                    && let Ok(body) = &body
+                    && tally.non_200 < 3
+                {
+                    // Say what failed (the request before `i` advanced).
+                    let sent = (i + paths.len() - stride % paths.len()) % paths.len();
+                    eprintln!(
+                        "{status} for {}: {}",
+                        paths[sent],
+                        String::from_utf8_lossy(body)
+                    );
+                }
+                body.map(|_| status == 200)
             }
             Err(error) => return Err(error.into()),
         };
