@@ -4,6 +4,7 @@
 
 pub mod access;
 pub mod auth;
+pub mod candles;
 pub mod cli;
 pub mod coalesce;
 pub mod config;

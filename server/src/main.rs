@@ -51,6 +51,7 @@ fn run_serve(command: ServeCommand) -> anyhow::Result<()> {
     };
     let merged = command.settings.or(file);
     let keys_file_given = merged.keys_file.is_some();
+    let state_dir_given = merged.state_dir.is_some();
     let mut settings = merged.resolve()?;
     if command.print_config {
         println!("{}", toml::to_string_pretty(&settings)?);
@@ -63,6 +64,9 @@ fn run_serve(command: ServeCommand) -> anyhow::Result<()> {
         settings.data = Some(demo.data_dir().to_owned());
         if !keys_file_given {
             demo.keys_file().clone_into(&mut settings.keys_file);
+        }
+        if !state_dir_given {
+            settings.state_dir = demo.data_dir().join("l1gate-state");
         }
         Some(demo)
     } else {

@@ -13,6 +13,7 @@ mod server {
     mod access_http;
     mod access_secrets;
     pub mod access_support;
+    mod candles;
     mod cli;
     mod gateway;
     pub mod harness;
