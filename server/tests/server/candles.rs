@@ -151,11 +151,22 @@ type Key = (String, &'static str, i64);
 type MarketForm = fn(&str) -> bool;
 
 /// Every candle of the given fills lines: (coin, interval, open) → values.
+/// Consecutive lines of one block (the node's streaming mode) are paired
+/// together.
 fn expected_candles(lines: &[Vec<u8>]) -> BTreeMap<Key, Expected> {
-    let mut out: BTreeMap<Key, Expected> = BTreeMap::new();
+    let mut blocks: Vec<(u64, Vec<Value>)> = Vec::new();
     for line in lines {
         let envelope: Value = serde_json::from_slice(line).unwrap();
-        for trade in block_trades(envelope["events"].as_array().unwrap()) {
+        let number = envelope["block_number"].as_u64().unwrap();
+        let events = envelope["events"].as_array().unwrap().clone();
+        match blocks.last_mut() {
+            Some((last, all)) if *last == number => all.extend(events),
+            _ => blocks.push((number, events)),
+        }
+    }
+    let mut out: BTreeMap<Key, Expected> = BTreeMap::new();
+    for (_, events) in &blocks {
+        for trade in block_trades(events) {
             let (px, sz) = (dec(&trade.px), dec(&trade.sz));
             let notional = Dec {
                 units: px.units * sz.units,
@@ -320,7 +331,12 @@ fn lines_of(path: &Path) -> Vec<Vec<u8>> {
 
 fn fills_file(folder: &Path) -> PathBuf {
     let mut files = Vec::new();
-    collect_files(&folder.join("hl/data/node_fills_by_block"), &mut files);
+    for dir in ["node_fills_by_block", "node_fills_streaming"] {
+        let dir = folder.join("hl/data").join(dir);
+        if dir.is_dir() {
+            collect_files(&dir, &mut files);
+        }
+    }
     assert_eq!(files.len(), 1, "{files:?}");
     files.pop().unwrap()
 }
@@ -613,11 +629,14 @@ async fn reqwest_metrics(http: &mut Http) -> String {
     String::from_utf8(bytes.to_vec()).unwrap()
 }
 
-/// Simulated node output: the fills lines of `blocks` by-block blocks.
-fn simulated_fills(blocks: u64) -> (tempfile::TempDir, PathBuf, Vec<Vec<u8>>) {
+/// Simulated node output: the fills lines of `blocks` blocks.
+fn simulated_fills(
+    blocks: u64,
+    mode: fixtures::OutputMode,
+) -> (tempfile::TempDir, PathBuf, Vec<Vec<u8>>) {
     let source = tempfile::tempdir().unwrap();
     let mut cfg = fixtures::SimConfig::small(5);
-    cfg.mode = fixtures::OutputMode::ByBlock;
+    cfg.mode = mode;
     cfg.snapshot_every = None;
     let run = fixtures::RunOptions {
         blocks: Some(blocks),
@@ -668,10 +687,11 @@ async fn check_all(
 }
 
 #[tokio::test]
-async fn restarts_serve_the_same_candles_backfill_what_was_missed_and_survive_a_torn_tail() {
+async fn live_tail_then_restarts_serve_the_same_candles_backfill_what_was_missed_and_survive_a_torn_tail()
+ {
     // About 3.4 minutes of block time from 17:39:13: 1m buckets close, the
     // 17:40 5m bucket stays open across the restart.
-    let (_source, relative, lines) = simulated_fills(3_000);
+    let (_source, relative, lines) = simulated_fills(3_000, fixtures::OutputMode::ByBlock);
     let node = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
     let state_dir = state.path().join("state");
@@ -691,10 +711,13 @@ async fn restarts_serve_the_same_candles_backfill_what_was_missed_and_survive_a_
         );
     }
 
-    // First run: the first half.
-    write_lines(&fills, &lines[..split], false);
-    let first = expected_candles(&lines[..split]);
+    // First run: a third on disk at start, the next sixth appended while it
+    // runs (followed live).
+    write_lines(&fills, &lines[..1_000], false);
     let server = TestServer::start(node.path(), tune).await;
+    wait_for_writer(&server, header(&lines[999]).0).await;
+    write_lines(&fills, &lines[1_000..split], true);
+    let first = expected_candles(&lines[..split]);
     wait_for_writer(&server, header(&lines[split - 1]).0).await;
     let checked = check_all(&server, &first, coverage).await;
     assert!(checked > 50, "{checked}");
@@ -763,6 +786,26 @@ async fn restarts_serve_the_same_candles_backfill_what_was_missed_and_survive_a_
     // The store is one process's: a second opener is refused while it runs.
     let error = l1gate::candles::store::CandleStore::open(&state_dir, 0).unwrap_err();
     assert!(error.to_string().contains("in use"), "{error}");
+}
+
+#[tokio::test]
+async fn streaming_mode_files_give_the_same_candles() {
+    // The node's streaming layout: a block's fills may span several lines
+    // and blocks without fills have none.
+    let (source, _, lines) = simulated_fills(1_500, fixtures::OutputMode::Streaming);
+    assert!(
+        lines
+            .windows(2)
+            .any(|pair| header(&pair[0]).0 == header(&pair[1]).0),
+        "no block spans two lines"
+    );
+    let (_, coverage) = header(&lines[0]);
+    let expected = expected_candles(&lines);
+    let server = TestServer::start(source.path(), unlimited).await;
+    // The last block completes once the writer's grace for it has passed.
+    wait_for_writer(&server, header(lines.last().unwrap()).0).await;
+    let checked = check_all(&server, &expected, coverage).await;
+    assert!(checked > 50, "{checked}");
 }
 
 #[tokio::test]
