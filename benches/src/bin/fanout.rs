@@ -333,6 +333,8 @@ async fn run(
     }
     let open_s = started.elapsed().as_secs_f64();
     let rss_open_kib = server.rss_kib()?;
+    // Let the backlog of the opening burst drain before the window.
+    tokio::time::sleep(Duration::from_secs(2)).await;
     let window = Instant::now();
     shared.measuring.store(true, Ordering::Release);
     tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
@@ -522,7 +524,7 @@ fn main() -> anyhow::Result<()> {
     );
     let _ = writeln!(
         s,
-        "- Streams: half `StreamBbo` (1 coin), half `StreamL2Book` (20 levels), over {}; latency = block fully appended to the node files → frame decoded by the client, opening frames excluded; RSS/stream = server `VmRSS` growth with the streams open ÷ streams\n",
+        "- Streams: half `StreamBbo` (1 coin), half `StreamL2Book` (20 levels), over {}; latency = block fully appended to the node files → frame decoded by the client, opening frames excluded, window opening 2 s after the last stream opened; RSS/stream = server `VmRSS` growth with the streams open ÷ streams\n",
         coins.join(", ")
     );
     let _ = writeln!(

@@ -19,7 +19,7 @@
 
 use std::fmt::Write as _;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
@@ -35,6 +35,8 @@ const TARGET_P50_MS: f64 = 0.1;
 const TARGET_P99_MS: f64 = 1.0;
 /// Mainnet blocks per second of the simulator's profile.
 const MAINNET_BLOCKS_PER_S: f64 = 14.8;
+/// Pause between the last opening frame and the measured window.
+const SETTLE: Duration = Duration::from_secs(2);
 /// Longest wait for a stream's opening frame.
 const OPEN_WAIT: Duration = Duration::from_secs(60);
 
@@ -104,11 +106,13 @@ numbered!(
     pb::L4OrderUpdate
 );
 
-/// Reads `stream` until `stop`, recording the latency of every frame after the opening one.
+/// Counts its opening frame in `opened`, then reads `stream` while `measuring` is set,
+/// recording the latency of every frame after the opening one.
 async fn measure<T: Numbered>(
     stream: Result<tonic::Response<Streaming<T>>, tonic::Status>,
     log: Arc<AppendLog>,
     measuring: Arc<AtomicBool>,
+    opened: Arc<AtomicUsize>,
 ) -> anyhow::Result<(u64, Histogram<u64>)> {
     let mut stream = stream
         .map_err(|s| anyhow::anyhow!("open: {s}"))?
@@ -118,6 +122,7 @@ async fn measure<T: Numbered>(
         .context("no opening frame")??
         .context("ended before its opening frame")?
         .block();
+    opened.fetch_add(1, Ordering::AcqRel);
     let mut histogram = live::histogram()?;
     let mut frames = 0;
     let started = Instant::now();
@@ -173,49 +178,78 @@ async fn run(
     let channel = server.channel(4 << 20).await?;
     let client = MarketStreamingClient::new(channel).max_decoding_message_size(256 << 20);
     let measuring = Arc::new(AtomicBool::new(false));
+    let opened = Arc::new(AtomicUsize::new(0));
     let top20: Vec<String> = coins.iter().take(20).cloned().collect();
     let mut tasks = Vec::new();
     {
-        let (mut c, log, m) = (client.clone(), Arc::clone(log), Arc::clone(&measuring));
+        let (mut c, log, m, o) = (
+            client.clone(),
+            Arc::clone(log),
+            Arc::clone(&measuring),
+            Arc::clone(&opened),
+        );
         let request = server.request(pb::BboRequest {
             coins: top20.clone(),
         })?;
         tasks.push((
             "StreamBbo (20 coins)",
-            tokio::spawn(async move { measure(c.stream_bbo(request).await, log, m).await }),
+            tokio::spawn(async move { measure(c.stream_bbo(request).await, log, m, o).await }),
         ));
     }
     {
-        let (mut c, log, m) = (client.clone(), Arc::clone(log), Arc::clone(&measuring));
+        let (mut c, log, m, o) = (
+            client.clone(),
+            Arc::clone(log),
+            Arc::clone(&measuring),
+            Arc::clone(&opened),
+        );
         let request = server.request(pb::L2BookRequest {
             coin: coins[0].clone(),
             ..pb::L2BookRequest::default()
         })?;
         tasks.push((
             "StreamL2Book (1 coin, 20 levels)",
-            tokio::spawn(async move { measure(c.stream_l2_book(request).await, log, m).await }),
+            tokio::spawn(async move { measure(c.stream_l2_book(request).await, log, m, o).await }),
         ));
     }
     {
-        let (mut c, log, m) = (client.clone(), Arc::clone(log), Arc::clone(&measuring));
+        let (mut c, log, m, o) = (
+            client.clone(),
+            Arc::clone(log),
+            Arc::clone(&measuring),
+            Arc::clone(&opened),
+        );
         let request = server.request(pb::TradesRequest { coins: top20 })?;
         tasks.push((
             "StreamTrades (20 coins)",
-            tokio::spawn(async move { measure(c.stream_trades(request).await, log, m).await }),
+            tokio::spawn(async move { measure(c.stream_trades(request).await, log, m, o).await }),
         ));
     }
     {
-        let (mut c, log, m) = (client.clone(), Arc::clone(log), Arc::clone(&measuring));
+        let (mut c, log, m, o) = (
+            client.clone(),
+            Arc::clone(log),
+            Arc::clone(&measuring),
+            Arc::clone(&opened),
+        );
         let request = server.request(pb::L4OrderUpdatesRequest::default())?;
         tasks.push((
             "StreamL4OrderUpdates (all coins)",
-            tokio::spawn(
-                async move { measure(c.stream_l4_order_updates(request).await, log, m).await },
-            ),
+            tokio::spawn(async move {
+                measure(c.stream_l4_order_updates(request).await, log, m, o).await
+            }),
         ));
     }
-    // Let every stream open and the pace settle before the window.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Every stream opens (the all-coins L4 opening is a snapshot of every resting order, which
+    // holds the engine thread while it is built), then the backlog drains before the window.
+    let started = Instant::now();
+    while opened.load(Ordering::Acquire) < tasks.len() {
+        if started.elapsed() > OPEN_WAIT || tasks.iter().any(|(_, t)| t.is_finished()) {
+            bail!("a stream did not open");
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(SETTLE).await;
     measuring.store(true, Ordering::Release);
     let window = Instant::now();
     tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
@@ -294,7 +328,7 @@ fn main() -> anyhow::Result<()> {
     );
     let _ = writeln!(
         s,
-        "- Server: `l1gate` in a child process, default settings but `poll_interval_ms`; one client connection in the harness process. Latency: the writer finishing a block's last line → the client decoding a frame with that `block_number` (same process, monotonic clock), opening frames excluded; {} s per (poll, rate)\n",
+        "- Server: `l1gate` in a child process, default settings but `poll_interval_ms`; one client connection in the harness process. Latency: the writer finishing a block's last line → the client decoding a frame with that `block_number` (same process, monotonic clock); the window opens 2 s after every stream has its opening frame; {} s per (poll, rate)\n",
         args.seconds
     );
     let _ = writeln!(
