@@ -4,6 +4,11 @@
 //! Each harness owns one section of `BENCHMARKS.md`, delimited by
 //! `<!-- NAME:begin -->` and `<!-- NAME:end -->`, and rewrites only that section; text outside
 //! the markers (the header, other harnesses' sections) is kept byte for byte.
+//!
+//! [`live`] holds what the live harnesses (`fanout`, `latency`) share: a paced simulator
+//! writer and the server in a child process.
+
+pub mod live;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
