@@ -27,7 +27,10 @@ use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 
 use crate::error::FeedError;
-use crate::index::{Header, Target, envelope_header, first_line_where, line_at, replica_time_ms};
+use crate::index::{
+    Header, Target, envelope_header, first_line_where, line_at, line_start_containing,
+    replica_time_ms,
+};
 use crate::layout::{self, SegmentKey, SourceDir};
 use crate::segment::Segment;
 use crate::source::Source;
@@ -411,6 +414,29 @@ impl Feed {
         }
         cursor.at = Some((state.segments[index].key().clone(), offset));
         Ok(records)
+    }
+
+    /// Block number and block time of the newest complete record (the last
+    /// line of the newest non-empty file), as of the last [`Feed::refresh`];
+    /// `None` while the feed has no record. Fields the line lacks are `None`.
+    pub fn newest(&self) -> Option<Header> {
+        let state = self.state();
+        let segment = state
+            .segments
+            .iter()
+            .rev()
+            .find(|segment| segment.complete_len() > 0)?;
+        let data = segment.data();
+        // The complete prefix ends with `\n`: the last line starts after the
+        // newline before it.
+        let start = line_start_containing(data, data.len().saturating_sub(1));
+        let (line, _) = line_at(data, start)?;
+        Some(record_header(
+            self.inner.source,
+            segment,
+            start as u64,
+            &data[line],
+        ))
     }
 
     /// The position just past the newest complete record.

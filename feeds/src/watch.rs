@@ -47,7 +47,15 @@ impl Watcher {
         on_change: impl Fn() + Send + 'static,
     ) -> Result<Watcher, FeedError> {
         let mut watcher =
-            notify::recommended_watcher(move |_event: notify::Result<notify::Event>| {
+            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+                // Opening or reading a file is not a change. Refresh itself
+                // opens directories and files, so waking on those events
+                // would make every refresh trigger the next one.
+                if let Ok(event) = &event
+                    && matches!(event.kind, notify::EventKind::Access(_))
+                {
+                    return;
+                }
                 on_change();
             })
             .map_err(|e| watch_error(data_dir, &e))?;

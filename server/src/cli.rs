@@ -30,6 +30,25 @@ pub enum Command {
     /// Fold captured node files offline and print one view's frames, one JSON
     /// object per line, exactly as the market streams would send them.
     Replay(ReplayCommand),
+    /// List what `serve` with the same settings exposes: every gRPC method,
+    /// every HTTP route, how each takes the API key, and the upstreams.
+    Endpoints(Box<EndpointsCommand>),
+}
+
+/// `l1gate endpoints`.
+#[derive(Debug, clap::Args)]
+pub struct EndpointsCommand {
+    /// TOML config file, as for `serve`.
+    #[arg(long, env = "L1GATE_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+
+    /// The same settings as `serve`.
+    #[command(flatten)]
+    pub settings: ServeArgs,
 }
 
 /// `l1gate replay`.

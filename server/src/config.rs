@@ -15,6 +15,10 @@ pub const DEFAULT_GRPC_ADDR: &str = "127.0.0.1:50051";
 pub const DEFAULT_HTTP_ADDR: &str = "127.0.0.1:8080";
 /// Default keys file.
 pub const DEFAULT_KEYS_FILE: &str = "l1gate-keys.toml";
+/// Default state directory (the candle store).
+pub const DEFAULT_STATE_DIR: &str = "l1gate-state";
+/// Default freshness bound of `/healthz` (the spec's node freshness guide).
+pub const DEFAULT_MAX_DATA_AGE: Duration = Duration::from_secs(30);
 
 /// The raw knobs as given by flags / environment / config file. Every field
 /// is optional so that the three layers can be merged; see [`Settings`] for
@@ -142,6 +146,22 @@ pub struct ServeArgs {
     /// and whole response). Default 10000.
     #[arg(long, env = "L1GATE_UPSTREAM_TIMEOUT_MS", value_name = "MS")]
     pub upstream_timeout_ms: Option<u64>,
+
+    /// Directory of the server's own state (the candle store). Default
+    /// `l1gate-state`; demo mode uses its temporary directory unless set.
+    #[arg(long, env = "L1GATE_STATE_DIR", value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+
+    /// Candle lookups: the oldest bucket served, ISO-8601 UTC; earlier
+    /// buckets are 404 and trades before it are not stored. Default
+    /// 2025-07-27T08:00:00Z.
+    #[arg(long, env = "L1GATE_CANDLE_HISTORY_START", value_name = "TIME")]
+    pub candle_history_start: Option<String>,
+
+    /// `/healthz` answers 503 when the newest block time of every feed is
+    /// further than this behind the wall clock. Default 30000.
+    #[arg(long, env = "L1GATE_MAX_DATA_AGE_MS", value_name = "MS")]
+    pub max_data_age_ms: Option<u64>,
 }
 
 impl ServeArgs {
@@ -174,6 +194,9 @@ impl ServeArgs {
             info_poll_interval_ms: self.info_poll_interval_ms.or(lower.info_poll_interval_ms),
             node_url: self.node_url.or(lower.node_url),
             upstream_timeout_ms: self.upstream_timeout_ms.or(lower.upstream_timeout_ms),
+            state_dir: self.state_dir.or(lower.state_dir),
+            candle_history_start: self.candle_history_start.or(lower.candle_history_start),
+            max_data_age_ms: self.max_data_age_ms.or(lower.max_data_age_ms),
         }
     }
 }
@@ -255,6 +278,12 @@ pub struct Settings {
     pub l2_coalesce: Duration,
     /// The Info source and the node gateway's upstream.
     pub upstreams: crate::upstream::UpstreamSettings,
+    /// Directory of the candle store.
+    pub state_dir: PathBuf,
+    /// Oldest candle bucket served, Unix ms.
+    pub candle_history_start_ms: i64,
+    /// Data older than this makes `/healthz` answer 503.
+    pub max_data_age: Duration,
 }
 
 /// Limits of the raw feed service.
@@ -331,6 +360,15 @@ impl ServeArgs {
                 Ok,
             )
         };
+        let candle_history_start_ms = match &self.candle_history_start {
+            Some(text) => {
+                crate::candles::parse_utc_time(text).map_err(|message| ConfigError::Invalid {
+                    name: "candle_history_start",
+                    message,
+                })?
+            }
+            None => crate::candles::DEFAULT_HISTORY_START_MS,
+        };
         Ok(Settings {
             data: self.data,
             keys_file: self
@@ -367,6 +405,15 @@ impl ServeArgs {
                 0 => None,
                 ms => Some(Duration::from_millis(ms)),
             },
+            state_dir: self
+                .state_dir
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR)),
+            candle_history_start_ms,
+            max_data_age: positive(
+                "max_data_age_ms",
+                self.max_data_age_ms,
+                DEFAULT_MAX_DATA_AGE,
+            )?,
             access: resolve_access(
                 self.requests_per_second,
                 self.request_burst,
@@ -493,6 +540,44 @@ mod tests {
         .resolve()
         .unwrap_err();
         assert!(err.to_string().contains("max_replays"));
+    }
+
+    #[test]
+    fn candle_and_health_settings_resolve_and_name_bad_values() {
+        let defaults = ServeArgs::default().resolve().unwrap();
+        assert_eq!(defaults.state_dir, PathBuf::from(DEFAULT_STATE_DIR));
+        assert_eq!(
+            defaults.candle_history_start_ms,
+            crate::candles::DEFAULT_HISTORY_START_MS
+        );
+        assert_eq!(defaults.max_data_age, DEFAULT_MAX_DATA_AGE);
+        let file: ServeArgs = toml::from_str(
+            "state_dir = \"/var/lib/l1gate\"\ncandle_history_start = \"2026-01-01T00:00:00Z\"\nmax_data_age_ms = 5000\n",
+        )
+        .unwrap();
+        let settings = file.resolve().unwrap();
+        assert_eq!(settings.state_dir, PathBuf::from("/var/lib/l1gate"));
+        assert_eq!(settings.candle_history_start_ms, 1_767_225_600_000);
+        assert_eq!(settings.max_data_age, Duration::from_secs(5));
+        for (args, name) in [
+            (
+                ServeArgs {
+                    candle_history_start: Some("2026-01-01".into()),
+                    ..ServeArgs::default()
+                },
+                "candle_history_start",
+            ),
+            (
+                ServeArgs {
+                    max_data_age_ms: Some(0),
+                    ..ServeArgs::default()
+                },
+                "max_data_age_ms",
+            ),
+        ] {
+            let err = args.resolve().unwrap_err().to_string();
+            assert!(err.contains(name), "{err} should name {name}");
+        }
     }
 
     #[test]

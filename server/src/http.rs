@@ -1,7 +1,14 @@
-//! The HTTP edge: `/healthz` (liveness and feed directories), `/metrics`
-//! (Prometheus text) and the authenticated API routes: `/v1/feeds` here,
-//! plus those passed to [`router`] (`/info` from [`crate::info`], the node
-//! gateway under `/v1` from [`crate::gateway`]).
+//! The HTTP edge: `/healthz` (feed directories and data freshness),
+//! `/metrics` (Prometheus text) and the authenticated API routes: feeds,
+//! candles (see [`crate::candles`]) and those passed to [`router`] (`/info`
+//! from [`crate::info`], the node gateway under `/v1` from
+//! [`crate::gateway`]).
+//!
+//! `/healthz` reports, per line feed, the newest block number and time on
+//! disk and how far that time is behind the wall clock; it answers 503
+//! (`"status": "stale"`) when even the freshest feed is older than the
+//! configured bound (`max_data_age_ms`, default 30 s, the spec's node
+//! freshness guide) or no feed has a record yet, else 200 (`"ok"`).
 //!
 //! Authenticated routes take the API key in either form, with the same key,
 //! limits and usage accounting (see [`crate::access`]):
@@ -28,6 +35,7 @@ use axum::{Extension, Router};
 use feeds::Source;
 
 use crate::access::{Access, Denial};
+use crate::candles::Candles;
 use crate::keys::Principal;
 use crate::live::LiveFeeds;
 use crate::metrics::Metrics;
@@ -38,17 +46,33 @@ pub const API_KEY_HEADER: &str = "x-api-key";
 /// Name of the path capture holding the key in the path form.
 pub const PATH_KEY: &str = "api_key";
 
+/// What `/healthz` looks at.
+#[derive(Debug, Clone)]
+pub struct Health {
+    /// The feeds whose freshness is reported.
+    pub live: Arc<LiveFeeds>,
+    /// Older newest data than this answers 503.
+    pub max_data_age: std::time::Duration,
+    /// The candle writer's progress, when candles are served.
+    pub candles: Option<Arc<Candles>>,
+}
+
 /// Routes of the HTTP edge; `more` are further authenticated API routes
-/// (the Info lookup, the node gateway), served behind the same key check.
-pub fn router(live: Arc<LiveFeeds>, access: Access, more: Router) -> Router {
-    let api = Router::new()
-        .route("/v1/feeds", get(list_feeds))
-        .with_state(live.clone())
-        .merge(more);
+/// (the Info lookup, the node gateway), served behind the same key check
+/// after l1gate's own.
+pub fn router(health: Health, access: Access, more: Router) -> Router {
+    let live = health.live.clone();
     let metrics = access.metrics().clone();
+    let mut api = Router::new()
+        .route("/v1/feeds", get(list_feeds))
+        .with_state(live);
+    if let Some(candles) = &health.candles {
+        api = api.merge(crate::candles::routes(candles.clone(), metrics.clone()));
+    }
+    let api = api.merge(more);
     Router::new()
         .route("/healthz", get(healthz))
-        .with_state(live)
+        .with_state(health)
         .route("/metrics", get(render_metrics).with_state(metrics.clone()))
         .merge(authenticated(api, access))
         .layer(middleware::from_fn_with_state(metrics, count_responses))
@@ -185,21 +209,66 @@ async fn list_feeds(
     Json(serde_json::json!({ "feeds": feeds }))
 }
 
-/// `{"status":"ok","feeds":{"fills":"node_fills_by_block",...}}`; a feed
-/// whose directory has not appeared yet maps to `null`.
-async fn healthz(State(live): State<Arc<LiveFeeds>>) -> Json<serde_json::Value> {
-    let feeds: serde_json::Map<String, serde_json::Value> = Source::ALL
-        .iter()
-        .map(|&source| {
-            let dir = match source {
-                Source::OrderbookSnapshots => Some("l4_snapshots".to_owned()),
-                _ => live.feed(source).and_then(|f| f.source_dir_name()),
-            };
-            (
-                source.feed_id().to_owned(),
-                dir.map_or(serde_json::Value::Null, Into::into),
-            )
-        })
-        .collect();
-    Json(serde_json::json!({ "status": "ok", "feeds": feeds }))
+/// `{"status":"ok"|"stale","feeds":{"fills":"node_fills_by_block",...},
+/// "freshness":{"fills":{"block_number","block_time","age_ms"},...},
+/// "newest_age_ms","max_data_age_ms","candles":{...}}`; a feed whose
+/// directory has not appeared yet maps to `null` in both maps.
+async fn healthz(State(health): State<Health>) -> Response {
+    let now = crate::unix_now_ms();
+    let mut feeds = serde_json::Map::new();
+    let mut freshness = serde_json::Map::new();
+    let mut newest_age: Option<i64> = None;
+    for &source in &Source::ALL {
+        let feed = health.live.feed(source);
+        let dir = match source {
+            Source::OrderbookSnapshots => Some("l4_snapshots".to_owned()),
+            _ => feed.as_ref().and_then(feeds::Feed::source_dir_name),
+        };
+        feeds.insert(
+            source.feed_id().to_owned(),
+            dir.map_or(serde_json::Value::Null, Into::into),
+        );
+        // Snapshots are periodic by design; only line feeds say whether the
+        // node keeps up.
+        let Some(feed) = feed else { continue };
+        let newest = feed.newest();
+        let entry = match newest.and_then(|h| Some((h.block_number, h.timestamp_ms?))) {
+            Some((block_number, time)) => {
+                let age = now - time;
+                newest_age = Some(newest_age.map_or(age, |a| a.min(age)));
+                serde_json::json!({
+                    "block_number": block_number,
+                    "block_time": crate::candles::format_utc_time(time),
+                    "age_ms": age,
+                })
+            }
+            None => serde_json::Value::Null,
+        };
+        freshness.insert(source.feed_id().to_owned(), entry);
+    }
+    let bound = i64::try_from(health.max_data_age.as_millis()).unwrap_or(i64::MAX);
+    let fresh = newest_age.is_some_and(|age| age <= bound);
+    let mut body = serde_json::json!({
+        "status": if fresh { "ok" } else { "stale" },
+        "feeds": feeds,
+        "freshness": freshness,
+        "newest_age_ms": newest_age,
+        "max_data_age_ms": bound,
+    });
+    if let Some(candles) = &health.candles {
+        let (block_number, block_time, caught_up, error) = candles.progress();
+        body["candles"] = serde_json::json!({
+            "block_number": block_number,
+            "block_time": (block_number > 0).then(|| crate::candles::format_utc_time(block_time)),
+            "caught_up": caught_up,
+            "stored_candles": candles.store().candles(),
+            "error": error,
+        });
+    }
+    let status = if fresh {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(body)).into_response()
 }

@@ -4,10 +4,12 @@
 
 pub mod access;
 pub mod auth;
+pub mod candles;
 pub mod cli;
 pub mod coalesce;
 pub mod config;
 pub mod demo;
+pub mod endpoints;
 pub mod engine_thread;
 pub mod gateway;
 pub mod http;

@@ -16,6 +16,7 @@ fn main() -> anyhow::Result<()> {
         Command::Keys(keys) => run_keys(keys),
         Command::Simulate(simulate) => run_simulate(&simulate),
         Command::Replay(replay) => run_replay(replay),
+        Command::Endpoints(endpoints) => run_endpoints(*endpoints),
     }
 }
 
@@ -28,6 +29,21 @@ fn init_logging() {
         .init();
 }
 
+fn run_endpoints(command: l1gate::cli::EndpointsCommand) -> anyhow::Result<()> {
+    let file = match &command.config {
+        Some(path) => config::load_file(path)?,
+        None => config::ServeArgs::default(),
+    };
+    let settings = command.settings.or(file).resolve()?;
+    let endpoints = l1gate::endpoints::Endpoints::of(&settings)?;
+    if command.json {
+        println!("{}", serde_json::to_string_pretty(&endpoints)?);
+    } else {
+        print!("{}", endpoints.to_text());
+    }
+    Ok(())
+}
+
 fn run_serve(command: ServeCommand) -> anyhow::Result<()> {
     let file = match &command.config {
         Some(path) => config::load_file(path)?,
@@ -35,6 +51,7 @@ fn run_serve(command: ServeCommand) -> anyhow::Result<()> {
     };
     let merged = command.settings.or(file);
     let keys_file_given = merged.keys_file.is_some();
+    let state_dir_given = merged.state_dir.is_some();
     let mut settings = merged.resolve()?;
     if command.print_config {
         println!("{}", toml::to_string_pretty(&settings)?);
@@ -47,6 +64,9 @@ fn run_serve(command: ServeCommand) -> anyhow::Result<()> {
         settings.data = Some(demo.data_dir().to_owned());
         if !keys_file_given {
             demo.keys_file().clone_into(&mut settings.keys_file);
+        }
+        if !state_dir_given {
+            settings.state_dir = demo.data_dir().join("l1gate-state");
         }
         Some(demo)
     } else {

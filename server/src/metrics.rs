@@ -44,12 +44,36 @@ pub struct Metrics {
     keys: Mutex<BTreeMap<String, (String, Arc<KeyUsage>)>>,
     feeds: Mutex<BTreeMap<&'static str, Arc<FeedTraffic>>>,
     open_streams: Mutex<BTreeMap<String, u64>>,
+    candle_lookups: CandleLookups,
+}
+
+/// Candle lookups by response status (lock-free: the lookup path is hot).
+#[derive(Debug, Default)]
+struct CandleLookups {
+    ok: AtomicU64,
+    bad_request: AtomicU64,
+    not_found: AtomicU64,
+    other: Mutex<BTreeMap<u16, u64>>,
 }
 
 impl Metrics {
     /// Counts one HTTP response by status.
     pub fn http_response(&self, status: u16) {
         *self.http_responses.lock().entry(status).or_default() += 1;
+    }
+
+    /// Counts one candle lookup by its HTTP status.
+    pub fn candle_lookup(&self, status: u16) {
+        let lookups = &self.candle_lookups;
+        match status {
+            200 => lookups.ok.fetch_add(1, Ordering::Relaxed),
+            400 => lookups.bad_request.fetch_add(1, Ordering::Relaxed),
+            404 => lookups.not_found.fetch_add(1, Ordering::Relaxed),
+            _ => {
+                *lookups.other.lock().entry(status).or_default() += 1;
+                0
+            }
+        };
     }
 
     /// Counts one gRPC admission decision by its code (`ok` when admitted).
@@ -163,6 +187,30 @@ impl Metrics {
                 "l1gate_account_open_streams{{account=\"{account}\"}} {n}"
             );
         }
+        family(
+            &mut out,
+            "l1gate_candle_lookups_total",
+            "counter",
+            "Candle lookups (admitted requests to /v1/candles) by HTTP status.",
+        );
+        let lookups = &self.candle_lookups;
+        let mut by_status: BTreeMap<u16, u64> = lookups.other.lock().clone();
+        for (status, counter) in [
+            (200, &lookups.ok),
+            (400, &lookups.bad_request),
+            (404, &lookups.not_found),
+        ] {
+            let n = counter.load(Ordering::Relaxed);
+            if n > 0 {
+                by_status.insert(status, n);
+            }
+        }
+        for (status, n) in by_status {
+            let _ = writeln!(
+                out,
+                "l1gate_candle_lookups_total{{status=\"{status}\"}} {n}"
+            );
+        }
         let feeds: Vec<(&'static str, Arc<FeedTraffic>)> = self
             .feeds
             .lock()
@@ -250,6 +298,9 @@ mod tests {
             .store(1_000_000, Ordering::Relaxed);
         metrics.feed("fills");
         metrics.set_open_streams("alice", 2);
+        metrics.candle_lookup(200);
+        metrics.candle_lookup(200);
+        metrics.candle_lookup(503);
         let text = metrics.render(1_002_500);
         for line in [
             "# TYPE l1gate_http_responses_total counter",
@@ -264,6 +315,8 @@ mod tests {
             "l1gate_raw_feed_records_sent_total{feed=\"blocks\"} 7",
             "l1gate_raw_feed_bytes_sent_total{feed=\"blocks\"} 0",
             "l1gate_raw_feed_data_age_seconds{feed=\"blocks\"} 2.500",
+            "l1gate_candle_lookups_total{status=\"200\"} 2",
+            "l1gate_candle_lookups_total{status=\"503\"} 1",
         ] {
             assert!(
                 text.lines().any(|l| l == line),

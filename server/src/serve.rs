@@ -37,6 +37,11 @@ pub struct Running {
     tasks: Vec<tokio::task::JoinHandle<()>>,
     /// The market engine thread (stopped when the server is dropped).
     pub engine: crate::engine_thread::EngineThread,
+    /// Candle lookups (set a market resolver here).
+    pub candles: Arc<crate::candles::Candles>,
+    /// The candle writer thread (stopped, after a last commit, when the
+    /// server is dropped).
+    pub candle_writer: crate::candles::writer::CandleWriter,
 }
 
 impl Running {
@@ -114,6 +119,33 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         },
     )
     .context("market engine thread")?;
+    let (candle_store, recovery) = crate::candles::store::CandleStore::open(
+        &settings.state_dir,
+        settings.candle_history_start_ms,
+    )
+    .context("candle store (state_dir)")?;
+    if recovery.dropped_bytes > 0 {
+        tracing::warn!(
+            path = %candle_store.path().display(),
+            dropped_bytes = recovery.dropped_bytes,
+            "candle store: dropped an uncommitted tail left by a crash"
+        );
+    }
+    let candles = Arc::new(crate::candles::Candles::new(
+        candle_store.reader().clone(),
+        settings.candle_history_start_ms,
+    ));
+    let candle_writer = crate::candles::writer::CandleWriter::start(
+        &live,
+        candle_store,
+        candles.clone(),
+        crate::candles::writer::WriterSettings {
+            history_start_ms: settings.candle_history_start_ms,
+            poll_interval: settings.raw_feed.poll_interval,
+            align_grace: crate::engine_thread::EngineSettings::default().align_grace,
+        },
+    )
+    .context("candle writer thread")?;
     let upstreams = &settings.upstreams;
     let info_source = upstreams
         .info_url
@@ -177,7 +209,12 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         }
     }));
 
-    let http = crate::http::router(live.clone(), access, api)
+    let health = crate::http::Health {
+        live: live.clone(),
+        max_data_age: settings.max_data_age,
+        candles: Some(candles.clone()),
+    };
+    let http = crate::http::router(health, access, api)
         .into_make_service_with_connect_info::<SocketAddr>();
     tasks.push(tokio::spawn(async move {
         if let Err(error) = axum::serve(http_listener, http).await {
@@ -192,5 +229,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         live,
         tasks,
         engine,
+        candles,
+        candle_writer,
     })
 }

@@ -13,7 +13,9 @@ mod server {
     mod access_http;
     mod access_secrets;
     pub mod access_support;
+    mod candles;
     mod cli;
+    mod endpoints;
     mod gateway;
     pub mod harness;
     mod info_lookup;

@@ -1,5 +1,7 @@
 //! Writes the `criterion` section of `benches/BENCHMARKS.md` from the results of the last
-//! `cargo bench -p benches --bench feeds`, as criterion stored them.
+//! `cargo bench -p benches --bench feeds`, and the `hub` section from those of
+//! `cargo bench -p benches --bench hub`, as criterion stored them (a section whose bench has
+//! no results is left as it is).
 //!
 //! `cargo run --release -p benches --bin criterion_report -- [--dir CRITERION_DIR] [--no-write]`
 //!
@@ -17,6 +19,8 @@ use serde_json::Value;
 
 /// The criterion groups of `benches/benches/feeds.rs`, in report order.
 const GROUPS: [&str; 3] = ["decode", "filter_coins", "filter_users"];
+/// The criterion groups of `benches/benches/hub.rs`, in report order.
+const HUB_GROUPS: [&str; 3] = ["hub_publish", "hub_publish_contended", "hub_round_trip"];
 
 struct Result {
     group: String,
@@ -25,6 +29,7 @@ struct Result {
     lo_ns: f64,
     hi_ns: f64,
     bytes: Option<u64>,
+    elements: Option<u64>,
 }
 
 fn read_json(path: &Path) -> anyhow::Result<Value> {
@@ -40,7 +45,12 @@ fn collect(dir: &Path, out: &mut Vec<Result>) -> anyhow::Result<()> {
         let median = &est["median"];
         out.push(Result {
             group: bench["group_id"].as_str().unwrap_or_default().to_owned(),
-            function: bench["function_id"].as_str().unwrap_or_default().to_owned(),
+            // `BenchmarkId::new(function, parameter)` stores the parameter apart.
+            function: match (bench["function_id"].as_str(), bench["value_str"].as_str()) {
+                (Some(function), Some(value)) => format!("{function}/{value}"),
+                (Some(function), None) => function.to_owned(),
+                (None, value) => value.unwrap_or_default().to_owned(),
+            },
             median_ns: median["point_estimate"].as_f64().unwrap_or(f64::NAN),
             lo_ns: median["confidence_interval"]["lower_bound"]
                 .as_f64()
@@ -49,6 +59,7 @@ fn collect(dir: &Path, out: &mut Vec<Result>) -> anyhow::Result<()> {
                 .as_f64()
                 .unwrap_or(f64::NAN),
             bytes: bench["throughput"]["Bytes"].as_u64(),
+            elements: bench["throughput"]["Elements"].as_u64(),
         });
         return Ok(());
     }
@@ -103,7 +114,7 @@ fn main() -> anyhow::Result<()> {
             .join("criterion")
     });
     let mut results = Vec::new();
-    for group in GROUPS {
+    for group in GROUPS.iter().chain(&HUB_GROUPS) {
         let path = dir.join(group);
         if path.is_dir() {
             collect(&path, &mut results)?;
@@ -111,18 +122,48 @@ fn main() -> anyhow::Result<()> {
     }
     if results.is_empty() {
         bail!(
-            "no criterion results under {}: run `cargo bench -p benches --bench feeds` first",
+            "no criterion results under {}: run `cargo bench -p benches --bench feeds` (or \
+             `--bench hub`) first",
             dir.display()
         );
     }
+    let rank = |g: &str| {
+        GROUPS
+            .iter()
+            .chain(&HUB_GROUPS)
+            .position(|x| *x == g)
+            .unwrap_or(GROUPS.len() + HUB_GROUPS.len())
+    };
     results.sort_by(|a, b| {
-        let rank = |g: &str| GROUPS.iter().position(|x| *x == g).unwrap_or(GROUPS.len());
         rank(&a.group)
             .cmp(&rank(&b.group))
             .then_with(|| a.function.cmp(&b.function))
     });
-
+    let (hub, feeds): (Vec<Result>, Vec<Result>) = results
+        .into_iter()
+        .partition(|r| HUB_GROUPS.contains(&r.group.as_str()));
     let machine = benches::Machine::detect();
+    let mut sections = Vec::new();
+    if !feeds.is_empty() {
+        sections.push(("criterion", feeds_section(&machine, &dir, &feeds)));
+    }
+    if !hub.is_empty() {
+        sections.push(("hub", hub_section(&machine, &dir, &hub)));
+    }
+    for (name, text) in sections {
+        println!("{text}");
+        if write {
+            let path = benches::benchmarks_md();
+            benches::write_section(&path, name, &text)
+                .with_context(|| format!("write {}", path.display()))?;
+            eprintln!("wrote the {name} section of {}", path.display());
+        }
+    }
+    Ok(())
+}
+
+/// The `criterion` section: decode and filter rates of the `feeds` bench.
+fn feeds_section(machine: &benches::Machine, dir: &Path, results: &[Result]) -> String {
     let mut s = String::from("## Decode and filter per line (`criterion`, bench `feeds`)\n\n");
     s.push_str(&machine.markdown(
         "cargo bench -p benches --bench feeds && cargo run --release -p benches --bin criterion_report",
@@ -130,7 +171,7 @@ fn main() -> anyhow::Result<()> {
     let _ = writeln!(
         s,
         "- Criterion results last written: {} (the report's date above is when it was tabulated)",
-        modified(&dir)
+        modified(dir)
     );
     let _ = writeln!(
         s,
@@ -143,7 +184,7 @@ fn main() -> anyhow::Result<()> {
         "| group | corpus | corpus MB | median ms | MB/s | × decode |"
     );
     let _ = writeln!(s, "|---|---|---:|---:|---:|---:|");
-    for r in &results {
+    for r in results {
         let decode = results
             .iter()
             .find(|d| d.group == "decode" && d.function == r.function)
@@ -162,12 +203,42 @@ fn main() -> anyhow::Result<()> {
             r.median_ns / decode
         );
     }
-    println!("{s}");
-    if write {
-        let path = benches::benchmarks_md();
-        benches::write_section(&path, "criterion", &s)
-            .with_context(|| format!("write {}", path.display()))?;
-        eprintln!("wrote the criterion section of {}", path.display());
+    s
+}
+
+/// The `hub` section: the fan-out hub's rates from the `hub` bench.
+fn hub_section(machine: &benches::Machine, dir: &Path, results: &[Result]) -> String {
+    let mut s = String::from("## Fan-out hub operations (`criterion`, bench `hub`)\n\n");
+    s.push_str(&machine.markdown(
+        "cargo bench -p benches --bench hub && cargo run --release -p benches --bin criterion_report",
+    ));
+    let _ = writeln!(
+        s,
+        "- Criterion results last written: {} (the report's date above is when it was tabulated)",
+        modified(dir)
+    );
+    let _ = writeln!(
+        s,
+        "- Median time per iteration (95% CI in brackets); frames/s = frames per iteration \
+         (criterion's `Throughput::Elements`: 1 published, or 1 per receiver in \
+         `hub_round_trip`) / median time, in millions. `idle/N`: N receivers that never read and have no \
+         hook; `hooked/N`: N such receivers each with a `tokio::sync::Notify` hook, as the gRPC \
+         edge registers.\n"
+    );
+    let _ = writeln!(s, "| group | case | median ns | M frames/s |");
+    let _ = writeln!(s, "|---|---|---:|---:|");
+    for r in results {
+        let frames = r.elements.map_or(f64::NAN, |e| e as f64);
+        let _ = writeln!(
+            s,
+            "| {} | {} | {:.1} [{:.1}–{:.1}] | {:.3} |",
+            r.group,
+            r.function,
+            r.median_ns,
+            r.lo_ns,
+            r.hi_ns,
+            frames / (r.median_ns / 1e3)
+        );
     }
-    Ok(())
+    s
 }

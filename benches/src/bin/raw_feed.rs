@@ -393,6 +393,7 @@ async fn start_server(
         grpc_addr: Some("127.0.0.1:0".parse()?),
         http_addr: Some("127.0.0.1:0".parse()?),
         idle_timeout_ms: Some(60_000),
+        state_dir: Some(keys_dir.join("state")),
         ..ServeArgs::default()
     }
     .resolve()?;

@@ -169,3 +169,18 @@ fn other_captures_read_completely() {
     let record = first_read(&feed, Start::BlockNumber(923_950_860)).unwrap();
     assert_eq!(record.block_number, Some(923_950_860));
 }
+
+#[test]
+fn newest_is_the_last_line_of_the_newest_file() {
+    for (source, dir) in sources() {
+        let feed = Feed::open(&real("btc-985148182"), source).unwrap();
+        let want = headers(&lines_of(&btc_file(dir)));
+        let (block, time) = *want.last().unwrap();
+        let newest = feed.newest().unwrap();
+        assert_eq!(newest.block_number, Some(block), "{dir}");
+        assert_eq!(newest.timestamp_ms, Some(time), "{dir}");
+    }
+    let empty = tempfile::tempdir().unwrap();
+    let feed = Feed::open(empty.path(), Source::Fills).unwrap();
+    assert_eq!(feed.newest(), None);
+}

@@ -261,3 +261,33 @@ fn a_pruned_file_under_a_cursor_is_reported() {
         }
     );
 }
+
+#[test]
+fn reading_the_files_wakes_nobody_and_writing_does() {
+    let node = NodeDir::new();
+    let hour = node.hour_file("node_fills_by_block", DATE, 9);
+    append(&hour, format!("{}\n", fill_line(1)).as_bytes());
+    let wakeups = Arc::new(AtomicUsize::new(0));
+    let counter = wakeups.clone();
+    let _watcher = Watcher::new(node.path(), move || {
+        counter.fetch_add(1, Ordering::Relaxed);
+    })
+    .unwrap();
+    thread::sleep(Duration::from_millis(100));
+    wakeups.store(0, Ordering::Relaxed);
+    // What a refresh does: list directories, open, stat and map files.
+    for _ in 0..20 {
+        let feed = Feed::open(node.path(), Source::Fills).unwrap();
+        let mut cursor = feed.seek(Start::BlockNumber(1)).unwrap();
+        assert_eq!(feed.read(&mut cursor, 10).unwrap().len(), 1);
+        feed.refresh().unwrap();
+    }
+    thread::sleep(Duration::from_millis(300));
+    assert_eq!(wakeups.load(Ordering::Relaxed), 0, "reads woke the watcher");
+    append(&hour, format!("{}\n", fill_line(2)).as_bytes());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while wakeups.load(Ordering::Relaxed) == 0 {
+        assert!(Instant::now() < deadline, "a write woke nobody");
+        thread::sleep(Duration::from_millis(10));
+    }
+}

@@ -51,6 +51,7 @@ impl Gate {
             grpc_addr: Some("127.0.0.1:0".parse().unwrap()),
             http_addr: Some("127.0.0.1:0".parse().unwrap()),
             allow_list_url: Some("https://keys.example/allow-list".into()),
+            state_dir: Some(dir.path().join("state")),
             ..ServeArgs::default()
         };
         tune(&mut args);

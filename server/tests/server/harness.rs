@@ -65,6 +65,7 @@ impl TestServer {
             // Test data carries the simulator's fixed dates: staleness is
             // judged only where a test asks for it.
             market_stale_after_ms: Some(0),
+            state_dir: Some(dir.path().join("state")),
             ..ServeArgs::default()
         };
         tune(&mut args);

@@ -12,7 +12,7 @@ use tonic::Code;
 
 use super::harness::{TestServer, block_number, next, nothing_within};
 
-const WAIT: Duration = Duration::from_secs(10);
+const WAIT: Duration = Duration::from_secs(30);
 const BASE_MS: i64 = 1_777_582_003_304; // 2026-04-30T20:46:43.304
 
 fn line(block: u64) -> String {

@@ -1,0 +1,519 @@
+//! Candle lookup latency and throughput over HTTP/1.1 keep-alive on loopback.
+//!
+//! `cargo run --release -p benches --bin candles_http -- [--blocks N] [--scale X] [--seed S]
+//! [--connections C] [--seconds S] [--warmup S] [--client-threads T] [--no-write]`
+//!
+//! Generates mainnet-shaped simulator output (`--blocks`, default 6000 ≈ 7 minutes of block
+//! time, at `--scale`, default 0.2), starts the real server in this process (library
+//! `l1gate::serve::start`, its own candle store in a temporary state directory), waits until
+//! the candle writer has folded every block, and picks the candle lookups to send: every
+//! (market, interval, bucket) of the data that has a candle, as `GET /{key}/v1/candles`. The
+//! load comes from a second process — this binary re-run as a child with `--load-child` — that
+//! drives `--connections` keep-alive connections (tokio + hyper client, one request in flight
+//! per connection) for `--seconds` after `--warmup`, cycling through the lookups, and records
+//! each request's latency (send to last body byte) in an hdrhistogram. Server and client share
+//! the machine's cores.
+//!
+//! Prints req/s and p50/p90/p99/p99.9/max and rewrites the `candles_http` section of
+//! `benches/BENCHMARKS.md` (target: 50,000 req/s with p99 ≤ 2 ms).
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use bytes::Bytes;
+use hdrhistogram::Histogram;
+use http_body_util::{BodyExt as _, Empty};
+use hyper_util::rt::TokioIo;
+use l1gate::config::ServeArgs;
+use l1gate::keys::KeysFile;
+
+/// Target throughput.
+const TARGET_RPS: f64 = 50_000.0;
+/// Target p99, microseconds.
+const TARGET_P99_US: u64 = 2_000;
+const INTERVALS: [(&str, i64); 3] = [("1s", 1_000), ("1m", 60_000), ("5m", 300_000)];
+
+struct Args {
+    blocks: u64,
+    scale: f64,
+    seed: u64,
+    connections: usize,
+    seconds: f64,
+    warmup: f64,
+    client_threads: usize,
+    write: bool,
+}
+
+fn parse_args(args: &[String]) -> anyhow::Result<Args> {
+    let mut a = Args {
+        blocks: 6_000,
+        scale: 0.2,
+        seed: 1,
+        connections: 32,
+        seconds: 10.0,
+        warmup: 2.0,
+        client_threads: 1,
+        write: true,
+    };
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--blocks" => a.blocks = value()?.parse().context("bad --blocks")?,
+            "--scale" => a.scale = value()?.parse().context("bad --scale")?,
+            "--seed" => a.seed = value()?.parse().context("bad --seed")?,
+            "--connections" => a.connections = value()?.parse().context("bad --connections")?,
+            "--seconds" => a.seconds = value()?.parse().context("bad --seconds")?,
+            "--warmup" => a.warmup = value()?.parse().context("bad --warmup")?,
+            "--client-threads" => {
+                a.client_threads = value()?.parse().context("bad --client-threads")?;
+            }
+            "--no-write" => a.write = false,
+            other => bail!("unknown argument {other}"),
+        }
+    }
+    if a.connections == 0 || a.client_threads == 0 || a.seconds <= 0.0 || a.warmup < 0.0 {
+        bail!("--connections and --client-threads must be ≥ 1, --seconds > 0, --warmup ≥ 0");
+    }
+    Ok(a)
+}
+
+fn main() -> anyhow::Result<()> {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    if argv.first().map(String::as_str) == Some("--load-child") {
+        return load_child(&argv[1..]);
+    }
+    let args = parse_args(&argv)?;
+    let command = benches::cargo_command("candles_http");
+    let machine = benches::Machine::detect();
+
+    let work = tempfile::Builder::new()
+        .prefix("l1gate-candles-bench-")
+        .tempdir()?;
+    let data = work.path().join("node");
+    let mut cfg = fixtures::SimConfig::mainnet(args.seed, args.scale);
+    cfg.mode = fixtures::OutputMode::ByBlock;
+    cfg.snapshot_every = None;
+    let run = fixtures::RunOptions {
+        blocks: Some(args.blocks),
+        no_replica_cmds: true,
+        ..fixtures::RunOptions::default()
+    };
+    eprintln!("generating {} blocks at scale {}…", args.blocks, args.scale);
+    let summary = fixtures::generate(&cfg, &data, &run, &mut |_| {})?;
+    let queries = candidate_queries(&data)?;
+
+    let keys_file = work.path().join("keys.toml");
+    let mut keys = KeysFile::default();
+    let (key, _) = keys.add_key("bench", 0)?;
+    keys.accounts[0].requests_per_second = Some(1_000_000);
+    keys.accounts[0].request_burst = Some(1_000_000);
+    keys.save(&keys_file)?;
+    let settings = ServeArgs {
+        data: Some(data.clone()),
+        keys_file: Some(keys_file),
+        grpc_addr: Some("127.0.0.1:0".parse()?),
+        http_addr: Some("127.0.0.1:0".parse()?),
+        state_dir: Some(work.path().join("state")),
+        ..ServeArgs::default()
+    }
+    .resolve()?;
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let running = runtime.block_on(l1gate::serve::start(&settings))?;
+    let ready_started = Instant::now();
+    let last_block = summary.last_height;
+    // Measure steady state: the candle writer has committed every closed
+    // bucket and the market engine thread has finished its own catch-up.
+    loop {
+        let (block, _, caught_up, error) = running.candles.progress();
+        if let Some(error) = error {
+            bail!("candle writer: {error}");
+        }
+        let committed = running
+            .candles
+            .store()
+            .watermark()
+            .is_some_and(|w| w.block_number >= last_block);
+        if caught_up && block >= last_block && committed && running.engine.status().ready() {
+            break;
+        }
+        if ready_started.elapsed() > Duration::from_secs(600) {
+            bail!("candle writer stuck at block {block}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let ready_s = ready_started.elapsed().as_secs_f64();
+    // Keep the lookups that find a candle (the hot path; misses are cheaper).
+    let now = l1gate::unix_now_ms();
+    let hits: Vec<String> = queries
+        .iter()
+        .filter(|(coin, interval, open)| {
+            let interval = engine::views::candles::Interval::parse(interval).ok();
+            interval.is_some_and(|i| running.candles.lookup(coin, i, *open, now).is_ok())
+        })
+        .map(|(coin, interval, open)| {
+            format!(
+                "/{key}/v1/candles?market={}&interval={interval}&time={}",
+                encode(coin),
+                l1gate::candles::format_utc_time(*open)
+            )
+        })
+        .collect();
+    if hits.is_empty() {
+        bail!("no candle to look up");
+    }
+    let stored = running.candles.store().candles();
+    let markets: BTreeSet<&str> = queries.iter().map(|(c, _, _)| c.as_str()).collect();
+    eprintln!(
+        "{} candles stored, {} lookups that hit over {} markets; ready after {ready_s:.1} s",
+        stored,
+        hits.len(),
+        markets.len()
+    );
+    let paths_file = work.path().join("paths.txt");
+    std::fs::write(&paths_file, hits.join("\n"))?;
+
+    let exe = std::env::current_exe().context("own executable")?;
+    let output = std::process::Command::new(exe)
+        .arg("--load-child")
+        .args(["--addr", &running.http_addr.to_string()])
+        .arg("--paths")
+        .arg(&paths_file)
+        .args(["--connections", &args.connections.to_string()])
+        .args(["--seconds", &args.seconds.to_string()])
+        .args(["--warmup", &args.warmup.to_string()])
+        .args(["--client-threads", &args.client_threads.to_string()])
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .context("load generator process")?;
+    if !output.status.success() {
+        bail!("load generator failed: {}", output.status);
+    }
+    let result: serde_json::Value =
+        serde_json::from_slice(&output.stdout).context("load generator output")?;
+    drop(running);
+    drop(runtime);
+
+    let report = render(
+        &machine,
+        &command,
+        &args,
+        &summary,
+        stored,
+        hits.len(),
+        markets.len(),
+        ready_s,
+        &result,
+    );
+    println!("{report}");
+    if args.write {
+        let path = benches::benchmarks_md();
+        benches::write_section(&path, "candles_http", &report)
+            .with_context(|| format!("write {}", path.display()))?;
+        eprintln!("wrote the candles_http section of {}", path.display());
+    }
+    Ok(())
+}
+
+/// Every (coin, interval, bucket open) with a fill of a trade (tid ≠ 0) in the fills files.
+fn candidate_queries(data: &Path) -> anyhow::Result<Vec<(String, &'static str, i64)>> {
+    let mut files = Vec::new();
+    collect_files(&data.join("hl/data/node_fills_by_block"), &mut files)?;
+    files.sort();
+    let mut out = BTreeSet::new();
+    for file in files {
+        let bytes = std::fs::read(&file)?;
+        for line in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            let envelope: serde_json::Value = serde_json::from_slice(line)?;
+            for event in envelope["events"].as_array().into_iter().flatten() {
+                let fill = &event[1];
+                if fill["tid"].as_u64().unwrap_or(0) == 0 {
+                    continue;
+                }
+                let (Some(coin), Some(time)) = (fill["coin"].as_str(), fill["time"].as_i64())
+                else {
+                    continue;
+                };
+                for (interval, length) in INTERVALS {
+                    out.insert((coin.to_owned(), interval, time - time.rem_euclid(length)));
+                }
+            }
+        }
+    }
+    Ok(out.into_iter().collect())
+}
+
+fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            collect_files(&path, out)?;
+        } else {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// Percent-encodes a query value (everything but unreserved characters).
+fn encode(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for b in value.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
+#[allow(clippy::too_many_arguments)]
+fn render(
+    machine: &benches::Machine,
+    command: &str,
+    args: &Args,
+    summary: &fixtures::Summary,
+    stored: u64,
+    lookups: usize,
+    markets: usize,
+    ready_s: f64,
+    result: &serde_json::Value,
+) -> String {
+    let num = |name: &str| result[name].as_f64().unwrap_or(0.0);
+    let int = |name: &str| result[name].as_u64().unwrap_or(0);
+    let rps = num("requests") / num("seconds").max(f64::MIN_POSITIVE);
+    let p99 = int("p99_us");
+    let mut s = String::new();
+    let _ = writeln!(s, "## Candle lookups over HTTP (`candles_http`)\n");
+    s.push_str(&machine.markdown(command));
+    let _ = writeln!(
+        s,
+        "- Data: simulator `SimConfig::mainnet(seed {}, scale {})`, {} blocks, {} fills; {stored} \
+         closed candles in a fresh store; the server was ready (candles committed, market engine \
+         caught up) {ready_s:.1} s after start",
+        args.seed, args.scale, summary.blocks, summary.fills
+    );
+    let _ = writeln!(
+        s,
+        "- Lookups: the {lookups} (market, interval, bucket) of the data that have a candle \
+         ({markets} markets; `1s`/`1m`/`5m`; closed buckets from the store and the open ones \
+         from memory), cycled in order, key in the path"
+    );
+    let _ = writeln!(
+        s,
+        "- Server: `l1gate::serve::start` in the harness process (default runtime); load: a \
+         second process, {} keep-alive HTTP/1.1 connections (hyper client, one request in \
+         flight each) on {} runtime thread(s), {:.0} s measured after {:.0} s warm-up; both \
+         share the machine's cores. Latency is send to last body byte.\n",
+        args.connections, args.client_threads, args.seconds, args.warmup
+    );
+    let _ = writeln!(
+        s,
+        "| requests | non-200 | errors | req/s | p50 µs | p90 µs | p99 µs | p99.9 µs | max µs |"
+    );
+    let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(
+        s,
+        "| {} | {} | {} | {rps:.0} | {} | {} | {p99} | {} | {} |",
+        int("requests"),
+        int("non_200"),
+        int("errors"),
+        int("p50_us"),
+        int("p90_us"),
+        int("p999_us"),
+        int("max_us"),
+    );
+    let met = |ok: bool| if ok { "met" } else { "not met" };
+    let _ = writeln!(
+        s,
+        "\nTarget: ≥ {TARGET_RPS:.0} req/s with p99 ≤ {} ms. This run: {rps:.0} req/s ({}), p99 \
+         {:.2} ms ({}).",
+        TARGET_P99_US / 1_000,
+        met(rps >= TARGET_RPS),
+        p99 as f64 / 1_000.0,
+        met(p99 <= TARGET_P99_US),
+    );
+    s
+}
+
+// ---------------------------------------------------------------------------
+// The load generator (child process).
+
+struct LoadArgs {
+    addr: SocketAddr,
+    paths: PathBuf,
+    connections: usize,
+    seconds: f64,
+    warmup: f64,
+    threads: usize,
+}
+
+fn parse_load_args(args: &[String]) -> anyhow::Result<LoadArgs> {
+    let mut it = args.iter();
+    let (mut addr, mut paths) = (None, None);
+    let (mut connections, mut seconds, mut warmup, mut threads) = (32, 10.0, 2.0, 1);
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--addr" => addr = Some(value()?.parse().context("bad --addr")?),
+            "--paths" => paths = Some(PathBuf::from(value()?)),
+            "--connections" => connections = value()?.parse()?,
+            "--seconds" => seconds = value()?.parse()?,
+            "--warmup" => warmup = value()?.parse()?,
+            "--client-threads" => threads = value()?.parse()?,
+            other => bail!("unknown load argument {other}"),
+        }
+    }
+    Ok(LoadArgs {
+        addr: addr.context("--addr")?,
+        paths: paths.context("--paths")?,
+        connections,
+        seconds,
+        warmup,
+        threads,
+    })
+}
+
+#[derive(Default)]
+struct Tally {
+    requests: u64,
+    non_200: u64,
+    errors: u64,
+}
+
+fn load_child(args: &[String]) -> anyhow::Result<()> {
+    let args = parse_load_args(args)?;
+    let text = std::fs::read_to_string(&args.paths)?;
+    let paths: Arc<Vec<String>> = Arc::new(text.lines().map(str::to_owned).collect());
+    let runtime = if args.threads == 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(args.threads)
+            .enable_all()
+            .build()?
+    };
+    let (histogram, tally, seconds) = runtime.block_on(async move {
+        let start = tokio::time::Instant::now();
+        let measure_from = start + Duration::from_secs_f64(args.warmup);
+        let end = measure_from + Duration::from_secs_f64(args.seconds);
+        let mut tasks = Vec::new();
+        for c in 0..args.connections {
+            let paths = paths.clone();
+            tasks.push(tokio::spawn(connection(
+                args.addr,
+                paths,
+                c,
+                args.connections,
+                measure_from,
+                end,
+            )));
+        }
+        let mut histogram = new_histogram()?;
+        let mut tally = Tally::default();
+        for task in tasks {
+            let (h, t) = task.await??;
+            histogram.add(&h)?;
+            tally.requests += t.requests;
+            tally.non_200 += t.non_200;
+            tally.errors += t.errors;
+        }
+        let seconds = (end - measure_from).as_secs_f64();
+        anyhow::Ok((histogram, tally, seconds))
+    })?;
+    let out = serde_json::json!({
+        "requests": tally.requests,
+        "non_200": tally.non_200,
+        "errors": tally.errors,
+        "seconds": seconds,
+        "p50_us": histogram.value_at_quantile(0.50),
+        "p90_us": histogram.value_at_quantile(0.90),
+        "p99_us": histogram.value_at_quantile(0.99),
+        "p999_us": histogram.value_at_quantile(0.999),
+        "max_us": histogram.max(),
+        "mean_us": histogram.mean(),
+    });
+    println!("{out}");
+    Ok(())
+}
+
+fn new_histogram() -> anyhow::Result<Histogram<u64>> {
+    Ok(Histogram::new_with_bounds(1, 60_000_000, 3)?)
+}
+
+/// One keep-alive connection sending requests back to back until `end`;
+/// requests completed before `measure_from` are not recorded.
+async fn connection(
+    addr: SocketAddr,
+    paths: Arc<Vec<String>>,
+    first: usize,
+    stride: usize,
+    measure_from: tokio::time::Instant,
+    end: tokio::time::Instant,
+) -> anyhow::Result<(Histogram<u64>, Tally)> {
+    let stream = tokio::net::TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(conn);
+    let mut histogram = new_histogram()?;
+    let mut tally = Tally::default();
+    let mut i = first % paths.len();
+    loop {
+        let sent = tokio::time::Instant::now();
+        if sent >= end {
+            break;
+        }
+        let request = hyper::Request::get(paths[i].as_str())
+            .header("host", "l1gate.bench")
+            .body(Empty::<Bytes>::new())?;
+        i = (i + stride) % paths.len();
+        sender.ready().await?;
+        let outcome = match sender.send_request(request).await {
+            Ok(response) => {
+                let status = response.status();
+                let body = response
+                    .into_body()
+                    .collect()
+                    .await
+                    .map(http_body_util::Collected::to_bytes);
+                if status != 200
+                    && let Ok(body) = &body
+                    && tally.non_200 < 3
+                {
+                    // Say what failed (the request before `i` advanced).
+                    let sent = (i + paths.len() - stride % paths.len()) % paths.len();
+                    eprintln!(
+                        "{status} for {}: {}",
+                        paths[sent],
+                        String::from_utf8_lossy(body)
+                    );
+                }
+                body.map(|_| status == 200)
+            }
+            Err(error) => return Err(error.into()),
+        };
+        let done = tokio::time::Instant::now();
+        if sent < measure_from {
+            continue;
+        }
+        tally.requests += 1;
+        match outcome {
+            Ok(true) => {}
+            Ok(false) => tally.non_200 += 1,
+            Err(_) => tally.errors += 1,
+        }
+        histogram.record((done - sent).as_micros().max(1) as u64)?;
+    }
+    Ok((histogram, tally))
+}

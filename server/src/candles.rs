@@ -1,0 +1,838 @@
+//! Candle lookups: `GET /{key}/v1/candles?market=…&interval=…&time=…` (and
+//! `GET /v1/candles` with the `X-Api-Key` header) answer one `1s`, `1m` or
+//! `5m` candle from the persistent [`store`] (closed buckets) or the
+//! [`writer`]'s live state (the open bucket, and closed buckets waiting for
+//! their commit).
+//!
+//! # Requests
+//!
+//! - `market`: as the node spells the coin — a perp's base symbol (`BTC`),
+//!   a spot pair's `@<index>` or a canonical pair's name (`PURR/USDC`), a
+//!   builder perp's `<dex>:<asset>` (`xyz:NVDA`), an outcome's `#<n>`. A
+//!   [`MarketResolver`] set with [`Candles::set_resolver`] may map other
+//!   names (e.g. spot names from spotMeta) to the node's coin first.
+//! - `interval`: `1s`, `1m` or `5m` (case-sensitive).
+//! - `time`: the bucket's open, ISO-8601 with `Z` or a numeric offset
+//!   (`2026-05-05T17:39:00Z`, fractions allowed when they are zero). A time
+//!   inside a bucket is a 400 naming `time` and the bucket holding it.
+//!
+//! Query values are percent-decoded; `+` is taken literally (it is an
+//! offset sign in times). Other parameters are ignored.
+//!
+//! # Answers
+//!
+//! | Case | Status | `error` |
+//! |---|---|---|
+//! | candle found (closed; or the open bucket's state so far, `Cache-Control: no-store`) | 200 | |
+//! | a parameter missing, repeated or malformed | 400 | `invalid_parameter` (with `parameter`) |
+//! | bucket opens before the history start | 404 | `before_history_start` |
+//! | bucket opens after the wall clock | 404 | `future_bucket` |
+//! | bucket opens before the data the store was built from | 404 | `not_covered` |
+//! | market never seen in the data and not resolvable | 404 | `unknown_market` |
+//! | no trade in the bucket (complete, or so far) | 404 | `no_candle` |
+//! | the writer stopped on a store error and the bucket is not stored | 503 | `candles_unavailable` |
+//!
+//! A 200 body is `{"market","interval","bucket_start","open","high","low",
+//! "close","volume","trades_count","vwap"}`; prices are printed as the node
+//! wrote them, volume and VWAP in canonical decimal form (see
+//! [`engine::views::candles`]).
+
+pub mod store;
+pub mod writer;
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{RawQuery, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse as _, Response};
+use axum::routing::get;
+use engine::num::Px;
+use engine::views::candles::{Amount, Candle, Interval};
+use feeds::time::{civil_from_days, days_from_civil};
+use parking_lot::RwLock;
+
+use crate::metrics::Metrics;
+use store::{INTERVALS, MAX_COIN_LEN, StoreReader, interval_code};
+
+/// Default oldest bucket served: 2025-07-27T08:00:00Z.
+pub const DEFAULT_HISTORY_START_MS: i64 = 1_753_603_200_000;
+
+/// Maps a requested market name to the node's coin (`None`: not known to
+/// the resolver; the name is then tried as a coin itself).
+pub type MarketResolver = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// Open buckets (and closed ones not committed yet) plus the writer's
+/// progress, written by the candle writer and read by lookups.
+#[derive(Debug, Default)]
+pub struct LiveState {
+    coins: HashMap<Box<str>, [Vec<Candle>; 3]>,
+    /// Last block folded (0 before the first).
+    pub block_number: u64,
+    /// Its block time, Unix ms.
+    pub block_time_ms: i64,
+    /// Buckets opening before this are not covered.
+    pub coverage_start_ms: Option<i64>,
+    /// Whether the writer has read to the end of the files at least once.
+    pub caught_up: bool,
+    /// The last store error, until a commit succeeds again.
+    pub error: Option<String>,
+}
+
+impl LiveState {
+    fn upsert(&mut self, candle: &Candle) {
+        let Some(code) = interval_code(candle.interval) else {
+            return;
+        };
+        let slots = if let Some(slots) = self.coins.get_mut(candle.coin.as_str()) {
+            slots
+        } else {
+            self.coins
+                .entry(candle.coin.clone().into_boxed_str())
+                .or_default()
+        };
+        let series = &mut slots[code];
+        if let Some(slot) = series.iter_mut().find(|c| c.open_time == candle.open_time) {
+            slot.clone_from(candle);
+        } else {
+            series.push(candle.clone());
+            series.sort_unstable_by_key(|c| c.open_time);
+        }
+    }
+
+    fn remove(&mut self, candle: &Candle) {
+        let Some(code) = interval_code(candle.interval) else {
+            return;
+        };
+        if let Some(slots) = self.coins.get_mut(candle.coin.as_str()) {
+            slots[code].retain(|c| c.open_time != candle.open_time);
+        }
+    }
+
+    fn get(&self, coin: &str, interval: Interval, open_time: i64) -> Option<&Candle> {
+        let code = interval_code(interval)?;
+        self.coins
+            .get(coin)?
+            .get(code)?
+            .iter()
+            .find(|c| c.open_time == open_time)
+    }
+}
+
+/// The candle lookup service: the store's reader, the writer's live state
+/// and the market resolver.
+pub struct Candles {
+    store: Arc<StoreReader>,
+    live: RwLock<LiveState>,
+    resolver: RwLock<Option<MarketResolver>>,
+    history_start_ms: i64,
+}
+
+impl std::fmt::Debug for Candles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Candles")
+            .field("history_start_ms", &self.history_start_ms)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The values of one candle as served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CandleValues {
+    /// Bucket open, Unix ms.
+    pub open_time: i64,
+    /// First trade's price.
+    pub open: Px,
+    /// Highest price.
+    pub high: Px,
+    /// Lowest price.
+    pub low: Px,
+    /// Last trade's price.
+    pub close: Px,
+    /// Σ sz.
+    pub volume: Amount,
+    /// Volume-weighted average price.
+    pub vwap: Amount,
+    /// Trades in the bucket.
+    pub trades_count: u64,
+    /// Whether the bucket is closed (final).
+    pub closed: bool,
+}
+
+/// Why a lookup found no candle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Miss {
+    /// The bucket opens before the history start.
+    BeforeHistory {
+        /// History start, Unix ms.
+        start_ms: i64,
+    },
+    /// The bucket opens after the wall clock.
+    Future {
+        /// The wall clock, Unix ms.
+        now_ms: i64,
+    },
+    /// No trade of this market was ever seen and no resolver knows it.
+    UnknownMarket,
+    /// The bucket opens before the data the store was built from.
+    NotCovered {
+        /// First covered bucket open, Unix ms.
+        coverage_start_ms: i64,
+    },
+    /// No trade in the bucket.
+    NoTrades {
+        /// Whether the data processed so far reaches past the bucket's end.
+        complete: bool,
+        /// Block time of the last block folded, Unix ms (0 before any).
+        processed_ms: i64,
+    },
+    /// The writer stopped on a store error.
+    Unavailable(String),
+}
+
+impl Candles {
+    /// A service over `store` serving buckets from `history_start_ms` on.
+    pub fn new(store: Arc<StoreReader>, history_start_ms: i64) -> Self {
+        Self {
+            store,
+            live: RwLock::new(LiveState::default()),
+            resolver: RwLock::new(None),
+            history_start_ms,
+        }
+    }
+
+    /// Sets (or replaces) the market-name resolver.
+    pub fn set_resolver(&self, resolver: MarketResolver) {
+        *self.resolver.write() = Some(resolver);
+    }
+
+    /// The oldest bucket served, Unix ms.
+    pub fn history_start_ms(&self) -> i64 {
+        self.history_start_ms
+    }
+
+    /// The store's lookup side.
+    pub fn store(&self) -> &Arc<StoreReader> {
+        &self.store
+    }
+
+    /// The writer's progress: `(block_number, block_time_ms, caught_up,
+    /// error)`.
+    pub fn progress(&self) -> (u64, i64, bool, Option<String>) {
+        let live = self.live.read();
+        (
+            live.block_number,
+            live.block_time_ms,
+            live.caught_up,
+            live.error.clone(),
+        )
+    }
+
+    /// The node coin a market name stands for.
+    pub fn resolve<'m>(&self, market: &'m str) -> Cow<'m, str> {
+        let resolver = self.resolver.read().clone();
+        match resolver.and_then(|resolve| resolve(market)) {
+            Some(coin) => Cow::Owned(coin),
+            None => Cow::Borrowed(market),
+        }
+    }
+
+    /// The candle of `market`'s `interval` bucket opening at `open_time`
+    /// (which must be a bucket open), as of now (`now_ms`, Unix ms).
+    ///
+    /// # Errors
+    /// [`Miss`] saying why there is none.
+    pub fn lookup(
+        &self,
+        market: &str,
+        interval: Interval,
+        open_time: i64,
+        now_ms: i64,
+    ) -> Result<CandleValues, Miss> {
+        if open_time < self.history_start_ms {
+            return Err(Miss::BeforeHistory {
+                start_ms: self.history_start_ms,
+            });
+        }
+        if open_time > now_ms {
+            return Err(Miss::Future { now_ms });
+        }
+        let coin = self.resolve(market);
+        // Live state first: a candle leaves it only after its commit made it
+        // visible in the store, so a miss here and then in the store is a
+        // real miss as of the progress read here.
+        let (known_live, coverage, processed_ms, error) = {
+            let live = self.live.read();
+            if let Some(candle) = live.get(&coin, interval, open_time) {
+                return Ok(live_values(candle, live.block_time_ms));
+            }
+            (
+                live.coins.contains_key(coin.as_ref()),
+                live.coverage_start_ms,
+                live.block_time_ms,
+                live.error.clone(),
+            )
+        };
+        if let Some(stored) = self.store.get(&coin, interval, open_time) {
+            return Ok(CandleValues {
+                open_time: stored.open_time,
+                open: stored.open,
+                high: stored.high,
+                low: stored.low,
+                close: stored.close,
+                volume: stored.volume,
+                vwap: stored.vwap,
+                trades_count: stored.trades_count,
+                closed: true,
+            });
+        }
+        if let Some(error) = error {
+            return Err(Miss::Unavailable(error));
+        }
+        if let Some(coverage_start_ms) = coverage
+            && open_time < coverage_start_ms
+        {
+            return Err(Miss::NotCovered { coverage_start_ms });
+        }
+        if !known_live && !self.store.knows(&coin) {
+            return Err(Miss::UnknownMarket);
+        }
+        Err(Miss::NoTrades {
+            complete: interval.next_open(open_time) <= processed_ms,
+            processed_ms,
+        })
+    }
+}
+
+fn live_values(candle: &Candle, processed_ms: i64) -> CandleValues {
+    CandleValues {
+        open_time: candle.open_time,
+        open: candle.open,
+        high: candle.high,
+        low: candle.low,
+        close: candle.close,
+        volume: candle.volume,
+        vwap: candle.vwap().unwrap_or_default(),
+        trades_count: candle.trades_count,
+        closed: candle.next_open <= processed_ms,
+    }
+}
+
+/// Parses an ISO-8601 time with a `Z` or `±HH:MM` offset into Unix ms.
+/// Fractions of a second are allowed down to the millisecond; finer
+/// digits must be zero.
+///
+/// # Errors
+/// A message saying what is wrong.
+pub fn parse_utc_time(text: &str) -> Result<i64, String> {
+    let bad = |why: &str| {
+        format!("{text:?} is not an ISO-8601 time ({why}); use e.g. 2026-05-05T17:39:00Z")
+    };
+    let b = text.as_bytes();
+    let num = |range: std::ops::Range<usize>| -> Option<i64> {
+        let digits = b.get(range)?;
+        if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        Some(
+            digits
+                .iter()
+                .fold(0i64, |n, d| n * 10 + i64::from(d - b'0')),
+        )
+    };
+    let sep = |at: usize, want: u8| b.get(at) == Some(&want);
+    if !(sep(4, b'-')
+        && sep(7, b'-')
+        && matches!(b.get(10), Some(b'T' | b't'))
+        && sep(13, b':')
+        && sep(16, b':'))
+    {
+        return Err(bad("expected YYYY-MM-DDTHH:MM:SS"));
+    }
+    let (Some(year), Some(month), Some(day), Some(hour), Some(minute), Some(second)) = (
+        num(0..4),
+        num(5..7),
+        num(8..10),
+        num(11..13),
+        num(14..16),
+        num(17..19),
+    ) else {
+        return Err(bad("expected YYYY-MM-DDTHH:MM:SS"));
+    };
+    let real_date = (1..=12).contains(&month)
+        && (1..=31).contains(&day)
+        && civil_from_days(days_from_civil(year, month, day)) == (year, month, day);
+    if !real_date {
+        return Err(bad("no such date"));
+    }
+    if hour > 23 || minute > 59 || second > 59 {
+        return Err(bad("no such time of day"));
+    }
+    let mut at = 19;
+    let mut millis = 0i64;
+    if b.get(at) == Some(&b'.') {
+        let digits = b[at + 1..]
+            .iter()
+            .take_while(|d| d.is_ascii_digit())
+            .count();
+        if digits == 0 {
+            return Err(bad("empty fraction"));
+        }
+        let fraction = &b[at + 1..at + 1 + digits];
+        for (i, d) in fraction.iter().enumerate() {
+            let d = i64::from(d - b'0');
+            if i < 3 {
+                millis += d * [100, 10, 1][i];
+            } else if d != 0 {
+                return Err(bad("finer than a millisecond"));
+            }
+        }
+        at += 1 + digits;
+    }
+    let offset_min = match b.get(at..) {
+        Some(b"Z" | b"z") => 0,
+        Some([sign @ (b'+' | b'-'), rest @ ..]) if rest.len() == 5 && rest[2] == b':' => {
+            let (Some(h), Some(m)) = (num(at + 1..at + 3), num(at + 4..at + 6)) else {
+                return Err(bad("bad offset"));
+            };
+            if h > 23 || m > 59 {
+                return Err(bad("bad offset"));
+            }
+            let minutes = h * 60 + m;
+            if *sign == b'-' { -minutes } else { minutes }
+        }
+        _ => return Err(bad("needs Z or an offset like +00:00")),
+    };
+    let days = days_from_civil(year, month, day);
+    let seconds = days * 86_400 + hour * 3_600 + minute * 60 + second - offset_min * 60;
+    Ok(seconds * 1_000 + millis)
+}
+
+/// Appends `ms` (Unix ms) as ISO-8601 UTC: `YYYY-MM-DDTHH:MM:SSZ`, with
+/// `.mmm` when not a whole second.
+pub fn write_utc_time(out: &mut String, ms: i64) {
+    let days = ms.div_euclid(86_400_000);
+    let in_day = ms.rem_euclid(86_400_000);
+    let (year, month, day) = civil_from_days(days);
+    let (hour, minute, second, millis) = (
+        in_day / 3_600_000,
+        in_day / 60_000 % 60,
+        in_day / 1_000 % 60,
+        in_day % 1_000,
+    );
+    let _ = write!(
+        out,
+        "{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}"
+    );
+    if millis != 0 {
+        let _ = write!(out, ".{millis:03}");
+    }
+    out.push('Z');
+}
+
+/// `ms` as ISO-8601 UTC (see [`write_utc_time`]).
+pub fn format_utc_time(ms: i64) -> String {
+    let mut out = String::with_capacity(24);
+    write_utc_time(&mut out, ms);
+    out
+}
+
+/// State of the candle route.
+#[derive(Debug, Clone)]
+pub struct CandleRoute {
+    candles: Arc<Candles>,
+    metrics: Arc<Metrics>,
+}
+
+/// The `/v1/candles` route (to be served behind
+/// [`crate::http::authenticated`]).
+pub fn routes(candles: Arc<Candles>, metrics: Arc<Metrics>) -> Router {
+    Router::new()
+        .route("/v1/candles", get(candle))
+        .with_state(CandleRoute { candles, metrics })
+}
+
+/// A rejected request parameter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadParameter {
+    /// `market`, `interval` or `time`.
+    pub parameter: &'static str,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// A validated candle request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CandleQuery<'q> {
+    /// The market as requested (percent-decoded).
+    pub market: Cow<'q, str>,
+    /// The interval.
+    pub interval: Interval,
+    /// The bucket open, Unix ms.
+    pub open_time: i64,
+}
+
+/// Parses and validates `market`, `interval` and `time` from a raw query
+/// string.
+///
+/// # Errors
+/// [`BadParameter`] naming the first parameter that is missing, repeated
+/// or malformed (checked in the order market, interval, time).
+pub fn parse_query(query: &str) -> Result<CandleQuery<'_>, BadParameter> {
+    const NAMES: [&str; 3] = ["market", "interval", "time"];
+    let mut values: [Option<Cow<'_, str>>; 3] = [None, None, None];
+    let mut repeated: Option<&'static str> = None;
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let key = percent_decode(key);
+        let Some(slot) = NAMES.iter().position(|name| *name == key) else {
+            continue;
+        };
+        if values[slot].is_some() {
+            repeated.get_or_insert(NAMES[slot]);
+        }
+        values[slot] = Some(percent_decode(value));
+    }
+    let [market, interval, time] = values;
+    let take = |name: &'static str, value| take_value(name, value, repeated);
+    let market = take("market", market)?;
+    check_market(&market)?;
+    let interval_text = take("interval", interval)?;
+    let interval = Interval::parse(&interval_text)
+        .ok()
+        .filter(|i| INTERVALS.contains(i))
+        .ok_or_else(|| BadParameter {
+            parameter: "interval",
+            message: format!(
+                "interval {:?} is not served; use one of 1s, 1m, 5m",
+                clip(&interval_text)
+            ),
+        })?;
+    let time_text = take("time", time)?;
+    let open_time = parse_utc_time(&time_text).map_err(|message| BadParameter {
+        parameter: "time",
+        message: format!("time {message}"),
+    })?;
+    let bucket = interval.bucket_open(open_time);
+    if bucket != open_time {
+        return Err(BadParameter {
+            parameter: "time",
+            message: format!(
+                "time {} is not the open of a {interval} bucket; the bucket holding it opens at {}",
+                format_utc_time(open_time),
+                format_utc_time(bucket)
+            ),
+        });
+    }
+    Ok(CandleQuery {
+        market,
+        interval,
+        open_time,
+    })
+}
+
+fn take_value<'q>(
+    name: &'static str,
+    value: Option<Cow<'q, str>>,
+    repeated: Option<&'static str>,
+) -> Result<Cow<'q, str>, BadParameter> {
+    if repeated == Some(name) {
+        return Err(BadParameter {
+            parameter: name,
+            message: format!("{name} is given more than once"),
+        });
+    }
+    match value {
+        Some(value) if !value.is_empty() => Ok(value),
+        _ => Err(BadParameter {
+            parameter: name,
+            message: format!("{name} is required"),
+        }),
+    }
+}
+
+/// Market names are printable ASCII without spaces, quotes or backslashes;
+/// `@` must be followed by digits, and `dex:asset` / `BASE/QUOTE` need both
+/// halves.
+fn check_market(market: &str) -> Result<(), BadParameter> {
+    let bad = |why: &str| BadParameter {
+        parameter: "market",
+        message: format!("market {:?} is not a market name: {why}", clip(market)),
+    };
+    if market.len() > MAX_COIN_LEN {
+        return Err(bad("too long"));
+    }
+    if !market
+        .bytes()
+        .all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\')
+    {
+        return Err(bad("only printable ASCII without spaces or quotes"));
+    }
+    if let Some(index) = market.strip_prefix('@')
+        && (index.is_empty() || !index.bytes().all(|b| b.is_ascii_digit()))
+    {
+        return Err(bad("a spot index is @ and digits, like @107"));
+    }
+    if let Some(index) = market.strip_prefix('#')
+        && (index.is_empty() || !index.bytes().all(|b| b.is_ascii_digit()))
+    {
+        return Err(bad("an outcome is # and digits, like #12"));
+    }
+    for separator in [':', '/'] {
+        if market.contains(separator) {
+            let mut parts = market.split(separator);
+            let ok = parts.clone().count() == 2 && parts.all(|p| !p.is_empty());
+            if !ok {
+                return Err(bad(if separator == ':' {
+                    "a builder perp is <dex>:<asset>, like xyz:NVDA"
+                } else {
+                    "a pair name is BASE/QUOTE, like PURR/USDC"
+                }));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn clip(text: &str) -> String {
+    text.chars().take(40).collect()
+}
+
+/// Percent-decodes a query component (`+` stays `+`); invalid escapes and
+/// non-UTF-8 results are kept as written.
+fn percent_decode(text: &str) -> Cow<'_, str> {
+    if !text.contains('%') {
+        return Cow::Borrowed(text);
+    }
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && let Some(hex) = bytes.get(i + 1..i + 3)
+            && let Ok(hex) = std::str::from_utf8(hex)
+            && let Ok(byte) = u8::from_str_radix(hex, 16)
+        {
+            out.push(byte);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_or(Cow::Borrowed(text), Cow::Owned)
+}
+
+async fn candle(State(route): State<CandleRoute>, RawQuery(query): RawQuery) -> Response {
+    let response = answer(&route.candles, query.as_deref().unwrap_or(""));
+    route.metrics.candle_lookup(response.status().as_u16());
+    response
+}
+
+/// The full answer to one candle request.
+pub fn answer(candles: &Candles, query: &str) -> Response {
+    let request = match parse_query(query) {
+        Ok(request) => request,
+        Err(bad) => {
+            let body = serde_json::json!({
+                "error": "invalid_parameter",
+                "parameter": bad.parameter,
+                "message": bad.message,
+            });
+            return (StatusCode::BAD_REQUEST, axum::Json(body)).into_response();
+        }
+    };
+    let now = crate::unix_now_ms();
+    match candles.lookup(&request.market, request.interval, request.open_time, now) {
+        Ok(values) => {
+            let body = candle_json(&request.market, request.interval, &values);
+            let cache = if values.closed {
+                HeaderValue::from_static("public, max-age=3600")
+            } else {
+                HeaderValue::from_static("no-store")
+            };
+            (
+                [
+                    (
+                        header::CONTENT_TYPE,
+                        HeaderValue::from_static("application/json"),
+                    ),
+                    (header::CACHE_CONTROL, cache),
+                ],
+                body,
+            )
+                .into_response()
+        }
+        Err(miss) => miss_response(&request, &miss),
+    }
+}
+
+/// The 200 body, written without intermediate values.
+pub fn candle_json(market: &str, interval: Interval, c: &CandleValues) -> String {
+    let mut out = String::with_capacity(256);
+    // `market` passed `check_market`: no character needs escaping.
+    let _ = write!(
+        out,
+        r#"{{"market":"{market}","interval":"{interval}","bucket_start":""#
+    );
+    write_utc_time(&mut out, c.open_time);
+    let _ = write!(
+        out,
+        r#"","open":"{}","high":"{}","low":"{}","close":"{}","volume":"{}","trades_count":{},"vwap":"{}"}}"#,
+        c.open, c.high, c.low, c.close, c.volume, c.trades_count, c.vwap
+    );
+    out
+}
+
+fn miss_response(request: &CandleQuery<'_>, miss: &Miss) -> Response {
+    let what = format!(
+        "{} {} bucket opening at {}",
+        request.market,
+        request.interval,
+        format_utc_time(request.open_time)
+    );
+    let (status, error, message) = match miss {
+        Miss::BeforeHistory { start_ms } => (
+            StatusCode::NOT_FOUND,
+            "before_history_start",
+            format!(
+                "the {what} is before the candle history start {}",
+                format_utc_time(*start_ms)
+            ),
+        ),
+        Miss::Future { now_ms } => (
+            StatusCode::NOT_FOUND,
+            "future_bucket",
+            format!(
+                "the {what} has not opened yet (now is {})",
+                format_utc_time(*now_ms)
+            ),
+        ),
+        Miss::UnknownMarket => (
+            StatusCode::NOT_FOUND,
+            "unknown_market",
+            format!(
+                "market {} is unknown: it has no trades in the data served and no resolver knows it",
+                request.market
+            ),
+        ),
+        Miss::NotCovered { coverage_start_ms } => (
+            StatusCode::NOT_FOUND,
+            "not_covered",
+            format!(
+                "the {what} is before the data this server holds, which starts at {}",
+                format_utc_time(*coverage_start_ms)
+            ),
+        ),
+        Miss::NoTrades { complete: true, .. } => (
+            StatusCode::NOT_FOUND,
+            "no_candle",
+            format!(
+                "no trades in the {what}: candles are sparse, an interval without trades has none"
+            ),
+        ),
+        Miss::NoTrades {
+            complete: false,
+            processed_ms,
+        } => (
+            StatusCode::NOT_FOUND,
+            "no_candle",
+            format!(
+                "no trades so far in the {what}; data processed up to {}",
+                format_utc_time(*processed_ms)
+            ),
+        ),
+        Miss::Unavailable(reason) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "candles_unavailable",
+            format!("the candle store cannot take new candles: {reason}"),
+        ),
+    };
+    let body = serde_json::json!({ "error": error, "message": message });
+    (status, axum::Json(body)).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_parse_with_offsets_and_print_back() {
+        let ms = parse_utc_time("2025-07-27T08:00:00Z").unwrap();
+        assert_eq!(ms, DEFAULT_HISTORY_START_MS);
+        assert_eq!(format_utc_time(ms), "2025-07-27T08:00:00Z");
+        assert_eq!(parse_utc_time("2025-07-27T10:00:00.000+02:00"), Ok(ms));
+        assert_eq!(parse_utc_time("2025-07-27t07:30:00-00:30"), Ok(ms));
+        assert_eq!(
+            parse_utc_time("2024-02-29T23:59:59.5Z").map(format_utc_time),
+            Ok("2024-02-29T23:59:59.500Z".to_owned())
+        );
+        for bad in [
+            "2025-07-27",
+            "2025-07-27T08:00:00",
+            "2025-02-29T00:00:00Z",
+            "2025-07-27T24:00:00Z",
+            "2025-07-27T08:00:00.0001Z",
+            "2025-07-27T08:00:00+2:00",
+            "2025-07-27T08:00:00.Z",
+            "",
+        ] {
+            assert!(parse_utc_time(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn queries_are_checked_in_order_and_name_the_parameter() {
+        let ok =
+            parse_query("market=PURR%2FUSDC&interval=5m&time=2026-05-05T17:40:00Z&x=1").unwrap();
+        assert_eq!(ok.market, "PURR/USDC");
+        assert_eq!(ok.interval, Interval::Minute5);
+        assert_eq!(format_utc_time(ok.open_time), "2026-05-05T17:40:00Z");
+        for (query, parameter) in [
+            ("", "market"),
+            ("market=%23&interval=1m&time=x", "market"),
+            ("market=a:b:c&interval=1m", "market"),
+            ("market=%2FUSDC&interval=1m", "market"),
+            ("market=BTC&market=ETH&interval=1m", "market"),
+            ("market=BTC&interval=3m", "interval"),
+            ("market=BTC&interval=1m&time=2026-05-05T17:40:01Z", "time"),
+            ("market=BTC&interval=5m&time=2026-05-05T17:41:00Z", "time"),
+        ] {
+            assert_eq!(
+                parse_query(query).unwrap_err().parameter,
+                parameter,
+                "{query}"
+            );
+        }
+        assert!(parse_query("market=%2312&interval=1s&time=2026-05-05T17:40:01Z").is_ok());
+    }
+
+    #[test]
+    fn the_body_has_the_spec_shape() {
+        let px = |t: &str| Px::parse(t).unwrap();
+        let values = CandleValues {
+            open_time: 1_778_002_800_000,
+            open: px("81307.0"),
+            high: px("81310.5"),
+            low: px("81300.0"),
+            close: px("81301.0"),
+            volume: Amount::new(352_411, 5),
+            vwap: Amount::new(8_130_271_935, 5),
+            trades_count: 41,
+            closed: true,
+        };
+        let body: serde_json::Value =
+            serde_json::from_str(&candle_json("BTC", Interval::Minute1, &values)).unwrap();
+        assert_eq!(
+            body,
+            serde_json::json!({
+                "market": "BTC", "interval": "1m", "bucket_start": "2026-05-05T17:40:00Z",
+                "open": "81307.0", "high": "81310.5", "low": "81300.0", "close": "81301.0",
+                "volume": "3.52411", "trades_count": 41, "vwap": "81302.71935",
+            })
+        );
+    }
+}
