@@ -126,9 +126,10 @@ fn short(v: f64) -> String {
     } else if a >= 1.0 {
         format!("{v:.1}")
     } else {
-        // Two significant digits below 1.
+        // Two significant digits below 1, without trailing zeros.
         let digits = (-a.log10().floor()) as usize + 1;
-        format!("{v:.digits$}")
+        let text = format!("{v:.digits$}");
+        text.trim_end_matches('0').trim_end_matches('.').to_owned()
     }
 }
 
@@ -139,7 +140,6 @@ fn tick(scale: Scale, p: f64, nines_max: f64, span: f64) -> String {
         Scale::Linear => short(p),
         // Within two decades every tick is labelled; wider, only the powers of ten.
         Scale::Log10 if span <= 2.0 || integral => short(10f64.powf(p)),
-        Scale::Log10 => String::new(),
         Scale::Nines if (p - (nines_max + 0.5)).abs() < 1e-6 => "max".to_owned(),
         Scale::Nines if integral && p >= 0.0 => {
             let q = 1.0 - 10f64.powf(-p.round());
@@ -147,7 +147,7 @@ fn tick(scale: Scale, p: f64, nines_max: f64, span: f64) -> String {
             let decimals = (p.round() as usize).saturating_sub(2);
             format!("{pct:.decimals$}%")
         }
-        Scale::Nines => String::new(),
+        Scale::Log10 | Scale::Nines => String::new(),
     }
 }
 
@@ -264,11 +264,7 @@ pub fn write_svg(chart: &LineChart, path: &Path) -> anyhow::Result<()> {
             ))?
             .label(*name)
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], colour.stroke_width(2)));
-            plot.draw_series(
-                points
-                    .iter()
-                    .map(|&p| Circle::new(p, 3, colour.filled())),
-            )?;
+            plot.draw_series(points.iter().map(|&p| Circle::new(p, 3, colour.filled())))?;
         }
         plot.configure_series_labels()
             .position(SeriesLabelPosition::UpperLeft)
@@ -325,7 +321,14 @@ mod tests {
         write_svg(&chart, &path).unwrap();
         let svg = std::fs::read_to_string(&path).unwrap();
         assert!(svg.starts_with("<svg"), "{}", &svg[..80.min(svg.len())]);
-        for text in ["latency", "bbo", "target p99 1 ms", "99%", "max", "quantile"] {
+        for text in [
+            "latency",
+            "bbo",
+            "target p99 1 ms",
+            "99%",
+            "max",
+            "quantile",
+        ] {
             assert!(svg.contains(text), "missing {text:?}");
         }
         let empty = LineChart {

@@ -129,7 +129,7 @@ struct EngineLoad {
 }
 
 /// Everything measured at one scale.
-struct Scale {
+struct AtScale {
     scale: f64,
     snapshot_mb: f64,
     blocks: u64,
@@ -137,7 +137,7 @@ struct Scale {
     starts: Vec<Start>,
 }
 
-impl Scale {
+impl AtScale {
     fn median(&self, pick: impl Fn(&Start) -> f64) -> f64 {
         let mut v: Vec<f64> = self.starts.iter().map(pick).collect();
         v.sort_by(f64::total_cmp);
@@ -150,9 +150,10 @@ impl Scale {
     }
 
     fn range(&self, pick: impl Fn(&Start) -> f64) -> (f64, f64) {
-        self.starts.iter().map(pick).fold((f64::MAX, 0.0), |(lo, hi), v| {
-            (lo.min(v), hi.max(v))
-        })
+        self.starts
+            .iter()
+            .map(pick)
+            .fold((f64::MAX, 0.0), |(lo, hi), v| (lo.min(v), hi.max(v)))
     }
 
     fn ready_s(&self) -> f64 {
@@ -185,17 +186,16 @@ fn main() -> anyhow::Result<()> {
     let args = parse_args(&argv)?;
     let machine = benches::Machine::detect();
     let command = benches::cargo_command("memory");
-    let l1gate = match &args.l1gate {
-        Some(path) => path.clone(),
-        None => {
-            eprintln!("memory: building the l1gate binary");
-            let built = benches::cargo::build(&["-p", "server", "--bin", "l1gate"])?;
-            built
-                .executables
-                .get("l1gate")
-                .cloned()
-                .context("cargo built no l1gate executable")?
-        }
+    let l1gate = if let Some(path) = &args.l1gate {
+        path.clone()
+    } else {
+        eprintln!("memory: building the l1gate binary");
+        let built = benches::cargo::build(&["-p", "server", "--bin", "l1gate"])?;
+        built
+            .executables
+            .get("l1gate")
+            .cloned()
+            .context("cargo built no l1gate executable")?
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -221,7 +221,7 @@ fn measure_scale(
     scale: f64,
     l1gate: &Path,
     runtime: &tokio::runtime::Runtime,
-) -> anyhow::Result<Scale> {
+) -> anyhow::Result<AtScale> {
     let work = tempfile::Builder::new()
         .prefix("l1gate-memory-")
         .tempdir()?;
@@ -267,7 +267,7 @@ fn measure_scale(
         );
         starts.push(start);
     }
-    Ok(Scale {
+    Ok(AtScale {
         scale,
         snapshot_mb,
         blocks: summary.blocks,
@@ -481,7 +481,7 @@ fn render(
     machine: &benches::Machine,
     command: &str,
     l1gate: &Path,
-    scales: &[Scale],
+    scales: &[AtScale],
 ) -> String {
     let mut s = String::from("## Memory and cold start (`memory`)\n\n");
     s.push_str(&machine.markdown(command));
@@ -493,7 +493,10 @@ fn render(
     let _ = writeln!(
         s,
         "- Server: the `{}` binary (`l1gate serve --data DIR --market-stale-after-ms 0`, defaults otherwise) in its own process, {} cold start(s) per scale (median, range in brackets). Cold start = spawn → first `StreamBbo` frame for {COIN} (retried every {} ms while `UNAVAILABLE`); bound = spawn → the gRPC address on its stdout. RSS = `VmRSS` of `/proc/PID/status` at the first frame and {} s later (settled, idle, stream open); peak = `VmHWM`.",
-        l1gate.file_name().map_or_else(|| l1gate.display().to_string(), |n| n.to_string_lossy().into_owned()),
+        l1gate.file_name().map_or_else(
+            || l1gate.display().to_string(),
+            |n| n.to_string_lossy().into_owned()
+        ),
         args.runs,
         RETRY.as_millis(),
         args.settle
@@ -536,7 +539,12 @@ fn render(
         let verdict = |ok: bool| if ok { "met" } else { "not met" };
         let _ = writeln!(
             s,
-            "\nTargets with the full book (scale {}, {} resting orders over {} coins): RSS ≤ {TARGET_RSS_MB:.0} MB — {rss:.0} MB settled (peak {:.0} MB), {}; cold start ≤ {TARGET_COLD_START_S} s — {ready:.3} s, {}. Of the cold start, {:.3} s is the reference's snapshot read + parse + `Engine::from_snapshot` alone.",
+            "\nTargets with {} (scale {}, {} resting orders over {} coins): RSS ≤ {TARGET_RSS_MB:.0} MB — {rss:.0} MB settled (peak {:.0} MB), {}; cold start ≤ {TARGET_COLD_START_S} s — {ready:.3} s, {}. Of the cold start, {:.3} s is the reference's snapshot read + parse + `Engine::from_snapshot` alone.",
+            if full.scale >= 1.0 {
+                "the full book"
+            } else {
+                "the largest book measured, smaller than mainnet's"
+            },
             full.scale,
             full.engine.orders,
             full.engine.coins,
@@ -550,7 +558,7 @@ fn render(
 }
 
 /// The measured scale closest to the mainnet book (scale 1), preferring the larger one.
-fn full_book(scales: &[Scale]) -> Option<&Scale> {
+fn full_book(scales: &[AtScale]) -> Option<&AtScale> {
     scales.iter().min_by(|a, b| {
         (a.scale - 1.0)
             .abs()
@@ -559,7 +567,7 @@ fn full_book(scales: &[Scale]) -> Option<&Scale> {
     })
 }
 
-fn summary(args: &Args, scales: &[Scale]) -> serde_json::Value {
+fn summary(args: &Args, scales: &[AtScale]) -> serde_json::Value {
     let rows: Vec<serde_json::Value> = scales
         .iter()
         .map(|sc| {
@@ -610,8 +618,8 @@ mod tests {
         }
     }
 
-    fn scale(scale: f64, starts: Vec<Start>) -> Scale {
-        Scale {
+    fn scale(scale: f64, starts: Vec<Start>) -> AtScale {
+        AtScale {
             scale,
             snapshot_mb: 1.0,
             blocks: 1,

@@ -152,7 +152,9 @@ fn main() -> anyhow::Result<()> {
     let machine = benches::Machine::detect();
     let commit = commit_id();
     let load_start = benches::sys::loadavg().unwrap_or_else(|| "unknown".to_owned());
-    let work = tempfile::Builder::new().prefix("l1gate-report-").tempdir()?;
+    let work = tempfile::Builder::new()
+        .prefix("l1gate-report-")
+        .tempdir()?;
 
     eprintln!("report: building the harnesses and the server");
     let built = benches::cargo::build(&["-p", "benches", "-p", "server", "--bins"])?;
@@ -182,7 +184,10 @@ fn main() -> anyhow::Result<()> {
             step.args.push("--no-write".to_owned());
         }
         let Some(exe) = built.executables.get(step.bin) else {
-            eprintln!("report: no `{}` harness in this checkout, skipped", step.bin);
+            eprintln!(
+                "report: no `{}` harness in this checkout, skipped",
+                step.bin
+            );
             run.outcomes.push(Outcome {
                 label: step.label.clone(),
                 command: step.command(),
@@ -192,10 +197,17 @@ fn main() -> anyhow::Result<()> {
             });
             continue;
         };
-        let summary_file = work.path().join(format!("{}.json", step.key.replace('@', "-")));
+        let summary_file = work
+            .path()
+            .join(format!("{}.json", step.key.replace('@', "-")));
         eprintln!("report: {} — {}", step.label, step.command());
         let step_started = Instant::now();
-        let result = run_child(exe, &step.args, &summary_file, &work.path().join("stdout.log"));
+        let result = run_child(
+            exe,
+            &step.args,
+            &summary_file,
+            &work.path().join("stdout.log"),
+        );
         let elapsed = step_started.elapsed();
         eprintln!(
             "report: {} took {:.0} s{}",
@@ -410,7 +422,13 @@ fn run_cargo(args: &[&str]) -> anyhow::Result<()> {
 }
 
 /// The criterion step: every bench target, then `criterion_report` to tabulate them.
-fn criterion(args: &Args, bench: &[&str], built: &benches::cargo::Built, run: &mut Run, work: &Path) {
+fn criterion(
+    args: &Args,
+    bench: &[&str],
+    built: &benches::cargo::Built,
+    run: &mut Run,
+    work: &Path,
+) {
     let mut bench: Vec<&str> = bench.to_vec();
     if args.quick {
         bench.extend(["--", "--quick"]);
@@ -484,10 +502,7 @@ fn num(v: &Value, key: &str) -> Option<f64> {
 }
 
 fn rows<'a>(v: &'a Value, key: &str) -> impl Iterator<Item = &'a Value> {
-    v.get(key)
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
+    v.get(key).and_then(Value::as_array).into_iter().flatten()
 }
 
 fn text<'a>(v: &'a Value, key: &str) -> &'a str {
@@ -621,8 +636,16 @@ fn latency_targets(run: &Run) -> [Target; 2] {
     // same-run reference.
     let (Some(&default), Some(&fast)) = (polls.last(), polls.first()) else {
         return [
-            Target::missing(what_50, "≤ 100 µs", "not measured: no latency rows".to_owned()),
-            Target::missing(what_99, "≤ 1 ms", "not measured: no latency rows".to_owned()),
+            Target::missing(
+                what_50,
+                "≤ 100 µs",
+                "not measured: no latency rows".to_owned(),
+            ),
+            Target::missing(
+                what_99,
+                "≤ 1 ms",
+                "not measured: no latency rows".to_owned(),
+            ),
         ];
     };
     let headline = latency_worst(v, default, None);
@@ -635,10 +658,7 @@ fn latency_targets(run: &Run) -> [Target; 2] {
             .iter()
             .filter_map(|&rate| {
                 let w = latency_worst(v, default, Some(rate))?;
-                Some(format!(
-                    "{rate}×: {:.3} ms",
-                    if q == 0 { w.0 } else { w.1 }
-                ))
+                Some(format!("{rate}×: {:.3} ms", if q == 0 { w.0 } else { w.1 }))
             })
             .collect::<Vec<_>>()
             .join(", ")
@@ -649,7 +669,7 @@ fn latency_targets(run: &Run) -> [Target; 2] {
         };
         let value = if q == 0 { h.0 } else { h.1 };
         let (reference_text, ratio) = match &reference {
-            Some(r) if fast != default => {
+            Some(r) if fast < default => {
                 let rv = if q == 0 { r.0 } else { r.1 };
                 (
                     format!("{rv:.3} ms with `poll_interval_ms` = {fast}"),
@@ -685,12 +705,16 @@ fn fanout_target(run: &Run) -> Target {
     let fast: Vec<&Value> = rows(v, "runs")
         .filter(|r| num(r, "slow") == Some(0.0))
         .collect();
-    let largest = fast
-        .iter()
-        .max_by(|a, b| num(a, "streams").unwrap_or(0.0).total_cmp(&num(b, "streams").unwrap_or(0.0)));
-    let smallest = fast
-        .iter()
-        .min_by(|a, b| num(a, "streams").unwrap_or(0.0).total_cmp(&num(b, "streams").unwrap_or(0.0)));
+    let largest = fast.iter().max_by(|a, b| {
+        num(a, "streams")
+            .unwrap_or(0.0)
+            .total_cmp(&num(b, "streams").unwrap_or(0.0))
+    });
+    let smallest = fast.iter().min_by(|a, b| {
+        num(a, "streams")
+            .unwrap_or(0.0)
+            .total_cmp(&num(b, "streams").unwrap_or(0.0))
+    });
     let (Some(big), Some(small)) = (largest, smallest) else {
         return Target::missing(what, goal, "not measured: no fan-out rows".to_owned());
     };
@@ -727,8 +751,16 @@ fn memory_targets(run: &Run) -> [Target; 2] {
     let full_scale = num(v, "full_scale");
     let Some(full) = rows(v, "scales").find(|r| num(r, "scale") == full_scale) else {
         return [
-            Target::missing(what_rss, "≤ 200 MB", "not measured: no memory rows".to_owned()),
-            Target::missing(what_cold, "≤ 2 s", "not measured: no memory rows".to_owned()),
+            Target::missing(
+                what_rss,
+                "≤ 200 MB",
+                "not measured: no memory rows".to_owned(),
+            ),
+            Target::missing(
+                what_cold,
+                "≤ 2 s",
+                "not measured: no memory rows".to_owned(),
+            ),
         ];
     };
     let book = format!(
@@ -813,9 +845,10 @@ fn candles_target(run: &Run) -> Target {
         ),
         reference: num(v, "reference_rps").map_or_else(
             || "–".to_owned(),
-            |r| format!("{r:.0} req/s {}", text(v, "reference")),
+            |r| format!("{r:.0} lookups/s: {}", text(v, "reference")),
         ),
-        ratio: num(v, "reference_rps").map_or_else(|| "–".to_owned(), |r| format!("{:.2}×", rps / r)),
+        ratio: num(v, "reference_rps")
+            .map_or_else(|| "–".to_owned(), |r| format!("{:.2}×", rps / r)),
         verdict: verdict(rps >= 50_000.0).to_owned(),
     }
 }
@@ -875,9 +908,7 @@ fn draw_plots(run: &Run, dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
                 name,
                 replays
                     .iter()
-                    .filter_map(|v| {
-                        Some((num(v, "scale")?, num(replay_row(v, name)?, "mb_s")?))
-                    })
+                    .filter_map(|v| Some((num(v, "scale")?, num(replay_row(v, name)?, "mb_s")?)))
                     .collect(),
             )
         };
@@ -916,7 +947,10 @@ fn draw_plots(run: &Run, dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
                 series: vec![
                     Series::new("server VmRSS settled", by_orders("rss_settled_mb")),
                     Series::new("server VmHWM (peak)", by_orders("peak_mb")),
-                    Series::new("Engine::from_snapshot alone (VmRSS)", by_orders("engine_rss_mb")),
+                    Series::new(
+                        "Engine::from_snapshot alone (VmRSS)",
+                        by_orders("engine_rss_mb"),
+                    ),
                 ],
                 references: vec![("target 200 MB".to_owned(), 200.0)],
             },
@@ -930,7 +964,10 @@ fn draw_plots(run: &Run, dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
                 y: Axis::new("seconds", Scale::Linear),
                 series: vec![
                     Series::new("spawn → first StreamBbo frame", by_orders("cold_start_s")),
-                    Series::new("read + parse + Engine::from_snapshot", by_orders("engine_load_s")),
+                    Series::new(
+                        "read + parse + Engine::from_snapshot",
+                        by_orders("engine_load_s"),
+                    ),
                 ],
                 references: vec![("target 2 s".to_owned(), 2.0)],
             },
@@ -938,7 +975,9 @@ fn draw_plots(run: &Run, dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
     }
 
     if let Some(v) = run.summary("fanout") {
-        let fast: Vec<&Value> = rows(v, "runs").filter(|r| num(r, "slow") == Some(0.0)).collect();
+        let fast: Vec<&Value> = rows(v, "runs")
+            .filter(|r| num(r, "slow") == Some(0.0))
+            .collect();
         let line = |name: &str, key: &str| {
             Series::new(
                 name,
@@ -954,7 +993,11 @@ fn draw_plots(run: &Run, dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
                 title: "Fan-out: append → frame latency vs streams".to_owned(),
                 x: Axis::new("concurrent streams", Scale::Log10),
                 y: Axis::new("latency, ms", Scale::Log10),
-                series: vec![line("p50", "p50_ms"), line("p99", "p99_ms"), line("max", "max_ms")],
+                series: vec![
+                    line("p50", "p50_ms"),
+                    line("p99", "p99_ms"),
+                    line("max", "max_ms"),
+                ],
                 references: vec![("target p99 10 ms".to_owned(), 10.0)],
             },
         )?;
@@ -1023,7 +1066,11 @@ fn render(
         "- Machine: {}, {} cores, {:.0} GiB memory; load average (1/5/15 min) {} at the start, {} at the end (other builds share the machine)",
         machine.cpu, machine.cores, machine.memory_gib, load.0, load.1
     );
-    let _ = writeln!(s, "- Compiler: {}, profile {}", machine.rustc, machine.profile);
+    let _ = writeln!(
+        s,
+        "- Compiler: {}, profile {}",
+        machine.rustc, machine.profile
+    );
     let _ = writeln!(
         s,
         "- Wall time: scenarios {} (budget {}: {}), build {}, total {} (from the `report` binary's start; compiling `report` itself comes before)",
@@ -1037,12 +1084,17 @@ fn render(
         secs(timing.build_s),
         secs(timing.total_s)
     );
-    if let Some(v) = run.summary(&format!("replay@{}", REPLAY_SCALES[REPLAY_SCALES.len() - 1])) {
+    if let Some(v) = run.summary(&format!(
+        "replay@{}",
+        REPLAY_SCALES[REPLAY_SCALES.len() - 1]
+    )) {
         let blocks = num(v, "blocks").unwrap_or(0.0);
         let _ = writeln!(
             s,
             "- Ingest slice: {blocks:.0} blocks of mainnet-scale simulator output ({:.0} MB of node lines, ≈ {:.0} s of block time = {:.1}% of a mainnet hour of ≈ {:.0} blocks, which would be ≈ {:.1} GB): the largest slice that keeps the whole report within the budget on this machine",
-            replay_row(v, "fold").and_then(|r| num(r, "mb")).unwrap_or(0.0),
+            replay_row(v, "fold")
+                .and_then(|r| num(r, "mb"))
+                .unwrap_or(0.0),
             blocks / MAINNET_BLOCKS_PER_S,
             100.0 * blocks / (MAINNET_BLOCKS_PER_S * 3600.0),
             MAINNET_BLOCKS_PER_S * 3600.0,
@@ -1071,7 +1123,10 @@ fn render(
             t.what, t.goal, t.measured, t.reference, t.ratio, t.verdict
         );
     }
-    let met = targets.iter().filter(|t| t.verdict == verdict(true)).count();
+    let met = targets
+        .iter()
+        .filter(|t| t.verdict == verdict(true))
+        .count();
     let _ = writeln!(
         s,
         "\n{met} of {} targets met. Each scenario's own section below has its full table, method and caveats.\n",
@@ -1087,7 +1142,8 @@ fn render(
             "| {} | `{}` | {} | {} | {} |",
             o.label,
             o.command,
-            o.section.map_or_else(|| "– (plot points only)".to_owned(), |n| format!("`{n}`")),
+            o.section
+                .map_or_else(|| "– (plot points only)".to_owned(), |n| format!("`{n}`")),
             secs(o.elapsed.as_secs_f64()),
             match &o.result {
                 Ok(()) => "ok".to_owned(),
@@ -1138,7 +1194,11 @@ mod tests {
         assert!(t.ratio.starts_with("12.00×"), "{}", t.ratio);
         let missing = ingest_target(&run_with("other", json!({})));
         assert_eq!(missing.verdict, "not measured");
-        assert!(missing.measured.contains("no `replay` harness"), "{}", missing.measured);
+        assert!(
+            missing.measured.contains("no `replay` harness"),
+            "{}",
+            missing.measured
+        );
     }
 
     #[test]
@@ -1192,12 +1252,23 @@ mod tests {
     fn the_plan_covers_every_scenario_and_quick_is_smaller() {
         let full = plan(false, "/x/l1gate");
         let bins: Vec<&str> = full.iter().map(|s| s.bin).collect();
-        for bin in ["sim_throughput", "replay", "memory", "raw_feed", "latency", "fanout", "candles_http"] {
+        for bin in [
+            "sim_throughput",
+            "replay",
+            "memory",
+            "raw_feed",
+            "latency",
+            "fanout",
+            "candles_http",
+        ] {
             assert!(bins.contains(&bin), "{bin} missing");
         }
         let writers = full.iter().filter(|s| s.section == Some("replay")).count();
         assert_eq!(writers, 1, "one replay run writes the section");
-        assert!(full.iter().any(|s| s.args.windows(2).any(|w| w == ["--l1gate", "/x/l1gate"])));
+        assert!(
+            full.iter()
+                .any(|s| s.args.windows(2).any(|w| w == ["--l1gate", "/x/l1gate"]))
+        );
         assert_eq!(plan(true, "/x").len(), full.len());
     }
 
