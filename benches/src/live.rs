@@ -311,6 +311,7 @@ pub fn serve_child(args: &[String]) -> anyhow::Result<()> {
     let [data, keys_file, poll_ms, ring] = args else {
         bail!("{SERVE_FLAG} takes DATA KEYS_FILE POLL_MS RING, got {args:?}");
     };
+    let state = tempfile::tempdir()?;
     let settings = l1gate::config::ServeArgs {
         data: Some(PathBuf::from(data)),
         keys_file: Some(PathBuf::from(keys_file)),
@@ -319,6 +320,10 @@ pub fn serve_child(args: &[String]) -> anyhow::Result<()> {
         poll_interval_ms: Some(poll_ms.parse().context("POLL_MS")?),
         market_ring_capacity: Some(ring.parse().context("RING")?),
         idle_timeout_ms: Some(600_000),
+        // Simulated block times lie in the past: no staleness check.
+        market_stale_after_ms: Some(0),
+        // The candle store lives and dies with the child, not in the working directory.
+        state_dir: Some(state.path().to_owned()),
         // One key opens every stream of the harness.
         max_streams: Some(1_000_000),
         requests_per_second: Some(1_000_000),

@@ -244,8 +244,17 @@ async fn run(
     // holds the engine thread while it is built), then the backlog drains before the window.
     let started = Instant::now();
     while opened.load(Ordering::Acquire) < tasks.len() {
-        if started.elapsed() > OPEN_WAIT || tasks.iter().any(|(_, t)| t.is_finished()) {
-            bail!("a stream did not open");
+        if let Some(i) = tasks.iter().position(|(_, t)| t.is_finished()) {
+            let (name, task) = tasks.swap_remove(i);
+            let why = match task.await {
+                Ok(Ok(_)) => "it ended".to_owned(),
+                Ok(Err(error)) => format!("{error:#}"),
+                Err(error) => error.to_string(),
+            };
+            bail!("{name} did not open: {why}");
+        }
+        if started.elapsed() > OPEN_WAIT {
+            bail!("a stream did not open within {} s", OPEN_WAIT.as_secs());
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }

@@ -15,7 +15,7 @@
 //! 5. append → frame latency per view at mainnet pace and 10× (`latency`);
 //! 6. fan-out to 100 / 1,000 / 10,000 streams, then with 1% slow ones (`fanout`);
 //! 7. HTTP candle lookups from a separate load process (`candles_http`);
-//! 8. the criterion benches (`cargo bench -p benches --benches`, release profile) and their
+//! 8. the criterion benches (`cargo bench -p benches --bench '*'`, release profile) and their
 //!    table (`criterion_report`).
 //!
 //! A harness binary this checkout does not have is reported as not built. Each harness hands
@@ -167,7 +167,8 @@ fn main() -> anyhow::Result<()> {
     if benches::cargo::release() {
         bench_build.extend(["--profile", "release"]);
     }
-    bench_build.extend(["-p", "benches", "--benches"]);
+    // Only the criterion targets (`--benches` would add the lib's and bins' test harnesses).
+    bench_build.extend(["-p", "benches", "--bench", "*"]);
     let bench_started = Instant::now();
     run_cargo(&[bench_build.as_slice(), &["--no-run"]].concat())?;
     let build_s = built.elapsed.as_secs_f64() + bench_started.elapsed().as_secs_f64();
@@ -307,7 +308,7 @@ fn plan(quick: bool, l1gate: &str) -> Vec<Step> {
         sim,
         Some("sim_throughput"),
     ));
-    let replay_blocks = if quick { "60" } else { "1500" };
+    let replay_blocks = if quick { "60" } else { "2000" };
     for (i, scale) in REPLAY_SCALES.iter().enumerate() {
         let last = i + 1 == REPLAY_SCALES.len();
         let scale = scale.to_string();
@@ -523,6 +524,16 @@ fn replay_row<'a>(v: &'a Value, name: &str) -> Option<&'a Value> {
     rows(v, "rows").find(|r| text(r, "name") == name)
 }
 
+/// A ratio as `1.23×`, with two significant digits below 0.1.
+fn times(x: f64) -> String {
+    if x.is_finite() && x > 0.0 && x < 0.1 {
+        let digits = (-x.log10()).ceil() as usize + 1;
+        format!("{x:.digits$}×")
+    } else {
+        format!("{x:.2}×")
+    }
+}
+
 fn verdict(ok: bool) -> &'static str {
     if ok { "**met**" } else { "**not met**" }
 }
@@ -589,8 +600,8 @@ fn ingest_target(run: &Run) -> Target {
             rate(value)
         ),
         ratio: format!(
-            "{:.2}× `Value`; {:.1}% of scan",
-            rate(fold) / rate(value),
+            "{} `Value`; {:.1}% of scan",
+            times(rate(fold) / rate(value)),
             100.0 * rate(fold) / rate(scan)
         ),
         verdict: verdict(rate(fold) >= 1_000.0).to_owned(),
@@ -673,7 +684,7 @@ fn latency_targets(run: &Run) -> [Target; 2] {
                 let rv = if q == 0 { r.0 } else { r.1 };
                 (
                     format!("{rv:.3} ms with `poll_interval_ms` = {fast}"),
-                    format!("{:.2}×", value / rv),
+                    times(value / rv),
                 )
             }
             _ => ("–".to_owned(), "–".to_owned()),
@@ -734,7 +745,7 @@ fn fanout_target(run: &Run) -> Target {
             "{:.0} streams: p99 {small_p99:.3} ms",
             num(small, "streams").unwrap_or(0.0)
         ),
-        ratio: format!("{:.2}× p99", p99 / small_p99),
+        ratio: format!("{} p99", times(p99 / small_p99)),
         verdict: verdict(streams >= 10_000.0 && failures == 0.0 && p99 <= 10.0).to_owned(),
     }
 }
@@ -781,7 +792,7 @@ fn memory_targets(run: &Run) -> [Target; 2] {
                 num(full, "peak_mb").unwrap_or(f64::NAN)
             ),
             reference: format!("`Engine::from_snapshot` in a bare process: {engine_rss:.0} MB"),
-            ratio: format!("{:.2}×", rss / engine_rss),
+            ratio: times(rss / engine_rss),
             verdict: verdict(rss <= 200.0).to_owned(),
         },
         Target {
@@ -792,7 +803,7 @@ fn memory_targets(run: &Run) -> [Target; 2] {
                 num(full, "snapshot_mb").unwrap_or(f64::NAN)
             ),
             reference: format!("read + parse + `Engine::from_snapshot`: {load:.2} s"),
-            ratio: format!("{:.2}×", cold / load),
+            ratio: times(cold / load),
             verdict: verdict(cold <= 2.0).to_owned(),
         },
     ]
@@ -824,7 +835,7 @@ fn raw_feed_target(run: &Run) -> Target {
             diffs.map_or_else(String::new, |d| format!("; `raw_book_diffs` {d:.0} MB/s"))
         ),
         reference: format!("`fs::read` of the same files: {f:.0} MB/s"),
-        ratio: format!("{:.2}×", g / f),
+        ratio: times(g / f),
         verdict: verdict(g >= 1_000.0).to_owned(),
     }
 }
@@ -847,8 +858,7 @@ fn candles_target(run: &Run) -> Target {
             || "–".to_owned(),
             |r| format!("{r:.0} lookups/s: {}", text(v, "reference")),
         ),
-        ratio: num(v, "reference_rps")
-            .map_or_else(|| "–".to_owned(), |r| format!("{:.2}×", rps / r)),
+        ratio: num(v, "reference_rps").map_or_else(|| "–".to_owned(), |r| times(rps / r)),
         verdict: verdict(rps >= 50_000.0).to_owned(),
     }
 }
@@ -868,8 +878,12 @@ fn draw_plots(run: &Run, dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
     };
 
     if let Some(v) = run.summary("latency") {
+        // The default poll interval (the largest measured), every view and rate.
+        let poll = rows(v, "rows")
+            .filter_map(|r| num(r, "poll_ms"))
+            .fold(f64::NAN, f64::max);
         let series: Vec<Series> = rows(v, "rows")
-            .filter(|r| num(r, "frames").unwrap_or(0.0) > 0.0)
+            .filter(|r| num(r, "frames").unwrap_or(0.0) > 0.0 && num(r, "poll_ms") == Some(poll))
             .map(|r| {
                 Series::new(
                     format!(
@@ -1091,7 +1105,7 @@ fn render(
         let blocks = num(v, "blocks").unwrap_or(0.0);
         let _ = writeln!(
             s,
-            "- Ingest slice: {blocks:.0} blocks of mainnet-scale simulator output ({:.0} MB of node lines, ≈ {:.0} s of block time = {:.1}% of a mainnet hour of ≈ {:.0} blocks, which would be ≈ {:.1} GB): the largest slice that keeps the whole report within the budget on this machine",
+            "- Ingest slice: {blocks:.0} blocks of mainnet-scale simulator output ({:.0} MB of node lines, ≈ {:.0} s of block time = {:.1}% of a mainnet hour of ≈ {:.0} blocks, which would be ≈ {:.1} GB){}",
             replay_row(v, "fold")
                 .and_then(|r| num(r, "mb"))
                 .unwrap_or(0.0),
@@ -1100,7 +1114,12 @@ fn render(
             MAINNET_BLOCKS_PER_S * 3600.0,
             replay_row(v, "fold")
                 .and_then(|r| num(r, "mb"))
-                .map_or(0.0, |mb| mb / blocks * MAINNET_BLOCKS_PER_S * 3600.0 / 1e3)
+                .map_or(0.0, |mb| mb / blocks * MAINNET_BLOCKS_PER_S * 3600.0 / 1e3),
+            if args.quick {
+                ""
+            } else {
+                ": the largest slice that keeps the whole report within the budget on this machine (the harness holds the slice in memory and measures five passes over it)"
+            }
         );
     }
     let _ = writeln!(s);
@@ -1270,6 +1289,14 @@ mod tests {
                 .any(|s| s.args.windows(2).any(|w| w == ["--l1gate", "/x/l1gate"]))
         );
         assert_eq!(plan(true, "/x").len(), full.len());
+    }
+
+    #[test]
+    fn small_ratios_keep_two_significant_digits() {
+        assert_eq!(times(1.234), "1.23×");
+        assert_eq!(times(0.0071), "0.0071×");
+        assert_eq!(times(0.05), "0.050×");
+        assert_eq!(times(f64::NAN), "NaN×");
     }
 
     #[test]
