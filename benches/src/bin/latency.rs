@@ -271,6 +271,7 @@ fn main() -> anyhow::Result<()> {
     let args = parse_args(&argv)?;
     let machine = benches::Machine::detect();
     let command = benches::cargo_command("latency");
+    let load_before = live::load_average();
     let cfg = SimConfig::mainnet(1, args.scale);
     eprintln!(
         "latency: generating the starting state (scale {})",
@@ -316,6 +317,12 @@ fn main() -> anyhow::Result<()> {
 
     let mut s = String::from("## End-to-end latency, append → client (`latency`)\n\n");
     s.push_str(&machine.markdown(&command));
+    let _ = writeln!(
+        s,
+        "- Load average (1 min) at start / end: {load_before} / {} on {} cores (every process of the machine, this run's included)",
+        live::load_average(),
+        machine.cores
+    );
     let _ = writeln!(
         s,
         "- Data: simulator `SimConfig::mainnet(seed 1, scale {})`, by-block layout, every line flushed; {written} live blocks appended at {} × mainnet pace ({MAINNET_BLOCKS_PER_S} blocks/s)",
