@@ -18,7 +18,7 @@
 //! The slow run repeats one N (`--slow-at`, default the largest; pick one the machine keeps up
 //! with, or the comparison only shows overload) with 1% of the streams slow: on their own connection,
 //! half `StreamL2Book` at full depth and half `StreamL4OrderUpdates`, both on the most active
-//! coin (frames large enough to fill a 64 KiB stream window within a second); they read their opening
+//! coin, with 4 KiB stream windows that one of their frames fills; they read their opening
 //! frame and then nothing. The server runs with a ring of `--ring` blocks (32 by default, ≈ 2 s)
 //! so that they fall a whole ring behind within the run. Afterwards they read again: an L4
 //! stream must end `ABORTED`; an L2 book stream must jump to the newest state (a gap of more
@@ -48,6 +48,9 @@ const WARM_BLOCKS: u64 = 50;
 const OPEN_WAIT: Duration = Duration::from_secs(180);
 /// The HTTP/2 stream window of every client stream (tonic's default).
 const STREAM_WINDOW: u32 = 65_535;
+/// The stream window of the slow streams' connection: one frame of theirs fills it, so the
+/// server stops being able to send to them within a block of their last read.
+const SLOW_STREAM_WINDOW: u32 = 4_096;
 
 struct Args {
     streams: Vec<usize>,
@@ -495,7 +498,7 @@ fn main() -> anyhow::Result<()> {
         for _ in 0..args.connections {
             channels.push(server.channel(STREAM_WINDOW).await?);
         }
-        let slow_channel = server.channel(STREAM_WINDOW).await?;
+        let slow_channel = server.channel(SLOW_STREAM_WINDOW).await?;
         let mut plan: Vec<(usize, usize)> = args.streams.iter().map(|&n| (n, 0)).collect();
         plan.push((slow_at, (slow_at / 100).max(2)));
         for (streams, slow) in plan {
@@ -548,7 +551,7 @@ fn main() -> anyhow::Result<()> {
     );
     let _ = writeln!(
         s,
-        "- Server: `l1gate` in a child process (defaults except `market_ring_capacity` = {} blocks, `poll_interval_ms` = 5); clients in the harness process over {} HTTP/2 connections (64 KiB stream windows), the slow streams on one more",
+        "- Server: `l1gate` in a child process (defaults except `market_ring_capacity` = {} blocks, `poll_interval_ms` = 5); clients in the harness process over {} HTTP/2 connections (64 KiB stream windows), the slow streams on one more (4 KiB stream windows, so that the server cannot send them more than a frame ahead)",
         args.ring, args.connections
     );
     let _ = writeln!(
