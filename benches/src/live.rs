@@ -293,6 +293,15 @@ impl Drop for ServerProcess {
     }
 }
 
+/// The 1-minute load average from `/proc/loadavg` ("?" when unreadable): other jobs on a
+/// shared machine show up here, and latency with them.
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "?".to_owned())
+}
+
 /// `VmRSS` in KiB from the text of a `/proc/PID/status` file.
 pub fn vm_rss_kib(status: &str) -> Option<u64> {
     status
