@@ -6,9 +6,16 @@
 //! the markers (the header, other harnesses' sections) is kept byte for byte.
 //!
 //! [`live`] holds what the live harnesses (`fanout`, `latency`) share: a paced simulator
-//! writer and the server in a child process.
+//! writer and the server in a child process. [`summary`] is how a harness hands its headline
+//! figures to the `report` binary, [`plot`] draws the report's SVG charts, [`sys`] reads
+//! memory counters and load from `/proc`, and [`cargo`] builds the sibling binaries a harness
+//! starts.
 
+pub mod cargo;
 pub mod live;
+pub mod plot;
+pub mod summary;
+pub mod sys;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;

@@ -153,13 +153,20 @@ fn main() -> anyhow::Result<()> {
     let ready_s = ready_started.elapsed().as_secs_f64();
     // Keep the lookups that find a candle (the hot path; misses are cheaper).
     let now = l1gate::unix_now_ms();
-    let hits: Vec<String> = queries
+    let found: Vec<(&str, engine::views::candles::Interval, &str, i64)> = queries
         .iter()
-        .filter(|(coin, interval, open)| {
-            let interval = engine::views::candles::Interval::parse(interval).ok();
-            interval.is_some_and(|i| running.candles.lookup(coin, i, *open, now).is_ok())
+        .filter_map(|(coin, interval, open)| {
+            let parsed = engine::views::candles::Interval::parse(interval).ok()?;
+            running
+                .candles
+                .lookup(coin, parsed, *open, now)
+                .is_ok()
+                .then_some((coin.as_str(), parsed, *interval, *open))
         })
-        .map(|(coin, interval, open)| {
+        .collect();
+    let hits: Vec<String> = found
+        .iter()
+        .map(|(coin, _, interval, open)| {
             format!(
                 "/{key}/v1/candles?market={}&interval={interval}&time={}",
                 encode(coin),
@@ -170,6 +177,16 @@ fn main() -> anyhow::Result<()> {
     if hits.is_empty() {
         bail!("no candle to look up");
     }
+    // Same-run reference: the same lookups straight from the store, one thread, no HTTP.
+    let reference_started = Instant::now();
+    let mut reference_lookups = 0u64;
+    while reference_started.elapsed() < Duration::from_secs(1) {
+        for (coin, interval, _, open) in &found {
+            std::hint::black_box(running.candles.lookup(coin, *interval, *open, now).is_ok());
+            reference_lookups += 1;
+        }
+    }
+    let reference_rps = reference_lookups as f64 / reference_started.elapsed().as_secs_f64();
     let stored = running.candles.store().candles();
     let markets: BTreeSet<&str> = queries.iter().map(|(c, _, _)| c.as_str()).collect();
     eprintln!(
@@ -218,6 +235,7 @@ fn main() -> anyhow::Result<()> {
         markets.len(),
         ready_s,
         &load_average,
+        reference_rps,
         &result,
     );
     println!("{report}");
@@ -227,6 +245,20 @@ fn main() -> anyhow::Result<()> {
             .with_context(|| format!("write {}", path.display()))?;
         eprintln!("wrote the candles_http section of {}", path.display());
     }
+    let num = |name: &str| result[name].as_f64().unwrap_or(0.0);
+    benches::summary::emit(&serde_json::json!({
+        "harness": "candles_http",
+        "rps": num("requests") / num("seconds").max(f64::MIN_POSITIVE),
+        "requests": num("requests"),
+        "non_200": num("non_200"),
+        "errors": num("errors"),
+        "p50_ms": num("p50_us") / 1e3,
+        "p99_ms": num("p99_us") / 1e3,
+        "connections": args.connections,
+        "curve": result["curve"],
+        "reference_rps": reference_rps,
+        "reference": "in-process store lookups of the same candles (one thread, no HTTP)",
+    }))?;
     Ok(())
 }
 
@@ -294,6 +326,7 @@ fn render(
     markets: usize,
     ready_s: f64,
     load_average: &str,
+    reference_rps: f64,
     result: &serde_json::Value,
 ) -> String {
     let num = |name: &str| result[name].as_f64().unwrap_or(0.0);
@@ -350,6 +383,13 @@ fn render(
         met(rps >= TARGET_RPS),
         p99 as f64 / 1_000.0,
         met(p99 <= TARGET_P99_US),
+    );
+    let _ = writeln!(
+        s,
+        "\nSame-run reference: the same lookups straight from the candle store in the harness \
+         process (one thread, no HTTP, no body): {reference_rps:.0} lookups/s; over HTTP from the \
+         load process: {:.2}× of that.",
+        rps / reference_rps
     );
     s
 }
@@ -452,6 +492,7 @@ fn load_child(args: &[String]) -> anyhow::Result<()> {
         "p999_us": histogram.value_at_quantile(0.999),
         "max_us": histogram.max(),
         "mean_us": histogram.mean(),
+        "curve": benches::summary::curve(&histogram, 0.001),
     });
     println!("{out}");
     Ok(())

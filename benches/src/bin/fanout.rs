@@ -616,5 +616,33 @@ fn main() -> anyhow::Result<()> {
             .with_context(|| format!("write {}", path.display()))?;
         eprintln!("wrote the fanout section of {}", path.display());
     }
+    let runs: Vec<serde_json::Value> = results
+        .iter()
+        .map(|r| {
+            let [p50, p90, p99, p999, max] = live::percentiles_ms(&r.histogram);
+            serde_json::json!({
+                "streams": r.streams,
+                "slow": r.slow,
+                "open_s": r.open_s,
+                "frames_per_s": r.frames as f64 / r.seconds,
+                "p50_ms": p50,
+                "p90_ms": p90,
+                "p99_ms": p99,
+                "p999_ms": p999,
+                "max_ms": max,
+                "rss_before_kib": r.rss_before_kib,
+                "rss_open_kib": r.rss_open_kib,
+                "rss_kib_per_stream":
+                    r.rss_open_kib.saturating_sub(r.rss_before_kib) as f64 / r.streams as f64,
+                "failures": r.failures.len(),
+            })
+        })
+        .collect();
+    benches::summary::emit(&serde_json::json!({
+        "harness": "fanout",
+        "scale": args.scale,
+        "ring": args.ring,
+        "runs": runs,
+    }))?;
     Ok(())
 }

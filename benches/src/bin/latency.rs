@@ -425,5 +425,30 @@ fn main() -> anyhow::Result<()> {
             .with_context(|| format!("write {}", path.display()))?;
         eprintln!("wrote the latency section of {}", path.display());
     }
+    let rows: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|r| {
+            let [p50, p90, p99, p999, max] = live::percentiles_ms(&r.histogram);
+            serde_json::json!({
+                "poll_ms": r.poll_ms,
+                "rate": r.rate,
+                "stream": r.stream,
+                "frames": r.frames,
+                "frames_per_s": r.frames as f64 / r.seconds,
+                "p50_ms": p50,
+                "p90_ms": p90,
+                "p99_ms": p99,
+                "p999_ms": p999,
+                "max_ms": max,
+                "curve": benches::summary::curve(&r.histogram, 0.001),
+            })
+        })
+        .collect();
+    benches::summary::emit(&serde_json::json!({
+        "harness": "latency",
+        "scale": args.scale,
+        "seconds": args.seconds,
+        "rows": rows,
+    }))?;
     Ok(())
 }

@@ -562,7 +562,30 @@ fn main() -> anyhow::Result<()> {
             .with_context(|| format!("write {}", path.display()))?;
         eprintln!("wrote the raw_feed section of {}", path.display());
     }
+    benches::summary::emit(&summary(&rows))?;
     Ok(())
+}
+
+/// The headline figures for the `report` binary (see `benches::summary`).
+fn summary(rows: &[Row]) -> serde_json::Value {
+    let rows: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|row| {
+            let p = row.first();
+            serde_json::json!({
+                "feed": row.source.feed_id(),
+                "layer": row.layer,
+                "filter": row.filter,
+                "source_mb": p.scanned as f64 / 1e6,
+                "records": p.records,
+                "mb_out": p.delivered as f64 / 1e6,
+                "seconds": row.seconds(),
+                "source_mb_s": row.source_mb_s(),
+                "records_s": row.records_s(),
+            })
+        })
+        .collect();
+    serde_json::json!({ "harness": "raw_feed", "rows": rows })
 }
 
 fn render(

@@ -123,7 +123,43 @@ fn main() -> Result<()> {
         write_section(&path, SECTION, &body, &results.history_row)?;
         eprintln!("replay: wrote the {SECTION} section of {}", path.display());
     }
+    benches::summary::emit(&summary(&args, &results))?;
     Ok(())
+}
+
+/// The headline figures for the `report` binary (see `benches::summary`).
+fn summary(args: &Args, results: &Results) -> serde_json::Value {
+    let rows: Vec<serde_json::Value> = results
+        .rows
+        .iter()
+        .map(|row| {
+            let block = |q: f64| {
+                row.per_block
+                    .as_ref()
+                    .map(|h| h.value_at_quantile(q) as f64 / 1e3)
+            };
+            serde_json::json!({
+                "name": row.name,
+                "mb": row.bytes as f64 / 1e6,
+                "events": row.events,
+                "seconds": row.elapsed.as_secs_f64(),
+                "mb_s": row.mb_s(),
+                "events_s": row.events_s(),
+                "block_p50_us": block(0.5),
+                "block_p99_us": block(0.99),
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "harness": "replay",
+        "scale": args.scale,
+        "seed": args.seed,
+        "blocks": results.blocks,
+        "book_orders": results.book_orders,
+        "book_coins": results.book_coins,
+        "target_mb_s": TARGET_MB_S,
+        "rows": rows,
+    })
 }
 
 /// The child process: `--generate-into DIR BLOCKS SCALE SEED`.

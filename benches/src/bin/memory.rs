@@ -1,0 +1,669 @@
+//! Memory and cold start of the `l1gate` server with a full mainnet-size book, measured in a
+//! separate server process.
+//!
+//! `cargo run --release -p benches --bin memory -- [--scales 0.25,0.5,1] [--blocks N]
+//! [--runs R] [--settle S] [--seed S] [--l1gate PATH] [--no-write]`
+//!
+//! For each scale the simulator (`SimConfig::mainnet(seed, scale)`, by-block layout) writes its
+//! starting L4 snapshot and `--blocks` blocks after it (default 100, ≈ 7 s of block time) into a
+//! temporary node directory. Then, `--runs` times (default 2), the `l1gate` binary is started
+//! as its own process: `l1gate serve --data DIR --market-stale-after-ms 0` on loopback port 0
+//! with a fresh keys file, working directory and log file of its own (simulator block times
+//! are in the past, hence the staleness check is off). The clock starts just before the spawn:
+//!
+//! - `bound`: the server's standard output names its gRPC address;
+//! - `serving live`: the first `StreamBbo` frame for BTC arrives. The call is repeated every
+//!   5 ms while it answers `UNAVAILABLE` (the engine is still loading the snapshot and
+//!   catching up over the blocks after it).
+//!
+//! `VmRSS` and `VmHWM` of the server are read from `/proc/PID/status` at that moment and again
+//! after `--settle` seconds (default 2) with the server idle and the stream open. The server is
+//! then killed.
+//!
+//! Reference, once per scale, in a fresh child process of this binary: reading the snapshot
+//! file, `engine::snapshot::parse` and `Engine::from_snapshot`, timed, with the child's
+//! `VmRSS` after the file's bytes are dropped and its `VmHWM`.
+//!
+//! The `l1gate` binary is built first with the cargo that runs this harness (`$CARGO build
+//! -p server --bin l1gate`, same profile and target directory) unless `--l1gate` names one.
+//! Prints the table and rewrites the `memory` section of `benches/BENCHMARKS.md`.
+
+use std::fmt::Write as _;
+use std::io::{BufRead as _, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use benches::sys::Rss;
+use proto::market_streaming_client::MarketStreamingClient;
+use proto::v3 as pb;
+use serde_json::json;
+use tonic::Code;
+use tonic::metadata::MetadataValue;
+
+/// Targets of the brief.
+const TARGET_RSS_MB: f64 = 200.0;
+const TARGET_COLD_START_S: f64 = 2.0;
+/// Longest wait for the server to bind, then to serve live.
+const BIND_WAIT: Duration = Duration::from_secs(60);
+const READY_WAIT: Duration = Duration::from_secs(300);
+/// Pause between `StreamBbo` attempts while the engine is not ready.
+const RETRY: Duration = Duration::from_millis(5);
+/// Hidden flag: the in-process reference, run in a child process.
+const ENGINE_CHILD: &str = "--engine-child";
+/// The coin whose BBO stream marks "serving live".
+const COIN: &str = "BTC";
+
+struct Args {
+    scales: Vec<f64>,
+    blocks: u64,
+    runs: usize,
+    settle: f64,
+    seed: u64,
+    l1gate: Option<PathBuf>,
+    write: bool,
+}
+
+fn parse_args(argv: &[String]) -> anyhow::Result<Args> {
+    let mut a = Args {
+        scales: vec![0.25, 0.5, 1.0],
+        blocks: 100,
+        runs: 2,
+        settle: 2.0,
+        seed: 1,
+        l1gate: None,
+        write: true,
+    };
+    let mut it = argv.iter();
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--scales" => {
+                a.scales = value()?
+                    .split(',')
+                    .map(|v| v.trim().parse::<f64>())
+                    .collect::<Result<_, _>>()
+                    .context("--scales: a comma-separated list of numbers")?;
+            }
+            "--blocks" => a.blocks = value()?.parse().context("--blocks")?,
+            "--runs" => a.runs = value()?.parse().context("--runs")?,
+            "--settle" => a.settle = value()?.parse().context("--settle")?,
+            "--seed" => a.seed = value()?.parse().context("--seed")?,
+            "--l1gate" => a.l1gate = Some(PathBuf::from(value()?)),
+            "--no-write" => a.write = false,
+            other => bail!("unknown argument {other}"),
+        }
+    }
+    if a.scales.is_empty() || !a.scales.iter().all(|s| s.is_finite() && *s > 0.0) {
+        bail!("--scales: every scale must be positive");
+    }
+    if a.runs == 0 {
+        bail!("--runs must be at least 1");
+    }
+    if !(a.settle.is_finite() && a.settle >= 0.0) {
+        bail!("--settle must be zero or more seconds");
+    }
+    Ok(a)
+}
+
+/// One cold start of the server process.
+#[derive(Debug, Clone, Copy)]
+struct Start {
+    bound_s: f64,
+    ready_s: f64,
+    at_ready: Rss,
+    settled: Rss,
+}
+
+/// The in-process reference.
+#[derive(Debug, Clone, Copy)]
+struct EngineLoad {
+    coins: u64,
+    orders: u64,
+    seconds: f64,
+    base_kib: u64,
+    rss_kib: u64,
+    hwm_kib: u64,
+}
+
+/// Everything measured at one scale.
+struct AtScale {
+    scale: f64,
+    snapshot_mb: f64,
+    blocks: u64,
+    engine: EngineLoad,
+    starts: Vec<Start>,
+}
+
+impl AtScale {
+    fn median(&self, pick: impl Fn(&Start) -> f64) -> f64 {
+        let mut v: Vec<f64> = self.starts.iter().map(pick).collect();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            f64::midpoint(v[n / 2 - 1], v[n / 2])
+        }
+    }
+
+    fn range(&self, pick: impl Fn(&Start) -> f64) -> (f64, f64) {
+        self.starts
+            .iter()
+            .map(pick)
+            .fold((f64::MAX, 0.0), |(lo, hi), v| (lo.min(v), hi.max(v)))
+    }
+
+    fn ready_s(&self) -> f64 {
+        self.median(|s| s.ready_s)
+    }
+
+    fn settled_mb(&self) -> f64 {
+        self.median(|s| mb(s.settled.rss_kib))
+    }
+
+    fn ready_mb(&self) -> f64 {
+        self.median(|s| mb(s.at_ready.rss_kib))
+    }
+
+    fn peak_mb(&self) -> f64 {
+        self.range(|s| mb(s.settled.hwm_kib)).1
+    }
+}
+
+/// KiB → MB (10^6 bytes).
+fn mb(kib: u64) -> f64 {
+    kib as f64 * 1024.0 / 1e6
+}
+
+fn main() -> anyhow::Result<()> {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    if argv.first().map(String::as_str) == Some(ENGINE_CHILD) {
+        return engine_child(&argv[1..]);
+    }
+    let args = parse_args(&argv)?;
+    let machine = benches::Machine::detect();
+    let command = benches::cargo_command("memory");
+    let l1gate = if let Some(path) = &args.l1gate {
+        path.clone()
+    } else {
+        eprintln!("memory: building the l1gate binary");
+        let built = benches::cargo::build(&["-p", "server", "--bin", "l1gate"])?;
+        built
+            .executables
+            .get("l1gate")
+            .cloned()
+            .context("cargo built no l1gate executable")?
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let mut scales = Vec::new();
+    for &scale in &args.scales {
+        scales.push(measure_scale(&args, scale, &l1gate, &runtime)?);
+    }
+    let body = render(&args, &machine, &command, &l1gate, &scales);
+    println!("{body}");
+    if args.write {
+        let path = benches::benchmarks_md();
+        benches::write_section(&path, "memory", &body)
+            .with_context(|| format!("write {}", path.display()))?;
+        eprintln!("memory: wrote the memory section of {}", path.display());
+    }
+    benches::summary::emit(&summary(&args, &scales))?;
+    Ok(())
+}
+
+fn measure_scale(
+    args: &Args,
+    scale: f64,
+    l1gate: &Path,
+    runtime: &tokio::runtime::Runtime,
+) -> anyhow::Result<AtScale> {
+    let work = tempfile::Builder::new()
+        .prefix("l1gate-memory-")
+        .tempdir()?;
+    let data = work.path().join("node");
+    let mut cfg = fixtures::SimConfig::mainnet(args.seed, scale);
+    cfg.mode = fixtures::OutputMode::ByBlock;
+    let run = fixtures::RunOptions {
+        blocks: Some(args.blocks),
+        no_replica_cmds: true,
+        ..fixtures::RunOptions::default()
+    };
+    eprintln!(
+        "memory: scale {scale}: generating the snapshot and {} blocks",
+        args.blocks
+    );
+    let summary = fixtures::generate(&cfg, &data, &run, &mut |_| {})?;
+    let snapshot = summary
+        .snapshots
+        .first()
+        .context("the simulator wrote no snapshot")?
+        .clone();
+    let snapshot_mb = std::fs::metadata(&snapshot)?.len() as f64 / 1e6;
+    let engine = engine_reference(&snapshot)?;
+    eprintln!(
+        "memory: scale {scale}: {} coins, {} orders, {snapshot_mb:.1} MB snapshot; in-process load {:.2} s, VmRSS {:.0} MB",
+        engine.coins,
+        engine.orders,
+        engine.seconds,
+        mb(engine.rss_kib)
+    );
+    let mut starts = Vec::new();
+    for run in 0..args.runs {
+        let start = cold_start(l1gate, &data, work.path(), args.settle, runtime)
+            .with_context(|| format!("scale {scale}, run {}", run + 1))?;
+        eprintln!(
+            "memory: scale {scale} run {}: bound {:.3} s, serving live {:.3} s, VmRSS {:.0} MB at ready, {:.0} MB settled, VmHWM {:.0} MB",
+            run + 1,
+            start.bound_s,
+            start.ready_s,
+            mb(start.at_ready.rss_kib),
+            mb(start.settled.rss_kib),
+            mb(start.settled.hwm_kib)
+        );
+        starts.push(start);
+    }
+    Ok(AtScale {
+        scale,
+        snapshot_mb,
+        blocks: summary.blocks,
+        engine,
+        starts,
+    })
+}
+
+/// Runs this binary as [`ENGINE_CHILD`] on `snapshot` and reads its one-line JSON answer.
+fn engine_reference(snapshot: &Path) -> anyhow::Result<EngineLoad> {
+    let output = Command::new(std::env::current_exe()?)
+        .arg(ENGINE_CHILD)
+        .arg(snapshot)
+        .stderr(Stdio::inherit())
+        .output()
+        .context("start the engine reference child")?;
+    if !output.status.success() {
+        bail!("the engine reference child failed: {}", output.status);
+    }
+    let v: serde_json::Value =
+        serde_json::from_slice(&output.stdout).context("engine reference child output")?;
+    let field = |name: &str| {
+        v[name]
+            .as_f64()
+            .with_context(|| format!("engine reference child: no {name}"))
+    };
+    Ok(EngineLoad {
+        coins: field("coins")? as u64,
+        orders: field("orders")? as u64,
+        seconds: field("seconds")?,
+        base_kib: field("base_kib")? as u64,
+        rss_kib: field("rss_kib")? as u64,
+        hwm_kib: field("hwm_kib")? as u64,
+    })
+}
+
+/// The reference child: `ENGINE_CHILD SNAPSHOT`; prints one JSON object.
+fn engine_child(args: &[String]) -> anyhow::Result<()> {
+    let [snapshot] = args else {
+        bail!("{ENGINE_CHILD} takes SNAPSHOT, got {args:?}");
+    };
+    let base = Rss::of(None)?;
+    let started = Instant::now();
+    let bytes = std::fs::read(snapshot).with_context(|| format!("read {snapshot}"))?;
+    let parsed = engine::snapshot::parse(&bytes).with_context(|| format!("parse {snapshot}"))?;
+    drop(bytes);
+    let coins = parsed.books.len();
+    let orders = parsed.books.order_count();
+    let loaded = engine::fold::Engine::from_snapshot(parsed);
+    let seconds = started.elapsed().as_secs_f64();
+    let after = Rss::of(None)?;
+    std::hint::black_box(&loaded);
+    println!(
+        "{}",
+        json!({
+            "coins": coins,
+            "orders": orders,
+            "seconds": seconds,
+            "base_kib": base.rss_kib,
+            "rss_kib": after.rss_kib,
+            "hwm_kib": after.hwm_kib,
+        })
+    );
+    Ok(())
+}
+
+/// A server child that is killed when dropped.
+struct Server {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Server {
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The last lines of the server's log, for errors.
+    fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(10)..].join("\n")
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One cold start: spawn, wait for the address, then for the first BBO frame; read memory.
+fn cold_start(
+    l1gate: &Path,
+    data: &Path,
+    work: &Path,
+    settle: f64,
+    runtime: &tokio::runtime::Runtime,
+) -> anyhow::Result<Start> {
+    let run_dir = tempfile::Builder::new().prefix("run-").tempdir_in(work)?;
+    let keys_file = run_dir.path().join("keys.toml");
+    let mut keys = l1gate::keys::KeysFile::default();
+    let (key, _) = keys.add_key("bench", 0)?;
+    keys.save(&keys_file)?;
+    let log = run_dir.path().join("server.log");
+    let started = Instant::now();
+    let mut child = Command::new(l1gate)
+        .arg("serve")
+        .arg("--data")
+        .arg(data)
+        .arg("--keys-file")
+        .arg(&keys_file)
+        .args(["--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"])
+        .args(["--market-stale-after-ms", "0"])
+        .current_dir(run_dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log)?)
+        .spawn()
+        .with_context(|| format!("start {}", l1gate.display()))?;
+    let stdout = child.stdout.take().context("server stdout")?;
+    let server = Server { child, log };
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(stdout);
+        let mut line = String::new();
+        let _ = reader.read_line(&mut line);
+        let _ = tx.send(line);
+        // Keep draining so a later line can never block the server.
+        let _ = std::io::copy(&mut reader, &mut std::io::sink());
+    });
+    let line = rx.recv_timeout(BIND_WAIT).map_err(|_| {
+        anyhow::anyhow!(
+            "the server did not announce its address within {} s; log:\n{}",
+            BIND_WAIT.as_secs(),
+            server.log_tail()
+        )
+    })?;
+    let bound_s = started.elapsed().as_secs_f64();
+    let addr = line
+        .split_whitespace()
+        .skip_while(|w| *w != "gRPC")
+        .nth(2)
+        .with_context(|| {
+            format!(
+                "unexpected first line from the server: {line:?}; log:\n{}",
+                server.log_tail()
+            )
+        })?
+        .to_owned();
+    let key = MetadataValue::try_from(key.as_str())?;
+    let (ready_s, stream) = runtime
+        .block_on(first_bbo(&addr, &key, started))
+        .with_context(|| format!("server log:\n{}", server.log_tail()))?;
+    let at_ready = Rss::of(Some(server.pid()))?;
+    std::thread::sleep(Duration::from_secs_f64(settle));
+    let settled = Rss::of(Some(server.pid()))?;
+    drop(stream);
+    drop(server);
+    Ok(Start {
+        bound_s,
+        ready_s,
+        at_ready,
+        settled,
+    })
+}
+
+/// Subscribes to BTC's BBO until the server answers with a frame; returns the seconds since
+/// `started` at that frame and the open stream.
+async fn first_bbo(
+    addr: &str,
+    key: &MetadataValue<tonic::metadata::Ascii>,
+    started: Instant,
+) -> anyhow::Result<(f64, tonic::Streaming<pb::BboUpdate>)> {
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?
+        .connect()
+        .await
+        .with_context(|| format!("connect to {addr}"))?;
+    let mut client = MarketStreamingClient::new(channel);
+    loop {
+        if started.elapsed() > READY_WAIT {
+            bail!(
+                "the server did not serve a BBO frame within {} s",
+                READY_WAIT.as_secs()
+            );
+        }
+        let mut request = tonic::Request::new(pb::BboRequest {
+            coins: vec![COIN.to_owned()],
+        });
+        request.metadata_mut().insert("x-api-key", key.clone());
+        match client.stream_bbo(request).await {
+            Ok(response) => {
+                let mut stream = response.into_inner();
+                match stream.message().await {
+                    Ok(Some(_)) => return Ok((started.elapsed().as_secs_f64(), stream)),
+                    Ok(None) => bail!("the BBO stream ended before its first frame"),
+                    Err(status) if status.code() == Code::Unavailable => {}
+                    Err(status) => bail!("StreamBbo: {status}"),
+                }
+            }
+            Err(status) if status.code() == Code::Unavailable => {}
+            Err(status) => bail!("StreamBbo: {status}"),
+        }
+        tokio::time::sleep(RETRY).await;
+    }
+}
+
+fn render(
+    args: &Args,
+    machine: &benches::Machine,
+    command: &str,
+    l1gate: &Path,
+    scales: &[AtScale],
+) -> String {
+    let mut s = String::from("## Memory and cold start (`memory`)\n\n");
+    s.push_str(&machine.markdown(command));
+    let _ = writeln!(
+        s,
+        "- Data: simulator `SimConfig::mainnet(seed {}, scale X)`, by-block layout: its starting L4 snapshot and {} blocks after it (the engine catches up over them). The simulator's coin count stops growing at scale 1 (200 coins, where mainnet has ≈ 630); resting orders grow with the scale (≈ 440k at 1).",
+        args.seed, args.blocks
+    );
+    let _ = writeln!(
+        s,
+        "- Server: the `{}` binary (`l1gate serve --data DIR --market-stale-after-ms 0`, defaults otherwise) in its own process, {} cold start(s) per scale (median, range in brackets). Cold start = spawn → first `StreamBbo` frame for {COIN} (retried every {} ms while `UNAVAILABLE`); bound = spawn → the gRPC address on its stdout. RSS = `VmRSS` of `/proc/PID/status` at the first frame and {} s later (settled, idle, stream open); peak = `VmHWM`.",
+        l1gate.file_name().map_or_else(
+            || l1gate.display().to_string(),
+            |n| n.to_string_lossy().into_owned()
+        ),
+        args.runs,
+        RETRY.as_millis(),
+        args.settle
+    );
+    let _ = writeln!(
+        s,
+        "- Reference (same run, same snapshot file): a fresh process of this harness reads the file, `engine::snapshot::parse` and `Engine::from_snapshot`; its load time, `VmRSS` after dropping the file's bytes, and `VmHWM`. MB = 10^6 bytes.\n"
+    );
+    let _ = writeln!(
+        s,
+        "| scale | coins | resting orders | snapshot MB | cold start s | bound s | RSS at ready MB | RSS settled MB | peak MB | engine load s | engine RSS MB | engine peak MB | server / engine RSS |"
+    );
+    let _ = writeln!(
+        s,
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    for sc in scales {
+        let (lo, hi) = sc.range(|s| s.ready_s);
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {:.1} | {:.3} [{lo:.3}–{hi:.3}] | {:.3} | {:.0} | {:.0} | {:.0} | {:.3} | {:.0} | {:.0} | {:.2} |",
+            sc.scale,
+            sc.engine.coins,
+            sc.engine.orders,
+            sc.snapshot_mb,
+            sc.ready_s(),
+            sc.median(|s| s.bound_s),
+            sc.ready_mb(),
+            sc.settled_mb(),
+            sc.peak_mb(),
+            sc.engine.seconds,
+            mb(sc.engine.rss_kib),
+            mb(sc.engine.hwm_kib),
+            sc.settled_mb() / mb(sc.engine.rss_kib),
+        );
+    }
+    if let Some(full) = full_book(scales) {
+        let rss = full.settled_mb();
+        let ready = full.ready_s();
+        let verdict = |ok: bool| if ok { "met" } else { "not met" };
+        let _ = writeln!(
+            s,
+            "\nTargets with {} (scale {}, {} resting orders over {} coins): RSS ≤ {TARGET_RSS_MB:.0} MB — {rss:.0} MB settled (peak {:.0} MB), {}; cold start ≤ {TARGET_COLD_START_S} s — {ready:.3} s, {}. Of the cold start, {:.3} s is the reference's snapshot read + parse + `Engine::from_snapshot` alone.",
+            if full.scale >= 1.0 {
+                "the full book"
+            } else {
+                "the largest book measured, smaller than mainnet's"
+            },
+            full.scale,
+            full.engine.orders,
+            full.engine.coins,
+            full.peak_mb(),
+            verdict(rss <= TARGET_RSS_MB),
+            verdict(ready <= TARGET_COLD_START_S),
+            full.engine.seconds,
+        );
+    }
+    s
+}
+
+/// The measured scale closest to the mainnet book (scale 1), preferring the larger one.
+fn full_book(scales: &[AtScale]) -> Option<&AtScale> {
+    scales.iter().min_by(|a, b| {
+        (a.scale - 1.0)
+            .abs()
+            .total_cmp(&(b.scale - 1.0).abs())
+            .then(b.scale.total_cmp(&a.scale))
+    })
+}
+
+fn summary(args: &Args, scales: &[AtScale]) -> serde_json::Value {
+    let rows: Vec<serde_json::Value> = scales
+        .iter()
+        .map(|sc| {
+            json!({
+                "scale": sc.scale,
+                "coins": sc.engine.coins,
+                "orders": sc.engine.orders,
+                "snapshot_mb": sc.snapshot_mb,
+                "blocks": sc.blocks,
+                "cold_start_s": sc.ready_s(),
+                "cold_start_range_s": [sc.range(|s| s.ready_s).0, sc.range(|s| s.ready_s).1],
+                "bound_s": sc.median(|s| s.bound_s),
+                "rss_ready_mb": sc.ready_mb(),
+                "rss_settled_mb": sc.settled_mb(),
+                "peak_mb": sc.peak_mb(),
+                "engine_load_s": sc.engine.seconds,
+                "engine_rss_mb": mb(sc.engine.rss_kib),
+                "engine_base_mb": mb(sc.engine.base_kib),
+                "engine_peak_mb": mb(sc.engine.hwm_kib),
+            })
+        })
+        .collect();
+    json!({
+        "harness": "memory",
+        "runs": args.runs,
+        "blocks": args.blocks,
+        "target_rss_mb": TARGET_RSS_MB,
+        "target_cold_start_s": TARGET_COLD_START_S,
+        "full_scale": full_book(scales).map(|s| s.scale),
+        "scales": rows,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn start(ready_s: f64, rss_kib: u64) -> Start {
+        let rss = Rss {
+            rss_kib,
+            hwm_kib: rss_kib * 2,
+        };
+        Start {
+            bound_s: 0.01,
+            ready_s,
+            at_ready: rss,
+            settled: rss,
+        }
+    }
+
+    fn scale(scale: f64, starts: Vec<Start>) -> AtScale {
+        AtScale {
+            scale,
+            snapshot_mb: 1.0,
+            blocks: 1,
+            engine: EngineLoad {
+                coins: 1,
+                orders: 1,
+                seconds: 0.1,
+                base_kib: 1,
+                rss_kib: 1000,
+                hwm_kib: 2000,
+            },
+            starts,
+        }
+    }
+
+    #[test]
+    fn medians_and_ranges_over_runs() {
+        let sc = scale(1.0, vec![start(3.0, 100), start(1.0, 300), start(2.0, 200)]);
+        assert!((sc.ready_s() - 2.0).abs() < 1e-12);
+        assert_eq!(sc.range(|s| s.ready_s), (1.0, 3.0));
+        assert!((sc.settled_mb() - mb(200)).abs() < 1e-12);
+        assert!((sc.peak_mb() - mb(600)).abs() < 1e-12);
+        let even = scale(1.0, vec![start(1.0, 100), start(2.0, 100)]);
+        assert!((even.ready_s() - 1.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_full_book_is_the_scale_nearest_one() {
+        let scales = vec![scale(0.25, vec![]), scale(1.5, vec![]), scale(1.0, vec![])];
+        assert_eq!(full_book(&scales).map(|s| s.scale), Some(1.0));
+        let scales = vec![scale(0.5, vec![]), scale(1.5, vec![])];
+        assert_eq!(full_book(&scales).map(|s| s.scale), Some(1.5));
+        assert!(full_book(&[]).is_none());
+    }
+
+    #[test]
+    fn arguments_are_checked() {
+        let parse = |a: &[&str]| parse_args(&a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>());
+        let a = parse(&["--scales", "0.5,1", "--runs", "3"]).unwrap();
+        assert_eq!(a.scales, vec![0.5, 1.0]);
+        assert_eq!(a.runs, 3);
+        assert!(parse(&["--scales", "0"]).is_err());
+        assert!(parse(&["--runs", "0"]).is_err());
+        assert!(parse(&["--bogus"]).is_err());
+        assert!(parse(&["--blocks"]).is_err());
+    }
+}
