@@ -415,3 +415,26 @@ mod tests {
         assert!((max - 1.0).abs() < 0.01, "{max}");
     }
 }
+
+/// A streamed market message that names its block (to match it with the
+/// append log).
+pub trait Numbered: Send + 'static {
+    /// The frame's block number.
+    fn block(&self) -> u64;
+}
+
+macro_rules! numbered {
+    ($($ty:ty),*) => {$(
+        impl Numbered for $ty {
+            fn block(&self) -> u64 {
+                u64::try_from(self.block_number).unwrap_or(0)
+            }
+        }
+    )*};
+}
+numbered!(
+    proto::v3::BboUpdate,
+    proto::v3::L2BookUpdate,
+    proto::v3::L4OrderUpdate,
+    proto::v3::TradesUpdate
+);

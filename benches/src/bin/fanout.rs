@@ -32,7 +32,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use benches::live::{self, AppendLog, LiveNode, SERVE_FLAG, ServerOptions, ServerProcess};
+use benches::live::{
+    self, AppendLog, LiveNode, Numbered, SERVE_FLAG, ServerOptions, ServerProcess,
+};
 use fixtures::SimConfig;
 use proto::market_streaming_client::MarketStreamingClient;
 use proto::v3 as pb;
@@ -100,22 +102,6 @@ fn parse_args(argv: &[String]) -> anyhow::Result<Args> {
     }
     Ok(args)
 }
-
-/// A streamed message that names its block.
-trait Numbered: Send + 'static {
-    fn block(&self) -> u64;
-}
-
-macro_rules! numbered {
-    ($($ty:ty),*) => {$(
-        impl Numbered for $ty {
-            fn block(&self) -> u64 {
-                u64::try_from(self.block_number).unwrap_or(0)
-            }
-        }
-    )*};
-}
-numbered!(pb::BboUpdate, pb::L2BookUpdate, pb::L4OrderUpdate);
 
 /// What the stream tasks of one run share.
 struct Shared {

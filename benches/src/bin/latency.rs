@@ -23,7 +23,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use benches::live::{self, AppendLog, LiveNode, SERVE_FLAG, ServerOptions, ServerProcess};
+use benches::live::{
+    self, AppendLog, LiveNode, Numbered, SERVE_FLAG, ServerOptions, ServerProcess,
+};
 use fixtures::SimConfig;
 use hdrhistogram::Histogram;
 use proto::market_streaming_client::MarketStreamingClient;
@@ -85,26 +87,6 @@ fn parse_args(argv: &[String]) -> anyhow::Result<Args> {
     }
     Ok(args)
 }
-
-trait Numbered: Send + 'static {
-    fn block(&self) -> u64;
-}
-
-macro_rules! numbered {
-    ($($ty:ty),*) => {$(
-        impl Numbered for $ty {
-            fn block(&self) -> u64 {
-                u64::try_from(self.block_number).unwrap_or(0)
-            }
-        }
-    )*};
-}
-numbered!(
-    pb::BboUpdate,
-    pb::L2BookUpdate,
-    pb::TradesUpdate,
-    pb::L4OrderUpdate
-);
 
 /// Counts its opening frame in `opened`, then reads `stream` while `measuring` is set,
 /// recording the latency of every frame after the opening one.
