@@ -293,6 +293,15 @@ impl Drop for ServerProcess {
     }
 }
 
+/// The 1-minute load average from `/proc/loadavg` ("?" when unreadable): other jobs on a
+/// shared machine show up here, and latency with them.
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "?".to_owned())
+}
+
 /// `VmRSS` in KiB from the text of a `/proc/PID/status` file.
 pub fn vm_rss_kib(status: &str) -> Option<u64> {
     status
@@ -411,3 +420,26 @@ mod tests {
         assert!((max - 1.0).abs() < 0.01, "{max}");
     }
 }
+
+/// A streamed market message that names its block (to match it with the
+/// append log).
+pub trait Numbered: Send + 'static {
+    /// The frame's block number.
+    fn block(&self) -> u64;
+}
+
+macro_rules! numbered {
+    ($($ty:ty),*) => {$(
+        impl Numbered for $ty {
+            fn block(&self) -> u64 {
+                u64::try_from(self.block_number).unwrap_or(0)
+            }
+        }
+    )*};
+}
+numbered!(
+    proto::v3::BboUpdate,
+    proto::v3::L2BookUpdate,
+    proto::v3::L4OrderUpdate,
+    proto::v3::TradesUpdate
+);

@@ -273,9 +273,11 @@ impl Access {
     /// [`Denial::RateLimited`] with the wait until a request conforms.
     pub fn charge_request(&self, principal: &Principal) -> Result<(), Denial> {
         let limits = self.limits(&principal.account);
-        let now = self.inner.epoch.elapsed();
         let verdict = {
             let mut accounts = self.inner.accounts.lock();
+            // Read under the lock: a time read before it could be older than
+            // the arrival time another request just set, and be refused.
+            let now = self.inner.epoch.elapsed();
             let state = accounts.entry(principal.account.clone()).or_default();
             Gcra::new(limits.rate, limits.burst).check(&mut state.tat, now)
         };

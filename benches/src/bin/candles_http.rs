@@ -195,6 +195,12 @@ fn main() -> anyhow::Result<()> {
         hits.len(),
         markets.len()
     );
+    // Other processes on the machine compete with both sides; say how busy
+    // it was when the load started.
+    let load_average = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "unknown".to_owned());
     let paths_file = work.path().join("paths.txt");
     std::fs::write(&paths_file, hits.join("\n"))?;
 
@@ -228,6 +234,7 @@ fn main() -> anyhow::Result<()> {
         hits.len(),
         markets.len(),
         ready_s,
+        &load_average,
         reference_rps,
         &result,
     );
@@ -318,6 +325,7 @@ fn render(
     lookups: usize,
     markets: usize,
     ready_s: f64,
+    load_average: &str,
     reference_rps: f64,
     result: &serde_json::Value,
 ) -> String {
@@ -346,7 +354,8 @@ fn render(
         "- Server: `l1gate::serve::start` in the harness process (default runtime); load: a \
          second process, {} keep-alive HTTP/1.1 connections (hyper client, one request in \
          flight each) on {} runtime thread(s), {:.0} s measured after {:.0} s warm-up; both \
-         share the machine's cores. Latency is send to last body byte.\n",
+         share the machine's cores (1-minute load average when the load started: \
+         {load_average}). Latency is send to last body byte.\n",
         args.connections, args.client_threads, args.seconds, args.warmup
     );
     let _ = writeln!(

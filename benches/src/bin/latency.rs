@@ -23,7 +23,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use benches::live::{self, AppendLog, LiveNode, SERVE_FLAG, ServerOptions, ServerProcess};
+use benches::live::{
+    self, AppendLog, LiveNode, Numbered, SERVE_FLAG, ServerOptions, ServerProcess,
+};
 use fixtures::SimConfig;
 use hdrhistogram::Histogram;
 use proto::market_streaming_client::MarketStreamingClient;
@@ -85,26 +87,6 @@ fn parse_args(argv: &[String]) -> anyhow::Result<Args> {
     }
     Ok(args)
 }
-
-trait Numbered: Send + 'static {
-    fn block(&self) -> u64;
-}
-
-macro_rules! numbered {
-    ($($ty:ty),*) => {$(
-        impl Numbered for $ty {
-            fn block(&self) -> u64 {
-                u64::try_from(self.block_number).unwrap_or(0)
-            }
-        }
-    )*};
-}
-numbered!(
-    pb::BboUpdate,
-    pb::L2BookUpdate,
-    pb::TradesUpdate,
-    pb::L4OrderUpdate
-);
 
 /// Counts its opening frame in `opened`, then reads `stream` while `measuring` is set,
 /// recording the latency of every frame after the opening one.
@@ -280,6 +262,7 @@ fn main() -> anyhow::Result<()> {
     let args = parse_args(&argv)?;
     let machine = benches::Machine::detect();
     let command = benches::cargo_command("latency");
+    let load_before = live::load_average();
     let cfg = SimConfig::mainnet(1, args.scale);
     eprintln!(
         "latency: generating the starting state (scale {})",
@@ -293,6 +276,9 @@ fn main() -> anyhow::Result<()> {
     let mut rows = Vec::new();
     for &poll_ms in &args.polls {
         eprintln!("latency: server with poll_interval_ms = {poll_ms}");
+        // Catch up at the slowest pace: a server that cannot follow the fastest one would
+        // never report ready.
+        node.set_speedup(args.rates.iter().copied().fold(f64::INFINITY, f64::min));
         let server = ServerProcess::spawn(
             node.path(),
             &ServerOptions {
@@ -325,6 +311,12 @@ fn main() -> anyhow::Result<()> {
 
     let mut s = String::from("## End-to-end latency, append → client (`latency`)\n\n");
     s.push_str(&machine.markdown(&command));
+    let _ = writeln!(
+        s,
+        "- Load average (1 min) at start / end: {load_before} / {} on {} cores (every process of the machine, this run's included)",
+        live::load_average(),
+        machine.cores
+    );
     let _ = writeln!(
         s,
         "- Data: simulator `SimConfig::mainnet(seed 1, scale {})`, by-block layout, every line flushed; {written} live blocks appended at {} × mainnet pace ({MAINNET_BLOCKS_PER_S} blocks/s)",
@@ -381,10 +373,11 @@ fn main() -> anyhow::Result<()> {
     if let (Some(&slow), Some(&fast)) = (args.polls.iter().max(), args.polls.iter().min())
         && slow != fast
     {
+        let base_rate = args.rates.iter().copied().fold(f64::INFINITY, f64::min);
         let median_p50 = |poll: u64| {
             let mut p50s: Vec<f64> = rows
                 .iter()
-                .filter(|r| r.poll_ms == poll && r.frames > 0)
+                .filter(|r| r.poll_ms == poll && (r.rate - base_rate).abs() < 1e-9 && r.frames > 0)
                 .map(|r| live::percentiles_ms(&r.histogram)[0])
                 .collect();
             p50s.sort_by(f64::total_cmp);
@@ -393,13 +386,28 @@ fn main() -> anyhow::Result<()> {
         let (at_slow, at_fast) = (median_p50(slow), median_p50(fast));
         let _ = writeln!(
             s,
-            "- What dominates: the median p50 over the streams is {at_slow:.3} ms at `poll_interval_ms` = {slow} and {at_fast:.3} ms at {fast}: {}",
+            "- What dominates: at {base_rate}× the median p50 over the streams is {at_slow:.3} ms at `poll_interval_ms` = {slow} and {at_fast:.3} ms at {fast}: {}",
             if at_slow - at_fast > 0.25 * (slow - fast) as f64 {
                 "the engine's file poll wait dominates (on average about half an interval passes between the append and the read that finds it); the rest is fold, fan-out and gRPC."
             } else {
                 "the poll wait is not what dominates; the fold, fan-out and gRPC path is."
             }
         );
+    }
+    for r in rows
+        .iter()
+        .filter(|r| r.stream.starts_with("StreamL4OrderUpdates"))
+    {
+        // Every block carries order updates, so this stream gets one frame per block folded.
+        let offered = r.rate * MAINNET_BLOCKS_PER_S;
+        let delivered = r.frames as f64 / r.seconds;
+        if delivered < 0.9 * offered {
+            let _ = writeln!(
+                s,
+                "- At {}× with `poll_interval_ms` = {}: {delivered:.1} of {offered:.1} blocks/s folded and delivered — the server fell behind the writer, so those latencies are mostly queueing.",
+                r.rate, r.poll_ms
+            );
+        }
     }
     println!("{s}");
     if args.write {

@@ -19,9 +19,10 @@ pub struct Gcra {
 
 impl Gcra {
     /// `rate` requests per second, bursts of `burst`; both are at least 1
-    /// (zeros are raised to 1).
+    /// (zeros are raised to 1). Rates above 10^9/s are measured as 10^9/s
+    /// (a one-nanosecond interval).
     pub fn new(rate: u32, burst: u32) -> Self {
-        let interval = Duration::from_secs(1) / rate.max(1);
+        let interval = (Duration::from_secs(1) / rate.max(1)).max(Duration::from_nanos(1));
         Self {
             interval,
             tolerance: interval * (burst.max(1) - 1),
@@ -72,6 +73,15 @@ mod tests {
             assert_eq!(limit.check(&mut tat, 250 * MS * i), Ok(()), "request {i}");
         }
         assert_eq!(limit.check(&mut tat, 250 * MS * 19 + MS), Err(249 * MS));
+    }
+
+    #[test]
+    fn the_highest_rates_keep_a_nonzero_interval() {
+        let limit = Gcra::new(u32::MAX, 1);
+        let mut tat = Duration::ZERO;
+        let now = Duration::from_secs(1);
+        assert_eq!(limit.check(&mut tat, now), Ok(()));
+        assert_eq!(tat, now + Duration::from_nanos(1));
     }
 
     #[test]

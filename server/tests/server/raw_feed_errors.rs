@@ -122,7 +122,9 @@ async fn missing_or_wrong_keys_are_unauthenticated() {
         .unwrap_err();
     assert_eq!(status.code(), Code::Unauthenticated);
     assert!(status.message().contains("x-api-key"));
-    let wrong = format!("{}0", &server.key[..server.key.len() - 1]);
+    // The key with its last character changed (never to itself).
+    let (stem, last) = server.key.split_at(server.key.len() - 1);
+    let wrong = format!("{stem}{}", if last == "0" { "1" } else { "0" });
     let status = client
         .list_feeds(with_key(ListFeedsRequest {}, &wrong))
         .await
