@@ -64,6 +64,30 @@ impl Series {
     }
 }
 
+/// Where the legend goes inside the plot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Corner {
+    /// Top left.
+    UpperLeft,
+    /// Top right.
+    UpperRight,
+    /// Bottom left.
+    LowerLeft,
+    /// Bottom right.
+    LowerRight,
+}
+
+impl Corner {
+    fn position(self) -> SeriesLabelPosition {
+        match self {
+            Corner::UpperLeft => SeriesLabelPosition::UpperLeft,
+            Corner::UpperRight => SeriesLabelPosition::UpperRight,
+            Corner::LowerLeft => SeriesLabelPosition::LowerLeft,
+            Corner::LowerRight => SeriesLabelPosition::LowerRight,
+        }
+    }
+}
+
 /// A line chart: series plus horizontal reference lines (targets).
 #[derive(Debug, Clone)]
 pub struct LineChart {
@@ -77,6 +101,8 @@ pub struct LineChart {
     pub series: Vec<Series>,
     /// Horizontal lines across the plot at a y value, with their legend entry.
     pub references: Vec<(String, f64)>,
+    /// Corner of the legend.
+    pub legend: Corner,
 }
 
 /// Line colours, in series order (repeated past the end).
@@ -189,8 +215,9 @@ pub fn write_svg(chart: &LineChart, path: &Path) -> anyhow::Result<()> {
             .map(|q| -(1.0 - q).log10())
             .fold(0.0_f64, f64::max)
     };
-    let x_nines = finite_nines(&chart.x, |p| p.0).ceil();
-    let y_nines = finite_nines(&chart.y, |p| p.1).ceil();
+    // Rounded first: -log10(1 - 0.9999) is 4 give or take the last bit.
+    let x_nines = (finite_nines(&chart.x, |p| p.0) - 1e-9).ceil().max(0.0);
+    let y_nines = (finite_nines(&chart.y, |p| p.1) - 1e-9).ceil().max(0.0);
     let series: Vec<(&str, Vec<(f64, f64)>)> = chart
         .series
         .iter()
@@ -267,7 +294,7 @@ pub fn write_svg(chart: &LineChart, path: &Path) -> anyhow::Result<()> {
             plot.draw_series(points.iter().map(|&p| Circle::new(p, 3, colour.filled())))?;
         }
         plot.configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
+            .position(chart.legend.position())
             .background_style(WHITE.mix(0.85))
             .border_style(RGBColor(180, 180, 180))
             .label_font(("sans-serif", 13))
@@ -285,6 +312,7 @@ mod tests {
     #[test]
     fn nines_place_quantiles_evenly_and_the_maximum_past_them() {
         let p = |q| position(Scale::Nines, q, 4.0).unwrap();
+        assert!((p(0.9999) - 4.0).abs() < 1e-9);
         assert!((p(0.9) - 1.0).abs() < 1e-9);
         assert!((p(0.999) - 3.0).abs() < 1e-9);
         assert!((p(1.0) - 4.5).abs() < 1e-9);
@@ -317,6 +345,7 @@ mod tests {
                 vec![(0.5, 0.2), (0.9, 0.4), (0.99, 2.0), (1.0, 9.0)],
             )],
             references: vec![("target p99 1 ms".to_owned(), 1.0)],
+            legend: Corner::LowerRight,
         };
         write_svg(&chart, &path).unwrap();
         let svg = std::fs::read_to_string(&path).unwrap();

@@ -38,7 +38,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use benches::plot::{Axis, LineChart, Scale, Series};
+use benches::plot::{Axis, Corner, LineChart, Scale, Series};
 use serde_json::Value;
 
 /// Section of `BENCHMARKS.md` this binary owns.
@@ -251,6 +251,7 @@ fn main() -> anyhow::Result<()> {
                 benches::write_section(&benches::benchmarks_md(), section, &note)?;
             }
         }
+        remove_old_plots(&plots_dir())?;
         plots = draw_plots(&run, &plots_dir())?;
     }
     let load_end = benches::sys::loadavg().unwrap_or_else(|| "unknown".to_owned());
@@ -308,7 +309,7 @@ fn plan(quick: bool, l1gate: &str) -> Vec<Step> {
         sim,
         Some("sim_throughput"),
     ));
-    let replay_blocks = if quick { "60" } else { "2000" };
+    let replay_blocks = if quick { "60" } else { "3000" };
     for (i, scale) in REPLAY_SCALES.iter().enumerate() {
         let last = i + 1 == REPLAY_SCALES.len();
         let scale = scale.to_string();
@@ -357,9 +358,16 @@ fn plan(quick: bool, l1gate: &str) -> Vec<Step> {
         Some("latency"),
     ));
     let fanout: &[&str] = if quick {
-        &["--streams", "10,100", "--seconds", "1"]
+        &["--streams", "10,100", "--seconds", "1", "--slow-at", "100"]
     } else {
-        &["--streams", "100,1000,10000", "--seconds", "4"]
+        &[
+            "--streams",
+            "100,1000,10000",
+            "--seconds",
+            "4",
+            "--slow-at",
+            "1000",
+        ]
     };
     steps.push(Step::new("Fan-out", "fanout", fanout, Some("fanout")));
     let candles: &[&str] = if quick {
@@ -434,7 +442,12 @@ fn criterion(
     if args.quick {
         bench.extend(["--", "--quick"]);
     }
-    let command = format!("cargo {}", bench.join(" "));
+    // As typed in a shell: the target pattern quoted.
+    let shown: Vec<&str> = bench
+        .iter()
+        .map(|a| if *a == "*" { "'*'" } else { a })
+        .collect();
+    let command = format!("cargo {}", shown.join(" "));
     eprintln!("report: criterion benches — {command}");
     let started = Instant::now();
     let mut result = run_cargo(&bench).map_err(|e| format!("{e:#}"));
@@ -483,6 +496,23 @@ fn commit_id() -> String {
         .filter_map(|l| l.get(3..))
         .any(|p| !p.ends_with("BENCHMARKS.md") && !p.starts_with("benches/plots/"));
     format!("{}{}", head.trim(), if dirty { "-dirty" } else { "" })
+}
+
+/// Removes the SVG files of an earlier run, so that a plot this run could not draw does not
+/// stay behind.
+fn remove_old_plots(dir: &Path) -> anyhow::Result<()> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).with_context(|| format!("list {}", dir.display())),
+    };
+    for entry in entries {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "svg") {
+            std::fs::remove_file(&path).with_context(|| format!("remove {}", path.display()))?;
+        }
+    }
+    Ok(())
 }
 
 fn plots_dir() -> PathBuf {
@@ -908,6 +938,7 @@ fn draw_plots(run: &Run, dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
                     ("target p50 0.1 ms".to_owned(), 0.1),
                     ("target p99 1 ms".to_owned(), 1.0),
                 ],
+                legend: Corner::LowerRight,
             },
         )?;
     }
@@ -941,6 +972,7 @@ fn draw_plots(run: &Run, dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
                     line("memchr scan"),
                 ],
                 references: vec![("target 1,000 MB/s".to_owned(), 1_000.0)],
+                legend: Corner::LowerRight,
             },
         )?;
     }
@@ -967,6 +999,7 @@ fn draw_plots(run: &Run, dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
                     ),
                 ],
                 references: vec![("target 200 MB".to_owned(), 200.0)],
+                legend: Corner::UpperLeft,
             },
         )?;
         draw(
@@ -984,6 +1017,7 @@ fn draw_plots(run: &Run, dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
                     ),
                 ],
                 references: vec![("target 2 s".to_owned(), 2.0)],
+                legend: Corner::UpperLeft,
             },
         )?;
     }
@@ -1013,6 +1047,7 @@ fn draw_plots(run: &Run, dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
                     line("max", "max_ms"),
                 ],
                 references: vec![("target p99 10 ms".to_owned(), 10.0)],
+                legend: Corner::UpperLeft,
             },
         )?;
         draw(
@@ -1024,6 +1059,7 @@ fn draw_plots(run: &Run, dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
                 y: Axis::new("frames/s", Scale::Log10),
                 series: vec![line("frames/s (all streams)", "frames_per_s")],
                 references: Vec::new(),
+                legend: Corner::UpperLeft,
             },
         )?;
     }
@@ -1038,6 +1074,7 @@ fn draw_plots(run: &Run, dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
                 y: Axis::new("latency, ms", Scale::Log10),
                 series: vec![Series::new("GET /v1/candles", curve(v))],
                 references: Vec::new(),
+                legend: Corner::UpperLeft,
             },
         )?;
     }
