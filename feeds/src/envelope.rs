@@ -244,6 +244,15 @@ pub fn skip_string(line: &[u8], pos: usize) -> Result<usize, EnvelopeError> {
 }
 
 fn skip_nested(line: &[u8], pos: usize) -> Result<usize, EnvelopeError> {
+    match crate::structural::skip_nested(line, pos) {
+        Some(end) => Ok(end),
+        // Rewalked byte by byte for the exact error and offset.
+        None => skip_nested_bytes(line, pos),
+    }
+}
+
+/// The byte-by-byte walk [`skip_nested`] equals (and reports errors with).
+fn skip_nested_bytes(line: &[u8], pos: usize) -> Result<usize, EnvelopeError> {
     let mut depth = 0usize;
     let mut at = pos;
     while at < line.len() {
@@ -394,5 +403,43 @@ mod tests {
         let env = decode(line).unwrap();
         let results: Vec<_> = env.events().collect();
         assert!(results.iter().any(Result::is_err));
+    }
+
+    proptest::proptest! {
+        /// The chunked scanner ends every value where the byte walk does,
+        /// escapes, strings and chunk boundaries included.
+        #[test]
+        fn chunked_skip_equals_the_byte_walk(
+            body in proptest::collection::vec(
+                proptest::sample::select(b"{}[]\"\\a,:0 ".to_vec()), 0..400),
+            open in proptest::sample::select(b"{[".to_vec()),
+        ) {
+            let mut line = vec![open];
+            line.extend_from_slice(&body);
+            proptest::prop_assert_eq!(skip_nested(&line, 0), skip_nested_bytes(&line, 0));
+        }
+
+        /// Real JSON nesting, long and escaped strings, across many chunks.
+        #[test]
+        fn chunked_skip_ends_generated_json_exactly(value in json_value(), tail in "[ ,\\]}]{0,3}") {
+            let text = serde_json::to_string(&serde_json::json!([value])).unwrap();
+            let line = format!("{text}{tail}");
+            proptest::prop_assert_eq!(skip_nested(line.as_bytes(), 0), Ok(text.len()));
+        }
+    }
+
+    fn json_value() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            any::<i64>().prop_map(serde_json::Value::from),
+            "[a-z{}\\[\\]\"\\\\]{0,90}".prop_map(serde_json::Value::from),
+        ];
+        leaf.prop_recursive(5, 200, 8, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..8).prop_map(serde_json::Value::from),
+                proptest::collection::btree_map("[a-z\"]{1,6}", inner, 0..6)
+                    .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+            ]
+        })
     }
 }

@@ -23,6 +23,7 @@ pub mod layout;
 pub mod segment;
 pub mod snapshot;
 pub mod source;
+mod structural;
 pub mod time;
 pub mod watch;
 

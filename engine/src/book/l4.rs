@@ -155,12 +155,24 @@ impl RestingOrder {
     }
 }
 
-/// One price level: its orders in time priority.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One price level: its orders in time priority, and their total size kept
+/// as orders come, change and go (BBO, L2 and mids read it on every block).
+#[derive(Debug, Clone)]
 pub struct Level {
     px: Px,
     orders: BTreeMap<u64, RestingOrder>,
+    /// Exact running sum of the orders' sizes; `None` once a step overflowed
+    /// (then [`Level::total_sz`] sums the orders instead).
+    total: Option<Sz>,
 }
+
+impl PartialEq for Level {
+    fn eq(&self, other: &Self) -> bool {
+        self.px == other.px && self.orders == other.orders
+    }
+}
+
+impl Eq for Level {}
 
 impl Level {
     /// The level's price, as the node wrote it for the first order here.
@@ -185,11 +197,37 @@ impl Level {
 
     /// Exact total size, canonically printed; `None` on overflow.
     pub fn total_sz(&self) -> Option<Sz> {
+        if self.total.is_some() {
+            // Sums are canonical, so the running one prints as a fresh one.
+            return self.total;
+        }
         let mut total = Sz::ZERO;
         for order in self.orders.values() {
             total = total.checked_add(order.sz)?;
         }
         Some(total)
+    }
+
+    fn new(px: Px) -> Self {
+        Self {
+            px,
+            orders: BTreeMap::new(),
+            total: Some(Sz::ZERO),
+        }
+    }
+
+    /// Moves the running total by `added - removed` (`None`: no order added
+    /// or removed). A step that overflows leaves the total unknown (summed on
+    /// demand) until the level empties.
+    fn adjust(&mut self, added: Option<Sz>, removed: Option<Sz>) {
+        self.total = self.total.and_then(|total| {
+            total
+                .checked_add(added.unwrap_or(Sz::ZERO))?
+                .checked_sub(removed.unwrap_or(Sz::ZERO))
+        });
+        if self.orders.is_empty() {
+            self.total = Some(Sz::ZERO);
+        }
     }
 }
 
@@ -234,16 +272,18 @@ impl L4Book {
         };
         self.index.insert(order.oid, slot);
         let level = match order.side {
-            Side::Bid => self.bids.entry(Reverse(slot.px)).or_insert_with(|| Level {
-                px: slot.px,
-                orders: BTreeMap::new(),
-            }),
-            Side::Ask => self.asks.entry(slot.px).or_insert_with(|| Level {
-                px: slot.px,
-                orders: BTreeMap::new(),
-            }),
+            Side::Bid => self
+                .bids
+                .entry(Reverse(slot.px))
+                .or_insert_with(|| Level::new(slot.px)),
+            Side::Ask => self
+                .asks
+                .entry(slot.px)
+                .or_insert_with(|| Level::new(slot.px)),
         };
+        let sz = order.sz;
         level.orders.insert(seq, order);
+        level.adjust(Some(sz), None);
         replaced
     }
 
@@ -255,8 +295,9 @@ impl L4Book {
             Side::Ask => self.asks.get_mut(&slot.px)?,
         };
         let order = level.orders.get_mut(&slot.seq)?;
-        order.sz = sz;
-        Some(order)
+        let old = std::mem::replace(&mut order.sz, sz);
+        level.adjust(Some(sz), Some(old));
+        level.orders.get(&slot.seq)
     }
 
     /// Removes `oid`, returning it.
@@ -328,6 +369,9 @@ impl L4Book {
 fn take<K: Ord>(levels: &mut BTreeMap<K, Level>, key: &K, seq: u64) -> Option<RestingOrder> {
     let level = levels.get_mut(key)?;
     let order = level.orders.remove(&seq);
+    if let Some(order) = &order {
+        level.adjust(None, Some(order.sz));
+    }
     if level.orders.is_empty() {
         levels.remove(key);
     }

@@ -49,8 +49,15 @@ fn price(ticks: i64, wide: bool) -> Decimal {
     }
 }
 
+/// `units / 100`, written with two to four decimals (trailing zeros vary).
 fn size(units: i64) -> Decimal {
-    Decimal::new(units, 2).unwrap()
+    let extra = units.rem_euclid(3) as u32;
+    Decimal::new(units * 10i64.pow(extra), 2 + extra as u8).unwrap()
+}
+
+/// A size in hundredths, whatever its written scale.
+fn hundredths(sz: Decimal) -> i64 {
+    sz.rescale(2).unwrap().units()
 }
 
 /// oid → (side, px, sz, arrival).
@@ -127,13 +134,21 @@ proptest! {
             let expected: Vec<(Decimal, Decimal, u32)> = model_levels(&model, side)
                 .into_iter()
                 .map(|(px, oids)| {
-                    let total: i64 = oids.iter().map(|oid| model[oid].2.units()).sum();
-                    (px, size(total), oids.len() as u32)
+                    let total: i64 = oids.iter().map(|oid| hundredths(model[oid].2)).sum();
+                    (px, Decimal::new(total, 2).unwrap(), oids.len() as u32)
                 })
                 .collect();
             let got: Vec<(Decimal, Decimal, u32)> =
                 l2.side(side).iter().map(|l| (l.px, l.sz, l.n)).collect();
             prop_assert_eq!(got, expected);
+            // The level's running total prints exactly as a fresh sum does.
+            for level in book.side(side) {
+                let fresh = level
+                    .orders()
+                    .try_fold(Decimal::ZERO, |total, o| total.checked_add(o.sz))
+                    .unwrap();
+                prop_assert_eq!(level.total_sz().unwrap().to_string(), fresh.to_string());
+            }
         }
     }
 }
