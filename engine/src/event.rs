@@ -159,6 +159,8 @@ pub enum RawBookDiff {
 }
 
 impl<'de> Deserialize<'de> for RawBookDiff {
+    /// `"remove"`, `{"new":{"sz":…}}` or `{"update":{"origSz":…,"newSz":…}}`,
+    /// read in place (no buffering of the value, unlike an untagged enum).
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         #[derive(Deserialize)]
         struct NewBody {
@@ -170,29 +172,52 @@ impl<'de> Deserialize<'de> for RawBookDiff {
             orig_sz: Decimal,
             new_sz: Decimal,
         }
-        #[derive(Deserialize)]
-        #[serde(rename_all = "lowercase")]
-        enum Tagged {
-            New(NewBody),
-            Update(UpdateBody),
+        struct DiffVisitor;
+        impl<'de> serde::de::Visitor<'de> for DiffVisitor {
+            type Value = RawBookDiff;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(r#""remove", {"new":{…}} or {"update":{…}}"#)
+            }
+
+            fn visit_str<E: serde::de::Error>(self, word: &str) -> Result<RawBookDiff, E> {
+                if word == "remove" {
+                    Ok(RawBookDiff::Remove)
+                } else {
+                    Err(E::custom(format!("unknown raw_book_diff {word:?}")))
+                }
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<RawBookDiff, A::Error> {
+                use serde::de::Error;
+                let Some(tag) = map.next_key::<std::borrow::Cow<'de, str>>()? else {
+                    return Err(A::Error::custom("empty raw_book_diff object"));
+                };
+                let diff = match &*tag {
+                    "new" => RawBookDiff::New {
+                        sz: map.next_value::<NewBody>()?.sz,
+                    },
+                    "update" => {
+                        let body = map.next_value::<UpdateBody>()?;
+                        RawBookDiff::Update {
+                            orig_sz: body.orig_sz,
+                            new_sz: body.new_sz,
+                        }
+                    }
+                    other => {
+                        return Err(A::Error::custom(format!("unknown raw_book_diff {other:?}")));
+                    }
+                };
+                if map.next_key::<serde::de::IgnoredAny>()?.is_some() {
+                    return Err(A::Error::custom("raw_book_diff has more than one key"));
+                }
+                Ok(diff)
+            }
         }
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Wire<'a> {
-            Word(&'a str),
-            Tagged(Tagged),
-        }
-        match Wire::deserialize(deserializer)? {
-            Wire::Word("remove") => Ok(RawBookDiff::Remove),
-            Wire::Word(other) => Err(serde::de::Error::custom(format!(
-                "unknown raw_book_diff {other:?}"
-            ))),
-            Wire::Tagged(Tagged::New(body)) => Ok(RawBookDiff::New { sz: body.sz }),
-            Wire::Tagged(Tagged::Update(body)) => Ok(RawBookDiff::Update {
-                orig_sz: body.orig_sz,
-                new_sz: body.new_sz,
-            }),
-        }
+        deserializer.deserialize_any(DiffVisitor)
     }
 }
 
@@ -302,6 +327,18 @@ impl<'a> FillEvent<'a> {
 /// # Errors
 /// [`EventError`] when the span is not an order status.
 pub fn decode_order_status(span: &[u8]) -> Result<OrderStatusEvent<'_>, EventError> {
+    if let Some(event) = compact::order_status(span) {
+        return Ok(event);
+    }
+    decode_order_status_generic(span)
+}
+
+/// [`decode_order_status`] through serde alone, without the fast path for
+/// the node's own layout (the reference the fast path is tested against).
+///
+/// # Errors
+/// [`EventError`] when the span is not an order status.
+pub fn decode_order_status_generic(span: &[u8]) -> Result<OrderStatusEvent<'_>, EventError> {
     serde_json::from_slice(span).map_err(|e| EventError::from_serde("order_statuses", &e))
 }
 
@@ -330,7 +367,9 @@ pub fn decode_fill(span: &[u8]) -> Result<FillEvent<'_>, EventError> {
 /// order, plain integers) and answers `None` for anything else, which then
 /// goes through serde unchanged — errors included.
 mod compact {
-    use super::{BookDiffEvent, RawBookDiff, Side};
+    use serde_json::value::RawValue;
+
+    use super::{BookDiffEvent, BuilderInfo, NodeOrder, OrderStatusEvent, RawBookDiff, Side};
     use crate::num::Decimal;
 
     struct Cursor<'a> {
@@ -380,6 +419,127 @@ mod compact {
             self.at += len;
             Some(value)
         }
+
+        /// A JSON integer that fits `i64`.
+        fn signed(&mut self) -> Option<i64> {
+            let negative = self.literal(b"-").is_some();
+            let magnitude = i64::try_from(self.unsigned()?).ok()?;
+            Some(if negative { -magnitude } else { magnitude })
+        }
+
+        fn boolean(&mut self) -> Option<bool> {
+            if self.literal(b"true").is_some() {
+                Some(true)
+            } else {
+                self.literal(b"false").map(|()| false)
+            }
+        }
+
+        /// `null` or a string (opening quote not yet consumed).
+        fn nullable_string(&mut self) -> Option<Option<&'a str>> {
+            if self.literal(b"null").is_some() {
+                Some(None)
+            } else {
+                self.literal(b"\"")?;
+                self.string().map(Some)
+            }
+        }
+
+        fn side(&mut self) -> Option<Side> {
+            match self.string()? {
+                "B" => Some(Side::Bid),
+                "A" => Some(Side::Ask),
+                _ => None,
+            }
+        }
+    }
+
+    /// The node's status layout with `builder` null or `{"b":…,"f":N}` and
+    /// `children` empty; anything else (bracket children included) goes
+    /// through serde.
+    pub(super) fn order_status(span: &[u8]) -> Option<OrderStatusEvent<'_>> {
+        let mut c = Cursor { bytes: span, at: 0 };
+        c.literal(br#"{"time":""#)?;
+        let time = c.string()?;
+        c.literal(br#","user":""#)?;
+        let user = c.string()?;
+        c.literal(br#","hash":"#)?;
+        let hash = c.nullable_string()?;
+        c.literal(br#","builder":"#)?;
+        let builder = if c.literal(b"null").is_some() {
+            None
+        } else {
+            c.literal(br#"{"b":""#)?;
+            let b = c.string()?;
+            c.literal(br#","f":"#)?;
+            let f = c.unsigned()?;
+            c.literal(b"}")?;
+            Some(BuilderInfo { b, f })
+        };
+        c.literal(br#","status":""#)?;
+        let status = c.string()?;
+        c.literal(br#","order":{"coin":""#)?;
+        let coin = c.string()?;
+        c.literal(br#","side":""#)?;
+        let side = c.side()?;
+        c.literal(br#","limitPx":""#)?;
+        let limit_px = c.decimal()?;
+        c.literal(br#","sz":""#)?;
+        let sz = c.decimal()?;
+        c.literal(br#","oid":"#)?;
+        let oid = c.unsigned()?;
+        c.literal(br#","timestamp":"#)?;
+        let timestamp = c.signed()?;
+        c.literal(br#","triggerCondition":""#)?;
+        let trigger_condition = c.string()?;
+        c.literal(br#","isTrigger":"#)?;
+        let is_trigger = c.boolean()?;
+        c.literal(br#","triggerPx":""#)?;
+        let trigger_px = c.decimal()?;
+        let children_at = c.at + br#","children":"#.len();
+        c.literal(br#","children":[]"#)?;
+        let children = std::str::from_utf8(&span[children_at..c.at]).ok()?;
+        c.literal(br#","isPositionTpsl":"#)?;
+        let is_position_tpsl = c.boolean()?;
+        c.literal(br#","reduceOnly":"#)?;
+        let reduce_only = c.boolean()?;
+        c.literal(br#","orderType":""#)?;
+        let order_type = c.string()?;
+        c.literal(br#","origSz":""#)?;
+        let orig_sz = c.decimal()?;
+        c.literal(br#","tif":"#)?;
+        let tif = c.nullable_string()?;
+        c.literal(br#","cloid":"#)?;
+        let cloid = c.nullable_string()?;
+        c.literal(b"}}")?;
+        if c.at != span.len() {
+            return None;
+        }
+        Some(OrderStatusEvent {
+            time,
+            user,
+            hash,
+            builder,
+            status,
+            order: NodeOrder {
+                coin,
+                side,
+                limit_px,
+                sz,
+                oid,
+                timestamp,
+                trigger_condition,
+                is_trigger,
+                trigger_px,
+                children: Some(serde_json::from_str::<&RawValue>(children).ok()?),
+                is_position_tpsl,
+                reduce_only,
+                order_type,
+                orig_sz,
+                tif,
+                cloid,
+            },
+        })
     }
 
     /// `{"user":"…","oid":N,"coin":"…","side":"B","px":"…","raw_book_diff":…}`.
@@ -392,11 +552,7 @@ mod compact {
         c.literal(br#","coin":""#)?;
         let coin = c.string()?;
         c.literal(br#","side":""#)?;
-        let side = match c.string()? {
-            "B" => Side::Bid,
-            "A" => Side::Ask,
-            _ => return None,
-        };
+        let side = c.side()?;
         c.literal(br#","px":""#)?;
         let px = c.decimal()?;
         c.literal(br#","raw_book_diff":"#)?;
@@ -506,6 +662,78 @@ mod tests {
         // The last one is valid JSON in another key order: serde still decodes it.
         assert_eq!(decode_book_diff(other[7]).unwrap().oid, 1);
         assert!(decode_book_diff(other[5]).is_err());
+    }
+
+    #[test]
+    fn the_compact_status_path_agrees_with_serde_or_steps_aside() {
+        for raw in [STATUS, TRIGGER] {
+            let fast = compact::order_status(raw.as_bytes()).expect("node layout");
+            let slow = decode_order_status_generic(raw.as_bytes()).unwrap();
+            assert_eq!(format!("{fast:?}"), format!("{slow:?}"));
+        }
+        let children = STATUS.replace(r#""children":[]"#, r#""children":[{"coin":"BTC"}]"#);
+        let reordered = STATUS
+            .replace(
+                r#""user":"0xca1d1650d13b8fa936dca4efdf1f487766f2abd1","#,
+                "",
+            )
+            .replace(r#""time":"#, r#""user":"0xca","time":"#);
+        let spaced = STATUS.replace(r#""oid":"#, r#""oid": "#);
+        let negative_oid = STATUS.replace(r#""oid":405401002917"#, r#""oid":-1"#);
+        let escaped = STATUS.replace(r#""tif":"Alo""#, r#""tif":"A\u006co""#);
+        for raw in [&children, &reordered, &spaced, &negative_oid, &escaped] {
+            assert!(compact::order_status(raw.as_bytes()).is_none(), "{raw}");
+        }
+        // Serde still decodes the valid ones and rejects the others (a
+        // negative oid; an escape in a string that must borrow from the line).
+        assert_eq!(
+            decode_order_status(children.as_bytes()).unwrap().order.oid,
+            405_401_002_917
+        );
+        assert_eq!(
+            decode_order_status(reordered.as_bytes()).unwrap().user,
+            "0xca"
+        );
+        assert!(decode_order_status(negative_oid.as_bytes()).is_err());
+        assert!(decode_order_status(escaped.as_bytes()).is_err());
+    }
+
+    /// Every status of the real captures: the fast path takes nearly all of
+    /// them, and each one it takes equals serde's decoding.
+    #[test]
+    fn the_compact_status_path_takes_real_statuses_exactly() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/real");
+        let (mut fast_count, mut total) = (0usize, 0usize);
+        for capture in ["btc-978995377", "btc-985148182"] {
+            let dir = root
+                .join(capture)
+                .join("hl/data/node_order_statuses_by_block/hourly");
+            let Ok(days) = std::fs::read_dir(&dir) else {
+                panic!("real data missing: {}", dir.display());
+            };
+            for day in days {
+                for hour in std::fs::read_dir(day.unwrap().path()).unwrap() {
+                    let bytes = std::fs::read(hour.unwrap().path()).unwrap();
+                    for line in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+                        let env = feeds::envelope::decode(line).unwrap();
+                        for span in env.events() {
+                            let raw = &line[span.unwrap()];
+                            total += 1;
+                            let slow = decode_order_status_generic(raw).unwrap();
+                            if let Some(fast) = compact::order_status(raw) {
+                                fast_count += 1;
+                                assert_eq!(format!("{fast:?}"), format!("{slow:?}"));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(total > 10_000, "{total} statuses");
+        assert!(
+            fast_count * 100 >= total * 99,
+            "{fast_count} of {total} on the fast path"
+        );
     }
 
     #[test]

@@ -248,7 +248,7 @@ impl Engine {
                 L4Error::MissingOpeningStatus { .. } => counts.missing_status += 1,
             }
         }
-        self.views.update(&self.books, &changes);
+        self.views.update(&self.books, changes);
         self.height = Some(block.number);
         self.time_ms = block.time_ms;
         self.blocks += 1;

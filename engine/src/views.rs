@@ -97,13 +97,14 @@ impl Views {
         self.mids.rebuild(books);
     }
 
-    /// Folds one block's changes into every view.
-    pub fn update(&mut self, books: &Books, changes: &BlockChanges) {
-        self.bbo.update(books, changes);
-        self.l2.update(books, changes);
-        self.l4book.update(changes);
-        self.l4updates.update(changes);
-        self.mids.update(books, changes);
+    /// Folds one block's changes into every view (the typed order changes
+    /// move into the L4 updates view instead of being copied).
+    pub fn update(&mut self, books: &Books, mut changes: BlockChanges) {
+        self.bbo.update(books, &changes);
+        self.l2.update(books, &changes);
+        self.l4book.update(&changes);
+        self.mids.update(books, &changes);
+        self.l4updates.update(&mut changes);
     }
 
     /// Coins whose raw events some view needs this block.

@@ -243,7 +243,9 @@ struct Slot {
 pub struct L4Book {
     bids: BTreeMap<Reverse<Px>, Level>,
     asks: BTreeMap<Px, Level>,
-    index: HashMap<u64, Slot>,
+    /// Order id → where it rests. Ids come from the node, so a fast
+    /// non-cryptographic hash serves (no untrusted keys).
+    index: HashMap<u64, Slot, foldhash::fast::RandomState>,
     next_seq: u64,
 }
 

@@ -93,9 +93,9 @@ impl L4UpdatesView {
         &self.changes
     }
 
-    pub(crate) fn update(&mut self, changes: &BlockChanges) {
-        self.changes.clone_from(&changes.order_changes);
-        self.resets.clone_from(&changes.resets);
+    pub(crate) fn update(&mut self, changes: &mut BlockChanges) {
+        self.changes = std::mem::take(&mut changes.order_changes);
+        self.resets = std::mem::take(&mut changes.resets);
     }
 }
 
