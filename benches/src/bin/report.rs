@@ -2,10 +2,10 @@
 //!
 //! `cargo run --release -p benches --bin report -- [--quick] [--no-write]`
 //!
-//! Builds every harness binary and the `l1gate` server binary with the cargo that runs it
-//! (`$CARGO build -p benches -p server --bins`, same profile and target directory) and the
-//! criterion benches, then runs each scenario as a child process, one after the other, each
-//! rewriting its own section of `benches/BENCHMARKS.md`:
+//! Builds every harness binary, the `l1gate` server binary and the criterion benches with the
+//! cargo that runs it, in one invocation (`$CARGO build -p benches -p server --bins --bench '*'`,
+//! same profile and target directory), then runs each scenario as a child process, one after
+//! the other, each rewriting its own section of `benches/BENCHMARKS.md`:
 //!
 //! 1. simulator speed (`sim_throughput`);
 //! 2. ingest + fold beside a memchr scan and a `serde_json::Value` parse of the same bytes
@@ -157,7 +157,10 @@ fn main() -> anyhow::Result<()> {
         .tempdir()?;
 
     eprintln!("report: building the harnesses and the server");
-    let built = benches::cargo::build(&["-p", "benches", "-p", "server", "--bins"])?;
+    // The criterion targets in the same invocation: their dev-dependencies' features unify
+    // with the binaries' once, instead of a second build recompiling the shared dependencies.
+    let built =
+        benches::cargo::build(&["-p", "benches", "-p", "server", "--bins", "--bench", "*"])?;
     let l1gate = built
         .executables
         .get("l1gate")
