@@ -531,7 +531,7 @@ fn render(args: &Args, results: &Results) -> String {
     let _ = writeln!(out, "- rustc: {}", rustc_version());
     let _ = writeln!(
         out,
-        "- profile: {} (workspace `[profile.release]`: thin LTO, 16 codegen units)",
+        "- profile: {} (workspace `[profile.release]`: no cross-crate LTO, 16 codegen units)",
         if cfg!(debug_assertions) {
             "debug"
         } else {
