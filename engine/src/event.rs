@@ -435,7 +435,9 @@ mod compact {
             }
         }
 
-        /// `null` or a string (opening quote not yet consumed).
+        /// `null` or a string (opening quote not yet consumed). The outer
+        /// `None` means "not the compact layout", the inner one JSON `null`.
+        #[allow(clippy::option_option)]
         fn nullable_string(&mut self) -> Option<Option<&'a str>> {
             if self.literal(b"null").is_some() {
                 Some(None)

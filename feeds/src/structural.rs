@@ -39,13 +39,12 @@ pub(crate) fn skip_nested(line: &[u8], pos: usize) -> Option<usize> {
     while base < line.len() {
         let rest = &line[base..];
         let mut padded = [0u8; 64];
-        let chunk: &[u8; 64] = match rest.first_chunk::<64>() {
-            Some(chunk) => chunk,
-            None => {
-                // Zero bytes are neither quotes nor brackets.
-                padded[..rest.len()].copy_from_slice(rest);
-                &padded
-            }
+        let chunk: &[u8; 64] = if let Some(chunk) = rest.first_chunk::<64>() {
+            chunk
+        } else {
+            // Zero bytes are neither quotes nor brackets.
+            padded[..rest.len()].copy_from_slice(rest);
+            &padded
         };
         let masks = classify(chunk);
         let found = if masks.backslash != 0 || state.escape {
@@ -141,7 +140,8 @@ fn classify(chunk: &[u8; 64]) -> Masks {
     // onto `{` or `}` when that bit is set.
     let mut masks = Masks::default();
     for (lane, bytes) in chunk.chunks_exact(16).enumerate() {
-        #[allow(unsafe_code)]
+        #[allow(unsafe_code, clippy::cast_ptr_alignment)]
+        // The pointer is never dereferenced as `__m128i`: `_mm_loadu_si128` reads unaligned.
         // SAFETY: SSE2 is part of every x86_64 target, and `bytes` is 16
         // readable bytes (`_mm_loadu_si128` has no alignment requirement).
         let [q, b, o, c] = unsafe {
