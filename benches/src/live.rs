@@ -302,6 +302,14 @@ pub fn load_average() -> String {
         .unwrap_or_else(|| "?".to_owned())
 }
 
+/// The report line with the 1-minute load average at a run's start and now.
+pub fn load_line(before: &str, cores: usize) -> String {
+    format!(
+        "- Load average (1 min) at start / end: {before} / {} on {cores} cores (every process of the machine, this run's included)\n",
+        load_average()
+    )
+}
+
 /// `VmRSS` in KiB from the text of a `/proc/PID/status` file.
 pub fn vm_rss_kib(status: &str) -> Option<u64> {
     status

@@ -162,17 +162,24 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The `criterion` section: decode and filter rates of the `feeds` bench.
-fn feeds_section(machine: &benches::Machine, dir: &Path, results: &[Result]) -> String {
-    let mut s = String::from("## Decode and filter per line (`criterion`, bench `feeds`)\n\n");
-    s.push_str(&machine.markdown(
-        "cargo bench -p benches --bench feeds && cargo run --release -p benches --bin criterion_report",
-    ));
+/// Title, machine and command lines, and the criterion results' date, for the section of
+/// criterion bench `bench`.
+fn section_head(title: &str, bench: &str, machine: &benches::Machine, dir: &Path) -> String {
+    let mut s = format!("## {title} (`criterion`, bench `{bench}`)\n\n");
+    s.push_str(&machine.markdown(&format!(
+        "cargo bench -p benches --bench {bench} && cargo run --release -p benches --bin criterion_report"
+    )));
     let _ = writeln!(
         s,
         "- Criterion results last written: {} (the report's date above is when it was tabulated)",
         modified(dir)
     );
+    s
+}
+
+/// The `criterion` section: decode and filter rates of the `feeds` bench.
+fn feeds_section(machine: &benches::Machine, dir: &Path, results: &[Result]) -> String {
+    let mut s = section_head("Decode and filter per line", "feeds", machine, dir);
     let _ = writeln!(
         s,
         "- Median time per pass over the whole corpus (95% CI in brackets); MB/s = corpus bytes / \
@@ -208,15 +215,7 @@ fn feeds_section(machine: &benches::Machine, dir: &Path, results: &[Result]) -> 
 
 /// The `hub` section: the fan-out hub's rates from the `hub` bench.
 fn hub_section(machine: &benches::Machine, dir: &Path, results: &[Result]) -> String {
-    let mut s = String::from("## Fan-out hub operations (`criterion`, bench `hub`)\n\n");
-    s.push_str(&machine.markdown(
-        "cargo bench -p benches --bench hub && cargo run --release -p benches --bin criterion_report",
-    ));
-    let _ = writeln!(
-        s,
-        "- Criterion results last written: {} (the report's date above is when it was tabulated)",
-        modified(dir)
-    );
+    let mut s = section_head("Fan-out hub operations", "hub", machine, dir);
     let _ = writeln!(
         s,
         "- Median time per iteration (95% CI in brackets); frames/s = frames per iteration \

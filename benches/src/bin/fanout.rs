@@ -524,12 +524,7 @@ fn main() -> anyhow::Result<()> {
 
     let mut s = String::from("## Market-streaming fan-out (`fanout`)\n\n");
     s.push_str(&machine.markdown(&command));
-    let _ = writeln!(
-        s,
-        "- Load average (1 min) at start / end: {load_before} / {} on {} cores (every process of the machine, this run's included)",
-        live::load_average(),
-        machine.cores
-    );
+    s.push_str(&live::load_line(&load_before, machine.cores));
     let _ = writeln!(
         s,
         "- Data: simulator `SimConfig::mainnet(seed 1, scale {})` appended one block at a time at mainnet pace (≈ 14.8 blocks/s; {written} live blocks over the whole run), by-block layout, every line flushed",

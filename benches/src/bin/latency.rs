@@ -311,12 +311,7 @@ fn main() -> anyhow::Result<()> {
 
     let mut s = String::from("## End-to-end latency, append → client (`latency`)\n\n");
     s.push_str(&machine.markdown(&command));
-    let _ = writeln!(
-        s,
-        "- Load average (1 min) at start / end: {load_before} / {} on {} cores (every process of the machine, this run's included)",
-        live::load_average(),
-        machine.cores
-    );
+    s.push_str(&live::load_line(&load_before, machine.cores));
     let _ = writeln!(
         s,
         "- Data: simulator `SimConfig::mainnet(seed 1, scale {})`, by-block layout, every line flushed; {written} live blocks appended at {} × mainnet pace ({MAINNET_BLOCKS_PER_S} blocks/s)",
