@@ -386,6 +386,11 @@ mod compact {
         /// The contents of a string whose opening quote was consumed, up to
         /// and past its closing quote.
         fn string(&mut self) -> Option<&'a str> {
+            std::str::from_utf8(self.string_bytes()?).ok()
+        }
+
+        /// A string's contents without escapes, as bytes.
+        fn string_bytes(&mut self) -> Option<&'a [u8]> {
             let rest = self.bytes.get(self.at..)?;
             let len = rest
                 .iter()
@@ -394,11 +399,11 @@ mod compact {
                 return None;
             }
             self.at += len + 1;
-            std::str::from_utf8(&rest[..len]).ok()
+            Some(&rest[..len])
         }
 
         fn decimal(&mut self) -> Option<Decimal> {
-            Decimal::parse(self.string()?).ok()
+            Decimal::parse_bytes(self.string_bytes()?).ok()
         }
 
         /// A JSON integer that fits `u64`: no sign, no leading zero.

@@ -9,7 +9,7 @@
 //! (`open`, `triggered`) are fully decoded — the ~95% that are rejections
 //! change no book state.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::LazyLock;
 
 use bytes::Bytes;
@@ -23,6 +23,7 @@ use crate::event::{
 };
 use crate::num::{Px, Sz};
 use crate::snapshot::{self, L4Snapshot, SnapshotError};
+use crate::text::{Address, Short};
 use crate::views::Views;
 
 /// Per-coin counts of diffs the book could not apply as written.
@@ -97,11 +98,11 @@ pub struct OrderChange {
     /// What happened.
     pub kind: OrderChangeKind,
     /// Market.
-    pub coin: String,
+    pub coin: Short,
     /// Order id.
     pub oid: u64,
     /// Owner.
-    pub user: String,
+    pub user: Address,
     /// Side.
     pub side: Side,
     /// Price.
@@ -147,6 +148,9 @@ pub struct Engine {
     blocks: u64,
     events: u64,
     views: Views,
+    /// Opening statuses in the last block: the next block's map is sized
+    /// from it instead of growing through rehashes.
+    openings_hint: usize,
 }
 
 impl Engine {
@@ -238,7 +242,14 @@ impl Engine {
             report.resets.push(reset);
         }
         let raw_coins = self.views.raw_coins();
-        let openings = scan_statuses(block, &raw_coins, &mut changes, &mut report);
+        let openings = scan_statuses(
+            block,
+            &raw_coins,
+            self.openings_hint,
+            &mut changes,
+            &mut report,
+        );
+        self.openings_hint = openings.len();
         self.apply_diffs(block, &openings, &raw_coins, &mut changes, &mut report);
         report.events += count_events(&block.lines.fills, block.number, &mut report);
         for issue in &report.issues {
@@ -259,11 +270,16 @@ impl Engine {
     fn apply_diffs(
         &mut self,
         block: &Block,
-        openings: &HashMap<u64, OrderStatusEvent<'_>>,
+        openings: &Openings<'_>,
         raw_coins: &BTreeSet<String>,
         changes: &mut BlockChanges,
         report: &mut BlockReport,
     ) {
+        // Diffs of one coin come in runs (a taker walking the book), so the
+        // coins seen are only consulted when the coin changes, and in a hash
+        // set rather than the touched set's ordered string compares.
+        let mut last_touched: Option<&str> = None;
+        let mut seen: HashSet<&str, foldhash::fast::RandomState> = HashSet::default();
         for line in &block.lines.raw_book_diffs {
             for_each_span(line, block.number, report, |raw, report| {
                 report.events += 1;
@@ -277,7 +293,14 @@ impl Engine {
                                 .book_diffs
                                 .push(line.slice_ref(raw));
                         }
-                        self.apply_diff(block, &diff, openings, changes, report);
+                        if self.apply_diff(block, &diff, openings, changes, report)
+                            && last_touched != Some(diff.coin)
+                        {
+                            if seen.insert(diff.coin) && !changes.touched.contains(diff.coin) {
+                                changes.touched.insert(diff.coin.to_owned());
+                            }
+                            last_touched = Some(diff.coin);
+                        }
                     }
                     Err(error) => report.decode_errors.push(BlockDecodeError::Event {
                         block: block.number,
@@ -288,14 +311,15 @@ impl Engine {
         }
     }
 
+    /// Applies one diff; false when the book could not (reported).
     fn apply_diff(
         &mut self,
         block: &Block,
         diff: &BookDiffEvent<'_>,
-        openings: &HashMap<u64, OrderStatusEvent<'_>>,
+        openings: &Openings<'_>,
         changes: &mut BlockChanges,
         report: &mut BlockReport,
-    ) {
+    ) -> bool {
         let unknown = || L4Error::UnknownOid {
             coin: diff.coin.to_owned(),
             oid: diff.oid,
@@ -320,31 +344,29 @@ impl Engine {
                 let book = self.books.get_mut(diff.coin);
                 if book.and_then(|b| b.set_sz(diff.oid, new_sz)).is_none() {
                     report.issues.push(unknown());
-                    return;
+                    return false;
                 }
                 (OrderChangeKind::Update, new_sz)
             }
             RawBookDiff::Remove => {
                 let book = self.books.get_mut(diff.coin);
-                if book.and_then(|b| b.remove(diff.oid)).is_none() {
+                if !book.is_some_and(|b| b.discard(diff.oid)) {
                     report.issues.push(unknown());
-                    return;
+                    return false;
                 }
                 (OrderChangeKind::Remove, Sz::ZERO)
             }
         };
-        if !changes.touched.contains(diff.coin) {
-            changes.touched.insert(diff.coin.to_owned());
-        }
         changes.order_changes.push(OrderChange {
             kind,
-            coin: diff.coin.to_owned(),
+            coin: diff.coin.into(),
             oid: diff.oid,
-            user: diff.user.to_owned(),
+            user: diff.user.into(),
             side: diff.side,
             px: diff.px,
             sz,
         });
+        true
     }
 
     /// Compares the folded state with a newer node snapshot at the same
@@ -385,15 +407,20 @@ impl Engine {
     }
 }
 
+/// A block's opening statuses by oid.
+type Openings<'a> = HashMap<u64, OrderStatusEvent<'a>, foldhash::fast::RandomState>;
+
 /// Walks every status: counts it, files its bytes for coins a view wants raw,
-/// and fully decodes only the statuses that can open a resting order.
+/// and fully decodes only the statuses that can open a resting order. The
+/// map starts with room for `hint` openings (the previous block's count).
 fn scan_statuses<'a>(
     block: &'a Block,
     raw_coins: &BTreeSet<String>,
+    hint: usize,
     changes: &mut BlockChanges,
     report: &mut BlockReport,
-) -> HashMap<u64, OrderStatusEvent<'a>> {
-    let mut openings = HashMap::new();
+) -> Openings<'a> {
+    let mut openings = Openings::with_capacity_and_hasher(hint, Default::default());
     for line in &block.lines.order_statuses {
         for_each_span(line, block.number, report, |raw, report| {
             report.events += 1;

@@ -13,6 +13,7 @@ pub mod num;
 pub mod positions;
 pub mod replay;
 pub mod snapshot;
+pub mod text;
 pub mod views;
 
 pub use error::Error;

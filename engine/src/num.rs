@@ -28,10 +28,10 @@ pub struct DecimalError {
 }
 
 impl DecimalError {
-    fn new(reason: &'static str, text: &str) -> Self {
+    fn new(reason: &'static str, text: &[u8]) -> Self {
         Self {
             reason,
-            text: text.chars().take(40).collect(),
+            text: String::from_utf8_lossy(text).chars().take(40).collect(),
         }
     }
 }
@@ -85,7 +85,7 @@ impl Decimal {
     /// When `scale` exceeds [`MAX_SCALE`].
     pub fn new(units: i64, scale: u8) -> Result<Self, DecimalError> {
         if scale > MAX_SCALE {
-            return Err(DecimalError::new("scale above 18", ""));
+            return Err(DecimalError::new("scale above 18", b""));
         }
         Ok(Self { units, scale })
     }
@@ -116,7 +116,17 @@ impl Decimal {
     /// [`DecimalError`] for empty, non-numeric, exponent or too-precise input,
     /// or a value that does not fit.
     pub fn parse(text: &str) -> Result<Self, DecimalError> {
-        let bytes = text.as_bytes();
+        Self::parse_bytes(text.as_bytes())
+    }
+
+    /// [`Decimal::parse`] of the bytes of a JSON string's contents (the
+    /// decoders read numbers straight from the line; anything but ASCII
+    /// digits, `-` and `.` is rejected, so no UTF-8 check is needed first).
+    ///
+    /// # Errors
+    /// As [`Decimal::parse`].
+    pub fn parse_bytes(text: &[u8]) -> Result<Self, DecimalError> {
+        let bytes = text;
         let (negative, digits) = match bytes.first() {
             Some(b'-') => (true, &bytes[1..]),
             _ => (false, bytes),

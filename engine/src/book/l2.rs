@@ -245,7 +245,7 @@ pub fn aggregate(coin: &str, book: &L4Book, params: &L2Params) -> Result<L2Book,
 ///
 /// # Errors
 /// [`L2Error::SizeOverflow`] when the total size does not fit.
-pub fn level_of(coin: &str, level: &Level) -> Result<L2Level, L2Error> {
+pub fn level_of(coin: &str, level: Level<'_>) -> Result<L2Level, L2Error> {
     Ok(L2Level {
         px: level.px(),
         sz: level.total_sz().ok_or_else(|| overflow(coin, level.px()))?,

@@ -7,11 +7,13 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap};
+use std::fmt;
 
 use thiserror::Error;
 
 use crate::event::{NodeOrder, OrderStatusEvent, Side};
 use crate::num::{Px, Sz};
+use crate::text::{Address, Cloid, Short};
 
 /// A raw book diff the book cannot apply; counted and reported by the fold,
 /// never fatal.
@@ -53,7 +55,7 @@ impl L4Error {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RestingOrder {
     /// Owner address, as written by the node.
-    pub user: Box<str>,
+    pub user: Address,
     /// Order id.
     pub oid: u64,
     /// Book side.
@@ -65,7 +67,7 @@ pub struct RestingOrder {
     /// Placement time, Unix ms.
     pub timestamp: i64,
     /// `"N/A"`, or `"Triggered"` for a triggered order now resting.
-    pub trigger_condition: Box<str>,
+    pub trigger_condition: Short,
     /// Always false for a resting order from the diffs; kept as loaded.
     pub is_trigger: bool,
     /// `"0.0"` unless loaded otherwise.
@@ -75,13 +77,13 @@ pub struct RestingOrder {
     /// Reduce-only.
     pub reduce_only: bool,
     /// `"Limit"`, `"Stop Limit"`, ...
-    pub order_type: Box<str>,
+    pub order_type: Short,
     /// Original size.
     pub orig_sz: Sz,
     /// Time in force (`"Gtc"`, `"Alo"`, ...; IOC residuals rest as `"Gtc"`).
-    pub tif: Option<Box<str>>,
+    pub tif: Option<Short>,
     /// Client order id.
-    pub cloid: Option<Box<str>>,
+    pub cloid: Option<Cloid>,
 }
 
 impl RestingOrder {
@@ -155,63 +157,221 @@ impl RestingOrder {
     }
 }
 
-/// One price level: its orders in time priority, and their total size kept
-/// as orders come, change and go (BBO, L2 and mids read it on every block).
+/// One price level of an [`L4Book`], borrowed: its orders in time priority
+/// and their total size, kept as orders come, change and go (BBO, L2 and mids
+/// read it on every block).
+#[derive(Clone, Copy)]
+pub struct Level<'a> {
+    data: &'a LevelData,
+    slots: &'a Slots,
+}
+
+impl PartialEq for Level<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.px() == other.px() && self.orders().eq(other.orders())
+    }
+}
+
+impl Eq for Level<'_> {}
+
+impl fmt::Debug for Level<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Level")
+            .field("px", &self.px())
+            .field("orders", &self.orders().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl<'a> Level<'a> {
+    /// The level's price, as the node wrote it for the first order here.
+    pub fn px(self) -> Px {
+        self.data.px
+    }
+
+    /// Orders in time priority (oldest first).
+    pub fn orders(self) -> LevelOrders<'a> {
+        LevelOrders {
+            slots: self.slots,
+            front: self.data.head,
+            back: self.data.tail,
+            left: self.data.len,
+        }
+    }
+
+    /// Number of orders.
+    pub fn len(self) -> usize {
+        self.data.len
+    }
+
+    /// Whether the level holds no order (never true for a level in a book).
+    pub fn is_empty(self) -> bool {
+        self.data.len == 0
+    }
+
+    /// Exact total size, canonically printed; `None` on overflow.
+    pub fn total_sz(self) -> Option<Sz> {
+        if self.data.total.is_some() {
+            // Sums are canonical, so the running one prints as a fresh one.
+            return self.data.total;
+        }
+        let mut total = Sz::ZERO;
+        for order in self.orders() {
+            total = total.checked_add(order.sz)?;
+        }
+        Some(total)
+    }
+}
+
+/// The orders of one [`Level`], oldest first.
 #[derive(Debug, Clone)]
-pub struct Level {
+pub struct LevelOrders<'a> {
+    slots: &'a Slots,
+    front: usize,
+    back: usize,
+    left: usize,
+}
+
+impl<'a> Iterator for LevelOrders<'a> {
+    type Item = &'a RestingOrder;
+
+    fn next(&mut self) -> Option<&'a RestingOrder> {
+        if self.left == 0 {
+            return None;
+        }
+        let node = self.slots.get(self.front)?;
+        self.front = node.next;
+        self.left -= 1;
+        Some(&node.order)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (0, Some(self.left))
+    }
+}
+
+impl DoubleEndedIterator for LevelOrders<'_> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        if self.left == 0 {
+            return None;
+        }
+        let node = self.slots.get(self.back)?;
+        self.back = node.prev;
+        self.left -= 1;
+        Some(&node.order)
+    }
+}
+
+/// No neighbour in a level's list.
+const NIL: usize = usize::MAX;
+
+/// A resting order in its book's slot table, linked to its neighbours in
+/// time priority within its level.
+#[derive(Debug, Clone)]
+struct Node {
+    prev: usize,
+    next: usize,
+    order: RestingOrder,
+}
+
+/// Slots of the first chunk; chunk `k` holds `FIRST_CHUNK << k`.
+const FIRST_CHUNK: usize = 16;
+
+/// A book's slot table: chunks of doubling size, each allocated once at its
+/// full capacity and never reallocated, so adding an order never copies the
+/// ones already resting (a plain `Vec` would move the whole book on growth:
+/// milliseconds for a deep one, in the middle of a block). Memory stays
+/// within twice the peak order count, like a `Vec`. Freed slots are reused
+/// before new ones are handed out.
+#[derive(Debug, Clone, Default)]
+struct Slots {
+    chunks: Vec<Vec<Option<Node>>>,
+    free: Vec<usize>,
+    /// Slots handed out so far (used or free).
+    len: usize,
+}
+
+impl Slots {
+    /// Chunk and offset of slot `at`.
+    fn locate(at: usize) -> (usize, usize) {
+        let shifted = at.saturating_add(FIRST_CHUNK);
+        let chunk = (shifted.ilog2() - FIRST_CHUNK.ilog2()) as usize;
+        (chunk, shifted - (FIRST_CHUNK << chunk))
+    }
+
+    fn get(&self, at: usize) -> Option<&Node> {
+        let (chunk, offset) = Self::locate(at);
+        self.chunks.get(chunk)?.get(offset)?.as_ref()
+    }
+
+    fn get_mut(&mut self, at: usize) -> Option<&mut Node> {
+        let (chunk, offset) = Self::locate(at);
+        self.chunks.get_mut(chunk)?.get_mut(offset)?.as_mut()
+    }
+
+    /// Stores `node`, returning its slot.
+    fn put(&mut self, node: Node) -> usize {
+        if let Some(at) = self.free.pop() {
+            let (chunk, offset) = Self::locate(at);
+            if let Some(slot) = self.chunks.get_mut(chunk).and_then(|c| c.get_mut(offset)) {
+                *slot = Some(node);
+                return at;
+            }
+        }
+        let at = self.len;
+        let (chunk, _) = Self::locate(at);
+        if chunk == self.chunks.len() {
+            self.chunks.push(Vec::with_capacity(FIRST_CHUNK << chunk));
+        }
+        if let Some(last) = self.chunks.last_mut() {
+            last.push(Some(node));
+        }
+        self.len += 1;
+        at
+    }
+
+    /// Takes the node out of slot `at`, freeing the slot.
+    fn take(&mut self, at: usize) -> Option<Node> {
+        let (chunk, offset) = Self::locate(at);
+        let node = self.chunks.get_mut(chunk)?.get_mut(offset)?.take()?;
+        self.free.push(at);
+        Some(node)
+    }
+
+    /// Drops the node in slot `at` in place, freeing the slot; false when
+    /// the slot held none.
+    fn clear(&mut self, at: usize) -> bool {
+        let (chunk, offset) = Self::locate(at);
+        match self.chunks.get_mut(chunk).and_then(|c| c.get_mut(offset)) {
+            Some(slot @ Some(_)) => {
+                *slot = None;
+                self.free.push(at);
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// A level's list ends, order count and running total.
+#[derive(Debug, Clone)]
+struct LevelData {
     px: Px,
-    orders: BTreeMap<u64, RestingOrder>,
+    head: usize,
+    tail: usize,
+    len: usize,
     /// Exact running sum of the orders' sizes; `None` once a step overflowed
     /// (then [`Level::total_sz`] sums the orders instead).
     total: Option<Sz>,
 }
 
-impl PartialEq for Level {
-    fn eq(&self, other: &Self) -> bool {
-        self.px == other.px && self.orders == other.orders
-    }
-}
-
-impl Eq for Level {}
-
-impl Level {
-    /// The level's price, as the node wrote it for the first order here.
-    pub fn px(&self) -> Px {
-        self.px
-    }
-
-    /// Orders in time priority (oldest first).
-    pub fn orders(&self) -> impl DoubleEndedIterator<Item = &RestingOrder> + '_ {
-        self.orders.values()
-    }
-
-    /// Number of orders.
-    pub fn len(&self) -> usize {
-        self.orders.len()
-    }
-
-    /// Whether the level holds no order (never true for a level in a book).
-    pub fn is_empty(&self) -> bool {
-        self.orders.is_empty()
-    }
-
-    /// Exact total size, canonically printed; `None` on overflow.
-    pub fn total_sz(&self) -> Option<Sz> {
-        if self.total.is_some() {
-            // Sums are canonical, so the running one prints as a fresh one.
-            return self.total;
-        }
-        let mut total = Sz::ZERO;
-        for order in self.orders.values() {
-            total = total.checked_add(order.sz)?;
-        }
-        Some(total)
-    }
-
+impl LevelData {
     fn new(px: Px) -> Self {
         Self {
             px,
-            orders: BTreeMap::new(),
+            head: NIL,
+            tail: NIL,
+            len: 0,
             total: Some(Sz::ZERO),
         }
     }
@@ -225,28 +385,57 @@ impl Level {
                 .checked_add(added.unwrap_or(Sz::ZERO))?
                 .checked_sub(removed.unwrap_or(Sz::ZERO))
         });
-        if self.orders.is_empty() {
+        if self.len == 0 {
             self.total = Some(Sz::ZERO);
         }
     }
-}
 
-#[derive(Debug, Clone, Copy)]
-struct Slot {
-    side: Side,
-    px: Px,
-    seq: u64,
+    /// Appends the order in slot `at` (whose links are unset) at the back.
+    fn push_back(&mut self, slots: &mut Slots, at: usize, sz: Sz) {
+        if let Some(last) = slots.get_mut(self.tail) {
+            last.next = at;
+        } else {
+            self.head = at;
+        }
+        if let Some(node) = slots.get_mut(at) {
+            node.prev = self.tail;
+            node.next = NIL;
+        }
+        self.tail = at;
+        self.len += 1;
+        self.adjust(Some(sz), None);
+    }
+
+    /// Unlinks a removed node that sat between `prev` and `next`.
+    fn unlink(&mut self, slots: &mut Slots, prev: usize, next: usize, sz: Sz) {
+        match slots.get_mut(prev) {
+            Some(node) => node.next = next,
+            None => self.head = next,
+        }
+        match slots.get_mut(next) {
+            Some(node) => node.prev = prev,
+            None => self.tail = prev,
+        }
+        self.len = self.len.saturating_sub(1);
+        self.adjust(None, Some(sz));
+    }
 }
 
 /// One coin's L4 book.
+///
+/// Orders live in a slot table ([`Slots`]: freed slots are reused, and it
+/// grows without moving what it holds), each level is a doubly linked list
+/// through it, and an oid index points at the slots: an order rests, changes
+/// size or leaves without moving any other order, and levels are found by
+/// price in an ordered map per side.
 #[derive(Debug, Clone, Default)]
 pub struct L4Book {
-    bids: BTreeMap<Reverse<Px>, Level>,
-    asks: BTreeMap<Px, Level>,
-    /// Order id → where it rests. Ids come from the node, so a fast
-    /// non-cryptographic hash serves (no untrusted keys).
-    index: HashMap<u64, Slot, foldhash::fast::RandomState>,
-    next_seq: u64,
+    bids: BTreeMap<Reverse<Px>, LevelData>,
+    asks: BTreeMap<Px, LevelData>,
+    slots: Slots,
+    /// Order id → slot. Ids come from the node, so a fast non-cryptographic
+    /// hash serves (no untrusted keys).
+    index: HashMap<u64, usize, foldhash::fast::RandomState>,
 }
 
 impl PartialEq for L4Book {
@@ -265,74 +454,92 @@ impl L4Book {
     /// the same oid (which is returned).
     pub fn insert(&mut self, order: RestingOrder) -> Option<RestingOrder> {
         let replaced = self.remove(order.oid);
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        let slot = Slot {
-            side: order.side,
-            px: order.limit_px,
-            seq,
+        let (oid, side, px, sz) = (order.oid, order.side, order.limit_px, order.sz);
+        let node = Node {
+            prev: NIL,
+            next: NIL,
+            order,
         };
-        self.index.insert(order.oid, slot);
-        let level = match order.side {
+        let at = self.slots.put(node);
+        self.index.insert(oid, at);
+        let level = match side {
             Side::Bid => self
                 .bids
-                .entry(Reverse(slot.px))
-                .or_insert_with(|| Level::new(slot.px)),
-            Side::Ask => self
-                .asks
-                .entry(slot.px)
-                .or_insert_with(|| Level::new(slot.px)),
+                .entry(Reverse(px))
+                .or_insert_with(|| LevelData::new(px)),
+            Side::Ask => self.asks.entry(px).or_insert_with(|| LevelData::new(px)),
         };
-        let sz = order.sz;
-        level.orders.insert(seq, order);
-        level.adjust(Some(sz), None);
+        level.push_back(&mut self.slots, at, sz);
         replaced
     }
 
     /// Sets the resting size of `oid`, keeping its time priority.
     pub fn set_sz(&mut self, oid: u64, sz: Sz) -> Option<&RestingOrder> {
-        let slot = *self.index.get(&oid)?;
-        let level = match slot.side {
-            Side::Bid => self.bids.get_mut(&Reverse(slot.px))?,
-            Side::Ask => self.asks.get_mut(&slot.px)?,
+        let at = *self.index.get(&oid)?;
+        let order = &mut self.slots.get_mut(at)?.order;
+        let level = match order.side {
+            Side::Bid => self.bids.get_mut(&Reverse(order.limit_px))?,
+            Side::Ask => self.asks.get_mut(&order.limit_px)?,
         };
-        let order = level.orders.get_mut(&slot.seq)?;
         let old = std::mem::replace(&mut order.sz, sz);
         level.adjust(Some(sz), Some(old));
-        level.orders.get(&slot.seq)
+        Some(order)
     }
 
     /// Removes `oid`, returning it.
     pub fn remove(&mut self, oid: u64) -> Option<RestingOrder> {
-        let slot = self.index.remove(&oid)?;
-        match slot.side {
-            Side::Bid => take(&mut self.bids, &Reverse(slot.px), slot.seq),
-            Side::Ask => take(&mut self.asks, &slot.px, slot.seq),
+        let at = self.detach(oid)?;
+        self.slots.take(at).map(|node| node.order)
+    }
+
+    /// Removes `oid` and drops it where it rests (no copy out); false when
+    /// the book does not hold it.
+    pub fn discard(&mut self, oid: u64) -> bool {
+        match self.detach(oid) {
+            Some(at) => self.slots.clear(at),
+            None => false,
         }
+    }
+
+    /// Unlinks `oid` from its level and the index; its node stays in the
+    /// returned slot for the caller to take or clear.
+    fn detach(&mut self, oid: u64) -> Option<usize> {
+        let at = self.index.remove(&oid)?;
+        let node = self.slots.get(at)?;
+        let (prev, next, sz) = (node.prev, node.next, node.order.sz);
+        let (side, px) = (node.order.side, node.order.limit_px);
+        match side {
+            Side::Bid => unlink(
+                &mut self.bids,
+                &Reverse(px),
+                &mut self.slots,
+                prev,
+                next,
+                sz,
+            ),
+            Side::Ask => unlink(&mut self.asks, &px, &mut self.slots, prev, next, sz),
+        }
+        Some(at)
     }
 
     /// The order with id `oid`.
     pub fn get(&self, oid: u64) -> Option<&RestingOrder> {
-        let slot = self.index.get(&oid)?;
-        let level = match slot.side {
-            Side::Bid => self.bids.get(&Reverse(slot.px))?,
-            Side::Ask => self.asks.get(&slot.px)?,
-        };
-        level.orders.get(&slot.seq)
+        let at = *self.index.get(&oid)?;
+        Some(&self.slots.get(at)?.order)
     }
 
     /// Bid levels, best (highest) first.
-    pub fn bids(&self) -> impl DoubleEndedIterator<Item = &Level> + '_ {
-        self.bids.values()
+    pub fn bids(&self) -> impl DoubleEndedIterator<Item = Level<'_>> + '_ {
+        self.bids.values().map(|data| self.level(data))
     }
 
     /// Ask levels, best (lowest) first.
-    pub fn asks(&self) -> impl DoubleEndedIterator<Item = &Level> + '_ {
-        self.asks.values()
+    pub fn asks(&self) -> impl DoubleEndedIterator<Item = Level<'_>> + '_ {
+        self.asks.values().map(|data| self.level(data))
     }
 
     /// Levels of one side, best first.
-    pub fn side(&self, side: Side) -> Box<dyn Iterator<Item = &Level> + '_> {
+    pub fn side(&self, side: Side) -> Box<dyn Iterator<Item = Level<'_>> + '_> {
         match side {
             Side::Bid => Box::new(self.bids()),
             Side::Ask => Box::new(self.asks()),
@@ -340,13 +547,13 @@ impl L4Book {
     }
 
     /// Best bid level.
-    pub fn best_bid(&self) -> Option<&Level> {
-        self.bids.values().next()
+    pub fn best_bid(&self) -> Option<Level<'_>> {
+        self.bids().next()
     }
 
     /// Best ask level.
-    pub fn best_ask(&self) -> Option<&Level> {
-        self.asks.values().next()
+    pub fn best_ask(&self) -> Option<Level<'_>> {
+        self.asks().next()
     }
 
     /// Number of resting orders.
@@ -362,28 +569,48 @@ impl L4Book {
     /// Every order: bids best first, then asks best first, time priority
     /// inside each level.
     pub fn orders(&self) -> impl Iterator<Item = &RestingOrder> + '_ {
-        self.bids()
-            .chain(self.asks())
-            .flat_map(|level| level.orders.values())
+        self.bids().chain(self.asks()).flat_map(Level::orders)
+    }
+
+    fn level<'a>(&'a self, data: &'a LevelData) -> Level<'a> {
+        Level {
+            data,
+            slots: &self.slots,
+        }
     }
 }
 
-fn take<K: Ord>(levels: &mut BTreeMap<K, Level>, key: &K, seq: u64) -> Option<RestingOrder> {
-    let level = levels.get_mut(key)?;
-    let order = level.orders.remove(&seq);
-    if let Some(order) = &order {
-        level.adjust(None, Some(order.sz));
+/// Unlinks the order of size `sz` between `prev` and `next` from its level,
+/// dropping the level when it empties.
+fn unlink<K: Ord>(
+    levels: &mut BTreeMap<K, LevelData>,
+    key: &K,
+    slots: &mut Slots,
+    prev: usize,
+    next: usize,
+    sz: Sz,
+) {
+    if let Some(level) = levels.get_mut(key) {
+        level.unlink(slots, prev, next, sz);
+        if level.len == 0 {
+            levels.remove(key);
+        }
     }
-    if level.orders.is_empty() {
-        levels.remove(key);
-    }
-    order
 }
 
-/// Every coin's L4 book, by coin name (sorted, so iteration is deterministic).
-#[derive(Debug, Clone, Default, PartialEq)]
+/// Every coin's L4 book, by coin name: kept sorted by coin (iteration is
+/// deterministic) with a hash index beside it, since every raw diff looks its
+/// coin's book up by name.
+#[derive(Debug, Clone, Default)]
 pub struct Books {
-    coins: BTreeMap<String, L4Book>,
+    coins: Vec<(Short, L4Book)>,
+    index: HashMap<Short, usize, foldhash::fast::RandomState>,
+}
+
+impl PartialEq for Books {
+    fn eq(&self, other: &Self) -> bool {
+        self.coins == other.coins
+    }
 }
 
 impl Books {
@@ -394,22 +621,33 @@ impl Books {
 
     /// The book of `coin`, if any order ever rested there.
     pub fn get(&self, coin: &str) -> Option<&L4Book> {
-        self.coins.get(coin)
+        let at = *self.index.get(coin)?;
+        self.coins.get(at).map(|(_, book)| book)
     }
 
     /// The book of `coin`, created empty when absent.
     pub fn get_or_create(&mut self, coin: &str) -> &mut L4Book {
-        self.coins.entry(coin.to_owned()).or_default()
+        let at = match self.index.get(coin) {
+            Some(&at) => at,
+            None => self.add(coin, L4Book::new()),
+        };
+        &mut self.coins[at].1
     }
 
     /// The book of `coin` for mutation, if present.
     pub fn get_mut(&mut self, coin: &str) -> Option<&mut L4Book> {
-        self.coins.get_mut(coin)
+        let at = *self.index.get(coin)?;
+        self.coins.get_mut(at).map(|(_, book)| book)
     }
 
     /// Replaces (or inserts) the book of `coin`.
     pub fn replace(&mut self, coin: &str, book: L4Book) {
-        self.coins.insert(coin.to_owned(), book);
+        match self.get_mut(coin) {
+            Some(held) => *held = book,
+            None => {
+                self.add(coin, book);
+            }
+        }
     }
 
     /// Coins and their books, sorted by coin.
@@ -429,7 +667,19 @@ impl Books {
 
     /// Total resting orders over all coins.
     pub fn order_count(&self) -> usize {
-        self.coins.values().map(L4Book::len).sum()
+        self.coins.iter().map(|(_, book)| book.len()).sum()
+    }
+
+    /// Adds a coin not yet present at its sorted place; returns its index.
+    /// New coins are rare (a listing), so re-indexing the ones after it is
+    /// cheap enough.
+    fn add(&mut self, coin: &str, book: L4Book) -> usize {
+        let at = self.coins.partition_point(|(held, _)| held.as_str() < coin);
+        self.coins.insert(at, (Short::new(coin), book));
+        for (i, (held, _)) in self.coins.iter().enumerate().skip(at) {
+            self.index.insert(held.clone(), i);
+        }
+        at
     }
 }
 
@@ -482,6 +732,63 @@ mod tests {
         let level: Vec<_> = book.best_bid().unwrap().orders().map(|o| o.oid).collect();
         assert_eq!(level, [2, 1]);
         assert_eq!(book.len(), 2);
+    }
+
+    #[test]
+    fn slots_map_every_index_to_one_place_across_chunks() {
+        let mut seen = std::collections::HashSet::new();
+        let mut expected = (0, 0);
+        for at in 0..10_000 {
+            let (chunk, offset) = Slots::locate(at);
+            assert_eq!((chunk, offset), expected, "slot {at}");
+            assert!(seen.insert((chunk, offset)));
+            expected = if offset + 1 == FIRST_CHUNK << chunk {
+                (chunk + 1, 0)
+            } else {
+                (chunk, offset + 1)
+            };
+        }
+        // The "no neighbour" marker lands in no chunk a book could have.
+        assert!(Slots::locate(NIL).0 >= 48);
+    }
+
+    #[test]
+    fn freed_slots_are_reused_and_levels_stay_linked_across_chunks() {
+        let mut book = L4Book::new();
+        for oid in 0..1_000u64 {
+            let price = if oid % 2 == 0 { "100.0" } else { "101.0" };
+            book.insert(order(oid, Side::Bid, price, "1"));
+        }
+        let handed_out = book.slots.len;
+        for oid in (0..1_000u64).filter(|oid| oid % 3 == 0) {
+            assert!(book.discard(oid));
+        }
+        assert!(!book.discard(0));
+        for oid in 1_000..1_300u64 {
+            book.insert(order(oid, Side::Bid, "100.0", "2"));
+        }
+        assert!(book.slots.len <= handed_out, "freed slots reused first");
+        let level: Vec<u64> = book
+            .bids()
+            .nth(1)
+            .unwrap()
+            .orders()
+            .map(|o| o.oid)
+            .collect();
+        let mut want: Vec<u64> = (0..1_000u64).filter(|o| o % 2 == 0 && o % 3 != 0).collect();
+        want.extend(1_000..1_300u64);
+        assert_eq!(level, want, "time priority survives reuse");
+        let backwards: Vec<u64> = book
+            .bids()
+            .nth(1)
+            .unwrap()
+            .orders()
+            .rev()
+            .map(|o| o.oid)
+            .collect();
+        assert_eq!(backwards, want.iter().rev().copied().collect::<Vec<_>>());
+        let total = book.bids().nth(1).unwrap().total_sz().unwrap();
+        assert_eq!(total.to_string(), (want.len() + 300).to_string() + ".0");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Best bid and offer per coin: the top level of each side (`px`, total
 //! `sz`, order count `n`), with a frame only when one of them changes.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use serde::Serialize;
 
@@ -34,8 +34,8 @@ pub type Top = (Option<L2Level>, Option<L2Level>);
 /// changed in the last block.
 #[derive(Debug, Default)]
 pub struct BboView {
-    current: BTreeMap<String, Top>,
-    changed: BTreeSet<String>,
+    current: HashMap<String, Top, foldhash::fast::RandomState>,
+    changed: HashSet<String, foldhash::fast::RandomState>,
 }
 
 /// The top of `book` (sides whose total size overflows are left unset).
@@ -74,7 +74,12 @@ impl BboView {
                 .map_or((None, None), |book| top_of(coin, book));
             let previous = self.current.get(coin).copied().unwrap_or((None, None));
             if !same_top(&previous, &top) {
-                self.current.insert(coin.clone(), top);
+                match self.current.get_mut(coin) {
+                    Some(held) => *held = top,
+                    None => {
+                        self.current.insert(coin.clone(), top);
+                    }
+                }
                 self.changed.insert(coin.clone());
             }
         }

@@ -350,7 +350,7 @@ impl L4BookSubscription {
         let (block_number, time) = position(engine);
         let empty = L4Book::new();
         let book = engine.books().get(&self.coin).unwrap_or(&empty);
-        let side = |levels: Box<dyn Iterator<Item = &Level> + '_>| -> Vec<L4Order> {
+        let side = |levels: Box<dyn Iterator<Item = Level<'_>> + '_>| -> Vec<L4Order> {
             levels
                 .flat_map(Level::orders)
                 .map(|order| L4Order::of(&self.coin, order))

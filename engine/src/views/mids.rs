@@ -3,7 +3,7 @@
 //! the whole map of the coins in scope, sent again whenever one of their
 //! mids changes.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use serde::Serialize;
 
@@ -43,7 +43,7 @@ fn mid_of(book: &L4Book) -> Option<Px> {
 #[derive(Debug, Default)]
 pub struct MidsView {
     mids: BTreeMap<String, Px>,
-    changed: BTreeSet<String>,
+    changed: HashSet<String, foldhash::fast::RandomState>,
 }
 
 impl MidsView {
@@ -73,10 +73,15 @@ impl MidsView {
             if same {
                 continue;
             }
-            match now {
-                Some(px) => self.mids.insert(coin.clone(), px),
-                None => self.mids.remove(coin),
-            };
+            match (now, self.mids.get_mut(coin)) {
+                (Some(px), Some(held)) => *held = px,
+                (Some(px), None) => {
+                    self.mids.insert(coin.clone(), px);
+                }
+                (None, _) => {
+                    self.mids.remove(coin);
+                }
+            }
             self.changed.insert(coin.clone());
         }
     }

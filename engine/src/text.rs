@@ -1,0 +1,224 @@
+//! Short owned strings kept inline: the node's addresses, coin names and
+//! order metadata (`"Limit"`, `"Gtc"`, `"N/A"`) are copied into every resting
+//! order and every typed change, hundreds of thousands of times per second.
+//! [`Text`] holds up to `N` bytes in place and only longer text on the heap,
+//! so resting an order or recording a change allocates nothing for them.
+//!
+//! A `Text` compares, hashes, orders and prints exactly like the `str` it
+//! holds; where it is stored (inline or heap) is invisible.
+
+use std::borrow::Borrow;
+use std::cmp::Ordering;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::ops::Deref;
+
+/// An owned string of up to `N` bytes inline (`N` ≤ 255), longer on the heap.
+#[derive(Clone)]
+pub struct Text<const N: usize>(Repr<N>);
+
+#[derive(Clone)]
+enum Repr<const N: usize> {
+    Inline { len: u8, buf: [u8; N] },
+    Heap(Box<str>),
+}
+
+/// An order's owner or a builder address (`0x` + 40 hex digits fits inline).
+pub type Address = Text<46>;
+
+/// A coin name or a short order attribute (`"Limit"`, `"Gtc"`, `"N/A"`,
+/// `"Triggered"`); trigger conditions such as `"Price above 76717"` fit too.
+pub type Short = Text<22>;
+
+/// A client order id (`0x` + 32 hex digits fits inline).
+pub type Cloid = Text<38>;
+
+impl<const N: usize> Text<N> {
+    /// `text`, copied.
+    pub fn new(text: &str) -> Self {
+        let bytes = text.as_bytes();
+        match u8::try_from(bytes.len()) {
+            Ok(len) if bytes.len() <= N => {
+                let mut buf = [0u8; N];
+                buf[..bytes.len()].copy_from_slice(bytes);
+                Self(Repr::Inline { len, buf })
+            }
+            _ => Self(Repr::Heap(text.into())),
+        }
+    }
+
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        match &self.0 {
+            Repr::Inline { len, buf } => {
+                let bytes = &buf[..usize::from(*len)];
+                #[allow(unsafe_code)]
+                // SAFETY: only `new` writes an inline `buf`, copying the
+                // bytes of one whole `&str` and recording their count in
+                // `len`; those bytes are therefore valid UTF-8. (Validating
+                // them on every read cost more than the allocation this
+                // type saves.)
+                unsafe {
+                    std::str::from_utf8_unchecked(bytes)
+                }
+            }
+            Repr::Heap(text) => text,
+        }
+    }
+}
+
+impl<const N: usize> Default for Text<N> {
+    fn default() -> Self {
+        Self::new("")
+    }
+}
+
+impl<const N: usize> Deref for Text<N> {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl<const N: usize> AsRef<str> for Text<N> {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl<const N: usize> Borrow<str> for Text<N> {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl<const N: usize> From<&str> for Text<N> {
+    fn from(text: &str) -> Self {
+        Self::new(text)
+    }
+}
+
+impl<const N: usize> From<&String> for Text<N> {
+    fn from(text: &String) -> Self {
+        Self::new(text)
+    }
+}
+
+impl<const N: usize> From<Text<N>> for String {
+    fn from(text: Text<N>) -> Self {
+        match text.0 {
+            Repr::Heap(text) => text.into(),
+            Repr::Inline { .. } => text.as_str().to_owned(),
+        }
+    }
+}
+
+impl<const N: usize> PartialEq for Text<N> {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl<const N: usize> Eq for Text<N> {}
+
+impl<const N: usize> PartialEq<str> for Text<N> {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl<const N: usize> PartialEq<&str> for Text<N> {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl<const N: usize> PartialEq<String> for Text<N> {
+    fn eq(&self, other: &String) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl<const N: usize> PartialOrd for Text<N> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl<const N: usize> Ord for Text<N> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl<const N: usize> Hash for Text<N> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+impl<const N: usize> fmt::Debug for Text<N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl<const N: usize> fmt::Display for Text<N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self.as_str(), f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[test]
+    fn addresses_and_order_attributes_stay_inline() {
+        let user = Address::new("0x31ca8395cf837de08b24da3f660e77761dfb974b");
+        assert!(matches!(user.0, Repr::Inline { .. }));
+        assert_eq!(user, "0x31ca8395cf837de08b24da3f660e77761dfb974b");
+        assert!(matches!(
+            Short::new("Price above 76717").0,
+            Repr::Inline { .. }
+        ));
+        assert!(matches!(
+            Cloid::new("0x00000000000000000000019a8b3c4d5e").0,
+            Repr::Inline { .. }
+        ));
+        assert_eq!(std::mem::size_of::<Address>(), 48);
+        assert_eq!(std::mem::size_of::<Short>(), 24);
+        assert_eq!(std::mem::size_of::<Option<Short>>(), 24);
+    }
+
+    #[test]
+    fn longer_text_goes_to_the_heap_and_reads_the_same() {
+        let long = "Price below 0.000000012345678901234567";
+        let text = Short::new(long);
+        assert!(matches!(text.0, Repr::Heap(_)));
+        assert_eq!(text.as_str(), long);
+        assert_eq!(String::from(text), long);
+    }
+
+    proptest! {
+        /// Inline or heap, a `Text` behaves as its `str`: same bytes, order,
+        /// equality and hash-set membership.
+        #[test]
+        fn text_behaves_like_its_str(a in "\\PC{0,30}", b in "\\PC{0,30}") {
+            let (ta, tb) = (Short::new(&a), Short::new(&b));
+            prop_assert_eq!(ta.as_str(), a.as_str());
+            prop_assert_eq!(ta.cmp(&tb), a.cmp(&b));
+            prop_assert_eq!(ta == tb, a == b);
+            prop_assert_eq!(ta.to_string(), a.clone());
+            prop_assert_eq!(format!("{ta:?}"), format!("{a:?}"));
+            let set: HashSet<Short> = [ta.clone()].into_iter().collect();
+            prop_assert!(set.contains(a.as_str()));
+            prop_assert_eq!(set.contains(b.as_str()), a == b);
+        }
+    }
+}
