@@ -420,7 +420,8 @@ fn scan_statuses<'a>(
     changes: &mut BlockChanges,
     report: &mut BlockReport,
 ) -> Openings<'a> {
-    let mut openings = Openings::with_capacity_and_hasher(hint, Default::default());
+    let mut openings =
+        Openings::with_capacity_and_hasher(hint, foldhash::fast::RandomState::default());
     for line in &block.lines.order_statuses {
         for_each_span(line, block.number, report, |raw, report| {
             report.events += 1;

@@ -34,6 +34,28 @@ struct State {
 /// `pos`, or `None` when the line ends first (the caller then reports the
 /// exact error). `line[pos]` must be `{` or `[`.
 pub(crate) fn skip_nested(line: &[u8], pos: usize) -> Option<usize> {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        #[allow(unsafe_code)]
+        // SAFETY: the CPU was just checked to support AVX2, the one feature
+        // `skip_nested_avx2` is compiled for.
+        return unsafe { skip_nested_avx2(line, pos) };
+    }
+    scan(line, pos, classify)
+}
+
+/// [`skip_nested`] compiled for AVX2: 32 bytes per compare instead of 16.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn skip_nested_avx2(line: &[u8], pos: usize) -> Option<usize> {
+    scan(line, pos, |chunk| classify_avx2(chunk))
+}
+
+/// The chunk loop, with the classifier the CPU supports inlined into it.
+// Always inlined: only a copy inside the AVX2 function is compiled with AVX2.
+#[allow(clippy::inline_always)]
+#[inline(always)]
+fn scan(line: &[u8], pos: usize, classify: impl Fn(&[u8; 64]) -> Masks) -> Option<usize> {
     let mut state = State::default();
     let mut base = pos;
     while base < line.len() {
@@ -163,6 +185,42 @@ fn classify(chunk: &[u8; 64]) -> Masks {
     masks
 }
 
+/// [`classify`] with AVX2: two 32-byte halves.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn classify_avx2(chunk: &[u8; 64]) -> Masks {
+    use std::arch::x86_64::{
+        __m256i, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_movemask_epi8, _mm256_or_si256,
+        _mm256_set1_epi8,
+    };
+    let mut masks = Masks::default();
+    for (half, bytes) in chunk.chunks_exact(32).enumerate() {
+        #[allow(clippy::cast_ptr_alignment)]
+        // The pointer is never dereferenced as `__m256i`: `_mm256_loadu_si256` reads unaligned.
+        let data = {
+            #[allow(unsafe_code)]
+            // SAFETY: `bytes` is 32 readable bytes and `_mm256_loadu_si256`
+            // has no alignment requirement; AVX2 is enabled for this function.
+            unsafe {
+                _mm256_loadu_si256(bytes.as_ptr().cast::<__m256i>())
+            }
+        };
+        let folded = _mm256_or_si256(data, _mm256_set1_epi8(0x20));
+        let [q, b, o, c] = [
+            _mm256_cmpeq_epi8(data, _mm256_set1_epi8(b'"' as i8)),
+            _mm256_cmpeq_epi8(data, _mm256_set1_epi8(b'\\' as i8)),
+            _mm256_cmpeq_epi8(folded, _mm256_set1_epi8(b'{' as i8)),
+            _mm256_cmpeq_epi8(folded, _mm256_set1_epi8(b'}' as i8)),
+        ]
+        .map(|eq| u64::from(_mm256_movemask_epi8(eq) as u32) << (32 * half));
+        masks.quote |= q;
+        masks.backslash |= b;
+        masks.open |= o;
+        masks.close |= c;
+    }
+    masks
+}
+
 #[cfg(not(target_arch = "x86_64"))]
 fn classify(chunk: &[u8; 64]) -> Masks {
     classify_bytes(chunk)
@@ -198,6 +256,13 @@ mod tests {
                 classify_bytes(&chunk),
                 "bytes from {start}"
             );
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("avx2") {
+                #[allow(unsafe_code)]
+                // SAFETY: AVX2 support was just checked.
+                let avx2 = unsafe { classify_avx2(&chunk) };
+                assert_eq!(avx2, classify_bytes(&chunk), "AVX2, bytes from {start}");
+            }
         }
     }
 

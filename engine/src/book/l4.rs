@@ -6,6 +6,7 @@
 //! guesses what the matching engine did.
 
 use std::cmp::Reverse;
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
@@ -453,7 +454,6 @@ impl L4Book {
     /// Rests `order` at the back of its level, first removing any order with
     /// the same oid (which is returned).
     pub fn insert(&mut self, order: RestingOrder) -> Option<RestingOrder> {
-        let replaced = self.remove(order.oid);
         let (oid, side, px, sz) = (order.oid, order.side, order.limit_px, order.sz);
         let node = Node {
             prev: NIL,
@@ -461,7 +461,18 @@ impl L4Book {
             order,
         };
         let at = self.slots.put(node);
-        self.index.insert(oid, at);
+        // One probe of the index whether or not the oid already rests.
+        let replaced = match self.index.entry(oid) {
+            Entry::Vacant(vacant) => {
+                vacant.insert(at);
+                None
+            }
+            Entry::Occupied(mut occupied) => {
+                let old = std::mem::replace(occupied.get_mut(), at);
+                unlink_slot(&mut self.bids, &mut self.asks, &mut self.slots, old);
+                self.slots.take(old).map(|node| node.order)
+            }
+        };
         let level = match side {
             Side::Bid => self
                 .bids
@@ -505,20 +516,7 @@ impl L4Book {
     /// returned slot for the caller to take or clear.
     fn detach(&mut self, oid: u64) -> Option<usize> {
         let at = self.index.remove(&oid)?;
-        let node = self.slots.get(at)?;
-        let (prev, next, sz) = (node.prev, node.next, node.order.sz);
-        let (side, px) = (node.order.side, node.order.limit_px);
-        match side {
-            Side::Bid => unlink(
-                &mut self.bids,
-                &Reverse(px),
-                &mut self.slots,
-                prev,
-                next,
-                sz,
-            ),
-            Side::Ask => unlink(&mut self.asks, &px, &mut self.slots, prev, next, sz),
-        }
+        unlink_slot(&mut self.bids, &mut self.asks, &mut self.slots, at);
         Some(at)
     }
 
@@ -577,6 +575,25 @@ impl L4Book {
             data,
             slots: &self.slots,
         }
+    }
+}
+
+/// Unlinks the order in slot `at` from its level (the node stays in its
+/// slot).
+fn unlink_slot(
+    bids: &mut BTreeMap<Reverse<Px>, LevelData>,
+    asks: &mut BTreeMap<Px, LevelData>,
+    slots: &mut Slots,
+    at: usize,
+) {
+    let Some(node) = slots.get(at) else {
+        return;
+    };
+    let (prev, next, sz) = (node.prev, node.next, node.order.sz);
+    let (side, px) = (node.order.side, node.order.limit_px);
+    match side {
+        Side::Bid => unlink(bids, &Reverse(px), slots, prev, next, sz),
+        Side::Ask => unlink(asks, &px, slots, prev, next, sz),
     }
 }
 
