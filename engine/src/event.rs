@@ -392,14 +392,15 @@ mod compact {
         /// A string's contents without escapes, as bytes.
         fn string_bytes(&mut self) -> Option<&'a [u8]> {
             let rest = self.bytes.get(self.at..)?;
-            let len = rest
-                .iter()
-                .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
-            if rest[len] != b'"' {
+            let len = memchr::memchr2(b'"', b'\\', rest)?;
+            let text = &rest[..len];
+            // No early exit, so the compiler checks many bytes per step.
+            let control = text.iter().fold(false, |seen, &b| seen | (b < 0x20));
+            if rest[len] != b'"' || control {
                 return None;
             }
             self.at += len + 1;
-            Some(&rest[..len])
+            Some(text)
         }
 
         fn decimal(&mut self) -> Option<Decimal> {
