@@ -395,7 +395,7 @@ mod compact {
             let len = memchr::memchr2(b'"', b'\\', rest)?;
             let text = &rest[..len];
             // No early exit, so the compiler checks many bytes per step.
-            let control = text.iter().fold(false, |seen, &b| seen | (b < 0x20));
+            let control = text.iter().fold(0u8, |seen, &b| seen | u8::from(b < 0x20)) != 0;
             if rest[len] != b'"' || control {
                 return None;
             }
