@@ -486,10 +486,17 @@ impl<'s> Writer<'s> {
             let folded = self.fold_ready();
             if read == 0 && folded == 0 {
                 self.status.ready.store(true, Ordering::Release);
+                let mut readable = false;
                 for input in &self.inputs {
-                    if let Err(error) = input.feed.refresh() {
-                        tracing::warn!(%error, "engine: refresh failed");
+                    match input.feed.refresh() {
+                        Ok(grew) => readable |= grew,
+                        Err(error) => tracing::warn!(%error, "engine: refresh failed"),
                     }
+                }
+                if readable {
+                    // Lines appended since the last look: read them now, not
+                    // one poll interval later.
+                    continue;
                 }
                 match inbox.recv_timeout(self.settings.poll_interval) {
                     Ok(command) => self.command(command),

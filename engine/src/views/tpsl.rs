@@ -43,7 +43,7 @@
 //! tracked order as an ADD, `sequence` 1; each later frame (one per block
 //! with a matching diff) adds 1. Users match case-insensitively.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::Serialize;
 use thiserror::Error;
@@ -214,6 +214,10 @@ type OrderKey = (String, String, u64);
 #[derive(Debug, Clone, Default)]
 pub struct TpslView {
     orders: BTreeMap<OrderKey, TriggerOrder>,
+    /// How many tracked orders carry each oid: most statuses (rejections,
+    /// plain orders) are about no tracked order and are passed over without
+    /// building a key.
+    oids: HashMap<u64, u32, foldhash::fast::RandomState>,
     positions: Positions,
     diffs: Vec<TpslOrderDiff>,
     position_issues: Vec<PositionIssue>,
@@ -279,12 +283,16 @@ impl TpslView {
         if !is_perp(order.coin) {
             return;
         }
+        let opens = status.status == "open" && order.is_trigger;
+        if !opens && !self.oids.contains_key(&order.oid) {
+            return;
+        }
         let key = (
             order.coin.to_owned(),
             status.user.to_ascii_lowercase(),
             order.oid,
         );
-        if status.status == "open" && order.is_trigger {
+        if opens {
             let sz = resolved_sz(
                 &self.positions,
                 status.user,
@@ -302,9 +310,16 @@ impl TpslView {
                 None => {
                     self.diffs.push(tracked.diff(TpslDiffType::Add, None));
                     self.orders.insert(key, tracked);
+                    *self.oids.entry(order.oid).or_default() += 1;
                 }
             }
         } else if let Some(removed) = self.orders.remove(&key) {
+            if let Some(count) = self.oids.get_mut(&order.oid) {
+                *count -= 1;
+                if *count == 0 {
+                    self.oids.remove(&order.oid);
+                }
+            }
             self.diffs
                 .push(removed.diff(TpslDiffType::Remove, Some(status.status)));
         }

@@ -204,8 +204,11 @@ impl Writer {
                 if self.input.is_some() {
                     self.candles.live.write().caught_up = true;
                 }
-                if let Err(error) = self.feed.refresh() {
-                    tracing::warn!(%error, "candle writer: refresh failed");
+                match self.feed.refresh() {
+                    // New lines: read them now rather than after a sleep.
+                    Ok(true) => continue,
+                    Ok(false) => {}
+                    Err(error) => tracing::warn!(%error, "candle writer: refresh failed"),
                 }
                 std::thread::sleep(self.settings.poll_interval);
             }
