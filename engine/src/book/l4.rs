@@ -233,17 +233,28 @@ pub struct LevelOrders<'a> {
     left: usize,
 }
 
+impl<'a> LevelOrders<'a> {
+    /// The order at the front (or back) end, moving that end one step in.
+    fn take_end(&mut self, back: bool) -> Option<&'a RestingOrder> {
+        if self.left == 0 {
+            return None;
+        }
+        let node = self.slots.get(if back { self.back } else { self.front })?;
+        if back {
+            self.back = node.prev;
+        } else {
+            self.front = node.next;
+        }
+        self.left -= 1;
+        Some(&node.order)
+    }
+}
+
 impl<'a> Iterator for LevelOrders<'a> {
     type Item = &'a RestingOrder;
 
     fn next(&mut self) -> Option<&'a RestingOrder> {
-        if self.left == 0 {
-            return None;
-        }
-        let node = self.slots.get(self.front)?;
-        self.front = node.next;
-        self.left -= 1;
-        Some(&node.order)
+        self.take_end(false)
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -253,13 +264,7 @@ impl<'a> Iterator for LevelOrders<'a> {
 
 impl DoubleEndedIterator for LevelOrders<'_> {
     fn next_back(&mut self) -> Option<Self::Item> {
-        if self.left == 0 {
-            return None;
-        }
-        let node = self.slots.get(self.back)?;
-        self.back = node.prev;
-        self.left -= 1;
-        Some(&node.order)
+        self.take_end(true)
     }
 }
 
@@ -709,6 +714,10 @@ mod tests {
         Decimal::parse(text).unwrap()
     }
 
+    fn oids(level: Level<'_>) -> Vec<u64> {
+        level.orders().map(|o| o.oid).collect()
+    }
+
     fn order(oid: u64, side: Side, price: &str, sz: &str) -> RestingOrder {
         RestingOrder::bare("0xabc", oid, side, px(price), px(sz), 0)
     }
@@ -725,13 +734,7 @@ mod tests {
         assert_eq!(bids, ["101.0", "100.0"]);
         let asks: Vec<_> = book.asks().map(|l| l.px().to_string()).collect();
         assert_eq!(asks, ["102.0", "103.0"]);
-        let level: Vec<_> = book
-            .bids()
-            .nth(1)
-            .unwrap()
-            .orders()
-            .map(|o| o.oid)
-            .collect();
+        let level = oids(book.bids().nth(1).unwrap());
         assert_eq!(level, [1, 3]);
         assert_eq!(
             book.bids().nth(1).unwrap().total_sz().unwrap().to_string(),
@@ -746,7 +749,7 @@ mod tests {
         book.insert(order(2, Side::Bid, "100.0", "1"));
         let replaced = book.insert(order(1, Side::Bid, "100.0", "5"));
         assert_eq!(replaced.unwrap().sz.to_string(), "1");
-        let level: Vec<_> = book.best_bid().unwrap().orders().map(|o| o.oid).collect();
+        let level = oids(book.best_bid().unwrap());
         assert_eq!(level, [2, 1]);
         assert_eq!(book.len(), 2);
     }
@@ -785,13 +788,7 @@ mod tests {
             book.insert(order(oid, Side::Bid, "100.0", "2"));
         }
         assert!(book.slots.len <= handed_out, "freed slots reused first");
-        let level: Vec<u64> = book
-            .bids()
-            .nth(1)
-            .unwrap()
-            .orders()
-            .map(|o| o.oid)
-            .collect();
+        let level = oids(book.bids().nth(1).unwrap());
         let mut want: Vec<u64> = (0..1_000u64).filter(|o| o % 2 == 0 && o % 3 != 0).collect();
         want.extend(1_000..1_300u64);
         assert_eq!(level, want, "time priority survives reuse");
@@ -814,7 +811,7 @@ mod tests {
         book.insert(order(1, Side::Ask, "100.0", "1"));
         book.insert(order(2, Side::Ask, "100.0", "1"));
         assert_eq!(book.set_sz(1, px("0.5")).unwrap().sz.to_string(), "0.5");
-        let level: Vec<_> = book.best_ask().unwrap().orders().map(|o| o.oid).collect();
+        let level = oids(book.best_ask().unwrap());
         assert_eq!(level, [1, 2]);
         assert!(book.remove(1).is_some());
         assert!(book.remove(2).is_some());
