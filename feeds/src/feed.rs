@@ -21,6 +21,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -113,6 +114,8 @@ struct Inner {
     data_dir: PathBuf,
     state: RwLock<Arc<State>>,
     refresh: Mutex<RefreshState>,
+    /// Refreshes that made new complete records readable, whoever ran them.
+    readable_generation: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -159,6 +162,7 @@ impl Feed {
                 data_dir: data_dir.to_path_buf(),
                 state: RwLock::new(Arc::new(State::default())),
                 refresh: Mutex::new(RefreshState::default()),
+                readable_generation: AtomicU64::new(0),
             }),
         };
         feed.refresh()?;
@@ -303,7 +307,21 @@ impl Feed {
             bases,
             total,
         });
+        if readable {
+            self.inner
+                .readable_generation
+                .fetch_add(1, Ordering::Release);
+        }
         Ok(readable)
+    }
+
+    /// How many refreshes so far made new complete records readable. Several
+    /// threads may refresh one feed (each reader wants fresh data), and only
+    /// the one whose call saw the growth gets `true`; a component that
+    /// notifies waiting readers compares this count instead, so it never
+    /// misses growth another thread's refresh found.
+    pub fn readable_generation(&self) -> u64 {
+        self.inner.readable_generation.load(Ordering::Acquire)
     }
 
     /// A cursor at `start`.

@@ -103,16 +103,25 @@ impl LiveFeeds {
     }
 
     /// Re-checks every source once; returns how many had something new.
+    ///
+    /// A source counts as new when its feed's readable generation moved
+    /// since the last notification — also when the engine thread or the
+    /// candle writer ran the refresh that found the growth (they refresh the
+    /// same shared feeds), so tail readers are never left waiting for it.
     pub fn refresh_all(&self) -> usize {
         let mut changed = 0;
         for (source, feed) in &self.feeds {
-            match feed.refresh() {
-                Ok(true) => {
-                    changed += 1;
-                    self.changes[source].send_modify(|g| *g += 1);
-                }
-                Ok(false) => {}
-                Err(error) => tracing::warn!(feed = source.feed_id(), %error, "refresh failed"),
+            if let Err(error) = feed.refresh() {
+                tracing::warn!(feed = source.feed_id(), %error, "refresh failed");
+            }
+            let generation = feed.readable_generation();
+            let moved = self.changes[source].send_if_modified(|seen| {
+                let moved = *seen != generation;
+                *seen = generation;
+                moved
+            });
+            if moved {
+                changed += 1;
             }
         }
         match self.snapshots.refresh() {

@@ -190,6 +190,32 @@ fn a_half_written_line_waits_for_its_newline() {
     assert_eq!(got[0].block_number, Some(2));
 }
 
+/// Two handles on one feed (the engine thread and the live refresher share
+/// feeds): whichever refresh finds the growth, the readable generation both
+/// see moves exactly once, and a partial line moves nothing.
+#[test]
+fn the_readable_generation_moves_for_every_refresher() {
+    let node = NodeDir::new();
+    let file = node.hour_file("node_fills_by_block", DATE, 0);
+    append(&file, format!("{}\n", fill_line(1)).as_bytes());
+    let feed = Feed::open(node.path(), Source::Fills).unwrap();
+    let other = feed.clone();
+    let start = feed.readable_generation();
+    let line = fill_line(2);
+    append(&file, &line.as_bytes()[..40]);
+    assert!(!other.refresh().unwrap());
+    assert_eq!(
+        feed.readable_generation(),
+        start,
+        "half a line is not readable"
+    );
+    append(&file, format!("{}\n", &line[40..]).as_bytes());
+    assert!(other.refresh().unwrap(), "the other handle finds the line");
+    assert!(!feed.refresh().unwrap(), "and this one no longer does");
+    assert_eq!(feed.readable_generation(), start + 1);
+    assert_eq!(other.readable_generation(), start + 1);
+}
+
 #[test]
 fn an_hour_is_finished_before_the_next_is_read() {
     let node = NodeDir::new();
