@@ -168,12 +168,19 @@ fn live_tail_with_a_watcher() {
     live_tail(true);
 }
 
-#[test]
-fn a_half_written_line_waits_for_its_newline() {
+/// A node directory whose fills file for `hour` holds block 1's line, that
+/// file's path, and a fills feed opened over it.
+fn fills_with_block_one(hour: u32) -> (NodeDir, std::path::PathBuf, Feed) {
     let node = NodeDir::new();
-    let file = node.hour_file("node_fills_by_block", DATE, 0);
+    let file = node.hour_file("node_fills_by_block", DATE, hour);
     append(&file, format!("{}\n", fill_line(1)).as_bytes());
     let feed = Feed::open(node.path(), Source::Fills).unwrap();
+    (node, file, feed)
+}
+
+#[test]
+fn a_half_written_line_waits_for_its_newline() {
+    let (_node, file, feed) = fills_with_block_one(0);
     let mut cursor = feed.seek(Start::Tail).unwrap();
     let line = fill_line(2);
     append(&file, &line.as_bytes()[..40]);
@@ -195,10 +202,7 @@ fn a_half_written_line_waits_for_its_newline() {
 /// see moves exactly once, and a partial line moves nothing.
 #[test]
 fn the_readable_generation_moves_for_every_refresher() {
-    let node = NodeDir::new();
-    let file = node.hour_file("node_fills_by_block", DATE, 0);
-    append(&file, format!("{}\n", fill_line(1)).as_bytes());
-    let feed = Feed::open(node.path(), Source::Fills).unwrap();
+    let (_node, file, feed) = fills_with_block_one(0);
     let other = feed.clone();
     let start = feed.readable_generation();
     let line = fill_line(2);
@@ -218,10 +222,7 @@ fn the_readable_generation_moves_for_every_refresher() {
 
 #[test]
 fn an_hour_is_finished_before_the_next_is_read() {
-    let node = NodeDir::new();
-    let hour0 = node.hour_file("node_fills_by_block", DATE, 23);
-    append(&hour0, format!("{}\n", fill_line(1)).as_bytes());
-    let feed = Feed::open(node.path(), Source::Fills).unwrap();
+    let (node, hour0, feed) = fills_with_block_one(23);
     let mut cursor = feed.seek(Start::BlockNumber(1)).unwrap();
     assert_eq!(feed.read(&mut cursor, 10).unwrap().len(), 1);
     // The node flushes the rest of the old hour, then opens the next day's
@@ -245,10 +246,7 @@ fn an_hour_is_finished_before_the_next_is_read() {
 
 #[test]
 fn a_future_block_is_served_once_written() {
-    let node = NodeDir::new();
-    let file = node.hour_file("node_fills_by_block", DATE, 0);
-    append(&file, format!("{}\n", fill_line(1)).as_bytes());
-    let feed = Feed::open(node.path(), Source::Fills).unwrap();
+    let (_node, file, feed) = fills_with_block_one(0);
     let mut cursor = feed.seek(Start::BlockNumber(4)).unwrap();
     assert!(feed.read(&mut cursor, 10).unwrap().is_empty());
     append(
