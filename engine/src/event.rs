@@ -383,6 +383,13 @@ mod compact {
             rest.starts_with(text).then(|| self.at += text.len())
         }
 
+        /// Past `key` (a field's key and what precedes its value), ready to
+        /// read the value: `c.after(br#","sz":""#)?.decimal()`.
+        fn after(&mut self, key: &[u8]) -> Option<&mut Self> {
+            self.literal(key)?;
+            Some(self)
+        }
+
         /// The contents of a string whose opening quote was consumed, up to
         /// and past its closing quote.
         fn string(&mut self) -> Option<&'a str> {
@@ -467,58 +474,37 @@ mod compact {
     /// through serde.
     pub(super) fn order_status(span: &[u8]) -> Option<OrderStatusEvent<'_>> {
         let mut c = Cursor { bytes: span, at: 0 };
-        c.literal(br#"{"time":""#)?;
-        let time = c.string()?;
-        c.literal(br#","user":""#)?;
-        let user = c.string()?;
-        c.literal(br#","hash":"#)?;
-        let hash = c.nullable_string()?;
+        let time = c.after(br#"{"time":""#)?.string()?;
+        let user = c.after(br#","user":""#)?.string()?;
+        let hash = c.after(br#","hash":"#)?.nullable_string()?;
         c.literal(br#","builder":"#)?;
         let builder = if c.literal(b"null").is_some() {
             None
         } else {
-            c.literal(br#"{"b":""#)?;
-            let b = c.string()?;
-            c.literal(br#","f":"#)?;
-            let f = c.unsigned()?;
+            let b = c.after(br#"{"b":""#)?.string()?;
+            let f = c.after(br#","f":"#)?.unsigned()?;
             c.literal(b"}")?;
             Some(BuilderInfo { b, f })
         };
-        c.literal(br#","status":""#)?;
-        let status = c.string()?;
-        c.literal(br#","order":{"coin":""#)?;
-        let coin = c.string()?;
-        c.literal(br#","side":""#)?;
-        let side = c.side()?;
-        c.literal(br#","limitPx":""#)?;
-        let limit_px = c.decimal()?;
-        c.literal(br#","sz":""#)?;
-        let sz = c.decimal()?;
-        c.literal(br#","oid":"#)?;
-        let oid = c.unsigned()?;
-        c.literal(br#","timestamp":"#)?;
-        let timestamp = c.signed()?;
-        c.literal(br#","triggerCondition":""#)?;
-        let trigger_condition = c.string()?;
-        c.literal(br#","isTrigger":"#)?;
-        let is_trigger = c.boolean()?;
-        c.literal(br#","triggerPx":""#)?;
-        let trigger_px = c.decimal()?;
+        let status = c.after(br#","status":""#)?.string()?;
+        let coin = c.after(br#","order":{"coin":""#)?.string()?;
+        let side = c.after(br#","side":""#)?.side()?;
+        let limit_px = c.after(br#","limitPx":""#)?.decimal()?;
+        let sz = c.after(br#","sz":""#)?.decimal()?;
+        let oid = c.after(br#","oid":"#)?.unsigned()?;
+        let timestamp = c.after(br#","timestamp":"#)?.signed()?;
+        let trigger_condition = c.after(br#","triggerCondition":""#)?.string()?;
+        let is_trigger = c.after(br#","isTrigger":"#)?.boolean()?;
+        let trigger_px = c.after(br#","triggerPx":""#)?.decimal()?;
         let children_at = c.at + br#","children":"#.len();
         c.literal(br#","children":[]"#)?;
         let children = std::str::from_utf8(&span[children_at..c.at]).ok()?;
-        c.literal(br#","isPositionTpsl":"#)?;
-        let is_position_tpsl = c.boolean()?;
-        c.literal(br#","reduceOnly":"#)?;
-        let reduce_only = c.boolean()?;
-        c.literal(br#","orderType":""#)?;
-        let order_type = c.string()?;
-        c.literal(br#","origSz":""#)?;
-        let orig_sz = c.decimal()?;
-        c.literal(br#","tif":"#)?;
-        let tif = c.nullable_string()?;
-        c.literal(br#","cloid":"#)?;
-        let cloid = c.nullable_string()?;
+        let is_position_tpsl = c.after(br#","isPositionTpsl":"#)?.boolean()?;
+        let reduce_only = c.after(br#","reduceOnly":"#)?.boolean()?;
+        let order_type = c.after(br#","orderType":""#)?.string()?;
+        let orig_sz = c.after(br#","origSz":""#)?.decimal()?;
+        let tif = c.after(br#","tif":"#)?.nullable_string()?;
+        let cloid = c.after(br#","cloid":"#)?.nullable_string()?;
         c.literal(b"}}")?;
         if c.at != span.len() {
             return None;
@@ -553,16 +539,11 @@ mod compact {
     /// `{"user":"…","oid":N,"coin":"…","side":"B","px":"…","raw_book_diff":…}`.
     pub(super) fn book_diff(span: &[u8]) -> Option<BookDiffEvent<'_>> {
         let mut c = Cursor { bytes: span, at: 0 };
-        c.literal(br#"{"user":""#)?;
-        let user = c.string()?;
-        c.literal(br#","oid":"#)?;
-        let oid = c.unsigned()?;
-        c.literal(br#","coin":""#)?;
-        let coin = c.string()?;
-        c.literal(br#","side":""#)?;
-        let side = c.side()?;
-        c.literal(br#","px":""#)?;
-        let px = c.decimal()?;
+        let user = c.after(br#"{"user":""#)?.string()?;
+        let oid = c.after(br#","oid":"#)?.unsigned()?;
+        let coin = c.after(br#","coin":""#)?.string()?;
+        let side = c.after(br#","side":""#)?.side()?;
+        let px = c.after(br#","px":""#)?.decimal()?;
         c.literal(br#","raw_book_diff":"#)?;
         let raw_book_diff = if c.literal(br#""remove""#).is_some() {
             RawBookDiff::Remove
@@ -571,10 +552,8 @@ mod compact {
             c.literal(b"}}")?;
             RawBookDiff::New { sz }
         } else {
-            c.literal(br#"{"update":{"origSz":""#)?;
-            let orig_sz = c.decimal()?;
-            c.literal(br#","newSz":""#)?;
-            let new_sz = c.decimal()?;
+            let orig_sz = c.after(br#"{"update":{"origSz":""#)?.decimal()?;
+            let new_sz = c.after(br#","newSz":""#)?.decimal()?;
             c.literal(b"}}")?;
             RawBookDiff::Update { orig_sz, new_sz }
         };

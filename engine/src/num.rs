@@ -126,10 +126,9 @@ impl Decimal {
     /// # Errors
     /// As [`Decimal::parse`].
     pub fn parse_bytes(text: &[u8]) -> Result<Self, DecimalError> {
-        let bytes = text;
-        let (negative, digits) = match bytes.first() {
-            Some(b'-') => (true, &bytes[1..]),
-            _ => (false, bytes),
+        let (negative, digits) = match text.first() {
+            Some(b'-') => (true, &text[1..]),
+            _ => (false, text),
         };
         if digits.is_empty() {
             return Err(DecimalError::new("empty number", text));

@@ -67,12 +67,6 @@ impl<const N: usize> Text<N> {
     }
 }
 
-impl<const N: usize> Default for Text<N> {
-    fn default() -> Self {
-        Self::new("")
-    }
-}
-
 impl<const N: usize> Deref for Text<N> {
     type Target = str;
 
@@ -99,21 +93,6 @@ impl<const N: usize> From<&str> for Text<N> {
     }
 }
 
-impl<const N: usize> From<&String> for Text<N> {
-    fn from(text: &String) -> Self {
-        Self::new(text)
-    }
-}
-
-impl<const N: usize> From<Text<N>> for String {
-    fn from(text: Text<N>) -> Self {
-        match text.0 {
-            Repr::Heap(text) => text.into(),
-            Repr::Inline { .. } => text.as_str().to_owned(),
-        }
-    }
-}
-
 impl<const N: usize> PartialEq for Text<N> {
     fn eq(&self, other: &Self) -> bool {
         self.as_str() == other.as_str()
@@ -131,12 +110,6 @@ impl<const N: usize> PartialEq<str> for Text<N> {
 impl<const N: usize> PartialEq<&str> for Text<N> {
     fn eq(&self, other: &&str) -> bool {
         self.as_str() == *other
-    }
-}
-
-impl<const N: usize> PartialEq<String> for Text<N> {
-    fn eq(&self, other: &String) -> bool {
-        self.as_str() == other
     }
 }
 
@@ -202,7 +175,7 @@ mod tests {
         let text = Short::new(long);
         assert!(matches!(text.0, Repr::Heap(_)));
         assert_eq!(text.as_str(), long);
-        assert_eq!(String::from(text), long);
+        assert_eq!(text.to_string(), long);
     }
 
     proptest! {

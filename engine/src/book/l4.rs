@@ -311,18 +311,22 @@ impl Slots {
     }
 
     fn get_mut(&mut self, at: usize) -> Option<&mut Node> {
+        self.slot_mut(at)?.as_mut()
+    }
+
+    /// Slot `at` itself, whether it holds a node or not.
+    fn slot_mut(&mut self, at: usize) -> Option<&mut Option<Node>> {
         let (chunk, offset) = Self::locate(at);
-        self.chunks.get_mut(chunk)?.get_mut(offset)?.as_mut()
+        self.chunks.get_mut(chunk)?.get_mut(offset)
     }
 
     /// Stores `node`, returning its slot.
     fn put(&mut self, node: Node) -> usize {
-        if let Some(at) = self.free.pop() {
-            let (chunk, offset) = Self::locate(at);
-            if let Some(slot) = self.chunks.get_mut(chunk).and_then(|c| c.get_mut(offset)) {
-                *slot = Some(node);
-                return at;
-            }
+        if let Some(at) = self.free.pop()
+            && let Some(slot) = self.slot_mut(at)
+        {
+            *slot = Some(node);
+            return at;
         }
         let at = self.len;
         let (chunk, _) = Self::locate(at);
@@ -338,8 +342,7 @@ impl Slots {
 
     /// Takes the node out of slot `at`, freeing the slot.
     fn take(&mut self, at: usize) -> Option<Node> {
-        let (chunk, offset) = Self::locate(at);
-        let node = self.chunks.get_mut(chunk)?.get_mut(offset)?.take()?;
+        let node = self.slot_mut(at)?.take()?;
         self.free.push(at);
         Some(node)
     }
@@ -347,8 +350,7 @@ impl Slots {
     /// Drops the node in slot `at` in place, freeing the slot; false when
     /// the slot held none.
     fn clear(&mut self, at: usize) -> bool {
-        let (chunk, offset) = Self::locate(at);
-        match self.chunks.get_mut(chunk).and_then(|c| c.get_mut(offset)) {
+        match self.slot_mut(at) {
             Some(slot @ Some(_)) => {
                 *slot = None;
                 self.free.push(at);
