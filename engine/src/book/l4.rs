@@ -289,12 +289,35 @@ const FIRST_CHUNK: usize = 16;
 /// milliseconds for a deep one, in the middle of a block). Memory stays
 /// within twice the peak order count, like a `Vec`. Freed slots are reused
 /// before new ones are handed out.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 struct Slots {
     chunks: Vec<Vec<Option<Node>>>,
     free: Vec<usize>,
     /// Slots handed out so far (used or free).
     len: usize,
+}
+
+/// A copy keeps every chunk at its full capacity: a derived `Clone` would
+/// trim the last chunk to its length, and the next order added to the copy
+/// would then reallocate (and copy) that chunk — up to half the book.
+impl Clone for Slots {
+    fn clone(&self) -> Self {
+        let chunks = self
+            .chunks
+            .iter()
+            .enumerate()
+            .map(|(k, chunk)| {
+                let mut copy = Vec::with_capacity(FIRST_CHUNK << k);
+                copy.extend(chunk.iter().cloned());
+                copy
+            })
+            .collect();
+        Self {
+            chunks,
+            free: self.free.clone(),
+            len: self.len,
+        }
+    }
 }
 
 impl Slots {
@@ -431,7 +454,7 @@ impl LevelData {
 
 /// One coin's L4 book.
 ///
-/// Orders live in a slot table ([`Slots`]: freed slots are reused, and it
+/// Orders live in a slot table (`Slots`: freed slots are reused, and it
 /// grows without moving what it holds), each level is a doubly linked list
 /// through it, and an oid index points at the slots: an order rests, changes
 /// size or leaves without moving any other order, and levels are found by
@@ -772,6 +795,24 @@ mod tests {
         }
         // The "no neighbour" marker lands in no chunk a book could have.
         assert!(Slots::locate(NIL).0 >= 48);
+    }
+
+    #[test]
+    fn a_cloned_book_keeps_room_to_grow_without_moving_orders() {
+        let mut book = L4Book::new();
+        for oid in 0..100u64 {
+            book.insert(order(oid, Side::Bid, "10.0", "1.0"));
+        }
+        let copy = book.clone();
+        for (k, chunk) in copy.slots.chunks.iter().enumerate() {
+            assert_eq!(chunk.capacity(), FIRST_CHUNK << k, "chunk {k}");
+        }
+        let mut copy = copy;
+        let last = copy.slots.chunks.last().map(Vec::as_ptr);
+        copy.insert(order(100, Side::Bid, "10.0", "1.0"));
+        assert_eq!(copy.slots.chunks.last().map(Vec::as_ptr), last);
+        assert_eq!(copy.len(), 101);
+        assert_eq!(book.len(), 100);
     }
 
     #[test]
