@@ -164,14 +164,22 @@ pub struct EventSpans<'a> {
     done: bool,
 }
 
-impl Iterator for EventSpans<'_> {
-    type Item = Result<Range<usize>, EnvelopeError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
+impl<'a> EventSpans<'a> {
+    /// The next span, like [`Iterator::next`], but `measure` is first asked
+    /// for the length of the event at the current position, given the line
+    /// from there to the array's closing bracket. A caller that decodes
+    /// events anyway passes a decoder that reports how many bytes it read,
+    /// so an event it recognises is delimited by its own decode and not
+    /// walked twice; the bracket walk runs only when `measure` answers `None`
+    /// (or a length that does not fit).
+    pub fn next_measured(
+        &mut self,
+        measure: impl FnOnce(&'a [u8]) -> Option<usize>,
+    ) -> Option<Result<Range<usize>, EnvelopeError>> {
         if self.done {
             return None;
         }
-        let line = &self.line[..self.end];
+        let line: &'a [u8] = &self.line[..self.end];
         let mut pos = skip_ws(line, self.pos);
         if !self.first {
             match line.get(pos) {
@@ -190,7 +198,8 @@ impl Iterator for EventSpans<'_> {
             return None;
         }
         self.first = false;
-        match skip_value(line, pos) {
+        let measured = measure(&line[pos..]).filter(|&len| len > 0 && pos + len <= line.len());
+        match measured.map_or_else(|| skip_value(line, pos), |len| Ok(pos + len)) {
             Ok(end) => {
                 self.pos = end;
                 Some(Ok(pos..end))
@@ -200,6 +209,14 @@ impl Iterator for EventSpans<'_> {
                 Some(Err(error))
             }
         }
+    }
+}
+
+impl Iterator for EventSpans<'_> {
+    type Item = Result<Range<usize>, EnvelopeError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_measured(|_| None)
     }
 }
 
@@ -365,6 +382,46 @@ mod tests {
         assert_eq!(events.len(), 2);
         assert!(events[0].starts_with(r#"{"user":"0xca""#));
         assert!(events[1].ends_with(r#""raw_book_diff":"remove"}"#));
+    }
+
+    /// A stand-in for a decoder: the event index and the rest of the line
+    /// in, a length out.
+    type Measure<'m> = &'m dyn Fn(usize, &[u8]) -> Option<usize>;
+
+    #[test]
+    fn measured_spans_equal_walked_spans_and_bad_measures_are_ignored() {
+        let walked: Vec<_> = decode(DIFFS.as_bytes()).unwrap().events().collect();
+        let env = decode(DIFFS.as_bytes()).unwrap();
+        // A measure that knows the true lengths (as a decoder would), one
+        // that knows nothing, and ones answering lengths that cannot be.
+        let truth: Vec<usize> = walked.iter().map(|s| s.as_ref().unwrap().len()).collect();
+        let measures: [Measure<'_>; 4] = [
+            &|i, _| truth.get(i).copied(),
+            &|_, _| None,
+            &|_, _| Some(0),
+            &|_, rest| Some(rest.len() + 1),
+        ];
+        for measure in measures {
+            let mut spans = env.events();
+            let mut got = Vec::new();
+            while let Some(span) = spans.next_measured(|rest| measure(got.len(), rest)) {
+                got.push(span);
+            }
+            assert_eq!(got, walked);
+        }
+        // The rest handed to the measure starts at the event and stops
+        // before the closing bracket.
+        let mut spans = env.events();
+        let mut seen = Vec::new();
+        while spans
+            .next_measured(|rest| {
+                seen.push(String::from_utf8_lossy(rest).into_owned());
+                None
+            })
+            .is_some()
+        {}
+        assert!(seen[0].starts_with(r#"{"user":"0xca""#));
+        assert!(seen[1].starts_with(r#"{"user":"0xee""#) && seen[1].ends_with(r#""remove"}"#));
     }
 
     #[test]
