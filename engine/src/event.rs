@@ -342,6 +342,21 @@ pub fn decode_order_status_generic(span: &[u8]) -> Result<OrderStatusEvent<'_>, 
     serde_json::from_slice(span).map_err(|e| EventError::from_serde("order_statuses", &e))
 }
 
+/// Decodes the order status that starts `bytes` when it is in the node's
+/// own compact layout, returning it and its length in bytes; `None` for
+/// anything else (delimit the event and use [`decode_order_status`]). Lets a
+/// walk over a line delimit an event by decoding it, instead of walking its
+/// brackets first.
+pub fn decode_order_status_at(bytes: &[u8]) -> Option<(OrderStatusEvent<'_>, usize)> {
+    compact::order_status_at(bytes)
+}
+
+/// [`decode_order_status_at`] for raw book diffs: the diff that starts
+/// `bytes` and its length, or `None` (use [`decode_book_diff`]).
+pub fn decode_book_diff_at(bytes: &[u8]) -> Option<(BookDiffEvent<'_>, usize)> {
+    compact::book_diff_at(bytes)
+}
+
 /// Decodes one raw-book-diff event span.
 ///
 /// # Errors
@@ -367,6 +382,8 @@ pub fn decode_fill(span: &[u8]) -> Result<FillEvent<'_>, EventError> {
 /// order, plain integers) and answers `None` for anything else, which then
 /// goes through serde unchanged — errors included.
 mod compact {
+    use std::sync::LazyLock;
+
     use serde_json::value::RawValue;
 
     use super::{BookDiffEvent, BuilderInfo, NodeOrder, OrderStatusEvent, RawBookDiff, Side};
@@ -393,21 +410,25 @@ mod compact {
         /// The contents of a string whose opening quote was consumed, up to
         /// and past its closing quote.
         fn string(&mut self) -> Option<&'a str> {
-            std::str::from_utf8(self.string_bytes()?).ok()
+            let bytes = self.string_bytes()?;
+            if bytes.is_ascii() {
+                #[allow(unsafe_code)]
+                // SAFETY: every byte was just checked to be below 0x80, and
+                // ASCII text is valid UTF-8. (Validating again cost a tenth of
+                // a status decode: a dozen short strings per status, each too
+                // short for the validator's word-at-a-time loop.)
+                Some(unsafe { std::str::from_utf8_unchecked(bytes) })
+            } else {
+                std::str::from_utf8(bytes).ok()
+            }
         }
 
         /// A string's contents without escapes, as bytes.
         fn string_bytes(&mut self) -> Option<&'a [u8]> {
             let rest = self.bytes.get(self.at..)?;
-            let len = memchr::memchr2(b'"', b'\\', rest)?;
-            let text = &rest[..len];
-            // No early exit, so the compiler checks many bytes per step.
-            let control = text.iter().fold(0u8, |seen, &b| seen | u8::from(b < 0x20)) != 0;
-            if rest[len] != b'"' || control {
-                return None;
-            }
+            let len = plain_string_len(rest)?;
             self.at += len + 1;
-            Some(text)
+            Some(&rest[..len])
         }
 
         fn decimal(&mut self) -> Option<Decimal> {
@@ -469,11 +490,49 @@ mod compact {
         }
     }
 
+    /// Length of the string contents at the start of `rest`, up to its
+    /// closing quote; `None` when a backslash or a control byte comes first
+    /// (not the compact layout) or the string is not closed.
+    ///
+    /// Node strings are short (coins, enum words, numbers, 42-byte
+    /// addresses), where a `memchr` call costs more in setup than in
+    /// scanning, so eight bytes are tested per step in a plain `u64`: a byte
+    /// equal to `"` or `\\`, or below 0x20, flags its top bit (borrows only
+    /// run upwards from a flagged byte, so the lowest flag is a true one).
+    pub(super) fn plain_string_len(rest: &[u8]) -> Option<usize> {
+        const ONES: u64 = u64::from_le_bytes([1; 8]);
+        const HIGH: u64 = ONES << 7;
+        let zero_byte = |x: u64| x.wrapping_sub(ONES) & !x;
+        let mut at = 0;
+        while let Some(word) = rest.get(at..).and_then(<[u8]>::first_chunk::<8>) {
+            let w = u64::from_le_bytes(*word);
+            let flags = (zero_byte(w ^ (ONES * u64::from(b'"')))
+                | zero_byte(w ^ (ONES * u64::from(b'\\')))
+                | (w.wrapping_sub(ONES * 0x20) & !w))
+                & HIGH;
+            if flags != 0 {
+                let end = at + (flags.trailing_zeros() / 8) as usize;
+                return (rest[end] == b'"').then_some(end);
+            }
+            at += 8;
+        }
+        let end = at
+            + rest[at..]
+                .iter()
+                .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
+        (rest[end] == b'"').then_some(end)
+    }
+
     /// The node's status layout with `builder` null or `{"b":…,"f":N}` and
     /// `children` empty; anything else (bracket children included) goes
     /// through serde.
     pub(super) fn order_status(span: &[u8]) -> Option<OrderStatusEvent<'_>> {
-        let mut c = Cursor { bytes: span, at: 0 };
+        order_status_at(span).and_then(|(event, len)| (len == span.len()).then_some(event))
+    }
+
+    /// [`order_status`] of the event that starts `bytes`, and its length.
+    pub(super) fn order_status_at(bytes: &[u8]) -> Option<(OrderStatusEvent<'_>, usize)> {
+        let mut c = Cursor { bytes, at: 0 };
         let time = c.after(br#"{"time":""#)?.string()?;
         let user = c.after(br#","user":""#)?.string()?;
         let hash = c.after(br#","hash":"#)?.nullable_string()?;
@@ -496,9 +555,7 @@ mod compact {
         let trigger_condition = c.after(br#","triggerCondition":""#)?.string()?;
         let is_trigger = c.after(br#","isTrigger":"#)?.boolean()?;
         let trigger_px = c.after(br#","triggerPx":""#)?.decimal()?;
-        let children_at = c.at + br#","children":"#.len();
         c.literal(br#","children":[]"#)?;
-        let children = std::str::from_utf8(&span[children_at..c.at]).ok()?;
         let is_position_tpsl = c.after(br#","isPositionTpsl":"#)?.boolean()?;
         let reduce_only = c.after(br#","reduceOnly":"#)?.boolean()?;
         let order_type = c.after(br#","orderType":""#)?.string()?;
@@ -506,10 +563,7 @@ mod compact {
         let tif = c.after(br#","tif":"#)?.nullable_string()?;
         let cloid = c.after(br#","cloid":"#)?.nullable_string()?;
         c.literal(b"}}")?;
-        if c.at != span.len() {
-            return None;
-        }
-        Some(OrderStatusEvent {
+        let event = OrderStatusEvent {
             time,
             user,
             hash,
@@ -525,7 +579,7 @@ mod compact {
                 trigger_condition,
                 is_trigger,
                 trigger_px,
-                children: Some(serde_json::from_str::<&RawValue>(children).ok()?),
+                children: Some(empty_children()?),
                 is_position_tpsl,
                 reduce_only,
                 order_type,
@@ -533,12 +587,26 @@ mod compact {
                 tif,
                 cloid,
             },
-        })
+        };
+        Some((event, c.at))
+    }
+
+    /// The `[]` of `"children":[]`, parsed once (parsing it per status cost
+    /// more than the rest of the status's numbers).
+    fn empty_children() -> Option<&'static RawValue> {
+        static EMPTY: LazyLock<Option<Box<RawValue>>> =
+            LazyLock::new(|| serde_json::from_str("[]").ok());
+        EMPTY.as_deref()
     }
 
     /// `{"user":"…","oid":N,"coin":"…","side":"B","px":"…","raw_book_diff":…}`.
     pub(super) fn book_diff(span: &[u8]) -> Option<BookDiffEvent<'_>> {
-        let mut c = Cursor { bytes: span, at: 0 };
+        book_diff_at(span).and_then(|(event, len)| (len == span.len()).then_some(event))
+    }
+
+    /// [`book_diff`] of the event that starts `bytes`, and its length.
+    pub(super) fn book_diff_at(bytes: &[u8]) -> Option<(BookDiffEvent<'_>, usize)> {
+        let mut c = Cursor { bytes, at: 0 };
         let user = c.after(br#"{"user":""#)?.string()?;
         let oid = c.after(br#","oid":"#)?.unsigned()?;
         let coin = c.after(br#","coin":""#)?.string()?;
@@ -558,14 +626,15 @@ mod compact {
             RawBookDiff::Update { orig_sz, new_sz }
         };
         c.literal(b"}")?;
-        (c.at == span.len()).then_some(BookDiffEvent {
+        let event = BookDiffEvent {
             user,
             oid,
             coin,
             side,
             px,
             raw_book_diff,
-        })
+        };
+        Some((event, c.at))
     }
 }
 
@@ -576,6 +645,46 @@ mod tests {
     const STATUS: &str = r#"{"time":"2026-04-30T20:46:43.304461819","user":"0xca1d1650d13b8fa936dca4efdf1f487766f2abd1","hash":"0x985e","builder":null,"status":"open","order":{"coin":"BTC","side":"B","limitPx":"76450.0","sz":"0.5","oid":405401002917,"timestamp":1777582003304,"triggerCondition":"N/A","isTrigger":false,"triggerPx":"0.0","children":[],"isPositionTpsl":false,"reduceOnly":false,"orderType":"Limit","origSz":"0.5","tif":"Alo","cloid":"0x000000000000000018ab012def14f141"}}"#;
     const TRIGGER: &str = r#"{"time":"2026-04-30T20:46:43.640395958","user":"0x23e5","hash":"0x0252","builder":{"b":"0xb84168cf3be63c6b8dad05ff5d755e97432ff80b","f":50},"status":"open","order":{"coin":"BTC","side":"A","limitPx":"69045.0","sz":"0.0","oid":405401004883,"timestamp":1777582003640,"triggerCondition":"Price above 76717","isTrigger":true,"triggerPx":"76717.0","children":[],"isPositionTpsl":true,"reduceOnly":true,"orderType":"Take Profit Market","origSz":"0.0","tif":null,"cloid":null}}"#;
     const FILL: &str = r#"["0xc8264ebc379e26946e7d31ae4746c27182849755",{"coin":"BTC","px":"76471.0","sz":"0.00153","side":"A","time":1777582006008,"startPosition":"0.10933","dir":"Close Long","closedPnl":"0.00153","hash":"0x0000000000000000000000000000000000000000000000000000000000000000","oid":405400984377,"crossed":false,"fee":"-0.00351","tid":457367674387223,"cloid":"0x00000000000000000000019ddecca7eb","feeToken":"USDC","twapId":null}]"#;
+
+    /// The byte loop `compact::plain_string_len` must equal.
+    fn plain_string_len_by_bytes(rest: &[u8]) -> Option<usize> {
+        let end = rest
+            .iter()
+            .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
+        (rest[end] == b'"').then_some(end)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn plain_string_len_equals_the_byte_loop(
+            // Bytes weighted towards the ones the word test flags and their
+            // neighbours (borrows), over every length around the word size.
+            bytes in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::sample::select(vec![b'"', b'\\', 0x1f, 0x20, 0x21, 0x00, 0x01, 0x22, 0x23, 0x5b, 0x5c, 0x5d, 0x7f, 0x80, 0xff]),
+                    proptest::prelude::any::<u8>(),
+                    b'a'..=b'z',
+                ],
+                0..40,
+            )
+        ) {
+            proptest::prop_assert_eq!(compact::plain_string_len(&bytes), plain_string_len_by_bytes(&bytes));
+        }
+    }
+
+    #[test]
+    fn plain_string_len_stops_at_the_first_quote_in_any_word_position() {
+        for at in 0..24 {
+            let mut bytes = vec![b'x'; 30];
+            bytes[at] = b'"';
+            assert_eq!(compact::plain_string_len(&bytes), Some(at), "quote at {at}");
+            bytes[at] = b'\\';
+            assert_eq!(compact::plain_string_len(&bytes), None, "backslash at {at}");
+            bytes[at] = 0x1f;
+            assert_eq!(compact::plain_string_len(&bytes), None, "control at {at}");
+        }
+        assert_eq!(compact::plain_string_len(b"no end"), None);
+    }
 
     #[test]
     fn decodes_an_open_status() {
