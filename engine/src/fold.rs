@@ -4,22 +4,33 @@
 //! writer: one thread calls `apply`, then lets each subscription read the
 //! updated views.
 //!
-//! Order statuses are scanned lazily: the `"status":"` value and the coin are
-//! read from the bytes, and only statuses that can open a resting order
-//! (`open`, `triggered`) are fully decoded — the ~95% that are rejections
-//! change no book state.
+//! Order statuses are scanned lazily: only statuses that can open a resting
+//! order (`open`, `triggered`) are fully decoded — the rest (mostly
+//! rejections, most of a block's bytes) change no book state. When no view
+//! wants raw statuses, a status line is not even walked bracket by bracket:
+//! its `"status":"` keys are found with `memmem` (which counts the events) and
+//! only the openings are delimited, by decoding them. The statuses passed
+//! over that way are not checked as JSON by the fold; a line that breaks the
+//! node's layout where the scan looks is walked exactly instead. When a view wants raw statuses (the L4 book view),
+//! every status is delimited and filed by coin.
+//!
+//! Raw book diffs are delimited by their own decode: the compact decoder
+//! reports how many bytes it read, so a diff is not walked before it is
+//! decoded.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::LazyLock;
 
 use bytes::Bytes;
 use feeds::envelope;
+use memchr::arch::all::packedpair::HeuristicFrequencyRank;
 use memchr::memmem;
 
 use crate::block::{Block, BlockDecodeError};
 use crate::book::l4::{Books, L4Error, RestingOrder};
 use crate::event::{
-    BookDiffEvent, OrderStatusEvent, RawBookDiff, Side, decode_book_diff, decode_order_status,
+    BookDiffEvent, OrderStatusEvent, RawBookDiff, Side, decode_book_diff, decode_book_diff_at,
+    decode_order_status, decode_order_status_at,
 };
 use crate::num::{Px, Sz};
 use crate::snapshot::{self, L4Snapshot, SnapshotError};
@@ -281,9 +292,10 @@ impl Engine {
         let mut last_touched: Option<&str> = None;
         let mut seen: HashSet<&str, foldhash::fast::RandomState> = HashSet::default();
         for line in &block.lines.raw_book_diffs {
-            for_each_span(line, block.number, report, |raw, report| {
+            let fast = |rest| decode_book_diff_at(rest);
+            for_each_event(line, block.number, report, fast, |raw, decoded, report| {
                 report.events += 1;
-                match decode_book_diff(raw) {
+                match decoded.map_or_else(|| decode_book_diff(raw), Ok) {
                     Ok(diff) => {
                         if raw_coins.contains(diff.coin) {
                             changes
@@ -423,6 +435,12 @@ fn scan_statuses<'a>(
     let mut openings =
         Openings::with_capacity_and_hasher(hint, foldhash::fast::RandomState::default());
     for line in &block.lines.order_statuses {
+        if raw_coins.is_empty()
+            && let Some(events) = scan_openings(line, &mut openings)
+        {
+            report.events += events;
+            continue;
+        }
         for_each_span(line, block.number, report, |raw, report| {
             report.events += 1;
             let scanned = scan_status(raw);
@@ -466,6 +484,60 @@ fn scan_statuses<'a>(
     openings
 }
 
+/// The fast walk of one status line when no view wants raw statuses: the
+/// events are counted by their `"status":"` keys and only the openings
+/// (`open`, `triggered`) are delimited and decoded, so the rejections that
+/// make up most of the bytes are passed over at `memmem` speed instead of
+/// being walked bracket by bracket.
+///
+/// It leans on the node's layout, checked as it goes: each event is an object
+/// whose first key is `"time"` and which holds one `"status"` key (order
+/// objects have none). A key sequence can only occur outside strings in valid
+/// JSON, so every status key is seen. Anything unexpected — an escaped status
+/// value, an opening without `{"time":` between it and the previous event's
+/// status, an opening that does not decode or does not span its own status
+/// key — answers `None` before anything is counted or reported, and the
+/// caller walks the line exactly instead (which reports what is wrong).
+/// Openings inserted before such a line is abandoned are inserted again,
+/// identically, by the exact walk.
+fn scan_openings<'a>(line: &'a Bytes, openings: &mut Openings<'a>) -> Option<usize> {
+    let line: &'a [u8] = line;
+    let env = envelope::decode(line).ok()?;
+    let body = env.events.start + 1..env.events.end - 1;
+    let mut events = 0;
+    // Where the previous event's status value ended: the next event starts
+    // after it.
+    let mut floor = body.start;
+    for hit in STATUS_KEY.find_iter(&line[body.clone()]) {
+        let key = body.start + hit;
+        let value_at = key + STATUS_KEY.needle().len();
+        let value_len = memchr::memchr2(b'"', b'\\', &line[value_at..body.end])?;
+        if line[value_at + value_len] != b'"' {
+            return None;
+        }
+        events += 1;
+        let status = &line[value_at..value_at + value_len];
+        if status == b"open" || status == b"triggered" {
+            let start = floor + EVENT_START.find(&line[floor..key])?;
+            let rest = &line[start..body.end];
+            let (event, len) = if let Some(decoded) = decode_order_status_at(rest) {
+                decoded
+            } else {
+                let end = envelope::skip_value(rest, 0).ok()?;
+                (decode_order_status(&rest[..end]).ok()?, end)
+            };
+            if start + len <= key {
+                return None;
+            }
+            if event.opens_resting_order() {
+                openings.insert(event.order.oid, event);
+            }
+        }
+        floor = value_at + value_len;
+    }
+    Some(events)
+}
+
 /// The `status` value and the order's `coin` read straight from the bytes,
 /// or `None` when either is not a plain string (then the event is decoded).
 /// The first `"status":"` is the event's own key (order objects have none),
@@ -476,12 +548,40 @@ fn scan_status(raw: &[u8]) -> Option<(&[u8], &str)> {
     Some((status, std::str::from_utf8(coin).ok()?))
 }
 
-/// Searchers for the two keys [`scan_status`] reads, built once: building a
-/// searcher costs more than running it over one status.
-static STATUS_KEY: LazyLock<memmem::Finder<'static>> =
-    LazyLock::new(|| memmem::Finder::new(b"\"status\":\""));
+/// Searchers for the keys [`scan_status`] and [`scan_openings`] look for,
+/// built once: building a searcher costs more than running it over one
+/// status.
+static STATUS_KEY: LazyLock<memmem::Finder<'static>> = LazyLock::new(|| {
+    memmem::FinderBuilder::new().build_forward_with_ranker(NodeJsonRank, b"\"status\":\"")
+});
+static EVENT_START: LazyLock<memmem::Finder<'static>> = LazyLock::new(|| {
+    memmem::FinderBuilder::new().build_forward_with_ranker(NodeJsonRank, b"{\"time\":")
+});
 static COIN_KEY: LazyLock<memmem::Finder<'static>> =
     LazyLock::new(|| memmem::Finder::new(b"\"coin\":\""));
+
+/// Byte frequencies of node lines for `memmem`'s candidate filter, which
+/// looks for the needle's two rarest bytes first. Its default ranking (from
+/// text and source code) counts quotes and colons as rare; in node JSON they
+/// are the commonest bytes, and hex digits fill addresses, hashes and
+/// numbers. Ranking them as frequent makes the filter pick the needle's
+/// letters, so it stops at a handful of places per event instead of at every
+/// key.
+#[derive(Debug, Clone, Copy)]
+struct NodeJsonRank;
+
+impl HeuristicFrequencyRank for NodeJsonRank {
+    fn rank(&self, byte: u8) -> u8 {
+        match byte {
+            b'"' | b':' | b',' => 255,
+            b'0'..=b'9' | b'a'..=b'f' => 250,
+            b'{' | b'}' | b'.' | b'x' => 245,
+            b'g'..=b'z' => 150,
+            b'A'..=b'Z' => 100,
+            _ => 50,
+        }
+    }
+}
 
 fn string_after<'a>(raw: &'a [u8], key: &memmem::Finder<'_>) -> Option<&'a [u8]> {
     let start = key.find(raw)? + key.needle().len();
@@ -495,6 +595,28 @@ fn for_each_span<'a>(
     report: &mut BlockReport,
     mut visit: impl FnMut(&'a [u8], &mut BlockReport),
 ) {
+    for_each_event(
+        line,
+        block,
+        report,
+        |_| None::<((), usize)>,
+        |raw, _, report| visit(raw, report),
+    );
+}
+
+/// Visits each event of a line with its exact bytes. `fast` is tried at
+/// each event's start first — a decoder of the node's compact layout that
+/// says how many bytes it read — so an event it decodes is delimited by that
+/// decode and handed over decoded (`Some`); any other event is delimited by
+/// the bracket walk and handed over undecoded (`None`). Envelope errors are
+/// reported and end the line.
+fn for_each_event<'a, T>(
+    line: &'a Bytes,
+    block: u64,
+    report: &mut BlockReport,
+    fast: impl Fn(&'a [u8]) -> Option<(T, usize)>,
+    mut visit: impl FnMut(&'a [u8], Option<T>, &mut BlockReport),
+) {
     let line_bytes: &'a [u8] = line;
     let env = match envelope::decode(line_bytes) {
         Ok(env) => env,
@@ -505,10 +627,18 @@ fn for_each_span<'a>(
             return;
         }
     };
-    for span in env.events() {
-        match span {
-            Ok(span) => visit(&line_bytes[span], report),
-            Err(error) => {
+    let mut spans = env.events();
+    loop {
+        let mut decoded = None;
+        let next = spans.next_measured(|rest| {
+            let (event, len) = fast(rest)?;
+            decoded = Some(event);
+            Some(len)
+        });
+        match next {
+            None => return,
+            Some(Ok(span)) => visit(&line_bytes[span], decoded, report),
+            Some(Err(error)) => {
                 report
                     .decode_errors
                     .push(BlockDecodeError::Envelope { block, error });
@@ -529,6 +659,55 @@ fn count_events(lines: &[Bytes], block: u64, report: &mut BlockReport) -> usize 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const OPEN: &str = r#"{"time":"2026-04-30T20:46:43.304461819","user":"0xca1d","hash":"0x985e","builder":null,"status":"open","order":{"coin":"BTC","side":"B","limitPx":"76450.0","sz":"0.5","oid":7,"timestamp":1777582003304,"triggerCondition":"N/A","isTrigger":false,"triggerPx":"0.0","children":[],"isPositionTpsl":false,"reduceOnly":false,"orderType":"Limit","origSz":"0.5","tif":"Alo","cloid":null}}"#;
+    const REJECTED: &str = r#"{"time":"2026-04-30T20:46:43.304461819","user":"0xee","hash":null,"builder":null,"status":"badAloPxRejected","order":{"coin":"ETH","side":"A","limitPx":"1.0","sz":"0.5","oid":8,"timestamp":1777582003304,"triggerCondition":"N/A","isTrigger":false,"triggerPx":"0.0","children":[],"isPositionTpsl":false,"reduceOnly":false,"orderType":"Limit","origSz":"0.5","tif":"Alo","cloid":null}}"#;
+
+    fn status_line(events: &[&str]) -> Bytes {
+        Bytes::from(format!(
+            r#"{{"local_time":"2026-04-30T20:46:43.5","block_time":"2026-04-30T20:46:43.304461819","block_number":1,"events":[{}]}}"#,
+            events.join(",")
+        ))
+    }
+
+    fn fast_scan(events: &[&str]) -> Option<(usize, Vec<u64>)> {
+        let line = status_line(events);
+        let mut openings = Openings::default();
+        let count = scan_openings(&line, &mut openings)?;
+        let mut oids: Vec<u64> = openings.keys().copied().collect();
+        oids.sort_unstable();
+        Some((count, oids))
+    }
+
+    #[test]
+    fn the_fast_status_scan_counts_every_event_and_decodes_only_openings() {
+        assert_eq!(fast_scan(&[REJECTED, OPEN, REJECTED]), Some((3, vec![7])));
+        assert_eq!(fast_scan(&[]), Some((0, vec![])));
+        // An opening outside the compact layout is delimited by the bracket
+        // walk and decoded generically.
+        let children = OPEN.replace(r#""children":[]"#, r#""children":[{"coin":"BTC"}]"#);
+        assert_eq!(fast_scan(&[REJECTED, &children]), Some((2, vec![7])));
+        // A resting trigger (untriggered) is counted, not an opening.
+        let trigger = OPEN.replace(r#""isTrigger":false"#, r#""isTrigger":true"#);
+        assert_eq!(fast_scan(&[&trigger]), Some((1, vec![])));
+    }
+
+    #[test]
+    fn the_fast_status_scan_gives_way_to_the_exact_walk_on_anything_unexpected() {
+        // An escaped status value.
+        let escaped = REJECTED.replace("badAloPxRejected", r#"bad\"Rejected"#);
+        assert_eq!(fast_scan(&[OPEN, &escaped]), None);
+        // An opening whose event does not start with its time.
+        let reordered = OPEN.replacen(
+            r#"{"time":"2026-04-30T20:46:43.304461819","user":"0xca1d""#,
+            r#"{"user":"0xca1d","time":"2026-04-30T20:46:43.304461819""#,
+            1,
+        );
+        assert_eq!(fast_scan(&[&reordered]), None);
+        // An opening that does not decode.
+        let broken = OPEN.replace(r#""oid":7"#, r#""oid":"seven""#);
+        assert_eq!(fast_scan(&[REJECTED, &broken]), None);
+    }
 
     #[test]
     fn scan_reads_status_and_coin_without_decoding() {

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use engine::book::Level;
 use engine::event::Side;
 use engine::fold::Engine;
+use engine::views::l4book::{L4BookRequest, L4BookSubscription};
 use serde_json::Value;
 
 use crate::common::{btc_snapshot, by_block_blocks, hourly_file, real};
@@ -158,4 +159,43 @@ fn capture_without_snapshot_reports_its_unknown_ids() {
     let first = issues[0].to_string();
     assert!(first.starts_with("l4: unknown oid "), "{first}");
     assert!(first.contains(" for BTC at block 9789953"), "{first}");
+}
+
+/// Statuses are folded two ways: when no view wants raw statuses, only the
+/// openings are delimited and decoded (the rest are counted by their status
+/// key); when one does, every status is walked and filed. Both must fold the
+/// same books with the same reports, block by block.
+#[test]
+fn the_status_fast_path_folds_what_the_exact_walk_folds() {
+    let blocks = by_block_blocks(&real("btc-985148182"));
+    let mut fast = Engine::from_snapshot(btc_snapshot());
+    let mut exact = Engine::from_snapshot(btc_snapshot());
+    let request = L4BookRequest {
+        coin: "BTC".to_owned(),
+        mirror: None,
+    };
+    L4BookSubscription::open(&mut exact, &request).unwrap();
+    assert!(!exact.views().raw_coins().is_empty());
+    assert!(fast.views().raw_coins().is_empty());
+    for block in &blocks {
+        assert_eq!(
+            fast.apply(block),
+            exact.apply(block),
+            "block {}",
+            block.number
+        );
+    }
+    assert_eq!(fast.events_seen(), exact.events_seen());
+    let (fast_book, exact_book) = (fast.books().get("BTC"), exact.books().get("BTC"));
+    assert_eq!(fast_book, exact_book);
+    let every = |engine: &Engine| {
+        engine
+            .books()
+            .get("BTC")
+            .unwrap()
+            .orders()
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(every(&fast), every(&exact), "order metadata differs");
 }
