@@ -18,7 +18,7 @@
 //! reports how many bytes it read, so a diff is not walked before it is
 //! decoded.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::LazyLock;
 
 use bytes::Bytes;
@@ -138,14 +138,23 @@ pub struct BlockChanges {
     pub number: u64,
     /// Block time, Unix ms.
     pub time_ms: i64,
-    /// Coins whose book was mutated or reset.
-    pub touched: BTreeSet<String>,
+    /// Coins whose book was mutated or reset, sorted, each once.
+    pub touched: Vec<Short>,
     /// Applied diffs, typed, in file order.
     pub order_changes: Vec<OrderChange>,
     /// Raw events of the coins some view asked for ([`Views::raw_coins`]).
     pub raw: BTreeMap<String, RawCoinEvents>,
     /// Coins reset from a snapshot.
     pub resets: BTreeSet<String>,
+}
+
+impl BlockChanges {
+    /// Whether `coin`'s book was mutated or reset in this block.
+    pub fn touched(&self, coin: &str) -> bool {
+        self.touched
+            .binary_search_by(|held| held.as_str().cmp(coin))
+            .is_ok()
+    }
 }
 
 /// The single-writer market state: books, fold position, counters, views.
@@ -248,7 +257,7 @@ impl Engine {
             ..BlockChanges::default()
         };
         for reset in std::mem::take(&mut self.pending_resets) {
-            changes.touched.insert(reset.coin.clone());
+            changes.touched.push(reset.coin.as_str().into());
             changes.resets.insert(reset.coin.clone());
             report.resets.push(reset);
         }
@@ -262,6 +271,8 @@ impl Engine {
         );
         self.openings_hint = openings.len();
         self.apply_diffs(block, &openings, &raw_coins, &mut changes, &mut report);
+        changes.touched.sort_unstable();
+        changes.touched.dedup();
         report.events += count_events(&block.lines.fills, block.number, &mut report);
         for issue in &report.issues {
             let counts = self.unknown.entry(issue.coin().to_owned()).or_default();
@@ -287,10 +298,9 @@ impl Engine {
         report: &mut BlockReport,
     ) {
         // Diffs of one coin come in runs (a taker walking the book), so the
-        // coins seen are only consulted when the coin changes, and in a hash
-        // set rather than the touched set's ordered string compares.
+        // coin is noted once per run (the list is sorted and deduplicated
+        // after the block).
         let mut last_touched: Option<&str> = None;
-        let mut seen: HashSet<&str, foldhash::fast::RandomState> = HashSet::default();
         for line in &block.lines.raw_book_diffs {
             let fast = |rest| decode_book_diff_at(rest);
             for_each_event(line, block.number, report, fast, |raw, decoded, report| {
@@ -308,9 +318,7 @@ impl Engine {
                         if self.apply_diff(block, &diff, openings, changes, report)
                             && last_touched != Some(diff.coin)
                         {
-                            if seen.insert(diff.coin) && !changes.touched.contains(diff.coin) {
-                                changes.touched.insert(diff.coin.to_owned());
-                            }
+                            changes.touched.push(diff.coin.into());
                             last_touched = Some(diff.coin);
                         }
                     }

@@ -8,6 +8,7 @@ use serde::Serialize;
 use crate::book::l2::{L2Level, level_of};
 use crate::book::l4::{Books, L4Book};
 use crate::fold::{BlockChanges, Engine};
+use crate::text::Short;
 use crate::views::{ViewError, position, required_coins};
 
 /// `BboUpdate`: one coin's top of book; a side is omitted when empty.
@@ -68,7 +69,7 @@ impl BboView {
 
     pub(crate) fn update(&mut self, books: &Books, changes: &BlockChanges) {
         self.changed.clear();
-        for coin in &changes.touched {
+        for coin in changes.touched.iter().map(Short::as_str) {
             let top = books
                 .get(coin)
                 .map_or((None, None), |book| top_of(coin, book));
@@ -77,10 +78,10 @@ impl BboView {
                 match self.current.get_mut(coin) {
                     Some(held) => *held = top,
                     None => {
-                        self.current.insert(coin.clone(), top);
+                        self.current.insert(coin.to_owned(), top);
                     }
                 }
-                self.changed.insert(coin.clone());
+                self.changed.insert(coin.to_owned());
             }
         }
     }

@@ -170,7 +170,7 @@ impl L2Tracker {
 
     pub(crate) fn update(&mut self, books: &Books, changes: &BlockChanges) {
         for (key, entry) in &mut self.tracked {
-            entry.touched = changes.touched.contains(&key.coin);
+            entry.touched = changes.touched(&key.coin);
             entry.reset = changes.resets.contains(&key.coin);
             entry.changed = false;
             entry.delta = L2Book::default();

@@ -10,6 +10,8 @@ use serde::Serialize;
 use crate::book::l4::{Books, L4Book};
 use crate::fold::{BlockChanges, Engine};
 use crate::num::{Decimal, Px};
+use crate::text::Short;
+use crate::views::bbo::BboView;
 use crate::views::{in_scope, position};
 
 /// `AllMidsUpdate` (with the producing block, which book mids have).
@@ -60,9 +62,17 @@ impl MidsView {
         self.changed.clear();
     }
 
-    pub(crate) fn update(&mut self, books: &Books, changes: &BlockChanges) {
+    /// Recomputes the mids of the coins the block touched. `bbo` has already
+    /// folded the block: a mid moves only with a best price, so a coin whose
+    /// top did not change, with both sides set, keeps its mid. A side left
+    /// unset there (an empty side, or a level total too large to print) says
+    /// nothing about the price, and that coin is recomputed from its book.
+    pub(crate) fn update(&mut self, books: &Books, changes: &BlockChanges, bbo: &BboView) {
         self.changed.clear();
-        for coin in &changes.touched {
+        for coin in changes.touched.iter().map(Short::as_str) {
+            if !bbo.changed(coin) && matches!(bbo.top(coin), (Some(_), Some(_))) {
+                continue;
+            }
             let now = books.get(coin).and_then(mid_of);
             let before = self.mids.get(coin);
             let same = match (before, now.as_ref()) {
@@ -76,13 +86,13 @@ impl MidsView {
             match (now, self.mids.get_mut(coin)) {
                 (Some(px), Some(held)) => *held = px,
                 (Some(px), None) => {
-                    self.mids.insert(coin.clone(), px);
+                    self.mids.insert(coin.to_owned(), px);
                 }
                 (None, _) => {
                     self.mids.remove(coin);
                 }
             }
-            self.changed.insert(coin.clone());
+            self.changed.insert(coin.to_owned());
         }
     }
 }

@@ -10,6 +10,8 @@ use bytes::Bytes;
 use engine::block::Block;
 use engine::fold::Engine;
 use engine::snapshot;
+use engine::views::bbo::top_of;
+use engine::views::mids::mid;
 use feeds::{Feed, Source, Start};
 use fixtures::{OutputMode, RunOptions, SimConfig};
 
@@ -98,6 +100,7 @@ fn fold_to_truth(profile_small: bool) {
             report.decode_errors
         );
         diffs += block.lines.raw_book_diffs.len();
+        top_and_mids_match_the_books(&engine);
     }
     assert!(diffs > 0);
     let unknown: u64 = engine
@@ -114,6 +117,25 @@ fn fold_to_truth(profile_small: bool) {
     );
     // And the check a running engine makes resets nothing.
     assert!(engine.check_snapshot(end).unwrap().is_empty());
+}
+
+/// The BBO and mids views, folded block by block (mids only for coins whose
+/// top moved), equal a fresh computation from every book.
+fn top_and_mids_match_the_books(engine: &Engine) {
+    let views = engine.views();
+    let mut mids = BTreeMap::new();
+    for (coin, book) in engine.books().iter() {
+        assert_eq!(views.bbo.top(coin), top_of(coin, book), "top of {coin}");
+        if let (Some(bid), Some(ask)) = (book.best_bid(), book.best_ask()) {
+            mids.insert(coin.to_owned(), mid(bid.px(), ask.px()).unwrap());
+        }
+    }
+    let printed = |m: &BTreeMap<String, engine::num::Px>| -> Vec<(String, String)> {
+        m.iter()
+            .map(|(c, px)| (c.clone(), px.to_string()))
+            .collect()
+    };
+    assert_eq!(printed(views.mids.mids()), printed(&mids));
 }
 
 #[test]
