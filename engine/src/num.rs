@@ -189,21 +189,31 @@ impl Decimal {
 
     /// Exact sum, printed canonically. `None` on overflow.
     pub fn checked_add(self, other: Self) -> Option<Self> {
-        let scale = self.scale.max(other.scale);
-        let a = self.rescale(scale)?;
-        let b = other.rescale(scale)?;
-        Some(
-            Self {
-                units: a.units.checked_add(b.units)?,
-                scale,
-            }
-            .canonical(),
-        )
+        Some(self.checked_add_wide(other)?.canonical())
     }
 
     /// Exact difference, printed canonically. `None` on overflow.
     pub fn checked_sub(self, other: Self) -> Option<Self> {
         self.checked_add(-other)
+    }
+
+    /// Exact sum at the larger of the two scales, not made canonical: for
+    /// running totals, which would otherwise pay a division per trailing zero
+    /// on every step ([`Decimal::canonical`] when printing). `None` on
+    /// overflow.
+    pub fn checked_add_wide(self, other: Self) -> Option<Self> {
+        let scale = self.scale.max(other.scale);
+        let a = self.rescale(scale)?;
+        let b = other.rescale(scale)?;
+        Some(Self {
+            units: a.units.checked_add(b.units)?,
+            scale,
+        })
+    }
+
+    /// [`Decimal::checked_add_wide`] of `-other`.
+    pub fn checked_sub_wide(self, other: Self) -> Option<Self> {
+        self.checked_add_wide(-other)
     }
 
     /// The absolute value.

@@ -212,9 +212,10 @@ impl<'a> Level<'a> {
 
     /// Exact total size, canonically printed; `None` on overflow.
     pub fn total_sz(self) -> Option<Sz> {
-        if self.data.total.is_some() {
-            // Sums are canonical, so the running one prints as a fresh one.
-            return self.data.total;
+        if let Some(total) = self.data.total {
+            // The canonical form depends only on the value, so the running
+            // sum prints as a fresh one.
+            return Some(total.canonical());
         }
         let mut total = Sz::ZERO;
         for order in self.orders() {
@@ -239,14 +240,15 @@ impl<'a> LevelOrders<'a> {
         if self.left == 0 {
             return None;
         }
-        let node = self.slots.get(if back { self.back } else { self.front })?;
+        let at = if back { self.back } else { self.front };
+        let link = self.slots.link(at)?;
         if back {
-            self.back = node.prev;
+            self.back = link.prev;
         } else {
-            self.front = node.next;
+            self.front = link.next;
         }
         self.left -= 1;
-        Some(&node.order)
+        self.slots.order(at)
     }
 }
 
@@ -271,27 +273,41 @@ impl DoubleEndedIterator for LevelOrders<'_> {
 /// No neighbour in a level's list.
 const NIL: usize = usize::MAX;
 
-/// A resting order in its book's slot table, linked to its neighbours in
-/// time priority within its level.
-#[derive(Debug, Clone)]
-struct Node {
+/// A slot's neighbours in time priority within its level.
+#[derive(Debug, Clone, Copy)]
+struct Link {
     prev: usize,
     next: usize,
-    order: RestingOrder,
+}
+
+impl Link {
+    const UNLINKED: Self = Self {
+        prev: NIL,
+        next: NIL,
+    };
 }
 
 /// Slots of the first chunk; chunk `k` holds `FIRST_CHUNK << k`.
 const FIRST_CHUNK: usize = 16;
 
-/// A book's slot table: chunks of doubling size, each allocated once at its
-/// full capacity and never reallocated, so adding an order never copies the
-/// ones already resting (a plain `Vec` would move the whole book on growth:
-/// milliseconds for a deep one, in the middle of a block). Memory stays
-/// within twice the peak order count, like a `Vec`. Freed slots are reused
-/// before new ones are handed out.
+/// A book's slot table: the orders, and beside them, in a table of their
+/// own, each slot's [`Link`]. Both are chunks of doubling size, each
+/// allocated once at its full capacity and never reallocated, so adding an
+/// order never copies the ones already resting (a plain `Vec` would move the
+/// whole book on growth: milliseconds for a deep one, in the middle of a
+/// block). Memory stays within twice the peak order count, like a `Vec`.
+///
+/// The links are apart from the orders because a deep book is far larger
+/// than the cache: linking or unlinking an order rewrites its neighbours'
+/// links, and those sit in a dense table (16 bytes a slot) rather than at
+/// the head of each neighbour's ~250-byte order. A freed slot keeps its old
+/// order until the slot is reused — only slots on a level's list or in the
+/// oid index are ever read — so removing an order does not touch (or drop)
+/// its memory; the next order placed there overwrites, and drops, it.
 #[derive(Debug, Default)]
 struct Slots {
-    chunks: Vec<Vec<Option<Node>>>,
+    orders: Vec<Vec<RestingOrder>>,
+    links: Vec<Vec<Link>>,
     free: Vec<usize>,
     /// Slots handed out so far (used or free).
     len: usize,
@@ -302,18 +318,20 @@ struct Slots {
 /// would then reallocate (and copy) that chunk — up to half the book.
 impl Clone for Slots {
     fn clone(&self) -> Self {
-        let chunks = self
-            .chunks
-            .iter()
-            .enumerate()
-            .map(|(k, chunk)| {
-                let mut copy = Vec::with_capacity(FIRST_CHUNK << k);
-                copy.extend(chunk.iter().cloned());
-                copy
-            })
-            .collect();
+        fn full<T: Clone>(chunks: &[Vec<T>]) -> Vec<Vec<T>> {
+            chunks
+                .iter()
+                .enumerate()
+                .map(|(k, chunk)| {
+                    let mut copy = Vec::with_capacity(FIRST_CHUNK << k);
+                    copy.extend_from_slice(chunk);
+                    copy
+                })
+                .collect()
+        }
         Self {
-            chunks,
+            orders: full(&self.orders),
+            links: full(&self.links),
             free: self.free.clone(),
             len: self.len,
         }
@@ -328,59 +346,55 @@ impl Slots {
         (chunk, shifted - (FIRST_CHUNK << chunk))
     }
 
-    fn get(&self, at: usize) -> Option<&Node> {
+    fn order(&self, at: usize) -> Option<&RestingOrder> {
         let (chunk, offset) = Self::locate(at);
-        self.chunks.get(chunk)?.get(offset)?.as_ref()
+        self.orders.get(chunk)?.get(offset)
     }
 
-    fn get_mut(&mut self, at: usize) -> Option<&mut Node> {
-        self.slot_mut(at)?.as_mut()
-    }
-
-    /// Slot `at` itself, whether it holds a node or not.
-    fn slot_mut(&mut self, at: usize) -> Option<&mut Option<Node>> {
+    fn order_mut(&mut self, at: usize) -> Option<&mut RestingOrder> {
         let (chunk, offset) = Self::locate(at);
-        self.chunks.get_mut(chunk)?.get_mut(offset)
+        self.orders.get_mut(chunk)?.get_mut(offset)
     }
 
-    /// Stores `node`, returning its slot.
-    fn put(&mut self, node: Node) -> usize {
-        if let Some(at) = self.free.pop()
-            && let Some(slot) = self.slot_mut(at)
-        {
-            *slot = Some(node);
-            return at;
+    fn link(&self, at: usize) -> Option<Link> {
+        let (chunk, offset) = Self::locate(at);
+        self.links.get(chunk)?.get(offset).copied()
+    }
+
+    fn link_mut(&mut self, at: usize) -> Option<&mut Link> {
+        let (chunk, offset) = Self::locate(at);
+        self.links.get_mut(chunk)?.get_mut(offset)
+    }
+
+    /// Stores `order`, unlinked, returning its slot.
+    fn put(&mut self, order: RestingOrder) -> usize {
+        if let Some(at) = self.free.pop() {
+            let (chunk, offset) = Self::locate(at);
+            let slot = self.orders.get_mut(chunk).and_then(|c| c.get_mut(offset));
+            let link = self.links.get_mut(chunk).and_then(|c| c.get_mut(offset));
+            if let (Some(slot), Some(link)) = (slot, link) {
+                *slot = order;
+                *link = Link::UNLINKED;
+                return at;
+            }
         }
         let at = self.len;
         let (chunk, _) = Self::locate(at);
-        if chunk == self.chunks.len() {
-            self.chunks.push(Vec::with_capacity(FIRST_CHUNK << chunk));
+        if chunk == self.orders.len() {
+            self.orders.push(Vec::with_capacity(FIRST_CHUNK << chunk));
+            self.links.push(Vec::with_capacity(FIRST_CHUNK << chunk));
         }
-        if let Some(last) = self.chunks.last_mut() {
-            last.push(Some(node));
+        if let (Some(orders), Some(links)) = (self.orders.last_mut(), self.links.last_mut()) {
+            orders.push(order);
+            links.push(Link::UNLINKED);
         }
         self.len += 1;
         at
     }
 
-    /// Takes the node out of slot `at`, freeing the slot.
-    fn take(&mut self, at: usize) -> Option<Node> {
-        let node = self.slot_mut(at)?.take()?;
+    /// Frees slot `at` for reuse; its order stays until then.
+    fn free(&mut self, at: usize) {
         self.free.push(at);
-        Some(node)
-    }
-
-    /// Drops the node in slot `at` in place, freeing the slot; false when
-    /// the slot held none.
-    fn clear(&mut self, at: usize) -> bool {
-        match self.slot_mut(at) {
-            Some(slot @ Some(_)) => {
-                *slot = None;
-                self.free.push(at);
-                true
-            }
-            _ => false,
-        }
     }
 }
 
@@ -391,8 +405,10 @@ struct LevelData {
     head: usize,
     tail: usize,
     len: usize,
-    /// Exact running sum of the orders' sizes; `None` once a step overflowed
-    /// (then [`Level::total_sz`] sums the orders instead).
+    /// Exact running sum of the orders' sizes, kept at the largest scale seen
+    /// (made canonical only when read: doing it on every step cost a
+    /// division per trailing zero); `None` once a step overflowed (then
+    /// [`Level::total_sz`] sums the orders instead).
     total: Option<Sz>,
 }
 
@@ -413,8 +429,8 @@ impl LevelData {
     fn adjust(&mut self, added: Option<Sz>, removed: Option<Sz>) {
         self.total = self.total.and_then(|total| {
             total
-                .checked_add(added.unwrap_or(Sz::ZERO))?
-                .checked_sub(removed.unwrap_or(Sz::ZERO))
+                .checked_add_wide(added.unwrap_or(Sz::ZERO))?
+                .checked_sub_wide(removed.unwrap_or(Sz::ZERO))
         });
         if self.len == 0 {
             self.total = Some(Sz::ZERO);
@@ -423,28 +439,30 @@ impl LevelData {
 
     /// Appends the order in slot `at` (whose links are unset) at the back.
     fn push_back(&mut self, slots: &mut Slots, at: usize, sz: Sz) {
-        if let Some(last) = slots.get_mut(self.tail) {
+        if let Some(last) = slots.link_mut(self.tail) {
             last.next = at;
         } else {
             self.head = at;
         }
-        if let Some(node) = slots.get_mut(at) {
-            node.prev = self.tail;
-            node.next = NIL;
+        if let Some(link) = slots.link_mut(at) {
+            *link = Link {
+                prev: self.tail,
+                next: NIL,
+            };
         }
         self.tail = at;
         self.len += 1;
         self.adjust(Some(sz), None);
     }
 
-    /// Unlinks a removed node that sat between `prev` and `next`.
+    /// Unlinks a removed order that sat between `prev` and `next`.
     fn unlink(&mut self, slots: &mut Slots, prev: usize, next: usize, sz: Sz) {
-        match slots.get_mut(prev) {
-            Some(node) => node.next = next,
+        match slots.link_mut(prev) {
+            Some(link) => link.next = next,
             None => self.head = next,
         }
-        match slots.get_mut(next) {
-            Some(node) => node.prev = prev,
+        match slots.link_mut(next) {
+            Some(link) => link.prev = prev,
             None => self.tail = prev,
         }
         self.len = self.len.saturating_sub(1);
@@ -485,12 +503,7 @@ impl L4Book {
     /// the same oid (which is returned).
     pub fn insert(&mut self, order: RestingOrder) -> Option<RestingOrder> {
         let (oid, side, px, sz) = (order.oid, order.side, order.limit_px, order.sz);
-        let node = Node {
-            prev: NIL,
-            next: NIL,
-            order,
-        };
-        let at = self.slots.put(node);
+        let at = self.slots.put(order);
         // One probe of the index whether or not the oid already rests.
         let replaced = match self.index.entry(oid) {
             Entry::Vacant(vacant) => {
@@ -500,7 +513,8 @@ impl L4Book {
             Entry::Occupied(mut occupied) => {
                 let old = std::mem::replace(occupied.get_mut(), at);
                 unlink_slot(&mut self.bids, &mut self.asks, &mut self.slots, old);
-                self.slots.take(old).map(|node| node.order)
+                self.slots.free(old);
+                self.slots.order(old).cloned()
             }
         };
         let level = match side {
@@ -517,7 +531,7 @@ impl L4Book {
     /// Sets the resting size of `oid`, keeping its time priority.
     pub fn set_sz(&mut self, oid: u64, sz: Sz) -> Option<&RestingOrder> {
         let at = *self.index.get(&oid)?;
-        let order = &mut self.slots.get_mut(at)?.order;
+        let order = self.slots.order_mut(at)?;
         let level = match order.side {
             Side::Bid => self.bids.get_mut(&Reverse(order.limit_px))?,
             Side::Ask => self.asks.get_mut(&order.limit_px)?,
@@ -527,33 +541,32 @@ impl L4Book {
         Some(order)
     }
 
-    /// Removes `oid`, returning it.
+    /// Removes `oid`, returning a copy of it.
     pub fn remove(&mut self, oid: u64) -> Option<RestingOrder> {
         let at = self.detach(oid)?;
-        self.slots.take(at).map(|node| node.order)
+        self.slots.order(at).cloned()
     }
 
-    /// Removes `oid` and drops it where it rests (no copy out); false when
-    /// the book does not hold it.
+    /// Removes `oid` without copying it out: its slot is freed and the order
+    /// left there until the slot is reused; false when the book does not
+    /// hold it.
     pub fn discard(&mut self, oid: u64) -> bool {
-        match self.detach(oid) {
-            Some(at) => self.slots.clear(at),
-            None => false,
-        }
+        self.detach(oid).is_some()
     }
 
-    /// Unlinks `oid` from its level and the index; its node stays in the
-    /// returned slot for the caller to take or clear.
+    /// Unlinks `oid` from its level and the index and frees its slot (the
+    /// order stays readable there until the next insert).
     fn detach(&mut self, oid: u64) -> Option<usize> {
         let at = self.index.remove(&oid)?;
         unlink_slot(&mut self.bids, &mut self.asks, &mut self.slots, at);
+        self.slots.free(at);
         Some(at)
     }
 
     /// The order with id `oid`.
     pub fn get(&self, oid: u64) -> Option<&RestingOrder> {
         let at = *self.index.get(&oid)?;
-        Some(&self.slots.get(at)?.order)
+        self.slots.order(at)
     }
 
     /// Bid levels, best (highest) first.
@@ -608,7 +621,7 @@ impl L4Book {
     }
 }
 
-/// Unlinks the order in slot `at` from its level (the node stays in its
+/// Unlinks the order in slot `at` from its level (the order stays in its
 /// slot).
 fn unlink_slot(
     bids: &mut BTreeMap<Reverse<Px>, LevelData>,
@@ -616,11 +629,11 @@ fn unlink_slot(
     slots: &mut Slots,
     at: usize,
 ) {
-    let Some(node) = slots.get(at) else {
+    let (Some(link), Some(order)) = (slots.link(at), slots.order(at)) else {
         return;
     };
-    let (prev, next, sz) = (node.prev, node.next, node.order.sz);
-    let (side, px) = (node.order.side, node.order.limit_px);
+    let (prev, next) = (link.prev, link.next);
+    let (side, px, sz) = (order.side, order.limit_px, order.sz);
     match side {
         Side::Bid => unlink(bids, &Reverse(px), slots, prev, next, sz),
         Side::Ask => unlink(asks, &px, slots, prev, next, sz),
@@ -804,13 +817,16 @@ mod tests {
             book.insert(order(oid, Side::Bid, "10.0", "1.0"));
         }
         let copy = book.clone();
-        for (k, chunk) in copy.slots.chunks.iter().enumerate() {
+        for (k, chunk) in copy.slots.orders.iter().enumerate() {
             assert_eq!(chunk.capacity(), FIRST_CHUNK << k, "chunk {k}");
         }
+        for (k, chunk) in copy.slots.links.iter().enumerate() {
+            assert_eq!(chunk.capacity(), FIRST_CHUNK << k, "link chunk {k}");
+        }
         let mut copy = copy;
-        let last = copy.slots.chunks.last().map(Vec::as_ptr);
+        let last = copy.slots.orders.last().map(Vec::as_ptr);
         copy.insert(order(100, Side::Bid, "10.0", "1.0"));
-        assert_eq!(copy.slots.chunks.last().map(Vec::as_ptr), last);
+        assert_eq!(copy.slots.orders.last().map(Vec::as_ptr), last);
         assert_eq!(copy.len(), 101);
         assert_eq!(book.len(), 100);
     }
