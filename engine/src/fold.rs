@@ -18,6 +18,7 @@
 //! reports how many bytes it read, so a diff is not walked before it is
 //! decoded.
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::LazyLock;
 
@@ -168,9 +169,9 @@ pub struct Engine {
     blocks: u64,
     events: u64,
     views: Views,
-    /// Opening statuses in the last block: the next block's map is sized
-    /// from it instead of growing through rehashes.
-    openings_hint: usize,
+    /// The openings table, empty between blocks; kept so that its memory is
+    /// reused (see [`Openings::recycle`]).
+    openings: Openings<'static>,
 }
 
 impl Engine {
@@ -262,15 +263,10 @@ impl Engine {
             report.resets.push(reset);
         }
         let raw_coins = self.views.raw_coins();
-        let openings = scan_statuses(
-            block,
-            &raw_coins,
-            self.openings_hint,
-            &mut changes,
-            &mut report,
-        );
-        self.openings_hint = openings.len();
+        let mut openings: Openings<'_> = std::mem::take(&mut self.openings);
+        scan_statuses(block, &raw_coins, &mut openings, &mut changes, &mut report);
         self.apply_diffs(block, &openings, &raw_coins, &mut changes, &mut report);
+        self.openings = openings.recycle();
         changes.touched.sort_unstable();
         changes.touched.dedup();
         report.events += count_events(&block.lines.fills, block.number, &mut report);
@@ -347,7 +343,7 @@ impl Engine {
         };
         let (kind, sz) = match diff.raw_book_diff {
             RawBookDiff::New { sz } => {
-                let order = if let Some(status) = openings.get(&diff.oid) {
+                let order = if let Some(status) = openings.get(diff.oid) {
                     RestingOrder::from_opening(diff.user, status, diff.px, sz, block.time_ms)
                 } else {
                     report.issues.push(L4Error::MissingOpeningStatus {
@@ -427,24 +423,65 @@ impl Engine {
     }
 }
 
-/// A block's opening statuses by oid.
-type Openings<'a> = HashMap<u64, OrderStatusEvent<'a>, foldhash::fast::RandomState>;
+/// A block's opening statuses by oid (a later one for the same oid replaces
+/// the earlier). The engine keeps one between blocks, emptied: the table and
+/// the list are allocated once, not per block.
+#[derive(Debug, Default)]
+struct Openings<'a> {
+    index: HashMap<u64, usize, foldhash::fast::RandomState>,
+    events: Vec<OrderStatusEvent<'a>>,
+}
+
+impl<'a> Openings<'a> {
+    fn insert(&mut self, event: OrderStatusEvent<'a>) {
+        match self.index.entry(event.order.oid) {
+            Entry::Occupied(held) => {
+                if let Some(slot) = self.events.get_mut(*held.get()) {
+                    *slot = event;
+                }
+            }
+            Entry::Vacant(vacant) => {
+                vacant.insert(self.events.len());
+                self.events.push(event);
+            }
+        }
+    }
+
+    fn get(&self, oid: u64) -> Option<&OrderStatusEvent<'a>> {
+        self.events.get(*self.index.get(&oid)?)
+    }
+
+    /// Empties the table for the next block, whose statuses borrow other
+    /// lines. The list's allocation carries over: collecting an emptied
+    /// `Vec`'s own iterator into a `Vec` of a same-sized type reuses it in
+    /// place.
+    fn recycle(mut self) -> Openings<'static> {
+        self.index.clear();
+        self.events.clear();
+        // `filter_map` to nothing, not `filter`: the item type changes (its
+        // lifetime), which is what lets the emptied list outlive the block.
+        #[allow(clippy::unnecessary_filter_map)]
+        let events = self.events.into_iter().filter_map(|_| None).collect();
+        Openings {
+            index: self.index,
+            events,
+        }
+    }
+}
 
 /// Walks every status: counts it, files its bytes for coins a view wants raw,
-/// and fully decodes only the statuses that can open a resting order. The
-/// map starts with room for `hint` openings (the previous block's count).
+/// and fully decodes only the statuses that can open a resting order, into
+/// `openings`.
 fn scan_statuses<'a>(
     block: &'a Block,
     raw_coins: &BTreeSet<String>,
-    hint: usize,
+    openings: &mut Openings<'a>,
     changes: &mut BlockChanges,
     report: &mut BlockReport,
-) -> Openings<'a> {
-    let mut openings =
-        Openings::with_capacity_and_hasher(hint, foldhash::fast::RandomState::default());
+) {
     for line in &block.lines.order_statuses {
         if raw_coins.is_empty()
-            && let Some(events) = scan_openings(line, &mut openings)
+            && let Some(events) = scan_openings(line, openings)
         {
             report.events += events;
             continue;
@@ -479,7 +516,7 @@ fn scan_statuses<'a>(
                             .push(line.slice_ref(raw));
                     }
                     if event.opens_resting_order() {
-                        openings.insert(event.order.oid, event);
+                        openings.insert(event);
                     }
                 }
                 Err(error) => report.decode_errors.push(BlockDecodeError::Event {
@@ -489,7 +526,6 @@ fn scan_statuses<'a>(
             }
         });
     }
-    openings
 }
 
 /// The fast walk of one status line when no view wants raw statuses: the
@@ -538,7 +574,7 @@ fn scan_openings<'a>(line: &'a Bytes, openings: &mut Openings<'a>) -> Option<usi
                 return None;
             }
             if event.opens_resting_order() {
-                openings.insert(event.order.oid, event);
+                openings.insert(event);
             }
         }
         floor = value_at + value_len;
@@ -682,7 +718,7 @@ mod tests {
         let line = status_line(events);
         let mut openings = Openings::default();
         let count = scan_openings(&line, &mut openings)?;
-        let mut oids: Vec<u64> = openings.keys().copied().collect();
+        let mut oids: Vec<u64> = openings.index.keys().copied().collect();
         oids.sort_unstable();
         Some((count, oids))
     }

@@ -133,6 +133,15 @@ impl Decimal {
         if digits.is_empty() {
             return Err(DecimalError::new("empty number", text));
         }
+        if let Some(value) = Self::parse_short(digits) {
+            return Ok(if negative { -value } else { value });
+        }
+        Self::parse_checked(text, negative, digits)
+    }
+
+    /// The general loop of [`Decimal::parse_bytes`]: every step checked, and
+    /// the exact error for what it rejects.
+    fn parse_checked(text: &[u8], negative: bool, digits: &[u8]) -> Result<Self, DecimalError> {
         let mut units: i64 = 0;
         let mut scale: u8 = 0;
         let mut seen_point = false;
@@ -162,6 +171,37 @@ impl Decimal {
         Ok(Self {
             units: if negative { -units } else { units },
             scale,
+        })
+    }
+
+    /// The common case of [`Decimal::parse_bytes`] without overflow checks:
+    /// digits with at most one inner point and at most 18 digits in all
+    /// (which no `i64` overflows). `None` for anything else, which the
+    /// checked loop then parses or rejects with its exact error.
+    fn parse_short(digits: &[u8]) -> Option<Self> {
+        if digits.is_empty() || digits.len() > 18 {
+            return None;
+        }
+        let mut units: i64 = 0;
+        let mut point = None;
+        for (at, &b) in digits.iter().enumerate() {
+            let digit = b.wrapping_sub(b'0');
+            if digit < 10 {
+                units = units * 10 + i64::from(digit);
+            } else if b == b'.' && point.is_none() {
+                point = Some(at);
+            } else {
+                return None;
+            }
+        }
+        let scale = match point {
+            None => 0,
+            Some(at) if at > 0 && at + 1 < digits.len() => digits.len() - at - 1,
+            _ => return None,
+        };
+        Some(Self {
+            units,
+            scale: u8::try_from(scale).ok()?,
         })
     }
 
@@ -349,6 +389,47 @@ impl<'de> serde::Deserialize<'de> for Decimal {
 mod tests {
     use super::*;
     use rstest::rstest;
+
+    proptest::proptest! {
+        /// The unchecked short path answers only where the checked loop
+        /// agrees, value and scale.
+        #[test]
+        fn the_short_parse_agrees_with_the_checked_loop(
+            bytes in proptest::collection::vec(
+                proptest::sample::select(b"0123456789.-x".to_vec()),
+                1..24,
+            )
+        ) {
+            let (negative, digits) = match bytes.first() {
+                Some(b'-') => (true, &bytes[1..]),
+                _ => (false, &bytes[..]),
+            };
+            if let Some(short) = Decimal::parse_short(digits) {
+                let checked = Decimal::parse_checked(&bytes, false, digits).ok();
+                proptest::prop_assert_eq!(Some((short.units(), short.scale())), checked.map(|c| (c.units(), c.scale())));
+            }
+            let parsed = Decimal::parse_bytes(&bytes).ok();
+            let checked = if digits.is_empty() { None } else { Decimal::parse_checked(&bytes, negative, digits).ok() };
+            proptest::prop_assert_eq!(parsed.map(|p| (p.units(), p.scale())), checked.map(|c| (c.units(), c.scale())));
+        }
+    }
+
+    #[test]
+    fn eighteen_digits_take_the_short_path_and_longer_ones_the_checked_loop() {
+        assert_eq!(
+            Decimal::parse("999999999999999999").map(Decimal::units),
+            Ok(999_999_999_999_999_999)
+        );
+        assert_eq!(
+            Decimal::parse("9223372036854775807").map(Decimal::units),
+            Ok(i64::MAX)
+        );
+        assert!(Decimal::parse("9223372036854775808").is_err());
+        assert_eq!(
+            Decimal::parse("12345678901234567.8").map(Decimal::scale),
+            Ok(1)
+        );
+    }
 
     #[rstest]
     #[case::price("81307.0")]

@@ -243,9 +243,9 @@ impl<'a> LevelOrders<'a> {
         let at = if back { self.back } else { self.front };
         let link = self.slots.link(at)?;
         if back {
-            self.back = link.prev;
+            self.back = link.prev();
         } else {
-            self.front = link.next;
+            self.front = link.next();
         }
         self.left -= 1;
         self.slots.order(at)
@@ -273,18 +273,53 @@ impl DoubleEndedIterator for LevelOrders<'_> {
 /// No neighbour in a level's list.
 const NIL: usize = usize::MAX;
 
-/// A slot's neighbours in time priority within its level.
+/// A slot's neighbours in time priority within its level, kept as 32-bit
+/// slot numbers (8 bytes a slot: the table is read and written on every
+/// order change, so it is kept small). Slots past `u32::MAX - 1` would read
+/// as "no neighbour"; a book that large (hundreds of gigabytes of orders)
+/// does not fit in memory first.
 #[derive(Debug, Clone, Copy)]
 struct Link {
-    prev: usize,
-    next: usize,
+    prev: u32,
+    next: u32,
 }
 
 impl Link {
     const UNLINKED: Self = Self {
-        prev: NIL,
-        next: NIL,
+        prev: u32::MAX,
+        next: u32::MAX,
     };
+
+    fn new(prev: usize, next: usize) -> Self {
+        Self {
+            prev: Self::pack(prev),
+            next: Self::pack(next),
+        }
+    }
+
+    fn pack(at: usize) -> u32 {
+        u32::try_from(at).unwrap_or(u32::MAX)
+    }
+
+    fn unpack(at: u32) -> usize {
+        if at == u32::MAX { NIL } else { at as usize }
+    }
+
+    fn prev(self) -> usize {
+        Self::unpack(self.prev)
+    }
+
+    fn next(self) -> usize {
+        Self::unpack(self.next)
+    }
+
+    fn set_prev(&mut self, at: usize) {
+        self.prev = Self::pack(at);
+    }
+
+    fn set_next(&mut self, at: usize) {
+        self.next = Self::pack(at);
+    }
 }
 
 /// Slots of the first chunk; chunk `k` holds `FIRST_CHUNK << k`.
@@ -299,7 +334,7 @@ const FIRST_CHUNK: usize = 16;
 ///
 /// The links are apart from the orders because a deep book is far larger
 /// than the cache: linking or unlinking an order rewrites its neighbours'
-/// links, and those sit in a dense table (16 bytes a slot) rather than at
+/// links, and those sit in a dense table (8 bytes a slot) rather than at
 /// the head of each neighbour's ~250-byte order. A freed slot keeps its old
 /// order until the slot is reused — only slots on a level's list or in the
 /// oid index are ever read — so removing an order does not touch (or drop)
@@ -440,15 +475,12 @@ impl LevelData {
     /// Appends the order in slot `at` (whose links are unset) at the back.
     fn push_back(&mut self, slots: &mut Slots, at: usize, sz: Sz) {
         if let Some(last) = slots.link_mut(self.tail) {
-            last.next = at;
+            last.set_next(at);
         } else {
             self.head = at;
         }
         if let Some(link) = slots.link_mut(at) {
-            *link = Link {
-                prev: self.tail,
-                next: NIL,
-            };
+            *link = Link::new(self.tail, NIL);
         }
         self.tail = at;
         self.len += 1;
@@ -458,11 +490,11 @@ impl LevelData {
     /// Unlinks a removed order that sat between `prev` and `next`.
     fn unlink(&mut self, slots: &mut Slots, prev: usize, next: usize, sz: Sz) {
         match slots.link_mut(prev) {
-            Some(link) => link.next = next,
+            Some(link) => link.set_next(next),
             None => self.head = next,
         }
         match slots.link_mut(next) {
-            Some(link) => link.prev = prev,
+            Some(link) => link.set_prev(prev),
             None => self.tail = prev,
         }
         self.len = self.len.saturating_sub(1);
@@ -632,7 +664,7 @@ fn unlink_slot(
     let (Some(link), Some(order)) = (slots.link(at), slots.order(at)) else {
         return;
     };
-    let (prev, next) = (link.prev, link.next);
+    let (prev, next) = (link.prev(), link.next());
     let (side, px, sz) = (order.side, order.limit_px, order.sz);
     match side {
         Side::Bid => unlink(bids, &Reverse(px), slots, prev, next, sz),
@@ -808,6 +840,19 @@ mod tests {
         }
         // The "no neighbour" marker lands in no chunk a book could have.
         assert!(Slots::locate(NIL).0 >= 48);
+    }
+
+    #[test]
+    fn links_keep_slot_numbers_and_the_no_neighbour_marker() {
+        for at in [0, 1, 15, 16, 1 << 20, (u32::MAX - 1) as usize] {
+            let link = Link::new(at, NIL);
+            assert_eq!((link.prev(), link.next()), (at, NIL));
+        }
+        let mut link = Link::UNLINKED;
+        assert_eq!((link.prev(), link.next()), (NIL, NIL));
+        link.set_next(7);
+        link.set_prev(9);
+        assert_eq!((link.prev(), link.next()), (9, 7));
     }
 
     #[test]
