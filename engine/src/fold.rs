@@ -11,8 +11,9 @@
 //! its `"status":"` keys are found with `memmem` (which counts the events) and
 //! only the openings are delimited, by decoding them. The statuses passed
 //! over that way are not checked as JSON by the fold; a line that breaks the
-//! node's layout where the scan looks is walked exactly instead. When a view wants raw statuses (the L4 book view),
-//! every status is delimited and filed by coin.
+//! node's layout where the scan looks is walked exactly instead. When a view
+//! wants raw statuses (the L4 book view), every status is delimited and filed
+//! by coin.
 //!
 //! Raw book diffs are delimited by their own decode: the compact decoder
 //! reports how many bytes it read, so a diff is not walked before it is
