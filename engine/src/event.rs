@@ -357,6 +357,13 @@ pub fn decode_book_diff_at(bytes: &[u8]) -> Option<(BookDiffEvent<'_>, usize)> {
     compact::book_diff_at(bytes)
 }
 
+/// The contents of the JSON string that starts at `bytes` (its opening quote
+/// already passed) when it is plain — no escape and no control byte before
+/// its closing quote — as the node writes its strings; `None` otherwise.
+pub fn plain_string(bytes: &[u8]) -> Option<&[u8]> {
+    compact::plain_string_len(bytes).map(|len| &bytes[..len])
+}
+
 /// Decodes one raw-book-diff event span.
 ///
 /// # Errors
@@ -527,7 +534,13 @@ mod compact {
     /// `children` empty; anything else (bracket children included) goes
     /// through serde.
     pub(super) fn order_status(span: &[u8]) -> Option<OrderStatusEvent<'_>> {
-        order_status_at(span).and_then(|(event, len)| (len == span.len()).then_some(event))
+        whole(span, order_status_at)
+    }
+
+    /// What `decode_at` reads from `span`, when it reads all of it.
+    fn whole<'a, T>(span: &'a [u8], decode_at: fn(&'a [u8]) -> Option<(T, usize)>) -> Option<T> {
+        let (event, len) = decode_at(span)?;
+        (len == span.len()).then_some(event)
     }
 
     /// [`order_status`] of the event that starts `bytes`, and its length.
@@ -601,7 +614,7 @@ mod compact {
 
     /// `{"user":"…","oid":N,"coin":"…","side":"B","px":"…","raw_book_diff":…}`.
     pub(super) fn book_diff(span: &[u8]) -> Option<BookDiffEvent<'_>> {
-        book_diff_at(span).and_then(|(event, len)| (len == span.len()).then_some(event))
+        whole(span, book_diff_at)
     }
 
     /// [`book_diff`] of the event that starts `bytes`, and its length.

@@ -32,7 +32,7 @@ use crate::block::{Block, BlockDecodeError};
 use crate::book::l4::{Books, L4Error, RestingOrder};
 use crate::event::{
     BookDiffEvent, OrderStatusEvent, RawBookDiff, Side, decode_book_diff, decode_book_diff_at,
-    decode_order_status, decode_order_status_at,
+    decode_order_status, decode_order_status_at, plain_string,
 };
 use crate::num::{Px, Sz};
 use crate::snapshot::{self, L4Snapshot, SnapshotError};
@@ -538,10 +538,10 @@ fn scan_statuses<'a>(
 /// It leans on the node's layout, checked as it goes: each event is an object
 /// whose first key is `"time"` and which holds one `"status"` key (order
 /// objects have none). A key sequence can only occur outside strings in valid
-/// JSON, so every status key is seen. Anything unexpected — an escaped status
-/// value, an opening without `{"time":` between it and the previous event's
-/// status, an opening that does not decode or does not span its own status
-/// key — answers `None` before anything is counted or reported, and the
+/// JSON, so every status key is seen. Anything unexpected — a status value
+/// that is not a plain string, an opening without `{"time":` between it and
+/// the previous event's status, an opening that does not decode or does not
+/// span its own status key — answers `None` before anything is counted or reported, and the
 /// caller walks the line exactly instead (which reports what is wrong).
 /// Openings inserted before such a line is abandoned are inserted again,
 /// identically, by the exact walk.
@@ -556,12 +556,8 @@ fn scan_openings<'a>(line: &'a Bytes, openings: &mut Openings<'a>) -> Option<usi
     for hit in STATUS_KEY.find_iter(&line[body.clone()]) {
         let key = body.start + hit;
         let value_at = key + STATUS_KEY.needle().len();
-        let value_len = memchr::memchr2(b'"', b'\\', &line[value_at..body.end])?;
-        if line[value_at + value_len] != b'"' {
-            return None;
-        }
+        let status = plain_string(&line[value_at..body.end])?;
         events += 1;
-        let status = &line[value_at..value_at + value_len];
         if status == b"open" || status == b"triggered" {
             let start = floor + EVENT_START.find(&line[floor..key])?;
             let rest = &line[start..body.end];
@@ -578,7 +574,7 @@ fn scan_openings<'a>(line: &'a Bytes, openings: &mut Openings<'a>) -> Option<usi
                 openings.insert(event);
             }
         }
-        floor = value_at + value_len;
+        floor = value_at + status.len();
     }
     Some(events)
 }
@@ -630,8 +626,7 @@ impl HeuristicFrequencyRank for NodeJsonRank {
 
 fn string_after<'a>(raw: &'a [u8], key: &memmem::Finder<'_>) -> Option<&'a [u8]> {
     let start = key.find(raw)? + key.needle().len();
-    let len = memchr::memchr2(b'"', b'\\', &raw[start..])?;
-    (raw[start + len] == b'"').then(|| &raw[start..start + len])
+    plain_string(&raw[start..])
 }
 
 fn for_each_span<'a>(
