@@ -402,14 +402,17 @@ mod compact {
     }
 
     impl<'a> Cursor<'a> {
-        fn literal(&mut self, text: &[u8]) -> Option<()> {
-            let rest = self.bytes.get(self.at..)?;
-            rest.starts_with(text).then(|| self.at += text.len())
+        /// Past `text`, when the bytes go on with it. Its length is known
+        /// when compiled, so the test is a few inline word compares rather
+        /// than a `memcmp` call (a status has some twenty keys).
+        fn literal<const N: usize>(&mut self, text: &[u8; N]) -> Option<()> {
+            let next = self.bytes.get(self.at..)?.first_chunk::<N>()?;
+            (next == text).then(|| self.at += N)
         }
 
         /// Past `key` (a field's key and what precedes its value), ready to
         /// read the value: `c.after(br#","sz":""#)?.decimal()`.
-        fn after(&mut self, key: &[u8]) -> Option<&mut Self> {
+        fn after<const N: usize>(&mut self, key: &[u8; N]) -> Option<&mut Self> {
             self.literal(key)?;
             Some(self)
         }
@@ -417,12 +420,15 @@ mod compact {
         /// The contents of a string whose opening quote was consumed, up to
         /// and past its closing quote.
         fn string(&mut self) -> Option<&'a str> {
-            let bytes = self.string_bytes()?;
-            if bytes.is_ascii() {
+            let rest = self.bytes.get(self.at..)?;
+            let (len, ascii) = scan_plain_string(rest)?;
+            self.at += len + 1;
+            let bytes = &rest[..len];
+            if ascii {
                 #[allow(unsafe_code)]
-                // SAFETY: every byte was just checked to be below 0x80, and
-                // ASCII text is valid UTF-8. (Validating again cost a tenth of
-                // a status decode: a dozen short strings per status, each too
+                // SAFETY: the scan found every byte below 0x80, and ASCII
+                // text is valid UTF-8. (Validating again cost a tenth of a
+                // status decode: a dozen short strings per status, each too
                 // short for the validator's word-at-a-time loop.)
                 Some(unsafe { std::str::from_utf8_unchecked(bytes) })
             } else {
@@ -500,17 +506,43 @@ mod compact {
     /// Length of the string contents at the start of `rest`, up to its
     /// closing quote; `None` when a backslash or a control byte comes first
     /// (not the compact layout) or the string is not closed.
+    pub(super) fn plain_string_len(rest: &[u8]) -> Option<usize> {
+        scan_plain_string(rest).map(|(len, _)| len)
+    }
+
+    /// [`plain_string_len`], and whether the contents are all ASCII (then
+    /// they need no UTF-8 validation).
     ///
     /// Node strings are short (coins, enum words, numbers, 42-byte
     /// addresses), where a `memchr` call costs more in setup than in
-    /// scanning, so eight bytes are tested per step in a plain `u64`: a byte
-    /// equal to `"` or `\\`, or below 0x20, flags its top bit (borrows only
-    /// run upwards from a flagged byte, so the lowest flag is a true one).
-    pub(super) fn plain_string_len(rest: &[u8]) -> Option<usize> {
+    /// scanning. Sixteen bytes are tested per step with SSE2 (part of every
+    /// x86-64 CPU), which also yields each byte's top bit — the ASCII test —
+    /// for free; the last few bytes of a buffer, and other targets, go eight
+    /// at a time in a plain `u64`.
+    pub(super) fn scan_plain_string(rest: &[u8]) -> Option<(usize, bool)> {
         const ONES: u64 = u64::from_le_bytes([1; 8]);
         const HIGH: u64 = ONES << 7;
-        let zero_byte = |x: u64| x.wrapping_sub(ONES) & !x;
         let mut at = 0;
+        let mut high = false;
+        #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+        while let Some(chunk) = rest.get(at..).and_then(<[u8]>::first_chunk::<16>) {
+            #[allow(unsafe_code)]
+            // SAFETY: this code is compiled only where SSE2 is enabled for
+            // the whole target (every x86-64 CPU has it).
+            let (stop, top) = unsafe { sse2::stops_and_top_bits(chunk) };
+            if stop != 0 {
+                let end = stop.trailing_zeros();
+                high |= top & ((1 << end) - 1) != 0;
+                let end = at + end as usize;
+                return (rest[end] == b'"').then_some((end, !high));
+            }
+            high |= top != 0;
+            at += 16;
+        }
+        // A byte equal to `"` or `\\`, or below 0x20, flags its top bit
+        // (borrows only run upwards from a flagged byte, so the lowest flag
+        // is a true one).
+        let zero_byte = |x: u64| x.wrapping_sub(ONES) & !x;
         while let Some(word) = rest.get(at..).and_then(<[u8]>::first_chunk::<8>) {
             let w = u64::from_le_bytes(*word);
             let flags = (zero_byte(w ^ (ONES * u64::from(b'"')))
@@ -519,15 +551,48 @@ mod compact {
                 & HIGH;
             if flags != 0 {
                 let end = at + (flags.trailing_zeros() / 8) as usize;
-                return (rest[end] == b'"').then_some(end);
+                high |= !rest[at..end].is_ascii();
+                return (rest[end] == b'"').then_some((end, !high));
             }
+            high |= w & HIGH != 0;
             at += 8;
         }
         let end = at
             + rest[at..]
                 .iter()
                 .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
-        (rest[end] == b'"').then_some(end)
+        high |= !rest[at..end].is_ascii();
+        (rest[end] == b'"').then_some((end, !high))
+    }
+
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    mod sse2 {
+        use std::arch::x86_64::{
+            __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8,
+            _mm_or_si128, _mm_set1_epi8,
+        };
+
+        /// Bit `i` of the first mask is set when byte `i` of `chunk` ends a
+        /// plain string (`"`, `\\`, or below 0x20); the second mask holds
+        /// each byte's top bit.
+        #[target_feature(enable = "sse2")]
+        #[allow(
+            clippy::cast_possible_wrap,
+            clippy::cast_sign_loss,
+            clippy::cast_ptr_alignment
+        )]
+        pub(super) fn stops_and_top_bits(chunk: &[u8; 16]) -> (u32, u32) {
+            #[allow(unsafe_code)]
+            // SAFETY: `chunk` is 16 readable bytes, and an unaligned load has
+            // no alignment requirement.
+            let v = unsafe { _mm_loadu_si128(chunk.as_ptr().cast::<__m128i>()) };
+            let quote = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
+            let backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
+            // `min(v, 0x1f) == v` exactly when the byte is below 0x20.
+            let control = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v);
+            let stops = _mm_or_si128(_mm_or_si128(quote, backslash), control);
+            (_mm_movemask_epi8(stops) as u32, _mm_movemask_epi8(v) as u32)
+        }
     }
 
     /// The node's status layout with `builder` null or `{"b":…,"f":N}` and
@@ -659,36 +724,40 @@ mod tests {
     const TRIGGER: &str = r#"{"time":"2026-04-30T20:46:43.640395958","user":"0x23e5","hash":"0x0252","builder":{"b":"0xb84168cf3be63c6b8dad05ff5d755e97432ff80b","f":50},"status":"open","order":{"coin":"BTC","side":"A","limitPx":"69045.0","sz":"0.0","oid":405401004883,"timestamp":1777582003640,"triggerCondition":"Price above 76717","isTrigger":true,"triggerPx":"76717.0","children":[],"isPositionTpsl":true,"reduceOnly":true,"orderType":"Take Profit Market","origSz":"0.0","tif":null,"cloid":null}}"#;
     const FILL: &str = r#"["0xc8264ebc379e26946e7d31ae4746c27182849755",{"coin":"BTC","px":"76471.0","sz":"0.00153","side":"A","time":1777582006008,"startPosition":"0.10933","dir":"Close Long","closedPnl":"0.00153","hash":"0x0000000000000000000000000000000000000000000000000000000000000000","oid":405400984377,"crossed":false,"fee":"-0.00351","tid":457367674387223,"cloid":"0x00000000000000000000019ddecca7eb","feeToken":"USDC","twapId":null}]"#;
 
-    /// The byte loop `compact::plain_string_len` must equal.
-    fn plain_string_len_by_bytes(rest: &[u8]) -> Option<usize> {
+    /// The byte loop `compact::scan_plain_string` must equal.
+    fn plain_string_by_bytes(rest: &[u8]) -> Option<(usize, bool)> {
         let end = rest
             .iter()
             .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
-        (rest[end] == b'"').then_some(end)
+        (rest[end] == b'"').then_some((end, rest[..end].is_ascii()))
     }
 
     proptest::proptest! {
         #[test]
-        fn plain_string_len_equals_the_byte_loop(
-            // Bytes weighted towards the ones the word test flags and their
-            // neighbours (borrows), over every length around the word size.
+        fn the_plain_string_scan_equals_the_byte_loop(
+            // Bytes weighted towards the ones the word and vector tests flag
+            // and their neighbours (borrows, signed compares), over every
+            // length around both step sizes.
             bytes in proptest::collection::vec(
                 proptest::prop_oneof![
-                    proptest::sample::select(vec![b'"', b'\\', 0x1f, 0x20, 0x21, 0x00, 0x01, 0x22, 0x23, 0x5b, 0x5c, 0x5d, 0x7f, 0x80, 0xff]),
+                    proptest::sample::select(vec![b'"', b'\\', 0x1f, 0x20, 0x21, 0x00, 0x01, 0x22, 0x23, 0x5b, 0x5c, 0x5d, 0x7f, 0x80, 0x9f, 0xa0, 0xff]),
                     proptest::prelude::any::<u8>(),
                     b'a'..=b'z',
+                    b'a'..=b'z',
                 ],
-                0..40,
+                0..70,
             )
         ) {
-            proptest::prop_assert_eq!(compact::plain_string_len(&bytes), plain_string_len_by_bytes(&bytes));
+            let expected = plain_string_by_bytes(&bytes);
+            proptest::prop_assert_eq!(compact::scan_plain_string(&bytes), expected);
+            proptest::prop_assert_eq!(compact::plain_string_len(&bytes), expected.map(|(len, _)| len));
         }
     }
 
     #[test]
     fn plain_string_len_stops_at_the_first_quote_in_any_word_position() {
-        for at in 0..24 {
-            let mut bytes = vec![b'x'; 30];
+        for at in 0..44 {
+            let mut bytes = vec![b'x'; 50];
             bytes[at] = b'"';
             assert_eq!(compact::plain_string_len(&bytes), Some(at), "quote at {at}");
             bytes[at] = b'\\';
@@ -697,6 +766,20 @@ mod tests {
             assert_eq!(compact::plain_string_len(&bytes), None, "control at {at}");
         }
         assert_eq!(compact::plain_string_len(b"no end"), None);
+    }
+
+    #[test]
+    fn the_plain_string_scan_sees_non_ascii_only_before_the_quote() {
+        for high in (0..44).filter(|&at| at != 30) {
+            let mut bytes = vec![b'x'; 50];
+            bytes[30] = b'"';
+            bytes[high] = 0xc3;
+            assert_eq!(
+                compact::scan_plain_string(&bytes),
+                Some((30, high > 30)),
+                "0xc3 at {high}"
+            );
+        }
     }
 
     #[test]

@@ -256,6 +256,7 @@ impl Engine {
         let mut changes = BlockChanges {
             number: block.number,
             time_ms: block.time_ms,
+            order_changes: self.views.recycled_changes(),
             ..BlockChanges::default()
         };
         for reset in std::mem::take(&mut self.pending_resets) {
@@ -294,10 +295,6 @@ impl Engine {
         changes: &mut BlockChanges,
         report: &mut BlockReport,
     ) {
-        // Diffs of one coin come in runs (a taker walking the book), so the
-        // coin is noted once per run (the list is sorted and deduplicated
-        // after the block).
-        let mut last_touched: Option<&str> = None;
         for line in &block.lines.raw_book_diffs {
             let fast = |rest| decode_book_diff_at(rest);
             for_each_event(line, block.number, report, fast, |raw, decoded, report| {
@@ -312,12 +309,7 @@ impl Engine {
                                 .book_diffs
                                 .push(line.slice_ref(raw));
                         }
-                        if self.apply_diff(block, &diff, openings, changes, report)
-                            && last_touched != Some(diff.coin)
-                        {
-                            changes.touched.push(diff.coin.into());
-                            last_touched = Some(diff.coin);
-                        }
+                        self.apply_diff(block, &diff, openings, changes, report);
                     }
                     Err(error) => report.decode_errors.push(BlockDecodeError::Event {
                         block: block.number,
@@ -328,7 +320,9 @@ impl Engine {
         }
     }
 
-    /// Applies one diff; false when the book could not (reported).
+    /// Applies one diff, noting its coin as touched the first time in the
+    /// block (the book's stamp holds the number of the block, counting from
+    /// 1, that last touched it); a diff the book cannot apply is reported.
     fn apply_diff(
         &mut self,
         block: &Block,
@@ -336,13 +330,14 @@ impl Engine {
         openings: &Openings<'_>,
         changes: &mut BlockChanges,
         report: &mut BlockReport,
-    ) -> bool {
+    ) {
+        let epoch = self.blocks + 1;
         let unknown = || L4Error::UnknownOid {
             coin: diff.coin.to_owned(),
             oid: diff.oid,
             block: block.number,
         };
-        let (kind, sz) = match diff.raw_book_diff {
+        let (kind, sz, stamp) = match diff.raw_book_diff {
             RawBookDiff::New { sz } => {
                 let order = if let Some(status) = openings.get(diff.oid) {
                     RestingOrder::from_opening(diff.user, status, diff.px, sz, block.time_ms)
@@ -354,26 +349,39 @@ impl Engine {
                     });
                     RestingOrder::bare(diff.user, diff.oid, diff.side, diff.px, sz, block.time_ms)
                 };
-                self.books.get_or_create(diff.coin).insert(order);
-                (OrderChangeKind::New, sz)
+                let (book, stamp) = self.books.get_or_create_stamped(diff.coin);
+                book.insert(order);
+                (OrderChangeKind::New, sz, stamp)
             }
             RawBookDiff::Update { new_sz, .. } => {
-                let book = self.books.get_mut(diff.coin);
-                if book.and_then(|b| b.set_sz(diff.oid, new_sz)).is_none() {
+                let applied = self
+                    .books
+                    .get_mut_stamped(diff.coin)
+                    .and_then(|(book, stamp)| {
+                        book.set_sz(diff.oid, new_sz).is_some().then_some(stamp)
+                    });
+                let Some(stamp) = applied else {
                     report.issues.push(unknown());
-                    return false;
-                }
-                (OrderChangeKind::Update, new_sz)
+                    return;
+                };
+                (OrderChangeKind::Update, new_sz, stamp)
             }
             RawBookDiff::Remove => {
-                let book = self.books.get_mut(diff.coin);
-                if !book.is_some_and(|b| b.discard(diff.oid)) {
+                let applied = self
+                    .books
+                    .get_mut_stamped(diff.coin)
+                    .and_then(|(book, stamp)| book.discard(diff.oid).then_some(stamp));
+                let Some(stamp) = applied else {
                     report.issues.push(unknown());
-                    return false;
-                }
-                (OrderChangeKind::Remove, Sz::ZERO)
+                    return;
+                };
+                (OrderChangeKind::Remove, Sz::ZERO, stamp)
             }
         };
+        if *stamp != epoch {
+            *stamp = epoch;
+            changes.touched.push(diff.coin.into());
+        }
         changes.order_changes.push(OrderChange {
             kind,
             coin: diff.coin.into(),
@@ -383,7 +391,6 @@ impl Engine {
             px: diff.px,
             sz,
         });
-        true
     }
 
     /// Compares the folded state with a newer node snapshot at the same
@@ -538,11 +545,14 @@ fn scan_statuses<'a>(
 /// It leans on the node's layout, checked as it goes: each event is an object
 /// whose first key is `"time"` and which holds one `"status"` key (order
 /// objects have none). A key sequence can only occur outside strings in valid
-/// JSON, so every status key is seen. Anything unexpected — a status value
-/// that is not a plain string, an opening without `{"time":` between it and
-/// the previous event's status, an opening that does not decode or does not
-/// span its own status key — answers `None` before anything is counted or reported, and the
-/// caller walks the line exactly instead (which reports what is wrong).
+/// JSON, so every status key is seen. A status value is compared with
+/// `open"` and `triggered"` where it starts; any other value (a rejection)
+/// is passed over unread. Anything unexpected — a backslash where an escape
+/// could spell an opening, no `{"time":` between an opening and the previous
+/// event's status, an
+/// opening that does not decode or does not span its own status key —
+/// answers `None` before anything is counted or reported, and the caller
+/// walks the line exactly instead (which reports what is wrong).
 /// Openings inserted before such a line is abandoned are inserted again,
 /// identically, by the exact walk.
 fn scan_openings<'a>(line: &'a Bytes, openings: &mut Openings<'a>) -> Option<usize> {
@@ -550,15 +560,22 @@ fn scan_openings<'a>(line: &'a Bytes, openings: &mut Openings<'a>) -> Option<usi
     let env = envelope::decode(line).ok()?;
     let body = env.events.start + 1..env.events.end - 1;
     let mut events = 0;
-    // Where the previous event's status value ended: the next event starts
+    // Where the previous event's status value starts: the next event starts
     // after it.
     let mut floor = body.start;
     for hit in STATUS_KEY.find_iter(&line[body.clone()]) {
         let key = body.start + hit;
         let value_at = key + STATUS_KEY.needle().len();
-        let status = plain_string(&line[value_at..body.end])?;
         events += 1;
-        if status == b"open" || status == b"triggered" {
+        // Only an opening's value is read through; a rejection's is passed
+        // over by the next key search. A value could spell `open` with
+        // escapes only by having a backslash among its first nine bytes
+        // (`triggered` is nine letters): such a line is walked exactly.
+        let value = &line[value_at..body.end];
+        if value[..value.len().min(9)].contains(&b'\\') {
+            return None;
+        }
+        if value.starts_with(b"open\"") || value.starts_with(b"triggered\"") {
             let start = floor + EVENT_START.find(&line[floor..key])?;
             let rest = &line[start..body.end];
             let (event, len) = if let Some(decoded) = decode_order_status_at(rest) {
@@ -574,7 +591,7 @@ fn scan_openings<'a>(line: &'a Bytes, openings: &mut Openings<'a>) -> Option<usi
                 openings.insert(event);
             }
         }
-        floor = value_at + status.len();
+        floor = value_at;
     }
     Some(events)
 }
@@ -737,6 +754,14 @@ mod tests {
         // An escaped status value.
         let escaped = REJECTED.replace("badAloPxRejected", r#"bad\"Rejected"#);
         assert_eq!(fast_scan(&[OPEN, &escaped]), None);
+        // An opening spelled with an escape (`open`).
+        let spelled = OPEN.replace(r#""status":"open""#, r#""status":"op\u0065n""#);
+        assert_ne!(spelled, OPEN);
+        assert_eq!(fast_scan(&[REJECTED, &spelled]), None);
+        // A rejection whose value has a backslash only past the ninth byte
+        // cannot be an opening: it is counted and passed over.
+        let late = REJECTED.replace("badAloPxRejected", r#"badAloPxRe\"jected"#);
+        assert_eq!(fast_scan(&[OPEN, &late]), Some((2, vec![7])));
         // An opening whose event does not start with its time.
         let reordered = OPEN.replacen(
             r#"{"time":"2026-04-30T20:46:43.304461819","user":"0xca1d""#,

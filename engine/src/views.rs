@@ -27,7 +27,7 @@ use thiserror::Error;
 
 use crate::book::l2::L2Error;
 use crate::book::l4::Books;
-use crate::fold::BlockChanges;
+use crate::fold::{BlockChanges, OrderChange};
 
 /// A subscription request outside a view's contract.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -105,6 +105,12 @@ impl Views {
         self.l4book.update(&changes);
         self.mids.update(books, &changes, &self.bbo);
         self.l4updates.update(&mut changes);
+    }
+
+    /// An empty list for the next block's typed changes, reusing the memory
+    /// of an earlier block's.
+    pub(crate) fn recycled_changes(&mut self) -> Vec<OrderChange> {
+        self.l4updates.take_spare()
     }
 
     /// Coins whose raw events some view needs this block.

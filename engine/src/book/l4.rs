@@ -697,6 +697,9 @@ fn unlink<K: Ord>(
 pub struct Books {
     coins: Vec<(Short, L4Book)>,
     index: HashMap<Short, usize, foldhash::fast::RandomState>,
+    /// Per coin (same order), a stamp its user keeps: the fold writes its
+    /// block count there to note each touched coin once per block.
+    stamps: Vec<u64>,
 }
 
 impl PartialEq for Books {
@@ -730,6 +733,22 @@ impl Books {
     pub fn get_mut(&mut self, coin: &str) -> Option<&mut L4Book> {
         let at = *self.index.get(coin)?;
         self.coins.get_mut(at).map(|(_, book)| book)
+    }
+
+    /// [`Books::get_or_create`], with the coin's stamp (0 for a new coin).
+    pub(crate) fn get_or_create_stamped(&mut self, coin: &str) -> (&mut L4Book, &mut u64) {
+        let at = match self.index.get(coin) {
+            Some(&at) => at,
+            None => self.add(coin, L4Book::new()),
+        };
+        (&mut self.coins[at].1, &mut self.stamps[at])
+    }
+
+    /// [`Books::get_mut`], with the coin's stamp.
+    pub(crate) fn get_mut_stamped(&mut self, coin: &str) -> Option<(&mut L4Book, &mut u64)> {
+        let at = *self.index.get(coin)?;
+        let book = self.coins.get_mut(at).map(|(_, book)| book)?;
+        Some((book, self.stamps.get_mut(at)?))
     }
 
     /// Replaces (or inserts) the book of `coin`.
@@ -768,6 +787,7 @@ impl Books {
     fn add(&mut self, coin: &str, book: L4Book) -> usize {
         let at = self.coins.partition_point(|(held, _)| held.as_str() < coin);
         self.coins.insert(at, (Short::new(coin), book));
+        self.stamps.insert(at, 0);
         for (i, (held, _)) in self.coins.iter().enumerate().skip(at) {
             self.index.insert(held.clone(), i);
         }

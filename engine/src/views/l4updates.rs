@@ -85,6 +85,10 @@ pub struct L4OrderUpdate {
 pub struct L4UpdatesView {
     changes: Vec<OrderChange>,
     resets: BTreeSet<String>,
+    /// The list before last, emptied, for the engine to fill again: a block
+    /// has hundreds of changes, and growing a fresh list to that size copied
+    /// it several times per block.
+    spare: Vec<OrderChange>,
 }
 
 impl L4UpdatesView {
@@ -94,8 +98,18 @@ impl L4UpdatesView {
     }
 
     pub(crate) fn update(&mut self, changes: &mut BlockChanges) {
-        self.changes = std::mem::take(&mut changes.order_changes);
+        let mut previous = std::mem::replace(
+            &mut self.changes,
+            std::mem::take(&mut changes.order_changes),
+        );
+        previous.clear();
+        self.spare = previous;
         self.resets = std::mem::take(&mut changes.resets);
+    }
+
+    /// An empty change list with room for a block's changes.
+    pub(crate) fn take_spare(&mut self) -> Vec<OrderChange> {
+        std::mem::take(&mut self.spare)
     }
 }
 
