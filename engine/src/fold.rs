@@ -269,8 +269,17 @@ impl Engine {
         scan_statuses(block, &raw_coins, &mut openings, &mut changes, &mut report);
         self.apply_diffs(block, &openings, &raw_coins, &mut changes, &mut report);
         self.openings = openings.recycle();
-        changes.touched.sort_unstable();
-        changes.touched.dedup();
+        // The coins whose stamp the diffs set, in the books' (sorted) order;
+        // reset coins were listed first.
+        let resets = changes.touched.len();
+        let epoch = self.blocks + 1;
+        changes
+            .touched
+            .extend(self.books.stamped(epoch).map(Short::from));
+        if resets > 0 {
+            changes.touched.sort_unstable();
+            changes.touched.dedup();
+        }
         report.events += count_events(&block.lines.fills, block.number, &mut report);
         for issue in &report.issues {
             let counts = self.unknown.entry(issue.coin().to_owned()).or_default();
@@ -320,9 +329,9 @@ impl Engine {
         }
     }
 
-    /// Applies one diff, noting its coin as touched the first time in the
-    /// block (the book's stamp holds the number of the block, counting from
-    /// 1, that last touched it); a diff the book cannot apply is reported.
+    /// Applies one diff and stamps its coin's book with the block's count
+    /// (from 1), which lists the coin as touched; a diff the book cannot
+    /// apply is reported.
     fn apply_diff(
         &mut self,
         block: &Block,
@@ -378,10 +387,7 @@ impl Engine {
                 (OrderChangeKind::Remove, Sz::ZERO, stamp)
             }
         };
-        if *stamp != epoch {
-            *stamp = epoch;
-            changes.touched.push(diff.coin.into());
-        }
+        *stamp = epoch;
         changes.order_changes.push(OrderChange {
             kind,
             coin: diff.coin.into(),
@@ -572,7 +578,7 @@ fn scan_openings<'a>(line: &'a Bytes, openings: &mut Openings<'a>) -> Option<usi
         // escapes only by having a backslash among its first nine bytes
         // (`triggered` is nine letters): such a line is walked exactly.
         let value = &line[value_at..body.end];
-        if value[..value.len().min(9)].contains(&b'\\') {
+        if backslash_in_first_nine(value) {
             return None;
         }
         if value.starts_with(b"open\"") || value.starts_with(b"triggered\"") {
@@ -594,6 +600,19 @@ fn scan_openings<'a>(line: &'a Bytes, openings: &mut Openings<'a>) -> Option<usi
         floor = value_at;
     }
     Some(events)
+}
+
+/// Whether one of the first nine bytes of `value` is a backslash: a word
+/// test on the first eight (a `memchr` call costs more than the test).
+fn backslash_in_first_nine(value: &[u8]) -> bool {
+    const ONES: u64 = u64::from_le_bytes([1; 8]);
+    let mut head = [0u8; 9];
+    let len = value.len().min(9);
+    head[..len].copy_from_slice(&value[..len]);
+    let [a, b, c, d, e, f, g, h, ninth] = head;
+    let word = u64::from_le_bytes([a, b, c, d, e, f, g, h]) ^ (ONES * u64::from(b'\\'));
+    // A byte of `word` is zero exactly where `value` has a backslash.
+    word.wrapping_sub(ONES) & !word & (ONES << 7) != 0 || ninth == b'\\'
 }
 
 /// The `status` value and the order's `coin` read straight from the bytes,
@@ -772,6 +791,21 @@ mod tests {
         // An opening that does not decode.
         let broken = OPEN.replace(r#""oid":7"#, r#""oid":"seven""#);
         assert_eq!(fast_scan(&[REJECTED, &broken]), None);
+    }
+
+    #[test]
+    fn a_backslash_is_seen_in_each_of_the_first_nine_bytes_only() {
+        for len in 0..12 {
+            for at in 0..len {
+                let mut value = vec![b'a'; len];
+                value[at] = b'\\';
+                assert_eq!(backslash_in_first_nine(&value), at < 9, "{len} {at}");
+                // Neighbours of the backslash that borrow in the word test.
+                value[at] = b'\\' + 1;
+                assert!(!backslash_in_first_nine(&value), "{len} {at}");
+            }
+        }
+        assert!(!backslash_in_first_nine(b""));
     }
 
     #[test]

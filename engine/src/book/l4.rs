@@ -751,6 +751,15 @@ impl Books {
         Some((book, self.stamps.get_mut(at)?))
     }
 
+    /// Coins whose stamp is `stamp`, sorted.
+    pub(crate) fn stamped(&self, stamp: u64) -> impl Iterator<Item = &str> + '_ {
+        self.coins
+            .iter()
+            .zip(&self.stamps)
+            .filter(move |(_, held)| **held == stamp)
+            .map(|((coin, _), _)| coin.as_str())
+    }
+
     /// Replaces (or inserts) the book of `coin`.
     pub fn replace(&mut self, coin: &str, book: L4Book) {
         match self.get_mut(coin) {
