@@ -609,10 +609,11 @@ fn backslash_in_first_nine(value: &[u8]) -> bool {
     let mut head = [0u8; 9];
     let len = value.len().min(9);
     head[..len].copy_from_slice(&value[..len]);
-    let [a, b, c, d, e, f, g, h, ninth] = head;
-    let word = u64::from_le_bytes([a, b, c, d, e, f, g, h]) ^ (ONES * u64::from(b'\\'));
+    let (first, ninth) = head.split_at(8);
+    let first = first.try_into().map_or(0, u64::from_le_bytes);
+    let word = first ^ (ONES * u64::from(b'\\'));
     // A byte of `word` is zero exactly where `value` has a backslash.
-    word.wrapping_sub(ONES) & !word & (ONES << 7) != 0 || ninth == b'\\'
+    word.wrapping_sub(ONES) & !word & (ONES << 7) != 0 || ninth == [b'\\']
 }
 
 /// The `status` value and the order's `coin` read straight from the bytes,
