@@ -3,5 +3,6 @@
 
 pub mod l2;
 pub mod l4;
+mod oids;
 
 pub use l4::{Books, L4Book, L4Error, Level, RestingOrder};

@@ -173,6 +173,35 @@ pub struct Engine {
     /// The openings table, empty between blocks; kept so that its memory is
     /// reused (see [`Openings::recycle`]).
     openings: Openings<'static>,
+    /// The decoded-diffs list, empty between blocks, kept likewise.
+    diffs: Vec<Pending<'static>>,
+}
+
+/// How many diffs ahead of the one being applied the fold asks for book
+/// memory: the index line of the diff this far ahead, and the order and
+/// links of the one half as far (whose index line has arrived by then). A
+/// deep book is far larger than the caches, and each diff's lookups are
+/// trips to memory that would otherwise run one after another.
+const DIFF_LOOKAHEAD: usize = 8;
+
+/// A decoded diff waiting to be applied, with its line and exact bytes (for
+/// the views that want them raw).
+#[derive(Debug)]
+struct Pending<'a> {
+    line: &'a Bytes,
+    raw: &'a [u8],
+    diff: BookDiffEvent<'a>,
+}
+
+/// An emptied list, ready for items borrowing something else: collecting an
+/// emptied `Vec`'s own iterator into a `Vec` of a same-sized type reuses its
+/// memory in place.
+fn recycle<'b>(mut list: Vec<Pending<'_>>) -> Vec<Pending<'b>> {
+    list.clear();
+    // `filter_map` to nothing, not `filter`: the item type changes (its
+    // lifetime), which is what lets the emptied list outlive the block.
+    #[allow(clippy::unnecessary_filter_map)]
+    list.into_iter().filter_map(|_| None).collect()
 }
 
 impl Engine {
@@ -304,22 +333,16 @@ impl Engine {
         changes: &mut BlockChanges,
         report: &mut BlockReport,
     ) {
+        // The block's diffs are decoded first and applied after, so that
+        // while one is applied, the book memory of those a few places ahead
+        // is already on its way (see `DIFF_LOOKAHEAD`).
+        let mut diffs: Vec<Pending<'_>> = recycle(std::mem::take(&mut self.diffs));
         for line in &block.lines.raw_book_diffs {
             let fast = |rest| decode_book_diff_at(rest);
             for_each_event(line, block.number, report, fast, |raw, decoded, report| {
                 report.events += 1;
                 match decoded.map_or_else(|| decode_book_diff(raw), Ok) {
-                    Ok(diff) => {
-                        if raw_coins.contains(diff.coin) {
-                            changes
-                                .raw
-                                .entry(diff.coin.to_owned())
-                                .or_default()
-                                .book_diffs
-                                .push(line.slice_ref(raw));
-                        }
-                        self.apply_diff(block, &diff, openings, changes, report);
-                    }
+                    Ok(diff) => diffs.push(Pending { line, raw, diff }),
                     Err(error) => report.decode_errors.push(BlockDecodeError::Event {
                         block: block.number,
                         error,
@@ -327,6 +350,27 @@ impl Engine {
                 }
             });
         }
+        for (at, pending) in diffs.iter().enumerate() {
+            if let Some(ahead) = diffs.get(at + DIFF_LOOKAHEAD) {
+                self.books.prefetch_index(ahead.diff.coin, ahead.diff.oid);
+            }
+            if let Some(near) = diffs.get(at + DIFF_LOOKAHEAD / 2)
+                && !matches!(near.diff.raw_book_diff, RawBookDiff::New { .. })
+            {
+                self.books.prefetch_order(near.diff.coin, near.diff.oid);
+            }
+            let diff = &pending.diff;
+            if raw_coins.contains(diff.coin) {
+                changes
+                    .raw
+                    .entry(diff.coin.to_owned())
+                    .or_default()
+                    .book_diffs
+                    .push(pending.line.slice_ref(pending.raw));
+            }
+            self.apply_diff(block, diff, openings, changes, report);
+        }
+        self.diffs = recycle(diffs);
     }
 
     /// Applies one diff and stamps its coin's book with the block's count

@@ -6,12 +6,12 @@
 //! guesses what the matching engine did.
 
 use std::cmp::Reverse;
-use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
 use thiserror::Error;
 
+use super::oids::{OidIndex, prefetch};
 use crate::event::{NodeOrder, OrderStatusEvent, Side};
 use crate::num::{Px, Sz};
 use crate::text::{Address, Cloid, Short};
@@ -401,6 +401,20 @@ impl Slots {
         self.links.get_mut(chunk)?.get_mut(offset)
     }
 
+    /// Asks for slot `at`'s link and the lines of its order that an update
+    /// or a removal reads.
+    fn prefetch(&self, at: usize) {
+        let (chunk, offset) = Self::locate(at);
+        if let Some(link) = self.links.get(chunk).and_then(|c| c.get(offset)) {
+            prefetch(link);
+        }
+        if let Some(order) = self.orders.get(chunk).and_then(|c| c.get(offset)) {
+            prefetch(&order.side);
+            prefetch(&order.limit_px);
+            prefetch(&order.sz);
+        }
+    }
+
     /// Stores `order`, unlinked, returning its slot.
     fn put(&mut self, order: RestingOrder) -> usize {
         if let Some(at) = self.free.pop() {
@@ -514,9 +528,8 @@ pub struct L4Book {
     bids: BTreeMap<Reverse<Px>, LevelData>,
     asks: BTreeMap<Px, LevelData>,
     slots: Slots,
-    /// Order id → slot. Ids come from the node, so a fast non-cryptographic
-    /// hash serves (no untrusted keys).
-    index: HashMap<u64, usize, foldhash::fast::RandomState>,
+    /// Order id → slot.
+    index: OidIndex,
 }
 
 impl PartialEq for L4Book {
@@ -537,18 +550,11 @@ impl L4Book {
         let (oid, side, px, sz) = (order.oid, order.side, order.limit_px, order.sz);
         let at = self.slots.put(order);
         // One probe of the index whether or not the oid already rests.
-        let replaced = match self.index.entry(oid) {
-            Entry::Vacant(vacant) => {
-                vacant.insert(at);
-                None
-            }
-            Entry::Occupied(mut occupied) => {
-                let old = std::mem::replace(occupied.get_mut(), at);
-                unlink_slot(&mut self.bids, &mut self.asks, &mut self.slots, old);
-                self.slots.free(old);
-                self.slots.order(old).cloned()
-            }
-        };
+        let replaced = self.index.insert(oid, at).and_then(|old| {
+            unlink_slot(&mut self.bids, &mut self.asks, &mut self.slots, old);
+            self.slots.free(old);
+            self.slots.order(old).cloned()
+        });
         let level = match side {
             Side::Bid => self
                 .bids
@@ -562,7 +568,7 @@ impl L4Book {
 
     /// Sets the resting size of `oid`, keeping its time priority.
     pub fn set_sz(&mut self, oid: u64, sz: Sz) -> Option<&RestingOrder> {
-        let at = *self.index.get(&oid)?;
+        let at = self.index.get(oid)?;
         let order = self.slots.order_mut(at)?;
         let level = match order.side {
             Side::Bid => self.bids.get_mut(&Reverse(order.limit_px))?,
@@ -589,7 +595,7 @@ impl L4Book {
     /// Unlinks `oid` from its level and the index and frees its slot (the
     /// order stays readable there until the next insert).
     fn detach(&mut self, oid: u64) -> Option<usize> {
-        let at = self.index.remove(&oid)?;
+        let at = self.index.remove(oid)?;
         unlink_slot(&mut self.bids, &mut self.asks, &mut self.slots, at);
         self.slots.free(at);
         Some(at)
@@ -597,7 +603,7 @@ impl L4Book {
 
     /// The order with id `oid`.
     pub fn get(&self, oid: u64) -> Option<&RestingOrder> {
-        let at = *self.index.get(&oid)?;
+        let at = self.index.get(oid)?;
         self.slots.order(at)
     }
 
@@ -636,7 +642,7 @@ impl L4Book {
 
     /// Whether no order rests.
     pub fn is_empty(&self) -> bool {
-        self.index.is_empty()
+        self.index.len() == 0
     }
 
     /// Every order: bids best first, then asks best first, time priority
@@ -758,6 +764,25 @@ impl Books {
             .zip(&self.stamps)
             .filter(move |(_, held)| **held == stamp)
             .map(|((coin, _), _)| coin.as_str())
+    }
+
+    /// Asks for the line of `coin`'s oid index where `oid`'s probe starts
+    /// (a hint; see `oids`).
+    pub(crate) fn prefetch_index(&self, coin: &str, oid: u64) {
+        if let Some(book) = self.get(coin) {
+            book.index.prefetch(oid);
+        }
+    }
+
+    /// Asks for the memory that changing or removing `oid` of `coin` reads:
+    /// its links and the lines of its order holding side, price and size
+    /// (a hint: reads the index, changes nothing).
+    pub(crate) fn prefetch_order(&self, coin: &str, oid: u64) {
+        if let Some(book) = self.get(coin)
+            && let Some(at) = book.index.get(oid)
+        {
+            book.slots.prefetch(at);
+        }
     }
 
     /// Replaces (or inserts) the book of `coin`.
