@@ -191,6 +191,8 @@ struct Pending<'a> {
     line: &'a Bytes,
     raw: &'a [u8],
     diff: BookDiffEvent<'a>,
+    /// Its coin's [`Books::position`] before the block.
+    book: Option<usize>,
 }
 
 /// An emptied list, ready for items borrowing something else: collecting an
@@ -342,7 +344,12 @@ impl Engine {
             for_each_event(line, block.number, report, fast, |raw, decoded, report| {
                 report.events += 1;
                 match decoded.map_or_else(|| decode_book_diff(raw), Ok) {
-                    Ok(diff) => diffs.push(Pending { line, raw, diff }),
+                    Ok(diff) => diffs.push(Pending {
+                        line,
+                        raw,
+                        diff,
+                        book: None,
+                    }),
                     Err(error) => report.decode_errors.push(BlockDecodeError::Event {
                         block: block.number,
                         error,
@@ -350,14 +357,24 @@ impl Engine {
                 }
             });
         }
+        // Each diff's book, looked up once (diffs of a coin come in runs).
+        let mut last: Option<(&str, Option<usize>)> = None;
+        for pending in &mut diffs {
+            let coin = pending.diff.coin;
+            pending.book = match last {
+                Some((held, book)) if held == coin => book,
+                _ => self.books.position(coin),
+            };
+            last = Some((coin, pending.book));
+        }
         for (at, pending) in diffs.iter().enumerate() {
             if let Some(ahead) = diffs.get(at + DIFF_LOOKAHEAD) {
-                self.books.prefetch_index(ahead.diff.coin, ahead.diff.oid);
+                self.books.prefetch_index(ahead.book, ahead.diff.oid);
             }
             if let Some(near) = diffs.get(at + DIFF_LOOKAHEAD / 2)
                 && !matches!(near.diff.raw_book_diff, RawBookDiff::New { .. })
             {
-                self.books.prefetch_order(near.diff.coin, near.diff.oid);
+                self.books.prefetch_order(near.book, near.diff.oid);
             }
             let diff = &pending.diff;
             if raw_coins.contains(diff.coin) {
@@ -368,7 +385,7 @@ impl Engine {
                     .book_diffs
                     .push(pending.line.slice_ref(pending.raw));
             }
-            self.apply_diff(block, diff, openings, changes, report);
+            self.apply_diff(block, diff, pending.book, openings, changes, report);
         }
         self.diffs = recycle(diffs);
     }
@@ -380,6 +397,7 @@ impl Engine {
         &mut self,
         block: &Block,
         diff: &BookDiffEvent<'_>,
+        book: Option<usize>,
         openings: &Openings<'_>,
         changes: &mut BlockChanges,
         report: &mut BlockReport,
@@ -402,17 +420,17 @@ impl Engine {
                     });
                     RestingOrder::bare(diff.user, diff.oid, diff.side, diff.px, sz, block.time_ms)
                 };
-                let (book, stamp) = self.books.get_or_create_stamped(diff.coin);
+                let (book, stamp) = self.books.get_or_create_stamped(diff.coin, book);
                 book.insert(order);
                 (OrderChangeKind::New, sz, stamp)
             }
             RawBookDiff::Update { new_sz, .. } => {
-                let applied = self
-                    .books
-                    .get_mut_stamped(diff.coin)
-                    .and_then(|(book, stamp)| {
-                        book.set_sz(diff.oid, new_sz).is_some().then_some(stamp)
-                    });
+                let applied =
+                    self.books
+                        .get_mut_stamped(diff.coin, book)
+                        .and_then(|(book, stamp)| {
+                            book.set_sz(diff.oid, new_sz).is_some().then_some(stamp)
+                        });
                 let Some(stamp) = applied else {
                     report.issues.push(unknown());
                     return;
@@ -422,7 +440,7 @@ impl Engine {
             RawBookDiff::Remove => {
                 let applied = self
                     .books
-                    .get_mut_stamped(diff.coin)
+                    .get_mut_stamped(diff.coin, book)
                     .and_then(|(book, stamp)| book.discard(diff.oid).then_some(stamp));
                 let Some(stamp) = applied else {
                     report.issues.push(unknown());

@@ -741,20 +741,65 @@ impl Books {
         self.coins.get_mut(at).map(|(_, book)| book)
     }
 
-    /// [`Books::get_or_create`], with the coin's stamp (0 for a new coin).
-    pub(crate) fn get_or_create_stamped(&mut self, coin: &str) -> (&mut L4Book, &mut u64) {
-        let at = match self.index.get(coin) {
-            Some(&at) => at,
+    /// Where `coin`'s book sits among the books, as a hint for the calls
+    /// below: it stays right until a coin is added, and they check it.
+    pub(crate) fn position(&self, coin: &str) -> Option<usize> {
+        self.index.get(coin).copied()
+    }
+
+    /// The position of `coin`: `hint` when it is right (a name compare,
+    /// cheaper than hashing the name), else looked up.
+    fn locate(&self, coin: &str, hint: Option<usize>) -> Option<usize> {
+        match hint.and_then(|at| self.coins.get(at)) {
+            Some((held, _)) if held.as_str() == coin => hint,
+            _ => self.index.get(coin).copied(),
+        }
+    }
+
+    /// [`Books::get_or_create`], with the coin's stamp (0 for a new coin);
+    /// `hint` as for [`Books::position`].
+    pub(crate) fn get_or_create_stamped(
+        &mut self,
+        coin: &str,
+        hint: Option<usize>,
+    ) -> (&mut L4Book, &mut u64) {
+        let at = match self.locate(coin, hint) {
+            Some(at) => at,
             None => self.add(coin, L4Book::new()),
         };
         (&mut self.coins[at].1, &mut self.stamps[at])
     }
 
-    /// [`Books::get_mut`], with the coin's stamp.
-    pub(crate) fn get_mut_stamped(&mut self, coin: &str) -> Option<(&mut L4Book, &mut u64)> {
-        let at = *self.index.get(coin)?;
+    /// [`Books::get_mut`], with the coin's stamp; `hint` as for
+    /// [`Books::position`].
+    pub(crate) fn get_mut_stamped(
+        &mut self,
+        coin: &str,
+        hint: Option<usize>,
+    ) -> Option<(&mut L4Book, &mut u64)> {
+        let at = self.locate(coin, hint)?;
         let book = self.coins.get_mut(at).map(|(_, book)| book)?;
         Some((book, self.stamps.get_mut(at)?))
+    }
+
+    /// Asks for the line of the oid index where `oid`'s probe starts, in
+    /// the book at `position` (a hint: a stale position only fetches the
+    /// wrong line).
+    pub(crate) fn prefetch_index(&self, position: Option<usize>, oid: u64) {
+        if let Some((_, book)) = position.and_then(|at| self.coins.get(at)) {
+            book.index.prefetch(oid);
+        }
+    }
+
+    /// Asks for the memory that changing or removing `oid` reads in the
+    /// book at `position`: its links and the lines of its order holding
+    /// side, price and size (a hint: reads the index, changes nothing).
+    pub(crate) fn prefetch_order(&self, position: Option<usize>, oid: u64) {
+        if let Some((_, book)) = position.and_then(|at| self.coins.get(at))
+            && let Some(at) = book.index.get(oid)
+        {
+            book.slots.prefetch(at);
+        }
     }
 
     /// Coins whose stamp is `stamp`, sorted.
@@ -764,25 +809,6 @@ impl Books {
             .zip(&self.stamps)
             .filter(move |(_, held)| **held == stamp)
             .map(|((coin, _), _)| coin.as_str())
-    }
-
-    /// Asks for the line of `coin`'s oid index where `oid`'s probe starts
-    /// (a hint; see `oids`).
-    pub(crate) fn prefetch_index(&self, coin: &str, oid: u64) {
-        if let Some(book) = self.get(coin) {
-            book.index.prefetch(oid);
-        }
-    }
-
-    /// Asks for the memory that changing or removing `oid` of `coin` reads:
-    /// its links and the lines of its order holding side, price and size
-    /// (a hint: reads the index, changes nothing).
-    pub(crate) fn prefetch_order(&self, coin: &str, oid: u64) {
-        if let Some(book) = self.get(coin)
-            && let Some(at) = book.index.get(oid)
-        {
-            book.slots.prefetch(at);
-        }
     }
 
     /// Replaces (or inserts) the book of `coin`.
@@ -961,6 +987,31 @@ mod tests {
         assert_eq!(backwards, want.iter().rev().copied().collect::<Vec<_>>());
         let total = book.bids().nth(1).unwrap().total_sz().unwrap();
         assert_eq!(total.to_string(), (want.len() + 300).to_string() + ".0");
+    }
+
+    #[test]
+    fn a_stale_position_hint_still_finds_the_named_book() {
+        let mut books = Books::new();
+        books
+            .get_or_create("ETH")
+            .insert(order(1, Side::Bid, "10.0", "1.0"));
+        let eth = books.position("ETH");
+        assert_eq!(eth, Some(0));
+        // A coin sorted before ETH moves ETH's book; the old hint now points
+        // at BTC.
+        books.get_or_create("BTC");
+        let (book, stamp) = books.get_mut_stamped("ETH", eth).unwrap();
+        assert_eq!(book.len(), 1);
+        *stamp = 7;
+        assert!(books.get_mut_stamped("SOL", eth).is_none());
+        let (book, stamp) = books.get_or_create_stamped("SOL", eth);
+        assert!(book.is_empty());
+        assert_eq!(*stamp, 0);
+        assert_eq!(books.stamped(7).collect::<Vec<_>>(), ["ETH"]);
+        // Prefetching through a stale or absent position changes nothing.
+        books.prefetch_index(eth, 1);
+        books.prefetch_order(Some(99), 1);
+        assert_eq!(books.get("ETH").map(L4Book::len), Some(1));
     }
 
     #[test]
