@@ -142,6 +142,9 @@ pub struct BlockChanges {
     pub time_ms: i64,
     /// Coins whose book was mutated or reset, sorted, each once.
     pub touched: Vec<Short>,
+    /// Where each of `touched` sits among the engine's books (the views
+    /// read the books by position, not by name).
+    pub(crate) touched_at: Vec<usize>,
     /// Applied diffs, typed, in file order.
     pub order_changes: Vec<OrderChange>,
     /// Raw events of the coins some view asked for ([`Views::raw_coins`]).
@@ -290,8 +293,10 @@ impl Engine {
             order_changes: self.views.recycled_changes(),
             ..BlockChanges::default()
         };
+        let epoch = self.blocks + 1;
         for reset in std::mem::take(&mut self.pending_resets) {
-            changes.touched.push(reset.coin.as_str().into());
+            // The book was replaced when the reset was found: it exists.
+            *self.books.get_or_create_stamped(&reset.coin, None).1 = epoch;
             changes.resets.insert(reset.coin.clone());
             report.resets.push(reset);
         }
@@ -300,16 +305,11 @@ impl Engine {
         scan_statuses(block, &raw_coins, &mut openings, &mut changes, &mut report);
         self.apply_diffs(block, &openings, &raw_coins, &mut changes, &mut report);
         self.openings = openings.recycle();
-        // The coins whose stamp the diffs set, in the books' (sorted) order;
-        // reset coins were listed first.
-        let resets = changes.touched.len();
-        let epoch = self.blocks + 1;
-        changes
-            .touched
-            .extend(self.books.stamped(epoch).map(Short::from));
-        if resets > 0 {
-            changes.touched.sort_unstable();
-            changes.touched.dedup();
+        // The coins whose stamp a reset or a diff set, in the books' (sorted)
+        // order.
+        for (at, coin) in self.books.stamped(epoch) {
+            changes.touched.push(Short::new(coin));
+            changes.touched_at.push(at);
         }
         report.events += count_events(&block.lines.fills, block.number, &mut report);
         for issue in &report.issues {

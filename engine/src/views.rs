@@ -103,7 +103,7 @@ impl Views {
         self.bbo.update(books, &changes);
         self.l2.update(books, &changes);
         self.l4book.update(&changes);
-        self.mids.update(books, &changes, &self.bbo);
+        self.mids.update(books, &self.bbo);
         self.l4updates.update(&mut changes);
     }
 

@@ -802,13 +802,21 @@ impl Books {
         }
     }
 
-    /// Coins whose stamp is `stamp`, sorted.
-    pub(crate) fn stamped(&self, stamp: u64) -> impl Iterator<Item = &str> + '_ {
+    /// Positions and names of the coins whose stamp is `stamp`, sorted.
+    pub(crate) fn stamped(&self, stamp: u64) -> impl Iterator<Item = (usize, &str)> + '_ {
         self.coins
             .iter()
             .zip(&self.stamps)
-            .filter(move |(_, held)| **held == stamp)
-            .map(|((coin, _), _)| coin.as_str())
+            .enumerate()
+            .filter(move |(_, (_, held))| **held == stamp)
+            .map(|(at, ((coin, _), _))| (at, coin.as_str()))
+    }
+
+    /// The coin and book at `position` (see [`Books::position`]).
+    pub(crate) fn at(&self, position: usize) -> Option<(&str, &L4Book)> {
+        self.coins
+            .get(position)
+            .map(|(coin, book)| (coin.as_str(), book))
     }
 
     /// Replaces (or inserts) the book of `coin`.
@@ -1007,7 +1015,11 @@ mod tests {
         let (book, stamp) = books.get_or_create_stamped("SOL", eth);
         assert!(book.is_empty());
         assert_eq!(*stamp, 0);
-        assert_eq!(books.stamped(7).collect::<Vec<_>>(), ["ETH"]);
+        assert_eq!(books.stamped(7).collect::<Vec<_>>(), [(1, "ETH")]);
+        assert_eq!(
+            books.at(1).map(|(coin, book)| (coin, book.len())),
+            Some(("ETH", 1))
+        );
         // Prefetching through a stale or absent position changes nothing.
         books.prefetch_index(eth, 1);
         books.prefetch_order(Some(99), 1);

@@ -1,7 +1,7 @@
 //! Best bid and offer per coin: the top level of each side (`px`, total
 //! `sz`, order count `n`), with a frame only when one of them changes.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::BTreeSet;
 
 use serde::Serialize;
 
@@ -33,10 +33,19 @@ pub type Top = (Option<L2Level>, Option<L2Level>);
 
 /// Shared state: every coin's current top of book and the coins whose top
 /// changed in the last block.
+///
+/// Kept by the books' positions (coin order), which the block's touched list
+/// gives, so no coin name is hashed or compared to fold a block. Books are
+/// only ever added, so the list is in step with them while it is as long.
 #[derive(Debug, Default)]
 pub struct BboView {
-    current: HashMap<String, Top, foldhash::fast::RandomState>,
-    changed: HashSet<String, foldhash::fast::RandomState>,
+    /// The books' coins, in their order.
+    coins: Vec<Short>,
+    /// Top of `coins[i]`.
+    tops: Vec<Top>,
+    /// The last block's touched coins, as positions, in coin order, with
+    /// whether their top changed.
+    last: Vec<(usize, bool)>,
 }
 
 /// The top of `book` (sides whose total size overflows are left unset).
@@ -60,40 +69,77 @@ fn same_top(a: &Top, b: &Top) -> bool {
 
 impl BboView {
     pub(crate) fn rebuild(&mut self, books: &Books) {
-        self.current = books
+        self.coins = books.iter().map(|(coin, _)| Short::new(coin)).collect();
+        self.tops = books
             .iter()
-            .map(|(coin, book)| (coin.to_owned(), top_of(coin, book)))
+            .map(|(coin, book)| top_of(coin, book))
             .collect();
-        self.changed.clear();
+        self.last.clear();
     }
 
     pub(crate) fn update(&mut self, books: &Books, changes: &BlockChanges) {
-        self.changed.clear();
-        for coin in changes.touched.iter().map(Short::as_str) {
-            let top = books
-                .get(coin)
-                .map_or((None, None), |book| top_of(coin, book));
-            let previous = self.current.get(coin).copied().unwrap_or((None, None));
-            if !same_top(&previous, &top) {
-                match self.current.get_mut(coin) {
-                    Some(held) => *held = top,
-                    None => {
-                        self.current.insert(coin.to_owned(), top);
-                    }
-                }
-                self.changed.insert(coin.to_owned());
-            }
+        self.last.clear();
+        if self.coins.len() != books.len() {
+            self.follow_listings(books);
+        }
+        for &at in &changes.touched_at {
+            let Some((coin, book)) = books.at(at) else {
+                continue;
+            };
+            let top = top_of(coin, book);
+            let Some(held) = self.tops.get_mut(at) else {
+                continue;
+            };
+            let changed = !same_top(held, &top);
+            *held = top;
+            self.last.push((at, changed));
+        }
+    }
+
+    /// Takes in coins listed since the last block (with no top yet: the
+    /// block's touched list covers any that now have one).
+    fn follow_listings(&mut self, books: &Books) {
+        let mut tops = std::mem::take(&mut self.tops).into_iter();
+        let mut held = std::mem::take(&mut self.coins).into_iter().peekable();
+        for (coin, _) in books.iter() {
+            let top = if held.next_if(|known| known.as_str() == coin).is_some() {
+                tops.next().unwrap_or((None, None))
+            } else {
+                (None, None)
+            };
+            self.coins.push(Short::new(coin));
+            self.tops.push(top);
         }
     }
 
     /// The current top of `coin` (both unset when it has no book).
     pub fn top(&self, coin: &str) -> Top {
-        self.current.get(coin).copied().unwrap_or((None, None))
+        self.position(coin)
+            .and_then(|at| self.tops.get(at).copied())
+            .unwrap_or((None, None))
     }
 
     /// Whether `coin`'s top changed in the last block.
     pub fn changed(&self, coin: &str) -> bool {
-        self.changed.contains(coin)
+        self.position(coin).is_some_and(|at| {
+            self.last
+                .binary_search_by_key(&at, |&(touched, _)| touched)
+                .is_ok_and(|i| self.last[i].1)
+        })
+    }
+
+    /// The last block's touched coins in coin order: name, current top, and
+    /// whether the top changed.
+    pub(crate) fn touched(&self) -> impl Iterator<Item = (&str, &Top, bool)> + '_ {
+        self.last.iter().filter_map(|&(at, changed)| {
+            Some((self.coins.get(at)?.as_str(), self.tops.get(at)?, changed))
+        })
+    }
+
+    fn position(&self, coin: &str) -> Option<usize> {
+        self.coins
+            .binary_search_by(|held| held.as_str().cmp(coin))
+            .ok()
     }
 }
 

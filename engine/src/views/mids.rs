@@ -3,12 +3,12 @@
 //! the whole map of the coins in scope, sent again whenever one of their
 //! mids changes.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
 use crate::book::l4::{Books, L4Book};
-use crate::fold::{BlockChanges, Engine};
+use crate::fold::Engine;
 use crate::num::{Decimal, Px};
 use crate::text::Short;
 use crate::views::bbo::BboView;
@@ -45,7 +45,7 @@ fn mid_of(book: &L4Book) -> Option<Px> {
 #[derive(Debug, Default)]
 pub struct MidsView {
     mids: BTreeMap<String, Px>,
-    changed: HashSet<String, foldhash::fast::RandomState>,
+    changed: Vec<Short>,
 }
 
 impl MidsView {
@@ -64,16 +64,18 @@ impl MidsView {
 
     /// Recomputes the mids of the coins the block touched. `bbo` has already
     /// folded the block: a mid moves only with a best price, so a coin whose
-    /// top did not change, with both sides set, keeps its mid. A side left
-    /// unset there (an empty side, or a level total too large to print) says
+    /// top did not change, with both sides set, keeps its mid, and a changed
+    /// top with both sides set gives the mid directly. A side left unset
+    /// there (an empty side, or a level total too large to print) says
     /// nothing about the price, and that coin is recomputed from its book.
-    pub(crate) fn update(&mut self, books: &Books, changes: &BlockChanges, bbo: &BboView) {
+    pub(crate) fn update(&mut self, books: &Books, bbo: &BboView) {
         self.changed.clear();
-        for coin in changes.touched.iter().map(Short::as_str) {
-            if !bbo.changed(coin) && matches!(bbo.top(coin), (Some(_), Some(_))) {
-                continue;
-            }
-            let now = books.get(coin).and_then(mid_of);
+        for (coin, top, changed) in bbo.touched() {
+            let now = match top {
+                (Some(_), Some(_)) if !changed => continue,
+                (Some(bid), Some(ask)) => mid(bid.px, ask.px),
+                _ => books.get(coin).and_then(mid_of),
+            };
             let before = self.mids.get(coin);
             let same = match (before, now.as_ref()) {
                 (None, None) => true,
@@ -92,7 +94,7 @@ impl MidsView {
                     self.mids.remove(coin);
                 }
             }
-            self.changed.insert(coin.to_owned());
+            self.changed.push(Short::new(coin));
         }
     }
 }
