@@ -11,7 +11,7 @@ use std::fmt;
 
 use thiserror::Error;
 
-use super::oids::{OidIndex, prefetch};
+use super::oids::{OidIndex, prefetch, prefetch_all};
 use crate::event::{NodeOrder, OrderStatusEvent, Side};
 use crate::num::{Px, Sz};
 use crate::text::{Address, Cloid, Short};
@@ -441,8 +441,14 @@ impl Slots {
         at
     }
 
-    /// Frees slot `at` for reuse; its order stays until then.
+    /// Frees slot `at` for reuse; its order stays until then. The next
+    /// order placed takes this slot and first drops the old order there,
+    /// reading all of it, so all of it is asked for now.
     fn free(&mut self, at: usize) {
+        let (chunk, offset) = Self::locate(at);
+        if let Some(order) = self.orders.get(chunk).and_then(|c| c.get(offset)) {
+            prefetch_all(order);
+        }
         self.free.push(at);
     }
 }

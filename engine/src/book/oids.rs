@@ -171,23 +171,38 @@ impl OidIndex {
     }
 }
 
-/// Asks the CPU to start loading the cache line holding `value` into its
-/// nearest cache. A hint only: nothing is read, and no fault can follow.
+/// Asks the CPU to start loading the cache line holding the start of
+/// `value` into its nearest cache. A hint only: nothing is read, and no
+/// fault can follow.
 #[inline]
 pub(crate) fn prefetch<T>(value: &T) {
+    prefetch_at(std::ptr::from_ref(value).cast::<u8>());
+}
+
+/// [`prefetch`] of every cache line `value` spans.
+#[inline]
+pub(crate) fn prefetch_all<T>(value: &T) {
+    let start = std::ptr::from_ref(value).cast::<u8>();
+    for offset in (0..size_of::<T>()).step_by(64) {
+        prefetch_at(start.wrapping_add(offset));
+    }
+}
+
+#[inline]
+fn prefetch_at(at: *const u8) {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse"))]
     {
         use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        let at = std::ptr::from_ref(value).cast::<i8>();
         #[allow(unsafe_code)]
-        // SAFETY: a prefetch never faults and changes no memory; `at`
-        // points into a live reference anyway.
+        // SAFETY: a prefetch is a hint that never faults and changes no
+        // memory, whatever the address (callers pass addresses inside a live
+        // reference anyway).
         unsafe {
-            _mm_prefetch::<_MM_HINT_T0>(at);
+            _mm_prefetch::<_MM_HINT_T0>(at.cast::<i8>());
         }
     }
     #[cfg(not(all(target_arch = "x86_64", target_feature = "sse")))]
-    let _ = value;
+    let _ = at;
 }
 
 #[cfg(test)]
