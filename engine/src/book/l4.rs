@@ -526,9 +526,9 @@ impl LevelData {
 ///
 /// Orders live in a slot table (`Slots`: freed slots are reused, and it
 /// grows without moving what it holds), each level is a doubly linked list
-/// through it, and an oid index points at the slots: an order rests, changes
-/// size or leaves without moving any other order, and levels are found by
-/// price in an ordered map per side.
+/// through it, and an oid index (`oids`, which can prefetch) points at the
+/// slots: an order rests, changes size or leaves without moving any other
+/// order, and levels are found by price in an ordered map per side.
 #[derive(Debug, Clone, Default)]
 pub struct L4Book {
     bids: BTreeMap<Reverse<Px>, LevelData>,

@@ -128,6 +128,68 @@ fn bbo_sends_a_frame_only_when_the_top_changes() {
 }
 
 #[test]
+fn bbo_and_mids_follow_coins_listed_after_the_first_block() {
+    let mut engine = seeded();
+    let request = BboRequest {
+        coins: vec!["AAA".into(), "BTC".into(), "ZZZ".into()],
+    };
+    let (bbo, opening) = BboSubscription::open(&engine, &request).unwrap();
+    assert_eq!(opening.len(), 3);
+    let (mids, _) = MidsSubscription::open(&engine, &AllMidsRequest::default());
+    // One block lists a coin sorted before BTC and one after, and moves
+    // BTC's best bid: every position after the first listing shifts.
+    let mut statuses = on_coin(
+        "AAA",
+        &[open(10, "B", "1.0", "1.0"), open(11, "A", "3.0", "1.0")],
+    );
+    statuses.extend(on_coin("ZZZ", &[open(12, "A", "7.5", "2.0")]));
+    statuses.push(open(13, "B", "100.5", "1.0"));
+    let mut diffs = on_coin(
+        "AAA",
+        &[new(10, "B", "1.0", "1.0"), new(11, "A", "3.0", "1.0")],
+    );
+    diffs.extend(on_coin("ZZZ", &[new(12, "A", "7.5", "2.0")]));
+    diffs.push(new(13, "B", "100.5", "1.0"));
+    engine.apply(&block(2, &statuses, &diffs));
+    let frames: Vec<Value> = bbo.on_block(&engine).iter().map(to_json).collect();
+    let tops: Vec<(Value, Value, Value)> = frames
+        .iter()
+        .map(|f| {
+            (
+                f["coin"].clone(),
+                f["bid"]["px"].clone(),
+                f["ask"]["px"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        tops,
+        [
+            (json!("AAA"), json!("1.0"), json!("3.0")),
+            (json!("BTC"), json!("100.5"), json!("101.0")),
+            (json!("ZZZ"), Value::Null, json!("7.5")),
+        ]
+    );
+    let frame = to_json(&mids.on_block(&engine).unwrap());
+    assert_eq!(frame["mids"], json!({"AAA":"2.0","BTC":"100.75"}));
+    // Next block: only ZZZ's top moves; AAA and BTC send nothing.
+    engine.apply(&block(
+        3,
+        &on_coin("ZZZ", &[open(14, "B", "7.0", "1.0")]),
+        &on_coin("ZZZ", &[new(14, "B", "7.0", "1.0")]),
+    ));
+    let frames: Vec<Value> = bbo.on_block(&engine).iter().map(to_json).collect();
+    assert_eq!(frames.len(), 1);
+    assert_eq!(frames[0]["coin"], "ZZZ");
+    assert_eq!(frames[0]["bid"], json!({"px":"7.0","sz":"1.0","n":1}));
+    let frame = to_json(&mids.on_block(&engine).unwrap());
+    assert_eq!(
+        frame["mids"],
+        json!({"AAA":"2.0","BTC":"100.75","ZZZ":"7.25"})
+    );
+}
+
+#[test]
 fn strict_l2_suppresses_frames_whose_levels_did_not_change() {
     let mut engine = seeded();
     let request = |strict| L2BookRequest {
