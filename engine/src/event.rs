@@ -444,24 +444,37 @@ mod compact {
             Some(&rest[..len])
         }
 
+        /// A decimal string's value, opening quote consumed: the node's
+        /// plain numbers in one pass, anything else read as a string and
+        /// parsed.
         fn decimal(&mut self) -> Option<Decimal> {
+            let rest = self.bytes.get(self.at..)?;
+            if let Some((value, len)) = Decimal::parse_quoted(rest) {
+                self.at += len + 1;
+                return Some(value);
+            }
             Decimal::parse_bytes(self.string_bytes()?).ok()
         }
 
         /// A JSON integer that fits `u64`: no sign, no leading zero.
         fn unsigned(&mut self) -> Option<u64> {
             let rest = self.bytes.get(self.at..)?;
-            let len = rest.iter().position(|b| !b.is_ascii_digit())?;
-            let digits = &rest[..len];
-            if digits.is_empty() || (digits.len() > 1 && digits[0] == b'0') {
+            // Digits are read and accumulated in one pass.
+            let mut value: u64 = 0;
+            let mut len = 0;
+            loop {
+                let digit = rest.get(len)?.wrapping_sub(b'0');
+                if digit >= 10 {
+                    break;
+                }
+                value = value.checked_mul(10)?.checked_add(u64::from(digit))?;
+                len += 1;
+            }
+            if len == 0 || (len > 1 && rest[0] == b'0') {
                 return None;
             }
             if matches!(rest[len], b'.' | b'e' | b'E') {
                 return None;
-            }
-            let mut value: u64 = 0;
-            for &d in digits {
-                value = value.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
             }
             self.at += len;
             Some(value)

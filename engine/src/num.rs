@@ -205,6 +205,51 @@ impl Decimal {
         })
     }
 
+    /// The decimal that starts `rest` and ends at a `"` (the closing quote
+    /// of the JSON string the compact decoders are reading), with its length
+    /// up to that quote, read in one pass. Only what [`Decimal::parse_short`]
+    /// accepts is taken — digits with at most one inner point, 18 bytes at
+    /// most — and `None` answers anything else (a sign, an escape, no quote
+    /// in reach), which the caller then reads the general way; on every
+    /// input taken, the value equals [`Decimal::parse_bytes`] of the bytes
+    /// before the quote.
+    pub(crate) fn parse_quoted(rest: &[u8]) -> Option<(Self, usize)> {
+        let mut units: i64 = 0;
+        let mut point = None;
+        let mut at = 0;
+        loop {
+            let b = *rest.get(at)?;
+            if b == b'"' {
+                break;
+            }
+            // 18 bytes hold at most 18 digits, which no `i64` overflows.
+            if at == 18 {
+                return None;
+            }
+            let digit = b.wrapping_sub(b'0');
+            if digit < 10 {
+                units = units * 10 + i64::from(digit);
+            } else if b == b'.' && point.is_none() {
+                point = Some(at);
+            } else {
+                return None;
+            }
+            at += 1;
+        }
+        let scale = match point {
+            None if at > 0 => 0,
+            Some(dot) if dot > 0 && dot + 1 < at => at - dot - 1,
+            _ => return None,
+        };
+        Some((
+            Self {
+                units,
+                scale: u8::try_from(scale).ok()?,
+            },
+            at,
+        ))
+    }
+
     /// The same value with exactly `scale` decimals, if representable
     /// without loss.
     pub fn rescale(self, scale: u8) -> Option<Self> {
@@ -411,6 +456,61 @@ mod tests {
             let parsed = Decimal::parse_bytes(&bytes).ok();
             let checked = if digits.is_empty() { None } else { Decimal::parse_checked(&bytes, negative, digits).ok() };
             proptest::prop_assert_eq!(parsed.map(|p| (p.units(), p.scale())), checked.map(|c| (c.units(), c.scale())));
+        }
+    }
+
+    proptest::proptest! {
+        /// The one-pass read of a quoted decimal answers only where the
+        /// general parse of the bytes before the quote agrees, value, scale
+        /// and length.
+        #[test]
+        fn the_quoted_parse_agrees_with_the_general_parse(
+            bytes in proptest::collection::vec(
+                proptest::sample::select(b"0123456789.-\"x".to_vec()),
+                0..26,
+            )
+        ) {
+            if let Some((value, len)) = Decimal::parse_quoted(&bytes) {
+                proptest::prop_assert_eq!(bytes.get(len), Some(&b'"'));
+                let general = Decimal::parse_bytes(&bytes[..len]).ok();
+                proptest::prop_assert_eq!(Some((value.units(), value.scale())), general.map(|g| (g.units(), g.scale())));
+            } else if let Some(len) = bytes.iter().position(|&b| b == b'"') {
+                // Declined: either the general parse rejects it too, or it
+                // is outside the short form (a sign, or over 18 bytes).
+                let head = &bytes[..len];
+                let short_form = !head.is_empty() && head.len() <= 18 && head[0] != b'-';
+                proptest::prop_assert!(!short_form || Decimal::parse_bytes(head).is_err());
+            }
+        }
+    }
+
+    #[test]
+    fn quoted_decimals_are_read_to_their_quote() {
+        let read =
+            |text: &[u8]| Decimal::parse_quoted(text).map(|(value, len)| (value.to_string(), len));
+        assert_eq!(read(b"76450.0\",\"sz"), Some(("76450.0".into(), 7)));
+        assert_eq!(read(b"0.00153\""), Some(("0.00153".into(), 7)));
+        assert_eq!(read(b"12\""), Some(("12".into(), 2)));
+        assert_eq!(
+            read(b"999999999999999999\""),
+            Some(("999999999999999999".into(), 18))
+        );
+        for declined in [
+            &b"\""[..],
+            b"-1.0\"",
+            b"1.\"",
+            b".5\"",
+            b"1.2.3\"",
+            b"1e5\"",
+            b"12",
+            b"9999999999999999999\"",
+        ] {
+            assert_eq!(
+                read(declined),
+                None,
+                "{}",
+                String::from_utf8_lossy(declined)
+            );
         }
     }
 
