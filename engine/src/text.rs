@@ -185,6 +185,9 @@ mod tests {
         fn text_behaves_like_its_str(a in "\\PC{0,30}", b in "\\PC{0,30}") {
             let (ta, tb) = (Short::new(&a), Short::new(&b));
             prop_assert_eq!(ta.as_str(), a.as_str());
+            let (address, cloid) = (Address::new(&a), Cloid::new(&b));
+            prop_assert_eq!(address.as_str(), a.as_str());
+            prop_assert_eq!(cloid.as_str(), b.as_str());
             prop_assert_eq!(ta.cmp(&tb), a.cmp(&b));
             prop_assert_eq!(ta == tb, a == b);
             prop_assert_eq!(ta.to_string(), a.clone());
