@@ -182,27 +182,11 @@ impl Decimal {
         if digits.is_empty() || digits.len() > 18 {
             return None;
         }
-        let mut units: i64 = 0;
-        let mut point = None;
+        let (mut units, mut point) = (0, None);
         for (at, &b) in digits.iter().enumerate() {
-            let digit = b.wrapping_sub(b'0');
-            if digit < 10 {
-                units = units * 10 + i64::from(digit);
-            } else if b == b'.' && point.is_none() {
-                point = Some(at);
-            } else {
-                return None;
-            }
+            Self::short_step(&mut units, &mut point, at, b)?;
         }
-        let scale = match point {
-            None => 0,
-            Some(at) if at > 0 && at + 1 < digits.len() => digits.len() - at - 1,
-            _ => return None,
-        };
-        Some(Self {
-            units,
-            scale: u8::try_from(scale).ok()?,
-        })
+        Self::short_end(units, point, digits.len())
     }
 
     /// The decimal that starts `rest` and ends at a `"` (the closing quote
@@ -214,40 +198,51 @@ impl Decimal {
     /// input taken, the value equals [`Decimal::parse_bytes`] of the bytes
     /// before the quote.
     pub(crate) fn parse_quoted(rest: &[u8]) -> Option<(Self, usize)> {
-        let mut units: i64 = 0;
-        let mut point = None;
+        let (mut units, mut point) = (0, None);
         let mut at = 0;
         loop {
             let b = *rest.get(at)?;
             if b == b'"' {
                 break;
             }
-            // 18 bytes hold at most 18 digits, which no `i64` overflows.
             if at == 18 {
                 return None;
             }
-            let digit = b.wrapping_sub(b'0');
-            if digit < 10 {
-                units = units * 10 + i64::from(digit);
-            } else if b == b'.' && point.is_none() {
-                point = Some(at);
-            } else {
-                return None;
-            }
+            Self::short_step(&mut units, &mut point, at, b)?;
             at += 1;
         }
+        Some((Self::short_end(units, point, at)?, at))
+    }
+
+    /// Byte `at` of the short form: a digit joins `units` (18 digits at
+    /// most, which no `i64` overflows), the first point is noted; `None` for
+    /// any other byte.
+    #[inline]
+    fn short_step(units: &mut i64, point: &mut Option<usize>, at: usize, b: u8) -> Option<()> {
+        let digit = b.wrapping_sub(b'0');
+        if digit < 10 {
+            *units = *units * 10 + i64::from(digit);
+        } else if b == b'.' && point.is_none() {
+            *point = Some(at);
+        } else {
+            return None;
+        }
+        Some(())
+    }
+
+    /// The short form's value after `len` bytes: not empty, and a point
+    /// only between digits.
+    #[inline]
+    fn short_end(units: i64, point: Option<usize>, len: usize) -> Option<Self> {
         let scale = match point {
-            None if at > 0 => 0,
-            Some(dot) if dot > 0 && dot + 1 < at => at - dot - 1,
+            None if len > 0 => 0,
+            Some(at) if at > 0 && at + 1 < len => len - at - 1,
             _ => return None,
         };
-        Some((
-            Self {
-                units,
-                scale: u8::try_from(scale).ok()?,
-            },
-            at,
-        ))
+        Some(Self {
+            units,
+            scale: u8::try_from(scale).ok()?,
+        })
     }
 
     /// The same value with exactly `scale` decimals, if representable
@@ -457,9 +452,7 @@ mod tests {
             let checked = if digits.is_empty() { None } else { Decimal::parse_checked(&bytes, negative, digits).ok() };
             proptest::prop_assert_eq!(parsed.map(|p| (p.units(), p.scale())), checked.map(|c| (c.units(), c.scale())));
         }
-    }
 
-    proptest::proptest! {
         /// The one-pass read of a quoted decimal answers only where the
         /// general parse of the bytes before the quote agrees, value, scale
         /// and length.
