@@ -184,7 +184,8 @@ pub struct Engine {
     /// The openings table, empty between blocks; kept so that its memory is
     /// reused (see [`Openings::recycle`]).
     openings: Openings<'static>,
-    /// The decoded-diffs list, empty between blocks, kept likewise.
+    /// The decoded-diffs list, empty between blocks, kept likewise (see
+    /// [`emptied`]).
     diffs: Vec<Pending<'static>>,
 }
 
@@ -206,13 +207,13 @@ struct Pending<'a> {
     book: Option<usize>,
 }
 
-/// An emptied list, ready for items borrowing something else: collecting an
-/// emptied `Vec`'s own iterator into a `Vec` of a same-sized type reuses its
-/// memory in place.
-fn recycle<'b>(mut list: Vec<Pending<'_>>) -> Vec<Pending<'b>> {
+/// `list` emptied, as a list of another item type — in practice the same
+/// type borrowing something else, so that a list kept across blocks can hold
+/// the next block's borrows. Collecting an emptied `Vec`'s own iterator into
+/// a `Vec` of a same-sized type reuses its memory in place.
+fn emptied<T, U>(mut list: Vec<T>) -> Vec<U> {
     list.clear();
-    // `filter_map` to nothing, not `filter`: the item type changes (its
-    // lifetime), which is what lets the emptied list outlive the block.
+    // `filter_map` to nothing, not `filter`: the item type changes.
     #[allow(clippy::unnecessary_filter_map)]
     list.into_iter().filter_map(|_| None).collect()
 }
@@ -346,7 +347,7 @@ impl Engine {
         // The block's diffs are decoded first and applied after, so that
         // while one is applied, the book memory of those a few places ahead
         // is already on its way (see `DIFF_LOOKAHEAD`).
-        let mut diffs: Vec<Pending<'_>> = recycle(std::mem::take(&mut self.diffs));
+        let mut diffs: Vec<Pending<'_>> = emptied(std::mem::take(&mut self.diffs));
         for line in &block.lines.raw_book_diffs {
             let fast = |rest| decode_book_diff_at(rest);
             for_each_event(line, block.number, report, fast, |raw, decoded, report| {
@@ -395,7 +396,7 @@ impl Engine {
             }
             self.apply_diff(block, diff, pending.book, openings, changes, report);
         }
-        self.diffs = recycle(diffs);
+        self.diffs = emptied(diffs);
     }
 
     /// Applies one diff and stamps its coin's book with the block's count
@@ -405,7 +406,7 @@ impl Engine {
         &mut self,
         block: &Block,
         diff: &BookDiffEvent<'_>,
-        book: Option<usize>,
+        position: Option<usize>,
         openings: &Openings<'_>,
         changes: &mut BlockChanges,
         report: &mut BlockReport,
@@ -428,14 +429,14 @@ impl Engine {
                     });
                     RestingOrder::bare(diff.user, diff.oid, diff.side, diff.px, sz, block.time_ms)
                 };
-                let (book, stamp) = self.books.get_or_create_stamped(diff.coin, book);
+                let (book, stamp) = self.books.get_or_create_stamped(diff.coin, position);
                 book.insert(order);
                 (OrderChangeKind::New, sz, stamp)
             }
             RawBookDiff::Update { new_sz, .. } => {
                 let applied =
                     self.books
-                        .get_mut_stamped(diff.coin, book)
+                        .get_mut_stamped(diff.coin, position)
                         .and_then(|(book, stamp)| {
                             book.set_sz(diff.oid, new_sz).is_some().then_some(stamp)
                         });
@@ -448,7 +449,7 @@ impl Engine {
             RawBookDiff::Remove => {
                 let applied = self
                     .books
-                    .get_mut_stamped(diff.coin, book)
+                    .get_mut_stamped(diff.coin, position)
                     .and_then(|(book, stamp)| book.discard(diff.oid).then_some(stamp));
                 let Some(stamp) = applied else {
                     report.issues.push(unknown());
@@ -536,19 +537,12 @@ impl<'a> Openings<'a> {
     }
 
     /// Empties the table for the next block, whose statuses borrow other
-    /// lines. The list's allocation carries over: collecting an emptied
-    /// `Vec`'s own iterator into a `Vec` of a same-sized type reuses it in
-    /// place.
+    /// lines; both allocations carry over (see [`emptied`]).
     fn recycle(mut self) -> Openings<'static> {
         self.index.clear();
-        self.events.clear();
-        // `filter_map` to nothing, not `filter`: the item type changes (its
-        // lifetime), which is what lets the emptied list outlive the block.
-        #[allow(clippy::unnecessary_filter_map)]
-        let events = self.events.into_iter().filter_map(|_| None).collect();
         Openings {
             index: self.index,
-            events,
+            events: emptied(self.events),
         }
     }
 }

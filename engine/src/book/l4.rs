@@ -734,17 +734,12 @@ impl Books {
 
     /// The book of `coin`, created empty when absent.
     pub fn get_or_create(&mut self, coin: &str) -> &mut L4Book {
-        let at = match self.index.get(coin) {
-            Some(&at) => at,
-            None => self.add(coin, L4Book::new()),
-        };
-        &mut self.coins[at].1
+        self.get_or_create_stamped(coin, None).0
     }
 
     /// The book of `coin` for mutation, if present.
     pub fn get_mut(&mut self, coin: &str) -> Option<&mut L4Book> {
-        let at = *self.index.get(coin)?;
-        self.coins.get_mut(at).map(|(_, book)| book)
+        self.get_mut_stamped(coin, None).map(|(book, _)| book)
     }
 
     /// Where `coin`'s book sits among the books, as a hint for the calls
