@@ -420,10 +420,7 @@ mod compact {
         /// The contents of a string whose opening quote was consumed, up to
         /// and past its closing quote.
         fn string(&mut self) -> Option<&'a str> {
-            let rest = self.bytes.get(self.at..)?;
-            let (len, ascii) = scan_plain_string(rest)?;
-            self.at += len + 1;
-            let bytes = &rest[..len];
+            let (bytes, ascii) = self.string_bytes()?;
             if ascii {
                 #[allow(unsafe_code)]
                 // SAFETY: the scan found every byte below 0x80, and ASCII
@@ -436,12 +433,13 @@ mod compact {
             }
         }
 
-        /// A string's contents without escapes, as bytes.
-        fn string_bytes(&mut self) -> Option<&'a [u8]> {
+        /// A string's contents without escapes, as bytes, and whether they
+        /// are all ASCII.
+        fn string_bytes(&mut self) -> Option<(&'a [u8], bool)> {
             let rest = self.bytes.get(self.at..)?;
-            let len = plain_string_len(rest)?;
+            let (len, ascii) = scan_plain_string(rest)?;
             self.at += len + 1;
-            Some(&rest[..len])
+            Some((&rest[..len], ascii))
         }
 
         /// A decimal string's value, opening quote consumed: the node's
@@ -453,7 +451,7 @@ mod compact {
                 self.at += len + 1;
                 return Some(value);
             }
-            Decimal::parse_bytes(self.string_bytes()?).ok()
+            Decimal::parse_bytes(self.string_bytes()?.0).ok()
         }
 
         /// A JSON integer that fits `u64`: no sign, no leading zero.

@@ -392,8 +392,12 @@ impl Slots {
     }
 
     fn link(&self, at: usize) -> Option<Link> {
+        self.link_ref(at).copied()
+    }
+
+    fn link_ref(&self, at: usize) -> Option<&Link> {
         let (chunk, offset) = Self::locate(at);
-        self.links.get(chunk)?.get(offset).copied()
+        self.links.get(chunk)?.get(offset)
     }
 
     fn link_mut(&mut self, at: usize) -> Option<&mut Link> {
@@ -404,11 +408,10 @@ impl Slots {
     /// Asks for slot `at`'s link and the lines of its order that an update
     /// or a removal reads.
     fn prefetch(&self, at: usize) {
-        let (chunk, offset) = Self::locate(at);
-        if let Some(link) = self.links.get(chunk).and_then(|c| c.get(offset)) {
+        if let Some(link) = self.link_ref(at) {
             prefetch(link);
         }
-        if let Some(order) = self.orders.get(chunk).and_then(|c| c.get(offset)) {
+        if let Some(order) = self.order(at) {
             prefetch(&order.side);
             prefetch(&order.limit_px);
             prefetch(&order.sz);
@@ -445,8 +448,7 @@ impl Slots {
     /// order placed takes this slot and first drops the old order there,
     /// reading all of it, so all of it is asked for now.
     fn free(&mut self, at: usize) {
-        let (chunk, offset) = Self::locate(at);
-        if let Some(order) = self.orders.get(chunk).and_then(|c| c.get(offset)) {
+        if let Some(order) = self.order(at) {
             prefetch_all(order);
         }
         self.free.push(at);
