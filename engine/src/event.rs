@@ -394,6 +394,7 @@ mod compact {
     use serde_json::value::RawValue;
 
     use super::{BookDiffEvent, BuilderInfo, NodeOrder, OrderStatusEvent, RawBookDiff, Side};
+    use crate::digits;
     use crate::num::Decimal;
 
     struct Cursor<'a> {
@@ -456,24 +457,7 @@ mod compact {
 
         /// A JSON integer that fits `u64`: no sign, no leading zero.
         fn unsigned(&mut self) -> Option<u64> {
-            let rest = self.bytes.get(self.at..)?;
-            // Digits are read and accumulated in one pass.
-            let mut value: u64 = 0;
-            let mut len = 0;
-            loop {
-                let digit = rest.get(len)?.wrapping_sub(b'0');
-                if digit >= 10 {
-                    break;
-                }
-                value = value.checked_mul(10)?.checked_add(u64::from(digit))?;
-                len += 1;
-            }
-            if len == 0 || (len > 1 && rest[0] == b'0') {
-                return None;
-            }
-            if matches!(rest[len], b'.' | b'e' | b'E') {
-                return None;
-            }
+            let (value, len) = unsigned_at(self.bytes.get(self.at..)?)?;
             self.at += len;
             Some(value)
         }
@@ -505,13 +489,44 @@ mod compact {
             }
         }
 
+        /// `B` or `A` and the closing quote: any other string (an escape
+        /// included) is not the compact layout.
         fn side(&mut self) -> Option<Side> {
-            match self.string()? {
-                "B" => Some(Side::Bid),
-                "A" => Some(Side::Ask),
-                _ => None,
+            let side = match self.bytes.get(self.at..)?.first_chunk::<2>()? {
+                b"B\"" => Side::Bid,
+                b"A\"" => Side::Ask,
+                _ => return None,
+            };
+            self.at += 2;
+            Some(side)
+        }
+    }
+
+    /// The JSON integer that starts `rest` when it fits `u64` (no sign, no
+    /// leading zero, no fraction or exponent after it), and its length. The
+    /// node's ids and times are read by masks (see `digits`); longer
+    /// numbers and the end of a buffer go digit by digit.
+    pub(super) fn unsigned_at(rest: &[u8]) -> Option<(u64, usize)> {
+        let proper = |len: usize| {
+            len > 0 && (len == 1 || rest[0] != b'0') && !matches!(rest[len], b'.' | b'e' | b'E')
+        };
+        if let Some(chunk) = rest.first_chunk::<16>() {
+            let len = (!digits::masks(chunk).0 & 0xFFFF).trailing_zeros() as usize;
+            if len < 16 {
+                return proper(len).then(|| (digits::value(u128::from_le_bytes(*chunk), len), len));
             }
         }
+        let mut value: u64 = 0;
+        let mut len = 0;
+        loop {
+            let digit = rest.get(len)?.wrapping_sub(b'0');
+            if digit >= 10 {
+                break;
+            }
+            value = value.checked_mul(10)?.checked_add(u64::from(digit))?;
+            len += 1;
+        }
+        proper(len).then_some((value, len))
     }
 
     /// Length of the string contents at the start of `rest`, up to its
@@ -763,6 +778,52 @@ mod tests {
             proptest::prop_assert_eq!(compact::scan_plain_string(&bytes), expected);
             proptest::prop_assert_eq!(compact::plain_string_len(&bytes), expected.map(|(len, _)| len));
         }
+    }
+
+    /// The digit loop `compact::unsigned_at` must equal.
+    fn unsigned_by_bytes(rest: &[u8]) -> Option<(u64, usize)> {
+        let len = rest.iter().position(|b| !b.is_ascii_digit())?;
+        if len == 0 || (len > 1 && rest[0] == b'0') || matches!(rest[len], b'.' | b'e' | b'E') {
+            return None;
+        }
+        let value = rest[..len].iter().try_fold(0u64, |v, &b| {
+            v.checked_mul(10)?.checked_add(u64::from(b - b'0'))
+        })?;
+        Some((value, len))
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_integer_read_equals_the_digit_loop(
+            // Mostly digits, so that runs of every length up to past a
+            // `u64` (20 digits) and past the 16-byte step occur.
+            bytes in proptest::collection::vec(
+                proptest::prop_oneof![
+                    12 => b'0'..=b'9',
+                    1 => proptest::sample::select(b",.eE}\"-/:".to_vec()),
+                ],
+                0..40,
+            )
+        ) {
+            proptest::prop_assert_eq!(compact::unsigned_at(&bytes), unsigned_by_bytes(&bytes));
+        }
+    }
+
+    #[test]
+    fn the_integer_read_takes_ids_times_and_the_largest_u64() {
+        assert_eq!(
+            compact::unsigned_at(b"412036451268,\"timestamp\""),
+            Some((412_036_451_268, 12))
+        );
+        assert_eq!(compact::unsigned_at(b"0,"), Some((0, 1)));
+        assert_eq!(compact::unsigned_at(b"01,"), None);
+        assert_eq!(compact::unsigned_at(b"1.5,"), None);
+        assert_eq!(
+            compact::unsigned_at(b"18446744073709551615}"),
+            Some((u64::MAX, 20))
+        );
+        assert_eq!(compact::unsigned_at(b"18446744073709551616}"), None);
+        assert_eq!(compact::unsigned_at(b"12"), None, "no end in the buffer");
     }
 
     #[test]

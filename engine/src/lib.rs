@@ -5,6 +5,7 @@
 pub mod align;
 pub mod block;
 pub mod book;
+mod digits;
 pub mod error;
 pub mod event;
 pub mod fold;

@@ -14,6 +14,8 @@ use std::str::FromStr;
 
 use thiserror::Error;
 
+use crate::digits;
+
 /// Largest supported number of fractional digits.
 pub const MAX_SCALE: u8 = 18;
 
@@ -197,7 +199,49 @@ impl Decimal {
     /// in reach), which the caller then reads the general way; on every
     /// input taken, the value equals [`Decimal::parse_bytes`] of the bytes
     /// before the quote.
+    #[allow(clippy::manual_is_power_of_two)]
     pub(crate) fn parse_quoted(rest: &[u8]) -> Option<(Self, usize)> {
+        // The node's numbers end well inside sixteen bytes: read them by
+        // masks (see `digits`); the byte loop takes longer ones and the end
+        // of a buffer.
+        if let Some(chunk) = rest.first_chunk::<16>() {
+            let (digits, points) = digits::masks(chunk);
+            let stop = !(digits | points) & 0xFFFF;
+            if stop != 0 {
+                let len = stop.trailing_zeros() as usize;
+                if chunk[len] != b'"' || len == 0 {
+                    return None;
+                }
+                let points = points & ((1 << len) - 1);
+                let loaded = u128::from_le_bytes(*chunk);
+                // (Neither `count_ones` nor `is_power_of_two`: both count
+                // bits, and the baseline x86-64 target has no instruction
+                // for that.)
+                let (units, scale) = if points == 0 {
+                    (digits::value(loaded, len), 0)
+                } else if points & (points - 1) == 0 {
+                    // One point: the digits around it read as one run, the
+                    // units at the scale after the point.
+                    let at = points.trailing_zeros() as usize;
+                    if at == 0 || at + 1 == len {
+                        return None;
+                    }
+                    let joined = digits::without_byte(loaded, at);
+                    (digits::value(joined, len - 1), len - at - 1)
+                } else {
+                    return None;
+                };
+                // At most 15 digits: below 10^15, no overflow.
+                let units = i64::try_from(units).ok()?;
+                return Some((
+                    Self {
+                        units,
+                        scale: u8::try_from(scale).ok()?,
+                    },
+                    len,
+                ));
+            }
+        }
         let (mut units, mut point) = (0, None);
         let mut at = 0;
         loop {

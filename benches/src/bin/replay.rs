@@ -16,7 +16,11 @@
 //! `benches/BENCHMARKS.md`, which also keeps the headline row of earlier runs.
 //!
 //! `cargo run --release -p benches --bin replay -- [--blocks N] [--scale X] [--seed S]
-//! [--repeat N] [--no-write]`
+//! [--repeat N] [--no-write] [--fold-only]`
+//!
+//! `--fold-only` measures the scan and the fold passes alone (no `Value` parse, no replays) and
+//! writes nothing: the quick loop for comparing two builds, or for running the fold under a
+//! profiler without the other measurements in the profile.
 
 use std::fmt::Write as _;
 use std::io;
@@ -54,6 +58,8 @@ struct Args {
     /// Fold passes over the same blocks; the fastest is reported.
     repeat: u32,
     write: bool,
+    /// Only the scan and the fold passes (implies no write).
+    fold_only: bool,
     /// The arguments as given, for the recorded command.
     given: Vec<String>,
 }
@@ -65,6 +71,7 @@ fn parse_args(raw: &[String]) -> Result<Args> {
         seed: 1,
         repeat: 1,
         write: true,
+        fold_only: false,
         given: raw.to_vec(),
     };
     let mut it = raw.iter();
@@ -76,9 +83,13 @@ fn parse_args(raw: &[String]) -> Result<Args> {
             "--seed" => args.seed = value()?.parse().context("--seed")?,
             "--repeat" => args.repeat = value()?.parse().context("--repeat")?,
             "--no-write" => args.write = false,
+            "--fold-only" => {
+                args.fold_only = true;
+                args.write = false;
+            }
             "-h" | "--help" => {
                 println!(
-                    "replay [--blocks N (default {DEFAULT_BLOCKS})] [--scale X (default 1)] [--seed S] [--repeat N (default 1)] [--no-write]"
+                    "replay [--blocks N (default {DEFAULT_BLOCKS})] [--scale X (default 1)] [--seed S] [--repeat N (default 1)] [--no-write] [--fold-only]"
                 );
                 std::process::exit(0);
             }
@@ -260,7 +271,9 @@ fn measure(dir: &Path, args: &Args) -> Result<Results> {
 
     let mut rows = Vec::new();
     rows.push(scan(dir)?);
-    rows.push(value_parse(&blocks)?);
+    if !args.fold_only {
+        rows.push(value_parse(&blocks)?);
+    }
     let mut best: Option<Row> = None;
     for _ in 0..args.repeat {
         let pass = fold(&start, &blocks)?;
@@ -269,21 +282,23 @@ fn measure(dir: &Path, args: &Args) -> Result<Results> {
         }
     }
     rows.extend(best);
-    let mut bbo = ReplayOptions::new(dir, View::Bbo);
-    bbo.snapshot = Some(first.clone());
-    bbo.coins = vec!["BTC".to_owned()];
-    rows.push(replay(
-        "replay bbo",
-        "`engine::replay::run`, `bbo` on BTC, to a sink",
-        &bbo,
-    )?);
-    let mut l4 = ReplayOptions::new(dir, View::L4Updates);
-    l4.snapshot = Some(first.clone());
-    rows.push(replay(
-        "replay l4updates",
-        "`engine::replay::run`, `l4updates` on every coin, to a sink",
-        &l4,
-    )?);
+    if !args.fold_only {
+        let mut bbo = ReplayOptions::new(dir, View::Bbo);
+        bbo.snapshot = Some(first.clone());
+        bbo.coins = vec!["BTC".to_owned()];
+        rows.push(replay(
+            "replay bbo",
+            "`engine::replay::run`, `bbo` on BTC, to a sink",
+            &bbo,
+        )?);
+        let mut l4 = ReplayOptions::new(dir, View::L4Updates);
+        l4.snapshot = Some(first.clone());
+        rows.push(replay(
+            "replay l4updates",
+            "`engine::replay::run`, `l4updates` on every coin, to a sink",
+            &l4,
+        )?);
+    }
     let fold_row = rows.iter().find(|r| r.name == "fold");
     let rate = |name: &str| rows.iter().find(|r| r.name == name).map_or(0.0, Row::mb_s);
     let history_row = format!(
