@@ -190,8 +190,10 @@ pub struct Engine {
 }
 
 /// How many diffs ahead of the one being applied the fold asks for book
-/// memory: the index line of the diff this far ahead, and the order and
-/// links of the one half as far (whose index line has arrived by then). A
+/// memory: the index line of the diff this far ahead, the order and link
+/// of the one half as far (whose index line has arrived by then), and the
+/// level and neighbours' links of the one a quarter as far (named by the
+/// link that has arrived by then). A
 /// deep book is far larger than the caches, and each diff's lookups are
 /// trips to memory that would otherwise run one after another.
 const DIFF_LOOKAHEAD: usize = 8;
@@ -384,6 +386,11 @@ impl Engine {
                 && !matches!(near.diff.raw_book_diff, RawBookDiff::New { .. })
             {
                 self.books.prefetch_order(near.book, near.diff.oid);
+            }
+            if let Some(next) = diffs.get(at + DIFF_LOOKAHEAD / 4)
+                && !matches!(next.diff.raw_book_diff, RawBookDiff::New { .. })
+            {
+                self.books.prefetch_neighbours(next.book, next.diff.oid);
             }
             let diff = &pending.diff;
             if raw_coins.contains(diff.coin) {

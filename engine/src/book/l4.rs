@@ -194,15 +194,15 @@ impl<'a> Level<'a> {
     pub fn orders(self) -> LevelOrders<'a> {
         LevelOrders {
             slots: self.slots,
-            front: self.data.head,
-            back: self.data.tail,
-            left: self.data.len,
+            front: self.data.head(),
+            back: self.data.tail(),
+            left: self.data.len(),
         }
     }
 
     /// Number of orders.
     pub fn len(self) -> usize {
-        self.data.len
+        self.data.len()
     }
 
     /// Whether the level holds no order (never true for a level in a book).
@@ -273,27 +273,30 @@ impl DoubleEndedIterator for LevelOrders<'_> {
 /// No neighbour in a level's list.
 const NIL: usize = usize::MAX;
 
-/// A slot's neighbours in time priority within its level, kept as 32-bit
-/// slot numbers (8 bytes a slot: the table is read and written on every
-/// order change, so it is kept small). Slots past `u32::MAX - 1` would read
-/// as "no neighbour"; a book that large (hundreds of gigabytes of orders)
-/// does not fit in memory first.
+/// A slot's neighbours in time priority within its level and the level's
+/// number (see `Levels`), kept as 32-bit numbers (12 bytes a slot: the
+/// table is read and written on every order change, so it is kept small).
+/// Slots past `u32::MAX - 1` would read as "no neighbour"; a book that large
+/// (hundreds of gigabytes of orders) does not fit in memory first.
 #[derive(Debug, Clone, Copy)]
 struct Link {
     prev: u32,
     next: u32,
+    level: u32,
 }
 
 impl Link {
     const UNLINKED: Self = Self {
         prev: u32::MAX,
         next: u32::MAX,
+        level: u32::MAX,
     };
 
-    fn new(prev: usize, next: usize) -> Self {
+    fn new(prev: usize, next: usize, level: u32) -> Self {
         Self {
             prev: Self::pack(prev),
             next: Self::pack(next),
+            level,
         }
     }
 
@@ -334,7 +337,7 @@ const FIRST_CHUNK: usize = 16;
 ///
 /// The links are apart from the orders because a deep book is far larger
 /// than the cache: linking or unlinking an order rewrites its neighbours'
-/// links, and those sit in a dense table (8 bytes a slot) rather than at
+/// links, and those sit in a dense table (12 bytes a slot) rather than at
 /// the head of each neighbour's ~250-byte order. A freed slot keeps its old
 /// order until the slot is reused — only slots on a level's list or in the
 /// oid index are ever read — so removing an order does not touch (or drop)
@@ -455,13 +458,16 @@ impl Slots {
     }
 }
 
-/// A level's list ends, order count and running total.
+/// A level's side and price, list ends, order count and running total.
 #[derive(Debug, Clone)]
 struct LevelData {
+    side: Side,
     px: Px,
-    head: usize,
-    tail: usize,
-    len: usize,
+    /// First and last slots, packed as in [`Link`] (a book has over a
+    /// hundred thousand levels: 4 bytes each, not 8).
+    head: u32,
+    tail: u32,
+    len: u32,
     /// Exact running sum of the orders' sizes, kept at the largest scale seen
     /// (made canonical only when read: doing it on every step cost a
     /// division per trailing zero); `None` once a step overflowed (then
@@ -470,11 +476,12 @@ struct LevelData {
 }
 
 impl LevelData {
-    fn new(px: Px) -> Self {
+    fn new(side: Side, px: Px) -> Self {
         Self {
+            side,
             px,
-            head: NIL,
-            tail: NIL,
+            head: u32::MAX,
+            tail: u32::MAX,
             len: 0,
             total: Some(Sz::ZERO),
         }
@@ -494,18 +501,32 @@ impl LevelData {
         }
     }
 
-    /// Appends the order in slot `at` (whose links are unset) at the back.
-    fn push_back(&mut self, slots: &mut Slots, at: usize, sz: Sz) {
-        if let Some(last) = slots.link_mut(self.tail) {
+    fn head(&self) -> usize {
+        Link::unpack(self.head)
+    }
+
+    fn tail(&self) -> usize {
+        Link::unpack(self.tail)
+    }
+
+    fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// Appends the order in slot `at` (whose links are unset) at the back
+    /// of this level, number `level`.
+    fn push_back(&mut self, slots: &mut Slots, at: usize, level: u32, sz: Sz) {
+        if let Some(last) = slots.link_mut(self.tail()) {
             last.set_next(at);
         } else {
-            self.head = at;
+            self.head = Link::pack(at);
         }
         if let Some(link) = slots.link_mut(at) {
-            *link = Link::new(self.tail, NIL);
+            *link = Link::new(self.tail(), NIL, level);
         }
-        self.tail = at;
-        self.len += 1;
+        self.tail = Link::pack(at);
+        // At most one order per slot: fewer than `u32::MAX`.
+        self.len = self.len.saturating_add(1);
         self.adjust(Some(sz), None);
     }
 
@@ -513,14 +534,73 @@ impl LevelData {
     fn unlink(&mut self, slots: &mut Slots, prev: usize, next: usize, sz: Sz) {
         match slots.link_mut(prev) {
             Some(link) => link.set_next(next),
-            None => self.head = next,
+            None => self.head = Link::pack(next),
         }
         match slots.link_mut(next) {
             Some(link) => link.set_prev(prev),
-            None => self.tail = prev,
+            None => self.tail = Link::pack(prev),
         }
         self.len = self.len.saturating_sub(1);
         self.adjust(None, Some(sz));
+    }
+}
+
+/// A book's levels by number. The ordered maps of prices hold only these
+/// numbers, and each resting order's link names its level's, so changing
+/// or removing an order reaches its level directly: a map is searched when
+/// an order is placed (to find its price's level) and changed only when a
+/// level is made or empties. Most removals leave other orders on the level
+/// (nine in ten in the simulator's mainnet blocks), and a map search walks
+/// nodes spread over memory, each a wait.
+#[derive(Debug, Default)]
+struct Levels {
+    data: Vec<LevelData>,
+    /// Numbers of emptied levels, for reuse.
+    free: Vec<u32>,
+}
+
+/// A copy keeps the table's capacity, as `Slots` does: a derived `Clone`
+/// trims it to its length, and the copy's next new price would then copy the
+/// whole table to grow it.
+impl Clone for Levels {
+    fn clone(&self) -> Self {
+        let mut data = Vec::with_capacity(self.data.capacity());
+        data.extend_from_slice(&self.data);
+        Self {
+            data,
+            free: self.free.clone(),
+        }
+    }
+}
+
+impl Levels {
+    /// A new empty level at `px`; its number.
+    fn add(&mut self, side: Side, px: Px) -> u32 {
+        let level = LevelData::new(side, px);
+        if let Some(at) = self.free.pop()
+            && let Some(slot) = self.data.get_mut(at as usize)
+        {
+            *slot = level;
+            return at;
+        }
+        // A level per resting order at most: fewer than `u32::MAX` (see
+        // `Link`).
+        let at = u32::try_from(self.data.len()).unwrap_or(u32::MAX);
+        self.data.push(level);
+        at
+    }
+
+    fn get(&self, at: u32) -> Option<&LevelData> {
+        self.data.get(at as usize)
+    }
+
+    fn get_mut(&mut self, at: u32) -> Option<&mut LevelData> {
+        self.data.get_mut(at as usize)
+    }
+
+    /// Frees an emptied level's number.
+    fn release(&mut self, at: u32) {
+        self.free.push(at);
     }
 }
 
@@ -530,11 +610,13 @@ impl LevelData {
 /// grows without moving what it holds), each level is a doubly linked list
 /// through it, and an oid index (`oids`, which can prefetch) points at the
 /// slots: an order rests, changes size or leaves without moving any other
-/// order, and levels are found by price in an ordered map per side.
+/// order, and levels are found by price in an ordered map per side, which
+/// holds their numbers (see `Levels`).
 #[derive(Debug, Clone, Default)]
 pub struct L4Book {
-    bids: BTreeMap<Reverse<Px>, LevelData>,
-    asks: BTreeMap<Px, LevelData>,
+    bids: BTreeMap<Reverse<Px>, u32>,
+    asks: BTreeMap<Px, u32>,
+    levels: Levels,
     slots: Slots,
     /// Order id → slot.
     index: OidIndex,
@@ -559,29 +641,29 @@ impl L4Book {
         let at = self.slots.put(order);
         // One probe of the index whether or not the oid already rests.
         let replaced = self.index.insert(oid, at).and_then(|old| {
-            unlink_slot(&mut self.bids, &mut self.asks, &mut self.slots, old);
+            self.unlink_slot(old);
             self.slots.free(old);
             self.slots.order(old).cloned()
         });
+        let levels = &mut self.levels;
         let level = match side {
-            Side::Bid => self
+            Side::Bid => *self
                 .bids
                 .entry(Reverse(px))
-                .or_insert_with(|| LevelData::new(px)),
-            Side::Ask => self.asks.entry(px).or_insert_with(|| LevelData::new(px)),
+                .or_insert_with(|| levels.add(side, px)),
+            Side::Ask => *self.asks.entry(px).or_insert_with(|| levels.add(side, px)),
         };
-        level.push_back(&mut self.slots, at, sz);
+        if let Some(data) = self.levels.get_mut(level) {
+            data.push_back(&mut self.slots, at, level, sz);
+        }
         replaced
     }
 
     /// Sets the resting size of `oid`, keeping its time priority.
     pub fn set_sz(&mut self, oid: u64, sz: Sz) -> Option<&RestingOrder> {
         let at = self.index.get(oid)?;
+        let level = self.levels.get_mut(self.slots.link(at)?.level)?;
         let order = self.slots.order_mut(at)?;
-        let level = match order.side {
-            Side::Bid => self.bids.get_mut(&Reverse(order.limit_px))?,
-            Side::Ask => self.asks.get_mut(&order.limit_px)?,
-        };
         let old = std::mem::replace(&mut order.sz, sz);
         level.adjust(Some(sz), Some(old));
         Some(order)
@@ -604,9 +686,29 @@ impl L4Book {
     /// order stays readable there until the next insert).
     fn detach(&mut self, oid: u64) -> Option<usize> {
         let at = self.index.remove(oid)?;
-        unlink_slot(&mut self.bids, &mut self.asks, &mut self.slots, at);
+        self.unlink_slot(at);
         self.slots.free(at);
         Some(at)
+    }
+
+    /// Unlinks the order in slot `at` from its level (the order stays in
+    /// its slot), dropping the level when it empties.
+    fn unlink_slot(&mut self, at: usize) {
+        let (Some(link), Some(order)) = (self.slots.link(at), self.slots.order(at)) else {
+            return;
+        };
+        let sz = order.sz;
+        let Some(level) = self.levels.get_mut(link.level) else {
+            return;
+        };
+        level.unlink(&mut self.slots, link.prev(), link.next(), sz);
+        if level.len == 0 {
+            match level.side {
+                Side::Bid => self.bids.remove(&Reverse(level.px)),
+                Side::Ask => self.asks.remove(&level.px),
+            };
+            self.levels.release(link.level);
+        }
     }
 
     /// The order with id `oid`.
@@ -617,12 +719,12 @@ impl L4Book {
 
     /// Bid levels, best (highest) first.
     pub fn bids(&self) -> impl DoubleEndedIterator<Item = Level<'_>> + '_ {
-        self.bids.values().map(|data| self.level(data))
+        self.bids.values().filter_map(|&at| self.level(at))
     }
 
     /// Ask levels, best (lowest) first.
     pub fn asks(&self) -> impl DoubleEndedIterator<Item = Level<'_>> + '_ {
-        self.asks.values().map(|data| self.level(data))
+        self.asks.values().filter_map(|&at| self.level(at))
     }
 
     /// Levels of one side, best first.
@@ -659,48 +761,11 @@ impl L4Book {
         self.bids().chain(self.asks()).flat_map(Level::orders)
     }
 
-    fn level<'a>(&'a self, data: &'a LevelData) -> Level<'a> {
-        Level {
-            data,
+    fn level(&self, at: u32) -> Option<Level<'_>> {
+        Some(Level {
+            data: self.levels.get(at)?,
             slots: &self.slots,
-        }
-    }
-}
-
-/// Unlinks the order in slot `at` from its level (the order stays in its
-/// slot).
-fn unlink_slot(
-    bids: &mut BTreeMap<Reverse<Px>, LevelData>,
-    asks: &mut BTreeMap<Px, LevelData>,
-    slots: &mut Slots,
-    at: usize,
-) {
-    let (Some(link), Some(order)) = (slots.link(at), slots.order(at)) else {
-        return;
-    };
-    let (prev, next) = (link.prev(), link.next());
-    let (side, px, sz) = (order.side, order.limit_px, order.sz);
-    match side {
-        Side::Bid => unlink(bids, &Reverse(px), slots, prev, next, sz),
-        Side::Ask => unlink(asks, &px, slots, prev, next, sz),
-    }
-}
-
-/// Unlinks the order of size `sz` between `prev` and `next` from its level,
-/// dropping the level when it empties.
-fn unlink<K: Ord>(
-    levels: &mut BTreeMap<K, LevelData>,
-    key: &K,
-    slots: &mut Slots,
-    prev: usize,
-    next: usize,
-    sz: Sz,
-) {
-    if let Some(level) = levels.get_mut(key) {
-        level.unlink(slots, prev, next, sz);
-        if level.len == 0 {
-            levels.remove(key);
-        }
+        })
     }
 }
 
@@ -802,6 +867,26 @@ impl Books {
             && let Some(at) = book.index.get(oid)
         {
             book.slots.prefetch(at);
+        }
+    }
+
+    /// Asks for the rest of what changing or removing `oid` touches in the
+    /// book at `position`: its level, and its neighbours' links (an unlink
+    /// rewrites them). Reads the index and the order's link, so it pays
+    /// once [`Books::prefetch_order`] has brought those in.
+    pub(crate) fn prefetch_neighbours(&self, position: Option<usize>, oid: u64) {
+        if let Some((_, book)) = position.and_then(|at| self.coins.get(at))
+            && let Some(at) = book.index.get(oid)
+            && let Some(link) = book.slots.link(at)
+        {
+            if let Some(level) = book.levels.get(link.level) {
+                prefetch(level);
+            }
+            for neighbour in [link.prev(), link.next()] {
+                if let Some(link) = book.slots.link_ref(neighbour) {
+                    prefetch(link);
+                }
+            }
         }
     }
 
@@ -936,14 +1021,39 @@ mod tests {
     #[test]
     fn links_keep_slot_numbers_and_the_no_neighbour_marker() {
         for at in [0, 1, 15, 16, 1 << 20, (u32::MAX - 1) as usize] {
-            let link = Link::new(at, NIL);
-            assert_eq!((link.prev(), link.next()), (at, NIL));
+            let link = Link::new(at, NIL, 3);
+            assert_eq!((link.prev(), link.next(), link.level), (at, NIL, 3));
         }
         let mut link = Link::UNLINKED;
         assert_eq!((link.prev(), link.next()), (NIL, NIL));
         link.set_next(7);
         link.set_prev(9);
         assert_eq!((link.prev(), link.next()), (9, 7));
+    }
+
+    #[test]
+    fn emptied_levels_are_dropped_and_their_numbers_reused() {
+        let mut book = L4Book::new();
+        book.insert(order(1, Side::Bid, "100.0", "1"));
+        for oid in 2..2_000u64 {
+            // A fresh price each time, emptied again by the next step.
+            let px = format!("{}.5", 50 + oid % 7);
+            book.insert(order(oid, Side::Ask, &px, "2"));
+            book.set_sz(oid, Sz::parse("3").unwrap());
+            assert!(book.discard(oid));
+        }
+        assert_eq!(book.asks().count(), 0);
+        assert_eq!(book.bids().count(), 1);
+        assert_eq!(book.levels.data.len(), 2, "one level kept, one reused");
+        // A level that keeps other orders stays, with its total.
+        book.insert(order(5_000, Side::Bid, "100.0", "4"));
+        assert!(book.discard(1));
+        let level = book.best_bid().unwrap();
+        assert_eq!(
+            (level.len(), level.total_sz().unwrap().to_string()),
+            (1, "4.0".to_owned())
+        );
+        assert_eq!(level.px().to_string(), "100.0");
     }
 
     #[test]
