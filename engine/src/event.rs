@@ -477,6 +477,23 @@ mod compact {
             }
         }
 
+        /// A bracket order's `children`: `[]`, or an array delimited by its
+        /// brackets and checked as JSON by serde, as the generic decode
+        /// would (the children themselves stay undecoded there too).
+        fn children(&mut self) -> Option<&'a RawValue> {
+            if self.literal(b"[]").is_some() {
+                return empty_children();
+            }
+            let rest = self.bytes.get(self.at..)?;
+            if rest.first() != Some(&b'[') {
+                return None;
+            }
+            let end = feeds::envelope::skip_value(rest, 0).ok()?;
+            let children: &'a RawValue = serde_json::from_slice(&rest[..end]).ok()?;
+            self.at += end;
+            Some(children)
+        }
+
         /// `null` or a string (opening quote not yet consumed). The outer
         /// `None` means "not the compact layout", the inner one JSON `null`.
         #[allow(clippy::option_option)]
@@ -622,8 +639,8 @@ mod compact {
     }
 
     /// The node's status layout with `builder` null or `{"b":…,"f":N}` and
-    /// `children` empty; anything else (bracket children included) goes
-    /// through serde.
+    /// `children` an array (empty, or bracket orders taken whole); anything
+    /// else goes through serde.
     pub(super) fn order_status(span: &[u8]) -> Option<OrderStatusEvent<'_>> {
         whole(span, order_status_at)
     }
@@ -659,7 +676,7 @@ mod compact {
         let trigger_condition = c.after(br#","triggerCondition":""#)?.string()?;
         let is_trigger = c.after(br#","isTrigger":"#)?.boolean()?;
         let trigger_px = c.after(br#","triggerPx":""#)?.decimal()?;
-        c.literal(br#","children":[]"#)?;
+        let children = c.after(br#","children":"#)?.children()?;
         let is_position_tpsl = c.after(br#","isPositionTpsl":"#)?.boolean()?;
         let reduce_only = c.after(br#","reduceOnly":"#)?.boolean()?;
         let order_type = c.after(br#","orderType":""#)?.string()?;
@@ -683,7 +700,7 @@ mod compact {
                 trigger_condition,
                 is_trigger,
                 trigger_px,
-                children: Some(empty_children()?),
+                children: Some(children),
                 is_position_tpsl,
                 reduce_only,
                 order_type,
@@ -935,7 +952,22 @@ mod tests {
             let slow = decode_order_status_generic(raw.as_bytes()).unwrap();
             assert_eq!(format!("{fast:?}"), format!("{slow:?}"));
         }
-        let children = STATUS.replace(r#""children":[]"#, r#""children":[{"coin":"BTC"}]"#);
+        // Bracket children are taken whole, as serde takes them.
+        let children = STATUS.replace(
+            r#""children":[]"#,
+            r#""children":[{"coin":"BTC","side":"A","limitPx":"80000.0","sz":"0.5","oid":0,"children":[]},{"x":[1,"]"]}]"#,
+        );
+        let fast = compact::order_status(children.as_bytes()).expect("children array");
+        let slow = decode_order_status_generic(children.as_bytes()).unwrap();
+        assert_eq!(format!("{fast:?}"), format!("{slow:?}"));
+        assert_eq!(
+            fast.order.children.map(RawValue::get),
+            Some(
+                r#"[{"coin":"BTC","side":"A","limitPx":"80000.0","sz":"0.5","oid":0,"children":[]},{"x":[1,"]"]}]"#
+            )
+        );
+        let broken = STATUS.replace(r#""children":[]"#, r#""children":[{"coin":}]"#);
+        let null_children = STATUS.replace(r#""children":[]"#, r#""children":null"#);
         let reordered = STATUS
             .replace(
                 r#""user":"0xca1d1650d13b8fa936dca4efdf1f487766f2abd1","#,
@@ -945,14 +977,25 @@ mod tests {
         let spaced = STATUS.replace(r#""oid":"#, r#""oid": "#);
         let negative_oid = STATUS.replace(r#""oid":405401002917"#, r#""oid":-1"#);
         let escaped = STATUS.replace(r#""tif":"Alo""#, r#""tif":"A\u006co""#);
-        for raw in [&children, &reordered, &spaced, &negative_oid, &escaped] {
+        for raw in [
+            &broken,
+            &null_children,
+            &reordered,
+            &spaced,
+            &negative_oid,
+            &escaped,
+        ] {
             assert!(compact::order_status(raw.as_bytes()).is_none(), "{raw}");
         }
         // Serde still decodes the valid ones and rejects the others (a
         // negative oid; an escape in a string that must borrow from the line).
-        assert_eq!(
-            decode_order_status(children.as_bytes()).unwrap().order.oid,
-            405_401_002_917
+        assert!(decode_order_status(broken.as_bytes()).is_err());
+        assert!(
+            decode_order_status(null_children.as_bytes())
+                .unwrap()
+                .order
+                .children
+                .is_none()
         );
         assert_eq!(
             decode_order_status(reordered.as_bytes()).unwrap().user,
