@@ -37,27 +37,41 @@ pub(crate) fn masks(chunk: &[u8; 16]) -> (u32, u32) {
     }
 }
 
+/// The SSE2 steps the decoders share: this module's digit and point masks,
+/// and the compact decoder's string scan (`event::compact`).
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-mod sse2 {
+pub(crate) mod sse2 {
     use std::arch::x86_64::{
         __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8, _mm_set1_epi8,
         _mm_sub_epi8,
     };
 
+    /// The sixteen bytes of `chunk` in a vector.
     #[target_feature(enable = "sse2")]
-    #[allow(
-        clippy::cast_possible_wrap,
-        clippy::cast_sign_loss,
-        clippy::cast_ptr_alignment
-    )]
-    pub(super) fn masks(chunk: &[u8; 16]) -> (u32, u32) {
+    #[allow(clippy::cast_ptr_alignment)]
+    pub(crate) fn load(chunk: &[u8; 16]) -> __m128i {
         #[allow(unsafe_code)]
         // SAFETY: `chunk` is 16 readable bytes, and an unaligned load has no
         // alignment requirement.
-        let v = unsafe { _mm_loadu_si128(chunk.as_ptr().cast::<__m128i>()) };
-        // A digit is a byte whose distance above `0` (wrapping) is below 10.
-        let offset = _mm_sub_epi8(v, _mm_set1_epi8(b'0' as i8));
-        let digit = _mm_cmpeq_epi8(_mm_min_epu8(offset, _mm_set1_epi8(9)), offset);
+        unsafe {
+            _mm_loadu_si128(chunk.as_ptr().cast::<__m128i>())
+        }
+    }
+
+    /// All ones in each byte of `v` at most `bound` (unsigned): `min(v,
+    /// bound) == v` exactly there.
+    #[target_feature(enable = "sse2")]
+    #[allow(clippy::cast_possible_wrap)]
+    pub(crate) fn at_most(v: __m128i, bound: u8) -> __m128i {
+        _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(bound as i8)), v)
+    }
+
+    #[target_feature(enable = "sse2")]
+    #[allow(clippy::cast_possible_wrap, clippy::cast_sign_loss)]
+    pub(super) fn masks(chunk: &[u8; 16]) -> (u32, u32) {
+        let v = load(chunk);
+        // A digit is a byte whose distance above `0` (wrapping) is at most 9.
+        let digit = at_most(_mm_sub_epi8(v, _mm_set1_epi8(b'0' as i8)), 9);
         let point = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'.' as i8));
         (
             _mm_movemask_epi8(digit) as u32,

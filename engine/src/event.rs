@@ -610,29 +610,20 @@ mod compact {
 
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     mod sse2 {
-        use std::arch::x86_64::{
-            __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8,
-            _mm_or_si128, _mm_set1_epi8,
-        };
+        use std::arch::x86_64::{_mm_cmpeq_epi8, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8};
+
+        use crate::digits::sse2::{at_most, load};
 
         /// Bit `i` of the first mask is set when byte `i` of `chunk` ends a
         /// plain string (`"`, `\\`, or below 0x20); the second mask holds
         /// each byte's top bit.
         #[target_feature(enable = "sse2")]
-        #[allow(
-            clippy::cast_possible_wrap,
-            clippy::cast_sign_loss,
-            clippy::cast_ptr_alignment
-        )]
+        #[allow(clippy::cast_possible_wrap, clippy::cast_sign_loss)]
         pub(super) fn stops_and_top_bits(chunk: &[u8; 16]) -> (u32, u32) {
-            #[allow(unsafe_code)]
-            // SAFETY: `chunk` is 16 readable bytes, and an unaligned load has
-            // no alignment requirement.
-            let v = unsafe { _mm_loadu_si128(chunk.as_ptr().cast::<__m128i>()) };
+            let v = load(chunk);
             let quote = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
             let backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
-            // `min(v, 0x1f) == v` exactly when the byte is below 0x20.
-            let control = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v);
+            let control = at_most(v, 0x1f);
             let stops = _mm_or_si128(_mm_or_si128(quote, backslash), control);
             (_mm_movemask_epi8(stops) as u32, _mm_movemask_epi8(v) as u32)
         }
