@@ -15,6 +15,8 @@ mod common;
 mod fills;
 #[path = "engine/fold_real.rs"]
 mod fold_real;
+#[path = "engine/golden.rs"]
+mod golden;
 #[path = "engine/hub.rs"]
 mod hub;
 #[path = "engine/replay.rs"]
