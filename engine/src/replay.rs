@@ -20,11 +20,11 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use feeds::{Cursor, Feed, FeedError, Mode, SnapshotFile, Snapshots, Start};
+use feeds::{Cursor, Feed, FeedError, Mode, SnapshotFile, Snapshots, Source, Start};
 use serde::Serialize;
 use thiserror::Error;
 
-use crate::align::{AlignMode, AlignReport, Aligner, Source};
+use crate::align::{AlignMode, AlignReport, Aligner};
 use crate::block::Block;
 use crate::fold::{CoinReset, Engine, UnknownIds};
 use crate::snapshot::{self, L4Snapshot, SnapshotError};
@@ -730,12 +730,12 @@ pub fn run(
     let mut view = driver(opts)?;
     let mut inputs = Vec::new();
     let mut mode = AlignMode::ByBlock;
-    for (feed_source, source) in Source::FEEDS {
-        let feed = Feed::open(&opts.data_dir, feed_source)?;
+    for source in Source::EVENT_STREAMS {
+        let feed = Feed::open(&opts.data_dir, source)?;
         let Some(dir) = feed.source_dir_name() else {
             continue;
         };
-        if feed_source.mode_of_dir(&dir) == Some(Mode::Streaming) {
+        if source.mode_of_dir(&dir) == Some(Mode::Streaming) {
             mode = AlignMode::Streaming;
         }
         let cursor = feed.seek(Start::BlockNumber(0))?;
@@ -916,7 +916,7 @@ fn snapshots(
     opts: &ReplayOptions,
     first_block: Option<u64>,
 ) -> Result<(Option<L4Snapshot>, Vec<SnapshotFile>, Snapshots), ReplayError> {
-    let listed = Snapshots::open(&opts.data_dir)?;
+    let listed = Snapshots::open_at_rest(&opts.data_dir)?;
     let files = listed.list();
     let start = if let Some(path) = &opts.snapshot {
         let bytes = std::fs::read(path).map_err(|e| ReplayError::SnapshotIo {

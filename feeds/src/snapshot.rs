@@ -17,8 +17,12 @@
 //! A file is listed only once it looks complete: its JSON starts with
 //! `[<height>,` matching the file name and ends with `]`, and it is either
 //! at least [`SETTLE`] old or had the same length at the previous
-//! [`Snapshots::refresh`]. A file whose leading height disagrees with its
-//! name is never listed and is reported by [`Snapshots::skipped`].
+//! [`Snapshots::refresh`]. Files at rest — captured files replayed offline,
+//! which nothing writes any more — are opened with
+//! [`Snapshots::open_at_rest`], which trusts a complete-looking file at once,
+//! so the same files always give the same list. A file whose leading height
+//! disagrees with its name is never listed and is reported by
+//! [`Snapshots::skipped`].
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -79,6 +83,8 @@ struct Inner {
     listed: RwLock<Arc<Vec<SnapshotFile>>>,
     refresh: Mutex<Pending>,
     skipped: RwLock<Vec<FeedError>>,
+    /// How old a file must be to be trusted at first sight.
+    settle: Duration,
 }
 
 /// Lengths of files seen but not yet listed.
@@ -106,11 +112,26 @@ impl Snapshots {
     /// [`FeedError::Io`] when a directory cannot be read or a feed cannot be
     /// opened.
     pub fn open(data_dir: &Path) -> Result<Snapshots, FeedError> {
+        Snapshots::open_settling(data_dir, SETTLE)
+    }
+
+    /// As [`Snapshots::open`], for files at rest (nothing writes them any
+    /// more): a file that starts and ends like a whole snapshot is listed
+    /// at once, whatever its age, so the list never depends on when the
+    /// files were written.
+    ///
+    /// # Errors
+    /// As [`Snapshots::open`].
+    pub fn open_at_rest(data_dir: &Path) -> Result<Snapshots, FeedError> {
+        Snapshots::open_settling(data_dir, Duration::ZERO)
+    }
+
+    fn open_settling(data_dir: &Path, settle: Duration) -> Result<Snapshots, FeedError> {
         let clocks = CLOCK_SOURCES
             .iter()
             .map(|&source| Feed::open(data_dir, source))
             .collect::<Result<Vec<_>, _>>()?;
-        Snapshots::with_feeds(data_dir, clocks)
+        Snapshots::build(data_dir, clocks, settle)
     }
 
     /// As [`Snapshots::open`], dating snapshots with feeds the caller
@@ -120,6 +141,10 @@ impl Snapshots {
     /// # Errors
     /// [`FeedError::Io`] when a directory cannot be read.
     pub fn with_feeds(data_dir: &Path, feeds: Vec<Feed>) -> Result<Snapshots, FeedError> {
+        Snapshots::build(data_dir, feeds, SETTLE)
+    }
+
+    fn build(data_dir: &Path, feeds: Vec<Feed>, settle: Duration) -> Result<Snapshots, FeedError> {
         let snapshots = Snapshots {
             inner: Arc::new(Inner {
                 data_dir: data_dir.to_path_buf(),
@@ -127,6 +152,7 @@ impl Snapshots {
                 listed: RwLock::new(Arc::new(Vec::new())),
                 refresh: Mutex::new(Pending::default()),
                 skipped: RwLock::new(Vec::new()),
+                settle,
             }),
         };
         snapshots.refresh()?;
@@ -187,7 +213,9 @@ impl Snapshots {
             .modified()
             .map_err(|e| FeedError::io("stat", path, &e))?;
         let previous = pending.seen_len.insert(path.clone(), len);
-        let settled = modified.elapsed().is_ok_and(|age| age >= SETTLE) || previous == Some(len);
+        let settled = self.inner.settle.is_zero()
+            || modified.elapsed().is_ok_and(|age| age >= self.inner.settle)
+            || previous == Some(len);
         let head = read_at_most(&file, path, 0, 32)?;
         if let Some(height) = leading_height(&head) {
             if height != candidate.height {

@@ -104,3 +104,20 @@ fn dates_by_block_time_verifies_heights_and_waits_for_complete_files() {
     snapshots.refresh().unwrap();
     assert_eq!(snapshots.list().len(), 1);
 }
+
+#[test]
+fn files_at_rest_are_listed_at_once_whatever_their_age() {
+    let node = NodeDir::new();
+    let snaps = node.path().join("l4_snapshots");
+    std::fs::create_dir_all(&snaps).unwrap();
+    std::fs::write(snaps.join("l4_snapshot_5.json"), b"[5,[[\"BTC\",[[],[]]]]]").unwrap();
+    std::fs::write(snaps.join("l4_snapshot_9.json"), b"[9,[[\"BTC\",[[").unwrap();
+    // Live: written just now, so not trusted at first sight.
+    assert!(Snapshots::open(node.path()).unwrap().list().is_empty());
+    // At rest: the whole file is listed, the cut-off one never is.
+    let at_rest = Snapshots::open_at_rest(node.path()).unwrap();
+    assert_eq!(
+        at_rest.list().iter().map(|s| s.height).collect::<Vec<_>>(),
+        [5]
+    );
+}
