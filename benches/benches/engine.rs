@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use engine::align::{AlignMode, Aligner, Source};
+use engine::align::{AlignMode, Aligner};
 use engine::block::Block;
 use engine::book::l2::{L2Params, aggregate};
 use engine::book::l4::L4Book;
@@ -59,8 +59,8 @@ fn corpus() -> Result<Corpus> {
     let start = snapshot::parse(&std::fs::read(first)?)?;
     let mut sources = Vec::new();
     let mut records = Vec::new();
-    for (feed_source, source) in Source::FEEDS {
-        let feed = Feed::open(dir.path(), feed_source)?;
+    for source in feeds::Source::EVENT_STREAMS {
+        let feed = Feed::open(dir.path(), source)?;
         if feed.source_dir_name().is_none() {
             continue;
         }

@@ -18,9 +18,9 @@
 //! the first [`MAX_ISSUES`] are kept with their block numbers.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use bytes::Bytes;
+use feeds::Source;
 use feeds::envelope::{self, EnvelopeError};
 use thiserror::Error;
 
@@ -29,63 +29,11 @@ use crate::block::{Block, BlockLines};
 /// Issues kept verbatim in [`AlignReport::issues`] (all are counted).
 pub const MAX_ISSUES: usize = 256;
 
-/// A node output stream the aligner joins.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Source {
-    /// `node_order_statuses`.
-    OrderStatuses,
-    /// `node_raw_book_diffs`.
-    RawBookDiffs,
-    /// `node_fills`.
-    Fills,
-    /// `misc_events`.
-    MiscEvents,
-    /// `node_twap_statuses`.
-    TwapStatuses,
-}
-
-impl Source {
-    /// Every aligned source with the [`feeds::Source`] its lines are read
-    /// from, in the order blocks are assembled.
-    pub const FEEDS: [(feeds::Source, Source); 5] = [
-        (feeds::Source::OrderStatuses, Source::OrderStatuses),
-        (feeds::Source::RawBookDiffs, Source::RawBookDiffs),
-        (feeds::Source::Fills, Source::Fills),
-        (feeds::Source::MiscEvents, Source::MiscEvents),
-        (feeds::Source::TwapStatuses, Source::TwapStatuses),
-    ];
-}
-
-impl Source {
-    /// Every source, in a fixed order.
-    pub const ALL: [Source; 5] = [
-        Source::OrderStatuses,
-        Source::RawBookDiffs,
-        Source::Fills,
-        Source::MiscEvents,
-        Source::TwapStatuses,
-    ];
-
-    fn index(self) -> usize {
-        self as usize
-    }
-
-    /// Short name (`order_statuses`, ...).
-    pub fn name(self) -> &'static str {
-        match self {
-            Source::OrderStatuses => "order_statuses",
-            Source::RawBookDiffs => "raw_book_diffs",
-            Source::Fills => "fills",
-            Source::MiscEvents => "misc_events",
-            Source::TwapStatuses => "twap_statuses",
-        }
-    }
-}
-
-impl fmt::Display for Source {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
+/// The slot of an event stream in the aligner's per-source arrays: its
+/// position in [`Source::EVENT_STREAMS`] (`None` for replica blocks and
+/// snapshots, which are not part of a block's events).
+fn slot(source: Source) -> Option<usize> {
+    Source::EVENT_STREAMS.iter().position(|&s| s == source)
 }
 
 /// How the node wrote its files.
@@ -210,8 +158,10 @@ impl Aligner {
     /// at the latest `grace_ms` after its first line.
     pub fn new(mode: AlignMode, sources: &[Source], grace_ms: i64) -> Self {
         let mut active = [false; 5];
-        for source in sources {
-            active[source.index()] = true;
+        for &source in sources {
+            if let Some(i) = slot(source) {
+                active[i] = true;
+            }
         }
         Self {
             mode,
@@ -265,7 +215,9 @@ impl Aligner {
         line: Bytes,
         now_ms: i64,
     ) {
-        let i = source.index();
+        let Some(i) = slot(source) else {
+            return;
+        };
         self.active[i] = true;
         let last = self.last_seen[i];
         if self.mode == AlignMode::ByBlock && last == Some(block_number) {
@@ -310,6 +262,7 @@ impl Aligner {
             Source::Fills => &mut pending.lines.fills,
             Source::MiscEvents => &mut pending.lines.misc_events,
             Source::TwapStatuses => &mut pending.lines.twap_statuses,
+            Source::Blocks | Source::OrderbookSnapshots => return,
         };
         lines.push(line);
     }

@@ -5,6 +5,7 @@
 pub mod align;
 pub mod block;
 pub mod book;
+pub mod coin;
 mod digits;
 pub mod error;
 pub mod event;

@@ -22,42 +22,9 @@ use std::collections::HashMap;
 use thiserror::Error;
 
 use crate::block::DecodedBlock;
+use crate::coin::is_perp;
 use crate::event::{FillEvent, Side};
 use crate::num::Decimal;
-
-/// The family a coin name belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum MarketKind {
-    /// Main-dex perp (`BTC`, `kPEPE`).
-    Perp,
-    /// Builder-deployed perp (`dex:ASSET`).
-    BuilderPerp,
-    /// Spot pair (`@N`, or a named pair such as `PURR/USDC`).
-    Spot,
-    /// Outcome market (`#N`).
-    Outcome,
-}
-
-/// Classifies a coin name by its shape.
-pub fn market_kind(coin: &str) -> MarketKind {
-    if coin.starts_with('@') || coin.contains('/') {
-        MarketKind::Spot
-    } else if coin.starts_with('#') {
-        MarketKind::Outcome
-    } else if coin.contains(':') {
-        MarketKind::BuilderPerp
-    } else {
-        MarketKind::Perp
-    }
-}
-
-/// Whether `coin` is a perp (main-dex or builder-deployed).
-pub fn is_perp(coin: &str) -> bool {
-    matches!(
-        market_kind(coin),
-        MarketKind::Perp | MarketKind::BuilderPerp
-    )
-}
 
 /// A fill the tracker could not take at face value (never fatal).
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -253,19 +220,7 @@ mod tests {
     use super::*;
     use crate::event::decode_fill;
     use proptest::prelude::*;
-    use rstest::rstest;
     use std::collections::BTreeMap;
-
-    #[rstest]
-    #[case::main_perp("BTC", MarketKind::Perp)]
-    #[case::thousand_perp("kPEPE", MarketKind::Perp)]
-    #[case::builder_perp("xyz:NVDA", MarketKind::BuilderPerp)]
-    #[case::spot_index("@107", MarketKind::Spot)]
-    #[case::named_spot("PURR/USDC", MarketKind::Spot)]
-    #[case::outcome("#1890", MarketKind::Outcome)]
-    fn classifies_coin_names(#[case] coin: &str, #[case] kind: MarketKind) {
-        assert_eq!(market_kind(coin), kind);
-    }
 
     fn fill_text(user: &str, coin: &str, side: Side, sz: &str, start: &str) -> String {
         format!(

@@ -56,6 +56,16 @@ impl Source {
         Source::OrderbookSnapshots,
     ];
 
+    /// The sources whose lines are block envelopes of events, in the order
+    /// the engine assembles a block from them.
+    pub const EVENT_STREAMS: [Source; 5] = [
+        Source::OrderStatuses,
+        Source::RawBookDiffs,
+        Source::Fills,
+        Source::MiscEvents,
+        Source::TwapStatuses,
+    ];
+
     /// The stable feed id (`fills`, `raw_book_diffs`, …).
     pub fn feed_id(self) -> &'static str {
         match self {
@@ -95,6 +105,20 @@ impl Source {
                 "node_twap_statuses_streaming",
             ],
             Source::OrderbookSnapshots => &[],
+        }
+    }
+
+    /// The hourly directory of this source in `mode` (`node_fills_by_block`,
+    /// `node_fills_streaming`); `None` for replica blocks and snapshots,
+    /// which have no batching mode.
+    pub fn dir_name(self, mode: Mode) -> Option<&'static str> {
+        if !self.is_envelope() {
+            return None;
+        }
+        let names = self.dir_names();
+        match mode {
+            Mode::ByBlock => names.first().copied(),
+            Mode::Streaming => names.get(1).copied(),
         }
     }
 
@@ -151,6 +175,18 @@ impl fmt::Display for Source {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn event_streams_have_a_directory_per_mode() {
+        for source in Source::EVENT_STREAMS {
+            for mode in [Mode::ByBlock, Mode::Streaming] {
+                let dir = source.dir_name(mode).unwrap();
+                assert_eq!(source.mode_of_dir(dir), Some(mode));
+            }
+        }
+        assert_eq!(Source::Blocks.dir_name(Mode::ByBlock), None);
+        assert_eq!(Source::OrderbookSnapshots.dir_name(Mode::Streaming), None);
+    }
 
     #[test]
     fn feed_ids_round_trip_and_are_unique() {

@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use engine::align::{AlignMode, Aligner, Source as AlignSource};
+use engine::align::{AlignMode, Aligner};
 use engine::block::Block;
 use engine::fold::Engine;
 use engine::hub::{Hub, Receiver};
@@ -396,7 +396,7 @@ struct Entry {
 struct Input {
     feed: Feed,
     cursor: Cursor,
-    source: AlignSource,
+    source: feeds::Source,
 }
 
 struct Writer<'s> {
@@ -431,14 +431,14 @@ impl<'s> Writer<'s> {
         let start = engine.height().map_or(0, |h| h + 1);
         let mut mode = AlignMode::ByBlock;
         let mut inputs = Vec::new();
-        for (feed_source, source) in AlignSource::FEEDS {
-            let Some(feed) = live.feed(feed_source) else {
+        for source in feeds::Source::EVENT_STREAMS {
+            let Some(feed) = live.feed(source) else {
                 continue;
             };
             let Some(dir) = feed.source_dir_name() else {
                 continue;
             };
-            if feed_source.mode_of_dir(&dir) == Some(Mode::Streaming) {
+            if source.mode_of_dir(&dir) == Some(Mode::Streaming) {
                 mode = AlignMode::Streaming;
             }
             let cursor = feed
@@ -450,7 +450,7 @@ impl<'s> Writer<'s> {
                 source,
             });
         }
-        let sources: Vec<AlignSource> = inputs.iter().map(|i| i.source).collect();
+        let sources: Vec<feeds::Source> = inputs.iter().map(|i| i.source).collect();
         let grace = i64::try_from(settings.align_grace.as_millis()).unwrap_or(i64::MAX);
         let mut aligner = Aligner::new(mode, &sources, grace);
         if let Some(height) = engine.height() {
@@ -840,7 +840,7 @@ fn release(producer: Producer, engine: &mut Engine) {
 fn perp_mids(mut update: pb::AllMidsUpdate) -> pb::AllMidsUpdate {
     update
         .mids
-        .retain(|coin, _| crate::info::coin::is_default_perp(coin));
+        .retain(|coin, _| engine::coin::is_default_perp(coin));
     update
 }
 

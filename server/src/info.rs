@@ -9,7 +9,6 @@
 //! `http://127.0.0.1:3001/info` when the node runs with `--serve-info`). It
 //! is off by default: l1gate cannot tell whether the node serves it.
 
-pub mod coin;
 pub mod derived;
 pub mod lookup;
 pub mod poller;

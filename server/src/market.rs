@@ -443,8 +443,7 @@ impl market_streaming_server::MarketStreaming for MarketService {
         let coin = one_coin(&r.coin)?;
         // Only outcome coins have a sibling to mirror; other coins share one
         // key whatever the flag says.
-        let mirror =
-            r.mirror.unwrap_or(true) && engine::views::l4book::outcome_sibling(&coin).is_some();
+        let mirror = r.mirror.unwrap_or(true) && engine::coin::outcome_sibling(&coin).is_some();
         let key = Key::L4Book(coin, mirror);
         Ok(Response::new(
             self.stream::<pb::L4BookUpdate>(guard, key, OnLag::Abort)

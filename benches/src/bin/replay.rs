@@ -29,7 +29,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use engine::align::{AlignMode, Aligner, Source};
+use engine::align::{AlignMode, Aligner};
 use engine::block::Block;
 use engine::fold::Engine;
 use engine::replay::{ReplayOptions, View};
@@ -366,8 +366,8 @@ fn block_bytes(block: &Block) -> u64 {
 fn load_blocks(dir: &Path, after: u64) -> Result<Vec<Block>> {
     let mut sources = Vec::new();
     let mut records = Vec::new();
-    for (feed_source, source) in Source::FEEDS {
-        let feed = Feed::open(dir, feed_source)?;
+    for source in feeds::Source::EVENT_STREAMS {
+        let feed = Feed::open(dir, source)?;
         if feed.source_dir_name().is_none() {
             continue;
         }

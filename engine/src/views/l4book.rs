@@ -27,6 +27,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::book::l4::{L4Book, Level, RestingOrder};
+use crate::coin::outcome_sibling;
 use crate::event::Side;
 use crate::fold::{BlockChanges, Engine};
 use crate::num::{Px, Sz};
@@ -237,17 +238,6 @@ pub struct L4BookRequest {
     /// Mirror projection of the sibling outcome market (omitted = true;
     /// only outcome coins `#n` have one).
     pub mirror: Option<bool>,
-}
-
-/// The complementary outcome market of `#n`: `#(n^1)`; `None` for any
-/// other coin.
-pub fn outcome_sibling(coin: &str) -> Option<String> {
-    let digits = coin.strip_prefix('#')?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let n: u64 = digits.parse().ok()?;
-    Some(format!("#{}", n ^ 1))
 }
 
 /// `order` of the sibling market projected onto `coin`'s book: the other

@@ -49,9 +49,10 @@ use serde::Serialize;
 use thiserror::Error;
 
 use crate::block::DecodedBlock;
+use crate::coin::is_perp;
 use crate::event::{OrderStatusEvent, Side};
 use crate::num::{Px, Sz};
-use crate::positions::{PositionIssue, Positions, is_perp};
+use crate::positions::{PositionIssue, Positions};
 
 /// `TpslDiffType`, serialised by its protobuf name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

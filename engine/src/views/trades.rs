@@ -45,6 +45,7 @@ use serde::Serialize;
 use thiserror::Error;
 
 use crate::block::DecodedBlock;
+use crate::coin;
 use crate::event::{Fill, FillEvent, Side};
 use crate::num::{Px, Sz};
 use crate::views::{ViewError, required_coins};
@@ -172,11 +173,6 @@ pub fn one_sided(fill: &Fill<'_>) -> Option<OneSided> {
     }
 }
 
-/// Whether `coin` is an outcome market (`#n`).
-pub fn is_outcome_coin(coin: &str) -> bool {
-    coin.starts_with('#')
-}
-
 /// Running totals for one coin.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CoinCounts {
@@ -274,7 +270,7 @@ pub fn pair_fills<'e, 'a: 'e>(
     let mut frame_of: HashMap<&str, usize> = HashMap::new();
     for group in &groups {
         match group.as_slice() {
-            [lone] if is_outcome_coin(lone.fill().coin) => {
+            [lone] if coin::is_outcome(lone.fill().coin) => {
                 out.one_sided
                     .push((lone.fill().coin.to_owned(), OneSided::OutcomeCompleteSet));
             }

@@ -5,8 +5,9 @@
 use std::collections::{BTreeSet, VecDeque};
 
 use bytes::Bytes;
-use engine::align::{AlignMode, Aligner, Source};
+use engine::align::{AlignMode, Aligner};
 use engine::fold::Engine;
+use feeds::Source;
 use feeds::envelope;
 
 use crate::common::{btc_snapshot, by_block_blocks, hourly_file, real};

@@ -3,9 +3,10 @@
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
-use engine::align::{AlignMode, Aligner, Source};
+use engine::align::{AlignMode, Aligner};
 use engine::block::Block;
 use engine::snapshot::{self, L4Snapshot};
+use feeds::Source;
 
 /// `shared/data/real/<name>`.
 pub fn real(name: &str) -> PathBuf {

@@ -692,7 +692,7 @@ fn an_outcome_book_mirrors_its_sibling_as_synthetic_orders() {
 
 #[test]
 fn only_outcome_coins_have_a_sibling() {
-    use engine::views::l4book::outcome_sibling;
+    use engine::coin::outcome_sibling;
     assert_eq!(outcome_sibling("#1890").as_deref(), Some("#1891"));
     assert_eq!(outcome_sibling("#1891").as_deref(), Some("#1890"));
     assert_eq!(outcome_sibling("BTC"), None);

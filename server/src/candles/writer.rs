@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use engine::align::{AlignMode, Aligner, Source as AlignSource};
+use engine::align::{AlignMode, Aligner};
 use engine::block::Block;
 use engine::views::candles::{Candle, CandlesView, Interval};
 use engine::views::trades::TradesView;
@@ -228,9 +228,7 @@ impl Writer {
         let records = self.feed.read(&mut input.cursor, READ_BATCH)?;
         let read = records.len();
         for record in records {
-            input
-                .aligner
-                .push_line(AlignSource::Fills, record.data, now);
+            input.aligner.push_line(Source::Fills, record.data, now);
         }
         let mut blocks = Vec::new();
         while let Some(block) = input.aligner.pop(now) {
@@ -264,7 +262,7 @@ impl Writer {
         }
         let cursor = self.feed.seek(self.start)?;
         let grace = i64::try_from(self.settings.align_grace.as_millis()).unwrap_or(i64::MAX);
-        let mut aligner = Aligner::new(mode, &[AlignSource::Fills], grace);
+        let mut aligner = Aligner::new(mode, &[Source::Fills], grace);
         if let Some((number, _)) = self.last {
             aligner = aligner.starting_after(number);
         }

@@ -21,7 +21,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
-use super::coin::{self, CoinKind};
+use engine::coin::{self, CoinKind};
 
 /// `meta` of the default exchange from `coins`.
 pub fn meta(coins: &BTreeSet<String>) -> Value {

@@ -25,8 +25,8 @@ use serde_json::Value;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
-use super::coin;
 use crate::upstream::{UpstreamClient, UpstreamUrl};
+use engine::coin;
 
 /// The default exchange's perp mids from `allMids`.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -18,9 +18,9 @@ use proto::v3 as pb;
 use tokio::sync::watch;
 use tonic::Status;
 
-use super::coin;
 use super::poller::{CtxState, InfoFeed};
 use crate::market::TypedStream;
+use engine::coin;
 
 /// `StreamAllMids` from the Info source.
 pub fn all_mids(feed: &InfoFeed) -> TypedStream<pb::AllMidsUpdate> {

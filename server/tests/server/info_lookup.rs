@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use l1gate::info::coin;
+use engine::coin;
 
 use super::harness::{TestServer, real};
 use super::market_live::live_node;

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use l1gate::info::coin;
+use engine::coin;
 use proto::market_streaming_client::MarketStreamingClient;
 use proto::v3 as pb;
 use tonic::Code;
