@@ -221,7 +221,7 @@ impl ServerProcess {
     pub fn spawn(data: &Path, options: &ServerOptions) -> anyhow::Result<Self> {
         let keys = tempfile::tempdir()?;
         let keys_file = keys.path().join("keys.toml");
-        let mut file = l1gate::keys::KeysFile::default();
+        let mut file = l1gate::access::keys::KeysFile::default();
         let (key, _) = file.add_key("bench", 0)?;
         file.save(&keys_file)?;
         let mut child = Command::new(std::env::current_exe()?)

@@ -147,6 +147,8 @@ pub struct Aligner {
     mode: AlignMode,
     grace_ms: i64,
     active: [bool; 5],
+    /// Blocks below this are not expected from the source (it starts later).
+    expected_from: [u64; 5],
     last_seen: [Option<u64>; 5],
     pending: BTreeMap<u64, Pending>,
     emitted: Option<u64>,
@@ -167,6 +169,7 @@ impl Aligner {
             mode,
             grace_ms,
             active,
+            expected_from: [0; 5],
             last_seen: [None; 5],
             pending: BTreeMap::new(),
             emitted: None,
@@ -181,9 +184,31 @@ impl Aligner {
         self
     }
 
+    /// Expects `source` only from block `from` on: blocks below it complete
+    /// without it (a stream read from a later start than the others).
+    #[must_use]
+    pub fn expecting(mut self, source: Source, from: u64) -> Self {
+        if let Some(i) = slot(source) {
+            self.expected_from[i] = from;
+        }
+        self
+    }
+
+    /// Sets the batching mode (known once the node's directories are).
+    pub fn set_mode(&mut self, mode: AlignMode) {
+        self.mode = mode;
+    }
+
     /// What went wrong so far.
     pub fn report(&self) -> &AlignReport {
         &self.report
+    }
+
+    /// When the oldest waiting block completes by its grace timeout (its
+    /// first line's time plus the grace), Unix ms.
+    pub fn deadline_ms(&self) -> Option<i64> {
+        let (_, pending) = self.pending.first_key_value()?;
+        Some(pending.first_seen_ms.saturating_add(self.grace_ms))
     }
 
     /// Blocks waiting to complete.
@@ -273,6 +298,7 @@ impl Aligner {
         let (&number, pending) = self.pending.first_key_value()?;
         let done = |i: usize| {
             !self.active[i]
+                || number < self.expected_from[i]
                 || self.last_seen[i].is_some_and(|last| last > number)
                 || (self.mode == AlignMode::ByBlock && pending.seen[i])
         };
@@ -418,6 +444,20 @@ mod tests {
             (report.gaps, report.missing_blocks, report.bad_lines),
             (1, 2, 1)
         );
+    }
+
+    #[test]
+    fn a_stream_that_starts_later_is_not_waited_for_before_its_start() {
+        let mut aligner =
+            Aligner::new(AlignMode::ByBlock, &BOOK, 10_000).expecting(Source::OrderStatuses, 5);
+        aligner.push_line(Source::RawBookDiffs, line(3, "d"), 0);
+        aligner.push_line(Source::RawBookDiffs, line(4, "d"), 0);
+        aligner.push_line(Source::RawBookDiffs, line(5, "d"), 0);
+        assert_eq!(aligner.pop(0).unwrap().number, 3);
+        assert_eq!(aligner.pop(0).unwrap().number, 4);
+        assert!(aligner.pop(0).is_none(), "block 5 waits for the statuses");
+        aligner.push_line(Source::OrderStatuses, line(5, "s"), 0);
+        assert_eq!(aligner.pop(0).unwrap().number, 5);
     }
 
     #[test]

@@ -1,5 +1,8 @@
-//! One block's worth of node output, joined across sources, and its decoded
-//! events. The aligner builds [`Block`]s; every view folds [`DecodedBlock`]s.
+//! One block's worth of node output, joined across sources. The aligner
+//! builds [`Block`]s and the market folds them (decoding each line once).
+//! [`Block::decode`] decodes every status, diff and fill of a block at once
+//! into a [`DecodedBlock`], for tools and tests that fold one part of the
+//! market by hand.
 
 use bytes::Bytes;
 use feeds::envelope;
@@ -142,6 +145,29 @@ impl Block {
         );
         out
     }
+}
+
+/// Decodes every fill of `block`, in file order; broken lines and events
+/// are added to `errors` and skipped.
+pub(crate) fn decode_fills<'a>(
+    block: &'a Block,
+    errors: &mut Vec<BlockDecodeError>,
+) -> Vec<FillEvent<'a>> {
+    let mut fills = Vec::new();
+    let number = block.number;
+    for_each_event(
+        number,
+        &block.lines.fills,
+        errors,
+        |raw, errors| match decode_fill(raw) {
+            Ok(event) => fills.push(event),
+            Err(error) => errors.push(BlockDecodeError::Event {
+                block: number,
+                error,
+            }),
+        },
+    );
+    fills
 }
 
 fn for_each_event<'a>(

@@ -364,6 +364,12 @@ pub fn plain_string(bytes: &[u8]) -> Option<&[u8]> {
     compact::plain_string_len(bytes).map(|len| &bytes[..len])
 }
 
+/// The JSON integer that starts `bytes` when it fits `u64` (no sign, no
+/// leading zero, no fraction or exponent after it), and its length.
+pub fn leading_unsigned(bytes: &[u8]) -> Option<(u64, usize)> {
+    compact::unsigned_at(bytes)
+}
+
 /// Decodes one raw-book-diff event span.
 ///
 /// # Errors

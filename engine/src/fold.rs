@@ -1,15 +1,23 @@
-//! The fold driver: [`Engine`] owns every coin's L4 book and the views'
-//! shared state, and [`Engine::apply`] folds one aligned [`Block`] into them,
-//! returning a [`BlockReport`] of what it could not apply. It is the single
-//! writer: one thread calls `apply`, then lets each subscription read the
-//! updated views.
+//! The book fold: [`Engine`] owns every coin's L4 book, and
+//! [`Engine::apply_with`] folds one aligned [`Block`] into them, returning a
+//! [`BlockReport`] of what it could not apply and the block's
+//! [`BlockChanges`] (touched coins, typed order changes, raw events of the
+//! coins asked for). The market state machine ([`crate::market::Market`])
+//! drives it once per block and hands the changes on to the book views.
+//!
+//! The same pass over the order statuses also serves the TP/SL tracker: with
+//! a trigger watch ([`FoldWants::triggers`]) it hands back, decoded, every
+//! status that opens a trigger order and every status of a watched order
+//! id, so no status is decoded twice.
 //!
 //! Order statuses are scanned lazily: only statuses that can open a resting
 //! order (`open`, `triggered`) are fully decoded — the rest (mostly
-//! rejections, most of a block's bytes) change no book state. When no view
-//! wants raw statuses, a status line is not even walked bracket by bracket:
-//! its `"status":"` keys are found with `memmem` (which counts the events) and
-//! only the openings are delimited, by decoding them. The statuses passed
+//! rejections, most of a block's bytes) change no book state; with a trigger
+//! watch, their order id is read where it stands (`"oid":` after the status)
+//! and only the watched ones are decoded. When no view wants raw statuses, a
+//! status line is not even walked bracket by bracket: its `"status":"` keys
+//! are found with `memmem` (which counts the events) and only the openings
+//! are delimited, by decoding them. The statuses passed
 //! over that way are not checked as JSON by the fold; a line that breaks the
 //! node's layout where the scan looks is walked exactly instead. When a view
 //! wants raw statuses (the L4 book view), every status is delimited and filed
@@ -38,14 +46,14 @@ use memchr::memmem;
 
 use crate::block::{Block, BlockDecodeError};
 use crate::book::l4::{Books, L4Error, RestingOrder};
+use crate::coin::is_perp;
 use crate::event::{
-    BookDiffEvent, OrderStatusEvent, RawBookDiff, Side, decode_book_diff, decode_book_diff_at,
-    decode_order_status, decode_order_status_at, plain_string,
+    self, BookDiffEvent, OrderStatusEvent, RawBookDiff, Side, decode_book_diff,
+    decode_book_diff_at, decode_order_status, decode_order_status_at, plain_string,
 };
 use crate::num::{Px, Sz};
 use crate::snapshot::{self, L4Snapshot, SnapshotError};
 use crate::text::{Address, Short};
-use crate::views::Views;
 
 /// Per-coin counts of diffs the book could not apply as written.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -170,7 +178,102 @@ impl BlockChanges {
     }
 }
 
-/// The single-writer market state: books, fold position, counters, views.
+/// What [`Engine::apply_with`] folds, beyond the books' position.
+pub struct FoldWants<'w> {
+    /// Apply the block's raw book diffs to the books. Off, the books stay as
+    /// they are (their height still moves) and only the trigger watch runs.
+    pub books: bool,
+    /// Coins whose raw events are filed per coin in
+    /// [`BlockChanges::raw`] (ignored when `books` is off).
+    pub raw_coins: &'w BTreeSet<String>,
+    /// The TP/SL tracker's watch, answering whether an order id is a
+    /// tracked trigger order: with it, [`Folded::trigger_statuses`] holds
+    /// every status the tracker acts on.
+    pub triggers: Option<&'w dyn Fn(u64) -> bool>,
+    /// A list to fill with the block's typed order changes (emptied first;
+    /// its memory is reused: a block has hundreds of changes).
+    pub order_changes: Vec<OrderChange>,
+}
+
+impl std::fmt::Debug for FoldWants<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FoldWants")
+            .field("books", &self.books)
+            .field("raw_coins", &self.raw_coins)
+            .field("triggers", &self.triggers.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a folded block hands back besides its report.
+#[derive(Debug)]
+pub struct Folded<'a> {
+    /// What the block changed in the books.
+    pub changes: BlockChanges,
+    /// With a trigger watch, in file order: every status opening a trigger
+    /// order of a perp, and every status of a perp order the watch tracks
+    /// (or that opened earlier in the block), decoded from the block's
+    /// bytes.
+    pub trigger_statuses: Vec<OrderStatusEvent<'a>>,
+}
+
+impl<'a> Folded<'a> {
+    fn new(changes: BlockChanges, tap: Option<TriggerTap<'a, '_>>) -> Self {
+        Self {
+            changes,
+            trigger_statuses: tap.map(|tap| tap.statuses).unwrap_or_default(),
+        }
+    }
+}
+
+/// The statuses the TP/SL tracker acts on, collected during the status scan.
+struct TriggerTap<'a, 'w> {
+    tracked: &'w dyn Fn(u64) -> bool,
+    /// Trigger orders opened earlier in this block (not tracked yet).
+    opened: Vec<u64>,
+    statuses: Vec<OrderStatusEvent<'a>>,
+}
+
+impl<'a, 'w> TriggerTap<'a, 'w> {
+    fn new(tracked: &'w dyn Fn(u64) -> bool) -> Self {
+        Self {
+            tracked,
+            opened: Vec::new(),
+            statuses: Vec::new(),
+        }
+    }
+
+    /// Whether statuses of `oid` are wanted.
+    fn wants(&self, oid: u64) -> bool {
+        (self.tracked)(oid) || self.opened.contains(&oid)
+    }
+
+    /// Keeps `event` when the tracker acts on it.
+    fn offer(&mut self, event: &OrderStatusEvent<'a>) {
+        let order = &event.order;
+        if !is_perp(order.coin) {
+            return;
+        }
+        if event.status == "open" && order.is_trigger {
+            self.opened.push(order.oid);
+        } else if !self.wants(order.oid) {
+            return;
+        }
+        self.statuses.push(event.clone());
+    }
+
+    /// Where the tap stands, to take back what a line added.
+    fn mark(&self) -> (usize, usize) {
+        (self.opened.len(), self.statuses.len())
+    }
+
+    fn rewind(&mut self, (opened, statuses): (usize, usize)) {
+        self.opened.truncate(opened);
+        self.statuses.truncate(statuses);
+    }
+}
+
+/// The book fold: books, fold position, counters.
 #[derive(Debug, Default)]
 pub struct Engine {
     books: Books,
@@ -180,7 +283,6 @@ pub struct Engine {
     pending_resets: Vec<CoinReset>,
     blocks: u64,
     events: u64,
-    views: Views,
     /// The openings table, empty between blocks; kept so that its memory is
     /// reused (see [`Openings::recycle`]).
     openings: Openings<'static>,
@@ -230,28 +332,16 @@ impl Engine {
     /// An engine starting from a node snapshot: blocks at or below its
     /// height are skipped.
     pub fn from_snapshot(snapshot: L4Snapshot) -> Self {
-        let mut engine = Self {
+        Self {
             books: snapshot.books,
             height: Some(snapshot.height),
             ..Self::default()
-        };
-        engine.views.rebuild(&engine.books);
-        engine
+        }
     }
 
     /// The books.
     pub fn books(&self) -> &Books {
         &self.books
-    }
-
-    /// The views' shared state.
-    pub fn views(&self) -> &Views {
-        &self.views
-    }
-
-    /// The views' shared state, for subscribing.
-    pub fn views_mut(&mut self) -> (&mut Views, &Books) {
-        (&mut self.views, &self.books)
     }
 
     /// Height of the last folded block (or of the starting snapshot).
@@ -279,17 +369,47 @@ impl Engine {
         self.events
     }
 
-    /// Folds one block. Blocks at or below the current height are skipped;
-    /// a jump past `height + 1` is reported as a [`Gap`] and folded anyway.
+    /// Folds one block into the books, with no raw events filed and no
+    /// trigger watch; the block's changes are dropped. Blocks at or below
+    /// the current height are skipped; a jump past `height + 1` is reported
+    /// as a [`Gap`] and folded anyway.
     pub fn apply(&mut self, block: &Block) -> BlockReport {
+        let raw_coins = BTreeSet::new();
+        let wants = FoldWants {
+            books: true,
+            raw_coins: &raw_coins,
+            triggers: None,
+            order_changes: Vec::new(),
+        };
+        self.apply_with(block, wants).0
+    }
+
+    /// Folds one block as `wants` says: into the books (unless
+    /// [`FoldWants::books`] is off, when only the trigger watch runs and the
+    /// books stay as they are), filing the raw events of the coins asked
+    /// for and the statuses the trigger watch wants. Skips and gaps as
+    /// [`Engine::apply`].
+    pub fn apply_with<'a>(
+        &mut self,
+        block: &'a Block,
+        wants: FoldWants<'_>,
+    ) -> (BlockReport, Folded<'a>) {
         let mut report = BlockReport {
             block: block.number,
             ..BlockReport::default()
         };
+        let mut changes = BlockChanges {
+            number: block.number,
+            time_ms: block.time_ms,
+            order_changes: wants.order_changes,
+            ..BlockChanges::default()
+        };
+        changes.order_changes.clear();
+        let mut tap = wants.triggers.map(TriggerTap::new);
         if let Some(height) = self.height {
             if block.number <= height {
                 report.skipped = true;
-                return report;
+                return (report, Folded::new(changes, tap));
             }
             if block.number > height + 1 {
                 report.gap = Some(Gap {
@@ -298,12 +418,6 @@ impl Engine {
                 });
             }
         }
-        let mut changes = BlockChanges {
-            number: block.number,
-            time_ms: block.time_ms,
-            order_changes: self.views.recycled_changes(),
-            ..BlockChanges::default()
-        };
         let epoch = self.blocks + 1;
         for reset in std::mem::take(&mut self.pending_resets) {
             // The book was replaced when the reset was found: it exists.
@@ -311,10 +425,21 @@ impl Engine {
             changes.resets.insert(reset.coin.clone());
             report.resets.push(reset);
         }
-        let raw_coins = self.views.raw_coins();
+        let raw_coins = if wants.books {
+            wants.raw_coins
+        } else {
+            &BTreeSet::new()
+        };
         let mut openings: Openings<'_> = std::mem::take(&mut self.openings);
-        scan_statuses(block, &raw_coins, &mut openings, &mut changes, &mut report);
-        self.apply_diffs(block, &openings, &raw_coins, &mut changes, &mut report);
+        let scan = StatusScan {
+            raw_coins,
+            openings: wants.books.then_some(&mut openings),
+            tap: tap.as_mut(),
+        };
+        scan_statuses(block, scan, &mut changes, &mut report);
+        if wants.books {
+            self.apply_diffs(block, &openings, raw_coins, &mut changes, &mut report);
+        }
         self.openings = openings.recycle();
         // The coins whose stamp a reset or a diff set, in the books' (sorted)
         // order.
@@ -322,7 +447,6 @@ impl Engine {
             changes.touched.push(Short::new(coin));
             changes.touched_at.push(at);
         }
-        report.events += count_events(&block.lines.fills, block.number, &mut report);
         for issue in &report.issues {
             let counts = self.unknown.entry(issue.coin().to_owned()).or_default();
             match issue {
@@ -330,12 +454,11 @@ impl Engine {
                 L4Error::MissingOpeningStatus { .. } => counts.missing_status += 1,
             }
         }
-        self.views.update(&self.books, changes);
         self.height = Some(block.number);
         self.time_ms = block.time_ms;
         self.blocks += 1;
         self.events += report.events as u64;
-        report
+        (report, Folded::new(changes, tap))
     }
 
     fn apply_diffs(
@@ -554,19 +677,53 @@ impl<'a> Openings<'a> {
     }
 }
 
+/// What one block's status scan serves besides counting: the raw events of
+/// some coins, the book's openings (absent when the books are not folded),
+/// the trigger tap (absent without a trigger watch).
+struct StatusScan<'s, 'a, 'w> {
+    raw_coins: &'s BTreeSet<String>,
+    openings: Option<&'s mut Openings<'a>>,
+    tap: Option<&'s mut TriggerTap<'a, 'w>>,
+}
+
+impl<'a> StatusScan<'_, 'a, '_> {
+    /// Hands a decoded status to the openings and the tap.
+    fn take(&mut self, event: OrderStatusEvent<'a>) {
+        if let Some(tap) = self.tap.as_deref_mut() {
+            tap.offer(&event);
+        }
+        if event.opens_resting_order()
+            && let Some(openings) = self.openings.as_deref_mut()
+        {
+            openings.insert(event);
+        }
+    }
+
+    /// Whether a status that opens nothing must be decoded: the tap
+    /// watches its order.
+    fn wants(&self, oid: Option<u64>) -> bool {
+        self.tap
+            .as_deref()
+            .is_some_and(|tap| oid.is_some_and(|oid| tap.wants(oid)))
+    }
+}
+
 /// Walks every status: counts it, files its bytes for coins a view wants raw,
-/// and fully decodes only the statuses that can open a resting order, into
-/// `openings`.
+/// and fully decodes only the statuses that can open a resting order (into
+/// the openings) or that the trigger tap wants.
 fn scan_statuses<'a>(
     block: &'a Block,
-    raw_coins: &BTreeSet<String>,
-    openings: &mut Openings<'a>,
+    mut scan: StatusScan<'_, 'a, '_>,
     changes: &mut BlockChanges,
     report: &mut BlockReport,
 ) {
+    if scan.openings.is_none() && scan.tap.is_none() && scan.raw_coins.is_empty() {
+        report.events += count_events(&block.lines.order_statuses, block.number, report);
+        return;
+    }
     for line in &block.lines.order_statuses {
-        if raw_coins.is_empty()
-            && let Some(events) = scan_openings(line, openings)
+        if scan.raw_coins.is_empty()
+            && let Some(events) = scan_openings(line, &mut scan)
         {
             report.events += events;
             continue;
@@ -575,7 +732,7 @@ fn scan_statuses<'a>(
             report.events += 1;
             let scanned = scan_status(raw);
             if let Some((_, coin)) = scanned
-                && raw_coins.contains(coin)
+                && scan.raw_coins.contains(coin)
             {
                 changes
                     .raw
@@ -587,12 +744,13 @@ fn scan_statuses<'a>(
             if let Some((status, _)) = scanned
                 && status != b"open"
                 && status != b"triggered"
+                && (scan.tap.is_none() || status_oid(raw).is_some_and(|oid| !scan.wants(Some(oid))))
             {
                 return;
             }
             match decode_order_status(raw) {
                 Ok(event) => {
-                    if scanned.is_none() && raw_coins.contains(event.order.coin) {
+                    if scanned.is_none() && scan.raw_coins.contains(event.order.coin) {
                         changes
                             .raw
                             .entry(event.order.coin.to_owned())
@@ -600,9 +758,7 @@ fn scan_statuses<'a>(
                             .order_statuses
                             .push(line.slice_ref(raw));
                     }
-                    if event.opens_resting_order() {
-                        openings.insert(event);
-                    }
+                    scan.take(event);
                 }
                 Err(error) => report.decode_errors.push(BlockDecodeError::Event {
                     block: block.number,
@@ -615,24 +771,37 @@ fn scan_statuses<'a>(
 
 /// The fast walk of one status line when no view wants raw statuses: the
 /// events are counted by their `"status":"` keys and only the openings
-/// (`open`, `triggered`) are delimited and decoded, so the rejections that
-/// make up most of the bytes are passed over at `memmem` speed instead of
-/// being walked bracket by bracket.
+/// (`open`, `triggered`) and the statuses the trigger tap watches are
+/// delimited and decoded, so the rejections that make up most of the bytes
+/// are passed over at `memmem` speed instead of being walked bracket by
+/// bracket (with a tap, each one's order id is read where it stands).
 ///
 /// It leans on the node's layout, checked as it goes: each event is an object
 /// whose first key is `"time"` and which holds one `"status"` key (order
-/// objects have none). A key sequence can only occur outside strings in valid
-/// JSON, so every status key is seen. A status value is compared with
-/// `open"` and `triggered"` where it starts; any other value (a rejection)
-/// is passed over unread. Anything unexpected — a backslash where an escape
-/// could spell an opening, no `{"time":` between an opening and the previous
-/// event's status, an
-/// opening that does not decode or does not span its own status key —
-/// answers `None` before anything is counted or reported, and the caller
-/// walks the line exactly instead (which reports what is wrong).
-/// Openings inserted before such a line is abandoned are inserted again,
-/// identically, by the exact walk.
-fn scan_openings<'a>(line: &'a Bytes, openings: &mut Openings<'a>) -> Option<usize> {
+/// objects have none), followed by its order with its `"oid"`. A key
+/// sequence can only occur outside strings in valid JSON, so every status key
+/// is seen. A status value is compared with `open"` and `triggered"` where it
+/// starts; any other value (a rejection) is passed over unread. Anything
+/// unexpected — a backslash where an escape could spell an opening, no
+/// `{"time":` between a decoded status and the previous event's status, no
+/// order id after a status the tap asks about, a status that does not decode
+/// or does not span its own status key — answers `None` before anything is
+/// counted or reported, and the caller walks the line exactly instead (which
+/// reports what is wrong). Openings inserted before such a line is abandoned
+/// are inserted again, identically, by the exact walk; what the tap took from
+/// the line is taken back first.
+fn scan_openings<'a>(line: &'a Bytes, scan: &mut StatusScan<'_, 'a, '_>) -> Option<usize> {
+    let mark = scan.tap.as_deref().map(TriggerTap::mark);
+    let counted = scan_line(line, scan);
+    if counted.is_none()
+        && let (Some(tap), Some(mark)) = (scan.tap.as_deref_mut(), mark)
+    {
+        tap.rewind(mark);
+    }
+    counted
+}
+
+fn scan_line<'a>(line: &'a Bytes, scan: &mut StatusScan<'_, 'a, '_>) -> Option<usize> {
     let line: &'a [u8] = line;
     let env = envelope::decode(line).ok()?;
     let body = env.events.start + 1..env.events.end - 1;
@@ -652,7 +821,8 @@ fn scan_openings<'a>(line: &'a Bytes, openings: &mut Openings<'a>) -> Option<usi
         if backslash_in_first_nine(value) {
             return None;
         }
-        if value.starts_with(b"open\"") || value.starts_with(b"triggered\"") {
+        let opening = value.starts_with(b"open\"") || value.starts_with(b"triggered\"");
+        if opening || (scan.tap.is_some() && scan.wants(Some(order_oid(value)?))) {
             let start = floor + EVENT_START.find(&line[floor..key])?;
             let rest = &line[start..body.end];
             let (event, len) = if let Some(decoded) = decode_order_status_at(rest) {
@@ -664,9 +834,7 @@ fn scan_openings<'a>(line: &'a Bytes, openings: &mut Openings<'a>) -> Option<usi
             if start + len <= key {
                 return None;
             }
-            if event.opens_resting_order() {
-                openings.insert(event);
-            }
+            scan.take(event);
         }
         floor = value_at;
     }
@@ -697,6 +865,23 @@ fn scan_status(raw: &[u8]) -> Option<(&[u8], &str)> {
     Some((status, std::str::from_utf8(coin).ok()?))
 }
 
+/// The order id of a status read where the node writes it: `value` starts
+/// with the status value (after its opening quote), which the order object
+/// follows (`","order":{…"oid":N`). `None` when the bytes are laid out any
+/// other way (an escape in the status, another key after it).
+fn order_oid(value: &[u8]) -> Option<u64> {
+    let len = plain_string(value)?.len();
+    let order = value.get(len + 1..)?.strip_prefix(b",\"order\":{")?;
+    let at = OID_KEY.find(order)? + OID_KEY.needle().len();
+    event::leading_unsigned(&order[at..]).map(|(oid, _)| oid)
+}
+
+/// The order id of one status event's bytes, read as [`order_oid`] does.
+fn status_oid(raw: &[u8]) -> Option<u64> {
+    let at = STATUS_KEY.find(raw)? + STATUS_KEY.needle().len();
+    order_oid(&raw[at..])
+}
+
 /// Searchers for the keys [`scan_status`] and [`scan_openings`] look for,
 /// built once: building a searcher costs more than running it over one
 /// status.
@@ -708,6 +893,8 @@ static EVENT_START: LazyLock<memmem::Finder<'static>> = LazyLock::new(|| {
 });
 static COIN_KEY: LazyLock<memmem::Finder<'static>> =
     LazyLock::new(|| memmem::Finder::new(b"\"coin\":\""));
+static OID_KEY: LazyLock<memmem::Finder<'static>> =
+    LazyLock::new(|| memmem::Finder::new(b"\"oid\":"));
 
 /// Byte frequencies of node lines for `memmem`'s candidate filter, which
 /// looks for the needle's two rarest bytes first. Its default ranking (from
@@ -821,10 +1008,102 @@ mod tests {
     fn fast_scan(events: &[&str]) -> Option<(usize, Vec<u64>)> {
         let line = status_line(events);
         let mut openings = Openings::default();
-        let count = scan_openings(&line, &mut openings)?;
+        let no_coins = BTreeSet::new();
+        let mut scan = StatusScan {
+            raw_coins: &no_coins,
+            openings: Some(&mut openings),
+            tap: None,
+        };
+        let count = scan_openings(&line, &mut scan)?;
         let mut oids: Vec<u64> = openings.index.keys().copied().collect();
         oids.sort_unstable();
         Some((count, oids))
+    }
+
+    /// The fast scan with a trigger tap tracking `tracked`: the count and
+    /// the `(oid, status)` of the statuses tapped, or `None` when the line
+    /// goes to the exact walk (the tap is then left as it was).
+    fn tapped(events: &[&str], tracked: &[u64]) -> (Option<usize>, Vec<(u64, String)>) {
+        let line = status_line(events);
+        let no_coins = BTreeSet::new();
+        let watch = |oid: u64| tracked.contains(&oid);
+        let mut tap = TriggerTap::new(&watch);
+        let mut scan = StatusScan {
+            raw_coins: &no_coins,
+            openings: None,
+            tap: Some(&mut tap),
+        };
+        let count = scan_openings(&line, &mut scan);
+        let statuses = tap
+            .statuses
+            .iter()
+            .map(|s| (s.order.oid, s.status.to_owned()))
+            .collect();
+        (count, statuses)
+    }
+
+    fn trigger(oid: u64, status: &str) -> String {
+        OPEN.replace(r#""oid":7"#, &format!(r#""oid":{oid}"#))
+            .replace(r#""status":"open""#, &format!(r#""status":"{status}""#))
+            .replace(r#""isTrigger":false"#, r#""isTrigger":true"#)
+    }
+
+    #[test]
+    fn the_trigger_tap_takes_trigger_openings_and_statuses_of_watched_orders() {
+        let placed = trigger(40, "open");
+        let canceled = trigger(40, "canceled");
+        let watched = trigger(41, "reduceOnlyCanceled");
+        let unwatched = trigger(42, "canceled");
+        let (count, statuses) = tapped(
+            &[REJECTED, &placed, &unwatched, &canceled, &watched, OPEN],
+            &[41],
+        );
+        assert_eq!(count, Some(6));
+        assert_eq!(
+            statuses,
+            [
+                (40, "open".to_owned()),
+                (40, "canceled".to_owned()),
+                (41, "reduceOnlyCanceled".to_owned()),
+            ],
+            "opened earlier in the block, or tracked; never the others"
+        );
+        // A spot trigger is none of the tracker's business.
+        let spot = placed.replace(r#""coin":"BTC""#, r#""coin":"@107""#);
+        assert_eq!(tapped(&[&spot], &[]).1, []);
+        // A line abandoned to the exact walk leaves the tap as it was.
+        let escaped = REJECTED.replace("badAloPxRejected", r#"bad\"Rejected"#);
+        assert_eq!(tapped(&[&placed, &escaped], &[]), (None, Vec::new()));
+    }
+
+    #[test]
+    fn a_status_laid_out_otherwise_still_reaches_the_trigger_tap() {
+        // Keys sorted (the order object before the status): the fast scan
+        // cannot read the order id where the node writes it and gives the
+        // line to the exact walk, which decodes the status and taps it.
+        let value: serde_json::Value = serde_json::from_str(&trigger(41, "canceled")).unwrap();
+        let sorted = serde_json::to_string(&value).unwrap();
+        assert!(sorted.find("\"order\"") < sorted.find("\"status\""));
+        let (count, _) = tapped(&[&sorted, REJECTED], &[41]);
+        assert_eq!(count, None);
+        let mut block = Block::new(1, 0);
+        block
+            .lines
+            .order_statuses
+            .push(status_line(&[&sorted, REJECTED]));
+        let watch = |oid: u64| oid == 41;
+        let mut tap = TriggerTap::new(&watch);
+        let no_coins = BTreeSet::new();
+        let scan = StatusScan {
+            raw_coins: &no_coins,
+            openings: None,
+            tap: Some(&mut tap),
+        };
+        let mut report = BlockReport::default();
+        scan_statuses(&block, scan, &mut BlockChanges::default(), &mut report);
+        assert_eq!(report.events, 2);
+        let oids: Vec<u64> = tap.statuses.iter().map(|s| s.order.oid).collect();
+        assert_eq!(oids, [41]);
     }
 
     #[test]

@@ -1,36 +1,48 @@
-//! Views: pure per-block folds of the engine's state into frames shaped like
-//! the market-streaming messages (same field names, snake_case, prices and
-//! sizes as exact strings, unset optional fields omitted).
+//! Views: what a subscriber sees of the market. Each view is one module
+//! implementing [`View`]: how a subscription opens (its opening frames, the
+//! state right after the last folded block), which frames a folded block
+//! gives it, and the frame itself — shaped like the market-streaming message
+//! (proto field names, prices and sizes as the node's exact strings, unset
+//! optional fields omitted), so `l1gate replay` prints it as JSON and the
+//! gRPC edge renders it as protobuf from the same value.
 //!
-//! Each view has two halves. Its shared state (a field of [`Views`]) is
-//! updated once per block by the engine thread inside
-//! [`Engine::apply`](crate::fold::Engine::apply); views that are costly to
-//! compute only keep state for what some subscription asked for. A
-//! subscription type (`…Subscription`) then produces, from the engine, its
-//! opening frame(s) (`open`) and the frames of each folded block
-//! (`on_block`), carrying the block's `block_number` and `time`.
+//! Views read the [`Market`]; they hold no market state of their own beyond
+//! what their subscription needs (coin filters, coalescing windows). A view
+//! is found by name, and opened from a normalised request (its `Key`),
+//! through the [`registry`]: adding a view is its module, its proto message
+//! and one line there.
+//!
+//! Frames carry no per-subscriber numbering: `sequence` and the L2 diffs'
+//! `seq` / `prev_seq` are given by [`numbering`], per subscriber, in one
+//! place for every consumer.
 
 pub mod bbo;
 pub mod candles;
+pub mod coalesce;
 pub mod fills;
 pub mod l2book;
 pub mod l2diff;
 pub mod l4book;
 pub mod l4updates;
 pub mod mids;
+pub mod numbering;
+pub mod registry;
 pub mod tpsl;
 pub mod trades;
 
 use std::collections::BTreeSet;
+use std::fmt;
 
+use serde::Serialize;
 use thiserror::Error;
 
 use crate::book::l2::L2Error;
-use crate::book::l4::Books;
-use crate::fold::{BlockChanges, OrderChange};
+use crate::market::candles::CandleError;
+use crate::market::{Market, Needs};
 
 /// A subscription request outside a view's contract.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum ViewError {
     /// A required coin list is empty or too long (after deduplication).
     #[error("view: {view} needs 1 to 20 coins, got {count}")]
@@ -49,6 +61,34 @@ pub enum ViewError {
     /// Invalid L2 parameters.
     #[error("view: {0}")]
     L2(#[from] L2Error),
+    /// User fills without a user.
+    #[error("fills: user fills need a user")]
+    MissingUser,
+    /// Builder fills without a builder.
+    #[error("fills: builder fills need a builder")]
+    MissingBuilder,
+    /// User fills asked for several users at once; a user-fills
+    /// subscription follows exactly one account.
+    #[error("fills: user fills follow one user, got {count}")]
+    UserCount {
+        /// Users given.
+        count: usize,
+    },
+    /// A candle request outside its contract.
+    #[error("{0}")]
+    Candle(#[from] CandleError),
+    /// A TP/SL coin that is spot or an outcome market.
+    #[error("tpsl: {coin} is not a perp coin")]
+    NotPerp {
+        /// The coin.
+        coin: String,
+    },
+    /// The view is switched off on this server.
+    #[error("view: {view} is disabled on this server")]
+    Disabled {
+        /// The view.
+        view: &'static str,
+    },
 }
 
 /// Maximum coins in a required coin list.
@@ -69,57 +109,140 @@ pub fn required_coins(view: &'static str, coins: &[String]) -> Result<BTreeSet<S
     Ok(set)
 }
 
-/// The frame position of the engine's current state: `(block_number, time)`.
-pub(crate) fn position(engine: &crate::fold::Engine) -> (u64, i64) {
-    (engine.height().unwrap_or(0), engine.time_ms())
-}
-
-/// Every view's shared state, updated once per block.
-#[derive(Debug, Default)]
-pub struct Views {
-    /// Top of book per coin.
-    pub bbo: bbo::BboView,
-    /// Aggregated L2 books for the parameter sets subscribed to.
-    pub l2: l2book::L2Tracker,
-    /// Per-block raw events of the coins with L4 book subscribers.
-    pub l4book: l4book::L4BookView,
-    /// The block's typed L4 order changes.
-    pub l4updates: l4updates::L4UpdatesView,
-    /// Mid price per coin.
-    pub mids: mids::MidsView,
-}
-
-impl Views {
-    /// Recomputes every view from `books` (after loading a snapshot).
-    pub fn rebuild(&mut self, books: &Books) {
-        self.bbo.rebuild(books);
-        self.l2.rebuild(books);
-        self.mids.rebuild(books);
-    }
-
-    /// Folds one block's changes into every view (the typed order changes
-    /// move into the L4 updates view instead of being copied).
-    pub fn update(&mut self, books: &Books, mut changes: BlockChanges) {
-        self.bbo.update(books, &changes);
-        self.l2.update(books, &changes);
-        self.l4book.update(&changes);
-        self.mids.update(books, &self.bbo);
-        self.l4updates.update(&mut changes);
-    }
-
-    /// An empty list for the next block's typed changes, reusing the memory
-    /// of an earlier block's.
-    pub(crate) fn recycled_changes(&mut self) -> Vec<OrderChange> {
-        self.l4updates.take_spare()
-    }
-
-    /// Coins whose raw events some view needs this block.
-    pub fn raw_coins(&self) -> BTreeSet<String> {
-        self.l4book.coins().map(str::to_owned).collect()
-    }
-}
-
 /// Coin filter of scope lists: empty = every coin.
 pub(crate) fn in_scope(scope: &BTreeSet<String>, coin: &str) -> bool {
     scope.is_empty() || scope.contains(coin)
+}
+
+/// Addresses lowercased (they match case-insensitively), duplicates merged.
+pub(crate) fn lowercased(users: &[String]) -> BTreeSet<String> {
+    users.iter().map(|u| u.to_ascii_lowercase()).collect()
+}
+
+/// Coins in the order given, without repeats.
+pub(crate) fn distinct(coins: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for coin in coins {
+        if !out.contains(coin) {
+            out.push(coin.clone());
+        }
+    }
+    out
+}
+
+/// What a subscriber's lag means for its stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnLag {
+    /// Incremental view: frames only make sense as an unbroken chain, so the
+    /// stream ends (gRPC `ABORTED`).
+    Abort,
+    /// Snapshot view: the newest state supersedes what was dropped, so the
+    /// stream skips to it and carries on.
+    SkipToNewest,
+}
+
+/// How a server runs its views.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ViewSettings {
+    /// L2 book / L2 diff coalescing window in block time, ms (0 = every
+    /// block).
+    pub l2_coalesce_ms: i64,
+    /// Minimum block time between two frames of one live candle, ms.
+    pub candle_throttle_ms: i64,
+    /// Whether candles are served at all.
+    pub candles: bool,
+}
+
+impl Default for ViewSettings {
+    fn default() -> Self {
+        Self {
+            l2_coalesce_ms: 0,
+            candle_throttle_ms: crate::market::candles::DEFAULT_THROTTLE_MS,
+            candles: true,
+        }
+    }
+}
+
+/// The selectors of a request as `l1gate replay` takes them, common to
+/// every view; each view reads the ones it has and turns them into its
+/// keys.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Selection {
+    /// Coins (a required or a scope list, per view).
+    pub coins: Vec<String>,
+    /// Users (views with a user filter).
+    pub users: Vec<String>,
+    /// Builder address (builder fills).
+    pub builder: Option<String>,
+    /// L2 levels per side (0 = full depth).
+    pub n_levels: Option<u32>,
+    /// L2 significant figures.
+    pub n_sig_figs: Option<u32>,
+    /// L2 mantissa.
+    pub mantissa: Option<u64>,
+    /// L2 book: suppress unchanged frames.
+    pub strict: bool,
+    /// Candle interval.
+    pub interval: Option<String>,
+}
+
+/// Per-subscriber numbers of a frame (see [`numbering`]).
+pub use numbering::{Numbering, Numbers};
+
+/// One view. See the module docs.
+pub trait View: Sized + Send + 'static {
+    /// The normalised request: subscribers asking the same thing share one
+    /// key, whose frames are built once per block.
+    type Key: Clone + Ord + fmt::Debug + Send + Sync + 'static;
+    /// One frame.
+    type Frame: Serialize + Clone + fmt::Debug + Send + Sync + 'static;
+
+    /// The view's name (`bbo`, `l2book`, …), as `l1gate replay` takes it.
+    const NAME: &'static str;
+    /// What a lag does to a subscriber.
+    const ON_LAG: OnLag;
+    /// What the market must fold for this view.
+    const NEEDS: Needs;
+    /// A live-only view has no opening state: a replay prints the frames of
+    /// the block it opens at instead.
+    const LIVE_ONLY: bool = false;
+
+    /// The keys `l1gate replay` opens for `selection` (one per coin for the
+    /// single-coin views), in output order.
+    ///
+    /// # Errors
+    /// [`ViewError`] when the selection is outside the view's contract.
+    fn keys(selection: &Selection) -> Result<Vec<Self::Key>, ViewError>;
+
+    /// Coins named by `key` that must be known to the market (a server
+    /// refuses a subscription to a coin it has never seen).
+    fn listed_coins(_key: &Self::Key) -> Vec<&str> {
+        Vec::new()
+    }
+
+    /// Opens a subscription on the market as it stands: the subscription
+    /// and its opening frames.
+    ///
+    /// # Errors
+    /// [`ViewError`] when the key is outside the view's contract.
+    fn open(
+        market: &mut Market,
+        key: &Self::Key,
+        settings: &ViewSettings,
+    ) -> Result<(Self, Vec<Self::Frame>), ViewError>;
+
+    /// The frames of the block the market just folded.
+    fn on_block(&mut self, market: &Market) -> Vec<Self::Frame>;
+
+    /// Releases what the subscription holds in the market (tracked L2
+    /// books, watched coins).
+    fn close(self, _market: &mut Market) {}
+
+    /// This subscriber's numbers for `frame` (none for most views).
+    fn numbers(_frame: &Self::Frame, _numbering: &mut Numbering) -> Numbers {
+        Numbers::None
+    }
+
+    /// Writes `numbers` into `frame`.
+    fn stamp(_frame: &mut Self::Frame, _numbers: &Numbers) {}
 }

@@ -315,6 +315,56 @@ impl Feed {
         Ok(readable)
     }
 
+    /// Looks for growth of the newest file only, without listing any
+    /// directory: the cheap refresh for a change notification that says a
+    /// file was written to (the node appends to its newest files). New
+    /// files are found by [`Feed::refresh`]. Returns `true` when new complete
+    /// records became readable.
+    ///
+    /// # Errors
+    /// As [`Feed::refresh`].
+    pub fn refresh_grown(&self) -> Result<bool, FeedError> {
+        let guard = self.inner.refresh.lock();
+        let old = self.state();
+        let Some(last) = old.segments.last() else {
+            drop(guard);
+            return self.refresh();
+        };
+        let len = match last.current_len() {
+            Ok(len) => len,
+            Err(FeedError::Io {
+                kind: std::io::ErrorKind::NotFound,
+                ..
+            }) => return Ok(false),
+            Err(error) => return Err(error),
+        };
+        let Some(next) = last.grow(len)? else {
+            return Ok(false);
+        };
+        let readable = next.complete_len() != last.complete_len();
+        let mut segments = old.segments.clone();
+        let at = segments.len() - 1;
+        let total = old.bases[at] + next.complete_len();
+        segments[at] = Arc::new(next);
+        let mut firsts = old.firsts.clone();
+        if firsts[at] == Header::default() {
+            firsts[at] = first_header(self.inner.source, &segments[at]);
+        }
+        *self.inner.state.write() = Arc::new(State {
+            dir: old.dir.clone(),
+            segments,
+            firsts,
+            bases: old.bases.clone(),
+            total,
+        });
+        if readable {
+            self.inner
+                .readable_generation
+                .fetch_add(1, Ordering::Release);
+        }
+        Ok(readable)
+    }
+
     /// How many refreshes so far made new complete records readable. Several
     /// threads may refresh one feed (each reader wants fresh data), and only
     /// the one whose call saw the growth gets `true`; a component that

@@ -34,4 +34,4 @@ pub use index::Target;
 pub use layout::SegmentKey;
 pub use snapshot::{SnapshotFile, SnapshotTime, Snapshots};
 pub use source::{Mode, PositionKind, Source};
-pub use watch::Watcher;
+pub use watch::{Change, Watcher};

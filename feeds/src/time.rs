@@ -1,5 +1,11 @@
-//! Node timestamps: ISO-8601 without a zone (`2026-04-30T20:46:43.304461819`),
-//! always UTC, with 0 to 9 fractional digits, converted to Unix time.
+//! The workspace's one UTC calendar: node timestamps — ISO-8601 without a
+//! zone (`2026-04-30T20:46:43.304461819`), always UTC, with 0 to 9
+//! fractional digits — converted to and from Unix time; ISO-8601 with a `Z`
+//! or an offset, as users write times (`2026-05-05T17:39:00Z`); the node's
+//! hourly file partition; and the proleptic Gregorian day arithmetic they
+//! all rest on.
+
+use std::fmt::Write as _;
 
 use thiserror::Error;
 
@@ -104,6 +110,125 @@ pub fn hourly_partition(ns: i64) -> (String, u32) {
     (format!("{year:04}{month:02}{day:02}"), hour as u32)
 }
 
+/// Parses an ISO-8601 time with a `Z` or `±HH:MM` offset into Unix ms.
+/// Fractions of a second are allowed down to the millisecond; finer
+/// digits must be zero.
+///
+/// # Errors
+/// A message saying what is wrong.
+pub fn parse_iso8601_ms(text: &str) -> Result<i64, String> {
+    let bad = |why: &str| {
+        format!("{text:?} is not an ISO-8601 time ({why}); use e.g. 2026-05-05T17:39:00Z")
+    };
+    let b = text.as_bytes();
+    let num = |range: std::ops::Range<usize>| -> Option<i64> {
+        let digits = b.get(range)?;
+        if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        Some(
+            digits
+                .iter()
+                .fold(0i64, |n, d| n * 10 + i64::from(d - b'0')),
+        )
+    };
+    let sep = |at: usize, want: u8| b.get(at) == Some(&want);
+    if !(sep(4, b'-')
+        && sep(7, b'-')
+        && matches!(b.get(10), Some(b'T' | b't'))
+        && sep(13, b':')
+        && sep(16, b':'))
+    {
+        return Err(bad("expected YYYY-MM-DDTHH:MM:SS"));
+    }
+    let (Some(year), Some(month), Some(day), Some(hour), Some(minute), Some(second)) = (
+        num(0..4),
+        num(5..7),
+        num(8..10),
+        num(11..13),
+        num(14..16),
+        num(17..19),
+    ) else {
+        return Err(bad("expected YYYY-MM-DDTHH:MM:SS"));
+    };
+    let real_date = (1..=12).contains(&month)
+        && (1..=31).contains(&day)
+        && civil_from_days(days_from_civil(year, month, day)) == (year, month, day);
+    if !real_date {
+        return Err(bad("no such date"));
+    }
+    if hour > 23 || minute > 59 || second > 59 {
+        return Err(bad("no such time of day"));
+    }
+    let mut at = 19;
+    let mut millis = 0i64;
+    if b.get(at) == Some(&b'.') {
+        let digits = b[at + 1..]
+            .iter()
+            .take_while(|d| d.is_ascii_digit())
+            .count();
+        if digits == 0 {
+            return Err(bad("empty fraction"));
+        }
+        let fraction = &b[at + 1..at + 1 + digits];
+        for (i, d) in fraction.iter().enumerate() {
+            let d = i64::from(d - b'0');
+            if i < 3 {
+                millis += d * [100, 10, 1][i];
+            } else if d != 0 {
+                return Err(bad("finer than a millisecond"));
+            }
+        }
+        at += 1 + digits;
+    }
+    let offset_min = match b.get(at..) {
+        Some(b"Z" | b"z") => 0,
+        Some([sign @ (b'+' | b'-'), rest @ ..]) if rest.len() == 5 && rest[2] == b':' => {
+            let (Some(h), Some(m)) = (num(at + 1..at + 3), num(at + 4..at + 6)) else {
+                return Err(bad("bad offset"));
+            };
+            if h > 23 || m > 59 {
+                return Err(bad("bad offset"));
+            }
+            let minutes = h * 60 + m;
+            if *sign == b'-' { -minutes } else { minutes }
+        }
+        _ => return Err(bad("needs Z or an offset like +00:00")),
+    };
+    let days = days_from_civil(year, month, day);
+    let seconds = days * 86_400 + hour * 3_600 + minute * 60 + second - offset_min * 60;
+    Ok(seconds * 1_000 + millis)
+}
+
+/// Appends `ms` (Unix ms) as ISO-8601 UTC: `YYYY-MM-DDTHH:MM:SSZ`, with
+/// `.mmm` when not a whole second.
+pub fn write_iso8601_ms(out: &mut String, ms: i64) {
+    let days = ms.div_euclid(86_400_000);
+    let in_day = ms.rem_euclid(86_400_000);
+    let (year, month, day) = civil_from_days(days);
+    let (hour, minute, second, millis) = (
+        in_day / 3_600_000,
+        in_day / 60_000 % 60,
+        in_day / 1_000 % 60,
+        in_day % 1_000,
+    );
+    let _ = write!(
+        out,
+        "{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}"
+    );
+    if millis != 0 {
+        let _ = write!(out, ".{millis:03}");
+    }
+    out.push('Z');
+}
+
+/// `ms` as ISO-8601 UTC (see [`write_iso8601_ms`]).
+pub fn format_iso8601_ms(ms: i64) -> String {
+    let mut out = String::with_capacity(24);
+    write_iso8601_ms(&mut out, ms);
+    out
+}
+
 fn digits(text: &[u8], at: usize, len: usize) -> Result<i64, TimeError> {
     let mut value = 0i64;
     for &b in &text[at..at + len] {
@@ -195,6 +320,31 @@ mod tests {
         for days in (-800_000..800_000).step_by(997) {
             let (y, m, d) = civil_from_days(days);
             assert_eq!(days_from_civil(y, m, d), days);
+        }
+    }
+
+    #[test]
+    fn times_parse_with_offsets_and_print_back() {
+        let ms = parse_iso8601_ms("2025-07-27T08:00:00Z").unwrap();
+        assert_eq!(ms, 1_753_603_200_000);
+        assert_eq!(format_iso8601_ms(ms), "2025-07-27T08:00:00Z");
+        assert_eq!(parse_iso8601_ms("2025-07-27T10:00:00.000+02:00"), Ok(ms));
+        assert_eq!(parse_iso8601_ms("2025-07-27t07:30:00-00:30"), Ok(ms));
+        assert_eq!(
+            parse_iso8601_ms("2024-02-29T23:59:59.5Z").map(format_iso8601_ms),
+            Ok("2024-02-29T23:59:59.500Z".to_owned())
+        );
+        for bad in [
+            "2025-07-27",
+            "2025-07-27T08:00:00",
+            "2025-02-29T00:00:00Z",
+            "2025-07-27T24:00:00Z",
+            "2025-07-27T08:00:00.0001Z",
+            "2025-07-27T08:00:00+2:00",
+            "2025-07-27T08:00:00.Z",
+            "",
+        ] {
+            assert!(parse_iso8601_ms(bad).is_err(), "{bad}");
         }
     }
 }

@@ -1,6 +1,9 @@
 //! Filesystem change notifications as wake-up hints: [`Watcher`] calls a
 //! callback whenever anything under the node root (or a snapshot location)
-//! changes.
+//! changes, saying whether a file was written to ([`Change::Written`]: a
+//! reader re-stats the newest files, [`crate::Feed::refresh_grown`]) or
+//! files came or went ([`Change::Listing`]: a reader lists the directories
+//! again, [`crate::Feed::refresh`]).
 //!
 //! A notification carries no data and may be late, coalesced or missing
 //! (notify backends drop events under load, and network filesystems send
@@ -15,6 +18,16 @@ use notify::{RecommendedWatcher, RecursiveMode, Watcher as _};
 
 use crate::error::FeedError;
 use crate::layout::node_root;
+
+/// What a change notification says about the files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Change {
+    /// A file was written to (appended).
+    Written,
+    /// A file or directory was created, removed or renamed, or the watcher
+    /// lost track (an error, an overflowed event queue): list again.
+    Listing,
+}
 
 /// Calls a callback on any change under a data directory's node root, in
 /// the data directory itself (snapshot files) and in its `l4_snapshots/`.
@@ -44,19 +57,36 @@ impl Watcher {
     /// created or a path cannot be watched.
     pub fn new(
         data_dir: &Path,
-        on_change: impl Fn() + Send + 'static,
+        on_change: impl Fn(Change) + Send + 'static,
     ) -> Result<Watcher, FeedError> {
         let mut watcher =
             notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-                // Opening or reading a file is not a change. Refresh itself
-                // opens directories and files, so waking on those events
-                // would make every refresh trigger the next one.
-                if let Ok(event) = &event
-                    && matches!(event.kind, notify::EventKind::Access(_))
-                {
-                    return;
-                }
-                on_change();
+                use notify::EventKind;
+                use notify::event::ModifyKind;
+                let change = match &event {
+                    // Opening or reading a file is not a change. Refresh
+                    // itself opens directories and files, so waking on those
+                    // events would make every refresh trigger the next one.
+                    // Nor is a change of permissions or times.
+                    Ok(event)
+                        if matches!(
+                            event.kind,
+                            EventKind::Access(_) | EventKind::Modify(ModifyKind::Metadata(_))
+                        ) =>
+                    {
+                        return;
+                    }
+                    Ok(event)
+                        if matches!(
+                            event.kind,
+                            EventKind::Modify(ModifyKind::Data(_) | ModifyKind::Any)
+                        ) =>
+                    {
+                        Change::Written
+                    }
+                    _ => Change::Listing,
+                };
+                on_change(change);
             })
             .map_err(|e| watch_error(data_dir, &e))?;
         let root = node_root(data_dir);

@@ -38,7 +38,6 @@
 //! [`engine::views::candles`]).
 
 pub mod store;
-pub mod writer;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -50,9 +49,9 @@ use axum::extract::{RawQuery, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse as _, Response};
 use axum::routing::get;
+use engine::market::candles::{Amount, Candle, Interval};
 use engine::num::Px;
-use engine::views::candles::{Amount, Candle, Interval};
-use feeds::time::{civil_from_days, days_from_civil};
+use feeds::time::{format_iso8601_ms, parse_iso8601_ms, write_iso8601_ms};
 use parking_lot::RwLock;
 
 use crate::metrics::Metrics;
@@ -83,7 +82,7 @@ pub struct LiveState {
 }
 
 impl LiveState {
-    fn upsert(&mut self, candle: &Candle) {
+    pub(crate) fn upsert(&mut self, candle: &Candle) {
         let Some(code) = interval_code(candle.interval) else {
             return;
         };
@@ -103,7 +102,7 @@ impl LiveState {
         }
     }
 
-    fn remove(&mut self, candle: &Candle) {
+    pub(crate) fn remove(&mut self, candle: &Candle) {
         let Some(code) = interval_code(candle.interval) else {
             return;
         };
@@ -126,7 +125,7 @@ impl LiveState {
 /// and the market resolver.
 pub struct Candles {
     store: Arc<StoreReader>,
-    live: RwLock<LiveState>,
+    pub(crate) live: RwLock<LiveState>,
     resolver: RwLock<Option<MarketResolver>>,
     history_start_ms: i64,
 }
@@ -321,125 +320,6 @@ fn live_values(candle: &Candle, processed_ms: i64) -> CandleValues {
     }
 }
 
-/// Parses an ISO-8601 time with a `Z` or `±HH:MM` offset into Unix ms.
-/// Fractions of a second are allowed down to the millisecond; finer
-/// digits must be zero.
-///
-/// # Errors
-/// A message saying what is wrong.
-pub fn parse_utc_time(text: &str) -> Result<i64, String> {
-    let bad = |why: &str| {
-        format!("{text:?} is not an ISO-8601 time ({why}); use e.g. 2026-05-05T17:39:00Z")
-    };
-    let b = text.as_bytes();
-    let num = |range: std::ops::Range<usize>| -> Option<i64> {
-        let digits = b.get(range)?;
-        if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-            return None;
-        }
-        Some(
-            digits
-                .iter()
-                .fold(0i64, |n, d| n * 10 + i64::from(d - b'0')),
-        )
-    };
-    let sep = |at: usize, want: u8| b.get(at) == Some(&want);
-    if !(sep(4, b'-')
-        && sep(7, b'-')
-        && matches!(b.get(10), Some(b'T' | b't'))
-        && sep(13, b':')
-        && sep(16, b':'))
-    {
-        return Err(bad("expected YYYY-MM-DDTHH:MM:SS"));
-    }
-    let (Some(year), Some(month), Some(day), Some(hour), Some(minute), Some(second)) = (
-        num(0..4),
-        num(5..7),
-        num(8..10),
-        num(11..13),
-        num(14..16),
-        num(17..19),
-    ) else {
-        return Err(bad("expected YYYY-MM-DDTHH:MM:SS"));
-    };
-    let real_date = (1..=12).contains(&month)
-        && (1..=31).contains(&day)
-        && civil_from_days(days_from_civil(year, month, day)) == (year, month, day);
-    if !real_date {
-        return Err(bad("no such date"));
-    }
-    if hour > 23 || minute > 59 || second > 59 {
-        return Err(bad("no such time of day"));
-    }
-    let mut at = 19;
-    let mut millis = 0i64;
-    if b.get(at) == Some(&b'.') {
-        let digits = b[at + 1..]
-            .iter()
-            .take_while(|d| d.is_ascii_digit())
-            .count();
-        if digits == 0 {
-            return Err(bad("empty fraction"));
-        }
-        let fraction = &b[at + 1..at + 1 + digits];
-        for (i, d) in fraction.iter().enumerate() {
-            let d = i64::from(d - b'0');
-            if i < 3 {
-                millis += d * [100, 10, 1][i];
-            } else if d != 0 {
-                return Err(bad("finer than a millisecond"));
-            }
-        }
-        at += 1 + digits;
-    }
-    let offset_min = match b.get(at..) {
-        Some(b"Z" | b"z") => 0,
-        Some([sign @ (b'+' | b'-'), rest @ ..]) if rest.len() == 5 && rest[2] == b':' => {
-            let (Some(h), Some(m)) = (num(at + 1..at + 3), num(at + 4..at + 6)) else {
-                return Err(bad("bad offset"));
-            };
-            if h > 23 || m > 59 {
-                return Err(bad("bad offset"));
-            }
-            let minutes = h * 60 + m;
-            if *sign == b'-' { -minutes } else { minutes }
-        }
-        _ => return Err(bad("needs Z or an offset like +00:00")),
-    };
-    let days = days_from_civil(year, month, day);
-    let seconds = days * 86_400 + hour * 3_600 + minute * 60 + second - offset_min * 60;
-    Ok(seconds * 1_000 + millis)
-}
-
-/// Appends `ms` (Unix ms) as ISO-8601 UTC: `YYYY-MM-DDTHH:MM:SSZ`, with
-/// `.mmm` when not a whole second.
-pub fn write_utc_time(out: &mut String, ms: i64) {
-    let days = ms.div_euclid(86_400_000);
-    let in_day = ms.rem_euclid(86_400_000);
-    let (year, month, day) = civil_from_days(days);
-    let (hour, minute, second, millis) = (
-        in_day / 3_600_000,
-        in_day / 60_000 % 60,
-        in_day / 1_000 % 60,
-        in_day % 1_000,
-    );
-    let _ = write!(
-        out,
-        "{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}"
-    );
-    if millis != 0 {
-        let _ = write!(out, ".{millis:03}");
-    }
-    out.push('Z');
-}
-
-/// `ms` as ISO-8601 UTC (see [`write_utc_time`]).
-pub fn format_utc_time(ms: i64) -> String {
-    let mut out = String::with_capacity(24);
-    write_utc_time(&mut out, ms);
-    out
-}
-
 /// State of the candle route.
 #[derive(Debug, Clone)]
 pub struct CandleRoute {
@@ -512,7 +392,7 @@ pub fn parse_query(query: &str) -> Result<CandleQuery<'_>, BadParameter> {
             ),
         })?;
     let time_text = take("time", time)?;
-    let open_time = parse_utc_time(&time_text).map_err(|message| BadParameter {
+    let open_time = parse_iso8601_ms(&time_text).map_err(|message| BadParameter {
         parameter: "time",
         message: format!("time {message}"),
     })?;
@@ -522,8 +402,8 @@ pub fn parse_query(query: &str) -> Result<CandleQuery<'_>, BadParameter> {
             parameter: "time",
             message: format!(
                 "time {} is not the open of a {interval} bucket; the bucket holding it opens at {}",
-                format_utc_time(open_time),
-                format_utc_time(bucket)
+                format_iso8601_ms(open_time),
+                format_iso8601_ms(bucket)
             ),
         });
     }
@@ -678,7 +558,7 @@ pub fn candle_json(market: &str, interval: Interval, c: &CandleValues) -> String
         out,
         r#"{{"market":"{market}","interval":"{interval}","bucket_start":""#
     );
-    write_utc_time(&mut out, c.open_time);
+    write_iso8601_ms(&mut out, c.open_time);
     let _ = write!(
         out,
         r#"","open":"{}","high":"{}","low":"{}","close":"{}","volume":"{}","trades_count":{},"vwap":"{}"}}"#,
@@ -692,7 +572,7 @@ fn miss_response(request: &CandleQuery<'_>, miss: &Miss) -> Response {
         "{} {} bucket opening at {}",
         request.market,
         request.interval,
-        format_utc_time(request.open_time)
+        format_iso8601_ms(request.open_time)
     );
     let (status, error, message) = match miss {
         Miss::BeforeHistory { start_ms } => (
@@ -700,7 +580,7 @@ fn miss_response(request: &CandleQuery<'_>, miss: &Miss) -> Response {
             "before_history_start",
             format!(
                 "the {what} is before the candle history start {}",
-                format_utc_time(*start_ms)
+                format_iso8601_ms(*start_ms)
             ),
         ),
         Miss::Future { now_ms } => (
@@ -708,7 +588,7 @@ fn miss_response(request: &CandleQuery<'_>, miss: &Miss) -> Response {
             "future_bucket",
             format!(
                 "the {what} has not opened yet (now is {})",
-                format_utc_time(*now_ms)
+                format_iso8601_ms(*now_ms)
             ),
         ),
         Miss::UnknownMarket => (
@@ -724,7 +604,7 @@ fn miss_response(request: &CandleQuery<'_>, miss: &Miss) -> Response {
             "not_covered",
             format!(
                 "the {what} is before the data this server holds, which starts at {}",
-                format_utc_time(*coverage_start_ms)
+                format_iso8601_ms(*coverage_start_ms)
             ),
         ),
         Miss::NoTrades { complete: true, .. } => (
@@ -742,7 +622,7 @@ fn miss_response(request: &CandleQuery<'_>, miss: &Miss) -> Response {
             "no_candle",
             format!(
                 "no trades so far in the {what}; data processed up to {}",
-                format_utc_time(*processed_ms)
+                format_iso8601_ms(*processed_ms)
             ),
         ),
         Miss::Unavailable(reason) => (
@@ -760,37 +640,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn times_parse_with_offsets_and_print_back() {
-        let ms = parse_utc_time("2025-07-27T08:00:00Z").unwrap();
-        assert_eq!(ms, DEFAULT_HISTORY_START_MS);
-        assert_eq!(format_utc_time(ms), "2025-07-27T08:00:00Z");
-        assert_eq!(parse_utc_time("2025-07-27T10:00:00.000+02:00"), Ok(ms));
-        assert_eq!(parse_utc_time("2025-07-27t07:30:00-00:30"), Ok(ms));
-        assert_eq!(
-            parse_utc_time("2024-02-29T23:59:59.5Z").map(format_utc_time),
-            Ok("2024-02-29T23:59:59.500Z".to_owned())
-        );
-        for bad in [
-            "2025-07-27",
-            "2025-07-27T08:00:00",
-            "2025-02-29T00:00:00Z",
-            "2025-07-27T24:00:00Z",
-            "2025-07-27T08:00:00.0001Z",
-            "2025-07-27T08:00:00+2:00",
-            "2025-07-27T08:00:00.Z",
-            "",
-        ] {
-            assert!(parse_utc_time(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
     fn queries_are_checked_in_order_and_name_the_parameter() {
         let ok =
             parse_query("market=PURR%2FUSDC&interval=5m&time=2026-05-05T17:40:00Z&x=1").unwrap();
         assert_eq!(ok.market, "PURR/USDC");
         assert_eq!(ok.interval, Interval::Minute5);
-        assert_eq!(format_utc_time(ok.open_time), "2026-05-05T17:40:00Z");
+        assert_eq!(format_iso8601_ms(ok.open_time), "2026-05-05T17:40:00Z");
         for (query, parameter) in [
             ("", "market"),
             ("market=%23&interval=1m&time=x", "market"),

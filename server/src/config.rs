@@ -362,7 +362,7 @@ impl ServeArgs {
         };
         let candle_history_start_ms = match &self.candle_history_start {
             Some(text) => {
-                crate::candles::parse_utc_time(text).map_err(|message| ConfigError::Invalid {
+                feeds::time::parse_iso8601_ms(text).map_err(|message| ConfigError::Invalid {
                     name: "candle_history_start",
                     message,
                 })?

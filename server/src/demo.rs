@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use fixtures::{OutputMode, RunOptions, SimConfig};
 
-use crate::keys::KeysFile;
+use crate::access::keys::KeysFile;
 
 /// Blocks between the demo's L4 snapshot files (about 70 s of block time).
 const DEMO_SNAPSHOT_EVERY: u64 = 1_000;

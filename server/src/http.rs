@@ -2,7 +2,7 @@
 //! `/metrics` (Prometheus text) and the authenticated API routes: feeds,
 //! candles (see [`crate::candles`]) and those passed to [`router`] (`/info`
 //! from [`crate::info`], the node gateway under `/v1` from
-//! [`crate::gateway`]).
+//! [`crate::http::gateway`]).
 //!
 //! `/healthz` reports, per line feed, the newest block number and time on
 //! disk and how far that time is behind the wall clock; it answers 503
@@ -22,6 +22,8 @@
 //! trusted. `/healthz` and `/metrics` need no key; metrics carry key ids and
 //! account names only, so expose the HTTP address to trusted networks.
 
+pub mod gateway;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -34,10 +36,10 @@ use axum::routing::get;
 use axum::{Extension, Router};
 use feeds::Source;
 
+use crate::access::keys::Principal;
 use crate::access::{Access, Denial};
 use crate::candles::Candles;
-use crate::keys::Principal;
-use crate::live::LiveFeeds;
+use crate::host::feeds::LiveFeeds;
 use crate::metrics::Metrics;
 
 /// Header carrying the API key (matched case-insensitively).
@@ -238,7 +240,7 @@ async fn healthz(State(health): State<Health>) -> Response {
                 newest_age = Some(newest_age.map_or(age, |a| a.min(age)));
                 serde_json::json!({
                     "block_number": block_number,
-                    "block_time": crate::candles::format_utc_time(time),
+                    "block_time": feeds::time::format_iso8601_ms(time),
                     "age_ms": age,
                 })
             }
@@ -259,7 +261,7 @@ async fn healthz(State(health): State<Health>) -> Response {
         let (block_number, block_time, caught_up, error) = candles.progress();
         body["candles"] = serde_json::json!({
             "block_number": block_number,
-            "block_time": (block_number > 0).then(|| crate::candles::format_utc_time(block_time)),
+            "block_time": (block_number > 0).then(|| feeds::time::format_iso8601_ms(block_time)),
             "caught_up": caught_up,
             "stored_candles": candles.store().candles(),
             "error": error,

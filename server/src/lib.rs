@@ -3,22 +3,16 @@
 //! `main` over this library so integration tests can start real servers.
 
 pub mod access;
-pub mod auth;
 pub mod candles;
 pub mod cli;
-pub mod coalesce;
 pub mod config;
 pub mod demo;
 pub mod endpoints;
-pub mod engine_thread;
-pub mod gateway;
+pub mod grpc;
+pub mod host;
 pub mod http;
 pub mod info;
-pub mod keys;
-pub mod live;
-pub mod market;
 pub mod metrics;
-pub mod raw_feed;
 pub mod serve;
 pub mod upstream;
 

@@ -3,11 +3,11 @@
 
 use anyhow::Context as _;
 use clap::Parser as _;
+use l1gate::access::keys::KeysFile;
 use l1gate::cli::{
     Cli, Command, KeysArgs, KeysCommand, ReplayCommand, ServeCommand, SimMode, SimulateCommand,
 };
 use l1gate::config;
-use l1gate::keys::KeysFile;
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
@@ -262,7 +262,7 @@ fn run_keys(args: KeysArgs) -> anyhow::Result<()> {
             max_streams,
             reset,
         } => {
-            let limits = l1gate::keys::AccountLimits {
+            let limits = l1gate::access::keys::AccountLimits {
                 requests_per_second,
                 request_burst,
                 max_streams,
@@ -297,7 +297,13 @@ fn run_keys(args: KeysArgs) -> anyhow::Result<()> {
 fn run_replay(command: ReplayCommand) -> anyhow::Result<()> {
     use std::io::{IsTerminal as _, Write as _};
 
-    let view: engine::replay::View = command.view.parse()?;
+    let view: engine::replay::ViewKind =
+        command
+            .view
+            .parse()
+            .map_err(|unknown: engine::views::registry::UnknownView| {
+                engine::replay::ReplayError::UnknownView(unknown.0)
+            })?;
     let mut options = engine::replay::ReplayOptions::new(command.data, view);
     options.snapshot = command.snapshot;
     options.from_block = command.from_block;

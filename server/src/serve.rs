@@ -9,13 +9,22 @@ use anyhow::Context as _;
 use tokio::net::TcpListener;
 use tonic::service::interceptor::InterceptedService;
 
+use engine::views::ViewSettings;
+use feeds::Source;
+use tonic::transport::server::TcpIncoming;
+
 use crate::access::Access;
-use crate::auth::Auth;
+use crate::access::auth::Auth;
+use crate::access::keys::{KeyStore, KeysFile};
+use crate::candles::Candles;
+use crate::candles::store::CandleStore;
 use crate::config::Settings;
-use crate::keys::{KeyStore, KeysFile};
-use crate::live::LiveFeeds;
+use crate::grpc::market::MarketService;
+use crate::grpc::raw_feed::RawFeedService;
+use crate::host::candles::{CandleWriter, WriterSettings, resume_point};
+use crate::host::engine::{CandleFeed, EngineSettings, EngineThread};
+use crate::host::feeds::LiveFeeds;
 use crate::metrics::Metrics;
-use crate::raw_feed::RawFeedService;
 use crate::upstream::UpstreamClient;
 
 /// How often the keys file is checked for changes.
@@ -36,12 +45,12 @@ pub struct Running {
     pub live: Arc<LiveFeeds>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     /// The market engine thread (stopped when the server is dropped).
-    pub engine: crate::engine_thread::EngineThread,
+    pub engine: EngineThread,
     /// Candle lookups (set a market resolver here).
     pub candles: Arc<crate::candles::Candles>,
     /// The candle writer thread (stopped, after a last commit, when the
     /// server is dropped).
-    pub candle_writer: crate::candles::writer::CandleWriter,
+    pub candle_writer: CandleWriter,
 }
 
 impl Running {
@@ -85,7 +94,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     );
     let live =
         LiveFeeds::open(data).with_context(|| format!("data directory {}", data.display()))?;
-    live.refresh_all();
+    live.refresh_all(true);
 
     let grpc_listener = TcpListener::bind(settings.grpc_addr)
         .await
@@ -107,23 +116,9 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1()
         .context("gRPC reflection")?;
-    let engine = crate::engine_thread::EngineThread::start(
-        live.clone(),
-        crate::engine_thread::EngineSettings {
-            ring_capacity: settings.market_ring_capacity,
-            poll_interval: settings.raw_feed.poll_interval,
-            candles: settings.candle_streaming,
-            candle_throttle: settings.candle_throttle,
-            l2_coalesce: settings.l2_coalesce,
-            ..crate::engine_thread::EngineSettings::default()
-        },
-    )
-    .context("market engine thread")?;
-    let (candle_store, recovery) = crate::candles::store::CandleStore::open(
-        &settings.state_dir,
-        settings.candle_history_start_ms,
-    )
-    .context("candle store (state_dir)")?;
+    let (candle_store, recovery) =
+        CandleStore::open(&settings.state_dir, settings.candle_history_start_ms)
+            .context("candle store (state_dir)")?;
     if recovery.dropped_bytes > 0 {
         tracing::warn!(
             path = %candle_store.path().display(),
@@ -131,21 +126,39 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
             "candle store: dropped an uncommitted tail left by a crash"
         );
     }
-    let candles = Arc::new(crate::candles::Candles::new(
+    let candles = Arc::new(Candles::new(
         candle_store.reader().clone(),
         settings.candle_history_start_ms,
     ));
-    let candle_writer = crate::candles::writer::CandleWriter::start(
-        &live,
+    let candles_from = resume_point(&candle_store, settings.candle_history_start_ms);
+    let (candle_writer, candle_sink) = CandleWriter::start(
         candle_store,
         candles.clone(),
-        crate::candles::writer::WriterSettings {
+        WriterSettings {
             history_start_ms: settings.candle_history_start_ms,
-            poll_interval: settings.raw_feed.poll_interval,
-            align_grace: crate::engine_thread::EngineSettings::default().align_grace,
+            data_before_history: data_before(&live, settings.candle_history_start_ms),
         },
     )
-    .context("candle writer thread")?;
+    .context("candle store thread")?;
+    let engine = EngineThread::start(
+        live.clone(),
+        EngineSettings {
+            ring_capacity: settings.market_ring_capacity,
+            backup_poll: settings.raw_feed.poll_interval,
+            views: ViewSettings {
+                l2_coalesce_ms: i64::try_from(settings.l2_coalesce.as_millis()).unwrap_or(i64::MAX),
+                candle_throttle_ms: i64::try_from(settings.candle_throttle.as_millis())
+                    .unwrap_or(i64::MAX),
+                candles: settings.candle_streaming,
+            },
+            ..EngineSettings::default()
+        },
+        Some(CandleFeed {
+            from: candles_from,
+            sink: candle_sink,
+        }),
+    )
+    .context("market engine thread")?;
     let upstreams = &settings.upstreams;
     let info_source = upstreams
         .info_url
@@ -167,14 +180,16 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         crate::info::InfoLookup::new(info_source, upstreams.info_cache, engine.status().clone())
             .routes()
             .merge(
-                crate::gateway::Gateway::new(upstreams.node_url.clone().map(|url| {
-                    let client =
-                        UpstreamClient::new(upstreams.timeout, crate::gateway::MAX_RESPONSE_BODY);
+                crate::http::gateway::Gateway::new(upstreams.node_url.clone().map(|url| {
+                    let client = UpstreamClient::new(
+                        upstreams.timeout,
+                        crate::http::gateway::MAX_RESPONSE_BODY,
+                    );
                     (url, client)
                 }))
                 .routes(),
             );
-    let market = crate::market::MarketService::new(engine.commands(), engine.status().clone())
+    let market = MarketService::new(engine.commands(), engine.status().clone())
         .with_stale_after(settings.market_stale_after)
         .with_access(access.clone())
         .with_info(info_feed);
@@ -183,7 +198,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         .set_serving::<proto::venue_l1_gateway_server::VenueL1GatewayServer<RawFeedService>>()
         .await;
     health_reporter
-        .set_serving::<proto::encoded::market_streaming_server::MarketStreamingServer<crate::market::MarketService>>()
+        .set_serving::<proto::encoded::market_streaming_server::MarketStreamingServer<MarketService>>()
         .await;
 
     let check = {
@@ -202,7 +217,8 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
                 .max_encoding_message_size(256 << 20),
             check,
         ));
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(grpc_listener);
+    // Frames are small and latency-bound: no Nagle delay on any stream.
+    let incoming = TcpIncoming::from(grpc_listener).with_nodelay(Some(true));
     tasks.push(tokio::spawn(async move {
         if let Err(error) = router.serve_with_incoming(incoming).await {
             tracing::error!(%error, "gRPC server stopped");
@@ -232,4 +248,19 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         candles,
         candle_writer,
     })
+}
+
+/// Whether the node's fills reach back before `history_start_ms` (then the
+/// candle store covers buckets from the history start on).
+fn data_before(live: &LiveFeeds, history_start_ms: i64) -> bool {
+    let Some(feed) = live.feed(Source::Fills) else {
+        return false;
+    };
+    let Ok(mut cursor) = feed.seek(feeds::Start::BlockNumber(0)) else {
+        return false;
+    };
+    feed.read(&mut cursor, 1)
+        .ok()
+        .and_then(|records| records.first().and_then(|record| record.timestamp_ms))
+        .is_some_and(|time| time < history_start_ms)
 }

@@ -18,6 +18,7 @@ mod server {
     mod endpoints;
     mod gateway;
     pub mod harness;
+    mod house;
     mod info_lookup;
     mod info_streams;
     pub mod market_live;

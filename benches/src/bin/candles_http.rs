@@ -29,8 +29,8 @@ use bytes::Bytes;
 use hdrhistogram::Histogram;
 use http_body_util::{BodyExt as _, Empty};
 use hyper_util::rt::TokioIo;
+use l1gate::access::keys::KeysFile;
 use l1gate::config::ServeArgs;
-use l1gate::keys::KeysFile;
 
 /// Target throughput.
 const TARGET_RPS: f64 = 50_000.0;
@@ -153,10 +153,10 @@ fn main() -> anyhow::Result<()> {
     let ready_s = ready_started.elapsed().as_secs_f64();
     // Keep the lookups that find a candle (the hot path; misses are cheaper).
     let now = l1gate::unix_now_ms();
-    let found: Vec<(&str, engine::views::candles::Interval, &str, i64)> = queries
+    let found: Vec<(&str, engine::market::candles::Interval, &str, i64)> = queries
         .iter()
         .filter_map(|(coin, interval, open)| {
-            let parsed = engine::views::candles::Interval::parse(interval).ok()?;
+            let parsed = engine::market::candles::Interval::parse(interval).ok()?;
             running
                 .candles
                 .lookup(coin, parsed, *open, now)
@@ -170,7 +170,7 @@ fn main() -> anyhow::Result<()> {
             format!(
                 "/{key}/v1/candles?market={}&interval={interval}&time={}",
                 encode(coin),
-                l1gate::candles::format_utc_time(*open)
+                feeds::time::format_iso8601_ms(*open)
             )
         })
         .collect();

@@ -32,7 +32,7 @@ use anyhow::{Context, Result, bail};
 use engine::align::{AlignMode, Aligner};
 use engine::block::Block;
 use engine::fold::Engine;
-use engine::replay::{ReplayOptions, View};
+use engine::replay::{ReplayOptions, ViewKind};
 use engine::snapshot::{self, L4Snapshot};
 use feeds::{Feed, Start};
 use fixtures::{RunOptions, SimConfig};
@@ -283,7 +283,7 @@ fn measure(dir: &Path, args: &Args) -> Result<Results> {
     }
     rows.extend(best);
     if !args.fold_only {
-        let mut bbo = ReplayOptions::new(dir, View::Bbo);
+        let mut bbo = ReplayOptions::new(dir, ViewKind::Bbo);
         bbo.snapshot = Some(first.clone());
         bbo.coins = vec!["BTC".to_owned()];
         rows.push(replay(
@@ -291,7 +291,7 @@ fn measure(dir: &Path, args: &Args) -> Result<Results> {
             "`engine::replay::run`, `bbo` on BTC, to a sink",
             &bbo,
         )?);
-        let mut l4 = ReplayOptions::new(dir, View::L4Updates);
+        let mut l4 = ReplayOptions::new(dir, ViewKind::L4Updates);
         l4.snapshot = Some(first.clone());
         rows.push(replay(
             "replay l4updates",

@@ -1,15 +1,14 @@
-//! Best bid and offer per coin: the top level of each side (`px`, total
-//! `sz`, order count `n`), with a frame only when one of them changes.
+//! Best bid and offer: for 1–20 coins, each coin's top level per side
+//! (`px`, total `sz`, order count `n`); on subscribe every coin's current
+//! top, then a frame for a coin only when its top changes.
 
 use std::collections::BTreeSet;
 
 use serde::Serialize;
 
-use crate::book::l2::{L2Level, level_of};
-use crate::book::l4::{Books, L4Book};
-use crate::fold::{BlockChanges, Engine};
-use crate::text::Short;
-use crate::views::{ViewError, position, required_coins};
+use crate::book::l2::L2Level;
+use crate::market::{Market, Needs};
+use crate::views::{OnLag, Selection, View, ViewError, ViewSettings, required_coins};
 
 /// `BboUpdate`: one coin's top of book; a side is omitted when empty.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -28,126 +27,11 @@ pub struct BboUpdate {
     pub ask: Option<L2Level>,
 }
 
-/// Top of book: `(bid, ask)`.
-pub type Top = (Option<L2Level>, Option<L2Level>);
-
-/// Shared state: every coin's current top of book and the coins whose top
-/// changed in the last block.
-///
-/// Kept by the books' positions (coin order), which the block's touched list
-/// gives, so no coin name is hashed or compared to fold a block. Books are
-/// only ever added, so the list is in step with them while it is as long.
-#[derive(Debug, Default)]
-pub struct BboView {
-    /// The books' coins, in their order.
-    coins: Vec<Short>,
-    /// Top of `coins[i]`.
-    tops: Vec<Top>,
-    /// The last block's touched coins, as positions, in coin order, with
-    /// whether their top changed.
-    last: Vec<(usize, bool)>,
-}
-
-/// The top of `book` (sides whose total size overflows are left unset).
-pub fn top_of(coin: &str, book: &L4Book) -> Top {
-    (
-        book.best_bid().and_then(|level| level_of(coin, level).ok()),
-        book.best_ask().and_then(|level| level_of(coin, level).ok()),
-    )
-}
-
-fn same_top(a: &Top, b: &Top) -> bool {
-    fn same(x: Option<&L2Level>, y: Option<&L2Level>) -> bool {
-        match (x, y) {
-            (None, None) => true,
-            (Some(x), Some(y)) => x.same_print(y),
-            _ => false,
-        }
-    }
-    same(a.0.as_ref(), b.0.as_ref()) && same(a.1.as_ref(), b.1.as_ref())
-}
-
-impl BboView {
-    pub(crate) fn rebuild(&mut self, books: &Books) {
-        self.coins = books.iter().map(|(coin, _)| Short::new(coin)).collect();
-        self.tops = books
-            .iter()
-            .map(|(coin, book)| top_of(coin, book))
-            .collect();
-        self.last.clear();
-    }
-
-    pub(crate) fn update(&mut self, books: &Books, changes: &BlockChanges) {
-        self.last.clear();
-        if self.coins.len() != books.len() {
-            self.follow_listings(books);
-        }
-        for &at in &changes.touched_at {
-            let Some((coin, book)) = books.at(at) else {
-                continue;
-            };
-            let top = top_of(coin, book);
-            let Some(held) = self.tops.get_mut(at) else {
-                continue;
-            };
-            let changed = !same_top(held, &top);
-            *held = top;
-            self.last.push((at, changed));
-        }
-    }
-
-    /// Takes in coins listed since the last block (with no top yet: the
-    /// block's touched list covers any that now have one).
-    fn follow_listings(&mut self, books: &Books) {
-        let mut tops = std::mem::take(&mut self.tops).into_iter();
-        let mut held = std::mem::take(&mut self.coins).into_iter().peekable();
-        for (coin, _) in books.iter() {
-            let top = if held.next_if(|known| known.as_str() == coin).is_some() {
-                tops.next().unwrap_or((None, None))
-            } else {
-                (None, None)
-            };
-            self.coins.push(Short::new(coin));
-            self.tops.push(top);
-        }
-    }
-
-    /// The current top of `coin` (both unset when it has no book).
-    pub fn top(&self, coin: &str) -> Top {
-        self.position(coin)
-            .and_then(|at| self.tops.get(at).copied())
-            .unwrap_or((None, None))
-    }
-
-    /// Whether `coin`'s top changed in the last block.
-    pub fn changed(&self, coin: &str) -> bool {
-        self.position(coin).is_some_and(|at| {
-            self.last
-                .binary_search_by_key(&at, |&(touched, _)| touched)
-                .is_ok_and(|i| self.last[i].1)
-        })
-    }
-
-    /// The last block's touched coins in coin order: name, current top, and
-    /// whether the top changed.
-    pub(crate) fn touched(&self) -> impl Iterator<Item = (&str, &Top, bool)> + '_ {
-        self.last.iter().filter_map(|&(at, changed)| {
-            Some((self.coins.get(at)?.as_str(), self.tops.get(at)?, changed))
-        })
-    }
-
-    fn position(&self, coin: &str) -> Option<usize> {
-        self.coins
-            .binary_search_by(|held| held.as_str().cmp(coin))
-            .ok()
-    }
-}
-
-/// `BboRequest`: 1–20 coins.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct BboRequest {
+/// `BboRequest`, normalised: 1–20 distinct coins.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BboKey {
     /// Markets.
-    pub coins: Vec<String>,
+    pub coins: BTreeSet<String>,
 }
 
 /// One BBO subscription.
@@ -157,44 +41,60 @@ pub struct BboSubscription {
 }
 
 impl BboSubscription {
-    /// Subscribes; the opening frames are every coin's current top.
-    ///
-    /// # Errors
-    /// [`ViewError::CoinCount`] unless 1–20 distinct coins are given.
-    pub fn open(
-        engine: &Engine,
-        request: &BboRequest,
+    fn frame(market: &Market, coin: &str) -> BboUpdate {
+        let at = market.position();
+        let (bid, ask) = market.bbo().top(coin);
+        BboUpdate {
+            coin: coin.to_owned(),
+            time: at.time,
+            block_number: at.block_number,
+            bid,
+            ask,
+        }
+    }
+}
+
+impl View for BboSubscription {
+    type Key = BboKey;
+    type Frame = BboUpdate;
+    const NAME: &'static str = "bbo";
+    const ON_LAG: OnLag = OnLag::SkipToNewest;
+    const NEEDS: Needs = Needs::BOOKS;
+
+    fn keys(selection: &Selection) -> Result<Vec<BboKey>, ViewError> {
+        Ok(vec![BboKey {
+            coins: required_coins(Self::NAME, &selection.coins)?,
+        }])
+    }
+
+    fn listed_coins(key: &BboKey) -> Vec<&str> {
+        key.coins.iter().map(String::as_str).collect()
+    }
+
+    /// The opening frames are every coin's current top.
+    fn open(
+        market: &mut Market,
+        key: &BboKey,
+        _settings: &ViewSettings,
     ) -> Result<(Self, Vec<BboUpdate>), ViewError> {
+        let coins: Vec<String> = key.coins.iter().cloned().collect();
         let subscription = Self {
-            coins: required_coins("bbo", &request.coins)?,
+            coins: required_coins(Self::NAME, &coins)?,
         };
         let frames = subscription
             .coins
             .iter()
-            .map(|coin| Self::frame(engine, coin))
+            .map(|coin| Self::frame(market, coin))
             .collect();
         Ok((subscription, frames))
     }
 
-    /// Frames of the last folded block: one per subscribed coin whose top
-    /// changed.
-    pub fn on_block(&self, engine: &Engine) -> Vec<BboUpdate> {
+    /// One frame per subscribed coin whose top changed.
+    fn on_block(&mut self, market: &Market) -> Vec<BboUpdate> {
         self.coins
             .iter()
-            .filter(|coin| engine.views().bbo.changed(coin))
-            .map(|coin| Self::frame(engine, coin))
+            .filter(|coin| market.bbo().changed(coin))
+            .map(|coin| Self::frame(market, coin))
             .collect()
-    }
-
-    fn frame(engine: &Engine, coin: &str) -> BboUpdate {
-        let (block_number, time) = position(engine);
-        let (bid, ask) = engine.views().bbo.top(coin);
-        BboUpdate {
-            coin: coin.to_owned(),
-            time,
-            block_number,
-            bid,
-            ask,
-        }
     }
 }

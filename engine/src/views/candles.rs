@@ -1,719 +1,49 @@
-//! Candles: OHLCV, trade count and VWAP per (coin, interval), folded from
-//! trades (one trade = one execution; the two fills of a trade are never
-//! counted twice), with the frames of `StreamCandle` subscriptions and the
-//! candles that closed in each block for a persistent store.
-//!
-//! # Buckets
-//!
-//! Every interval the exchange offers is tracked — `1m 3m 5m 15m 30m 1h 2h
-//! 4h 8h 12h 1d 3d 1w 1M` — plus `1s`. Boundaries are UTC:
-//!
-//! - fixed intervals up to `3d` open at multiples of their length since the
-//!   Unix epoch (so `1d` opens at 00:00 UTC and `3d` at epoch-aligned
-//!   three-day steps);
-//! - `1w` is also epoch-aligned, which puts its open at **Thursday 00:00
-//!   UTC** (1970-01-01 was a Thursday). This mirrors the exchange, whose
-//!   weekly candles open on Thursdays, rather than the Monday convention of
-//!   charting tools;
-//! - `1M` is the calendar month: it opens at 00:00 UTC on the 1st.
-//!
-//! `close_time` is the next bucket's open minus 1 ms (the exchange's `T`).
-//!
-//! # Values
-//!
-//! `open`/`high`/`low`/`close` are trade prices exactly as printed; `volume`
-//! is the exact sum of base sizes; `trades_count` counts trades. `vwap` is
-//! `Σ(px·sz) / Σsz`, computed exactly in 128-bit integers and rounded half
-//! up to [`VWAP_EXTRA_DECIMALS`] more decimals than the finest price of the
-//! bucket (capped at 18), then printed in the node's canonical form
-//! (trailing zeros trimmed, at least one decimal): a BTC bucket whose prices
-//! have one decimal gets a VWAP with up to five.
-//!
-//! Candles are sparse: a bucket without trades has no candle.
-//!
-//! # Closing and frames
-//!
-//! A live candle closes when a trade falls into a later bucket of its
-//! series, or when a block's time reaches the next bucket's open —
-//! whichever comes first. Closed candles of a block are listed by
-//! [`CandlesView::closed`] in the order they closed. A subscription gets a
-//! candle's final state (`closed: true`) before any frame of the next bucket
-//! of its series. Within a bucket, changes are re-emitted at most once per
-//! `throttle_ms` of **block time** (a change inside the window is held and
-//! sent with the first block past it), so the view stays pure. A trade
-//! older than its series' current or last closed bucket is counted in
-//! [`CandlesView::late_trades`] and ignored.
+//! Candles of one (coin, interval) — any of the exchange's fifteen
+//! intervals (see [`crate::market::candles`]): the current bucket at once
+//! if it has trades, re-sent at most once per throttle window of block time
+//! while it changes, and a closed bucket's final state (`closed: true`)
+//! before any frame of the next bucket.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
-use std::str::FromStr;
+use crate::market::candles::{CandleError, CandleUpdate, CandlesView, Interval};
+use crate::market::{Market, Needs};
+use crate::views::{OnLag, Selection, View, ViewError, ViewSettings, distinct};
 
-use feeds::time::{civil_from_days, days_from_civil};
-use serde::Serialize;
-use thiserror::Error;
-
-use crate::num::Px;
-use crate::views::trades::{Trade, TradesView};
-
-/// Extra decimals of the VWAP beyond the bucket's finest price.
-pub const VWAP_EXTRA_DECIMALS: u8 = 4;
-
-/// Default re-emit throttle of a candle subscription, in block-time ms.
-pub const DEFAULT_THROTTLE_MS: i64 = 500;
-
-const SECOND_MS: i64 = 1_000;
-const MINUTE_MS: i64 = 60 * SECOND_MS;
-const HOUR_MS: i64 = 60 * MINUTE_MS;
-const DAY_MS: i64 = 24 * HOUR_MS;
-
-/// A candle interval.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Interval {
-    /// `1s`.
-    Second1,
-    /// `1m`.
-    Minute1,
-    /// `3m`.
-    Minute3,
-    /// `5m`.
-    Minute5,
-    /// `15m`.
-    Minute15,
-    /// `30m`.
-    Minute30,
-    /// `1h`.
-    Hour1,
-    /// `2h`.
-    Hour2,
-    /// `4h`.
-    Hour4,
-    /// `8h`.
-    Hour8,
-    /// `12h`.
-    Hour12,
-    /// `1d`.
-    Day1,
-    /// `3d`.
-    Day3,
-    /// `1w` (opens Thursday 00:00 UTC).
-    Week1,
-    /// `1M` (calendar month).
-    Month1,
-}
-
-impl Interval {
-    /// Every interval, shortest first.
-    pub const ALL: [Interval; 15] = [
-        Interval::Second1,
-        Interval::Minute1,
-        Interval::Minute3,
-        Interval::Minute5,
-        Interval::Minute15,
-        Interval::Minute30,
-        Interval::Hour1,
-        Interval::Hour2,
-        Interval::Hour4,
-        Interval::Hour8,
-        Interval::Hour12,
-        Interval::Day1,
-        Interval::Day3,
-        Interval::Week1,
-        Interval::Month1,
-    ];
-
-    /// The exchange's name (`"1m"`, `"1M"`, ...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Interval::Second1 => "1s",
-            Interval::Minute1 => "1m",
-            Interval::Minute3 => "3m",
-            Interval::Minute5 => "5m",
-            Interval::Minute15 => "15m",
-            Interval::Minute30 => "30m",
-            Interval::Hour1 => "1h",
-            Interval::Hour2 => "2h",
-            Interval::Hour4 => "4h",
-            Interval::Hour8 => "8h",
-            Interval::Hour12 => "12h",
-            Interval::Day1 => "1d",
-            Interval::Day3 => "3d",
-            Interval::Week1 => "1w",
-            Interval::Month1 => "1M",
-        }
-    }
-
-    /// Parses an exchange interval name (case-sensitive: `1m` ≠ `1M`).
-    ///
-    /// # Errors
-    /// [`CandleError::UnknownInterval`] for any other text.
-    pub fn parse(text: &str) -> Result<Self, CandleError> {
-        Self::ALL
-            .into_iter()
-            .find(|interval| interval.as_str() == text)
-            .ok_or_else(|| CandleError::UnknownInterval(text.chars().take(16).collect()))
-    }
-
-    /// Length in ms, for every interval but `1M`.
-    pub fn fixed_ms(self) -> Option<i64> {
-        Some(match self {
-            Interval::Second1 => SECOND_MS,
-            Interval::Minute1 => MINUTE_MS,
-            Interval::Minute3 => 3 * MINUTE_MS,
-            Interval::Minute5 => 5 * MINUTE_MS,
-            Interval::Minute15 => 15 * MINUTE_MS,
-            Interval::Minute30 => 30 * MINUTE_MS,
-            Interval::Hour1 => HOUR_MS,
-            Interval::Hour2 => 2 * HOUR_MS,
-            Interval::Hour4 => 4 * HOUR_MS,
-            Interval::Hour8 => 8 * HOUR_MS,
-            Interval::Hour12 => 12 * HOUR_MS,
-            Interval::Day1 => DAY_MS,
-            Interval::Day3 => 3 * DAY_MS,
-            Interval::Week1 => 7 * DAY_MS,
-            Interval::Month1 => return None,
-        })
-    }
-
-    /// Open time (Unix ms) of the bucket holding `time_ms`.
-    pub fn bucket_open(self, time_ms: i64) -> i64 {
-        if let Some(length) = self.fixed_ms() {
-            return time_ms - time_ms.rem_euclid(length);
-        }
-        let (year, month, _) = civil_from_days(time_ms.div_euclid(DAY_MS));
-        days_from_civil(year, month, 1) * DAY_MS
-    }
-
-    /// Open time of the bucket after the one opening at `open_ms`.
-    pub fn next_open(self, open_ms: i64) -> i64 {
-        if let Some(length) = self.fixed_ms() {
-            return open_ms + length;
-        }
-        let (year, month, _) = civil_from_days(open_ms.div_euclid(DAY_MS));
-        let (year, month) = if month == 12 {
-            (year + 1, 1)
-        } else {
-            (year, month + 1)
-        };
-        days_from_civil(year, month, 1) * DAY_MS
-    }
-
-    /// `close_time` of the bucket opening at `open_ms`: next open − 1 ms.
-    pub fn close_time(self, open_ms: i64) -> i64 {
-        self.next_open(open_ms) - 1
-    }
-}
-
-impl fmt::Display for Interval {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Interval {
-    type Err = CandleError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::parse(s)
-    }
-}
-
-impl Serialize for Interval {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.as_str())
-    }
-}
-
-/// A candle request or fold outside the contract.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum CandleError {
-    /// Not one of the 15 interval names.
-    #[error("candles: unknown interval {0:?}")]
-    UnknownInterval(String),
-    /// The request has no coin.
-    #[error("candles: a candle subscription needs a coin")]
-    MissingCoin,
-    /// A sum left 128 bits; the trade was not folded into this candle.
-    #[error("candles: {coin} {interval} overflowed at block {block}")]
-    Overflow {
-        /// Market.
-        coin: String,
-        /// Interval.
-        interval: Interval,
-        /// Block number.
-        block: u64,
-    },
-}
-
-/// An exact non-negative sum: `units / 10^scale` in 128 bits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Amount {
-    units: i128,
-    scale: u8,
-}
-
-fn pow10_wide(exp: u8) -> Option<i128> {
-    10_i128.checked_pow(u32::from(exp))
-}
-
-impl Amount {
-    /// `units / 10^scale`.
-    pub fn new(units: i128, scale: u8) -> Self {
-        Self { units, scale }
-    }
-
-    /// The integer units.
-    pub fn units(self) -> i128 {
-        self.units
-    }
-
-    /// Digits after the decimal point.
-    pub fn scale(self) -> u8 {
-        self.scale
-    }
-
-    /// Exact sum; `None` on overflow.
-    pub fn checked_add(self, other: Amount) -> Option<Amount> {
-        let scale = self.scale.max(other.scale);
-        let a = self.units.checked_mul(pow10_wide(scale - self.scale)?)?;
-        let b = other.units.checked_mul(pow10_wide(scale - other.scale)?)?;
-        Some(Amount {
-            units: a.checked_add(b)?,
-            scale,
-        })
-    }
-
-    /// `self / divisor` rounded half up (away from zero) to `scale`
-    /// decimals, by long division so no intermediate leaves 128 bits while
-    /// the quotient fits. `None` when `divisor` is zero or not positive, or
-    /// on overflow.
-    pub fn div_round(self, divisor: Amount, scale: u8) -> Option<Amount> {
-        if divisor.units <= 0 || self.units < 0 {
-            return None;
-        }
-        // self / divisor = (n / 10^sn) / (d / 10^sd) = (n * 10^sd) / (d * 10^sn)
-        let (mut numerator, mut denominator) = (self.units, divisor.units);
-        if divisor.scale >= self.scale {
-            numerator = numerator.checked_mul(pow10_wide(divisor.scale - self.scale)?)?;
-        } else {
-            denominator = denominator.checked_mul(pow10_wide(self.scale - divisor.scale)?)?;
-        }
-        let mut quotient = numerator / denominator;
-        let mut remainder = numerator % denominator;
-        for _ in 0..scale {
-            let shifted = remainder.checked_mul(10)?;
-            quotient = quotient
-                .checked_mul(10)?
-                .checked_add(shifted / denominator)?;
-            remainder = shifted % denominator;
-        }
-        if remainder >= denominator - remainder {
-            quotient = quotient.checked_add(1)?;
-        }
-        Some(Amount {
-            units: quotient,
-            scale,
-        })
-    }
-}
-
-impl fmt::Display for Amount {
-    /// The node's canonical form: trailing zeros trimmed, at least one
-    /// decimal (`"0.0"`, `"12.5"`, `"3.0"`).
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut units = self.units;
-        let mut scale = self.scale;
-        while scale > 1 && units % 10 == 0 {
-            units /= 10;
-            scale -= 1;
-        }
-        let negative = units < 0;
-        let magnitude = units.unsigned_abs();
-        if scale == 0 {
-            return write!(f, "{}{magnitude}.0", if negative { "-" } else { "" });
-        }
-        let factor = 10_u128.pow(u32::from(scale));
-        write!(
-            f,
-            "{}{}.{:0width$}",
-            if negative { "-" } else { "" },
-            magnitude / factor,
-            magnitude % factor,
-            width = usize::from(scale)
-        )
-    }
-}
-
-impl Serialize for Amount {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
-    }
-}
-
-/// One bucket's running state.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Candle {
+/// `CandleRequest`, normalised.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CandleKey {
     /// Market.
     pub coin: String,
     /// Interval.
     pub interval: Interval,
-    /// Bucket open, Unix ms.
-    pub open_time: i64,
-    /// Next bucket's open, Unix ms.
-    pub next_open: i64,
-    /// First trade's price.
-    pub open: Px,
-    /// Highest price.
-    pub high: Px,
-    /// Lowest price.
-    pub low: Px,
-    /// Last trade's price.
-    pub close: Px,
-    /// Σ sz.
-    pub volume: Amount,
-    /// Σ px·sz.
-    pub notional: Amount,
-    /// Trades folded in.
-    pub trades_count: u64,
-    /// Finest price scale seen (drives the VWAP's decimals).
-    pub price_scale: u8,
-    /// Block that last changed the candle.
-    pub block_number: u64,
-    /// That block's time, Unix ms.
-    pub time: i64,
 }
 
-impl Candle {
-    fn start(trade: &Trade, interval: Interval, open_time: i64, block: u64, time: i64) -> Self {
-        let (units, scale) = trade.px.mul_wide(trade.sz);
-        Self {
-            coin: trade.coin.clone(),
-            interval,
-            open_time,
-            next_open: interval.next_open(open_time),
-            open: trade.px,
-            high: trade.px,
-            low: trade.px,
-            close: trade.px,
-            volume: Amount::new(i128::from(trade.sz.units()), trade.sz.scale()),
-            notional: Amount::new(units, scale),
-            trades_count: 1,
-            price_scale: trade.px.scale(),
-            block_number: block,
-            time,
-        }
-    }
-
-    /// Folds one more trade of this bucket. Nothing changes on overflow.
-    fn add(&mut self, trade: &Trade, block: u64, time: i64) -> Option<()> {
-        let (units, scale) = trade.px.mul_wide(trade.sz);
-        let volume = self
-            .volume
-            .checked_add(Amount::new(i128::from(trade.sz.units()), trade.sz.scale()))?;
-        let notional = self.notional.checked_add(Amount::new(units, scale))?;
-        self.volume = volume;
-        self.notional = notional;
-        self.high = self.high.max(trade.px);
-        self.low = self.low.min(trade.px);
-        self.close = trade.px;
-        self.trades_count += 1;
-        self.price_scale = self.price_scale.max(trade.px.scale());
-        self.block_number = block;
-        self.time = time;
-        Some(())
-    }
-
-    /// `close_time`: next open − 1 ms.
-    pub fn close_time(&self) -> i64 {
-        self.next_open - 1
-    }
-
-    /// The exact VWAP rounded as the module doc states (`None` only on
-    /// overflow or a zero volume).
-    pub fn vwap(&self) -> Option<Amount> {
-        let scale = self.price_scale.saturating_add(VWAP_EXTRA_DECIMALS).min(18);
-        self.notional.div_round(self.volume, scale)
-    }
-
-    /// This state as a frame.
-    pub fn to_update(&self, closed: bool) -> CandleUpdate {
-        CandleUpdate {
-            coin: self.coin.clone(),
-            interval: self.interval,
-            open_time: self.open_time,
-            close_time: self.close_time(),
-            open: self.open,
-            high: self.high,
-            low: self.low,
-            close: self.close,
-            volume: self.volume,
-            trades_count: self.trades_count,
-            vwap: self.vwap().unwrap_or_default(),
-            block_number: self.block_number,
-            time: self.time,
-            closed,
-        }
-    }
-}
-
-/// `CandleUpdate`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CandleUpdate {
-    /// Market.
-    pub coin: String,
-    /// Interval name.
-    pub interval: Interval,
-    /// Bucket open, Unix ms.
-    pub open_time: i64,
-    /// Bucket close, Unix ms (`open_time + interval − 1`).
-    pub close_time: i64,
-    /// Open.
-    pub open: Px,
-    /// High.
-    pub high: Px,
-    /// Low.
-    pub low: Px,
-    /// Close.
-    pub close: Px,
-    /// Base volume.
-    pub volume: Amount,
-    /// Trades in the bucket.
-    pub trades_count: u64,
-    /// Volume-weighted average price.
-    pub vwap: Amount,
-    /// Block that last changed this candle.
-    pub block_number: u64,
-    /// That block's time.
-    pub time: i64,
-    /// Final state of a closed bucket.
-    pub closed: bool,
-}
-
-/// One (coin, interval) series: its live bucket and the open time below
-/// which trades are late.
-#[derive(Debug, Clone, Default)]
-struct Series {
-    live: Option<Candle>,
-    floor: i64,
-}
-
-/// Shared state: the live candle of every (coin, interval) with trades, and
-/// what the last block changed and closed.
-#[derive(Debug, Clone)]
-pub struct CandlesView {
-    intervals: Vec<Interval>,
-    series: BTreeMap<(String, Interval), Series>,
-    /// Live candles by next open, to close them as block time passes.
-    closing: BTreeSet<(i64, String, Interval)>,
-    closed: Vec<Candle>,
-    changed: BTreeSet<(String, Interval)>,
-    block_number: u64,
-    time: i64,
-    late_trades: u64,
-    errors: Vec<CandleError>,
-}
-
-impl Default for CandlesView {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl CandlesView {
-    /// Tracks every interval.
-    pub fn new() -> Self {
-        Self::with_intervals(&Interval::ALL)
-    }
-
-    /// Tracks only `intervals` (e.g. `1s`, `1m`, `5m` for a candle store).
-    pub fn with_intervals(intervals: &[Interval]) -> Self {
-        let mut intervals = intervals.to_vec();
-        intervals.sort_unstable();
-        intervals.dedup();
-        Self {
-            intervals,
-            series: BTreeMap::new(),
-            closing: BTreeSet::new(),
-            closed: Vec::new(),
-            changed: BTreeSet::new(),
-            block_number: 0,
-            time: 0,
-            late_trades: 0,
-            errors: Vec::new(),
-        }
-    }
-
-    /// Folds the trades of the block the trades view last folded.
-    pub fn apply_trades_view(&mut self, trades: &TradesView) {
-        let (block_number, time) = trades.position();
-        self.apply(block_number, time, trades.last().trades());
-    }
-
-    /// Folds one block's trades, then closes every candle whose bucket
-    /// ended at or before the block's time.
-    pub fn apply<'t>(
-        &mut self,
-        block_number: u64,
-        time: i64,
-        trades: impl IntoIterator<Item = &'t Trade>,
-    ) {
-        self.closed.clear();
-        self.changed.clear();
-        self.errors.clear();
-        self.block_number = block_number;
-        self.time = time;
-        for trade in trades {
-            for index in 0..self.intervals.len() {
-                let interval = self.intervals[index];
-                self.fold_trade(trade, interval);
-            }
-        }
-        while let Some(first) = self.closing.first() {
-            if first.0 > time {
-                break;
-            }
-            if let Some((_, coin, interval)) = self.closing.pop_first() {
-                self.close(&(coin, interval));
-            }
-        }
-    }
-
-    fn fold_trade(&mut self, trade: &Trade, interval: Interval) {
-        let open_time = interval.bucket_open(trade.time);
-        let key = (trade.coin.clone(), interval);
-        let series = self.series.entry(key.clone()).or_default();
-        if open_time < series.floor {
-            self.late_trades += 1;
-            return;
-        }
-        if let Some(live) = series.live.as_mut() {
-            if open_time == live.open_time {
-                if live.add(trade, self.block_number, self.time).is_some() {
-                    self.changed.insert(key);
-                } else {
-                    self.errors.push(CandleError::Overflow {
-                        coin: key.0,
-                        interval,
-                        block: self.block_number,
-                    });
-                }
-                return;
-            }
-            if open_time < live.open_time {
-                self.late_trades += 1;
-                return;
-            }
-            let next_open = live.next_open;
-            self.closing.remove(&(next_open, key.0.clone(), interval));
-            self.close(&key);
-        }
-        let candle = Candle::start(trade, interval, open_time, self.block_number, self.time);
-        self.closing
-            .insert((candle.next_open, key.0.clone(), interval));
-        if let Some(series) = self.series.get_mut(&key) {
-            series.live = Some(candle);
-        }
-        self.changed.insert(key);
-    }
-
-    fn close(&mut self, key: &(String, Interval)) {
-        if let Some(series) = self.series.get_mut(key)
-            && let Some(candle) = series.live.take()
-        {
-            series.floor = candle.next_open;
-            self.changed.remove(key);
-            self.closed.push(candle);
-        }
-    }
-
-    /// The last folded block: `(block_number, time)`.
-    pub fn position(&self) -> (u64, i64) {
-        (self.block_number, self.time)
-    }
-
-    /// The intervals tracked.
-    pub fn intervals(&self) -> &[Interval] {
-        &self.intervals
-    }
-
-    /// The live candle of `(coin, interval)`, if its bucket has trades.
-    pub fn live(&self, coin: &str, interval: Interval) -> Option<&Candle> {
-        self.series
-            .get(&(coin.to_owned(), interval))
-            .and_then(|series| series.live.as_ref())
-    }
-
-    /// Every live candle, by (coin, interval).
-    pub fn live_candles(&self) -> impl Iterator<Item = &Candle> {
-        self.series
-            .values()
-            .filter_map(|series| series.live.as_ref())
-    }
-
-    /// Candles whose bucket closed in the last block, final state, in the
-    /// order they closed: what a persistent candle store consumes.
-    pub fn closed(&self) -> &[Candle] {
-        &self.closed
-    }
-
-    /// Live candles the last block changed (opened or updated).
-    pub fn changed(&self) -> impl Iterator<Item = &Candle> {
-        self.changed
-            .iter()
-            .filter_map(|(coin, interval)| self.live(coin, *interval))
-    }
-
-    /// Whether the last block changed the live candle of `(coin, interval)`.
-    pub fn was_changed(&self, coin: &str, interval: Interval) -> bool {
-        self.changed.contains(&(coin.to_owned(), interval))
-    }
-
-    /// Trades ignored because their bucket had already closed.
-    pub fn late_trades(&self) -> u64 {
-        self.late_trades
-    }
-
-    /// Overflows of the last block (trades left out of a candle).
-    pub fn errors(&self) -> &[CandleError] {
-        &self.errors
-    }
-}
-
-/// `CandleRequest`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CandleRequest {
-    /// Required.
-    pub coin: String,
-    /// One of the 15 interval names.
-    pub interval: String,
-}
-
-/// One `StreamCandle` subscription.
+/// One candle subscription.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CandleSubscription {
     coin: String,
     interval: Interval,
     throttle_ms: i64,
-    /// `(open_time, block time)` of the last frame sent for a live bucket.
+    /// Open time of the bucket last sent and the block time it was sent at.
     last_sent: Option<(i64, i64)>,
-    /// A change is waiting for the throttle window to pass.
+    /// A change inside the throttle window waits to be sent.
     held: bool,
-    /// The block the subscription last looked at (each block is seen once).
+    /// The last block looked at.
     seen_block: Option<u64>,
 }
 
 impl CandleSubscription {
-    /// Validates the request; `throttle_ms` is the minimum block time
+    /// A subscription of `key`; `throttle_ms` is the minimum block time
     /// between two frames of the same live bucket (0 = every change).
     ///
     /// # Errors
-    /// [`CandleError::MissingCoin`] or [`CandleError::UnknownInterval`].
-    pub fn new(request: &CandleRequest, throttle_ms: i64) -> Result<Self, CandleError> {
-        if request.coin.is_empty() {
+    /// [`CandleError::MissingCoin`] for an empty coin.
+    pub fn new(key: &CandleKey, throttle_ms: i64) -> Result<Self, CandleError> {
+        if key.coin.is_empty() {
             return Err(CandleError::MissingCoin);
         }
         Ok(Self {
-            coin: request.coin.clone(),
-            interval: Interval::parse(&request.interval)?,
+            coin: key.coin.clone(),
+            interval: key.interval,
             throttle_ms: throttle_ms.max(0),
             last_sent: None,
             held: false,
@@ -721,32 +51,24 @@ impl CandleSubscription {
         })
     }
 
-    /// The market.
-    pub fn coin(&self) -> &str {
-        &self.coin
-    }
-
-    /// The interval.
-    pub fn interval(&self) -> Interval {
-        self.interval
-    }
-
     /// The opening frame: the current bucket, if it is tracked.
-    pub fn open(&mut self, view: &CandlesView) -> Option<CandleUpdate> {
-        self.seen_block = Some(view.block_number);
+    pub fn opening(&mut self, view: &CandlesView) -> Option<CandleUpdate> {
+        let (block_number, time) = view.position();
+        self.seen_block = Some(block_number);
         let candle = view.live(&self.coin, self.interval)?;
-        self.last_sent = Some((candle.open_time, view.time));
+        self.last_sent = Some((candle.open_time, time));
         self.held = false;
         Some(candle.to_update(false))
     }
 
     /// The frames of the last folded block: a closed bucket's final state
     /// first, then the live bucket when it is new or the throttle allows.
-    /// A block already seen (by [`CandleSubscription::open`] or an earlier
-    /// call) yields nothing.
-    pub fn on_block(&mut self, view: &CandlesView) -> Vec<CandleUpdate> {
+    /// A block already seen (by [`CandleSubscription::opening`] or an
+    /// earlier call) yields nothing.
+    pub fn frames(&mut self, view: &CandlesView) -> Vec<CandleUpdate> {
+        let (block_number, time) = view.position();
         let mut frames = Vec::new();
-        if self.seen_block.replace(view.block_number) == Some(view.block_number) {
+        if self.seen_block.replace(block_number) == Some(block_number) {
             return frames;
         }
         for candle in view.closed() {
@@ -763,10 +85,10 @@ impl CandleSubscription {
         let due = match self.last_sent {
             Some((open_time, _)) if open_time != candle.open_time => true,
             None => changed,
-            Some((_, at)) => (changed || self.held) && view.time - at >= self.throttle_ms,
+            Some((_, at)) => (changed || self.held) && time - at >= self.throttle_ms,
         };
         if due {
-            self.last_sent = Some((candle.open_time, view.time));
+            self.last_sent = Some((candle.open_time, time));
             self.held = false;
             frames.push(candle.to_update(false));
         } else if changed {
@@ -776,51 +98,44 @@ impl CandleSubscription {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use rstest::rstest;
+impl View for CandleSubscription {
+    type Key = CandleKey;
+    type Frame = CandleUpdate;
+    const NAME: &'static str = "candles";
+    const ON_LAG: OnLag = OnLag::SkipToNewest;
+    const NEEDS: Needs = Needs {
+        trades: true,
+        candles: true,
+        ..Needs::NONE
+    };
 
-    #[rstest]
-    #[case::exact_multiple(Amount::new(30, 1), Amount::new(10, 1), 2, "3.0")]
-    #[case::rounds_half_up(Amount::new(2, 0), Amount::new(3, 0), 2, "0.67")]
-    #[case::rounds_down(Amount::new(1, 0), Amount::new(3, 0), 3, "0.333")]
-    #[case::half_exactly(Amount::new(1, 0), Amount::new(8, 0), 2, "0.13")]
-    #[case::mixed_scales(Amount::new(1_234_567, 6), Amount::new(5, 1), 4, "2.4691")]
-    fn divides_exactly_then_rounds(
-        #[case] numerator: Amount,
-        #[case] divisor: Amount,
-        #[case] scale: u8,
-        #[case] printed: &str,
-    ) {
-        assert_eq!(
-            numerator.div_round(divisor, scale).unwrap().to_string(),
-            printed
-        );
-    }
-
-    #[test]
-    fn division_by_zero_is_none() {
-        assert_eq!(Amount::new(1, 0).div_round(Amount::default(), 2), None);
-    }
-
-    #[rstest]
-    #[case::zero(0, 0, "0.0")]
-    #[case::integer(50, 0, "50.0")]
-    #[case::trims(1_500, 3, "1.5")]
-    #[case::keeps_digits(123_456, 4, "12.3456")]
-    fn prints_canonically(#[case] units: i128, #[case] scale: u8, #[case] printed: &str) {
-        assert_eq!(Amount::new(units, scale).to_string(), printed);
-    }
-
-    #[test]
-    fn every_interval_round_trips_its_name() {
-        for interval in Interval::ALL {
-            assert_eq!(Interval::parse(interval.as_str()), Ok(interval));
+    /// One key per coin, all of `--interval`.
+    fn keys(selection: &Selection) -> Result<Vec<CandleKey>, ViewError> {
+        let coins = distinct(&selection.coins);
+        if coins.is_empty() {
+            return Err(ViewError::MissingCoin { view: Self::NAME });
         }
-        assert_eq!(
-            Interval::parse("2w"),
-            Err(CandleError::UnknownInterval("2w".into()))
-        );
+        let interval = Interval::parse(selection.interval.as_deref().unwrap_or_default())?;
+        Ok(coins
+            .into_iter()
+            .map(|coin| CandleKey { coin, interval })
+            .collect())
+    }
+
+    fn open(
+        market: &mut Market,
+        key: &CandleKey,
+        settings: &ViewSettings,
+    ) -> Result<(Self, Vec<CandleUpdate>), ViewError> {
+        if !settings.candles {
+            return Err(ViewError::Disabled { view: Self::NAME });
+        }
+        let mut subscription = Self::new(key, settings.candle_throttle_ms)?;
+        let opening = subscription.opening(market.candles());
+        Ok((subscription, opening.into_iter().collect()))
+    }
+
+    fn on_block(&mut self, market: &Market) -> Vec<CandleUpdate> {
+        self.frames(market.candles())
     }
 }

@@ -1,17 +1,16 @@
-//! Aggregated L2 books per `(coin, n_levels, n_sig_figs, mantissa)`,
-//! computed only for the parameter sets some subscription asked for, and the
-//! L2 book view: a full book frame for every block that touched the coin
-//! (with `strict`, only when the printed levels changed).
-
-use std::collections::BTreeMap;
+//! L2 book: one coin's book aggregated by `(n_levels, n_sig_figs,
+//! mantissa)`: the full aggregated book on subscribe, then again for every
+//! block that touched the coin (with `strict`, only when the printed levels
+//! changed); with a coalescing window, at most once per window of block time
+//! (see [`crate::views::coalesce`]).
 
 use serde::Serialize;
 
-use crate::book::l2::{L2Book, L2Error, L2Level, L2Params, aggregate};
-use crate::book::l4::{Books, L4Book};
-use crate::event::Side;
-use crate::fold::{BlockChanges, Engine};
-use crate::views::{ViewError, position};
+use crate::book::l2::{L2Level, L2Params};
+use crate::market::l2::L2Key;
+use crate::market::{Market, Needs, Position};
+use crate::views::coalesce::{Coalesce, Coalescer};
+use crate::views::{OnLag, Selection, View, ViewError, ViewSettings, distinct};
 
 /// `L2BookUpdate`: one coin's aggregated book.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -22,258 +21,136 @@ pub struct L2BookUpdate {
     pub time: i64,
     /// Producing block.
     pub block_number: u64,
-    /// Bids, best first.
+    /// Bid levels, best first.
     pub bids: Vec<L2Level>,
-    /// Asks, best first.
+    /// Ask levels, best first.
     pub asks: Vec<L2Level>,
 }
 
-/// Which aggregated book.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct L2Key {
+impl Coalesce for L2BookUpdate {
+    /// The newest state supersedes.
+    fn absorb(&mut self, next: Self) {
+        *self = next;
+    }
+
+    fn restamp(&mut self, at: Position) {
+        self.block_number = at.block_number;
+        self.time = at.time;
+    }
+}
+
+/// `L2BookRequest`, as asked (the parameters are checked on open).
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct L2BookKey {
     /// Market.
     pub coin: String,
-    /// Depth and aggregation.
-    pub params: L2Params,
-}
-
-/// One tracked aggregated book and what the last block did to it.
-#[derive(Debug, Clone, Default)]
-pub struct TrackedL2 {
-    refs: usize,
-    book: L2Book,
-    touched: bool,
-    changed: bool,
-    reset: bool,
-    delta: L2Book,
-    errors: u64,
-}
-
-impl TrackedL2 {
-    /// The current aggregated book.
-    pub fn book(&self) -> &L2Book {
-        &self.book
-    }
-
-    /// The last block mutated the coin's L4 book.
-    pub fn touched(&self) -> bool {
-        self.touched
-    }
-
-    /// The last block changed the printed levels.
-    pub fn changed(&self) -> bool {
-        self.changed
-    }
-
-    /// The last block carried a snapshot reset of the coin.
-    pub fn reset(&self) -> bool {
-        self.reset
-    }
-
-    /// Levels changed by the last block, a removed level with `sz` `0.0`.
-    pub fn delta(&self) -> &L2Book {
-        &self.delta
-    }
-
-    /// Blocks whose aggregation failed (the previous levels were kept).
-    pub fn errors(&self) -> u64 {
-        self.errors
-    }
-}
-
-/// Shared state: the aggregated books someone subscribed to.
-#[derive(Debug, Default)]
-pub struct L2Tracker {
-    tracked: BTreeMap<L2Key, TrackedL2>,
-}
-
-fn compute(books: &Books, key: &L2Key) -> Result<L2Book, L2Error> {
-    let empty = L4Book::new();
-    let book = books.get(&key.coin).unwrap_or(&empty);
-    aggregate(&key.coin, book, &key.params)
-}
-
-/// The levels of `new` that differ from `old`, in book order; a level of
-/// `old` missing from `new` comes back with `sz` `0.0` and `n` 0.
-pub fn diff_side(side: Side, old: &[L2Level], new: &[L2Level]) -> Vec<L2Level> {
-    let better = |a: &L2Level, b: &L2Level| match side {
-        Side::Bid => a.px > b.px,
-        Side::Ask => a.px < b.px,
-    };
-    let mut out = Vec::new();
-    let (mut i, mut j) = (0, 0);
-    while i < old.len() || j < new.len() {
-        if j == new.len() || (i < old.len() && better(&old[i], &new[j])) {
-            out.push(old[i].removed());
-            i += 1;
-        } else if i == old.len() || better(&new[j], &old[i]) {
-            out.push(new[j]);
-            j += 1;
-        } else {
-            if !old[i].same_print(&new[j]) {
-                out.push(new[j]);
-            }
-            i += 1;
-            j += 1;
-        }
-    }
-    out
-}
-
-impl L2Tracker {
-    /// Starts (or shares) tracking of `key`, computing it now if new.
-    pub fn track(&mut self, key: L2Key, books: &Books) {
-        let book = if self.tracked.contains_key(&key) {
-            None
-        } else {
-            Some(compute(books, &key).unwrap_or_default())
-        };
-        let entry = self.tracked.entry(key).or_default();
-        if let Some(book) = book {
-            entry.book = book;
-        }
-        entry.refs += 1;
-    }
-
-    /// Drops one reference to `key`; the book stops being computed at zero.
-    pub fn untrack(&mut self, key: &L2Key) {
-        if let Some(entry) = self.tracked.get_mut(key) {
-            entry.refs = entry.refs.saturating_sub(1);
-            if entry.refs == 0 {
-                self.tracked.remove(key);
-            }
-        }
-    }
-
-    /// The tracked book for `key`.
-    pub fn get(&self, key: &L2Key) -> Option<&TrackedL2> {
-        self.tracked.get(key)
-    }
-
-    /// Number of parameter sets computed per block.
-    pub fn len(&self) -> usize {
-        self.tracked.len()
-    }
-
-    /// Whether nothing is tracked.
-    pub fn is_empty(&self) -> bool {
-        self.tracked.is_empty()
-    }
-
-    pub(crate) fn rebuild(&mut self, books: &Books) {
-        for (key, entry) in &mut self.tracked {
-            if let Ok(book) = compute(books, key) {
-                entry.book = book;
-            }
-        }
-    }
-
-    pub(crate) fn update(&mut self, books: &Books, changes: &BlockChanges) {
-        for (key, entry) in &mut self.tracked {
-            entry.touched = changes.touched(&key.coin);
-            entry.reset = changes.resets.contains(&key.coin);
-            entry.changed = false;
-            entry.delta = L2Book::default();
-            if !entry.touched {
-                continue;
-            }
-            match compute(books, key) {
-                Ok(book) => {
-                    entry.delta = L2Book {
-                        bids: diff_side(Side::Bid, &entry.book.bids, &book.bids),
-                        asks: diff_side(Side::Ask, &entry.book.asks, &book.asks),
-                    };
-                    entry.changed = !entry.delta.bids.is_empty() || !entry.delta.asks.is_empty();
-                    entry.book = book;
-                }
-                Err(_) => entry.errors += 1,
-            }
-        }
-    }
-}
-
-/// `L2BookRequest`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct L2BookRequest {
-    /// Market (required).
-    pub coin: String,
-    /// Levels per side; omitted = 20, 0 = full depth.
+    /// Levels per side (omitted = 20, 0 = full depth).
     pub n_levels: Option<u32>,
-    /// Significant figures, 2–5.
+    /// Significant figures of aggregated prices.
     pub n_sig_figs: Option<u32>,
-    /// 1, 2 or 5, only with five significant figures.
+    /// Mantissa (with 5 significant figures).
     pub mantissa: Option<u64>,
     /// Suppress frames whose levels did not change.
-    pub strict: Option<bool>,
+    pub strict: bool,
 }
 
 /// One L2 book subscription.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct L2BookSubscription {
     key: L2Key,
     strict: bool,
+    coalescer: Coalescer<L2BookUpdate>,
 }
 
 impl L2BookSubscription {
-    /// Subscribes, starting the aggregation if nobody else computes it; the
-    /// opening frame is the current book.
-    ///
-    /// # Errors
-    /// [`ViewError::MissingCoin`] or [`ViewError::L2`] for a request outside
-    /// the contract.
-    pub fn open(
-        engine: &mut Engine,
-        request: &L2BookRequest,
-    ) -> Result<(Self, L2BookUpdate), ViewError> {
-        if request.coin.is_empty() {
-            return Err(ViewError::MissingCoin { view: "l2book" });
-        }
-        let params = L2Params::new(request.n_levels, request.n_sig_figs, request.mantissa)?;
-        let key = L2Key {
-            coin: request.coin.clone(),
-            params,
-        };
-        let (views, books) = engine.views_mut();
-        views.l2.track(key.clone(), books);
-        let subscription = Self {
-            key,
-            strict: request.strict.unwrap_or(false),
-        };
-        let frame = subscription.frame(engine);
-        Ok((subscription, frame))
-    }
-
-    /// The frame of the last folded block: when it touched the coin's book
-    /// (and, with `strict`, changed the printed levels).
-    pub fn on_block(&self, engine: &Engine) -> Option<L2BookUpdate> {
-        let tracked = engine.views().l2.get(&self.key)?;
-        let emit = if self.strict {
-            tracked.changed()
-        } else {
-            tracked.touched()
-        };
-        emit.then(|| self.frame(engine))
-    }
-
-    /// Unsubscribes.
-    pub fn close(self, engine: &mut Engine) {
-        engine.views_mut().0.l2.untrack(&self.key);
-    }
-
-    fn frame(&self, engine: &Engine) -> L2BookUpdate {
-        let (block_number, time) = position(engine);
-        let book = engine
-            .views()
-            .l2
+    fn frame(&self, market: &Market) -> L2BookUpdate {
+        let at = market.position();
+        let book = market
+            .l2()
             .get(&self.key)
             .map(|tracked| tracked.book().clone())
             .unwrap_or_default();
         L2BookUpdate {
             coin: self.key.coin.clone(),
-            time,
-            block_number,
+            time: at.time,
+            block_number: at.block_number,
             bids: book.bids,
             asks: book.asks,
         }
+    }
+}
+
+impl View for L2BookSubscription {
+    type Key = L2BookKey;
+    type Frame = L2BookUpdate;
+    const NAME: &'static str = "l2book";
+    const ON_LAG: OnLag = OnLag::SkipToNewest;
+    const NEEDS: Needs = Needs::BOOKS;
+
+    fn keys(selection: &Selection) -> Result<Vec<L2BookKey>, ViewError> {
+        let coins = distinct(&selection.coins);
+        if coins.is_empty() {
+            return Err(ViewError::MissingCoin { view: Self::NAME });
+        }
+        Ok(coins
+            .into_iter()
+            .map(|coin| L2BookKey {
+                coin,
+                n_levels: selection.n_levels,
+                n_sig_figs: selection.n_sig_figs,
+                mantissa: selection.mantissa,
+                strict: selection.strict,
+            })
+            .collect())
+    }
+
+    fn listed_coins(key: &L2BookKey) -> Vec<&str> {
+        vec![key.coin.as_str()]
+    }
+
+    /// Tracks the aggregated book; the opening frame is its current state.
+    fn open(
+        market: &mut Market,
+        key: &L2BookKey,
+        settings: &ViewSettings,
+    ) -> Result<(Self, Vec<L2BookUpdate>), ViewError> {
+        if key.coin.is_empty() {
+            return Err(ViewError::MissingCoin { view: Self::NAME });
+        }
+        let params = L2Params::new(key.n_levels, key.n_sig_figs, key.mantissa)?;
+        let tracked = L2Key {
+            coin: key.coin.clone(),
+            params,
+        };
+        let (l2, books) = market.l2_mut();
+        l2.track(tracked.clone(), books);
+        let subscription = Self {
+            key: tracked,
+            strict: key.strict,
+            coalescer: Coalescer::new(settings.l2_coalesce_ms, market.position().time),
+        };
+        let frame = subscription.frame(market);
+        Ok((subscription, vec![frame]))
+    }
+
+    /// The book again when the block touched it (`strict`: changed it).
+    fn on_block(&mut self, market: &Market) -> Vec<L2BookUpdate> {
+        let emit = market.l2().get(&self.key).is_some_and(|tracked| {
+            if self.strict {
+                tracked.changed()
+            } else {
+                tracked.touched()
+            }
+        });
+        let frames = if emit {
+            vec![self.frame(market)]
+        } else {
+            Vec::new()
+        };
+        self.coalescer.push(frames, market.position())
+    }
+
+    fn close(self, market: &mut Market) {
+        market.l2_mut().0.untrack(&self.key);
     }
 }

@@ -1,154 +1,107 @@
-//! L2 diffs per coin: a `snapshot=true` full book first (`seq` 1,
-//! `prev_seq` 0), then only the levels a block changed, chained per coin by
-//! `prev_seq` = the previous entry's `seq`; a removed level is sent with
-//! `sz:"0.0"`. A coin reset from a node snapshot restarts its chain with a
-//! fresh `snapshot=true` entry (`prev_seq` 0). The aggregation is shared
-//! with the L2 book view ([`L2Tracker`](crate::views::l2book::L2Tracker)).
+//! L2 diffs per coin: a `snapshot=true` full book first, then only the
+//! levels a block changed; a removed level is sent with `sz:"0.0"`. A coin
+//! reset from a node snapshot restarts its chain with a fresh
+//! `snapshot=true` entry. Entries chain per coin by `seq` / `prev_seq`,
+//! given per subscriber (see [`crate::views::numbering`]). The aggregation
+//! is shared with the L2 book view ([`crate::market::l2::L2Tracker`]); with
+//! a coalescing window, a window's changes merge into one frame (see
+//! [`crate::views::coalesce`]).
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 
 use serde::Serialize;
 
 use crate::book::l2::{L2Level, L2Params};
-use crate::fold::Engine;
-use crate::views::l2book::L2Key;
-use crate::views::{ViewError, position, required_coins};
+use crate::market::l2::L2Key;
+use crate::market::{Market, Needs, Position};
+use crate::views::coalesce::{Coalesce, Coalescer};
+use crate::views::numbering::{Numbering, Numbers};
+use crate::views::{OnLag, Selection, View, ViewError, ViewSettings, required_coins};
 
-/// `L2CoinDiff`: one coin's entry in a diff frame.
+/// `L2CoinDiff`: one coin's changed levels (or its whole book).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct L2CoinDiff {
     /// Market.
     pub coin: String,
-    /// This entry's sequence number for the coin.
+    /// This entry's number in the coin's chain (0 until numbered).
     pub seq: u64,
-    /// The previous entry's `seq` for the coin; 0 on a snapshot.
+    /// The coin's previous `seq`; 0 on a snapshot entry.
     pub prev_seq: u64,
-    /// Changed bid levels (all levels on a snapshot).
+    /// Changed bid levels (`sz` `0.0` = removed), or the whole side.
     pub bids: Vec<L2Level>,
-    /// Changed ask levels (all levels on a snapshot).
+    /// Changed ask levels, or the whole side.
     pub asks: Vec<L2Level>,
     /// True = full book, rebuild from it.
     pub snapshot: bool,
 }
 
-/// `L2BookDiffUpdate`: one block's entries.
+/// `L2BookDiffUpdate`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct L2BookDiffUpdate {
     /// Block time, Unix ms.
     pub time: i64,
     /// Producing block.
     pub block_number: u64,
-    /// Per-coin entries, sorted by coin.
+    /// One entry per coin that changed, in coin order.
     pub diffs: Vec<L2CoinDiff>,
 }
 
-/// `L2BookDiffRequest`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct L2BookDiffRequest {
-    /// 1–20 markets.
-    pub coins: Vec<String>,
-    /// Levels per side; omitted = 20, 0 = full depth.
+impl Coalesce for L2BookDiffUpdate {
+    /// Per coin, later level states win; a snapshot entry replaces what
+    /// came before it.
+    fn absorb(&mut self, next: Self) {
+        self.time = next.time;
+        self.block_number = next.block_number;
+        for diff in next.diffs {
+            match self.diffs.iter_mut().find(|d| d.coin == diff.coin) {
+                Some(entry) if !diff.snapshot => {
+                    upsert(&mut entry.bids, diff.bids);
+                    upsert(&mut entry.asks, diff.asks);
+                }
+                Some(entry) => *entry = diff,
+                None => self.diffs.push(diff),
+            }
+        }
+    }
+
+    fn restamp(&mut self, at: Position) {
+        self.block_number = at.block_number;
+        self.time = at.time;
+    }
+}
+
+fn upsert(levels: &mut Vec<L2Level>, changes: Vec<L2Level>) {
+    for change in changes {
+        match levels.iter_mut().find(|l| l.px == change.px) {
+            Some(level) => *level = change,
+            None => levels.push(change),
+        }
+    }
+}
+
+/// `L2BookDiffRequest`, normalised: 1–20 distinct coins and the
+/// aggregation (checked on open).
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct L2DiffKey {
+    /// Markets.
+    pub coins: BTreeSet<String>,
+    /// Levels per side (omitted = 20, 0 = full depth).
     pub n_levels: Option<u32>,
-    /// Significant figures, 2–5.
+    /// Significant figures of aggregated prices.
     pub n_sig_figs: Option<u32>,
-    /// 1, 2 or 5, only with five significant figures.
+    /// Mantissa (with 5 significant figures).
     pub mantissa: Option<u64>,
 }
 
-/// One L2 diff subscription: its coins and each coin's last `seq`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One L2 diff subscription.
+#[derive(Debug, Clone)]
 pub struct L2DiffSubscription {
     params: L2Params,
-    seqs: BTreeMap<String, u64>,
+    coins: BTreeSet<String>,
+    coalescer: Coalescer<L2BookDiffUpdate>,
 }
 
 impl L2DiffSubscription {
-    /// Subscribes; the opening frame holds a `snapshot=true` entry per coin.
-    ///
-    /// # Errors
-    /// [`ViewError::CoinCount`] or [`ViewError::L2`] for a request outside
-    /// the contract.
-    pub fn open(
-        engine: &mut Engine,
-        request: &L2BookDiffRequest,
-    ) -> Result<(Self, L2BookDiffUpdate), ViewError> {
-        let coins = required_coins("l2diff", &request.coins)?;
-        let params = L2Params::new(request.n_levels, request.n_sig_figs, request.mantissa)?;
-        let (views, books) = engine.views_mut();
-        for coin in &coins {
-            views.l2.track(
-                L2Key {
-                    coin: coin.clone(),
-                    params,
-                },
-                books,
-            );
-        }
-        let mut subscription = Self {
-            params,
-            seqs: coins.into_iter().map(|coin| (coin, 0)).collect(),
-        };
-        let coins: Vec<String> = subscription.seqs.keys().cloned().collect();
-        let diffs = coins
-            .iter()
-            .map(|coin| subscription.snapshot_entry(engine, coin))
-            .collect();
-        let (block_number, time) = position(engine);
-        Ok((
-            subscription,
-            L2BookDiffUpdate {
-                time,
-                block_number,
-                diffs,
-            },
-        ))
-    }
-
-    /// The frame of the last folded block, if any subscribed coin's levels
-    /// changed (or a coin was reset).
-    pub fn on_block(&mut self, engine: &Engine) -> Option<L2BookDiffUpdate> {
-        let mut diffs = Vec::new();
-        let coins: Vec<String> = self.seqs.keys().cloned().collect();
-        for coin in coins {
-            let key = self.key(&coin);
-            let Some(tracked) = engine.views().l2.get(&key) else {
-                continue;
-            };
-            if tracked.reset() {
-                diffs.push(self.snapshot_entry(engine, &coin));
-            } else if tracked.changed() {
-                let seq = self.seqs.entry(coin.clone()).or_insert(0);
-                let prev_seq = *seq;
-                *seq += 1;
-                diffs.push(L2CoinDiff {
-                    coin,
-                    seq: *seq,
-                    prev_seq,
-                    bids: tracked.delta().bids.clone(),
-                    asks: tracked.delta().asks.clone(),
-                    snapshot: false,
-                });
-            }
-        }
-        if diffs.is_empty() {
-            return None;
-        }
-        let (block_number, time) = position(engine);
-        Some(L2BookDiffUpdate {
-            time,
-            block_number,
-            diffs,
-        })
-    }
-
-    /// Unsubscribes.
-    pub fn close(self, engine: &mut Engine) {
-        let views = engine.views_mut().0;
-        for coin in self.seqs.keys() {
-            views.l2.untrack(&self.key(coin));
-        }
-    }
-
     fn key(&self, coin: &str) -> L2Key {
         L2Key {
             coin: coin.to_owned(),
@@ -156,22 +109,184 @@ impl L2DiffSubscription {
         }
     }
 
-    fn snapshot_entry(&mut self, engine: &Engine, coin: &str) -> L2CoinDiff {
-        let book = engine
-            .views()
-            .l2
+    fn snapshot_entry(&self, market: &Market, coin: &str) -> L2CoinDiff {
+        let book = market
+            .l2()
             .get(&self.key(coin))
             .map(|tracked| tracked.book().clone())
             .unwrap_or_default();
-        let seq = self.seqs.entry(coin.to_owned()).or_insert(0);
-        *seq += 1;
         L2CoinDiff {
             coin: coin.to_owned(),
-            seq: *seq,
+            seq: 0,
             prev_seq: 0,
             bids: book.bids,
             asks: book.asks,
             snapshot: true,
         }
+    }
+}
+
+impl View for L2DiffSubscription {
+    type Key = L2DiffKey;
+    type Frame = L2BookDiffUpdate;
+    const NAME: &'static str = "l2diff";
+    const ON_LAG: OnLag = OnLag::Abort;
+    const NEEDS: Needs = Needs::BOOKS;
+
+    fn keys(selection: &Selection) -> Result<Vec<L2DiffKey>, ViewError> {
+        Ok(vec![L2DiffKey {
+            coins: required_coins(Self::NAME, &selection.coins)?,
+            n_levels: selection.n_levels,
+            n_sig_figs: selection.n_sig_figs,
+            mantissa: selection.mantissa,
+        }])
+    }
+
+    fn listed_coins(key: &L2DiffKey) -> Vec<&str> {
+        key.coins.iter().map(String::as_str).collect()
+    }
+
+    /// Tracks each coin's aggregated book; the opening frame has a snapshot
+    /// entry per coin.
+    fn open(
+        market: &mut Market,
+        key: &L2DiffKey,
+        settings: &ViewSettings,
+    ) -> Result<(Self, Vec<L2BookDiffUpdate>), ViewError> {
+        let coins: Vec<String> = key.coins.iter().cloned().collect();
+        let coins = required_coins(Self::NAME, &coins)?;
+        let params = L2Params::new(key.n_levels, key.n_sig_figs, key.mantissa)?;
+        let subscription = Self {
+            params,
+            coins,
+            coalescer: Coalescer::new(settings.l2_coalesce_ms, market.position().time),
+        };
+        let (l2, books) = market.l2_mut();
+        for coin in &subscription.coins {
+            l2.track(subscription.key(coin), books);
+        }
+        let at = market.position();
+        let diffs = subscription
+            .coins
+            .iter()
+            .map(|coin| subscription.snapshot_entry(market, coin))
+            .collect();
+        let frame = L2BookDiffUpdate {
+            time: at.time,
+            block_number: at.block_number,
+            diffs,
+        };
+        Ok((subscription, vec![frame]))
+    }
+
+    /// The changed levels of each coin the block changed; a fresh snapshot
+    /// entry for a coin reset from a node snapshot.
+    fn on_block(&mut self, market: &Market) -> Vec<L2BookDiffUpdate> {
+        let mut diffs = Vec::new();
+        for coin in &self.coins {
+            let Some(tracked) = market.l2().get(&self.key(coin)) else {
+                continue;
+            };
+            if tracked.reset() {
+                diffs.push(self.snapshot_entry(market, coin));
+            } else if tracked.changed() {
+                diffs.push(L2CoinDiff {
+                    coin: coin.clone(),
+                    seq: 0,
+                    prev_seq: 0,
+                    bids: tracked.delta().bids.clone(),
+                    asks: tracked.delta().asks.clone(),
+                    snapshot: false,
+                });
+            }
+        }
+        let at = market.position();
+        let frames = if diffs.is_empty() {
+            Vec::new()
+        } else {
+            vec![L2BookDiffUpdate {
+                time: at.time,
+                block_number: at.block_number,
+                diffs,
+            }]
+        };
+        self.coalescer.push(frames, at)
+    }
+
+    fn close(self, market: &mut Market) {
+        let l2 = market.l2_mut().0;
+        for coin in &self.coins {
+            l2.untrack(&self.key(coin));
+        }
+    }
+
+    fn numbers(frame: &L2BookDiffUpdate, numbering: &mut Numbering) -> Numbers {
+        Numbers::PerCoin(
+            frame
+                .diffs
+                .iter()
+                .map(|diff| numbering.next_seq(&diff.coin, diff.snapshot))
+                .collect(),
+        )
+    }
+
+    fn stamp(frame: &mut L2BookDiffUpdate, numbers: &Numbers) {
+        if let Numbers::PerCoin(seqs) = numbers {
+            for (diff, &(seq, prev_seq)) in frame.diffs.iter_mut().zip(seqs) {
+                diff.seq = seq;
+                diff.prev_seq = prev_seq;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::num::{Px, Sz};
+
+    fn level(px: &str, sz: &str) -> L2Level {
+        L2Level {
+            px: Px::parse(px).unwrap(),
+            sz: Sz::parse(sz).unwrap(),
+            n: 1,
+        }
+    }
+
+    fn diff(block: u64, coin: &str, bids: Vec<L2Level>, snapshot: bool) -> L2BookDiffUpdate {
+        L2BookDiffUpdate {
+            time: i64::try_from(block).unwrap() * 100,
+            block_number: block,
+            diffs: vec![L2CoinDiff {
+                coin: coin.into(),
+                seq: 0,
+                prev_seq: 0,
+                bids,
+                asks: Vec::new(),
+                snapshot,
+            }],
+        }
+    }
+
+    #[test]
+    fn diffs_inside_a_window_merge_into_the_newest_level_states() {
+        let mut merged = diff(1, "BTC", vec![level("10", "1")], false);
+        merged.absorb(diff(
+            2,
+            "BTC",
+            vec![level("10", "2"), level("9", "1")],
+            false,
+        ));
+        merged.absorb(diff(3, "ETH", vec![level("5", "1")], false));
+        assert_eq!(merged.block_number, 3);
+        assert_eq!(merged.diffs.len(), 2);
+        assert_eq!(merged.diffs[0].bids, [level("10", "2"), level("9", "1")]);
+        assert_eq!(merged.diffs[1].coin, "ETH");
+        merged.absorb(diff(4, "BTC", vec![level("7", "1")], true));
+        assert!(
+            merged.diffs[0].snapshot,
+            "a snapshot entry replaces the coin's"
+        );
+        assert_eq!(merged.diffs[0].bids, [level("7", "1")]);
     }
 }

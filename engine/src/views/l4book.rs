@@ -1,8 +1,8 @@
-//! The L4 book view per coin: a snapshot frame with every resting order,
-//! then one diff frame per block that had events for the coin, whose `data`
-//! is the JSON object `{"order_statuses":[…],"book_diffs":[…]}` built from
-//! the node's own event bytes (each event byte-identical to the source). A
-//! coin reset from a node snapshot sends a fresh snapshot frame.
+//! The L4 book of one coin: a snapshot frame with every resting order, then
+//! one diff frame per block that had events for the coin, whose `data` is
+//! the JSON object `{"order_statuses":[…],"book_diffs":[…]}` built from the
+//! node's own event bytes (each event byte-identical to the source). A coin
+//! reset from a node snapshot sends a fresh snapshot frame.
 //!
 //! # Outcome mirror
 //!
@@ -21,41 +21,15 @@
 //! sends a fresh snapshot. `mirror = false`, or a coin that is not `#n`,
 //! shows native orders only.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
-
 use serde::Serialize;
 
 use crate::book::l4::{L4Book, Level, RestingOrder};
 use crate::coin::outcome_sibling;
 use crate::event::Side;
-use crate::fold::{BlockChanges, Engine};
+use crate::market::raw::RawJson;
+use crate::market::{Market, Needs};
 use crate::num::{Px, Sz};
-use crate::views::{ViewError, position};
-
-/// JSON text shared between frames and written verbatim when serialised.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RawJson(Arc<str>);
-
-impl RawJson {
-    /// The JSON bytes (the `data` field of `L4BookDiff`).
-    pub fn as_bytes(&self) -> &[u8] {
-        self.0.as_bytes()
-    }
-
-    /// The JSON text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl Serialize for RawJson {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let raw: &serde_json::value::RawValue =
-            serde_json::from_str(&self.0).map_err(serde::ser::Error::custom)?;
-        raw.serialize(serializer)
-    }
-}
+use crate::views::{OnLag, Selection, View, ViewError, ViewSettings, distinct};
 
 /// `L4Order`: one resting order with its owner.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -156,88 +130,24 @@ pub enum L4BookUpdate {
     Diff(L4BookDiff),
 }
 
-/// Shared state: the coins someone watches and their last block's data.
-#[derive(Debug, Default)]
-pub struct L4BookView {
-    watchers: BTreeMap<String, usize>,
-    data: BTreeMap<String, RawJson>,
-    resets: Vec<String>,
-}
-
-/// Builds `{"order_statuses":[…],"book_diffs":[…]}` from exact event bytes.
-pub fn diff_data(order_statuses: &[impl AsRef<[u8]>], book_diffs: &[impl AsRef<[u8]>]) -> String {
-    let len: usize = order_statuses
-        .iter()
-        .map(|e| e.as_ref().len() + 1)
-        .chain(book_diffs.iter().map(|e| e.as_ref().len() + 1))
-        .sum();
-    let mut out = Vec::with_capacity(len + 40);
-    out.extend_from_slice(b"{\"order_statuses\":[");
-    join(&mut out, order_statuses);
-    out.extend_from_slice(b"],\"book_diffs\":[");
-    join(&mut out, book_diffs);
-    out.extend_from_slice(b"]}");
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn join(out: &mut Vec<u8>, events: &[impl AsRef<[u8]>]) {
-    for (i, event) in events.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        out.extend_from_slice(event.as_ref());
-    }
-}
-
-impl L4BookView {
-    /// Coins with watchers (their raw events are kept per block).
-    pub fn coins(&self) -> impl Iterator<Item = &str> + '_ {
-        self.watchers.keys().map(String::as_str)
-    }
-
-    /// The last block's data for `coin`, if it had events.
-    pub fn data(&self, coin: &str) -> Option<&RawJson> {
-        self.data.get(coin)
-    }
-
-    /// Whether `coin` was reset in the last block.
-    pub fn was_reset(&self, coin: &str) -> bool {
-        self.resets.iter().any(|c| c == coin)
-    }
-
-    fn watch(&mut self, coin: &str) {
-        *self.watchers.entry(coin.to_owned()).or_insert(0) += 1;
-    }
-
-    fn unwatch(&mut self, coin: &str) {
-        if let Some(count) = self.watchers.get_mut(coin) {
-            *count = count.saturating_sub(1);
-            if *count == 0 {
-                self.watchers.remove(coin);
-            }
-        }
-    }
-
-    pub(crate) fn update(&mut self, changes: &BlockChanges) {
-        self.data.clear();
-        for (coin, events) in &changes.raw {
-            if self.watchers.contains_key(coin) {
-                let text = diff_data(&events.order_statuses, &events.book_diffs);
-                self.data.insert(coin.clone(), RawJson(text.into()));
-            }
-        }
-        self.resets = changes.resets.iter().cloned().collect();
-    }
-}
-
-/// `L4BookRequest`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct L4BookRequest {
-    /// Market (required).
+/// `L4BookRequest`, normalised: `mirror` is true only for an outcome coin
+/// whose sibling is mirrored.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct L4BookKey {
+    /// Market.
     pub coin: String,
-    /// Mirror projection of the sibling outcome market (omitted = true;
-    /// only outcome coins `#n` have one).
-    pub mirror: Option<bool>,
+    /// Mirror the outcome sibling's orders.
+    pub mirror: bool,
+}
+
+impl L4BookKey {
+    /// The key of a request for `coin` with `mirror` as asked (omitted =
+    /// true): only outcome coins have a sibling to mirror, so other coins
+    /// share one key whatever the flag says.
+    pub fn new(coin: String, mirror: Option<bool>) -> Self {
+        let mirror = mirror.unwrap_or(true) && outcome_sibling(&coin).is_some();
+        Self { coin, mirror }
+    }
 }
 
 /// `order` of the sibling market projected onto `coin`'s book: the other
@@ -259,47 +169,17 @@ fn project(coin: &str, order: &RestingOrder) -> Option<L4Order> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct L4BookSubscription {
     coin: String,
-    /// The sibling outcome market mirrored onto this book, if any.
     sibling: Option<String>,
 }
 
 impl L4BookSubscription {
-    /// Subscribes; the opening frame is the coin's full book.
-    ///
-    /// # Errors
-    /// [`ViewError::MissingCoin`] when no coin is given.
-    pub fn open(
-        engine: &mut Engine,
-        request: &L4BookRequest,
-    ) -> Result<(Self, L4BookUpdate), ViewError> {
-        if request.coin.is_empty() {
-            return Err(ViewError::MissingCoin { view: "l4book" });
-        }
-        let sibling = if request.mirror.unwrap_or(true) {
-            outcome_sibling(&request.coin)
-        } else {
-            None
-        };
-        let view = &mut engine.views_mut().0.l4book;
-        view.watch(&request.coin);
-        if let Some(sibling) = &sibling {
-            view.watch(sibling);
-        }
-        let subscription = Self {
-            coin: request.coin.clone(),
-            sibling,
-        };
-        let frame = subscription.snapshot(engine);
-        Ok((subscription, frame))
-    }
-
-    /// The frame of the last folded block: a snapshot after a reset, else a
-    /// diff when the coin had events.
-    pub fn on_block(&self, engine: &Engine) -> Option<L4BookUpdate> {
-        let view = &engine.views().l4book;
+    /// The diff frame of the block just folded (a snapshot frame after a
+    /// reset), if the coin or its mirrored sibling had events.
+    fn diff(&self, market: &Market) -> Option<L4BookUpdate> {
+        let view = market.raw();
         let sibling = self.sibling.as_deref();
         if view.was_reset(&self.coin) || sibling.is_some_and(|s| view.was_reset(s)) {
-            return Some(self.snapshot(engine));
+            return Some(self.snapshot(market));
         }
         let native = view.data(&self.coin);
         let data = match sibling.and_then(|s| Some((s, view.data(s)?))) {
@@ -316,30 +196,23 @@ impl L4BookSubscription {
                 let events = mirrored.as_str();
                 text.push_str(events.strip_prefix('{').unwrap_or(events));
                 text.push('}');
-                RawJson(text.into())
+                RawJson::new(text)
             }
         };
-        let (block_number, time) = position(engine);
+        let at = market.position();
         Some(L4BookUpdate::Diff(L4BookDiff {
-            time,
-            block_number,
+            time: at.time,
+            block_number: at.block_number,
             data,
         }))
     }
 
-    /// Unsubscribes.
-    pub fn close(self, engine: &mut Engine) {
-        let view = &mut engine.views_mut().0.l4book;
-        view.unwatch(&self.coin);
-        if let Some(sibling) = &self.sibling {
-            view.unwatch(sibling);
-        }
-    }
-
-    fn snapshot(&self, engine: &Engine) -> L4BookUpdate {
-        let (block_number, time) = position(engine);
+    /// The snapshot frame: every resting order of the coin (and the
+    /// projected ones of its mirrored sibling), best first.
+    fn snapshot(&self, market: &Market) -> L4BookUpdate {
+        let at = market.position();
         let empty = L4Book::new();
-        let book = engine.books().get(&self.coin).unwrap_or(&empty);
+        let book = market.books().get(&self.coin).unwrap_or(&empty);
         let side = |levels: Box<dyn Iterator<Item = Level<'_>> + '_>| -> Vec<L4Order> {
             levels
                 .flat_map(Level::orders)
@@ -348,7 +221,7 @@ impl L4BookSubscription {
         };
         let mut bids = side(book.side(Side::Bid));
         let mut asks = side(book.side(Side::Ask));
-        if let Some(sibling) = self.sibling.as_deref().and_then(|s| engine.books().get(s)) {
+        if let Some(sibling) = self.sibling.as_deref().and_then(|s| market.books().get(s)) {
             // A sibling ask at p is a bid here at 1 − p, and the other way.
             for (from, into) in [(Side::Ask, &mut bids), (Side::Bid, &mut asks)] {
                 into.extend(
@@ -364,10 +237,75 @@ impl L4BookSubscription {
         }
         L4BookUpdate::Snapshot(L4BookSnapshot {
             coin: self.coin.clone(),
-            time,
-            block_number,
+            time: at.time,
+            block_number: at.block_number,
             bids,
             asks,
         })
+    }
+}
+
+impl View for L4BookSubscription {
+    type Key = L4BookKey;
+    type Frame = L4BookUpdate;
+    const NAME: &'static str = "l4book";
+    const ON_LAG: OnLag = OnLag::Abort;
+    const NEEDS: Needs = Needs::BOOKS;
+
+    fn keys(selection: &Selection) -> Result<Vec<L4BookKey>, ViewError> {
+        let coins = distinct(&selection.coins);
+        if coins.is_empty() {
+            return Err(ViewError::MissingCoin { view: Self::NAME });
+        }
+        Ok(coins
+            .into_iter()
+            .map(|coin| L4BookKey::new(coin, None))
+            .collect())
+    }
+
+    fn listed_coins(key: &L4BookKey) -> Vec<&str> {
+        vec![key.coin.as_str()]
+    }
+
+    /// Watches the coin (and its mirrored sibling); the opening frame is
+    /// the snapshot.
+    fn open(
+        market: &mut Market,
+        key: &L4BookKey,
+        _settings: &ViewSettings,
+    ) -> Result<(Self, Vec<L4BookUpdate>), ViewError> {
+        if key.coin.is_empty() {
+            return Err(ViewError::MissingCoin { view: Self::NAME });
+        }
+        let sibling = if key.mirror {
+            outcome_sibling(&key.coin)
+        } else {
+            None
+        };
+        let raw = market.raw_mut();
+        raw.watch(&key.coin);
+        if let Some(sibling) = &sibling {
+            raw.watch(sibling);
+        }
+        let subscription = Self {
+            coin: key.coin.clone(),
+            sibling,
+        };
+        let frame = subscription.snapshot(market);
+        Ok((subscription, vec![frame]))
+    }
+
+    /// A diff frame when the block had events for the coin (or its
+    /// sibling); a snapshot frame after a reset.
+    fn on_block(&mut self, market: &Market) -> Vec<L4BookUpdate> {
+        self.diff(market).into_iter().collect()
+    }
+
+    fn close(self, market: &mut Market) {
+        let raw = market.raw_mut();
+        raw.unwatch(&self.coin);
+        if let Some(sibling) = &self.sibling {
+            raw.unwatch(sibling);
+        }
     }
 }

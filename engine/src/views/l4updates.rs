@@ -1,18 +1,22 @@
 //! Typed L4 order updates: NEW / UPDATE / REMOVE diffs of the coins and
 //! users asked for (empty = all; users match case-insensitively). The
 //! opening frame is `snapshot=true` with every matching resting order as a
-//! NEW diff and `sequence` 1; each later frame adds 1. A REMOVE carries the
-//! diff's price and `sz:"0.0"`. When a coin in scope is reset from a node
-//! snapshot, the block's frame is a fresh `snapshot=true` frame instead.
+//! NEW diff; then one frame per block with a matching change. A REMOVE
+//! carries the diff's price and `sz:"0.0"`. When a coin in scope is reset
+//! from a node snapshot, the block's frame is a fresh `snapshot=true` frame
+//! instead. Frames carry `sequence` (1 on the first, +1 per frame), given
+//! per subscriber (see [`crate::views::numbering`]).
 
 use std::collections::BTreeSet;
 
 use serde::Serialize;
 
 use crate::event::Side;
-use crate::fold::{BlockChanges, Engine, OrderChange, OrderChangeKind};
+use crate::fold::{OrderChange, OrderChangeKind};
+use crate::market::{Market, Needs};
 use crate::num::{Px, Sz};
-use crate::views::{in_scope, position};
+use crate::views::numbering::{Numbering, Numbers};
+use crate::views::{OnLag, Selection, View, ViewError, ViewSettings, in_scope, lowercased};
 
 /// `L4OrderDiffType`, serialised by its protobuf name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -48,7 +52,8 @@ pub struct L4OrderDiff {
 }
 
 impl L4OrderDiff {
-    fn of(change: &OrderChange) -> Self {
+    /// The diff of one applied change.
+    pub fn of(change: &OrderChange) -> Self {
         Self {
             diff_type: match change.kind {
                 OrderChangeKind::New => L4OrderDiffType::New,
@@ -76,111 +81,36 @@ pub struct L4OrderUpdate {
     pub diffs: Vec<L4OrderDiff>,
     /// True = rebuild local state from these diffs.
     pub snapshot: bool,
-    /// 1 on the opening snapshot, +1 per frame.
+    /// 1 on the subscription's first frame, +1 per frame (0 until
+    /// numbered).
     pub sequence: u64,
 }
 
-/// Shared state: the last block's typed changes and resets.
-#[derive(Debug, Default)]
-pub struct L4UpdatesView {
-    changes: Vec<OrderChange>,
-    resets: BTreeSet<String>,
-    /// The list before last, emptied, for the engine to fill again: a block
-    /// has hundreds of changes, and growing a fresh list to that size copied
-    /// it several times per block.
-    spare: Vec<OrderChange>,
-}
-
-impl L4UpdatesView {
-    /// The last block's applied changes.
-    pub fn changes(&self) -> &[OrderChange] {
-        &self.changes
-    }
-
-    pub(crate) fn update(&mut self, changes: &mut BlockChanges) {
-        let mut previous = std::mem::replace(
-            &mut self.changes,
-            std::mem::take(&mut changes.order_changes),
-        );
-        previous.clear();
-        self.spare = previous;
-        self.resets = std::mem::take(&mut changes.resets);
-    }
-
-    /// An empty change list with room for a block's changes.
-    pub(crate) fn take_spare(&mut self) -> Vec<OrderChange> {
-        std::mem::take(&mut self.spare)
-    }
-}
-
-/// `L4OrderUpdatesRequest`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct L4OrderUpdatesRequest {
+/// `L4OrderUpdatesRequest`, normalised.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct L4UpdatesKey {
     /// Markets (empty = all).
-    pub coins: Vec<String>,
-    /// Owners (empty = all), case-insensitive.
-    pub users: Vec<String>,
+    pub coins: BTreeSet<String>,
+    /// Owners, lowercased (empty = all).
+    pub users: BTreeSet<String>,
 }
 
 /// One L4 order-updates subscription.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct L4UpdatesSubscription {
-    coins: BTreeSet<String>,
-    users: BTreeSet<String>,
-    sequence: u64,
+    key: L4UpdatesKey,
 }
 
 impl L4UpdatesSubscription {
-    /// Subscribes; the opening frame is the snapshot (`sequence` 1).
-    pub fn open(engine: &Engine, request: &L4OrderUpdatesRequest) -> (Self, L4OrderUpdate) {
-        let mut subscription = Self {
-            coins: request.coins.iter().cloned().collect(),
-            users: request
-                .users
-                .iter()
-                .map(|u| u.to_ascii_lowercase())
-                .collect(),
-            sequence: 0,
-        };
-        let frame = subscription.snapshot(engine);
-        (subscription, frame)
-    }
-
-    /// The frame of the last folded block, if any diff matched.
-    pub fn on_block(&mut self, engine: &Engine) -> Option<L4OrderUpdate> {
-        let view = &engine.views().l4updates;
-        if view.resets.iter().any(|coin| in_scope(&self.coins, coin)) {
-            return Some(self.snapshot(engine));
-        }
-        let diffs: Vec<L4OrderDiff> = view
-            .changes
-            .iter()
-            .filter(|change| self.matches(&change.coin, &change.user))
-            .map(L4OrderDiff::of)
-            .collect();
-        if diffs.is_empty() {
-            return None;
-        }
-        self.sequence += 1;
-        let (block_number, time) = position(engine);
-        Some(L4OrderUpdate {
-            time,
-            block_number,
-            diffs,
-            snapshot: false,
-            sequence: self.sequence,
-        })
-    }
-
     fn matches(&self, coin: &str, user: &str) -> bool {
-        in_scope(&self.coins, coin)
-            && (self.users.is_empty() || self.users.contains(&user.to_ascii_lowercase()))
+        in_scope(&self.key.coins, coin)
+            && (self.key.users.is_empty() || self.key.users.contains(&user.to_ascii_lowercase()))
     }
 
-    fn snapshot(&mut self, engine: &Engine) -> L4OrderUpdate {
+    fn snapshot(&self, market: &Market) -> L4OrderUpdate {
         let mut diffs = Vec::new();
-        for (coin, book) in engine.books().iter() {
-            if !in_scope(&self.coins, coin) {
+        for (coin, book) in market.books().iter() {
+            if !in_scope(&self.key.coins, coin) {
                 continue;
             }
             for order in book.orders() {
@@ -197,14 +127,90 @@ impl L4UpdatesSubscription {
                 }
             }
         }
-        self.sequence += 1;
-        let (block_number, time) = position(engine);
+        let at = market.position();
         L4OrderUpdate {
-            time,
-            block_number,
+            time: at.time,
+            block_number: at.block_number,
             diffs,
             snapshot: true,
-            sequence: self.sequence,
+            sequence: 0,
+        }
+    }
+}
+
+impl View for L4UpdatesSubscription {
+    type Key = L4UpdatesKey;
+    type Frame = L4OrderUpdate;
+    const NAME: &'static str = "l4updates";
+    const ON_LAG: OnLag = OnLag::Abort;
+    const NEEDS: Needs = Needs::BOOKS;
+
+    fn keys(selection: &Selection) -> Result<Vec<L4UpdatesKey>, ViewError> {
+        Ok(vec![L4UpdatesKey {
+            coins: selection.coins.iter().cloned().collect(),
+            users: lowercased(&selection.users),
+        }])
+    }
+
+    fn listed_coins(key: &L4UpdatesKey) -> Vec<&str> {
+        key.coins.iter().map(String::as_str).collect()
+    }
+
+    /// The opening frame is the snapshot of the matching resting orders.
+    fn open(
+        market: &mut Market,
+        key: &L4UpdatesKey,
+        _settings: &ViewSettings,
+    ) -> Result<(Self, Vec<L4OrderUpdate>), ViewError> {
+        // Keys are normalised by whoever builds them; lowercase again so
+        // that a hand-built key still matches case-insensitively.
+        let subscription = Self {
+            key: L4UpdatesKey {
+                coins: key.coins.clone(),
+                users: key.users.iter().map(|u| u.to_ascii_lowercase()).collect(),
+            },
+        };
+        let frame = subscription.snapshot(market);
+        Ok((subscription, vec![frame]))
+    }
+
+    /// The block's matching changes; a fresh snapshot after a reset of a
+    /// coin in scope.
+    fn on_block(&mut self, market: &Market) -> Vec<L4OrderUpdate> {
+        let view = market.orders();
+        if view
+            .resets()
+            .iter()
+            .any(|coin| in_scope(&self.key.coins, coin))
+        {
+            return vec![self.snapshot(market)];
+        }
+        let diffs: Vec<L4OrderDiff> = view
+            .changes()
+            .iter()
+            .filter(|change| self.matches(&change.coin, &change.user))
+            .map(L4OrderDiff::of)
+            .collect();
+        if diffs.is_empty() {
+            return Vec::new();
+        }
+        let at = market.position();
+        vec![L4OrderUpdate {
+            time: at.time,
+            block_number: at.block_number,
+            diffs,
+            snapshot: false,
+            sequence: 0,
+        }]
+    }
+
+    fn numbers(_frame: &L4OrderUpdate, numbering: &mut Numbering) -> Numbers {
+        Numbers::Sequence(numbering.next_sequence())
+    }
+
+    fn stamp(frame: &mut L4OrderUpdate, numbers: &Numbers) {
+        if let Numbers::Sequence(sequence) = numbers {
+            frame.sequence = *sequence;
         }
     }
 }

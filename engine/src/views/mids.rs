@@ -1,18 +1,17 @@
-//! Mid prices per coin from the book: `(best bid + best ask) / 2`, exact and
-//! canonically printed; a coin with an empty side has no mid. The frame is
-//! the whole map of the coins in scope, sent again whenever one of their
-//! mids changes.
+//! All mids: the mid price (`(best bid + best ask) / 2`, exact) of every coin
+//! in scope (empty scope = all coins with both sides), as one map: the
+//! current map on subscribe, then again whenever one of those mids changes.
+//! The server's `StreamAllMids` without an Info source narrows the scope to
+//! the default exchange's perps (`perps_only`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use crate::book::l4::{Books, L4Book};
-use crate::fold::Engine;
-use crate::num::{Decimal, Px};
-use crate::text::Short;
-use crate::views::bbo::BboView;
-use crate::views::{in_scope, position};
+use crate::coin::is_default_perp;
+use crate::market::{Market, Needs};
+use crate::num::Px;
+use crate::views::{OnLag, Selection, View, ViewError, ViewSettings, in_scope};
 
 /// `AllMidsUpdate` (with the producing block, which book mids have).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -25,125 +24,78 @@ pub struct AllMidsUpdate {
     pub mids: BTreeMap<String, Px>,
 }
 
-/// `(bid + ask) / 2`, exact, canonical; `None` on overflow.
-pub fn mid(bid: Px, ask: Px) -> Option<Px> {
-    let sum = bid.checked_add(ask)?;
-    let half = if sum.units() % 2 == 0 {
-        Decimal::new(sum.units() / 2, sum.scale()).ok()?
-    } else {
-        Decimal::new(sum.units().checked_mul(5)?, sum.scale().checked_add(1)?).ok()?
-    };
-    Some(half.canonical())
-}
-
-fn mid_of(book: &L4Book) -> Option<Px> {
-    mid(book.best_bid()?.px(), book.best_ask()?.px())
-}
-
-/// Shared state: every coin's mid and the coins whose mid changed in the
-/// last block.
-#[derive(Debug, Default)]
-pub struct MidsView {
-    mids: BTreeMap<String, Px>,
-    changed: Vec<Short>,
-}
-
-impl MidsView {
-    /// The current mids.
-    pub fn mids(&self) -> &BTreeMap<String, Px> {
-        &self.mids
-    }
-
-    pub(crate) fn rebuild(&mut self, books: &Books) {
-        self.mids = books
-            .iter()
-            .filter_map(|(coin, book)| Some((coin.to_owned(), mid_of(book)?)))
-            .collect();
-        self.changed.clear();
-    }
-
-    /// Recomputes the mids of the coins the block touched. `bbo` has already
-    /// folded the block: a mid moves only with a best price, so a coin whose
-    /// top did not change, with both sides set, keeps its mid, and a changed
-    /// top with both sides set gives the mid directly. A side left unset
-    /// there (an empty side, or a level total too large to print) says
-    /// nothing about the price, and that coin is recomputed from its book.
-    pub(crate) fn update(&mut self, books: &Books, bbo: &BboView) {
-        self.changed.clear();
-        for (coin, top, changed) in bbo.touched() {
-            let now = match top {
-                (Some(_), Some(_)) if !changed => continue,
-                (Some(bid), Some(ask)) => mid(bid.px, ask.px),
-                _ => books.get(coin).and_then(mid_of),
-            };
-            let before = self.mids.get(coin);
-            let same = match (before, now.as_ref()) {
-                (None, None) => true,
-                (Some(a), Some(b)) => a == b && a.scale() == b.scale(),
-                _ => false,
-            };
-            if same {
-                continue;
-            }
-            match (now, self.mids.get_mut(coin)) {
-                (Some(px), Some(held)) => *held = px,
-                (Some(px), None) => {
-                    self.mids.insert(coin.to_owned(), px);
-                }
-                (None, _) => {
-                    self.mids.remove(coin);
-                }
-            }
-            self.changed.push(Short::new(coin));
-        }
-    }
-}
-
-/// `AllMidsRequest`, with an optional coin scope (empty = all coins).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct AllMidsRequest {
+/// A mids request, normalised.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MidsKey {
     /// Markets (empty = all).
-    pub coins: Vec<String>,
+    pub coins: BTreeSet<String>,
+    /// Only perps of the default exchange.
+    pub perps_only: bool,
 }
 
 /// One mids subscription.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MidsSubscription {
-    coins: BTreeSet<String>,
+    key: MidsKey,
 }
 
 impl MidsSubscription {
-    /// Subscribes; the opening frame is the current map.
-    pub fn open(engine: &Engine, request: &AllMidsRequest) -> (Self, AllMidsUpdate) {
-        let subscription = Self {
-            coins: request.coins.iter().cloned().collect(),
-        };
-        let frame = subscription.frame(engine);
-        (subscription, frame)
+    fn wants(&self, coin: &str) -> bool {
+        in_scope(&self.key.coins, coin) && (!self.key.perps_only || is_default_perp(coin))
     }
 
-    /// The frame of the last folded block, if a mid in scope changed.
-    pub fn on_block(&self, engine: &Engine) -> Option<AllMidsUpdate> {
-        let view = &engine.views().mids;
-        view.changed
-            .iter()
-            .any(|coin| in_scope(&self.coins, coin))
-            .then(|| self.frame(engine))
-    }
-
-    fn frame(&self, engine: &Engine) -> AllMidsUpdate {
-        let (block_number, time) = position(engine);
+    fn frame(&self, market: &Market) -> AllMidsUpdate {
+        let at = market.position();
         AllMidsUpdate {
-            time,
-            block_number,
-            mids: engine
-                .views()
-                .mids
-                .mids
+            time: at.time,
+            block_number: at.block_number,
+            mids: market
+                .mids()
+                .mids()
                 .iter()
-                .filter(|(coin, _)| in_scope(&self.coins, coin))
+                .filter(|(coin, _)| self.wants(coin))
                 .map(|(coin, px)| (coin.clone(), *px))
                 .collect(),
+        }
+    }
+}
+
+impl View for MidsSubscription {
+    type Key = MidsKey;
+    type Frame = AllMidsUpdate;
+    const NAME: &'static str = "mids";
+    const ON_LAG: OnLag = OnLag::SkipToNewest;
+    const NEEDS: Needs = Needs::BOOKS;
+
+    fn keys(selection: &Selection) -> Result<Vec<MidsKey>, ViewError> {
+        Ok(vec![MidsKey {
+            coins: selection.coins.iter().cloned().collect(),
+            perps_only: false,
+        }])
+    }
+
+    /// The opening frame is the current map.
+    fn open(
+        market: &mut Market,
+        key: &MidsKey,
+        _settings: &ViewSettings,
+    ) -> Result<(Self, Vec<AllMidsUpdate>), ViewError> {
+        let subscription = Self { key: key.clone() };
+        let frame = subscription.frame(market);
+        Ok((subscription, vec![frame]))
+    }
+
+    /// The whole map again when a mid in scope changed.
+    fn on_block(&mut self, market: &Market) -> Vec<AllMidsUpdate> {
+        let changed = market
+            .mids()
+            .changed()
+            .iter()
+            .any(|coin| self.wants(coin.as_str()));
+        if changed {
+            vec![self.frame(market)]
+        } else {
+            Vec::new()
         }
     }
 }

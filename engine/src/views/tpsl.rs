@@ -1,196 +1,21 @@
-//! TP/SL: the untriggered trigger orders of perps (stop and take-profit
-//! orders, including position TP/SL), tracked per (coin, user, oid) from
-//! order statuses, with the `TpslUpdate` frames of `StreamTpslUpdates`.
-//!
-//! # Lifecycle
-//!
-//! - An `open` status with `isTrigger: true` for a perp coin adds the order
-//!   (ADD). Another such status for a tracked order whose fields changed
-//!   replaces it in place (UPDATE); an identical one changes nothing.
-//! - Any other status for a tracked order — `triggered`, `canceled`,
-//!   `siblingFilledCanceled`, `reduceOnlyCanceled`, `marginCanceled`, a
-//!   rejection, ... — removes it (REMOVE) with `reason` set to that status.
-//!   Later statuses of the same oid (e.g. `minTradeNtlRejected` right after
-//!   `triggered`) find nothing to remove and are ignored, as are statuses of
-//!   orders placed before tracking started.
-//! - Bracket `children` of a parent order are not tracked from the parent's
-//!   status: they become live orders only when the node writes their own
-//!   `open` status.
-//!
-//! # Effective size
-//!
-//! A position TP/SL (`isPositionTpsl: true`) is written with `sz: "0.0"`
-//! because it closes whatever the position is when it fires. Its `sz` in a
-//! diff is the absolute value of the user's current position in the coin,
-//! tracked from fills by [`Positions`]; a user with no fill seen since
-//! tracking started (or flat) resolves to `"0.0"`. Each block folds its
-//! fills first, then its statuses (so an ADD already carries the block's
-//! final position), then emits an UPDATE for every tracked position TP/SL
-//! whose resolved size moved. Other trigger orders use their own `sz`.
-//! A REMOVE echoes the order as last published (its `sz` included).
-//! `orig_sz` is always the order's `origSz` exactly as the node wrote it.
-//!
-//! # Universe
-//!
-//! "All perp coins" is every main-dex perp and every builder-deployed perp
-//! (`dex:ASSET`). Spot (`@N`, `PURR/USDC`) and outcome markets (`#N`) are
-//! excluded: outcome tokens are fully collateralised, with no position for a
-//! position TP/SL to close. Naming one of them in `coins` is refused.
-//!
-//! # Frames
-//!
-//! A subscription opens with a `snapshot: true` frame holding every matching
-//! tracked order as an ADD, `sequence` 1; each later frame (one per block
-//! with a matching diff) adds 1. Users match case-insensitively.
+//! TP/SL updates: the lifecycle of the perps' untriggered trigger orders
+//! (see [`crate::market::tpsl`] for how they are tracked), for the coins
+//! and users asked for (empty coins = every perp; users match
+//! case-insensitively). A subscription opens with a `snapshot: true` frame
+//! holding every matching tracked order as an ADD; each later frame (one per
+//! block with a matching diff) carries that block's diffs. Frames carry
+//! `sequence` (1 on the first, +1 per frame), given per subscriber (see
+//! [`crate::views::numbering`]). Naming a spot or outcome coin is refused.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 use serde::Serialize;
-use thiserror::Error;
 
-use crate::block::DecodedBlock;
 use crate::coin::is_perp;
-use crate::event::{OrderStatusEvent, Side};
-use crate::num::{Px, Sz};
-use crate::positions::{PositionIssue, Positions};
-
-/// `TpslDiffType`, serialised by its protobuf name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum TpslDiffType {
-    /// A trigger order is now tracked.
-    #[serde(rename = "TPSL_DIFF_TYPE_ADD")]
-    Add,
-    /// It left (fired, canceled, rejected, ...).
-    #[serde(rename = "TPSL_DIFF_TYPE_REMOVE")]
-    Remove,
-    /// Modified in place, or its resolved size moved.
-    #[serde(rename = "TPSL_DIFF_TYPE_UPDATE")]
-    Update,
-}
-
-/// A tracked trigger order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TriggerOrder {
-    /// Market.
-    pub coin: String,
-    /// Owner as the node wrote it.
-    pub user: String,
-    /// Order id.
-    pub oid: u64,
-    /// Side.
-    pub side: Side,
-    /// Trigger price.
-    pub trigger_px: Px,
-    /// Limit price.
-    pub limit_px: Px,
-    /// The order's own size (`0.0` for a position TP/SL).
-    pub orig_sz: Sz,
-    /// `"Price above 76717"`, ...
-    pub trigger_condition: String,
-    /// `"Stop Market"`, `"Take Profit Limit"`, ...
-    pub order_type: String,
-    /// Size follows the position.
-    pub is_position_tpsl: bool,
-    /// Reduce-only.
-    pub reduce_only: bool,
-    /// Placement time, Unix ms.
-    pub timestamp: i64,
-    /// Client order id.
-    pub cloid: Option<String>,
-    /// The size last published (resolved for a position TP/SL).
-    pub sz: Sz,
-}
-
-impl TriggerOrder {
-    fn of(status: &OrderStatusEvent<'_>, sz: Sz) -> Self {
-        let order = &status.order;
-        Self {
-            coin: order.coin.to_owned(),
-            user: status.user.to_owned(),
-            oid: order.oid,
-            side: order.side,
-            trigger_px: order.trigger_px,
-            limit_px: order.limit_px,
-            orig_sz: order.orig_sz,
-            trigger_condition: order.trigger_condition.to_owned(),
-            order_type: order.order_type.to_owned(),
-            is_position_tpsl: order.is_position_tpsl,
-            reduce_only: order.reduce_only,
-            timestamp: order.timestamp,
-            cloid: order.cloid.map(str::to_owned),
-            sz,
-        }
-    }
-
-    /// Same fields, including how the size prints.
-    fn same_print(&self, other: &TriggerOrder) -> bool {
-        self == other
-            && self.trigger_px.to_string() == other.trigger_px.to_string()
-            && self.limit_px.to_string() == other.limit_px.to_string()
-            && self.orig_sz.to_string() == other.orig_sz.to_string()
-            && self.sz.to_string() == other.sz.to_string()
-    }
-
-    fn diff(&self, diff_type: TpslDiffType, reason: Option<&str>) -> TpslOrderDiff {
-        TpslOrderDiff {
-            diff_type,
-            oid: self.oid,
-            coin: self.coin.clone(),
-            user: self.user.clone(),
-            side: self.side,
-            trigger_px: self.trigger_px,
-            limit_px: self.limit_px,
-            sz: self.sz,
-            trigger_condition: self.trigger_condition.clone(),
-            order_type: self.order_type.clone(),
-            is_position_tpsl: self.is_position_tpsl,
-            reduce_only: self.reduce_only,
-            timestamp: self.timestamp,
-            reason: reason.map(str::to_owned),
-            orig_sz: self.orig_sz,
-            cloid: self.cloid.clone(),
-        }
-    }
-}
-
-/// `TpslOrderDiff`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct TpslOrderDiff {
-    /// What happened.
-    pub diff_type: TpslDiffType,
-    /// Order id.
-    pub oid: u64,
-    /// Market.
-    pub coin: String,
-    /// Owner.
-    pub user: String,
-    /// Side.
-    pub side: Side,
-    /// Trigger price.
-    pub trigger_px: Px,
-    /// Limit price.
-    pub limit_px: Px,
-    /// Effective size (resolved from the position for a position TP/SL).
-    pub sz: Sz,
-    /// Trigger condition text.
-    pub trigger_condition: String,
-    /// Order type text.
-    pub order_type: String,
-    /// Position TP/SL.
-    pub is_position_tpsl: bool,
-    /// Reduce-only.
-    pub reduce_only: bool,
-    /// Placement time.
-    pub timestamp: i64,
-    /// On REMOVE: the status that removed the order.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// The order's own size as written.
-    pub orig_sz: Sz,
-    /// Client order id.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cloid: Option<String>,
-}
+use crate::market::tpsl::{TpslDiffType, TpslOrderDiff};
+use crate::market::{Market, Needs};
+use crate::views::numbering::{Numbering, Numbers};
+use crate::views::{OnLag, Selection, View, ViewError, ViewSettings, lowercased};
 
 /// `TpslUpdate`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -203,319 +28,150 @@ pub struct TpslUpdate {
     pub diffs: Vec<TpslOrderDiff>,
     /// True = rebuild local state from these ADDs.
     pub snapshot: bool,
-    /// 1 on the snapshot frame, +1 per frame.
+    /// 1 on the subscription's first frame, +1 per frame (0 until
+    /// numbered).
     pub sequence: u64,
 }
 
-/// (coin, lowercased user, oid).
-type OrderKey = (String, String, u64);
-
-/// Shared state: tracked trigger orders, positions, and the last block's
-/// diffs.
-#[derive(Debug, Clone, Default)]
-pub struct TpslView {
-    orders: BTreeMap<OrderKey, TriggerOrder>,
-    /// How many tracked orders carry each oid: most statuses (rejections,
-    /// plain orders) are about no tracked order and are passed over without
-    /// building a key.
-    oids: HashMap<u64, u32, foldhash::fast::RandomState>,
-    positions: Positions,
-    diffs: Vec<TpslOrderDiff>,
-    position_issues: Vec<PositionIssue>,
-    block_number: u64,
-    time: i64,
-}
-
-fn resolved_sz(
-    positions: &Positions,
-    user: &str,
-    coin: &str,
-    order_sz: Sz,
-    position_tpsl: bool,
-) -> Sz {
-    if position_tpsl {
-        positions.position(user, coin).abs().canonical()
-    } else {
-        order_sz
-    }
-}
-
-impl TpslView {
-    /// Nothing tracked.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Folds one decoded block: fills, then statuses, then resolved-size
-    /// moves.
-    pub fn apply(&mut self, block: &DecodedBlock<'_>) {
-        self.block_number = block.number;
-        self.time = block.time_ms;
-        self.diffs.clear();
-        let (changes, issues) = self.positions.apply(block);
-        self.position_issues = issues;
-        for spanned in &block.order_statuses {
-            self.apply_status(&spanned.event);
-        }
-        for change in changes {
-            let from = (change.coin.clone(), change.user.clone(), 0);
-            let to = (change.coin, change.user, u64::MAX);
-            for order in self.orders.range_mut(from..=to).map(|(_, order)| order) {
-                if !order.is_position_tpsl {
-                    continue;
-                }
-                let sz = resolved_sz(
-                    &self.positions,
-                    &order.user,
-                    &order.coin,
-                    order.orig_sz,
-                    true,
-                );
-                if sz.to_string() != order.sz.to_string() {
-                    order.sz = sz;
-                    self.diffs.push(order.diff(TpslDiffType::Update, None));
-                }
-            }
-        }
-    }
-
-    fn apply_status(&mut self, status: &OrderStatusEvent<'_>) {
-        let order = &status.order;
-        if !is_perp(order.coin) {
-            return;
-        }
-        let opens = status.status == "open" && order.is_trigger;
-        if !opens && !self.oids.contains_key(&order.oid) {
-            return;
-        }
-        let key = (
-            order.coin.to_owned(),
-            status.user.to_ascii_lowercase(),
-            order.oid,
-        );
-        if opens {
-            let sz = resolved_sz(
-                &self.positions,
-                status.user,
-                order.coin,
-                order.sz,
-                order.is_position_tpsl,
-            );
-            let tracked = TriggerOrder::of(status, sz);
-            match self.orders.get(&key) {
-                Some(existing) if existing.same_print(&tracked) => {}
-                Some(_) => {
-                    self.diffs.push(tracked.diff(TpslDiffType::Update, None));
-                    self.orders.insert(key, tracked);
-                }
-                None => {
-                    self.diffs.push(tracked.diff(TpslDiffType::Add, None));
-                    self.orders.insert(key, tracked);
-                    *self.oids.entry(order.oid).or_default() += 1;
-                }
-            }
-        } else if let Some(removed) = self.orders.remove(&key) {
-            if let Some(count) = self.oids.get_mut(&order.oid) {
-                *count -= 1;
-                if *count == 0 {
-                    self.oids.remove(&order.oid);
-                }
-            }
-            self.diffs
-                .push(removed.diff(TpslDiffType::Remove, Some(status.status)));
-        }
-    }
-
-    /// The last folded block: `(block_number, time)`.
-    pub fn position(&self) -> (u64, i64) {
-        (self.block_number, self.time)
-    }
-
-    /// Tracked orders by (coin, lowercased user, oid).
-    pub fn orders(&self) -> impl Iterator<Item = &TriggerOrder> {
-        self.orders.values()
-    }
-
-    /// The tracked order `oid` of `user` in `coin`.
-    pub fn order(&self, coin: &str, user: &str, oid: u64) -> Option<&TriggerOrder> {
-        self.orders
-            .get(&(coin.to_owned(), user.to_ascii_lowercase(), oid))
-    }
-
-    /// The positions tracked from fills.
-    pub fn positions(&self) -> &Positions {
-        &self.positions
-    }
-
-    /// The last block's diffs, in order.
-    pub fn diffs(&self) -> &[TpslOrderDiff] {
-        &self.diffs
-    }
-
-    /// Fills of the last block whose position could not be taken at face
-    /// value.
-    pub fn position_issues(&self) -> &[PositionIssue] {
-        &self.position_issues
-    }
-}
-
-/// `TpslUpdatesRequest`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TpslUpdatesRequest {
+/// `TpslUpdatesRequest`, normalised.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TpslKey {
     /// Perp coins (empty = all perp coins).
-    pub coins: Vec<String>,
-    /// Owners (empty = all), case-insensitive.
-    pub users: Vec<String>,
+    pub coins: BTreeSet<String>,
+    /// Owners, lowercased (empty = all).
+    pub users: BTreeSet<String>,
 }
 
-/// A TP/SL request outside the contract.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum TpslError {
-    /// A listed coin is spot or an outcome market.
-    #[error("tpsl: {coin} is not a perp coin")]
-    NotPerp {
-        /// The coin.
-        coin: String,
-    },
+impl TpslKey {
+    /// Refuses coins that are not perps.
+    ///
+    /// # Errors
+    /// [`ViewError::NotPerp`] naming the first such coin.
+    pub fn check(&self) -> Result<(), ViewError> {
+        match self.coins.iter().find(|coin| !is_perp(coin)) {
+            Some(coin) => Err(ViewError::NotPerp { coin: coin.clone() }),
+            None => Ok(()),
+        }
+    }
 }
 
 /// One TP/SL subscription.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TpslSubscription {
-    coins: BTreeSet<String>,
-    users: BTreeSet<String>,
-    sequence: u64,
+    key: TpslKey,
 }
 
 impl TpslSubscription {
-    /// Subscribes; the opening frame is the snapshot (`sequence` 1).
-    ///
-    /// # Errors
-    /// [`TpslError::NotPerp`] when `coins` names a spot or outcome market.
-    pub fn open(
-        view: &TpslView,
-        request: &TpslUpdatesRequest,
-    ) -> Result<(Self, TpslUpdate), TpslError> {
-        if let Some(coin) = request.coins.iter().find(|coin| !is_perp(coin)) {
-            return Err(TpslError::NotPerp { coin: coin.clone() });
-        }
-        let mut subscription = Self {
-            coins: request.coins.iter().cloned().collect(),
-            users: request
-                .users
-                .iter()
-                .map(|u| u.to_ascii_lowercase())
-                .collect(),
-            sequence: 1,
+    /// Whether an order of `user` in `coin` belongs to this subscription.
+    pub fn matches(&self, coin: &str, user: &str) -> bool {
+        (self.key.coins.is_empty() || self.key.coins.contains(coin))
+            && (self.key.users.is_empty() || self.key.users.contains(&user.to_ascii_lowercase()))
+    }
+}
+
+impl View for TpslSubscription {
+    type Key = TpslKey;
+    type Frame = TpslUpdate;
+    const NAME: &'static str = "tpsl";
+    const ON_LAG: OnLag = OnLag::Abort;
+    const NEEDS: Needs = Needs {
+        tpsl: true,
+        ..Needs::NONE
+    };
+
+    fn keys(selection: &Selection) -> Result<Vec<TpslKey>, ViewError> {
+        let key = TpslKey {
+            coins: selection.coins.iter().cloned().collect(),
+            users: lowercased(&selection.users),
         };
+        key.check()?;
+        Ok(vec![key])
+    }
+
+    fn listed_coins(key: &TpslKey) -> Vec<&str> {
+        key.coins.iter().map(String::as_str).collect()
+    }
+
+    /// The opening frame is the snapshot of the matching tracked orders.
+    fn open(
+        market: &mut Market,
+        key: &TpslKey,
+        _settings: &ViewSettings,
+    ) -> Result<(Self, Vec<TpslUpdate>), ViewError> {
+        key.check()?;
+        // Keys are normalised by whoever builds them; lowercase again so
+        // that a hand-built key still matches case-insensitively.
+        let subscription = Self {
+            key: TpslKey {
+                coins: key.coins.clone(),
+                users: key.users.iter().map(|u| u.to_ascii_lowercase()).collect(),
+            },
+        };
+        let view = market.tpsl();
         let diffs = view
             .orders()
             .filter(|order| subscription.matches(&order.coin, &order.user))
             .map(|order| order.diff(TpslDiffType::Add, None))
             .collect();
-        let (block_number, time) = view.position();
-        subscription.sequence = 1;
+        let at = market.position();
         let frame = TpslUpdate {
-            time,
-            block_number,
+            time: at.time,
+            block_number: at.block_number,
             diffs,
             snapshot: true,
-            sequence: 1,
+            sequence: 0,
         };
-        Ok((subscription, frame))
+        Ok((subscription, vec![frame]))
     }
 
-    /// Whether an order of `user` in `coin` belongs to this subscription.
-    pub fn matches(&self, coin: &str, user: &str) -> bool {
-        (self.coins.is_empty() || self.coins.contains(coin))
-            && (self.users.is_empty() || self.users.contains(&user.to_ascii_lowercase()))
-    }
-
-    /// The sequence of the last frame sent.
-    pub fn sequence(&self) -> u64 {
-        self.sequence
-    }
-
-    /// The frame of the last folded block, if any diff matched.
-    pub fn on_block(&mut self, view: &TpslView) -> Option<TpslUpdate> {
-        let diffs: Vec<TpslOrderDiff> = view
+    /// The block's matching diffs.
+    fn on_block(&mut self, market: &Market) -> Vec<TpslUpdate> {
+        let diffs: Vec<TpslOrderDiff> = market
+            .tpsl()
             .diffs()
             .iter()
             .filter(|diff| self.matches(&diff.coin, &diff.user))
             .cloned()
             .collect();
         if diffs.is_empty() {
-            return None;
+            return Vec::new();
         }
-        self.sequence += 1;
-        let (block_number, time) = view.position();
-        Some(TpslUpdate {
-            time,
-            block_number,
+        let at = market.position();
+        vec![TpslUpdate {
+            time: at.time,
+            block_number: at.block_number,
             diffs,
             snapshot: false,
-            sequence: self.sequence,
-        })
+            sequence: 0,
+        }]
+    }
+
+    fn numbers(_frame: &TpslUpdate, numbering: &mut Numbering) -> Numbers {
+        Numbers::Sequence(numbering.next_sequence())
+    }
+
+    fn stamp(frame: &mut TpslUpdate, numbers: &Numbers) {
+        if let Numbers::Sequence(sequence) = numbers {
+            frame.sequence = *sequence;
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{decode_fill, decode_order_status};
-
-    fn status(status: &str, oid: u64, position_tpsl: bool, trigger_px: &str) -> String {
-        let sz = if position_tpsl { "0.0" } else { "0.5" };
-        format!(
-            r#"{{"time":"2026-04-30T20:46:43.304461819","user":"0xAbc","hash":null,"builder":null,"status":"{status}","order":{{"coin":"BTC","side":"A","limitPx":"69045.0","sz":"{sz}","oid":{oid},"timestamp":1777582003640,"triggerCondition":"Price above {trigger_px}","isTrigger":true,"triggerPx":"{trigger_px}","children":[],"isPositionTpsl":{position_tpsl},"reduceOnly":true,"orderType":"Take Profit Market","origSz":"{sz}","tif":null,"cloid":null}}}}"#
-        )
-    }
-
-    fn block<'a>(number: u64, statuses: &'a [String], fills: &'a [String]) -> DecodedBlock<'a> {
-        DecodedBlock {
-            number,
-            time_ms: 1_000 * i64::try_from(number).unwrap(),
-            order_statuses: statuses
-                .iter()
-                .map(|s| crate::block::Spanned {
-                    raw: s.as_bytes(),
-                    event: decode_order_status(s.as_bytes()).unwrap(),
-                })
-                .collect(),
-            fills: fills
-                .iter()
-                .map(|s| crate::block::Spanned {
-                    raw: s.as_bytes(),
-                    event: decode_fill(s.as_bytes()).unwrap(),
-                })
-                .collect(),
-            ..DecodedBlock::default()
-        }
-    }
-
-    #[test]
-    fn a_modified_trigger_is_an_update_and_a_repeat_is_nothing() {
-        let mut view = TpslView::new();
-        view.apply(&block(1, &[status("open", 7, false, "76717.0")], &[]));
-        assert_eq!(view.diffs()[0].diff_type, TpslDiffType::Add);
-        view.apply(&block(2, &[status("open", 7, false, "76717.0")], &[]));
-        assert!(view.diffs().is_empty());
-        view.apply(&block(3, &[status("open", 7, false, "76800.0")], &[]));
-        assert_eq!(view.diffs()[0].diff_type, TpslDiffType::Update);
-        assert_eq!(view.diffs()[0].trigger_px.to_string(), "76800.0");
-    }
 
     #[test]
     fn spot_coins_are_refused() {
-        let request = TpslUpdatesRequest {
-            coins: vec!["BTC".into(), "@107".into()],
-            users: vec![],
+        let key = TpslKey {
+            coins: ["BTC".to_owned(), "@107".to_owned()].into(),
+            users: BTreeSet::new(),
         };
         assert_eq!(
-            TpslSubscription::open(&TpslView::new(), &request).unwrap_err(),
-            TpslError::NotPerp {
+            key.check(),
+            Err(ViewError::NotPerp {
                 coin: "@107".into()
-            }
+            })
         );
     }
 }

@@ -6,11 +6,10 @@
 use std::collections::BTreeMap;
 
 use engine::event::Side;
+use engine::market::candles::{Candle, CandleError, CandleUpdate, CandlesView, Interval};
+use engine::market::trades::{Trade, TradesView};
 use engine::num::Decimal;
-use engine::views::candles::{
-    Candle, CandleError, CandleRequest, CandleSubscription, CandleUpdate, CandlesView, Interval,
-};
-use engine::views::trades::{Trade, TradesView};
+use engine::views::candles::{CandleKey, CandleSubscription};
 use rstest::rstest;
 
 use crate::common::{by_block_blocks, real};
@@ -232,9 +231,9 @@ fn trade(coin: &str, px: &str, sz: &str, time: i64) -> Trade {
 
 fn subscribe(coin: &str, interval: &str, throttle_ms: i64) -> CandleSubscription {
     CandleSubscription::new(
-        &CandleRequest {
+        &CandleKey {
             coin: coin.into(),
-            interval: interval.into(),
+            interval: Interval::parse(interval).unwrap(),
         },
         throttle_ms,
     )
@@ -254,7 +253,7 @@ fn a_closed_bucket_is_sent_before_the_next_bucket_opens() {
     let mut view = CandlesView::new();
     let mut subscription = subscribe("BTC", "1m", 0);
     view.apply(1, 10_000, &[trade("BTC", "100.0", "1.0", 10_000)]);
-    let first = subscription.on_block(&view);
+    let first = subscription.frames(&view);
     assert_eq!(shape(&first), [(0, false, 1)]);
     // One block holds a trade of the old minute and one of the next.
     view.apply(
@@ -265,7 +264,7 @@ fn a_closed_bucket_is_sent_before_the_next_bucket_opens() {
             trade("BTC", "99.0", "2.0", 60_000),
         ],
     );
-    let frames = subscription.on_block(&view);
+    let frames = subscription.frames(&view);
     assert_eq!(shape(&frames), [(0, true, 2), (60_000, false, 1)]);
     assert_eq!(frames[0].close_time, 59_999);
     assert_eq!(frames[0].close.to_string(), "101.0");
@@ -284,11 +283,11 @@ fn block_time_closes_a_bucket_without_a_new_trade() {
     let mut view = CandlesView::new();
     let mut subscription = subscribe("BTC", "1s", 0);
     view.apply(1, 500, &[trade("BTC", "100.0", "1.0", 500)]);
-    assert_eq!(shape(&subscription.on_block(&view)), [(0, false, 1)]);
+    assert_eq!(shape(&subscription.frames(&view)), [(0, false, 1)]);
     view.apply(2, 999, &[]);
-    assert!(subscription.on_block(&view).is_empty());
+    assert!(subscription.frames(&view).is_empty());
     view.apply(3, 1_000, &[]);
-    assert_eq!(shape(&subscription.on_block(&view)), [(0, true, 1)]);
+    assert_eq!(shape(&subscription.frames(&view)), [(0, true, 1)]);
     assert!(view.live("BTC", Interval::Second1).is_none());
     // The 1m candle of the same trade is still live.
     assert!(view.live("BTC", Interval::Minute1).is_some());
@@ -335,7 +334,7 @@ fn re_emits_are_throttled_in_block_time() {
         view.apply(number, time, &trades);
         frames.extend(
             subscription
-                .on_block(&view)
+                .frames(&view)
                 .into_iter()
                 .map(|f| (number, f.trades_count, f.block_number)),
         );
@@ -350,14 +349,14 @@ fn subscribing_sends_the_current_bucket_if_tracked() {
     let mut view = CandlesView::new();
     view.apply(1, 1_000, &[trade("BTC", "100.0", "0.5", 1_000)]);
     let mut tracked = subscribe("BTC", "5m", 0);
-    let opening = tracked.open(&view).unwrap();
+    let opening = tracked.opening(&view).unwrap();
     assert_eq!((opening.open_time, opening.closed), (0, false));
     assert!(
-        tracked.on_block(&view).is_empty(),
+        tracked.frames(&view).is_empty(),
         "no duplicate of the opening"
     );
     let mut untracked = subscribe("ETH", "5m", 0);
-    assert!(untracked.open(&view).is_none());
+    assert!(untracked.opening(&view).is_none());
 }
 
 #[test]
@@ -383,16 +382,16 @@ fn a_frame_has_the_proto_shape() {
 
 #[test]
 fn bad_requests_are_refused() {
-    let request = CandleRequest {
-        coin: "BTC".into(),
-        interval: "2w".into(),
-    };
     assert_eq!(
-        CandleSubscription::new(&request, 0).unwrap_err(),
+        Interval::parse("2w").unwrap_err(),
         CandleError::UnknownInterval("2w".into())
     );
+    let nameless = CandleKey {
+        coin: String::new(),
+        interval: Interval::Minute1,
+    };
     assert_eq!(
-        CandleSubscription::new(&CandleRequest::default(), 0).unwrap_err(),
+        CandleSubscription::new(&nameless, 0).unwrap_err(),
         CandleError::MissingCoin
     );
 }
@@ -412,7 +411,7 @@ fn on_real_trades_every_bucket_closes_before_its_successor_opens() {
         trades.apply(&block.decode());
         view.apply_trades_view(&trades);
         for (subscription, out) in subscriptions.iter_mut().zip(frames.iter_mut()) {
-            out.extend(subscription.on_block(&view));
+            out.extend(subscription.frames(&view));
         }
     }
     let mut closed = 0;
@@ -439,10 +438,11 @@ fn on_real_trades_every_bucket_closes_before_its_successor_opens() {
 
 #[test]
 fn replay_prints_candle_frames_for_each_coin() {
-    use engine::replay::{ReplayError, ReplayOptions, View};
+    use engine::replay::{ReplayError, ReplayOptions, ViewKind};
+    use engine::views::ViewError;
 
     use crate::trades::replay_lines;
-    let mut opts = ReplayOptions::new(real("btc-985148182"), View::Candles);
+    let mut opts = ReplayOptions::new(real("btc-985148182"), ViewKind::Candles);
     opts.coins = vec!["BTC".into()];
     opts.interval = Some("1s".into());
     let lines = replay_lines(&opts);
@@ -466,6 +466,6 @@ fn replay_prints_candle_frames_for_each_coin() {
     opts.interval = Some("7m".into());
     assert_eq!(
         engine::replay::run(&opts, &mut Vec::new(), &mut |_| {}).unwrap_err(),
-        ReplayError::Candle(CandleError::UnknownInterval("7m".into()))
+        ReplayError::Request(ViewError::Candle(CandleError::UnknownInterval("7m".into())))
     );
 }

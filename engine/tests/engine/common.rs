@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 use engine::align::{AlignMode, Aligner};
 use engine::block::Block;
+use engine::market::Market;
 use engine::snapshot::{self, L4Snapshot};
+use engine::views::{Numbering, View, ViewError, ViewSettings};
 use feeds::Source;
 
 /// `shared/data/real/<name>`.
@@ -59,4 +61,40 @@ pub fn by_block_blocks(data: &Path) -> Vec<Block> {
 pub fn btc_snapshot() -> L4Snapshot {
     let bytes = std::fs::read(real("btc-985148182/l4_snapshot_985148181.json")).unwrap();
     snapshot::parse(&bytes).unwrap()
+}
+
+/// A subscription of view `V` as one subscriber sees it: its frames
+/// numbered (`sequence`, `seq`/`prev_seq`) as an edge or a replay would.
+pub struct Sub<V: View> {
+    view: V,
+    numbering: Numbering,
+}
+
+impl<V: View> Sub<V> {
+    /// Opens `key` on the market with default settings (the key by value:
+    /// tests build it inline).
+    #[allow(clippy::needless_pass_by_value)]
+    pub fn open(market: &mut Market, key: V::Key) -> Result<(Self, Vec<V::Frame>), ViewError> {
+        let (view, frames) = V::open(market, &key, &ViewSettings::default())?;
+        let mut sub = Self {
+            view,
+            numbering: Numbering::default(),
+        };
+        let frames = sub.number(frames);
+        Ok((sub, frames))
+    }
+
+    /// The frames of the block the market just folded.
+    pub fn on_block(&mut self, market: &Market) -> Vec<V::Frame> {
+        let frames = self.view.on_block(market);
+        self.number(frames)
+    }
+
+    fn number(&mut self, mut frames: Vec<V::Frame>) -> Vec<V::Frame> {
+        for frame in &mut frames {
+            let numbers = V::numbers(frame, &mut self.numbering);
+            V::stamp(frame, &numbers);
+        }
+        frames
+    }
 }

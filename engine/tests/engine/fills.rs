@@ -2,25 +2,37 @@
 //! liquidation filters, coin scopes with unknown coins, and gap-free
 //! per-subscription sequences.
 
+use std::collections::BTreeSet;
+
 use engine::block::Block;
-use engine::views::fills::{
-    AllFillsRequest, BuilderFillsRequest, Fill, FillsSubscription, FillsUpdate, FillsView,
-    LiquidationFillsRequest, UserFillsRequest,
-};
+use engine::market::Market;
+use engine::market::fills::{Fill, FillsView};
+use engine::views::View;
+use engine::views::fills::{FillsFilter, FillsKey, FillsSubscription, FillsUpdate};
 use serde_json::{Map, Value, json};
 
-use crate::common::{by_block_blocks, real};
+use crate::common::{Sub, by_block_blocks, real};
 use crate::trades::{fill_envelopes, fills_block};
 
-/// Runs one subscription over `blocks`; returns its frames.
-fn run(subscription: &mut FillsSubscription, blocks: &[Block]) -> Vec<FillsUpdate> {
-    let mut view = FillsView::new();
+/// Runs a subscription of `key`, opened before the first block, over
+/// `blocks`; returns its frames.
+fn run(key: FillsKey, blocks: &[Block]) -> Vec<FillsUpdate> {
+    let mut market = Market::new(FillsSubscription::NEEDS);
+    let (mut subscription, opening) = Sub::<FillsSubscription>::open(&mut market, key).unwrap();
+    assert!(opening.is_empty(), "fills are live only");
     let mut frames = Vec::new();
     for block in blocks {
-        view.apply(&block.decode());
-        frames.extend(subscription.on_block(&view));
+        market.apply(block);
+        frames.extend(subscription.on_block(&market));
     }
     frames
+}
+
+fn key(filter: FillsFilter, coins: &[&str]) -> FillsKey {
+    FillsKey {
+        filter,
+        coins: coins.iter().map(|&c| c.to_owned()).collect(),
+    }
 }
 
 fn real_blocks() -> Vec<Block> {
@@ -79,8 +91,7 @@ fn every_real_fill_maps_field_for_field() {
 
 #[test]
 fn all_fills_number_frames_without_gaps_and_skip_empty_blocks() {
-    let mut all = FillsSubscription::all(&AllFillsRequest::default());
-    let frames = run(&mut all, &real_blocks());
+    let frames = run(key(FillsFilter::All, &[]), &real_blocks());
     // Blocks 923950859, -60, -62 and -66 have no fills: no frame, no number.
     assert_eq!(
         shape(&frames),
@@ -100,12 +111,8 @@ fn all_fills_number_frames_without_gaps_and_skip_empty_blocks() {
 fn user_filter_is_case_insensitive_and_sequences_its_own_frames() {
     let user = "0x31ca8395cf837de08b24da3f660e77761dfb974b";
     let shouted = format!("0x{}", user[2..].to_ascii_uppercase());
-    let mut subscription = FillsSubscription::user(&UserFillsRequest {
-        user: shouted,
-        coins: vec![],
-    })
-    .unwrap();
-    let frames = run(&mut subscription, &real_blocks());
+    let user_key = FillsKey::from_selectors(&[shouted], None, &[]).unwrap();
+    let frames = run(user_key, &real_blocks());
     let blocks: Vec<u64> = frames.iter().map(|f| f.block_number).collect();
     let sequences: Vec<u64> = frames.iter().map(|f| f.sequence).collect();
     assert_eq!(
@@ -126,12 +133,10 @@ fn user_filter_is_case_insensitive_and_sequences_its_own_frames() {
 
 #[test]
 fn builder_filter_matches_the_real_builder_fills_only() {
-    let mut subscription = FillsSubscription::builder(&BuilderFillsRequest {
-        builder: "0x4950994884602D1B6C6D96E4FE30F58205C39395".into(),
-        coins: vec![],
-    })
-    .unwrap();
-    let frames = run(&mut subscription, &real_blocks());
+    let builder =
+        FillsKey::from_selectors(&[], Some("0x4950994884602D1B6C6D96E4FE30F58205C39395"), &[])
+            .unwrap();
+    let frames = run(builder, &real_blocks());
     assert_eq!(shape(&frames), [(923_950_857, 1, 5)]);
     let coins: Vec<&str> = frames[0].fills.iter().map(|f| f.coin.as_str()).collect();
     assert_eq!(
@@ -145,12 +150,13 @@ fn builder_filter_matches_the_real_builder_fills_only() {
         ]
     );
 
-    let mut spot_builder = FillsSubscription::builder(&BuilderFillsRequest {
-        builder: "0x1924b8561eef20e70ede628a296175d358be80e5".into(),
-        coins: vec!["@150".into()],
-    })
+    let spot_builder = FillsKey::from_selectors(
+        &[],
+        Some("0x1924b8561eef20e70ede628a296175d358be80e5"),
+        &["@150".to_owned()],
+    )
     .unwrap();
-    let frames = run(&mut spot_builder, &real_blocks());
+    let frames = run(spot_builder, &real_blocks());
     assert_eq!(shape(&frames), [(923_950_858, 1, 1)]);
     assert_eq!(
         frames[0].fills[0].builder.as_deref(),
@@ -160,17 +166,12 @@ fn builder_filter_matches_the_real_builder_fills_only() {
 
 #[test]
 fn coin_scope_accepts_unknown_coins_that_never_match() {
-    let mut scoped = FillsSubscription::all(&AllFillsRequest {
-        coins: vec!["UNI".into(), "NOPE".into(), "UNI".into()],
-    });
-    let frames = run(&mut scoped, &real_blocks());
+    let scoped = key(FillsFilter::All, &["UNI", "NOPE", "UNI"]);
+    let frames = run(scoped, &real_blocks());
     assert_eq!(shape(&frames), [(923_950_857, 1, 2)]);
     assert!(frames[0].fills.iter().all(|f| f.coin == "UNI"));
 
-    let mut unknown_only = FillsSubscription::all(&AllFillsRequest {
-        coins: vec!["NOPE".into()],
-    });
-    assert!(run(&mut unknown_only, &real_blocks()).is_empty());
+    assert!(run(key(FillsFilter::All, &["NOPE"]), &real_blocks()).is_empty());
 }
 
 #[test]
@@ -192,8 +193,8 @@ fn liquidation_stream_takes_fills_with_a_liquidation_object() {
         fills_block(14, 14_000, &[with_liquidation]),
     ];
 
-    let mut every = FillsSubscription::liquidations(&LiquidationFillsRequest::default());
-    let frames = run(&mut every, &blocks);
+    let every = key(FillsFilter::Liquidations(BTreeSet::new()), &[]);
+    let frames = run(every, &blocks);
     assert_eq!(shape(&frames), [(10, 1, 1), (12, 2, 1), (14, 3, 1)]);
     assert_eq!(
         serde_json::to_value(&frames[0].fills[0].liquidation).unwrap(),
@@ -204,21 +205,21 @@ fn liquidation_stream_takes_fills_with_a_liquidation_object() {
         json!({"mark_px": "589.3", "method": "backstop"})
     );
 
-    let mut one_user = FillsSubscription::liquidations(&LiquidationFillsRequest {
-        coins: vec!["UNI".into()],
-        liquidated_users: vec![liquidated.to_ascii_lowercase()],
-    });
-    let frames = run(&mut one_user, &blocks);
+    let one_user = key(
+        FillsFilter::Liquidations([liquidated.to_ascii_lowercase()].into()),
+        &["UNI"],
+    );
+    let frames = run(one_user, &blocks);
     assert_eq!(shape(&frames), [(10, 1, 1), (14, 2, 1)]);
 }
 
 #[test]
 fn replay_prints_user_and_all_fills_with_sequences() {
-    use engine::replay::{ReplayError, ReplayOptions, View};
-    use engine::views::fills::FillsError;
+    use engine::replay::{ReplayError, ReplayOptions, ViewKind};
+    use engine::views::ViewError;
 
     use crate::trades::replay_lines;
-    let mut opts = ReplayOptions::new(real("btc-985148182"), View::Fills);
+    let mut opts = ReplayOptions::new(real("btc-985148182"), ViewKind::Fills);
     let all = replay_lines(&opts);
     let sequences: Vec<u64> = all
         .iter()
@@ -250,6 +251,6 @@ fn replay_prints_user_and_all_fills_with_sequences() {
     opts.users.push("0xother".into());
     assert_eq!(
         engine::replay::run(&opts, &mut Vec::new(), &mut |_| {}).unwrap_err(),
-        ReplayError::Fills(FillsError::UserCount { count: 2 })
+        ReplayError::Request(ViewError::UserCount { count: 2 })
     );
 }

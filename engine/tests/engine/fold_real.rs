@@ -1,12 +1,14 @@
 //! Folding real node output: the BTC snapshot plus 51 blocks, checked
 //! against an independent recomputation, and a capture without a snapshot.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use engine::book::Level;
-use engine::event::Side;
-use engine::fold::Engine;
-use engine::views::l4book::{L4BookRequest, L4BookSubscription};
+use engine::event::{OrderStatusEvent, Side};
+use engine::fold::{Engine, FoldWants};
+use engine::market::tpsl::TpslView;
+use engine::market::{Market, Needs};
+use rstest::rstest;
 use serde_json::Value;
 
 use crate::common::{btc_snapshot, by_block_blocks, hourly_file, real};
@@ -79,14 +81,16 @@ fn top_of_book_right_after_the_snapshot() {
 #[test]
 fn snapshot_and_51_blocks_fold_exactly() {
     let started = std::time::Instant::now();
-    let mut engine = Engine::from_snapshot(btc_snapshot());
+    let mut engine = Market::from_snapshot(btc_snapshot(), Needs::ALL);
     let loaded = started.elapsed();
     let blocks = by_block_blocks(&real("btc-985148182"));
     assert_eq!(blocks.len(), 51);
     assert_eq!(blocks[0].number, 985_148_182);
     let folding = std::time::Instant::now();
+    let mut events = 0;
     for block in &blocks {
         let report = engine.apply(block);
+        events += report.events;
         assert!(!report.skipped);
         assert_eq!(report.gap, None);
         assert_eq!(report.issues, []);
@@ -98,7 +102,12 @@ fn snapshot_and_51_blocks_fold_exactly() {
     );
     assert!(engine.unknown_ids().is_empty());
     assert_eq!(engine.height(), Some(985_148_232));
-    assert_eq!(engine.events_seen(), 41_592 + 1_332 + 22);
+    assert_eq!(events, 41_592 + 1_332 + 22);
+    assert_eq!(
+        engine.fold().events_seen(),
+        41_592 + 1_332,
+        "statuses and diffs"
+    );
 
     let book = engine.books().get("BTC").unwrap();
     let folded: Plain = book
@@ -162,28 +171,93 @@ fn capture_without_snapshot_reports_its_unknown_ids() {
 }
 
 /// Statuses are folded two ways: when no view wants raw statuses, only the
-/// openings are delimited and decoded (the rest are counted by their status
-/// key); when one does, every status is walked and filed. Both must fold the
-/// same books with the same reports, block by block.
-#[test]
-fn the_status_fast_path_folds_what_the_exact_walk_folds() {
-    let blocks = by_block_blocks(&real("btc-985148182"));
-    let mut fast = Engine::from_snapshot(btc_snapshot());
-    let mut exact = Engine::from_snapshot(btc_snapshot());
-    let request = L4BookRequest {
-        coin: "BTC".to_owned(),
-        mirror: None,
+/// openings (and the statuses the trigger watch wants) are delimited and
+/// decoded, the rest counted by their status key; when one does, every
+/// status is walked and filed. Both must fold the same books with the same
+/// reports, and hand the TP/SL tracker the same statuses, block by block;
+/// and the tracker fed that way must see exactly what it sees when it is
+/// given every status of the block.
+#[rstest]
+#[case::with_snapshot("btc-985148182")]
+#[case::with_trigger_orders("btc-978995377")]
+fn the_status_fast_path_folds_what_the_exact_walk_folds(#[case] capture: &str) {
+    let blocks = by_block_blocks(&real(capture));
+    let start = || match capture {
+        "btc-985148182" => Engine::from_snapshot(btc_snapshot()),
+        _ => Engine::new(),
     };
-    L4BookSubscription::open(&mut exact, &request).unwrap();
-    assert!(!exact.views().raw_coins().is_empty());
-    assert!(fast.views().raw_coins().is_empty());
+    let (mut fast, mut exact) = (start(), start());
+    let (mut fast_tpsl, mut exact_tpsl, mut full_tpsl) =
+        (TpslView::new(), TpslView::new(), TpslView::new());
+    let none = BTreeSet::new();
+    let btc: BTreeSet<String> = ["BTC".to_owned()].into();
+    let mut tapped = 0;
     for block in &blocks {
+        let fast_tracks = |oid: u64| fast_tpsl.tracks(oid);
+        let (fast_report, fast_folded) = fast.apply_with(
+            block,
+            FoldWants {
+                books: true,
+                raw_coins: &none,
+                triggers: Some(&fast_tracks),
+                order_changes: Vec::new(),
+            },
+        );
+        let exact_tracks = |oid: u64| exact_tpsl.tracks(oid);
+        let (exact_report, exact_folded) = exact.apply_with(
+            block,
+            FoldWants {
+                books: true,
+                raw_coins: &btc,
+                triggers: Some(&exact_tracks),
+                order_changes: Vec::new(),
+            },
+        );
+        assert_eq!(fast_report, exact_report, "block {}", block.number);
+        let oids = |statuses: &[OrderStatusEvent<'_>]| {
+            statuses
+                .iter()
+                .map(|s| (s.order.oid, s.status.to_owned()))
+                .collect::<Vec<_>>()
+        };
         assert_eq!(
-            fast.apply(block),
-            exact.apply(block),
+            oids(&fast_folded.trigger_statuses),
+            oids(&exact_folded.trigger_statuses),
             "block {}",
             block.number
         );
+        tapped += fast_folded.trigger_statuses.len();
+        let decoded = block.decode();
+        let fills: Vec<_> = decoded.fills.iter().map(|s| &s.event).collect();
+        fast_tpsl.apply_events(
+            block.number,
+            block.time_ms,
+            fills.clone(),
+            &fast_folded.trigger_statuses,
+        );
+        exact_tpsl.apply_events(
+            block.number,
+            block.time_ms,
+            fills,
+            &exact_folded.trigger_statuses,
+        );
+        full_tpsl.apply(&decoded);
+        assert_eq!(
+            fast_tpsl.diffs(),
+            full_tpsl.diffs(),
+            "block {}",
+            block.number
+        );
+        assert_eq!(
+            exact_tpsl.diffs(),
+            full_tpsl.diffs(),
+            "block {}",
+            block.number
+        );
+    }
+    if capture == "btc-978995377" {
+        assert!(tapped > 0, "the capture has trigger orders");
+        assert!(full_tpsl.orders().count() > 0);
     }
     assert_eq!(fast.events_seen(), exact.events_seen());
     let (fast_book, exact_book) = (fast.books().get("BTC"), exact.books().get("BTC"));

@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use engine::replay::{ReplayOptions, View, run};
+use engine::replay::{ReplayOptions, ViewKind, run};
 use fixtures::{OutputMode, RunOptions, SimConfig};
 use rstest::rstest;
 use sha2::{Digest as _, Sha256};
@@ -62,7 +62,7 @@ fn simulated(mode: OutputMode) -> &'static Path {
     })
 }
 
-fn options(data: Data, view: View, coins: &[&str]) -> ReplayOptions {
+fn options(data: Data, view: ViewKind, coins: &[&str]) -> ReplayOptions {
     let mut opts = ReplayOptions::new(data.dir(), view);
     opts.coins = coins.iter().map(|&c| c.to_owned()).collect();
     opts
@@ -95,44 +95,44 @@ const SIM_STREAMING: Data = Data::Sim(OutputMode::Streaming);
 const SIM_COINS: [&str; 6] = ["BTC", "ETH", "@107", "xyz:NVDA", "#1890", "PURR/USDC"];
 
 #[rstest]
-#[case::real_l2book("real_l2book", options(BTC, View::L2Book, &["BTC"]))]
-#[case::real_l2book_aggregated("real_l2book_aggregated", aggregated(options(BTC, View::L2Book, &["BTC"])))]
-#[case::real_bbo("real_bbo", options(BTC, View::Bbo, &["BTC"]))]
-#[case::real_l2diff("real_l2diff", options(BTC, View::L2Diff, &["BTC"]))]
-#[case::real_l2diff_aggregated("real_l2diff_aggregated", aggregated(options(BTC, View::L2Diff, &["BTC"])))]
-#[case::real_l4book("real_l4book", options(BTC, View::L4Book, &["BTC"]))]
-#[case::real_l4updates("real_l4updates", options(BTC, View::L4Updates, &["BTC"]))]
-#[case::real_tpsl("real_tpsl", options(BTC, View::Tpsl, &[]))]
-#[case::real_trades("real_trades", options(BTC, View::Trades, &["BTC"]))]
-#[case::real_fills("real_fills", options(BTC, View::Fills, &[]))]
-#[case::real_candles("real_candles", interval(options(BTC, View::Candles, &["BTC"]), "1s"))]
-#[case::real_mids("real_mids", options(BTC, View::Mids, &[]))]
-#[case::real_user_fills("real_user_fills", users(options(BTC, View::Fills, &[]), &[USER]))]
-#[case::real_user_l4updates("real_user_l4updates", users(options(BTC, View::L4Updates, &["BTC"]), &[USER]))]
-#[case::unsnapshotted_bbo("unsnapshotted_bbo", options(BTC_NO_SNAPSHOT, View::Bbo, &["BTC"]))]
-#[case::unsnapshotted_l2diff("unsnapshotted_l2diff", options(BTC_NO_SNAPSHOT, View::L2Diff, &["BTC"]))]
-#[case::unsnapshotted_l4book("unsnapshotted_l4book", options(BTC_NO_SNAPSHOT, View::L4Book, &["BTC"]))]
-#[case::unsnapshotted_l4updates("unsnapshotted_l4updates", options(BTC_NO_SNAPSHOT, View::L4Updates, &[]))]
-#[case::unsnapshotted_tpsl("unsnapshotted_tpsl", options(BTC_NO_SNAPSHOT, View::Tpsl, &["BTC"]))]
-#[case::unsnapshotted_trades("unsnapshotted_trades", options(BTC_NO_SNAPSHOT, View::Trades, &["BTC"]))]
-#[case::unsnapshotted_fills("unsnapshotted_fills", options(BTC_NO_SNAPSHOT, View::Fills, &["BTC"]))]
-#[case::unsnapshotted_candles("unsnapshotted_candles", interval(options(BTC_NO_SNAPSHOT, View::Candles, &["BTC"]), "1m"))]
-#[case::sim_l2book("sim_l2book", options(SIM, View::L2Book, &SIM_COINS))]
-#[case::sim_l2book_aggregated("sim_l2book_aggregated", aggregated(options(SIM, View::L2Book, &["BTC", "ETH"])))]
-#[case::sim_bbo("sim_bbo", options(SIM, View::Bbo, &SIM_COINS))]
-#[case::sim_l2diff("sim_l2diff", options(SIM, View::L2Diff, &SIM_COINS))]
-#[case::sim_l4book("sim_l4book", options(SIM, View::L4Book, &["ETH", "#1890"]))]
-#[case::sim_l4updates("sim_l4updates", options(SIM, View::L4Updates, &[]))]
-#[case::sim_tpsl("sim_tpsl", options(SIM, View::Tpsl, &[]))]
-#[case::sim_trades("sim_trades", options(SIM, View::Trades, &SIM_COINS))]
-#[case::sim_fills("sim_fills", options(SIM, View::Fills, &[]))]
-#[case::sim_candles("sim_candles", interval(options(SIM, View::Candles, &SIM_COINS), "5m"))]
-#[case::sim_mids("sim_mids", options(SIM, View::Mids, &[]))]
-#[case::streaming_bbo("streaming_bbo", options(SIM_STREAMING, View::Bbo, &SIM_COINS))]
-#[case::streaming_l4updates("streaming_l4updates", options(SIM_STREAMING, View::L4Updates, &[]))]
-#[case::streaming_tpsl("streaming_tpsl", options(SIM_STREAMING, View::Tpsl, &[]))]
-#[case::streaming_trades("streaming_trades", options(SIM_STREAMING, View::Trades, &SIM_COINS))]
-#[case::streaming_candles("streaming_candles", interval(options(SIM_STREAMING, View::Candles, &["BTC", "ETH"]), "1m"))]
+#[case::real_l2book("real_l2book", options(BTC, ViewKind::L2Book, &["BTC"]))]
+#[case::real_l2book_aggregated("real_l2book_aggregated", aggregated(options(BTC, ViewKind::L2Book, &["BTC"])))]
+#[case::real_bbo("real_bbo", options(BTC, ViewKind::Bbo, &["BTC"]))]
+#[case::real_l2diff("real_l2diff", options(BTC, ViewKind::L2Diff, &["BTC"]))]
+#[case::real_l2diff_aggregated("real_l2diff_aggregated", aggregated(options(BTC, ViewKind::L2Diff, &["BTC"])))]
+#[case::real_l4book("real_l4book", options(BTC, ViewKind::L4Book, &["BTC"]))]
+#[case::real_l4updates("real_l4updates", options(BTC, ViewKind::L4Updates, &["BTC"]))]
+#[case::real_tpsl("real_tpsl", options(BTC, ViewKind::Tpsl, &[]))]
+#[case::real_trades("real_trades", options(BTC, ViewKind::Trades, &["BTC"]))]
+#[case::real_fills("real_fills", options(BTC, ViewKind::Fills, &[]))]
+#[case::real_candles("real_candles", interval(options(BTC, ViewKind::Candles, &["BTC"]), "1s"))]
+#[case::real_mids("real_mids", options(BTC, ViewKind::Mids, &[]))]
+#[case::real_user_fills("real_user_fills", users(options(BTC, ViewKind::Fills, &[]), &[USER]))]
+#[case::real_user_l4updates("real_user_l4updates", users(options(BTC, ViewKind::L4Updates, &["BTC"]), &[USER]))]
+#[case::unsnapshotted_bbo("unsnapshotted_bbo", options(BTC_NO_SNAPSHOT, ViewKind::Bbo, &["BTC"]))]
+#[case::unsnapshotted_l2diff("unsnapshotted_l2diff", options(BTC_NO_SNAPSHOT, ViewKind::L2Diff, &["BTC"]))]
+#[case::unsnapshotted_l4book("unsnapshotted_l4book", options(BTC_NO_SNAPSHOT, ViewKind::L4Book, &["BTC"]))]
+#[case::unsnapshotted_l4updates("unsnapshotted_l4updates", options(BTC_NO_SNAPSHOT, ViewKind::L4Updates, &[]))]
+#[case::unsnapshotted_tpsl("unsnapshotted_tpsl", options(BTC_NO_SNAPSHOT, ViewKind::Tpsl, &["BTC"]))]
+#[case::unsnapshotted_trades("unsnapshotted_trades", options(BTC_NO_SNAPSHOT, ViewKind::Trades, &["BTC"]))]
+#[case::unsnapshotted_fills("unsnapshotted_fills", options(BTC_NO_SNAPSHOT, ViewKind::Fills, &["BTC"]))]
+#[case::unsnapshotted_candles("unsnapshotted_candles", interval(options(BTC_NO_SNAPSHOT, ViewKind::Candles, &["BTC"]), "1m"))]
+#[case::sim_l2book("sim_l2book", options(SIM, ViewKind::L2Book, &SIM_COINS))]
+#[case::sim_l2book_aggregated("sim_l2book_aggregated", aggregated(options(SIM, ViewKind::L2Book, &["BTC", "ETH"])))]
+#[case::sim_bbo("sim_bbo", options(SIM, ViewKind::Bbo, &SIM_COINS))]
+#[case::sim_l2diff("sim_l2diff", options(SIM, ViewKind::L2Diff, &SIM_COINS))]
+#[case::sim_l4book("sim_l4book", options(SIM, ViewKind::L4Book, &["ETH", "#1890"]))]
+#[case::sim_l4updates("sim_l4updates", options(SIM, ViewKind::L4Updates, &[]))]
+#[case::sim_tpsl("sim_tpsl", options(SIM, ViewKind::Tpsl, &[]))]
+#[case::sim_trades("sim_trades", options(SIM, ViewKind::Trades, &SIM_COINS))]
+#[case::sim_fills("sim_fills", options(SIM, ViewKind::Fills, &[]))]
+#[case::sim_candles("sim_candles", interval(options(SIM, ViewKind::Candles, &SIM_COINS), "5m"))]
+#[case::sim_mids("sim_mids", options(SIM, ViewKind::Mids, &[]))]
+#[case::streaming_bbo("streaming_bbo", options(SIM_STREAMING, ViewKind::Bbo, &SIM_COINS))]
+#[case::streaming_l4updates("streaming_l4updates", options(SIM_STREAMING, ViewKind::L4Updates, &[]))]
+#[case::streaming_tpsl("streaming_tpsl", options(SIM_STREAMING, ViewKind::Tpsl, &[]))]
+#[case::streaming_trades("streaming_trades", options(SIM_STREAMING, ViewKind::Trades, &SIM_COINS))]
+#[case::streaming_candles("streaming_candles", interval(options(SIM_STREAMING, ViewKind::Candles, &["BTC", "ETH"]), "1m"))]
 fn frames_match_the_golden_digest(#[case] name: &str, #[case] opts: ReplayOptions) {
     let mut out = Vec::new();
     let summary = run(&opts, &mut out, &mut |_| {}).unwrap();

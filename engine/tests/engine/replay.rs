@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use engine::replay::{ReplayError, ReplayOptions, ReplaySummary, View, run};
+use engine::replay::{ReplayError, ReplayOptions, ReplaySummary, ViewKind, run};
 use engine::views::ViewError;
 
 use crate::common::real;
@@ -26,7 +26,7 @@ fn replay(opts: &ReplayOptions) -> Result<(Vec<u8>, ReplaySummary), ReplayError>
     Ok((out, summary))
 }
 
-fn btc(view: View) -> ReplayOptions {
+fn btc(view: ViewKind) -> ReplayOptions {
     let mut opts = ReplayOptions::new(real("btc-985148182"), view);
     opts.coins = vec!["BTC".into()];
     opts
@@ -34,7 +34,7 @@ fn btc(view: View) -> ReplayOptions {
 
 #[test]
 fn bbo_matches_the_golden_file() {
-    let (out, summary) = replay(&btc(View::Bbo)).unwrap();
+    let (out, summary) = replay(&btc(ViewKind::Bbo)).unwrap();
     assert_eq!(summary.snapshot_height, Some(985_148_181));
     assert_eq!(summary.blocks, 51);
     assert!(summary.unknown_ids.is_empty());
@@ -50,7 +50,7 @@ fn bbo_matches_the_golden_file() {
 
 #[test]
 fn replay_is_byte_identical_across_runs() {
-    for view in [View::L2Diff, View::L4Updates, View::L2Book] {
+    for view in [ViewKind::L2Diff, ViewKind::L4Updates, ViewKind::L2Book] {
         let mut opts = btc(view);
         opts.n_levels = Some(0);
         opts.n_sig_figs = Some(5);
@@ -71,7 +71,7 @@ fn replay_is_byte_identical_across_runs() {
 fn mids_stay_put_when_the_top_prices_do() {
     // Sizes at the top change in this capture but its prices never do, so
     // the mid is sent once, on subscribe.
-    let (out, summary) = replay(&btc(View::Mids)).unwrap();
+    let (out, summary) = replay(&btc(ViewKind::Mids)).unwrap();
     assert_eq!(summary.frames, 1);
     let frame: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(frame["mids"], serde_json::json!({"BTC": "81307.5"}));
@@ -79,7 +79,7 @@ fn mids_stay_put_when_the_top_prices_do() {
 
 #[test]
 fn block_range_limits_the_fold() {
-    let mut opts = btc(View::L2Book);
+    let mut opts = btc(ViewKind::L2Book);
     opts.from_block = Some(985_148_200);
     opts.to_block = Some(985_148_209);
     opts.strict = true;
@@ -96,7 +96,7 @@ fn block_range_limits_the_fold() {
 
 #[test]
 fn l4book_diff_frames_carry_the_node_bytes() {
-    let (out, summary) = replay(&btc(View::L4Book)).unwrap();
+    let (out, summary) = replay(&btc(ViewKind::L4Book)).unwrap();
     let text = String::from_utf8(out).unwrap();
     let mut lines = text.lines();
     let opening: serde_json::Value = serde_json::from_str(lines.next().unwrap()).unwrap();
@@ -129,13 +129,13 @@ fn l4book_diff_frames_carry_the_node_bytes() {
 #[test]
 fn bad_requests_fail_before_writing_anything() {
     let mut cases = Vec::new();
-    let mut candles = btc(View::Candles);
+    let mut candles = btc(ViewKind::Candles);
     candles.interval = Some("7m".to_owned());
     cases.push(candles);
-    let mut fills = btc(View::Fills);
+    let mut fills = btc(ViewKind::Fills);
     fills.users = vec!["0xa".to_owned(), "0xb".to_owned()];
     cases.push(fills);
-    let mut tpsl = btc(View::Tpsl);
+    let mut tpsl = btc(ViewKind::Tpsl);
     tpsl.coins = vec!["@1".to_owned()];
     cases.push(tpsl);
     for opts in cases {
@@ -148,20 +148,20 @@ fn bad_requests_fail_before_writing_anything() {
 
 #[test]
 fn invalid_requests_and_missing_data_are_errors() {
-    let mut opts = btc(View::L2Book);
+    let mut opts = btc(ViewKind::L2Book);
     opts.n_sig_figs = Some(7);
     assert!(matches!(
         replay(&opts),
         Err(ReplayError::Request(ViewError::L2(_)))
     ));
-    let mut opts = btc(View::Bbo);
+    let mut opts = btc(ViewKind::Bbo);
     opts.coins.clear();
     assert!(matches!(
         replay(&opts),
         Err(ReplayError::Request(ViewError::CoinCount { .. }))
     ));
     let empty = tempfile::tempdir().unwrap();
-    let opts = ReplayOptions::new(empty.path(), View::Bbo);
+    let opts = ReplayOptions::new(empty.path(), ViewKind::Bbo);
     assert_eq!(
         replay(&opts).unwrap_err(),
         ReplayError::NoData(empty.path().to_path_buf())
@@ -171,7 +171,7 @@ fn invalid_requests_and_missing_data_are_errors() {
 
 #[test]
 fn capture_without_snapshot_replays_and_reports_unknown_ids() {
-    let mut opts = ReplayOptions::new(real("btc-978995377"), View::Bbo);
+    let mut opts = ReplayOptions::new(real("btc-978995377"), ViewKind::Bbo);
     opts.coins = vec!["BTC".into()];
     let (_, summary) = replay(&opts).unwrap();
     assert_eq!(summary.snapshot_height, None);

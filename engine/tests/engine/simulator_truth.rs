@@ -8,10 +8,10 @@ use std::path::Path;
 
 use bytes::Bytes;
 use engine::block::Block;
-use engine::fold::Engine;
+use engine::market::bbo::top_of;
+use engine::market::mids::mid;
+use engine::market::{Market, Needs};
 use engine::snapshot;
-use engine::views::bbo::top_of;
-use engine::views::mids::mid;
 use feeds::{Feed, Source, Start};
 use fixtures::{OutputMode, RunOptions, SimConfig};
 
@@ -82,7 +82,7 @@ fn fold_to_truth(profile_small: bool) {
     let (start, end) = (&snapshots[0], &snapshots[1]);
     assert_eq!(end.height, start.height + BLOCKS);
 
-    let mut engine = Engine::from_snapshot(start.clone());
+    let mut engine = Market::from_snapshot(start.clone(), Needs::BOOKS);
     let blocks = blocks(dir.path());
     assert_eq!(blocks.len() as u64, BLOCKS);
     let mut diffs = 0;
@@ -121,11 +121,10 @@ fn fold_to_truth(profile_small: bool) {
 
 /// The BBO and mids views, folded block by block (mids only for coins whose
 /// top moved), equal a fresh computation from every book.
-fn top_and_mids_match_the_books(engine: &Engine) {
-    let views = engine.views();
+fn top_and_mids_match_the_books(engine: &Market) {
     let mut mids = BTreeMap::new();
     for (coin, book) in engine.books().iter() {
-        assert_eq!(views.bbo.top(coin), top_of(coin, book), "top of {coin}");
+        assert_eq!(engine.bbo().top(coin), top_of(coin, book), "top of {coin}");
         if let (Some(bid), Some(ask)) = (book.best_bid(), book.best_ask()) {
             mids.insert(coin.to_owned(), mid(bid.px(), ask.px()).unwrap());
         }
@@ -135,7 +134,7 @@ fn top_and_mids_match_the_books(engine: &Engine) {
             .map(|(c, px)| (c.clone(), px.to_string()))
             .collect()
     };
-    assert_eq!(printed(views.mids.mids()), printed(&mids));
+    assert_eq!(printed(engine.mids().mids()), printed(&mids));
 }
 
 #[test]

@@ -8,13 +8,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
 use engine::block::Block;
-use engine::views::tpsl::{
-    TpslDiffType, TpslSubscription, TpslUpdate, TpslUpdatesRequest, TpslView,
-};
+use engine::market::Market;
+use engine::market::tpsl::{TpslDiffType, TpslView};
+use engine::views::View;
+use engine::views::tpsl::{TpslKey, TpslSubscription, TpslUpdate};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-use crate::common::{by_block_blocks, hourly_file, real};
+use crate::common::{Sub, by_block_blocks, hourly_file, real};
 
 const CAPTURE: &str = "btc-978995377";
 const POSITION_TPSL_USER: &str = "0x23e528addf22cfd340b9b7aafb3bf90dc11981d3";
@@ -73,22 +74,31 @@ fn diff_rows(frames: &[TpslUpdate]) -> Vec<(u64, &'static str, u64, Option<Strin
 }
 
 /// Folds the capture with one subscription opened before the first block.
-fn fold_capture(request: &TpslUpdatesRequest) -> (TpslView, Vec<TpslUpdate>) {
-    let mut view = TpslView::new();
-    let (mut subscription, snapshot) = TpslSubscription::open(&view, request).unwrap();
-    let mut frames = vec![snapshot];
+fn fold_capture(key: &TpslKey) -> (Market, Vec<TpslUpdate>) {
+    let mut market = Market::new(TpslSubscription::NEEDS);
+    let (mut subscription, snapshot) =
+        Sub::<TpslSubscription>::open(&mut market, key.clone()).unwrap();
+    let mut frames = snapshot;
     for block in by_block_blocks(&real(CAPTURE)) {
-        let decoded = block.decode();
-        assert!(decoded.errors.is_empty());
-        view.apply(&decoded);
-        frames.extend(subscription.on_block(&view));
+        let report = market.apply(&block);
+        assert!(report.decode_errors.is_empty());
+        frames.extend(subscription.on_block(&market));
     }
-    (view, frames)
+    (market, frames)
+}
+
+/// A TP/SL key of `coins` and `users` (users lowercased, as the views
+/// match them).
+fn key(coins: &[&str], users: &[&str]) -> TpslKey {
+    TpslKey {
+        coins: coins.iter().map(|&c| c.to_owned()).collect(),
+        users: users.iter().map(|u| u.to_ascii_lowercase()).collect(),
+    }
 }
 
 #[test]
 fn real_trigger_orders_are_added_and_removed_with_the_status_as_reason() {
-    let (view, frames) = fold_capture(&TpslUpdatesRequest::default());
+    let (view, frames) = fold_capture(&TpslKey::default());
     let expected = reference_diffs();
     assert_eq!(
         expected,
@@ -109,13 +119,13 @@ fn real_trigger_orders_are_added_and_removed_with_the_status_as_reason() {
     assert_eq!(sequences, [1, 2, 3, 4, 5]);
     assert!(frames[0].snapshot && frames[0].diffs.is_empty());
     assert!(frames[1..].iter().all(|f| !f.snapshot));
-    let left: Vec<u64> = view.orders().map(|o| o.oid).collect();
+    let left: Vec<u64> = view.tpsl().orders().map(|o| o.oid).collect();
     assert_eq!(left, [POSITION_TPSL_OID, 405_401_008_974]);
 }
 
 #[test]
 fn a_real_trigger_diff_serialises_as_the_proto_shape() {
-    let (_, frames) = fold_capture(&TpslUpdatesRequest::default());
+    let (_, frames) = fold_capture(&TpslKey::default());
     let stop = serde_json::to_value(&frames[2]).unwrap();
     assert_eq!(
         stop,
@@ -150,8 +160,9 @@ fn a_real_trigger_diff_serialises_as_the_proto_shape() {
 
 #[test]
 fn a_late_subscriber_gets_a_snapshot_and_filters_users_case_insensitively() {
-    let (view, _) = fold_capture(&TpslUpdatesRequest::default());
-    let (_, snapshot) = TpslSubscription::open(&view, &TpslUpdatesRequest::default()).unwrap();
+    let (mut market, _) = fold_capture(&TpslKey::default());
+    let (_, mut snapshot) = Sub::<TpslSubscription>::open(&mut market, TpslKey::default()).unwrap();
+    let snapshot = snapshot.pop().unwrap();
     assert_eq!((snapshot.sequence, snapshot.snapshot), (1, true));
     assert_eq!(snapshot.block_number, 978_995_416);
     assert!(
@@ -162,9 +173,10 @@ fn a_late_subscriber_gets_a_snapshot_and_filters_users_case_insensitively() {
     );
     assert_eq!(snapshot.diffs.len(), 2);
 
-    let one_user = TpslUpdatesRequest {
-        coins: vec!["BTC".into()],
-        users: vec![POSITION_TPSL_USER.to_ascii_uppercase().replace("0X", "0x")],
+    let shouted = POSITION_TPSL_USER.to_ascii_uppercase().replace("0X", "0x");
+    let one_user = TpslKey {
+        coins: ["BTC".to_owned()].into(),
+        users: [shouted].into(),
     };
     let (_, frames) = fold_capture(&one_user);
     assert_eq!(
@@ -173,18 +185,15 @@ fn a_late_subscriber_gets_a_snapshot_and_filters_users_case_insensitively() {
     );
     assert_eq!(frames[1].sequence, 2);
 
-    let other_coin = TpslUpdatesRequest {
-        coins: vec!["xyz:NVDA".into()],
-        users: vec![],
-    };
+    let other_coin = key(&["xyz:NVDA"], &[]);
     let (_, frames) = fold_capture(&other_coin);
     assert_eq!(frames.len(), 1, "only the empty snapshot");
 }
 
 #[test]
 fn real_fills_move_positions_by_start_position_and_signed_size() {
-    let (view, _) = fold_capture(&TpslUpdatesRequest::default());
-    let positions = view.positions();
+    let (market, _) = fold_capture(&TpslKey::default());
+    let positions = market.tpsl().positions();
     // TWAP buyer: 0.03395 + 0.00153 + 0.00153; maker seller: 0.10933 − 2 × 0.00153.
     assert_eq!(
         positions
@@ -235,19 +244,14 @@ fn btc_fill(user: &str, side: &str, sz: &str, start: &str, tid: u64) -> Value {
 
 #[test]
 fn position_tpsl_size_follows_the_position_from_fills() {
-    let mut view = TpslView::new();
+    let mut market = Market::new(TpslSubscription::NEEDS);
     for block in by_block_blocks(&real(CAPTURE)) {
-        view.apply(&block.decode());
+        market.apply(&block);
     }
-    let (mut subscription, _) = TpslSubscription::open(
-        &view,
-        &TpslUpdatesRequest {
-            coins: vec![],
-            users: vec![POSITION_TPSL_USER.into()],
-        },
-    )
-    .unwrap();
-    let order = view
+    let (mut subscription, _) =
+        Sub::<TpslSubscription>::open(&mut market, key(&[], &[POSITION_TPSL_USER])).unwrap();
+    let order = market
+        .tpsl()
         .order("BTC", POSITION_TPSL_USER, POSITION_TPSL_OID)
         .unwrap();
     assert!(order.is_position_tpsl);
@@ -275,8 +279,8 @@ fn position_tpsl_size_follows_the_position_from_fills() {
     ];
     let mut frames = Vec::new();
     for block in &blocks {
-        view.apply(&block.decode());
-        frames.extend(subscription.on_block(&view));
+        market.apply(block);
+        frames.extend(subscription.on_block(&market));
     }
     let rows: Vec<(u64, u64, TpslDiffType, String, Option<String>)> = frames
         .iter()
@@ -312,7 +316,12 @@ fn position_tpsl_size_follows_the_position_from_fills() {
             .iter()
             .all(|f| f.diffs.iter().all(|d| d.orig_sz.to_string() == "0.0"))
     );
-    assert!(view.order("BTC", user, POSITION_TPSL_OID).is_none());
+    assert!(
+        market
+            .tpsl()
+            .order("BTC", user, POSITION_TPSL_OID)
+            .is_none()
+    );
 }
 
 #[test]
@@ -396,11 +405,11 @@ fn format_units(units: i64) -> String {
 
 #[test]
 fn replay_prints_the_snapshot_then_numbered_frames() {
-    use engine::replay::{ReplayError, ReplayOptions, View};
-    use engine::views::tpsl::TpslError;
+    use engine::replay::{ReplayError, ReplayOptions, ViewKind};
+    use engine::views::ViewError;
 
     use crate::trades::replay_lines;
-    let opts = ReplayOptions::new(real(CAPTURE), View::Tpsl);
+    let opts = ReplayOptions::new(real(CAPTURE), ViewKind::Tpsl);
     let lines = replay_lines(&opts);
     // Opens after block 978995377 (no trigger there), then four frames.
     let shape: Vec<(u64, bool, u64, usize)> = lines
@@ -426,11 +435,11 @@ fn replay_prints_the_snapshot_then_numbered_frames() {
     );
     assert_eq!(lines[3]["diffs"][0]["reason"], "triggered");
 
-    let mut spot = ReplayOptions::new(real(CAPTURE), View::Tpsl);
+    let mut spot = ReplayOptions::new(real(CAPTURE), ViewKind::Tpsl);
     spot.coins = vec!["@107".into()];
     assert_eq!(
         engine::replay::run(&spot, &mut Vec::new(), &mut |_| {}).unwrap_err(),
-        ReplayError::Tpsl(TpslError::NotPerp {
+        ReplayError::Request(ViewError::NotPerp {
             coin: "@107".into()
         })
     );

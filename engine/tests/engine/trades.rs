@@ -6,11 +6,13 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use engine::block::Block;
-use engine::views::ViewError;
-use engine::views::trades::{TradesRequest, TradesSubscription, TradesView};
+use engine::market::trades::TradesView;
+use engine::market::{Market, Needs};
+use engine::views::trades::{TradesKey, TradesSubscription};
+use engine::views::{Selection, View, ViewError};
 use serde_json::{Value, json};
 
-use crate::common::{by_block_blocks, hourly_file, real};
+use crate::common::{Sub, by_block_blocks, hourly_file, real};
 
 /// The envelopes of a capture's fills file, parsed with serde_json only.
 pub fn fill_envelopes(capture: &str) -> Vec<Value> {
@@ -216,15 +218,16 @@ fn malformed_pairs_are_counted_per_coin_and_folding_goes_on() {
 #[test]
 fn a_subscription_sees_only_its_coins() {
     let blocks = by_block_blocks(&real("fills-unfiltered"));
-    let subscription = TradesSubscription::new(&TradesRequest {
-        coins: vec!["cash:NVDA".into(), "cash:NVDA".into(), "BTC".into()],
-    })
-    .unwrap();
-    let mut view = TradesView::new();
+    let mut market = Market::new(Needs::ALL);
+    let key = TradesKey {
+        coins: ["cash:NVDA".to_owned(), "BTC".to_owned()].into(),
+    };
+    let (mut subscription, opening) = Sub::<TradesSubscription>::open(&mut market, key).unwrap();
+    assert!(opening.is_empty(), "trades are live only");
     let mut seen = Vec::new();
     for block in &blocks {
-        view.apply(&block.decode());
-        for frame in subscription.frames(&view) {
+        market.apply(block);
+        for frame in subscription.on_block(&market) {
             seen.push((frame.block_number, frame.coin.clone(), frame.trades.len()));
         }
     }
@@ -233,15 +236,26 @@ fn a_subscription_sees_only_its_coins() {
 
 #[test]
 fn the_coin_list_is_required_and_capped() {
+    let keys = |coins: Vec<String>| {
+        TradesSubscription::keys(&Selection {
+            coins,
+            ..Selection::default()
+        })
+    };
     assert_eq!(
-        TradesSubscription::new(&TradesRequest { coins: vec![] }),
+        keys(vec![]),
         Err(ViewError::CoinCount {
             view: "trades",
             count: 0
         })
     );
     let many: Vec<String> = (0..21).map(|i| format!("@{i}")).collect();
-    assert!(TradesSubscription::new(&TradesRequest { coins: many }).is_err());
+    assert!(keys(many).is_err());
+    let mut market = Market::new(Needs::ALL);
+    let empty = TradesKey {
+        coins: std::collections::BTreeSet::default(),
+    };
+    assert!(Sub::<TradesSubscription>::open(&mut market, empty).is_err());
 }
 
 /// `l1gate replay` of one view: its JSON lines.
@@ -257,8 +271,8 @@ pub fn replay_lines(opts: &engine::replay::ReplayOptions) -> Vec<Value> {
 
 #[test]
 fn replay_prints_one_trades_frame_per_line() {
-    use engine::replay::{ReplayOptions, View};
-    let mut opts = ReplayOptions::new(real("btc-985148182"), View::Trades);
+    use engine::replay::{ReplayOptions, ViewKind};
+    let mut opts = ReplayOptions::new(real("btc-985148182"), ViewKind::Trades);
     opts.coins = vec!["BTC".into()];
     let lines = replay_lines(&opts);
     let mut expected = Vec::new();

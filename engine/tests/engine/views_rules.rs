@@ -5,15 +5,18 @@
 use bytes::Bytes;
 use engine::block::Block;
 use engine::book::L4Error;
-use engine::fold::{Engine, Gap};
+use engine::fold::Gap;
+use engine::market::{Market, Needs};
 use engine::snapshot;
-use engine::views::bbo::{BboRequest, BboSubscription};
-use engine::views::l2book::{L2BookRequest, L2BookSubscription};
-use engine::views::l2diff::{L2BookDiffRequest, L2DiffSubscription};
-use engine::views::l4book::{L4BookRequest, L4BookSubscription, L4BookUpdate};
-use engine::views::l4updates::{L4OrderUpdatesRequest, L4UpdatesSubscription};
-use engine::views::mids::{AllMidsRequest, MidsSubscription};
+use engine::views::bbo::{BboKey, BboSubscription};
+use engine::views::l2book::{L2BookKey, L2BookSubscription};
+use engine::views::l2diff::{L2DiffKey, L2DiffSubscription};
+use engine::views::l4book::{L4BookKey, L4BookSubscription, L4BookUpdate};
+use engine::views::l4updates::{L4UpdatesKey, L4UpdatesSubscription};
+use engine::views::mids::{MidsKey, MidsSubscription};
 use serde_json::{Value, json};
+
+use crate::common::Sub;
 
 const T0: i64 = 1_767_225_600_000;
 
@@ -73,9 +76,13 @@ fn to_json<T: serde::Serialize>(frame: &T) -> Value {
     serde_json::to_value(frame).unwrap()
 }
 
-/// Engine at block 1 with bids 100.0 (2 orders) / 99.5 and asks 101.0 / 102.0.
-fn seeded() -> Engine {
-    let mut engine = Engine::new();
+fn coins(coins: &[&str]) -> std::collections::BTreeSet<String> {
+    coins.iter().map(|&c| c.to_owned()).collect()
+}
+
+/// Market at block 1 with bids 100.0 (2 orders) / 99.5 and asks 101.0 / 102.0.
+fn seeded() -> Market {
+    let mut engine = Market::new(Needs::ALL);
     engine.apply(&place(
         1,
         &[
@@ -92,10 +99,13 @@ fn seeded() -> Engine {
 #[test]
 fn bbo_sends_a_frame_only_when_the_top_changes() {
     let mut engine = seeded();
-    let request = BboRequest {
-        coins: vec!["BTC".into(), "BTC".into()],
-    };
-    let (sub, opening) = BboSubscription::open(&engine, &request).unwrap();
+    let (mut sub, opening) = Sub::<BboSubscription>::open(
+        &mut engine,
+        BboKey {
+            coins: coins(&["BTC", "BTC"]),
+        },
+    )
+    .unwrap();
     assert_eq!(
         to_json(&opening),
         json!([{"coin":"BTC","time":T0 + 1,"block_number":1,
@@ -124,18 +134,21 @@ fn bbo_sends_a_frame_only_when_the_top_changes() {
         frame.get("ask").is_none(),
         "an empty side is omitted: {frame}"
     );
-    assert!(BboSubscription::open(&engine, &BboRequest::default()).is_err());
+    assert!(Sub::<BboSubscription>::open(&mut engine, BboKey { coins: coins(&[]) }).is_err());
 }
 
 #[test]
 fn bbo_and_mids_follow_coins_listed_after_the_first_block() {
     let mut engine = seeded();
-    let request = BboRequest {
-        coins: vec!["AAA".into(), "BTC".into(), "ZZZ".into()],
-    };
-    let (bbo, opening) = BboSubscription::open(&engine, &request).unwrap();
+    let (mut bbo, opening) = Sub::<BboSubscription>::open(
+        &mut engine,
+        BboKey {
+            coins: coins(&["AAA", "BTC", "ZZZ"]),
+        },
+    )
+    .unwrap();
     assert_eq!(opening.len(), 3);
-    let (mids, _) = MidsSubscription::open(&engine, &AllMidsRequest::default());
+    let (mut mids, _) = Sub::<MidsSubscription>::open(&mut engine, MidsKey::default()).unwrap();
     // One block lists a coin sorted before BTC and one after, and moves
     // BTC's best bid: every position after the first listing shifts.
     let mut statuses = on_coin(
@@ -170,7 +183,7 @@ fn bbo_and_mids_follow_coins_listed_after_the_first_block() {
             (json!("ZZZ"), Value::Null, json!("7.5")),
         ]
     );
-    let frame = to_json(&mids.on_block(&engine).unwrap());
+    let frame = to_json(&mids.on_block(&engine)[0]);
     assert_eq!(frame["mids"], json!({"AAA":"2.0","BTC":"100.75"}));
     // Next block: only ZZZ's top moves; AAA and BTC send nothing.
     engine.apply(&block(
@@ -182,7 +195,7 @@ fn bbo_and_mids_follow_coins_listed_after_the_first_block() {
     assert_eq!(frames.len(), 1);
     assert_eq!(frames[0]["coin"], "ZZZ");
     assert_eq!(frames[0]["bid"], json!({"px":"7.0","sz":"1.0","n":1}));
-    let frame = to_json(&mids.on_block(&engine).unwrap());
+    let frame = to_json(&mids.on_block(&engine)[0]);
     assert_eq!(
         frame["mids"],
         json!({"AAA":"2.0","BTC":"100.75","ZZZ":"7.25"})
@@ -192,40 +205,41 @@ fn bbo_and_mids_follow_coins_listed_after_the_first_block() {
 #[test]
 fn strict_l2_suppresses_frames_whose_levels_did_not_change() {
     let mut engine = seeded();
-    let request = |strict| L2BookRequest {
+    let request = |strict| L2BookKey {
         coin: "BTC".into(),
         n_levels: Some(1),
-        strict: Some(strict),
-        ..L2BookRequest::default()
+        strict,
+        ..L2BookKey::default()
     };
-    let (loose, opening) = L2BookSubscription::open(&mut engine, &request(false)).unwrap();
-    let (strict, _) = L2BookSubscription::open(&mut engine, &request(true)).unwrap();
+    let (mut loose, opening) =
+        Sub::<L2BookSubscription>::open(&mut engine, request(false)).unwrap();
+    let (mut strict, _) = Sub::<L2BookSubscription>::open(&mut engine, request(true)).unwrap();
     assert_eq!(
-        to_json(&opening),
+        to_json(&opening[0]),
         json!({"coin":"BTC","time":T0 + 1,"block_number":1,
             "bids":[{"px":"100.0","sz":"1.5","n":2}],"asks":[{"px":"101.0","sz":"1.0","n":1}]})
     );
     engine.apply(&place(2, &[(6, "B", "90.0", "1.0")]));
-    assert!(loose.on_block(&engine).is_some(), "the book was touched");
+    assert!(!loose.on_block(&engine).is_empty(), "the book was touched");
     assert!(
-        strict.on_block(&engine).is_none(),
+        strict.on_block(&engine).is_empty(),
         "the top level did not change"
     );
     engine.apply(&place(3, &[(7, "B", "100.0", "1.0")]));
     assert_eq!(
-        to_json(&strict.on_block(&engine).unwrap())["bids"][0]["sz"],
+        to_json(&strict.on_block(&engine)[0])["bids"][0]["sz"],
         "2.5"
     );
     engine.apply(&block(4, &[], &[]));
     assert!(
-        loose.on_block(&engine).is_none(),
+        loose.on_block(&engine).is_empty(),
         "an untouched book sends nothing"
     );
 }
 
 #[test]
 fn n_levels_zero_is_full_depth_and_default_is_twenty() {
-    let mut engine = Engine::new();
+    let mut engine = Market::new(Needs::ALL);
     let orders: Vec<(u64, String)> = (0..25u64)
         .map(|i| (i + 1, format!("{}.0", 120 - i)))
         .collect();
@@ -234,27 +248,27 @@ fn n_levels_zero_is_full_depth_and_default_is_twenty() {
         .map(|(oid, px)| (*oid, "B", px.as_str(), "1.0"))
         .collect();
     engine.apply(&place(1, &orders));
-    let full = L2BookRequest {
+    let full = L2BookKey {
         coin: "BTC".into(),
         n_levels: Some(0),
-        ..L2BookRequest::default()
+        ..L2BookKey::default()
     };
-    let (_, frame) = L2BookSubscription::open(&mut engine, &full).unwrap();
-    assert_eq!(frame.bids.len(), 25);
-    let default = L2BookRequest {
+    let (_, frame) = Sub::<L2BookSubscription>::open(&mut engine, full).unwrap();
+    assert_eq!(frame[0].bids.len(), 25);
+    let default = L2BookKey {
         coin: "BTC".into(),
-        ..L2BookRequest::default()
+        ..L2BookKey::default()
     };
-    let (_, frame) = L2BookSubscription::open(&mut engine, &default).unwrap();
-    assert_eq!(frame.bids.len(), 20);
-    let coarse = L2BookRequest {
+    let (_, frame) = Sub::<L2BookSubscription>::open(&mut engine, default).unwrap();
+    assert_eq!(frame[0].bids.len(), 20);
+    let coarse = L2BookKey {
         coin: "BTC".into(),
         n_levels: Some(0),
         n_sig_figs: Some(2),
-        ..L2BookRequest::default()
+        ..L2BookKey::default()
     };
-    let (_, frame) = L2BookSubscription::open(&mut engine, &coarse).unwrap();
-    let levels: Vec<String> = frame
+    let (_, frame) = Sub::<L2BookSubscription>::open(&mut engine, coarse).unwrap();
+    let levels: Vec<String> = frame[0]
         .bids
         .iter()
         .map(|l| format!("{}x{}", l.px, l.n))
@@ -271,12 +285,12 @@ fn n_levels_zero_is_full_depth_and_default_is_twenty() {
 #[test]
 fn l2_diff_chains_seq_and_sends_removed_levels_as_zero() {
     let mut engine = seeded();
-    let request = L2BookDiffRequest {
-        coins: vec!["BTC".into()],
-        ..L2BookDiffRequest::default()
+    let request = L2DiffKey {
+        coins: coins(&["BTC"]),
+        ..L2DiffKey::default()
     };
-    let (mut sub, opening) = L2DiffSubscription::open(&mut engine, &request).unwrap();
-    let first = to_json(&opening);
+    let (mut sub, opening) = Sub::<L2DiffSubscription>::open(&mut engine, request).unwrap();
+    let first = to_json(&opening[0]);
     assert_eq!(first["diffs"][0]["seq"], 1);
     assert_eq!(first["diffs"][0]["prev_seq"], 0);
     assert_eq!(first["diffs"][0]["snapshot"], true);
@@ -287,7 +301,7 @@ fn l2_diff_chains_seq_and_sends_removed_levels_as_zero() {
         &[],
         &[remove(3, "B", "99.5"), update(4, "A", "101.0", "0.5")],
     ));
-    let frame = to_json(&sub.on_block(&engine).unwrap());
+    let frame = to_json(&sub.on_block(&engine)[0]);
     assert_eq!(
         frame["diffs"],
         json!([{"coin":"BTC","seq":2,"prev_seq":1,"snapshot":false,
@@ -295,9 +309,9 @@ fn l2_diff_chains_seq_and_sends_removed_levels_as_zero() {
             "asks":[{"px":"101.0","sz":"0.5","n":1}]}])
     );
     engine.apply(&block(3, &[], &[]));
-    assert!(sub.on_block(&engine).is_none(), "nothing changed");
+    assert!(sub.on_block(&engine).is_empty(), "nothing changed");
     engine.apply(&place(4, &[(8, "A", "100.5", "1.0")]));
-    let frame = to_json(&sub.on_block(&engine).unwrap());
+    let frame = to_json(&sub.on_block(&engine)[0]);
     assert_eq!(
         (
             frame["diffs"][0]["seq"].clone(),
@@ -314,28 +328,23 @@ fn l2_diff_chains_seq_and_sends_removed_levels_as_zero() {
 #[test]
 fn l4_diff_data_is_the_source_event_bytes() {
     let mut engine = seeded();
-    let (sub, opening) = L4BookSubscription::open(
-        &mut engine,
-        &L4BookRequest {
-            coin: "BTC".into(),
-            mirror: None,
-        },
-    )
-    .unwrap();
-    let L4BookUpdate::Snapshot(snapshot) = &opening else {
+    let (mut sub, opening) =
+        Sub::<L4BookSubscription>::open(&mut engine, L4BookKey::new("BTC".into(), None)).unwrap();
+    let opening = &opening[0];
+    let L4BookUpdate::Snapshot(snapshot) = opening else {
         panic!("opening is a snapshot");
     };
     assert_eq!(
         snapshot.bids.iter().map(|o| o.oid).collect::<Vec<_>>(),
         [1, 2, 3]
     );
-    assert_eq!(to_json(&opening)["snapshot"]["bids"][0]["tif"], "Alo");
+    assert_eq!(to_json(opening)["snapshot"]["bids"][0]["tif"], "Alo");
 
     let rejected = status("0x9", "badAloPxRejected", 99, "B", "101.5", "1.0", "Alo");
     let statuses = [rejected.clone(), open(9, "A", "103.0", "1.0")];
     let diffs = [new(9, "A", "103.0", "1.0"), remove(1, "B", "100.0")];
     engine.apply(&block(2, &statuses, &diffs));
-    let frame = sub.on_block(&engine).unwrap();
+    let frame = sub.on_block(&engine).pop().unwrap();
     let L4BookUpdate::Diff(diff) = &frame else {
         panic!("a block with events sends a diff");
     };
@@ -347,7 +356,7 @@ fn l4_diff_data_is_the_source_event_bytes() {
     let line = serde_json::to_string(&frame).unwrap();
     assert!(line.contains(&format!(r#""data":{expected}"#)), "{line}");
     engine.apply(&block(3, &[], &[]));
-    assert!(sub.on_block(&engine).is_none());
+    assert!(sub.on_block(&engine).is_empty());
 }
 
 #[test]
@@ -360,12 +369,12 @@ fn l4_updates_open_with_sequence_one_and_count_up() {
             r#"{"user":"0xOTHER","oid":20,"coin":"BTC","side":"A","px":"105.0","raw_book_diff":{"new":{"sz":"1.0"}}}"#.to_owned(),
         ],
     ));
-    let request = L4OrderUpdatesRequest {
-        coins: vec![],
-        users: vec!["0xabc".into()],
+    let request = L4UpdatesKey {
+        coins: coins(&[]),
+        users: coins(&["0xabc"]),
     };
-    let (mut sub, opening) = L4UpdatesSubscription::open(&engine, &request);
-    let opening = to_json(&opening);
+    let (mut sub, opening) = Sub::<L4UpdatesSubscription>::open(&mut engine, request).unwrap();
+    let opening = to_json(&opening[0]);
     assert_eq!(
         (opening["sequence"].clone(), opening["snapshot"].clone()),
         (json!(1), json!(true))
@@ -388,13 +397,13 @@ fn l4_updates_open_with_sequence_one_and_count_up() {
         &[],
         &[remove(20, "A", "105.0")].map(|d| d.replace("0xAbC", "0xOTHER")),
     ));
-    assert!(sub.on_block(&engine).is_none(), "another user's change");
+    assert!(sub.on_block(&engine).is_empty(), "another user's change");
     engine.apply(&block(
         4,
         &[],
         &[update(2, "B", "100.0", "0.1"), remove(3, "B", "99.5")],
     ));
-    let frame = to_json(&sub.on_block(&engine).unwrap());
+    let frame = to_json(&sub.on_block(&engine)[0]);
     assert_eq!(
         frame,
         json!({"time":T0 + 4,"block_number":4,"snapshot":false,"sequence":2,"diffs":[
@@ -402,19 +411,20 @@ fn l4_updates_open_with_sequence_one_and_count_up() {
             {"diff_type":"L4_ORDER_DIFF_TYPE_REMOVE","coin":"BTC","oid":3,"user":"0xAbC","side":"B","px":"99.5","sz":"0.0"}]})
     );
     engine.apply(&place(5, &[(30, "B", "98.0", "1.0")]));
-    assert_eq!(to_json(&sub.on_block(&engine).unwrap())["sequence"], 3);
+    assert_eq!(to_json(&sub.on_block(&engine)[0])["sequence"], 3);
 }
 
 #[test]
 fn mids_are_exact_and_sent_only_on_change() {
     let mut engine = seeded();
-    let (sub, opening) = MidsSubscription::open(&engine, &AllMidsRequest::default());
-    assert_eq!(to_json(&opening)["mids"], json!({"BTC":"100.5"}));
+    let (mut sub, opening) =
+        Sub::<MidsSubscription>::open(&mut engine, MidsKey::default()).unwrap();
+    assert_eq!(to_json(&opening[0])["mids"], json!({"BTC":"100.5"}));
     engine.apply(&place(2, &[(6, "B", "90.0", "1.0")]));
-    assert!(sub.on_block(&engine).is_none());
+    assert!(sub.on_block(&engine).is_empty());
     engine.apply(&place(3, &[(7, "A", "100.25", "1.0")]));
     assert_eq!(
-        to_json(&sub.on_block(&engine).unwrap())["mids"],
+        to_json(&sub.on_block(&engine)[0])["mids"],
         json!({"BTC":"100.125"})
     );
     engine.apply(&block(
@@ -426,12 +436,12 @@ fn mids_are_exact_and_sent_only_on_change() {
             remove(5, "A", "102.0"),
         ],
     ));
-    assert_eq!(to_json(&sub.on_block(&engine).unwrap())["mids"], json!({}));
+    assert_eq!(to_json(&sub.on_block(&engine)[0])["mids"], json!({}));
 }
 
 #[test]
 fn ioc_residuals_and_triggered_orders_rest_normalised() {
-    let mut engine = Engine::new();
+    let mut engine = Market::new(Needs::ALL);
     let ioc = status("0xa", "open", 1, "B", "100.0", "1.0", "Ioc");
     let triggered = status("0xa", "triggered", 2, "A", "110.0", "1.0", "Gtc")
         .replace(
@@ -525,22 +535,16 @@ fn unknown_ids_missing_statuses_and_gaps_are_reported_not_fatal() {
 #[test]
 fn a_diverged_coin_is_reset_from_a_newer_snapshot() {
     let mut engine = seeded();
-    let (mut l2diff, _) = L2DiffSubscription::open(
+    let (mut l2diff, _) = Sub::<L2DiffSubscription>::open(
         &mut engine,
-        &L2BookDiffRequest {
-            coins: vec!["BTC".into()],
-            ..L2BookDiffRequest::default()
+        L2DiffKey {
+            coins: coins(&["BTC"]),
+            ..L2DiffKey::default()
         },
     )
     .unwrap();
-    let (l4, _) = L4BookSubscription::open(
-        &mut engine,
-        &L4BookRequest {
-            coin: "BTC".into(),
-            mirror: None,
-        },
-    )
-    .unwrap();
+    let (mut l4, _) =
+        Sub::<L4BookSubscription>::open(&mut engine, L4BookKey::new("BTC".into(), None)).unwrap();
     // The node's view at height 1: order 3 is missing, so BTC diverged.
     let node = r#"[1,[["BTC",[[["0xAbC",{"coin":"BTC","side":"B","limitPx":"100.0","sz":"1.0","oid":1,"timestamp":0,"triggerCondition":"N/A","isTrigger":false,"triggerPx":"0.0","children":[],"isPositionTpsl":false,"reduceOnly":false,"orderType":"Limit","origSz":"1.0","tif":"Alo","cloid":null}]],[]]]]]"#;
     let node = snapshot::parse(node.as_bytes()).unwrap();
@@ -555,7 +559,7 @@ fn a_diverged_coin_is_reset_from_a_newer_snapshot() {
 
     let report = engine.apply(&block(2, &[], &[]));
     assert_eq!(report.resets.len(), 1);
-    let entry = to_json(&l2diff.on_block(&engine).unwrap())["diffs"][0].clone();
+    let entry = to_json(&l2diff.on_block(&engine)[0])["diffs"][0].clone();
     assert_eq!(
         (
             entry["snapshot"].clone(),
@@ -566,8 +570,8 @@ fn a_diverged_coin_is_reset_from_a_newer_snapshot() {
     );
     assert_eq!(entry["bids"], json!([{"px":"100.0","sz":"1.0","n":1}]));
     assert!(matches!(
-        l4.on_block(&engine),
-        Some(L4BookUpdate::Snapshot(_))
+        l4.on_block(&engine).as_slice(),
+        [L4BookUpdate::Snapshot(_)]
     ));
     assert_eq!(
         engine.check_snapshot(&node),
@@ -588,7 +592,7 @@ fn on_coin(coin: &str, events: &[String]) -> Vec<String> {
 
 #[test]
 fn an_outcome_book_mirrors_its_sibling_as_synthetic_orders() {
-    let mut engine = Engine::new();
+    let mut engine = Market::new(Needs::ALL);
     // #1890: a bid at 0.40. Its sibling #1891: an ask at 0.55 and a bid at
     // 0.30, which project onto #1890 as a bid at 0.45 and an ask at 0.7.
     let native = [(1, "B", "0.40", "10.0")];
@@ -602,15 +606,9 @@ fn an_outcome_book_mirrors_its_sibling_as_synthetic_orders() {
     assert_eq!(native.len(), 1);
     engine.apply(&block(1, &statuses, &diffs));
 
-    let (sub, opening) = L4BookSubscription::open(
-        &mut engine,
-        &L4BookRequest {
-            coin: "#1890".into(),
-            mirror: None,
-        },
-    )
-    .unwrap();
-    let snapshot = to_json(&opening)["snapshot"].clone();
+    let (mut sub, opening) =
+        Sub::<L4BookSubscription>::open(&mut engine, L4BookKey::new("#1890".into(), None)).unwrap();
+    let snapshot = to_json(&opening[0])["snapshot"].clone();
     let book = |side: &str| {
         snapshot[side]
             .as_array()
@@ -657,7 +655,7 @@ fn an_outcome_book_mirrors_its_sibling_as_synthetic_orders() {
         &[status("0xAbC", "canceled", 3, "B", "0.30", "4.0", "Alo")],
     );
     engine.apply(&block(2, &canceled, &cancel));
-    let L4BookUpdate::Diff(diff) = sub.on_block(&engine).unwrap() else {
+    let L4BookUpdate::Diff(diff) = sub.on_block(&engine).pop().unwrap() else {
         panic!("sibling events send a diff");
     };
     let expected = format!(
@@ -669,15 +667,10 @@ fn an_outcome_book_mirrors_its_sibling_as_synthetic_orders() {
     assert_eq!(parsed["mirror"]["book_diffs"][0]["oid"], 3);
 
     // mirror = false: native orders only, and sibling events send nothing.
-    let (plain, opening) = L4BookSubscription::open(
-        &mut engine,
-        &L4BookRequest {
-            coin: "#1890".into(),
-            mirror: Some(false),
-        },
-    )
-    .unwrap();
-    let snapshot = to_json(&opening)["snapshot"].clone();
+    let (mut plain, opening) =
+        Sub::<L4BookSubscription>::open(&mut engine, L4BookKey::new("#1890".into(), Some(false)))
+            .unwrap();
+    let snapshot = to_json(&opening[0])["snapshot"].clone();
     assert_eq!(snapshot["bids"].as_array().unwrap().len(), 1);
     assert_eq!(snapshot["asks"].as_array().unwrap().len(), 0);
     let more = on_coin("#1891", &[remove(2, "A", "0.55")]);
@@ -686,8 +679,8 @@ fn an_outcome_book_mirrors_its_sibling_as_synthetic_orders() {
         &[status("0xAbC", "canceled", 2, "A", "0.55", "3.0", "Alo")],
     );
     engine.apply(&block(3, &gone, &more));
-    assert!(plain.on_block(&engine).is_none());
-    assert!(sub.on_block(&engine).is_some());
+    assert!(plain.on_block(&engine).is_empty());
+    assert!(!sub.on_block(&engine).is_empty());
 }
 
 #[test]

@@ -8,7 +8,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use feeds::{Cursor, Feed, Source, Start, Watcher};
+use feeds::{Change, Cursor, Feed, Source, Start, Watcher};
 
 use std::path::Path;
 
@@ -103,7 +103,7 @@ fn live_tail(with_watcher: bool) {
     let (wake_tx, wake_rx) = mpsc::channel::<()>();
     let _watcher = with_watcher.then(|| {
         let counter = wakeups.clone();
-        Watcher::new(node.path(), move || {
+        Watcher::new(node.path(), move |_| {
             counter.fetch_add(1, Ordering::Relaxed);
             let _ = wake_tx.send(());
         })
@@ -292,9 +292,12 @@ fn reading_the_files_wakes_nobody_and_writing_does() {
     let hour = node.hour_file("node_fills_by_block", DATE, 9);
     append(&hour, format!("{}\n", fill_line(1)).as_bytes());
     let wakeups = Arc::new(AtomicUsize::new(0));
+    let changes = Arc::new(parking_lot::Mutex::new(Vec::new()));
     let counter = wakeups.clone();
-    let _watcher = Watcher::new(node.path(), move || {
+    let seen = changes.clone();
+    let _watcher = Watcher::new(node.path(), move |change| {
         counter.fetch_add(1, Ordering::Relaxed);
+        seen.lock().push(change);
     })
     .unwrap();
     thread::sleep(Duration::from_millis(100));
@@ -308,10 +311,53 @@ fn reading_the_files_wakes_nobody_and_writing_does() {
     }
     thread::sleep(Duration::from_millis(300));
     assert_eq!(wakeups.load(Ordering::Relaxed), 0, "reads woke the watcher");
+    changes.lock().clear();
     append(&hour, format!("{}\n", fill_line(2)).as_bytes());
     let deadline = Instant::now() + Duration::from_secs(5);
     while wakeups.load(Ordering::Relaxed) == 0 {
         assert!(Instant::now() < deadline, "a write woke nobody");
         thread::sleep(Duration::from_millis(10));
     }
+    thread::sleep(Duration::from_millis(100));
+    assert!(
+        changes.lock().iter().all(|&c| c == Change::Written),
+        "an append is a write: {:?}",
+        changes.lock()
+    );
+    changes.lock().clear();
+    let next = node.hour_file("node_fills_by_block", DATE, 10);
+    append(&next, format!("{}\n", fill_line(3)).as_bytes());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !changes.lock().contains(&Change::Listing) {
+        assert!(Instant::now() < deadline, "a new file is a listing change");
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_grown_refresh_sees_appends_and_a_full_refresh_sees_new_files() {
+    let node = NodeDir::new();
+    let hour = node.hour_file("node_fills_by_block", DATE, 9);
+    append(&hour, format!("{}\n", fill_line(1)).as_bytes());
+    let feed = Feed::open(node.path(), Source::Fills).unwrap();
+    let mut cursor = feed.seek(Start::BlockNumber(1)).unwrap();
+    assert_eq!(feed.read(&mut cursor, 10).unwrap().len(), 1);
+    // Half a line is not readable; the rest of it is.
+    let line = format!("{}\n", fill_line(2));
+    let (head, tail) = line.split_at(20);
+    append(&hour, head.as_bytes());
+    assert!(!feed.refresh_grown().unwrap());
+    append(&hour, tail.as_bytes());
+    assert!(feed.refresh_grown().unwrap());
+    assert_eq!(feed.read(&mut cursor, 10).unwrap().len(), 1);
+    // A new hour is found by listing, not by re-stating the newest file.
+    let next = node.hour_file("node_fills_by_block", DATE, 10);
+    append(&next, format!("{}\n", fill_line(3)).as_bytes());
+    assert!(!feed.refresh_grown().unwrap());
+    assert!(feed.refresh().unwrap());
+    let records = feed.read(&mut cursor, 10).unwrap();
+    assert_eq!(
+        records.iter().map(|r| r.block_number).collect::<Vec<_>>(),
+        [Some(3)]
+    );
 }

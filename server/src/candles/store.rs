@@ -40,8 +40,8 @@ use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use engine::market::candles::{Amount, Candle, Interval};
 use engine::num::Px;
-use engine::views::candles::{Amount, Candle, Interval};
 use memmap2::Mmap;
 use parking_lot::RwLock;
 

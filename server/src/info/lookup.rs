@@ -34,8 +34,8 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use serde_json::Value;
 
-use crate::engine_thread::EngineStatus;
-use crate::keys::Principal;
+use crate::access::keys::Principal;
+use crate::host::engine::EngineStatus;
 use crate::upstream::{UpstreamClient, UpstreamError, UpstreamResponse, UpstreamUrl};
 
 /// Request types answered from the cache.

@@ -1,6 +1,6 @@
 //! The two Info-derived `MarketStreaming` RPCs over the poller's state.
 //! (Without an Info source `StreamAllMids` serves book mids of the perps
-//! through the engine thread: see `Key::PerpMids`.)
+//! through the engine thread: the mids view with `perps_only`.)
 //!
 //! - `StreamAllMids` (Info source): the default exchange's full perp mid
 //!   map, at once when known, then again whenever any mid changes; `time`
@@ -18,9 +18,13 @@ use proto::v3 as pb;
 use tokio::sync::watch;
 use tonic::Status;
 
-use super::poller::{CtxState, InfoFeed};
-use crate::market::TypedStream;
 use engine::coin;
+use futures_util::Stream;
+
+use super::poller::{CtxState, InfoFeed};
+
+/// A stream of one message type, before encoding.
+pub type TypedStream<T> = std::pin::Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
 
 /// `StreamAllMids` from the Info source.
 pub fn all_mids(feed: &InfoFeed) -> TypedStream<pb::AllMidsUpdate> {

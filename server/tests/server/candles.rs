@@ -269,7 +269,7 @@ fn encode(value: &str) -> String {
 }
 
 fn iso(ms: i64) -> String {
-    l1gate::candles::format_utc_time(ms)
+    feeds::time::format_iso8601_ms(ms)
 }
 
 fn candle_path(key: &str, market: &str, interval: &str, open: i64) -> String {

@@ -170,7 +170,7 @@ fn keys_add_prints_the_key_alone_on_the_last_line_and_stores_only_its_hash() {
     assert!(key.starts_with("l1g_") && key.len() == 68, "{key}");
     let stored = std::fs::read_to_string(&file).unwrap();
     assert!(!stored.contains(key));
-    assert!(stored.contains(&l1gate::keys::hash_key(key)));
+    assert!(stored.contains(&l1gate::access::keys::hash_key(key)));
     let list = Command::new(L1GATE)
         .args(["keys", "list", "--keys-file"])
         .arg(&file)

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use engine::replay::{ReplayOptions, View};
+use engine::replay::{ReplayOptions, ViewKind};
 use prost::Message;
 use prost_reflect::{DescriptorPool, DynamicMessage, SerializeOptions};
 use proto::market_streaming_client::MarketStreamingClient;
@@ -78,7 +78,7 @@ fn without(mut value: Value, keys: &[&str]) -> Value {
     value
 }
 
-fn replay(dir: &Path, view: View, tune: impl FnOnce(&mut ReplayOptions)) -> Vec<Value> {
+fn replay(dir: &Path, view: ViewKind, tune: impl FnOnce(&mut ReplayOptions)) -> Vec<Value> {
     let mut opts = ReplayOptions::new(dir, view);
     tune(&mut opts);
     let mut out = Vec::new();
@@ -372,7 +372,7 @@ async fn every_view_matches_replay_of_the_same_blocks() {
         .map(|m| json(&pool, "BboUpdate", m))
         .collect();
     let opened = block_of(&live[0]);
-    let expected = replay(dir, View::Bbo, |o| o.coins.clone_from(&coins));
+    let expected = replay(dir, ViewKind::Bbo, |o| o.coins.clone_from(&coins));
     for coin in &coins {
         let opening = live
             .iter()
@@ -405,7 +405,7 @@ async fn every_view_matches_replay_of_the_same_blocks() {
         .map(|m| json(&pool, "L2BookUpdate", m))
         .collect();
     let opened = block_of(&live[0]);
-    let expected = replay(dir, View::L2Book, |o| {
+    let expected = replay(dir, ViewKind::L2Book, |o| {
         o.coins = vec!["BTC".into()];
         o.n_levels = Some(5);
     });
@@ -433,7 +433,7 @@ async fn every_view_matches_replay_of_the_same_blocks() {
         .map(|m| without(json(&pool, "L2BookDiffUpdate", m), &["seq", "prev_seq"]))
         .collect();
     let opened = block_of(&live[0]);
-    let expected: Vec<Value> = replay(dir, View::L2Diff, |o| {
+    let expected: Vec<Value> = replay(dir, ViewKind::L2Diff, |o| {
         o.coins.clone_from(&coins);
         o.n_levels = Some(5);
     })
@@ -503,7 +503,7 @@ async fn every_view_matches_replay_of_the_same_blocks() {
             }})
         })
         .collect();
-    let expected = replay(dir, View::L4Book, |o| o.coins = vec!["ETH".into()]);
+    let expected = replay(dir, ViewKind::L4Book, |o| o.coins = vec!["ETH".into()]);
     assert!(!live.is_empty(), "l4book: no diff");
     assert_frames_equal("l4book", &live, &after(&expected, opened, last));
 
@@ -516,7 +516,7 @@ async fn every_view_matches_replay_of_the_same_blocks() {
         .map(|m| without(json(&pool, "L4OrderUpdate", m), &["sequence"]))
         .collect();
     let opened = block_of(&live[0]);
-    let expected: Vec<Value> = replay(dir, View::L4Updates, |o| o.coins = vec!["BTC".into()])
+    let expected: Vec<Value> = replay(dir, ViewKind::L4Updates, |o| o.coins = vec!["BTC".into()])
         .into_iter()
         .map(|f| without(f, &["sequence"]))
         .collect();
@@ -540,7 +540,7 @@ async fn every_view_matches_replay_of_the_same_blocks() {
         .map(|m| without(json(&pool, "TpslUpdate", m), &["sequence"]))
         .collect();
     let opened = block_of(&live[0]);
-    let expected: Vec<Value> = replay(dir, View::Tpsl, |_| {})
+    let expected: Vec<Value> = replay(dir, ViewKind::Tpsl, |_| {})
         .into_iter()
         .map(|f| without(f, &["sequence"]))
         .collect();
@@ -581,7 +581,7 @@ async fn every_view_matches_replay_of_the_same_blocks() {
     suffix(
         "trades",
         &live,
-        &replay(dir, View::Trades, |o| o.coins.clone_from(&coins)),
+        &replay(dir, ViewKind::Trades, |o| o.coins.clone_from(&coins)),
     );
 
     let fills = |messages: Vec<pb::FillsUpdate>, view: &str| {
@@ -597,7 +597,7 @@ async fn every_view_matches_replay_of_the_same_blocks() {
             .map(|f| without(f, &["sequence"]))
             .collect::<Vec<Value>>()
     };
-    let all = strip(replay(dir, View::Fills, |_| {}));
+    let all = strip(replay(dir, ViewKind::Fills, |_| {}));
     suffix(
         "all fills",
         &fills(all_fills.await.unwrap(), "all fills"),
@@ -606,14 +606,14 @@ async fn every_view_matches_replay_of_the_same_blocks() {
     suffix(
         "user fills",
         &fills(user_fills.await.unwrap(), "user fills"),
-        &strip(replay(dir, View::Fills, |o| {
+        &strip(replay(dir, ViewKind::Fills, |o| {
             o.users = vec![acts.user.clone()]
         })),
     );
     suffix(
         "builder fills",
         &fills(builder_fills.await.unwrap(), "builder fills"),
-        &strip(replay(dir, View::Fills, |o| {
+        &strip(replay(dir, ViewKind::Fills, |o| {
             o.builder = Some(acts.builder.clone());
         })),
     );
@@ -660,7 +660,7 @@ async fn every_view_matches_replay_of_the_same_blocks() {
         .cloned()
         .collect();
     assert!(!closed_live.is_empty(), "candles: no bucket closed");
-    let expected: Vec<Value> = replay(dir, View::Candles, |o| {
+    let expected: Vec<Value> = replay(dir, ViewKind::Candles, |o| {
         o.coins = vec!["BTC".into()];
         o.interval = Some("1s".into());
     })
@@ -822,7 +822,7 @@ async fn subscribing_during_the_flow_never_gaps_or_repeats_l2_diffs() {
     }
     drop(c);
     let last = settled(&server, &node).await;
-    let expected: Vec<Value> = replay(node.dir.path(), View::L2Diff, |o| {
+    let expected: Vec<Value> = replay(node.dir.path(), ViewKind::L2Diff, |o| {
         o.coins = vec!["BTC".into()];
         o.n_levels = Some(3);
     });
@@ -1133,7 +1133,7 @@ async fn a_coalesce_window_thins_l2_frames_and_diffs_still_rebuild_the_book() {
             }
         }
     }
-    let expected = replay(node.dir.path(), View::L2Book, |o| {
+    let expected = replay(node.dir.path(), ViewKind::L2Book, |o| {
         o.coins = vec!["BTC".into()];
         o.n_levels = Some(4);
     });

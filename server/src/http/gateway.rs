@@ -25,8 +25,8 @@ use axum::response::{IntoResponse as _, Json, Response};
 use axum::routing::any;
 use axum::{Extension, Router};
 
+use crate::access::keys::Principal;
 use crate::info::lookup::upstream_failure;
-use crate::keys::Principal;
 use crate::upstream::{UpstreamClient, UpstreamUrl};
 
 /// Largest request body relayed to the node.

@@ -11,8 +11,8 @@ use std::time::{Duration, SystemTime};
 use parking_lot::RwLock;
 use tonic::Status;
 
-use crate::access::Denial;
-use crate::keys::{AccountLimits, KeyEntry, KeyStore, KeysFile, Principal};
+use crate::access::denial::Denial;
+use crate::access::keys::{AccountLimits, KeyEntry, KeyStore, KeysFile, Principal};
 
 /// gRPC metadata key carrying the API key.
 pub const API_KEY_METADATA: &str = "x-api-key";

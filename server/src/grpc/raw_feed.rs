@@ -35,7 +35,7 @@ use tonic::{Request, Response, Status};
 
 use crate::access::{Access, guard_stream};
 use crate::config::RawFeedSettings;
-use crate::live::LiveFeeds;
+use crate::host::feeds::LiveFeeds;
 
 /// Records per read from a feed before yielding to the runtime.
 const READ_BATCH: usize = 256;

@@ -14,22 +14,28 @@
 //! bytes through a pass-through codec, with its own `sequence` (L4 order
 //! updates, TP/SL, fills family: 1 on the first frame, +1 per frame) or
 //! per-coin `seq` / `prev_seq` (L2 diffs) stamped as extra wire fields. See
-//! [`wire`].
-
-pub mod convert;
-pub mod wire;
+//! [`crate::grpc::render`].
 
 use std::collections::{BTreeSet, VecDeque};
-use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::mpsc;
 use std::time::Duration;
 
+use crossbeam_channel::Sender;
 use engine::hub::{Receiver, Recv};
-use engine::views::ViewError;
-use engine::views::candles::{CandleError, Interval};
-use engine::views::tpsl::TpslError;
+use engine::market::candles::{CandleError, Interval};
+use engine::views::bbo::BboKey;
+use engine::views::candles::CandleKey;
+use engine::views::fills::{FillsFilter, FillsKey};
+use engine::views::l2book::L2BookKey;
+use engine::views::l2diff::L2DiffKey;
+use engine::views::l4book::L4BookKey;
+use engine::views::l4updates::L4UpdatesKey;
+use engine::views::mids::MidsKey;
+use engine::views::registry::{Batch, Key};
+use engine::views::tpsl::TpslKey;
+use engine::views::trades::TradesKey;
+use engine::views::{Numbering, OnLag, ViewError};
 use futures_util::{Stream, StreamExt as _};
 use proto::encoded::{Encoded, market_streaming_server};
 use proto::v3 as pb;
@@ -37,17 +43,13 @@ use tokio::sync::Notify;
 use tonic::{Request, Response, Status};
 
 use crate::access::{Access, StreamGuard, guard_stream};
-use crate::engine_thread::{
-    self, Batch, Command, EngineStatus, FillsKey, Key, Opened, SubscribeError,
-};
+use crate::grpc::render;
+use crate::host::engine::{Command, EngineStatus, Opened, SubscribeError, subscribe};
 use crate::info::InfoFeed;
-use wire::{Message, Stamp};
+use crate::info::streams::TypedStream;
 
 /// A server stream of pre-encoded messages.
 pub type MarketStream = Pin<Box<dyn Stream<Item = Result<Encoded, Status>> + Send>>;
-
-/// A stream of one message type, before encoding (the Info-derived views).
-pub type TypedStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
 
 /// Encodes a typed stream's messages for the wire (each subscriber its own:
 /// the Info-derived views change about once per poll) and ties `guard` to it.
@@ -67,7 +69,7 @@ fn typed<T: prost::Message + 'static>(
 /// The `MarketStreaming` service.
 #[derive(Debug, Clone)]
 pub struct MarketService {
-    commands: mpsc::Sender<Command>,
+    commands: Sender<Command>,
     status: Arc<EngineStatus>,
     stale_after: Option<Duration>,
     access: Option<Access>,
@@ -76,7 +78,7 @@ pub struct MarketService {
 
 impl MarketService {
     /// A service subscribing through `commands`.
-    pub fn new(commands: mpsc::Sender<Command>, status: Arc<EngineStatus>) -> Self {
+    pub fn new(commands: Sender<Command>, status: Arc<EngineStatus>) -> Self {
         Self {
             commands,
             status,
@@ -123,30 +125,24 @@ impl MarketService {
         &self.status
     }
 
-    async fn stream<T: Message>(
-        &self,
-        guard: Option<StreamGuard>,
-        key: Key,
-        on_lag: OnLag,
-    ) -> Result<MarketStream, Status> {
+    async fn stream(&self, guard: Option<StreamGuard>, key: Key) -> Result<MarketStream, Status> {
         if let Some(status) = stale(&self.status, self.stale_after) {
             return Err(status);
         }
-        let opened = engine_thread::subscribe(&self.commands, key.clone())
+        let opened = subscribe(&self.commands, key.clone())
             .await
             .map_err(status_of)?;
-        let mut relay = Relay::<T> {
+        let mut relay = Relay {
             commands: self.commands.clone(),
             status: Arc::clone(&self.status),
             stale_after: self.stale_after,
+            on_lag: key.kind().on_lag(),
             key,
-            on_lag,
             notify: Arc::new(Notify::new()),
             receiver: None,
             pending: VecDeque::new(),
-            stamp: Stamp::default(),
+            numbering: Numbering::default(),
             done: false,
-            _message: PhantomData,
         };
         relay.take(opened);
         let stream = futures_util::stream::unfold(relay, |mut relay| async move {
@@ -160,20 +156,21 @@ impl MarketService {
             None => Box::pin(stream),
         })
     }
-}
 
-/// What a lag does to a stream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum OnLag {
-    /// Incremental view: end with ABORTED.
-    Abort,
-    /// Snapshot view: send the current state again and carry on.
-    Reopen,
+    /// Subscribes `key` for a caller holding `guard` and answers with its
+    /// stream.
+    async fn respond(
+        &self,
+        guard: Option<StreamGuard>,
+        key: Key,
+    ) -> Result<Response<MarketStream>, Status> {
+        Ok(Response::new(self.stream(guard, key).await?))
+    }
 }
 
 /// One subscriber's relay from its key's ring to its gRPC stream.
-struct Relay<T> {
-    commands: mpsc::Sender<Command>,
+struct Relay {
+    commands: Sender<Command>,
     status: Arc<EngineStatus>,
     stale_after: Option<Duration>,
     key: Key,
@@ -181,12 +178,12 @@ struct Relay<T> {
     notify: Arc<Notify>,
     receiver: Option<Receiver<Batch>>,
     pending: VecDeque<Encoded>,
-    stamp: Stamp,
+    /// This subscriber's `sequence` / `seq` numbering.
+    numbering: Numbering,
     done: bool,
-    _message: PhantomData<fn() -> T>,
 }
 
-impl<T: Message> Relay<T> {
+impl Relay {
     fn take(&mut self, opened: Opened) {
         let Opened {
             opening,
@@ -200,7 +197,7 @@ impl<T: Message> Relay<T> {
 
     fn queue(&mut self, batch: &Batch) {
         self.pending
-            .extend(wire::stamped::<T>(batch, &mut self.stamp));
+            .extend(render::encoded(batch, &mut self.numbering));
     }
 
     async fn next(&mut self) -> Option<Result<Encoded, Status>> {
@@ -239,10 +236,10 @@ impl<T: Message> Relay<T> {
                             "subscriber too slow: {missed} blocks of frames were dropped; resubscribe"
                         ))));
                     }
-                    OnLag::Reopen => {
+                    OnLag::SkipToNewest => {
                         // Release the old cursor before taking a new one.
                         self.receiver = None;
-                        match engine_thread::subscribe(&self.commands, self.key.clone()).await {
+                        match subscribe(&self.commands, self.key.clone()).await {
                             Ok(opened) => self.take(opened),
                             Err(error) => {
                                 self.done = true;
@@ -289,27 +286,38 @@ fn status_of(error: SubscribeError) -> Status {
         SubscribeError::UnknownCoin(coin) => {
             Status::invalid_argument(format!("coins: unknown coin {coin:?}"))
         }
-        SubscribeError::View(ViewError::CoinCount { count, .. }) => Status::invalid_argument(
-            format!("coins: 1 to 20 distinct coins are required, got {count}"),
-        ),
-        SubscribeError::View(ViewError::MissingCoin { .. })
-        | SubscribeError::Candle(CandleError::MissingCoin) => {
+        SubscribeError::View(error) => view_status(error),
+    }
+}
+
+/// The status of a request its view refused.
+fn view_status(error: ViewError) -> Status {
+    match error {
+        ViewError::CoinCount { count, .. } => Status::invalid_argument(format!(
+            "coins: 1 to 20 distinct coins are required, got {count}"
+        )),
+        ViewError::MissingCoin { .. } | ViewError::Candle(CandleError::MissingCoin) => {
             Status::invalid_argument("coin: required")
         }
-        SubscribeError::View(ViewError::L2(error)) => Status::invalid_argument(error.to_string()),
-        SubscribeError::Tpsl(TpslError::NotPerp { coin }) => {
+        ViewError::L2(error) => Status::invalid_argument(error.to_string()),
+        ViewError::NotPerp { coin } => {
             Status::invalid_argument(format!("coins: {coin:?} is not a perp coin"))
         }
-        SubscribeError::Candle(CandleError::UnknownInterval(interval)) => {
+        ViewError::Candle(CandleError::UnknownInterval(interval)) => {
             Status::invalid_argument(format!(
                 "interval: unknown interval {interval:?}; one of {}",
                 Interval::ALL.map(Interval::as_str).join(" ")
             ))
         }
-        SubscribeError::Candle(error @ CandleError::Overflow { .. }) => {
-            Status::internal(error.to_string())
-        }
-        SubscribeError::CandlesDisabled => Status::failed_precondition(error.to_string()),
+        ViewError::MissingUser => Status::invalid_argument("user: required"),
+        ViewError::MissingBuilder => Status::invalid_argument("builder: required"),
+        ViewError::Disabled { view: "candles" } => Status::failed_precondition(
+            "candle streaming is disabled on this server (candle_streaming = false)",
+        ),
+        error @ (ViewError::Disabled { .. }
+        | ViewError::UserCount { .. }
+        | ViewError::Candle(CandleError::Overflow { .. })
+        | _) => Status::internal(error.to_string()),
     }
 }
 
@@ -341,6 +349,14 @@ fn one_coin(coin: &str) -> Result<String, Status> {
 
 fn set(values: &[String]) -> BTreeSet<String> {
     values.iter().cloned().collect()
+}
+
+/// A fills key of `filter` within the scope `coins`.
+fn fills(filter: FillsFilter, coins: &[String]) -> Key {
+    Key::Fills(FillsKey {
+        filter,
+        coins: set(coins),
+    })
 }
 
 /// A required address (user or builder): `0x` and 40 hex digits, any case;
@@ -393,17 +409,14 @@ impl market_streaming_server::MarketStreaming for MarketService {
     ) -> Result<Response<Self::StreamL2BookStream>, Status> {
         let guard = self.admit(&request)?;
         let r = request.into_inner();
-        let key = Key::L2Book(
-            one_coin(&r.coin)?,
-            r.n_levels,
-            r.n_sig_figs,
-            r.mantissa,
-            r.strict.unwrap_or(false),
-        );
-        Ok(Response::new(
-            self.stream::<pb::L2BookUpdate>(guard, key, OnLag::Reopen)
-                .await?,
-        ))
+        let key = Key::L2Book(L2BookKey {
+            coin: one_coin(&r.coin)?,
+            n_levels: r.n_levels,
+            n_sig_figs: r.n_sig_figs,
+            mantissa: r.mantissa,
+            strict: r.strict.unwrap_or(false),
+        });
+        self.respond(guard, key).await
     }
 
     async fn stream_bbo(
@@ -413,11 +426,10 @@ impl market_streaming_server::MarketStreaming for MarketService {
         let guard = self.admit(&request)?;
         let r = request.into_inner();
         entries("coins", &r.coins)?;
-        let key = Key::Bbo(set(&r.coins));
-        Ok(Response::new(
-            self.stream::<pb::BboUpdate>(guard, key, OnLag::Reopen)
-                .await?,
-        ))
+        let key = Key::Bbo(BboKey {
+            coins: set(&r.coins),
+        });
+        self.respond(guard, key).await
     }
 
     async fn stream_l2_book_diff(
@@ -427,11 +439,13 @@ impl market_streaming_server::MarketStreaming for MarketService {
         let guard = self.admit(&request)?;
         let r = request.into_inner();
         entries("coins", &r.coins)?;
-        let key = Key::L2Diff(set(&r.coins), r.n_levels, r.n_sig_figs, r.mantissa);
-        Ok(Response::new(
-            self.stream::<pb::L2BookDiffUpdate>(guard, key, OnLag::Abort)
-                .await?,
-        ))
+        let key = Key::L2Diff(L2DiffKey {
+            coins: set(&r.coins),
+            n_levels: r.n_levels,
+            n_sig_figs: r.n_sig_figs,
+            mantissa: r.mantissa,
+        });
+        self.respond(guard, key).await
     }
 
     async fn stream_l4_book(
@@ -440,15 +454,10 @@ impl market_streaming_server::MarketStreaming for MarketService {
     ) -> Result<Response<Self::StreamL4BookStream>, Status> {
         let guard = self.admit(&request)?;
         let r = request.into_inner();
-        let coin = one_coin(&r.coin)?;
         // Only outcome coins have a sibling to mirror; other coins share one
         // key whatever the flag says.
-        let mirror = r.mirror.unwrap_or(true) && engine::coin::outcome_sibling(&coin).is_some();
-        let key = Key::L4Book(coin, mirror);
-        Ok(Response::new(
-            self.stream::<pb::L4BookUpdate>(guard, key, OnLag::Abort)
-                .await?,
-        ))
+        let key = Key::L4Book(L4BookKey::new(one_coin(&r.coin)?, r.mirror));
+        self.respond(guard, key).await
     }
 
     async fn stream_l4_order_updates(
@@ -458,11 +467,11 @@ impl market_streaming_server::MarketStreaming for MarketService {
         let guard = self.admit(&request)?;
         let r = request.into_inner();
         entries("coins", &r.coins)?;
-        let key = Key::L4Updates(set(&r.coins), addresses("users", &r.users)?);
-        Ok(Response::new(
-            self.stream::<pb::L4OrderUpdate>(guard, key, OnLag::Abort)
-                .await?,
-        ))
+        let key = Key::L4Updates(L4UpdatesKey {
+            coins: set(&r.coins),
+            users: addresses("users", &r.users)?,
+        });
+        self.respond(guard, key).await
     }
 
     async fn stream_tpsl_updates(
@@ -472,11 +481,11 @@ impl market_streaming_server::MarketStreaming for MarketService {
         let guard = self.admit(&request)?;
         let r = request.into_inner();
         entries("coins", &r.coins)?;
-        let key = Key::Tpsl(set(&r.coins), addresses("users", &r.users)?);
-        Ok(Response::new(
-            self.stream::<pb::TpslUpdate>(guard, key, OnLag::Abort)
-                .await?,
-        ))
+        let key = Key::Tpsl(TpslKey {
+            coins: set(&r.coins),
+            users: addresses("users", &r.users)?,
+        });
+        self.respond(guard, key).await
     }
 
     async fn stream_trades(
@@ -486,11 +495,10 @@ impl market_streaming_server::MarketStreaming for MarketService {
         let guard = self.admit(&request)?;
         let r = request.into_inner();
         entries("coins", &r.coins)?;
-        let key = Key::Trades(set(&r.coins));
-        Ok(Response::new(
-            self.stream::<pb::TradesUpdate>(guard, key, OnLag::Abort)
-                .await?,
-        ))
+        let key = Key::Trades(TradesKey {
+            coins: set(&r.coins),
+        });
+        self.respond(guard, key).await
     }
 
     async fn stream_all_fills(
@@ -500,11 +508,8 @@ impl market_streaming_server::MarketStreaming for MarketService {
         let guard = self.admit(&request)?;
         let r = request.into_inner();
         entries("coins", &r.coins)?;
-        let key = Key::Fills(FillsKey::All, set(&r.coins));
-        Ok(Response::new(
-            self.stream::<pb::FillsUpdate>(guard, key, OnLag::Abort)
-                .await?,
-        ))
+        let key = fills(FillsFilter::All, &r.coins);
+        self.respond(guard, key).await
     }
 
     async fn stream_user_fills(
@@ -515,11 +520,8 @@ impl market_streaming_server::MarketStreaming for MarketService {
         let r = request.into_inner();
         let user = address("user", &r.user)?;
         entries("coins", &r.coins)?;
-        let key = Key::Fills(FillsKey::User(user), set(&r.coins));
-        Ok(Response::new(
-            self.stream::<pb::FillsUpdate>(guard, key, OnLag::Abort)
-                .await?,
-        ))
+        let key = fills(FillsFilter::User(user), &r.coins);
+        self.respond(guard, key).await
     }
 
     async fn stream_builder_fills(
@@ -530,11 +532,8 @@ impl market_streaming_server::MarketStreaming for MarketService {
         let r = request.into_inner();
         let builder = address("builder", &r.builder)?;
         entries("coins", &r.coins)?;
-        let key = Key::Fills(FillsKey::Builder(builder), set(&r.coins));
-        Ok(Response::new(
-            self.stream::<pb::FillsUpdate>(guard, key, OnLag::Abort)
-                .await?,
-        ))
+        let key = fills(FillsFilter::Builder(builder), &r.coins);
+        self.respond(guard, key).await
     }
 
     async fn stream_liquidation_fills(
@@ -544,14 +543,11 @@ impl market_streaming_server::MarketStreaming for MarketService {
         let guard = self.admit(&request)?;
         let r = request.into_inner();
         entries("coins", &r.coins)?;
-        let key = Key::Fills(
-            FillsKey::Liquidations(addresses("liquidated_users", &r.liquidated_users)?),
-            set(&r.coins),
+        let key = fills(
+            FillsFilter::Liquidations(addresses("liquidated_users", &r.liquidated_users)?),
+            &r.coins,
         );
-        Ok(Response::new(
-            self.stream::<pb::FillsUpdate>(guard, key, OnLag::Abort)
-                .await?,
-        ))
+        self.respond(guard, key).await
     }
 
     async fn stream_candle(
@@ -567,13 +563,10 @@ impl market_streaming_server::MarketStreaming for MarketService {
                 Interval::ALL.map(Interval::as_str).join(" ")
             )));
         }
-        let interval = Interval::parse(&r.interval)
-            .map_err(|error| status_of(SubscribeError::Candle(error)))?;
-        let key = Key::Candle(coin, interval);
-        Ok(Response::new(
-            self.stream::<pb::CandleUpdate>(guard, key, OnLag::Reopen)
-                .await?,
-        ))
+        let interval =
+            Interval::parse(&r.interval).map_err(|error| view_status(ViewError::Candle(error)))?;
+        let key = Key::Candles(CandleKey { coin, interval });
+        self.respond(guard, key).await
     }
 
     async fn stream_all_mids(
@@ -588,11 +581,11 @@ impl market_streaming_server::MarketStreaming for MarketService {
             )));
         }
         // Without an Info source: book mids of the default exchange's perps.
-        let key = Key::PerpMids;
-        Ok(Response::new(
-            self.stream::<pb::AllMidsUpdate>(guard, key, OnLag::Reopen)
-                .await?,
-        ))
+        let key = Key::Mids(MidsKey {
+            coins: BTreeSet::new(),
+            perps_only: true,
+        });
+        self.respond(guard, key).await
     }
 
     async fn stream_active_asset_ctx(

@@ -1,0 +1,412 @@
+//! The market state machine: one [`Market`] folds each aligned [`Block`]
+//! once — one scan or decode of each line — into everything the views read:
+//! the L4 books ([`crate::fold`]), top of book, aggregated L2 books, raw L4
+//! events of watched coins, typed order changes, mids, trades, fills, TP/SL
+//! trigger orders and candles. It is the single writer: one thread calls
+//! [`Market::apply`], then lets each subscription read the result.
+//!
+//! # One pass per line
+//!
+//! Order statuses are scanned once, by the book fold, which also hands the
+//! TP/SL tracker, decoded, the statuses it acts on (see
+//! [`crate::fold::FoldWants::triggers`]). Raw book diffs are decoded once,
+//! by the book fold. Fills are decoded once here and shared by trades (and
+//! through them candles), fills and the TP/SL positions.
+//!
+//! # What is folded
+//!
+//! [`Needs`] says which parts run: the live server folds everything (a
+//! subscription may come for any view at any block, and TP/SL and candles
+//! need their history), `l1gate replay` only what its view reads. Parts
+//! that are not needed keep their starting state.
+//!
+//! # Where it starts
+//!
+//! From a node snapshot ([`Market::from_snapshot`]) or from empty books.
+//! Blocks at or below the books' height change no book; with
+//! [`Market::with_candles_from`], the blocks from an earlier block up to
+//! the books' height are folded into trades and candles only, so a candle
+//! store can resume before the snapshot the books start from.
+
+pub mod bbo;
+pub mod candles;
+pub mod fills;
+pub mod l2;
+pub mod mids;
+pub mod orders;
+pub mod raw;
+pub mod tpsl;
+pub mod trades;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::block::{self, Block};
+use crate::book::l4::Books;
+use crate::fold::{BlockReport, CoinReset, Engine, FoldWants, Gap, UnknownIds};
+use crate::snapshot::{L4Snapshot, SnapshotError};
+
+use self::bbo::BboView;
+use self::candles::CandlesView;
+use self::fills::FillsView;
+use self::l2::L2Tracker;
+use self::mids::MidsView;
+use self::orders::L4UpdatesView;
+use self::raw::L4BookView;
+use self::tpsl::TpslView;
+use self::trades::TradesView;
+
+/// Which parts of the market a [`Market`] folds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Needs {
+    /// The L4 books and what derives from them (top of book, L2, raw L4
+    /// events, order changes, mids).
+    pub books: bool,
+    /// Trades (fills paired by trade id).
+    pub trades: bool,
+    /// Fills mapped into frame entries.
+    pub fills: bool,
+    /// TP/SL trigger orders and the positions they resolve against.
+    pub tpsl: bool,
+    /// Candles (from trades).
+    pub candles: bool,
+}
+
+impl Needs {
+    /// Every part: what a server folds.
+    pub const ALL: Needs = Needs {
+        books: true,
+        trades: true,
+        fills: true,
+        tpsl: true,
+        candles: true,
+    };
+    /// No part.
+    pub const NONE: Needs = Needs {
+        books: false,
+        trades: false,
+        fills: false,
+        tpsl: false,
+        candles: false,
+    };
+    /// The books only.
+    pub const BOOKS: Needs = Needs {
+        books: true,
+        ..Needs::NONE
+    };
+
+    /// Both sets of parts.
+    #[must_use]
+    pub fn and(self, other: Needs) -> Needs {
+        Needs {
+            books: self.books || other.books,
+            trades: self.trades || other.trades,
+            fills: self.fills || other.fills,
+            tpsl: self.tpsl || other.tpsl,
+            candles: self.candles || other.candles,
+        }
+    }
+
+    /// Whether the block's fills are decoded at all.
+    fn decodes_fills(self) -> bool {
+        self.trades || self.fills || self.tpsl || self.candles
+    }
+}
+
+/// Where the market stands: the last folded block and its time (0 and 0
+/// before the first). Every frame carries the position it was made at.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Position {
+    /// Sequential block height.
+    pub block_number: u64,
+    /// Block time, Unix ms.
+    pub time: i64,
+}
+
+/// The single-writer market state. See the module docs.
+#[derive(Debug)]
+pub struct Market {
+    needs: Needs,
+    fold: Engine,
+    /// The last block folded into anything.
+    height: Option<u64>,
+    time_ms: i64,
+    bbo: BboView,
+    l2: L2Tracker,
+    raw: L4BookView,
+    orders: L4UpdatesView,
+    mids: MidsView,
+    trades: TradesView,
+    fills: FillsView,
+    tpsl: TpslView,
+    candles: CandlesView,
+    /// Every coin seen: the books' coins and the coins traded since.
+    universe: BTreeSet<String>,
+    /// Books counted into `universe` so far (books are only ever added).
+    universe_books: usize,
+    /// Whether the last block added a coin to `universe`.
+    universe_grew: bool,
+}
+
+impl Market {
+    /// Empty books; the first block is folded into them.
+    pub fn new(needs: Needs) -> Self {
+        Self::starting(Engine::new(), needs)
+    }
+
+    /// The books of a node snapshot: blocks at or below its height are
+    /// skipped.
+    pub fn from_snapshot(snapshot: L4Snapshot, needs: Needs) -> Self {
+        Self::starting(Engine::from_snapshot(snapshot), needs)
+    }
+
+    fn starting(fold: Engine, needs: Needs) -> Self {
+        let mut market = Self {
+            needs,
+            height: fold.height(),
+            time_ms: 0,
+            fold,
+            bbo: BboView::default(),
+            l2: L2Tracker::default(),
+            raw: L4BookView::default(),
+            orders: L4UpdatesView::default(),
+            mids: MidsView::default(),
+            trades: TradesView::new(),
+            fills: FillsView::new(),
+            tpsl: TpslView::new(),
+            candles: CandlesView::new(),
+            universe: BTreeSet::new(),
+            universe_books: 0,
+            universe_grew: false,
+        };
+        market.bbo.rebuild(market.fold.books());
+        market.mids.rebuild(market.fold.books());
+        market.follow_universe();
+        market
+    }
+
+    /// Also folds trades and candles from `first_block` on (blocks below the
+    /// books' start included), so a candle store that resumes before the
+    /// snapshot the books start from misses nothing. Does nothing when the
+    /// market already starts at or before it.
+    #[must_use]
+    pub fn with_candles_from(mut self, first_block: u64) -> Self {
+        if self
+            .height
+            .is_some_and(|height| first_block <= height.saturating_add(1))
+        {
+            self.height = first_block.checked_sub(1);
+        }
+        self
+    }
+
+    /// What this market folds.
+    pub fn needs(&self) -> Needs {
+        self.needs
+    }
+
+    /// The position frames of the current state carry.
+    pub fn position(&self) -> Position {
+        Position {
+            block_number: self.height.unwrap_or(0),
+            time: self.time_ms,
+        }
+    }
+
+    /// The last folded block (or the starting snapshot's height).
+    pub fn height(&self) -> Option<u64> {
+        self.height
+    }
+
+    /// The L4 books.
+    pub fn books(&self) -> &Books {
+        self.fold.books()
+    }
+
+    /// The book fold (position, counters).
+    pub fn fold(&self) -> &Engine {
+        &self.fold
+    }
+
+    /// Top of book per coin.
+    pub fn bbo(&self) -> &BboView {
+        &self.bbo
+    }
+
+    /// Aggregated L2 books of the parameter sets subscribed to.
+    pub fn l2(&self) -> &L2Tracker {
+        &self.l2
+    }
+
+    /// Aggregated L2 books, to track or untrack one (with the books to
+    /// compute it from).
+    pub fn l2_mut(&mut self) -> (&mut L2Tracker, &Books) {
+        (&mut self.l2, self.fold.books())
+    }
+
+    /// Raw L4 events of watched coins.
+    pub fn raw(&self) -> &L4BookView {
+        &self.raw
+    }
+
+    /// Raw L4 events, to watch or unwatch a coin.
+    pub fn raw_mut(&mut self) -> &mut L4BookView {
+        &mut self.raw
+    }
+
+    /// The last block's typed order changes.
+    pub fn orders(&self) -> &L4UpdatesView {
+        &self.orders
+    }
+
+    /// Mids per coin.
+    pub fn mids(&self) -> &MidsView {
+        &self.mids
+    }
+
+    /// The last block's trades and running counts.
+    pub fn trades(&self) -> &TradesView {
+        &self.trades
+    }
+
+    /// The last block's fills.
+    pub fn fills(&self) -> &FillsView {
+        &self.fills
+    }
+
+    /// Tracked trigger orders and positions.
+    pub fn tpsl(&self) -> &TpslView {
+        &self.tpsl
+    }
+
+    /// Candles of every interval.
+    pub fn candles(&self) -> &CandlesView {
+        &self.candles
+    }
+
+    /// Every coin seen so far (the starting books' and every coin booked or
+    /// traded since); it only grows.
+    pub fn universe(&self) -> &BTreeSet<String> {
+        &self.universe
+    }
+
+    /// Whether the last folded block added a coin to the universe.
+    pub fn universe_grew(&self) -> bool {
+        self.universe_grew
+    }
+
+    /// Unknown order ids per coin since the start.
+    pub fn unknown_ids(&self) -> &BTreeMap<String, UnknownIds> {
+        self.fold.unknown_ids()
+    }
+
+    /// Folds one block. Blocks at or below the market's height are skipped;
+    /// a jump past `height + 1` is reported as a [`Gap`] and folded anyway.
+    pub fn apply(&mut self, block: &Block) -> BlockReport {
+        let mut report = BlockReport {
+            block: block.number,
+            ..BlockReport::default()
+        };
+        if let Some(height) = self.height {
+            if block.number <= height {
+                report.skipped = true;
+                return report;
+            }
+            if block.number > height + 1 {
+                report.gap = Some(Gap {
+                    expected: height + 1,
+                    got: block.number,
+                });
+            }
+        }
+        let needs = self.needs;
+        let books_due = self.fold.height().is_none_or(|h| block.number > h);
+        let fills = if needs.decodes_fills() {
+            block::decode_fills(block, &mut report.decode_errors)
+        } else {
+            Vec::new()
+        };
+        report.events += fills.len();
+        let (number, time) = (block.number, block.time_ms);
+        if books_due && (needs.books || needs.tpsl) {
+            let tpsl = &self.tpsl;
+            let tracks = |oid: u64| tpsl.tracks(oid);
+            let wants = FoldWants {
+                books: needs.books,
+                raw_coins: self.raw.coins(),
+                triggers: needs.tpsl.then_some(&tracks as &dyn Fn(u64) -> bool),
+                order_changes: self.orders.take_spare(),
+            };
+            let (folded_report, mut folded) = self.fold.apply_with(block, wants);
+            merge(&mut report, folded_report);
+            if needs.books {
+                let books = self.fold.books();
+                self.bbo.update(books, &folded.changes);
+                self.l2.update(books, &folded.changes);
+                self.raw.update(&folded.changes);
+                self.mids.update(books, &self.bbo);
+                self.orders.update(&mut folded.changes);
+            }
+            if needs.tpsl {
+                self.tpsl
+                    .apply_events(number, time, &fills, &folded.trigger_statuses);
+            }
+        }
+        if needs.trades || needs.candles {
+            self.trades.apply_fills(number, time, &fills);
+            if needs.candles {
+                self.candles.apply_trades_view(&self.trades);
+            }
+        }
+        if needs.fills && books_due {
+            self.fills.apply_fills(number, time, &fills);
+        }
+        self.height = Some(number);
+        self.time_ms = time;
+        self.follow_universe();
+        report
+    }
+
+    /// Compares the books with a newer node snapshot at their height; see
+    /// [`Engine::check_snapshot`]. Diverged coins are reset from it and
+    /// surface, with fresh snapshots for their subscribers, in the next
+    /// block.
+    ///
+    /// # Errors
+    /// [`SnapshotError::HeightMismatch`] when the snapshot is not at the
+    /// books' height.
+    pub fn check_snapshot(
+        &mut self,
+        snapshot: &L4Snapshot,
+    ) -> Result<Vec<CoinReset>, SnapshotError> {
+        self.fold.check_snapshot(snapshot)
+    }
+
+    /// Adds the coins of new books and of the last block's trades to the
+    /// universe.
+    fn follow_universe(&mut self) {
+        let before = self.universe.len();
+        let books = self.fold.books();
+        if books.len() != self.universe_books {
+            self.universe_books = books.len();
+            for (coin, _) in books.iter() {
+                if !self.universe.contains(coin) {
+                    self.universe.insert(coin.to_owned());
+                }
+            }
+        }
+        for frame in self.trades.frames() {
+            if !self.universe.contains(&frame.coin) {
+                self.universe.insert(frame.coin.clone());
+            }
+        }
+        self.universe_grew = self.universe.len() != before;
+    }
+}
+
+/// Adds what the book fold reported to the market's report.
+fn merge(report: &mut BlockReport, folded: BlockReport) {
+    report.events += folded.events;
+    report.issues.extend(folded.issues);
+    report.decode_errors.extend(folded.decode_errors);
+    report.resets.extend(folded.resets);
+}

@@ -1,0 +1,587 @@
+//! Trades: a block's fills paired into executions by `(coin, tid)` and
+//! batched per (block, coin) as `TradesUpdate` frames.
+//!
+//! # Pairing
+//!
+//! Fills are grouped by `(coin, tid)` within one block — never by adjacency in
+//! the file. A group becomes one [`Trade`] when it holds exactly two fills of
+//! opposite sides with equal `px` and `sz`. Anything else is a malformed group,
+//! reported as a [`PairingIssue`] and counted per coin in [`CoinCounts`]; it is
+//! never fatal and produces no trade:
+//!
+//! - two fills on the same side ([`PairingIssue::SameSide`]);
+//! - opposite sides whose `px` or `sz` differ ([`PairingIssue::Mismatch`]);
+//! - a lone fill whose `tid` has no partner in the block
+//!   ([`PairingIssue::Unmatched`]);
+//! - more than two fills under one `tid` ([`PairingIssue::Crowded`]): the
+//!   engine does not guess which two belong together.
+//!
+//! # One-sided fills
+//!
+//! Some executions have no counterparty fill and are not trades. They are
+//! recognised before grouping and counted separately:
+//!
+//! - `dir: "Spot Dust Conversion"` (the node's periodic dust sweep; `tid` 0,
+//!   all-zero hash, every fill on the ask side);
+//! - `dir: "Split Outcome"` / `"Merge Outcome"`: outcome-market complete-set
+//!   operations, one fill per leg under the sibling coins `#n` and `#n^1`;
+//! - any other fill with `tid` 0 (no trade id was assigned).
+//!
+//! After grouping, a lone fill on an outcome coin (`#n`) is also counted as a
+//! complete-set leg rather than as an unmatched pair.
+//!
+//! # Taker side
+//!
+//! `side` is the side of the fill with `crossed: true`. When both or neither
+//! fill crossed, the side is `"A"` if the ask fill crossed and `"B"` otherwise
+//! (the rule the node's reference server applies), and the trade is counted in
+//! [`CoinCounts::ambiguous_taker`]. `hash` and `time` come from the taker's
+//! fill (the ask fill when ambiguous); both fills carry the same values in
+//! real data. `users` is `[buyer, seller]`.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+use thiserror::Error;
+
+use crate::block::DecodedBlock;
+use crate::coin;
+use crate::event::{Fill, FillEvent, Side};
+use crate::num::{Px, Sz};
+
+/// `dir` of the node's spot dust sweep.
+pub const DIR_SPOT_DUST_CONVERSION: &str = "Spot Dust Conversion";
+/// `dir` of an outcome-market complete-set split.
+pub const DIR_SPLIT_OUTCOME: &str = "Split Outcome";
+/// `dir` of an outcome-market complete-set merge.
+pub const DIR_MERGE_OUTCOME: &str = "Merge Outcome";
+
+/// `Trade`: one matched pair of fills.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Trade {
+    /// Market.
+    pub coin: String,
+    /// Taker side.
+    pub side: Side,
+    /// Execution price.
+    pub px: Px,
+    /// Execution size.
+    pub sz: Sz,
+    /// Fill time, Unix ms.
+    pub time: i64,
+    /// Taker's transaction hash (all zeros for TWAP slices).
+    pub hash: String,
+    /// Trade id shared by both fills.
+    pub tid: u64,
+    /// `[buyer, seller]`.
+    pub users: [String; 2],
+}
+
+/// `TradesUpdate`: one block's trades of one coin.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TradesUpdate {
+    /// Market.
+    pub coin: String,
+    /// Block time, Unix ms.
+    pub time: i64,
+    /// Producing block.
+    pub block_number: u64,
+    /// Trades in the order of their first fill in the block.
+    pub trades: Vec<Trade>,
+}
+
+/// A group of fills under one `(coin, tid)` that is not a trade.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum PairingIssue {
+    /// Both fills are on the same side.
+    #[error("trades: tid {tid} for {coin} at block {block} has two {side} fills")]
+    SameSide {
+        /// Market.
+        coin: String,
+        /// Trade id.
+        tid: u64,
+        /// Block number.
+        block: u64,
+        /// `"B"` or `"A"`.
+        side: &'static str,
+    },
+    /// Opposite sides, but prices or sizes differ.
+    #[error(
+        "trades: tid {tid} for {coin} at block {block} pairs {bid_sz}@{bid_px} with {ask_sz}@{ask_px}"
+    )]
+    Mismatch {
+        /// Market.
+        coin: String,
+        /// Trade id.
+        tid: u64,
+        /// Block number.
+        block: u64,
+        /// Bid fill's price.
+        bid_px: Px,
+        /// Bid fill's size.
+        bid_sz: Sz,
+        /// Ask fill's price.
+        ask_px: Px,
+        /// Ask fill's size.
+        ask_sz: Sz,
+    },
+    /// A fill whose `tid` has no partner in the block.
+    #[error("trades: tid {tid} for {coin} at block {block} has no partner fill (oid {oid})")]
+    Unmatched {
+        /// Market.
+        coin: String,
+        /// Trade id.
+        tid: u64,
+        /// Block number.
+        block: u64,
+        /// The lone fill's order id.
+        oid: u64,
+    },
+    /// More than two fills share the `tid`.
+    #[error("trades: tid {tid} for {coin} at block {block} has {fills} fills")]
+    Crowded {
+        /// Market.
+        coin: String,
+        /// Trade id.
+        tid: u64,
+        /// Block number.
+        block: u64,
+        /// How many fills.
+        fills: usize,
+    },
+}
+
+/// Why a fill is one-sided (not part of any trade).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum OneSided {
+    /// `dir: "Spot Dust Conversion"`.
+    SpotDustConversion,
+    /// An outcome-market complete-set leg.
+    OutcomeCompleteSet,
+    /// Any other fill with `tid` 0.
+    NoTradeId,
+}
+
+/// Classifies a fill that cannot be half of a trade, before pairing.
+pub fn one_sided(fill: &Fill<'_>) -> Option<OneSided> {
+    match fill.dir {
+        DIR_SPOT_DUST_CONVERSION => Some(OneSided::SpotDustConversion),
+        DIR_SPLIT_OUTCOME | DIR_MERGE_OUTCOME => Some(OneSided::OutcomeCompleteSet),
+        _ if fill.tid == 0 => Some(OneSided::NoTradeId),
+        _ => None,
+    }
+}
+
+/// Running totals for one coin.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CoinCounts {
+    /// Trades emitted.
+    pub trades: u64,
+    /// Trades whose taker was decided by the fallback rule.
+    pub ambiguous_taker: u64,
+    /// [`PairingIssue::SameSide`] groups.
+    pub same_side: u64,
+    /// [`PairingIssue::Mismatch`] groups.
+    pub mismatch: u64,
+    /// [`PairingIssue::Unmatched`] fills.
+    pub unmatched: u64,
+    /// [`PairingIssue::Crowded`] groups.
+    pub crowded: u64,
+    /// Spot dust-conversion fills.
+    pub spot_dust_conversion: u64,
+    /// Outcome complete-set fills.
+    pub outcome_complete_set: u64,
+    /// Other fills with `tid` 0.
+    pub no_trade_id: u64,
+}
+
+impl CoinCounts {
+    /// Malformed groups and fills (the four [`PairingIssue`] kinds).
+    pub fn malformed(&self) -> u64 {
+        self.same_side + self.mismatch + self.unmatched + self.crowded
+    }
+
+    /// One-sided fills of every kind.
+    pub fn one_sided(&self) -> u64 {
+        self.spot_dust_conversion + self.outcome_complete_set + self.no_trade_id
+    }
+
+    fn count_one_sided(&mut self, kind: OneSided) {
+        match kind {
+            OneSided::SpotDustConversion => self.spot_dust_conversion += 1,
+            OneSided::OutcomeCompleteSet => self.outcome_complete_set += 1,
+            OneSided::NoTradeId => self.no_trade_id += 1,
+        }
+    }
+
+    fn count_issue(&mut self, issue: &PairingIssue) {
+        match issue {
+            PairingIssue::SameSide { .. } => self.same_side += 1,
+            PairingIssue::Mismatch { .. } => self.mismatch += 1,
+            PairingIssue::Unmatched { .. } => self.unmatched += 1,
+            PairingIssue::Crowded { .. } => self.crowded += 1,
+        }
+    }
+}
+
+/// What pairing one block's fills produced.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PairedBlock {
+    /// One frame per coin with trades, in order of the coin's first trade.
+    pub frames: Vec<TradesUpdate>,
+    /// Malformed groups, in order of their first fill.
+    pub issues: Vec<PairingIssue>,
+    /// One-sided fills: `(coin, kind)` in file order.
+    pub one_sided: Vec<(String, OneSided)>,
+    /// Trades decided by the fallback taker rule: `(coin, tid)`.
+    pub ambiguous_taker: Vec<(String, u64)>,
+}
+
+impl PairedBlock {
+    /// Every trade of the block, frame by frame.
+    pub fn trades(&self) -> impl Iterator<Item = &Trade> {
+        self.frames.iter().flat_map(|frame| frame.trades.iter())
+    }
+}
+
+/// Pairs one block's fills into trades. Pure: the same fills always give
+/// the same frames.
+pub fn pair_fills<'e, 'a: 'e>(
+    block_number: u64,
+    time: i64,
+    fills: impl IntoIterator<Item = &'e FillEvent<'a>>,
+) -> PairedBlock {
+    let mut out = PairedBlock::default();
+    let mut index: HashMap<(&'a str, u64), usize> = HashMap::new();
+    let mut groups: Vec<Vec<&'e FillEvent<'a>>> = Vec::new();
+    for event in fills {
+        let fill = event.fill();
+        if let Some(kind) = one_sided(fill) {
+            out.one_sided.push((fill.coin.to_owned(), kind));
+            continue;
+        }
+        let slot = *index.entry((fill.coin, fill.tid)).or_insert_with(|| {
+            groups.push(Vec::with_capacity(2));
+            groups.len() - 1
+        });
+        groups[slot].push(event);
+    }
+    let mut frame_of: HashMap<&str, usize> = HashMap::new();
+    for group in &groups {
+        match group.as_slice() {
+            [lone] if coin::is_outcome(lone.fill().coin) => {
+                out.one_sided
+                    .push((lone.fill().coin.to_owned(), OneSided::OutcomeCompleteSet));
+            }
+            [lone] => {
+                let fill = lone.fill();
+                out.issues.push(PairingIssue::Unmatched {
+                    coin: fill.coin.to_owned(),
+                    tid: fill.tid,
+                    block: block_number,
+                    oid: fill.oid,
+                });
+            }
+            [first, second] => match trade_of(block_number, first, second) {
+                Ok((trade, ambiguous)) => {
+                    if ambiguous {
+                        out.ambiguous_taker.push((trade.coin.clone(), trade.tid));
+                    }
+                    let coin = first.fill().coin;
+                    let at = *frame_of.entry(coin).or_insert_with(|| {
+                        out.frames.push(TradesUpdate {
+                            coin: coin.to_owned(),
+                            time,
+                            block_number,
+                            trades: Vec::new(),
+                        });
+                        out.frames.len() - 1
+                    });
+                    out.frames[at].trades.push(trade);
+                }
+                Err(issue) => out.issues.push(issue),
+            },
+            crowded => {
+                if let Some(first) = crowded.first() {
+                    out.issues.push(PairingIssue::Crowded {
+                        coin: first.fill().coin.to_owned(),
+                        tid: first.fill().tid,
+                        block: block_number,
+                        fills: crowded.len(),
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Builds the trade of two fills sharing `(coin, tid)`; the flag is true
+/// when the taker came from the fallback rule.
+fn trade_of(
+    block: u64,
+    first: &FillEvent<'_>,
+    second: &FillEvent<'_>,
+) -> Result<(Trade, bool), PairingIssue> {
+    let (bid, ask) = match (first.fill().side, second.fill().side) {
+        (Side::Bid, Side::Ask) => (first, second),
+        (Side::Ask, Side::Bid) => (second, first),
+        (side, _) => {
+            return Err(PairingIssue::SameSide {
+                coin: first.fill().coin.to_owned(),
+                tid: first.fill().tid,
+                block,
+                side: side.as_str(),
+            });
+        }
+    };
+    let (b, a) = (bid.fill(), ask.fill());
+    if b.px != a.px || b.sz != a.sz {
+        return Err(PairingIssue::Mismatch {
+            coin: b.coin.to_owned(),
+            tid: b.tid,
+            block,
+            bid_px: b.px,
+            bid_sz: b.sz,
+            ask_px: a.px,
+            ask_sz: a.sz,
+        });
+    }
+    let (side, taker, ambiguous) = match (b.crossed, a.crossed) {
+        (true, false) => (Side::Bid, b, false),
+        (false, true) => (Side::Ask, a, false),
+        (_, ask_crossed) => (if ask_crossed { Side::Ask } else { Side::Bid }, a, true),
+    };
+    let trade = Trade {
+        coin: b.coin.to_owned(),
+        side,
+        px: taker.px,
+        sz: taker.sz,
+        time: taker.time,
+        hash: taker.hash.to_owned(),
+        tid: taker.tid,
+        users: [bid.user().to_owned(), ask.user().to_owned()],
+    };
+    Ok((trade, ambiguous))
+}
+
+/// Shared state: the last block's trade frames and running per-coin counts.
+/// Updated once per block by the engine thread; subscriptions only read it.
+#[derive(Debug, Clone, Default)]
+pub struct TradesView {
+    block_number: u64,
+    time: i64,
+    last: PairedBlock,
+    counts: BTreeMap<String, CoinCounts>,
+}
+
+impl TradesView {
+    /// An empty view.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Folds one decoded block.
+    pub fn apply(&mut self, block: &DecodedBlock<'_>) {
+        self.apply_fills(
+            block.number,
+            block.time_ms,
+            block.fills.iter().map(|spanned| &spanned.event),
+        );
+    }
+
+    /// Folds one block given as its fills.
+    pub fn apply_fills<'e, 'a: 'e>(
+        &mut self,
+        block_number: u64,
+        time: i64,
+        fills: impl IntoIterator<Item = &'e FillEvent<'a>>,
+    ) {
+        let paired = pair_fills(block_number, time, fills);
+        for frame in &paired.frames {
+            self.counts.entry(frame.coin.clone()).or_default().trades += frame.trades.len() as u64;
+        }
+        for issue in &paired.issues {
+            let coin = match issue {
+                PairingIssue::SameSide { coin, .. }
+                | PairingIssue::Mismatch { coin, .. }
+                | PairingIssue::Unmatched { coin, .. }
+                | PairingIssue::Crowded { coin, .. } => coin,
+            };
+            self.counts
+                .entry(coin.clone())
+                .or_default()
+                .count_issue(issue);
+        }
+        for (coin, kind) in &paired.one_sided {
+            self.counts
+                .entry(coin.clone())
+                .or_default()
+                .count_one_sided(*kind);
+        }
+        for (coin, _) in &paired.ambiguous_taker {
+            self.counts.entry(coin.clone()).or_default().ambiguous_taker += 1;
+        }
+        self.block_number = block_number;
+        self.time = time;
+        self.last = paired;
+    }
+
+    /// The last folded block: `(block_number, time)`.
+    pub fn position(&self) -> (u64, i64) {
+        (self.block_number, self.time)
+    }
+
+    /// The last block's pairing result.
+    pub fn last(&self) -> &PairedBlock {
+        &self.last
+    }
+
+    /// The last block's frames, one per coin with trades.
+    pub fn frames(&self) -> &[TradesUpdate] {
+        &self.last.frames
+    }
+
+    /// The last block's frame for `coin`.
+    pub fn frame(&self, coin: &str) -> Option<&TradesUpdate> {
+        self.last.frames.iter().find(|frame| frame.coin == coin)
+    }
+
+    /// Running counts per coin since the view was created.
+    pub fn counts(&self) -> &BTreeMap<String, CoinCounts> {
+        &self.counts
+    }
+
+    /// The running counts summed over every coin.
+    pub fn totals(&self) -> CoinCounts {
+        self.counts
+            .values()
+            .fold(CoinCounts::default(), |mut sum, c| {
+                sum.trades += c.trades;
+                sum.ambiguous_taker += c.ambiguous_taker;
+                sum.same_side += c.same_side;
+                sum.mismatch += c.mismatch;
+                sum.unmatched += c.unmatched;
+                sum.crowded += c.crowded;
+                sum.spot_dust_conversion += c.spot_dust_conversion;
+                sum.outcome_complete_set += c.outcome_complete_set;
+                sum.no_trade_id += c.no_trade_id;
+                sum
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::decode_fill;
+    use rstest::rstest;
+
+    fn fill_json(
+        user: &str,
+        coin: &str,
+        side: &str,
+        px: &str,
+        sz: &str,
+        tid: u64,
+        crossed: bool,
+    ) -> String {
+        format!(
+            r#"["{user}",{{"coin":"{coin}","px":"{px}","sz":"{sz}","side":"{side}","time":1000,"startPosition":"0.0","dir":"Open Long","closedPnl":"0.0","hash":"0xabc","oid":7,"crossed":{crossed},"fee":"0.0","tid":{tid},"feeToken":"USDC","twapId":null}}]"#
+        )
+    }
+
+    fn pair_texts(texts: &[String]) -> PairedBlock {
+        let events: Vec<FillEvent<'_>> = texts
+            .iter()
+            .map(|t| decode_fill(t.as_bytes()).unwrap())
+            .collect();
+        pair_fills(5, 1_000, &events)
+    }
+
+    #[rstest]
+    #[case::ask_taker(false, true, Side::Ask, false)]
+    #[case::bid_taker(true, false, Side::Bid, false)]
+    #[case::both_crossed_falls_back_to_ask(true, true, Side::Ask, true)]
+    #[case::neither_crossed_falls_back_to_bid(false, false, Side::Bid, true)]
+    fn taker_side_follows_crossed(
+        #[case] bid_crossed: bool,
+        #[case] ask_crossed: bool,
+        #[case] side: Side,
+        #[case] ambiguous: bool,
+    ) {
+        let paired = pair_texts(&[
+            fill_json("0xseller", "BTC", "A", "10.0", "1.5", 9, ask_crossed),
+            fill_json("0xbuyer", "BTC", "B", "10.0", "1.5", 9, bid_crossed),
+        ]);
+        let trade = paired.trades().next().unwrap();
+        assert_eq!(trade.side, side);
+        assert_eq!(trade.users, ["0xbuyer".to_owned(), "0xseller".to_owned()]);
+        assert_eq!(paired.ambiguous_taker.len(), usize::from(ambiguous));
+    }
+
+    #[test]
+    fn pairs_by_tid_not_by_adjacency() {
+        let paired = pair_texts(&[
+            fill_json("0xb1", "BTC", "B", "10.0", "1.0", 1, true),
+            fill_json("0xb2", "BTC", "B", "11.0", "2.0", 2, false),
+            fill_json("0xs2", "BTC", "A", "11.0", "2.0", 2, true),
+            fill_json("0xs1", "BTC", "A", "10.0", "1.0", 1, false),
+        ]);
+        let tids: Vec<u64> = paired.trades().map(|t| t.tid).collect();
+        assert_eq!(tids, [1, 2]);
+        assert_eq!(paired.trades().next().unwrap().users[1], "0xs1");
+        assert!(paired.issues.is_empty());
+    }
+
+    #[test]
+    fn same_tid_on_two_coins_is_two_trades() {
+        let paired = pair_texts(&[
+            fill_json("0xb", "BTC", "B", "10.0", "1.0", 3, true),
+            fill_json("0xb", "ETH", "B", "2.0", "1.0", 3, true),
+            fill_json("0xs", "ETH", "A", "2.0", "1.0", 3, false),
+            fill_json("0xs", "BTC", "A", "10.0", "1.0", 3, false),
+        ]);
+        let coins: Vec<&str> = paired.frames.iter().map(|f| f.coin.as_str()).collect();
+        assert_eq!(coins, ["BTC", "ETH"]);
+    }
+
+    #[test]
+    fn malformed_groups_are_reported_with_names() {
+        let paired = pair_texts(&[
+            fill_json("0xa", "BTC", "B", "10.0", "1.0", 1, true),
+            fill_json("0xb", "BTC", "B", "10.0", "1.0", 1, false),
+            fill_json("0xa", "BTC", "B", "10.0", "1.0", 2, true),
+            fill_json("0xb", "BTC", "A", "10.5", "1.0", 2, false),
+            fill_json("0xa", "BTC", "B", "10.0", "1.0", 3, true),
+        ]);
+        assert!(paired.frames.is_empty());
+        assert_eq!(
+            paired.issues[0].to_string(),
+            "trades: tid 1 for BTC at block 5 has two B fills"
+        );
+        assert_eq!(
+            paired.issues[1].to_string(),
+            "trades: tid 2 for BTC at block 5 pairs 1.0@10.0 with 1.0@10.5"
+        );
+        assert_eq!(
+            paired.issues[2],
+            PairingIssue::Unmatched {
+                coin: "BTC".into(),
+                tid: 3,
+                block: 5,
+                oid: 7
+            }
+        );
+    }
+
+    #[test]
+    fn lone_outcome_leg_is_one_sided_not_malformed() {
+        let paired = pair_texts(&[fill_json("0xa", "#1890", "B", "0.4", "1.0", 77, true)]);
+        assert!(paired.issues.is_empty());
+        assert_eq!(
+            paired.one_sided,
+            [("#1890".to_owned(), OneSided::OutcomeCompleteSet)]
+        );
+    }
+}

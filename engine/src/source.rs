@@ -1,0 +1,315 @@
+//! The block source: the node's event-stream files as complete blocks, in
+//! block order. It finds how the node batched its files (by block or
+//! streaming, from the directory names), seeks every feed to the first
+//! block wanted, reads what the files hold, and aligns the lines of the
+//! five streams by block number ([`crate::align`]). The same source serves
+//! a one-off replay of captured files and a server tailing a live node:
+//!
+//! - replay: [`BlockSource::read`] until it reads nothing, then
+//!   [`BlockSource::finish`] flushes the last blocks;
+//! - tail: read, pop the blocks complete so far ([`BlockSource::pop`], with
+//!   the aligner's grace timeout), and when nothing is left, wait for a
+//!   change to the files (or [`BlockSource::deadline_ms`]) and
+//!   [`BlockSource::refresh`].
+//!
+//! A feed whose directory does not exist yet joins when it appears. With
+//! [`SourceOptions::fills_from`], the fills feed starts earlier than the
+//! others (the blocks before them carry fills only), which is how a candle
+//! store resumes before the snapshot the books start from.
+//!
+//! Which node snapshot a fold starts from is chosen here too
+//! ([`snapshot_before`]).
+
+use bytes::Bytes;
+use feeds::{Cursor, Feed, FeedError, Mode, SnapshotFile, Source, Start};
+
+use crate::align::{AlignMode, AlignReport, Aligner};
+use crate::block::Block;
+
+/// Records read per feed per [`BlockSource::read`].
+pub const READ_BATCH: usize = 256;
+
+/// Where a [`BlockSource`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SourceOptions {
+    /// First block to read (every feed but an earlier fills start).
+    pub from_block: u64,
+    /// Where the fills feed starts instead, when earlier than `from_block`.
+    pub fills_from: Option<Start>,
+    /// Last block to read (inclusive); later records are not read.
+    pub to_block: Option<u64>,
+    /// A block completes at the latest this long after its first line
+    /// (`i64::MAX`: only when every stream moved past it, or at the end).
+    pub grace_ms: i64,
+}
+
+impl SourceOptions {
+    /// Every block from `from_block` on, completed only by the streams.
+    pub fn from_block(from_block: u64) -> Self {
+        Self {
+            from_block,
+            fills_from: None,
+            to_block: None,
+            grace_ms: i64::MAX,
+        }
+    }
+}
+
+struct Input {
+    feed: Feed,
+    source: Source,
+    /// `None` while the feed's directory does not exist.
+    cursor: Option<Cursor>,
+    /// Past `to_block`: nothing more is read.
+    done: bool,
+}
+
+/// The node's files as blocks. See the module docs.
+pub struct BlockSource {
+    inputs: Vec<Input>,
+    aligner: Aligner,
+    mode: Option<AlignMode>,
+    options: SourceOptions,
+    bytes: u64,
+}
+
+impl std::fmt::Debug for BlockSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlockSource")
+            .field("mode", &self.mode)
+            .field("options", &self.options)
+            .field("bytes", &self.bytes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl BlockSource {
+    /// A source over `feeds` (any of the event streams; others are
+    /// ignored), positioned as `options` says.
+    ///
+    /// # Errors
+    /// [`FeedError`] when a feed cannot be positioned.
+    pub fn new(feeds: Vec<Feed>, options: SourceOptions) -> Result<Self, FeedError> {
+        let inputs: Vec<Input> = feeds
+            .into_iter()
+            .filter(|feed| Source::EVENT_STREAMS.contains(&feed.source()))
+            .map(|feed| Input {
+                source: feed.source(),
+                feed,
+                cursor: None,
+                done: false,
+            })
+            .collect();
+        let sources: Vec<Source> = inputs.iter().map(|input| input.source).collect();
+        let first = options
+            .fills_from
+            .map_or(options.from_block, |_| options.from_block.min(1));
+        let mut aligner = Aligner::new(AlignMode::ByBlock, &sources, options.grace_ms);
+        if let Some(before) = first.checked_sub(1) {
+            aligner = aligner.starting_after(before);
+        }
+        if options.fills_from.is_some() {
+            for &source in &sources {
+                if source != Source::Fills {
+                    aligner = aligner.expecting(source, options.from_block);
+                }
+            }
+        }
+        let mut source = Self {
+            inputs,
+            aligner,
+            mode: None,
+            options,
+            bytes: 0,
+        };
+        source.join_new_feeds()?;
+        Ok(source)
+    }
+
+    /// How the node batches its files (`None` until a feed's directory
+    /// exists).
+    pub fn mode(&self) -> Option<AlignMode> {
+        self.mode
+    }
+
+    /// Whether any event-stream feed has files (or a directory for them).
+    pub fn has_files(&self) -> bool {
+        self.inputs.iter().any(|input| input.cursor.is_some())
+    }
+
+    /// Whether the feed of `source` is read.
+    pub fn reads(&self, source: Source) -> bool {
+        self.inputs
+            .iter()
+            .any(|input| input.source == source && input.cursor.is_some())
+    }
+
+    /// The first block number in the files, over every feed read.
+    ///
+    /// # Errors
+    /// [`FeedError`] when a feed cannot be read.
+    pub fn first_block(&self) -> Result<Option<u64>, FeedError> {
+        let mut first: Option<u64> = None;
+        for input in &self.inputs {
+            let mut cursor = input.feed.seek(Start::BlockNumber(0))?;
+            if let Some(n) = input
+                .feed
+                .read(&mut cursor, 1)?
+                .first()
+                .and_then(|r| r.block_number)
+            {
+                first = Some(first.map_or(n, |f| f.min(n)));
+            }
+        }
+        Ok(first)
+    }
+
+    /// Reads what the files hold now, up to [`READ_BATCH`] records per feed,
+    /// into the aligner; returns how many records were read (0: nothing new,
+    /// or the end of captured files).
+    ///
+    /// # Errors
+    /// [`FeedError`] when a file cannot be read (a pruned file under the
+    /// cursor, for example).
+    pub fn read(&mut self, now_ms: i64) -> Result<usize, FeedError> {
+        let mut read = 0;
+        for input in &mut self.inputs {
+            if input.done {
+                continue;
+            }
+            let Some(cursor) = input.cursor.as_mut() else {
+                continue;
+            };
+            for record in input.feed.read(cursor, READ_BATCH)? {
+                if self
+                    .options
+                    .to_block
+                    .is_some_and(|to| record.block_number.is_some_and(|n| n > to))
+                {
+                    input.done = true;
+                    break;
+                }
+                read += 1;
+                self.bytes += record.data.len() as u64;
+                self.aligner.push_line(input.source, record.data, now_ms);
+            }
+        }
+        Ok(read)
+    }
+
+    /// Adds one line as if read from `source` (tests and tools that feed
+    /// lines by hand).
+    pub fn push_line(&mut self, source: Source, line: Bytes, now_ms: i64) {
+        self.bytes += line.len() as u64;
+        self.aligner.push_line(source, line, now_ms);
+    }
+
+    /// The next complete block, if any (complete: every stream moved past
+    /// it, or its grace passed at `now_ms`).
+    pub fn pop(&mut self, now_ms: i64) -> Option<Block> {
+        self.aligner.pop(now_ms)
+    }
+
+    /// The next pending block whether complete or not (end of input).
+    pub fn finish(&mut self) -> Option<Block> {
+        self.aligner.finish()
+    }
+
+    /// Looks for new data in every feed: the growth of the newest files
+    /// only ([`Feed::refresh_grown`], what a write notification calls for),
+    /// or, with `relist`, the directories listed again for new files and
+    /// for feeds whose directory appeared ([`Feed::refresh`]). `true` when
+    /// new records became readable.
+    ///
+    /// # Errors
+    /// [`FeedError`] when a directory or file cannot be read.
+    pub fn refresh(&mut self, relist: bool) -> Result<bool, FeedError> {
+        let mut grew = false;
+        for input in &self.inputs {
+            grew |= if relist {
+                input.feed.refresh()?
+            } else {
+                input.feed.refresh_grown()?
+            };
+        }
+        if relist {
+            grew |= self.join_new_feeds()?;
+        }
+        Ok(grew)
+    }
+
+    /// When the oldest waiting block completes by its grace timeout, Unix
+    /// ms (`None`: no block waits).
+    pub fn deadline_ms(&self) -> Option<i64> {
+        self.aligner.deadline_ms()
+    }
+
+    /// After a read failure (a file pruned under the cursor): every feed
+    /// starts again after the last block handed out, which the aligner
+    /// drops if it comes again.
+    ///
+    /// # Errors
+    /// [`FeedError`] when a feed cannot be positioned.
+    pub fn reposition(&mut self, after: u64) -> Result<(), FeedError> {
+        for input in &mut self.inputs {
+            if input.cursor.is_some() {
+                input.cursor = Some(input.feed.seek(Start::BlockNumber(after + 1))?);
+            }
+        }
+        Ok(())
+    }
+
+    /// Bytes of records read so far.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Blocks waiting to complete.
+    pub fn pending(&self) -> usize {
+        self.aligner.pending()
+    }
+
+    /// What the aligner worked around so far.
+    pub fn report(&self) -> &AlignReport {
+        self.aligner.report()
+    }
+
+    /// Positions the feeds whose directory exists now but had no cursor;
+    /// `true` when one joined. The first directory found decides the mode.
+    fn join_new_feeds(&mut self) -> Result<bool, FeedError> {
+        let mut joined = false;
+        for input in &mut self.inputs {
+            if input.cursor.is_some() {
+                continue;
+            }
+            let Some(dir) = input.feed.source_dir_name() else {
+                continue;
+            };
+            if self.mode.is_none() {
+                let mode = match input.source.mode_of_dir(&dir) {
+                    Some(Mode::Streaming) => AlignMode::Streaming,
+                    _ => AlignMode::ByBlock,
+                };
+                self.mode = Some(mode);
+                self.aligner.set_mode(mode);
+            }
+            let start = match (input.source, self.options.fills_from) {
+                (Source::Fills, Some(start)) => start,
+                _ => Start::BlockNumber(self.options.from_block),
+            };
+            input.cursor = Some(input.feed.seek(start)?);
+            joined = true;
+        }
+        Ok(joined)
+    }
+}
+
+/// The snapshot a fold of blocks from `first_block` on starts from: the
+/// newest one below it; with no first block (nothing written yet), the
+/// newest of all.
+pub fn snapshot_before(files: &[SnapshotFile], first_block: Option<u64>) -> Option<&SnapshotFile> {
+    match first_block {
+        Some(first) => files.iter().rev().find(|file| file.height < first),
+        None => files.last(),
+    }
+}

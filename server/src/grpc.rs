@@ -1,0 +1,9 @@
+//! The gRPC edge: the raw feed (`VenueL1Gateway`, byte-exact node records)
+//! and market streaming (`MarketStreaming`, typed views of the engine),
+//! behind the access interceptor, with reflection and health. Thin: each RPC
+//! validates its request, subscribes, renders frames as protobuf
+//! ([`render`]) and maps failures to statuses.
+
+pub mod market;
+pub mod raw_feed;
+pub mod render;

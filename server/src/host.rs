@@ -1,0 +1,8 @@
+//! The server's host threads and the files they read: the node's feeds
+//! with their change notifications ([`feeds`]), the engine thread that folds
+//! them into market state and publishes view frames ([`engine`]), and the
+//! candle store thread that persists the market's candles ([`candles`]).
+
+pub mod candles;
+pub mod engine;
+pub mod feeds;

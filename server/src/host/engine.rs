@@ -1,0 +1,518 @@
+//! The engine thread: the single writer of market state, and a thin driver
+//! of the engine's pipeline — a [`BlockSource`] over the node's files, one
+//! [`Market`] folding each block once, and one [`Hub`] ring per view key
+//! publishing each block's frames.
+//!
+//! # Start-up
+//!
+//! The newest L4 snapshot in the data directory (if any) is loaded, the
+//! files after it are folded (catch-up), then the files are tailed. With a
+//! candle store, the fills from the store's resume point are folded into
+//! trades and candles first (see [`crate::host::candles`]). Until catch-up
+//! first reaches the end of the files the views are not ready and
+//! subscribing fails with [`SubscribeError::NotReady`].
+//!
+//! # Waiting
+//!
+//! When everything readable is folded, the thread waits on three things at
+//! once (`crossbeam_channel::select!`): a command (a subscription), a file
+//! change from the watcher (it then re-reads at once: no sleep sits between
+//! an append and its fold), and a timeout — the aligner's grace deadline of
+//! a block still waiting for a stream, or the backup poll, which lists the
+//! directories again in case a notification was lost.
+//!
+//! # Subscribing
+//!
+//! A subscription is a [`Command`]. The thread answers it between two
+//! blocks with the opening frame(s) and a hub receiver positioned right
+//! after them, so the opening state and the later frames neither overlap nor
+//! leave a gap. Subscribers asking the same thing share one view key
+//! ([`Key`]), whose frames are built once per block and shared by `Arc`. A
+//! key exists only while it has receivers; it is dropped (and what its
+//! subscription holds in the market released) at the next block after its
+//! last receiver goes away.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+use engine::block::Block;
+use engine::hub::{Hub, Receiver as HubReceiver};
+use engine::market::{Market, Needs};
+use engine::source::{BlockSource, SourceOptions};
+use engine::views::ViewError;
+use engine::views::ViewSettings;
+use engine::views::registry::{Batch, Key, Producer};
+use feeds::{Source, Start};
+use thiserror::Error;
+use tokio::sync::oneshot;
+
+use crate::host::candles::{CandleBlock, CandleMessage};
+use crate::host::feeds::{LiveFeeds, Wake};
+
+/// Engine thread settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineSettings {
+    /// Frames (blocks' worth of one key's frames) each ring retains; rounded
+    /// up to a power of two.
+    pub ring_capacity: usize,
+    /// How often the files are listed again when no change notification
+    /// came (a backup for lost notifications).
+    pub backup_poll: Duration,
+    /// A block completes at the latest this long after its first line.
+    pub align_grace: Duration,
+    /// How views run (coalescing, candle throttle, candles on or off).
+    pub views: ViewSettings,
+}
+
+impl Default for EngineSettings {
+    fn default() -> Self {
+        Self {
+            ring_capacity: 1024,
+            backup_poll: Duration::from_secs(1),
+            align_grace: Duration::from_secs(1),
+            views: ViewSettings::default(),
+        }
+    }
+}
+
+/// Where a candle store wants the fold of trades to start, and where its
+/// candles go.
+#[derive(Debug, Clone)]
+pub struct CandleFeed {
+    /// The store's resume point.
+    pub from: Start,
+    /// Each folded block's candles.
+    pub sink: Sender<CandleMessage>,
+}
+
+/// Why a subscription was refused.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum SubscribeError {
+    /// The engine is still catching up with the files.
+    #[error("market views are not ready yet: the engine is catching up with the node files")]
+    NotReady,
+    /// The engine thread is gone.
+    #[error("the engine has stopped")]
+    Stopped,
+    /// A listed coin is not in the current universe.
+    #[error("coins: unknown coin {0:?}")]
+    UnknownCoin(String),
+    /// The view refused the request.
+    #[error("{0}")]
+    View(#[from] ViewError),
+}
+
+/// An accepted subscription: the opening frames, then a receiver of every
+/// later block's frames.
+#[derive(Debug)]
+pub struct Opened {
+    /// Frames that open the stream (empty for live-only views).
+    pub opening: Batch,
+    /// Later frames, from the block after the opening.
+    pub receiver: HubReceiver<Batch>,
+}
+
+/// A request to the engine thread.
+#[derive(Debug)]
+pub enum Command {
+    /// Subscribe to `key`.
+    Subscribe {
+        /// The view key.
+        key: Key,
+        /// Where the answer goes.
+        reply: oneshot::Sender<Result<Opened, SubscribeError>>,
+    },
+    /// End the thread.
+    Stop,
+}
+
+/// What the engine thread reports about itself.
+#[derive(Debug, Default)]
+pub struct EngineStatus {
+    ready: AtomicBool,
+    height: AtomicU64,
+    block_time_ms: AtomicI64,
+    keys: AtomicU64,
+    error: Mutex<Option<String>>,
+    coins: parking_lot::RwLock<Arc<BTreeSet<String>>>,
+}
+
+impl EngineStatus {
+    /// Whether catch-up reached the end of the files at least once.
+    pub fn ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    /// The last folded block (0 before the first).
+    pub fn height(&self) -> u64 {
+        self.height.load(Ordering::Acquire)
+    }
+
+    /// The last folded block's time, Unix ms (0 before the first).
+    pub fn block_time_ms(&self) -> i64 {
+        self.block_time_ms.load(Ordering::Acquire)
+    }
+
+    /// View keys currently alive.
+    pub fn keys(&self) -> u64 {
+        self.keys.load(Ordering::Acquire)
+    }
+
+    /// Why the thread stopped, if it did.
+    pub fn error(&self) -> Option<String> {
+        self.error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Every coin the engine has seen: the starting snapshot's books plus
+    /// coins that appeared in the data since (it only grows).
+    pub fn coins(&self) -> Arc<BTreeSet<String>> {
+        Arc::clone(&self.coins.read())
+    }
+
+    fn publish_coins(&self, coins: &BTreeSet<String>) {
+        *self.coins.write() = Arc::new(coins.clone());
+    }
+}
+
+/// Handle to the running engine thread; dropping it stops the thread.
+#[derive(Debug)]
+pub struct EngineThread {
+    commands: Sender<Command>,
+    status: Arc<EngineStatus>,
+    join: Option<JoinHandle<()>>,
+}
+
+impl EngineThread {
+    /// Starts the thread over `live`'s feeds; with `candles`, the market
+    /// also folds from the candle store's resume point and sends it every
+    /// block's candles.
+    ///
+    /// # Errors
+    /// When the OS refuses to start a thread.
+    pub fn start(
+        live: Arc<LiveFeeds>,
+        settings: EngineSettings,
+        candles: Option<CandleFeed>,
+    ) -> std::io::Result<Self> {
+        let (commands, inbox) = crossbeam_channel::unbounded();
+        let status = Arc::new(EngineStatus::default());
+        let wake = live.wake();
+        let join = {
+            let status = Arc::clone(&status);
+            std::thread::Builder::new()
+                .name("l1gate-engine".into())
+                .spawn(move || {
+                    let result = Writer::new(&live, settings, candles, &status)
+                        .and_then(|writer| writer.run(&inbox, &wake));
+                    if let Err(error) = result {
+                        tracing::error!(%error, "engine thread stopped");
+                        *status.error.lock().unwrap_or_else(PoisonError::into_inner) = Some(error);
+                    }
+                })?
+        };
+        Ok(Self {
+            commands,
+            status,
+            join: Some(join),
+        })
+    }
+
+    /// The thread's status.
+    pub fn status(&self) -> &Arc<EngineStatus> {
+        &self.status
+    }
+
+    /// A sender of commands to the thread.
+    pub fn commands(&self) -> Sender<Command> {
+        self.commands.clone()
+    }
+}
+
+impl Drop for EngineThread {
+    fn drop(&mut self) {
+        let _ = self.commands.send(Command::Stop);
+        if let Some(join) = self.join.take() {
+            let _ = join.join();
+        }
+    }
+}
+
+/// Subscribes through `commands`.
+///
+/// # Errors
+/// [`SubscribeError`] from the thread, or `Stopped` when it is gone.
+pub async fn subscribe(commands: &Sender<Command>, key: Key) -> Result<Opened, SubscribeError> {
+    let (reply, answer) = oneshot::channel();
+    commands
+        .send(Command::Subscribe { key, reply })
+        .map_err(|_| SubscribeError::Stopped)?;
+    answer.await.map_err(|_| SubscribeError::Stopped)?
+}
+
+struct Entry {
+    producer: Producer,
+    hub: Hub<Batch>,
+}
+
+struct Writer<'s> {
+    settings: EngineSettings,
+    status: &'s EngineStatus,
+    live: Arc<LiveFeeds>,
+    market: Market,
+    source: BlockSource,
+    keys: BTreeMap<Key, Entry>,
+    candles: Option<Sender<CandleMessage>>,
+    last_listing: Instant,
+}
+
+/// What to do after waiting.
+enum Woken {
+    Command(Command),
+    Files { relist: bool },
+    Timeout,
+    Disconnected,
+}
+
+impl<'s> Writer<'s> {
+    fn new(
+        live: &Arc<LiveFeeds>,
+        settings: EngineSettings,
+        candles: Option<CandleFeed>,
+        status: &'s EngineStatus,
+    ) -> Result<Self, String> {
+        let mut market = match live.snapshots().latest() {
+            Some(file) => {
+                let bytes = live.snapshots().read(&file).map_err(|e| e.to_string())?;
+                let snapshot = engine::snapshot::parse(&bytes)
+                    .map_err(|e| format!("snapshot {}: {e}", file.path.display()))?;
+                Market::from_snapshot(snapshot, Needs::ALL)
+            }
+            None => Market::new(Needs::ALL),
+        };
+        let from_block = market.height().map_or(0, |h| h + 1);
+        let feeds: Vec<_> = Source::EVENT_STREAMS
+            .into_iter()
+            .filter_map(|source| live.feed(source))
+            .collect();
+        let grace_ms = i64::try_from(settings.align_grace.as_millis()).unwrap_or(i64::MAX);
+        let mut options = SourceOptions {
+            grace_ms,
+            ..SourceOptions::from_block(from_block)
+        };
+        let (sink, candle_start) = match candles {
+            Some(feed) => (Some(feed.sink), first_block_at(live, feed.from)),
+            None => (None, None),
+        };
+        if let Some(first) = candle_start.filter(|&first| first < from_block) {
+            options.fills_from = Some(Start::BlockNumber(first));
+            market = market.with_candles_from(first);
+        }
+        let source = BlockSource::new(feeds, options).map_err(|e| e.to_string())?;
+        status.publish_coins(market.universe());
+        Ok(Self {
+            settings,
+            status,
+            live: live.clone(),
+            market,
+            source,
+            keys: BTreeMap::new(),
+            candles: sink,
+            last_listing: Instant::now(),
+        })
+    }
+
+    fn run(mut self, inbox: &Receiver<Command>, wake: &Wake) -> Result<(), String> {
+        loop {
+            if !self.drain(inbox)? {
+                return Ok(());
+            }
+            if !self.status.ready() {
+                self.status.ready.store(true, Ordering::Release);
+                if let Some(sink) = &self.candles {
+                    let _ = sink.send(CandleMessage::CaughtUp);
+                }
+            }
+            match self.wait(inbox, wake) {
+                Woken::Command(Command::Stop) | Woken::Disconnected => return Ok(()),
+                Woken::Command(command) => self.command(command),
+                Woken::Files { relist } => self.refresh(relist),
+                Woken::Timeout => {
+                    if self.last_listing.elapsed() >= self.settings.backup_poll {
+                        self.refresh(true);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Waits for a command, a file change or the next deadline (a block's
+    /// grace, the backup poll).
+    fn wait(&self, inbox: &Receiver<Command>, wake: &Wake) -> Woken {
+        let poll_left = self
+            .settings
+            .backup_poll
+            .saturating_sub(self.last_listing.elapsed());
+        let grace_left = self.source.deadline_ms().map(|deadline| {
+            let left = deadline.saturating_sub(crate::unix_now_ms()).max(0);
+            Duration::from_millis(u64::try_from(left).unwrap_or(0))
+        });
+        let timeout = grace_left.map_or(poll_left, |grace| grace.min(poll_left));
+        crossbeam_channel::select! {
+            recv(inbox) -> command => match command {
+                Ok(command) => Woken::Command(command),
+                Err(_) => Woken::Disconnected,
+            },
+            recv(wake.receiver()) -> _ => Woken::Files { relist: wake.take_relist() },
+            default(timeout) => Woken::Timeout,
+        }
+    }
+
+    /// Looks at the files again: the newest files' growth, or a listing.
+    fn refresh(&mut self, relist: bool) {
+        if relist {
+            self.last_listing = Instant::now();
+        }
+        if let Err(error) = self.source.refresh(relist) {
+            tracing::warn!(%error, "engine: refresh failed");
+        }
+        // Raw-feed subscribers learn of what this refresh found too.
+        self.live.publish_all();
+    }
+
+    /// Reads and folds until nothing more is readable, answering commands
+    /// between rounds; `false` when told to stop.
+    fn drain(&mut self, inbox: &Receiver<Command>) -> Result<bool, String> {
+        loop {
+            while let Ok(command) = inbox.try_recv() {
+                if matches!(command, Command::Stop) {
+                    return Ok(false);
+                }
+                self.command(command);
+            }
+            let now = crate::unix_now_ms();
+            let read = match self.source.read(now) {
+                Ok(read) => read,
+                Err(error) => {
+                    let after = self.market.height().unwrap_or(0);
+                    tracing::warn!(%error, after, "engine: reading failed; repositioning");
+                    self.source
+                        .reposition(after)
+                        .map_err(|e| format!("cannot reposition the node files: {e}"))?;
+                    return Ok(true);
+                }
+            };
+            let mut folded = 0;
+            while let Some(block) = self.source.pop(crate::unix_now_ms()) {
+                self.fold(&block);
+                folded += 1;
+            }
+            if read == 0 && folded == 0 {
+                return Ok(true);
+            }
+        }
+    }
+
+    fn fold(&mut self, block: &Block) {
+        let report = self.market.apply(block);
+        if report.skipped {
+            return;
+        }
+        if let Some(sink) = &self.candles {
+            let candles = CandleBlock::of(self.market.candles());
+            let _ = sink.send(CandleMessage::Block(candles));
+        }
+        if self.market.universe_grew() {
+            self.status.publish_coins(self.market.universe());
+        }
+        self.publish();
+        let at = self.market.position();
+        self.status.block_time_ms.store(at.time, Ordering::Release);
+        self.status.height.store(at.block_number, Ordering::Release);
+    }
+
+    /// Drops keys nobody reads any more, then publishes every other key's
+    /// frames of the block just folded.
+    fn publish(&mut self) {
+        let gone: Vec<Key> = self
+            .keys
+            .iter()
+            .filter(|(_, entry)| entry.hub.receiver_count() == 0)
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in gone {
+            if let Some(entry) = self.keys.remove(&key) {
+                entry.producer.close(&mut self.market);
+            }
+        }
+        self.status
+            .keys
+            .store(self.keys.len() as u64, Ordering::Release);
+        let at = self.market.position();
+        for entry in self.keys.values_mut() {
+            let frames = entry.producer.on_block(&self.market);
+            if !frames.is_empty() {
+                entry.hub.publish(Batch::new(at, frames));
+            }
+        }
+    }
+
+    fn command(&mut self, command: Command) {
+        match command {
+            Command::Subscribe { key, reply } => {
+                let answer = self.subscribe(key);
+                // The subscriber may have gone; nothing to do then.
+                let _ = reply.send(answer);
+            }
+            Command::Stop => {}
+        }
+    }
+
+    fn subscribe(&mut self, key: Key) -> Result<Opened, SubscribeError> {
+        if !self.status.ready() {
+            return Err(SubscribeError::NotReady);
+        }
+        // The view's own checks (counts, parameters) come first.
+        let (producer, frames) = key.open(&mut self.market, &self.settings.views)?;
+        let universe = self.market.universe();
+        if let Some(unknown) = key
+            .listed_coins()
+            .into_iter()
+            .find(|coin| !universe.contains(*coin))
+        {
+            let unknown = unknown.to_owned();
+            producer.close(&mut self.market);
+            return Err(SubscribeError::UnknownCoin(unknown));
+        }
+        let opening = Batch::new(self.market.position(), frames);
+        if let Some(entry) = self.keys.get(&key) {
+            // The key exists: its producer keeps running; this opening was
+            // computed for the new subscriber only.
+            producer.close(&mut self.market);
+            return Ok(Opened {
+                opening,
+                receiver: entry.hub.subscribe(),
+            });
+        }
+        let hub = Hub::with_capacity(self.settings.ring_capacity);
+        let receiver = hub.subscribe();
+        self.keys.insert(key, Entry { producer, hub });
+        self.status
+            .keys
+            .store(self.keys.len() as u64, Ordering::Release);
+        Ok(Opened { opening, receiver })
+    }
+}
+
+/// The first block of the fills feed at or after `from`.
+fn first_block_at(live: &LiveFeeds, from: Start) -> Option<u64> {
+    let feed = live.feed(Source::Fills)?;
+    let mut cursor = feed.seek(from).ok()?;
+    feed.read(&mut cursor, 1).ok()?.first()?.block_number
+}

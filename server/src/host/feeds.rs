@@ -1,0 +1,274 @@
+//! The node's files as the server sees them: one [`Feed`] per source plus
+//! the snapshot catalog, a change signal per source that wakes raw-feed
+//! subscribers when new records become readable, and the file watcher that
+//! wakes every reader at once when the node writes.
+//!
+//! A change notification is a wake-up hint, never the truth: readers keep
+//! committed byte offsets, and a slow backup poll (`poll_interval_ms`)
+//! catches what a lost notification would miss. On a notification that a
+//! file was written to, readers re-stat the newest files only; on one that
+//! files came or went (and on the backup poll), they list the directories
+//! again.
+//!
+//! Two kinds of reader are woken: the async refresher task, which re-checks
+//! the files and bumps the raw-feed signals, and the host threads (the
+//! engine), each through its own [`Wake`].
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use feeds::{Change, Feed, FeedError, Snapshots, Source};
+use parking_lot::Mutex;
+use tokio::sync::{Notify, watch};
+
+/// Every feed of one data directory, with change signals.
+pub struct LiveFeeds {
+    data_dir: PathBuf,
+    feeds: HashMap<Source, Feed>,
+    snapshots: Snapshots,
+    changes: HashMap<Source, watch::Sender<u64>>,
+    /// The refresher task's wake-up and whether it must list again.
+    refresher: Arc<Waker>,
+    /// Host threads woken on every change.
+    wakers: Arc<Mutex<Vec<Arc<Waker>>>>,
+    watcher: Mutex<Option<feeds::Watcher>>,
+}
+
+impl std::fmt::Debug for LiveFeeds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveFeeds")
+            .field("data_dir", &self.data_dir)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One reader's wake-up: a signal plus whether a change since the last
+/// look needs the directories listed again.
+#[derive(Debug)]
+struct Waker {
+    relist: AtomicBool,
+    signal: Signal,
+}
+
+#[derive(Debug)]
+enum Signal {
+    /// The async refresher task.
+    Task(Notify),
+    /// A host thread waiting on a channel (capacity 1: wake-ups coalesce).
+    Thread(crossbeam_channel::Sender<()>),
+}
+
+impl Waker {
+    fn wake(&self, change: Change) {
+        if change == Change::Listing {
+            self.relist.store(true, Ordering::Release);
+        }
+        match &self.signal {
+            Signal::Task(notify) => notify.notify_one(),
+            Signal::Thread(sender) => {
+                // Full: a wake-up is already pending, which is enough.
+                let _ = sender.try_send(());
+            }
+        }
+    }
+}
+
+/// A host thread's wake-ups from the file watcher: a channel to wait on
+/// (with `crossbeam_channel::select!`) and whether the directories must be
+/// listed again.
+#[derive(Debug)]
+pub struct Wake {
+    waker: Arc<Waker>,
+    receiver: crossbeam_channel::Receiver<()>,
+}
+
+impl Wake {
+    /// Where the wake-ups arrive.
+    pub fn receiver(&self) -> &crossbeam_channel::Receiver<()> {
+        &self.receiver
+    }
+
+    /// Whether files came or went since the last call (then list again);
+    /// clears the flag.
+    pub fn take_relist(&self) -> bool {
+        self.waker.relist.swap(false, Ordering::AcqRel)
+    }
+
+    /// Asks for a listing at the next look (the backup poll).
+    pub fn request_relist(&self) {
+        self.waker.relist.store(true, Ordering::Release);
+    }
+}
+
+impl LiveFeeds {
+    /// Opens every source under `data_dir` (absent sources are empty feeds
+    /// that may appear later) and starts watching it.
+    ///
+    /// # Errors
+    /// [`FeedError`] when the directory cannot be read.
+    pub fn open(data_dir: &Path) -> Result<Arc<Self>, FeedError> {
+        let mut feeds = HashMap::new();
+        let mut changes = HashMap::new();
+        for &source in &Source::ALL {
+            if source != Source::OrderbookSnapshots {
+                feeds.insert(source, Feed::open(data_dir, source)?);
+            }
+            changes.insert(source, watch::channel(0u64).0);
+        }
+        // Snapshots are dated with the block time of their height, looked up
+        // in the line feeds this set already has open.
+        let snapshots = Snapshots::with_feeds(data_dir, feeds.values().cloned().collect())?;
+        let refresher = Arc::new(Waker {
+            relist: AtomicBool::new(false),
+            signal: Signal::Task(Notify::new()),
+        });
+        let wakers: Arc<Mutex<Vec<Arc<Waker>>>> = Arc::new(Mutex::new(Vec::new()));
+        let live = Arc::new(Self {
+            data_dir: data_dir.to_owned(),
+            feeds,
+            snapshots,
+            changes,
+            refresher: refresher.clone(),
+            wakers: wakers.clone(),
+            watcher: Mutex::new(None),
+        });
+        let on_change = move |change: Change| {
+            refresher.wake(change);
+            for waker in wakers.lock().iter() {
+                waker.wake(change);
+            }
+        };
+        match feeds::Watcher::new(data_dir, on_change) {
+            Ok(watcher) => *live.watcher.lock() = Some(watcher),
+            Err(error) => {
+                tracing::warn!(%error, "file watcher unavailable; relying on polling");
+            }
+        }
+        Ok(live)
+    }
+
+    /// The data directory.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// The feed of a line source (`None` for [`Source::OrderbookSnapshots`],
+    /// which is served from [`LiveFeeds::snapshots`]).
+    pub fn feed(&self, source: Source) -> Option<Feed> {
+        self.feeds.get(&source).cloned()
+    }
+
+    /// The L4 snapshot catalog.
+    pub fn snapshots(&self) -> &Snapshots {
+        &self.snapshots
+    }
+
+    /// A receiver that changes whenever `source` has new readable data.
+    pub fn subscribe(&self, source: Source) -> watch::Receiver<u64> {
+        self.changes[&source].subscribe()
+    }
+
+    /// Wake-ups for a host thread: every change the watcher reports.
+    pub fn wake(&self) -> Wake {
+        let (sender, receiver) = crossbeam_channel::bounded(1);
+        let waker = Arc::new(Waker {
+            relist: AtomicBool::new(true),
+            signal: Signal::Thread(sender),
+        });
+        self.wakers.lock().push(waker.clone());
+        Wake { waker, receiver }
+    }
+
+    /// Whether the file watcher runs (else only the backup poll finds new
+    /// data).
+    pub fn watching(&self) -> bool {
+        self.watcher.lock().is_some()
+    }
+
+    /// The node directory name served for `source` (its by-block name when
+    /// the source has not appeared yet).
+    pub fn source_name(&self, source: Source) -> String {
+        if source == Source::OrderbookSnapshots {
+            return "l4_snapshots".to_owned();
+        }
+        self.feeds
+            .get(&source)
+            .and_then(Feed::source_dir_name)
+            .unwrap_or_else(|| source.dir_names()[0].to_owned())
+    }
+
+    /// Re-checks every source once — the newest files only, or with the
+    /// directories listed again when `relist` — and returns how many had
+    /// something new.
+    ///
+    /// A source counts as new when its feed's readable generation moved
+    /// since the last notification — also when a host thread ran the
+    /// refresh that found the growth (they refresh the same shared feeds),
+    /// so tail readers are never left waiting for it.
+    pub fn refresh_all(&self, relist: bool) -> usize {
+        let mut changed = 0;
+        for (source, feed) in &self.feeds {
+            let refreshed = if relist {
+                feed.refresh()
+            } else {
+                feed.refresh_grown()
+            };
+            if let Err(error) = refreshed {
+                tracing::warn!(feed = source.feed_id(), %error, "refresh failed");
+            }
+            changed += usize::from(self.publish(*source, feed));
+        }
+        if relist {
+            match self.snapshots.refresh() {
+                Ok(true) => {
+                    changed += 1;
+                    self.changes[&Source::OrderbookSnapshots].send_modify(|g| *g += 1);
+                }
+                Ok(false) => {}
+                Err(error) => tracing::warn!(%error, "snapshot refresh failed"),
+            }
+        }
+        changed
+    }
+
+    /// Tells the raw-feed subscribers of `source` about records another
+    /// reader's refresh made readable; `true` when there were any.
+    fn publish(&self, source: Source, feed: &Feed) -> bool {
+        let generation = feed.readable_generation();
+        self.changes[&source].send_if_modified(|seen| {
+            let moved = *seen != generation;
+            *seen = generation;
+            moved
+        })
+    }
+
+    /// Signals every source whose feed grew through someone else's
+    /// refresh (a host thread's), without touching the files.
+    pub fn publish_all(&self) {
+        for (source, feed) in &self.feeds {
+            self.publish(*source, feed);
+        }
+    }
+
+    /// Runs the refresher until the returned task is aborted: on every
+    /// watcher notification, and every `poll` as a backup (listing the
+    /// directories again).
+    pub fn spawn_refresher(self: &Arc<Self>, poll: Duration) -> tokio::task::JoinHandle<()> {
+        let live = self.clone();
+        tokio::spawn(async move {
+            let Signal::Task(notify) = &live.refresher.signal else {
+                return;
+            };
+            loop {
+                let relist = tokio::select! {
+                    () = tokio::time::sleep(poll) => true,
+                    () = notify.notified() => live.refresher.relist.swap(false, Ordering::AcqRel),
+                };
+                live.refresh_all(relist);
+            }
+        })
+    }
+}
