@@ -64,8 +64,10 @@ pub struct ServeArgs {
     #[arg(long, env = "L1GATE_SEND_TIMEOUT_MS", value_name = "MS")]
     pub send_timeout_ms: Option<u64>,
 
-    /// How often the node files are checked for growth when no change
-    /// notification arrives. Default 5.
+    /// Backup poll: how often the node files are listed and checked for
+    /// growth when no change notification arrives (a change to a file wakes
+    /// the readers at once; this only catches a lost notification, or
+    /// serves filesystems that send none). Default 1000.
     #[arg(long, env = "L1GATE_POLL_INTERVAL_MS", value_name = "MS")]
     pub poll_interval_ms: Option<u64>,
 
@@ -297,7 +299,8 @@ pub struct RawFeedSettings {
     pub max_lag_bytes: u64,
     /// A subscriber that takes nothing for this long is cut off.
     pub send_timeout: Duration,
-    /// File growth poll interval.
+    /// Backup poll interval of the node files (change notifications wake
+    /// readers at once).
     pub poll_interval: Duration,
 }
 
@@ -308,7 +311,7 @@ impl Default for RawFeedSettings {
             max_replays: 16,
             max_lag_bytes: 256 << 20,
             send_timeout: Duration::from_secs(10),
-            poll_interval: Duration::from_millis(5),
+            poll_interval: Duration::from_secs(1),
         }
     }
 }
