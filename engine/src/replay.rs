@@ -89,22 +89,8 @@ pub struct ReplayOptions {
     pub to_block: Option<u64>,
     /// The view to print.
     pub view: ViewKind,
-    /// Coins (required or scope list, per view).
-    pub coins: Vec<String>,
-    /// Users (views with a user filter).
-    pub users: Vec<String>,
-    /// Builder address (builder fills).
-    pub builder: Option<String>,
-    /// L2 levels per side (0 = full depth).
-    pub n_levels: Option<u32>,
-    /// L2 significant figures.
-    pub n_sig_figs: Option<u32>,
-    /// L2 mantissa.
-    pub mantissa: Option<u64>,
-    /// L2 book: suppress unchanged frames.
-    pub strict: bool,
-    /// Candle interval.
-    pub interval: Option<String>,
+    /// The view's selectors (coins, users, L2 aggregation, interval, …).
+    pub selection: Selection,
 }
 
 impl ReplayOptions {
@@ -116,14 +102,7 @@ impl ReplayOptions {
             from_block: None,
             to_block: None,
             view,
-            coins: Vec::new(),
-            users: Vec::new(),
-            builder: None,
-            n_levels: None,
-            n_sig_figs: None,
-            mantissa: None,
-            strict: false,
-            interval: None,
+            selection: Selection::default(),
         }
     }
 }
@@ -248,22 +227,6 @@ impl Subscriber {
     }
 }
 
-impl ReplayOptions {
-    /// The request's selectors.
-    fn selection(&self) -> Selection {
-        Selection {
-            coins: self.coins.clone(),
-            users: self.users.clone(),
-            builder: self.builder.clone(),
-            n_levels: self.n_levels,
-            n_sig_figs: self.n_sig_figs,
-            mantissa: self.mantissa,
-            strict: self.strict,
-            interval: self.interval.clone(),
-        }
-    }
-}
-
 /// The feeds a view with `needs` reads.
 fn wanted_feeds(needs: Needs) -> Vec<Source> {
     let mut sources = Vec::new();
@@ -301,7 +264,7 @@ pub fn run(
     {
         return Err(ReplayError::NoData(opts.data_dir.clone()));
     }
-    let keys = opts.view.keys(&opts.selection())?;
+    let keys = opts.view.keys(&opts.selection)?;
     let probe = BlockSource::new(feeds.clone(), SourceOptions::from_block(0))?;
     let (start_snapshot, later, listed) = snapshots(opts, probe.first_block()?, needs)?;
     let snapshot_height = start_snapshot.as_ref().map(|s| s.height);

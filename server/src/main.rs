@@ -308,14 +308,14 @@ fn run_replay(command: ReplayCommand) -> anyhow::Result<()> {
     options.snapshot = command.snapshot;
     options.from_block = command.from_block;
     options.to_block = command.to_block;
-    options.coins = command.coins;
-    options.users = command.users;
-    options.builder = command.builder;
-    options.n_levels = command.n_levels;
-    options.n_sig_figs = command.n_sig_figs;
-    options.mantissa = command.mantissa;
-    options.strict = command.strict;
-    options.interval = command.interval;
+    options.selection.coins = command.coins;
+    options.selection.users = command.users;
+    options.selection.builder = command.builder;
+    options.selection.n_levels = command.n_levels;
+    options.selection.n_sig_figs = command.n_sig_figs;
+    options.selection.mantissa = command.mantissa;
+    options.selection.strict = command.strict;
+    options.selection.interval = command.interval;
 
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());

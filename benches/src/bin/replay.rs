@@ -285,7 +285,7 @@ fn measure(dir: &Path, args: &Args) -> Result<Results> {
     if !args.fold_only {
         let mut bbo = ReplayOptions::new(dir, ViewKind::Bbo);
         bbo.snapshot = Some(first.clone());
-        bbo.coins = vec!["BTC".to_owned()];
+        bbo.selection.coins = vec!["BTC".to_owned()];
         rows.push(replay(
             "replay bbo",
             "`engine::replay::run`, `bbo` on BTC, to a sink",

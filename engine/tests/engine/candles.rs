@@ -443,8 +443,8 @@ fn replay_prints_candle_frames_for_each_coin() {
 
     use crate::trades::replay_lines;
     let mut opts = ReplayOptions::new(real("btc-985148182"), ViewKind::Candles);
-    opts.coins = vec!["BTC".into()];
-    opts.interval = Some("1s".into());
+    opts.selection.coins = vec!["BTC".into()];
+    opts.selection.interval = Some("1s".into());
     let lines = replay_lines(&opts);
     assert!(!lines.is_empty());
     let mut live: Option<i64> = None;
@@ -463,7 +463,7 @@ fn replay_prints_candle_frames_for_each_coin() {
     }
     assert!(last_count >= 1);
 
-    opts.interval = Some("7m".into());
+    opts.selection.interval = Some("7m".into());
     assert_eq!(
         engine::replay::run(&opts, &mut Vec::new(), &mut |_| {}).unwrap_err(),
         ReplayError::Request(ViewError::Candle(CandleError::UnknownInterval("7m".into())))

@@ -236,7 +236,7 @@ fn replay_prints_user_and_all_fills_with_sequences() {
         .as_str()
         .unwrap()
         .to_ascii_uppercase();
-    opts.users = vec![user.replace("0X", "0x")];
+    opts.selection.users = vec![user.replace("0X", "0x")];
     let mine = replay_lines(&opts);
     assert!(!mine.is_empty() && mine.len() <= all.len());
     assert_eq!(mine[0]["sequence"], 1);
@@ -248,7 +248,7 @@ fn replay_prints_user_and_all_fills_with_sequences() {
             .all(|f| f["user"].as_str().unwrap().eq_ignore_ascii_case(&user))
     }));
 
-    opts.users.push("0xother".into());
+    opts.selection.users.push("0xother".into());
     assert_eq!(
         engine::replay::run(&opts, &mut Vec::new(), &mut |_| {}).unwrap_err(),
         ReplayError::Request(ViewError::UserCount { count: 2 })

@@ -64,25 +64,25 @@ fn simulated(mode: OutputMode) -> &'static Path {
 
 fn options(data: Data, view: ViewKind, coins: &[&str]) -> ReplayOptions {
     let mut opts = ReplayOptions::new(data.dir(), view);
-    opts.coins = coins.iter().map(|&c| c.to_owned()).collect();
+    opts.selection.coins = coins.iter().map(|&c| c.to_owned()).collect();
     opts
 }
 
 fn aggregated(mut opts: ReplayOptions) -> ReplayOptions {
-    opts.n_levels = Some(0);
-    opts.n_sig_figs = Some(5);
-    opts.mantissa = Some(2);
-    opts.strict = true;
+    opts.selection.n_levels = Some(0);
+    opts.selection.n_sig_figs = Some(5);
+    opts.selection.mantissa = Some(2);
+    opts.selection.strict = true;
     opts
 }
 
 fn interval(mut opts: ReplayOptions, interval: &str) -> ReplayOptions {
-    opts.interval = Some(interval.to_owned());
+    opts.selection.interval = Some(interval.to_owned());
     opts
 }
 
 fn users(mut opts: ReplayOptions, users: &[&str]) -> ReplayOptions {
-    opts.users = users.iter().map(|&u| u.to_owned()).collect();
+    opts.selection.users = users.iter().map(|&u| u.to_owned()).collect();
     opts
 }
 

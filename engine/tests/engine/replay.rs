@@ -28,7 +28,7 @@ fn replay(opts: &ReplayOptions) -> Result<(Vec<u8>, ReplaySummary), ReplayError>
 
 fn btc(view: ViewKind) -> ReplayOptions {
     let mut opts = ReplayOptions::new(real("btc-985148182"), view);
-    opts.coins = vec!["BTC".into()];
+    opts.selection.coins = vec!["BTC".into()];
     opts
 }
 
@@ -52,9 +52,9 @@ fn bbo_matches_the_golden_file() {
 fn replay_is_byte_identical_across_runs() {
     for view in [ViewKind::L2Diff, ViewKind::L4Updates, ViewKind::L2Book] {
         let mut opts = btc(view);
-        opts.n_levels = Some(0);
-        opts.n_sig_figs = Some(5);
-        opts.mantissa = Some(2);
+        opts.selection.n_levels = Some(0);
+        opts.selection.n_sig_figs = Some(5);
+        opts.selection.mantissa = Some(2);
         let (first, summary) = replay(&opts).unwrap();
         let (second, _) = replay(&opts).unwrap();
         assert!(summary.frames > 1, "{view}: {summary}");
@@ -82,7 +82,7 @@ fn block_range_limits_the_fold() {
     let mut opts = btc(ViewKind::L2Book);
     opts.from_block = Some(985_148_200);
     opts.to_block = Some(985_148_209);
-    opts.strict = true;
+    opts.selection.strict = true;
     let (out, summary) = replay(&opts).unwrap();
     assert_eq!(summary.snapshot_height, Some(985_148_181));
     assert_eq!(summary.first_block, Some(985_148_200));
@@ -130,13 +130,13 @@ fn l4book_diff_frames_carry_the_node_bytes() {
 fn bad_requests_fail_before_writing_anything() {
     let mut cases = Vec::new();
     let mut candles = btc(ViewKind::Candles);
-    candles.interval = Some("7m".to_owned());
+    candles.selection.interval = Some("7m".to_owned());
     cases.push(candles);
     let mut fills = btc(ViewKind::Fills);
-    fills.users = vec!["0xa".to_owned(), "0xb".to_owned()];
+    fills.selection.users = vec!["0xa".to_owned(), "0xb".to_owned()];
     cases.push(fills);
     let mut tpsl = btc(ViewKind::Tpsl);
-    tpsl.coins = vec!["@1".to_owned()];
+    tpsl.selection.coins = vec!["@1".to_owned()];
     cases.push(tpsl);
     for opts in cases {
         let mut out = Vec::new();
@@ -149,13 +149,13 @@ fn bad_requests_fail_before_writing_anything() {
 #[test]
 fn invalid_requests_and_missing_data_are_errors() {
     let mut opts = btc(ViewKind::L2Book);
-    opts.n_sig_figs = Some(7);
+    opts.selection.n_sig_figs = Some(7);
     assert!(matches!(
         replay(&opts),
         Err(ReplayError::Request(ViewError::L2(_)))
     ));
     let mut opts = btc(ViewKind::Bbo);
-    opts.coins.clear();
+    opts.selection.coins.clear();
     assert!(matches!(
         replay(&opts),
         Err(ReplayError::Request(ViewError::CoinCount { .. }))
@@ -172,7 +172,7 @@ fn invalid_requests_and_missing_data_are_errors() {
 #[test]
 fn capture_without_snapshot_replays_and_reports_unknown_ids() {
     let mut opts = ReplayOptions::new(real("btc-978995377"), ViewKind::Bbo);
-    opts.coins = vec!["BTC".into()];
+    opts.selection.coins = vec!["BTC".into()];
     let (_, summary) = replay(&opts).unwrap();
     assert_eq!(summary.snapshot_height, None);
     assert_eq!(summary.blocks, 40);

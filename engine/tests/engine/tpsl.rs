@@ -436,7 +436,7 @@ fn replay_prints_the_snapshot_then_numbered_frames() {
     assert_eq!(lines[3]["diffs"][0]["reason"], "triggered");
 
     let mut spot = ReplayOptions::new(real(CAPTURE), ViewKind::Tpsl);
-    spot.coins = vec!["@107".into()];
+    spot.selection.coins = vec!["@107".into()];
     assert_eq!(
         engine::replay::run(&spot, &mut Vec::new(), &mut |_| {}).unwrap_err(),
         ReplayError::Request(ViewError::NotPerp {

@@ -273,7 +273,7 @@ pub fn replay_lines(opts: &engine::replay::ReplayOptions) -> Vec<Value> {
 fn replay_prints_one_trades_frame_per_line() {
     use engine::replay::{ReplayOptions, ViewKind};
     let mut opts = ReplayOptions::new(real("btc-985148182"), ViewKind::Trades);
-    opts.coins = vec!["BTC".into()];
+    opts.selection.coins = vec!["BTC".into()];
     let lines = replay_lines(&opts);
     let mut expected = Vec::new();
     let mut view = TradesView::new();
@@ -291,7 +291,7 @@ fn replay_prints_one_trades_frame_per_line() {
         .map(|l| l["trades"].as_array().unwrap().len())
         .sum();
     assert_eq!(trades, 11);
-    opts.coins.clear();
+    opts.selection.coins.clear();
     assert!(matches!(
         engine::replay::run(&opts, &mut Vec::new(), &mut |_| {}),
         Err(engine::replay::ReplayError::Request(

@@ -372,7 +372,7 @@ async fn every_view_matches_replay_of_the_same_blocks() {
         .map(|m| json(&pool, "BboUpdate", m))
         .collect();
     let opened = block_of(&live[0]);
-    let expected = replay(dir, ViewKind::Bbo, |o| o.coins.clone_from(&coins));
+    let expected = replay(dir, ViewKind::Bbo, |o| o.selection.coins.clone_from(&coins));
     for coin in &coins {
         let opening = live
             .iter()
@@ -406,8 +406,8 @@ async fn every_view_matches_replay_of_the_same_blocks() {
         .collect();
     let opened = block_of(&live[0]);
     let expected = replay(dir, ViewKind::L2Book, |o| {
-        o.coins = vec!["BTC".into()];
-        o.n_levels = Some(5);
+        o.selection.coins = vec!["BTC".into()];
+        o.selection.n_levels = Some(5);
     });
     let state = expected.iter().rfind(|f| block_of(f) <= opened).unwrap();
     assert_eq!(levels_of(&live[0]), levels_of(state), "l2book: opening");
@@ -434,8 +434,8 @@ async fn every_view_matches_replay_of_the_same_blocks() {
         .collect();
     let opened = block_of(&live[0]);
     let expected: Vec<Value> = replay(dir, ViewKind::L2Diff, |o| {
-        o.coins.clone_from(&coins);
-        o.n_levels = Some(5);
+        o.selection.coins.clone_from(&coins);
+        o.selection.n_levels = Some(5);
     })
     .into_iter()
     .map(|f| without(f, &["seq", "prev_seq"]))
@@ -503,7 +503,9 @@ async fn every_view_matches_replay_of_the_same_blocks() {
             }})
         })
         .collect();
-    let expected = replay(dir, ViewKind::L4Book, |o| o.coins = vec!["ETH".into()]);
+    let expected = replay(dir, ViewKind::L4Book, |o| {
+        o.selection.coins = vec!["ETH".into()]
+    });
     assert!(!live.is_empty(), "l4book: no diff");
     assert_frames_equal("l4book", &live, &after(&expected, opened, last));
 
@@ -516,10 +518,12 @@ async fn every_view_matches_replay_of_the_same_blocks() {
         .map(|m| without(json(&pool, "L4OrderUpdate", m), &["sequence"]))
         .collect();
     let opened = block_of(&live[0]);
-    let expected: Vec<Value> = replay(dir, ViewKind::L4Updates, |o| o.coins = vec!["BTC".into()])
-        .into_iter()
-        .map(|f| without(f, &["sequence"]))
-        .collect();
+    let expected: Vec<Value> = replay(dir, ViewKind::L4Updates, |o| {
+        o.selection.coins = vec!["BTC".into()]
+    })
+    .into_iter()
+    .map(|f| without(f, &["sequence"]))
+    .collect();
     let kinds = [
         "L4_ORDER_DIFF_TYPE_NEW",
         "L4_ORDER_DIFF_TYPE_UPDATE",
@@ -581,7 +585,9 @@ async fn every_view_matches_replay_of_the_same_blocks() {
     suffix(
         "trades",
         &live,
-        &replay(dir, ViewKind::Trades, |o| o.coins.clone_from(&coins)),
+        &replay(dir, ViewKind::Trades, |o| {
+            o.selection.coins.clone_from(&coins)
+        }),
     );
 
     let fills = |messages: Vec<pb::FillsUpdate>, view: &str| {
@@ -607,14 +613,14 @@ async fn every_view_matches_replay_of_the_same_blocks() {
         "user fills",
         &fills(user_fills.await.unwrap(), "user fills"),
         &strip(replay(dir, ViewKind::Fills, |o| {
-            o.users = vec![acts.user.clone()]
+            o.selection.users = vec![acts.user.clone()]
         })),
     );
     suffix(
         "builder fills",
         &fills(builder_fills.await.unwrap(), "builder fills"),
         &strip(replay(dir, ViewKind::Fills, |o| {
-            o.builder = Some(acts.builder.clone());
+            o.selection.builder = Some(acts.builder.clone());
         })),
     );
     // Liquidation fills: replay has no liquidation selector; the test
@@ -661,8 +667,8 @@ async fn every_view_matches_replay_of_the_same_blocks() {
         .collect();
     assert!(!closed_live.is_empty(), "candles: no bucket closed");
     let expected: Vec<Value> = replay(dir, ViewKind::Candles, |o| {
-        o.coins = vec!["BTC".into()];
-        o.interval = Some("1s".into());
+        o.selection.coins = vec!["BTC".into()];
+        o.selection.interval = Some("1s".into());
     })
     .into_iter()
     .filter(|f| f["closed"] == true)
@@ -823,8 +829,8 @@ async fn subscribing_during_the_flow_never_gaps_or_repeats_l2_diffs() {
     drop(c);
     let last = settled(&server, &node).await;
     let expected: Vec<Value> = replay(node.dir.path(), ViewKind::L2Diff, |o| {
-        o.coins = vec!["BTC".into()];
-        o.n_levels = Some(3);
+        o.selection.coins = vec!["BTC".into()];
+        o.selection.n_levels = Some(3);
     });
     let pool = DescriptorPool::decode(proto::FILE_DESCRIPTOR_SET).unwrap();
     for frames in sessions {
@@ -1134,8 +1140,8 @@ async fn a_coalesce_window_thins_l2_frames_and_diffs_still_rebuild_the_book() {
         }
     }
     let expected = replay(node.dir.path(), ViewKind::L2Book, |o| {
-        o.coins = vec!["BTC".into()];
-        o.n_levels = Some(4);
+        o.selection.coins = vec!["BTC".into()];
+        o.selection.n_levels = Some(4);
     });
     // The last window's changes wait for a block after its end, which never
     // comes once the node stops: compare at the last merged frame's block.
