@@ -22,6 +22,7 @@
 //! trusted. `/healthz` and `/metrics` need no key; metrics carry key ids and
 //! account names only, so expose the HTTP address to trusted networks.
 
+pub mod candles;
 pub mod gateway;
 
 use std::net::SocketAddr;
@@ -69,7 +70,7 @@ pub fn router(health: Health, access: Access, more: Router) -> Router {
         .route("/v1/feeds", get(list_feeds))
         .with_state(live);
     if let Some(candles) = &health.candles {
-        api = api.merge(crate::candles::routes(candles.clone(), metrics.clone()));
+        api = api.merge(candles::routes(candles.clone(), metrics.clone()));
     }
     let api = api.merge(more);
     Router::new()
