@@ -1,7 +1,8 @@
 //! The view registry: every view by name, and one enum each for their keys,
 //! their frames and their open subscriptions, so a driver (`l1gate replay`,
 //! the server's engine thread) handles any view the same way. One line per
-//! view in [`registry!`] below registers it.
+//! view in the `registry!` invocation below registers it: the variant name
+//! and the type implementing [`View`].
 //!
 //! A [`Batch`] is what a driver publishes per key and block: the frames,
 //! their position, and each edge's rendering of them, made once by the first
@@ -16,10 +17,7 @@ use serde::Serialize;
 
 use crate::market::{Market, Needs, Position};
 use crate::views::numbering::{Numbering, Numbers};
-use crate::views::{
-    OnLag, Selection, View, ViewError, ViewSettings, bbo, candles, fills, l2book, l2diff, l4book,
-    l4updates, mids, tpsl, trades,
-};
+use crate::views::{OnLag, Selection, View, ViewError, ViewSettings};
 
 macro_rules! registry {
     ($($variant:ident => $view:ty),* $(,)?) => {
@@ -188,16 +186,16 @@ macro_rules! registry {
 }
 
 registry! {
-    L2Book => l2book::L2BookSubscription,
-    Bbo => bbo::BboSubscription,
-    L2Diff => l2diff::L2DiffSubscription,
-    L4Book => l4book::L4BookSubscription,
-    L4Updates => l4updates::L4UpdatesSubscription,
-    Tpsl => tpsl::TpslSubscription,
-    Trades => trades::TradesSubscription,
-    Fills => fills::FillsSubscription,
-    Candles => candles::CandleSubscription,
-    Mids => mids::MidsSubscription,
+    L2Book => crate::views::l2book::L2BookSubscription,
+    Bbo => crate::views::bbo::BboSubscription,
+    L2Diff => crate::views::l2diff::L2DiffSubscription,
+    L4Book => crate::views::l4book::L4BookSubscription,
+    L4Updates => crate::views::l4updates::L4UpdatesSubscription,
+    Tpsl => crate::views::tpsl::TpslSubscription,
+    Trades => crate::views::trades::TradesSubscription,
+    Fills => crate::views::fills::FillsSubscription,
+    Candles => crate::views::candles::CandleSubscription,
+    Mids => crate::views::mids::MidsSubscription,
 }
 
 /// An open subscription of some view (the engine side of a key).
