@@ -272,6 +272,16 @@ struct Writer<'s> {
     last_listing: Instant,
 }
 
+/// How a round of reading ended.
+enum Drained {
+    /// Everything readable is folded.
+    Idle,
+    /// A read failed; the files are repositioned for the next round.
+    Failed,
+    /// The thread was told to stop.
+    Stop,
+}
+
 /// What to do after waiting.
 enum Woken {
     Command(Command),
@@ -330,14 +340,17 @@ impl<'s> Writer<'s> {
 
     fn run(mut self, inbox: &Receiver<Command>, wake: &Wake) -> Result<(), String> {
         loop {
-            if !self.drain(inbox)? {
-                return Ok(());
-            }
-            if !self.status.ready() {
-                self.status.ready.store(true, Ordering::Release);
-                if let Some(sink) = &self.candles {
-                    let _ = sink.send(CandleMessage::CaughtUp);
+            match self.drain(inbox)? {
+                Drained::Stop => return Ok(()),
+                Drained::Idle if !self.status.ready() => {
+                    self.status.ready.store(true, Ordering::Release);
+                    if let Some(sink) = &self.candles {
+                        let _ = sink.send(CandleMessage::CaughtUp);
+                    }
                 }
+                // Idle, or a read failed: wait for the next change (or the
+                // backup poll) and read again.
+                Drained::Idle | Drained::Failed => {}
             }
             match self.wait(inbox, wake) {
                 Woken::Command(Command::Stop) | Woken::Disconnected => return Ok(()),
@@ -387,12 +400,12 @@ impl<'s> Writer<'s> {
     }
 
     /// Reads and folds until nothing more is readable, answering commands
-    /// between rounds; `false` when told to stop.
-    fn drain(&mut self, inbox: &Receiver<Command>) -> Result<bool, String> {
+    /// between rounds.
+    fn drain(&mut self, inbox: &Receiver<Command>) -> Result<Drained, String> {
         loop {
             while let Ok(command) = inbox.try_recv() {
                 if matches!(command, Command::Stop) {
-                    return Ok(false);
+                    return Ok(Drained::Stop);
                 }
                 self.command(command);
             }
@@ -400,12 +413,15 @@ impl<'s> Writer<'s> {
             let read = match self.source.read(now) {
                 Ok(read) => read,
                 Err(error) => {
+                    // A file pruned under the cursor, for example: start
+                    // again after the last block folded (the aligner drops
+                    // what comes again).
                     let after = self.market.height().unwrap_or(0);
                     tracing::warn!(%error, after, "engine: reading failed; repositioning");
                     self.source
                         .reposition(after)
                         .map_err(|e| format!("cannot reposition the node files: {e}"))?;
-                    return Ok(true);
+                    return Ok(Drained::Failed);
                 }
             };
             let mut folded = 0;
@@ -414,7 +430,7 @@ impl<'s> Writer<'s> {
                 folded += 1;
             }
             if read == 0 && folded == 0 {
-                return Ok(true);
+                return Ok(Drained::Idle);
             }
         }
     }
