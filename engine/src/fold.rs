@@ -163,7 +163,7 @@ pub struct BlockChanges {
     pub(crate) touched_at: Vec<usize>,
     /// Applied diffs, typed, in file order.
     pub order_changes: Vec<OrderChange>,
-    /// Raw events of the coins some view asked for ([`Views::raw_coins`]).
+    /// Raw events of the coins asked for ([`FoldWants::raw_coins`]).
     pub raw: BTreeMap<String, RawCoinEvents>,
     /// Coins reset from a snapshot.
     pub resets: BTreeSet<String>,

@@ -242,7 +242,7 @@ const RENDER_SLOTS: usize = 4;
 /// One edge's rendering of a batch's frames, made once and shared.
 pub trait Rendering: Any + Send + Sync {
     /// The batch slot this rendering lives in; each rendering type has its
-    /// own (below [`RENDER_SLOTS`]).
+    /// own (there are four).
     const SLOT: usize;
     /// Renders `batch`.
     fn render(batch: &Batch) -> Self;
