@@ -14,7 +14,8 @@
 //! order (`open`, `triggered`) are fully decoded — the rest (mostly
 //! rejections, most of a block's bytes) change no book state; with a trigger
 //! watch, their order id is read where it stands (`"oid":` after the status)
-//! and only the watched ones are decoded. When no view wants raw statuses, a
+//! and only the watched ones are decoded — except `badAloPxRejected`, which
+//! is never about a trigger order and is passed over unread. When no view wants raw statuses, a
 //! status line is not even walked bracket by bracket: its `"status":"` keys
 //! are found with `memmem` (which counts the events) and only the openings
 //! are delimited, by decoding them. The statuses passed
@@ -744,7 +745,9 @@ fn scan_statuses<'a>(
             if let Some((status, _)) = scanned
                 && status != b"open"
                 && status != b"triggered"
-                && (scan.tap.is_none() || status_oid(raw).is_some_and(|oid| !scan.wants(Some(oid))))
+                && (scan.tap.is_none()
+                    || status == NEVER_A_TRIGGER
+                    || status_oid(raw).is_some_and(|oid| !scan.wants(Some(oid))))
             {
                 return;
             }
@@ -822,7 +825,14 @@ fn scan_line<'a>(line: &'a Bytes, scan: &mut StatusScan<'_, 'a, '_>) -> Option<u
             return None;
         }
         let opening = value.starts_with(b"open\"") || value.starts_with(b"triggered\"");
-        if opening || (scan.tap.is_some() && scan.wants(Some(order_oid(value)?))) {
+        let tapped = || -> Option<bool> {
+            Some(
+                scan.tap.is_some()
+                    && !never_a_trigger(value)
+                    && scan.wants(Some(order_oid(value)?)),
+            )
+        };
+        if opening || tapped()? {
             let start = floor + EVENT_START.find(&line[floor..key])?;
             let rest = &line[start..body.end];
             let (event, len) = if let Some(decoded) = decode_order_status_at(rest) {
@@ -863,6 +873,20 @@ fn scan_status(raw: &[u8]) -> Option<(&[u8], &str)> {
     let status = string_after(raw, &STATUS_KEY)?;
     let coin = string_after(raw, &COIN_KEY)?;
     Some((status, std::str::from_utf8(coin).ok()?))
+}
+
+/// The status most of a block's bytes are (an add-liquidity-only order whose
+/// price would have crossed). It is never about a trigger order — trigger
+/// orders carry no time in force, and only ALO orders are refused for their
+/// price — so the trigger tap passes it over without reading its order id.
+const NEVER_A_TRIGGER: &[u8] = b"badAloPxRejected";
+
+/// Whether the status value that starts `value` (after its opening quote)
+/// is [`NEVER_A_TRIGGER`].
+fn never_a_trigger(value: &[u8]) -> bool {
+    value
+        .get(..NEVER_A_TRIGGER.len() + 1)
+        .is_some_and(|head| head.starts_with(NEVER_A_TRIGGER) && head.ends_with(b"\""))
 }
 
 /// The order id of a status read where the node writes it: `value` starts
@@ -1068,6 +1092,12 @@ mod tests {
             ],
             "opened earlier in the block, or tracked; never the others"
         );
+        // An ALO price rejection is never about a trigger order: passed
+        // over unread, even for a watched oid.
+        let alo = REJECTED.replace(r#""oid":8"#, r#""oid":41"#);
+        assert_eq!(tapped(&[&alo], &[41]), (Some(1), Vec::new()));
+        assert!(never_a_trigger(b"badAloPxRejected\",\"order\""));
+        assert!(!never_a_trigger(b"badAloPxRejectedX\""));
         // A spot trigger is none of the tracker's business.
         let spot = placed.replace(r#""coin":"BTC""#, r#""coin":"@107""#);
         assert_eq!(tapped(&[&spot], &[]).1, []);

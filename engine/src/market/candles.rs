@@ -494,6 +494,9 @@ pub struct CandleUpdate {
 struct Series {
     live: Option<Candle>,
     floor: i64,
+    /// The fold count of the block that last changed it (listed once per
+    /// block in `changed`).
+    changed_at: u64,
 }
 
 /// Shared state: the live candle of every (coin, interval) with trades, and
@@ -501,13 +504,16 @@ struct Series {
 #[derive(Debug, Clone)]
 pub struct CandlesView {
     intervals: Vec<Interval>,
-    series: BTreeMap<(String, Interval), Series>,
+    /// Per coin, one series per tracked interval (in `intervals` order).
+    series: BTreeMap<String, Vec<Series>>,
     /// Live candles by next open, to close them as block time passes.
     closing: BTreeSet<(i64, String, Interval)>,
     closed: Vec<Candle>,
     changed: BTreeSet<(String, Interval)>,
     block_number: u64,
     time: i64,
+    /// Blocks folded, from 1 (the stamp of `Series::changed_at`).
+    folds: u64,
     late_trades: u64,
     errors: Vec<CandleError>,
 }
@@ -515,6 +521,73 @@ pub struct CandlesView {
 impl Default for CandlesView {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// What folding one trade into one series may touch besides the series.
+struct Block<'v> {
+    number: u64,
+    time: i64,
+    fold: u64,
+    closing: &'v mut BTreeSet<(i64, String, Interval)>,
+    closed: &'v mut Vec<Candle>,
+    changed: &'v mut BTreeSet<(String, Interval)>,
+    late_trades: &'v mut u64,
+    errors: &'v mut Vec<CandleError>,
+}
+
+impl Block<'_> {
+    fn mark_changed(&mut self, series: &mut Series, coin: &str, interval: Interval) {
+        if series.changed_at != self.fold {
+            series.changed_at = self.fold;
+            self.changed.insert((coin.to_owned(), interval));
+        }
+    }
+
+    fn fold_trade(&mut self, series: &mut Series, trade: &Trade, interval: Interval) {
+        let open_time = interval.bucket_open(trade.time);
+        if open_time < series.floor {
+            *self.late_trades += 1;
+            return;
+        }
+        if let Some(live) = series.live.as_mut() {
+            if open_time == live.open_time {
+                if live.add(trade, self.number, self.time).is_some() {
+                    self.mark_changed(series, &trade.coin, interval);
+                } else {
+                    self.errors.push(CandleError::Overflow {
+                        coin: trade.coin.clone(),
+                        interval,
+                        block: self.number,
+                    });
+                }
+                return;
+            }
+            if open_time < live.open_time {
+                *self.late_trades += 1;
+                return;
+            }
+            let next_open = live.next_open;
+            self.closing
+                .remove(&(next_open, trade.coin.clone(), interval));
+            self.close(series, &trade.coin, interval);
+        }
+        let candle = Candle::start(trade, interval, open_time, self.number, self.time);
+        self.closing
+            .insert((candle.next_open, trade.coin.clone(), interval));
+        series.live = Some(candle);
+        self.mark_changed(series, &trade.coin, interval);
+    }
+
+    fn close(&mut self, series: &mut Series, coin: &str, interval: Interval) {
+        if let Some(candle) = series.live.take() {
+            series.floor = candle.next_open;
+            if series.changed_at == self.fold {
+                series.changed_at = 0;
+                self.changed.remove(&(coin.to_owned(), interval));
+            }
+            self.closed.push(candle);
+        }
     }
 }
 
@@ -537,6 +610,7 @@ impl CandlesView {
             changed: BTreeSet::new(),
             block_number: 0,
             time: 0,
+            folds: 0,
             late_trades: 0,
             errors: Vec::new(),
         }
@@ -561,68 +635,52 @@ impl CandlesView {
         self.errors.clear();
         self.block_number = block_number;
         self.time = time;
+        self.folds += 1;
+        let mut block = Block {
+            number: block_number,
+            time,
+            fold: self.folds,
+            closing: &mut self.closing,
+            closed: &mut self.closed,
+            changed: &mut self.changed,
+            late_trades: &mut self.late_trades,
+            errors: &mut self.errors,
+        };
         for trade in trades {
-            for index in 0..self.intervals.len() {
-                let interval = self.intervals[index];
-                self.fold_trade(trade, interval);
+            let tracked = self.intervals.len();
+            let list = if let Some(list) = self.series.get_mut(trade.coin.as_str()) {
+                list
+            } else {
+                self.series
+                    .entry(trade.coin.clone())
+                    .or_insert_with(|| vec![Series::default(); tracked])
+            };
+            for (series, &interval) in list.iter_mut().zip(&self.intervals) {
+                block.fold_trade(series, trade, interval);
             }
         }
-        while let Some(first) = self.closing.first() {
+        while let Some(first) = block.closing.first() {
             if first.0 > time {
                 break;
             }
-            if let Some((_, coin, interval)) = self.closing.pop_first() {
-                self.close(&(coin, interval));
+            let Some((_, coin, interval)) = block.closing.pop_first() else {
+                break;
+            };
+            let at = self.intervals.binary_search(&interval).ok();
+            if let Some(series) = self
+                .series
+                .get_mut(coin.as_str())
+                .and_then(|list| at.and_then(|at| list.get_mut(at)))
+            {
+                block.close(series, &coin, interval);
             }
         }
     }
 
-    fn fold_trade(&mut self, trade: &Trade, interval: Interval) {
-        let open_time = interval.bucket_open(trade.time);
-        let key = (trade.coin.clone(), interval);
-        let series = self.series.entry(key.clone()).or_default();
-        if open_time < series.floor {
-            self.late_trades += 1;
-            return;
-        }
-        if let Some(live) = series.live.as_mut() {
-            if open_time == live.open_time {
-                if live.add(trade, self.block_number, self.time).is_some() {
-                    self.changed.insert(key);
-                } else {
-                    self.errors.push(CandleError::Overflow {
-                        coin: key.0,
-                        interval,
-                        block: self.block_number,
-                    });
-                }
-                return;
-            }
-            if open_time < live.open_time {
-                self.late_trades += 1;
-                return;
-            }
-            let next_open = live.next_open;
-            self.closing.remove(&(next_open, key.0.clone(), interval));
-            self.close(&key);
-        }
-        let candle = Candle::start(trade, interval, open_time, self.block_number, self.time);
-        self.closing
-            .insert((candle.next_open, key.0.clone(), interval));
-        if let Some(series) = self.series.get_mut(&key) {
-            series.live = Some(candle);
-        }
-        self.changed.insert(key);
-    }
-
-    fn close(&mut self, key: &(String, Interval)) {
-        if let Some(series) = self.series.get_mut(key)
-            && let Some(candle) = series.live.take()
-        {
-            series.floor = candle.next_open;
-            self.changed.remove(key);
-            self.closed.push(candle);
-        }
+    /// The series of `(coin, interval)`, if it has seen a trade.
+    fn series(&self, coin: &str, interval: Interval) -> Option<&Series> {
+        let at = self.intervals.binary_search(&interval).ok()?;
+        self.series.get(coin)?.get(at)
     }
 
     /// The last folded block: `(block_number, time)`.
@@ -637,15 +695,14 @@ impl CandlesView {
 
     /// The live candle of `(coin, interval)`, if its bucket has trades.
     pub fn live(&self, coin: &str, interval: Interval) -> Option<&Candle> {
-        self.series
-            .get(&(coin.to_owned(), interval))
-            .and_then(|series| series.live.as_ref())
+        self.series(coin, interval)?.live.as_ref()
     }
 
     /// Every live candle, by (coin, interval).
     pub fn live_candles(&self) -> impl Iterator<Item = &Candle> {
         self.series
             .values()
+            .flatten()
             .filter_map(|series| series.live.as_ref())
     }
 
@@ -664,7 +721,10 @@ impl CandlesView {
 
     /// Whether the last block changed the live candle of `(coin, interval)`.
     pub fn was_changed(&self, coin: &str, interval: Interval) -> bool {
-        self.changed.contains(&(coin.to_owned(), interval))
+        self.folds > 0
+            && self
+                .series(coin, interval)
+                .is_some_and(|series| series.changed_at == self.folds)
     }
 
     /// Trades ignored because their bucket had already closed.

@@ -204,6 +204,10 @@ pub struct TpslView {
     /// plain orders) are about no tracked order and are passed over without
     /// building a key.
     oids: HashMap<u64, u32, foldhash::fast::RandomState>,
+    /// The highest oid ever tracked. The node numbers orders in placement
+    /// order, so most statuses asked about (rejections of orders just
+    /// placed) carry a higher oid and are answered without a lookup.
+    max_oid: u64,
     positions: Positions,
     diffs: Vec<TpslOrderDiff>,
     position_issues: Vec<PositionIssue>,
@@ -245,7 +249,7 @@ impl TpslView {
     /// fold's trigger watch hands over exactly those, see
     /// [`crate::fold::FoldWants::triggers`]).
     pub fn tracks(&self, oid: u64) -> bool {
-        self.oids.contains_key(&oid)
+        oid <= self.max_oid && self.oids.contains_key(&oid)
     }
 
     /// Folds one block given as its fills and the statuses that matter (any
@@ -321,6 +325,7 @@ impl TpslView {
                     self.diffs.push(tracked.diff(TpslDiffType::Add, None));
                     self.orders.insert(key, tracked);
                     *self.oids.entry(order.oid).or_default() += 1;
+                    self.max_oid = self.max_oid.max(order.oid);
                 }
             }
         } else if let Some(removed) = self.orders.remove(&key) {
