@@ -15,6 +15,7 @@ mod server {
     pub mod access_support;
     mod candles;
     mod cli;
+    mod docs;
     mod endpoints;
     mod gateway;
     pub mod harness;
