@@ -194,6 +194,13 @@ impl Aligner {
         self
     }
 
+    /// Waits for `source` from now on (a stream whose files appeared).
+    pub fn activate(&mut self, source: Source) {
+        if let Some(i) = slot(source) {
+            self.active[i] = true;
+        }
+    }
+
     /// Sets the batching mode (known once the node's directories are).
     pub fn set_mode(&mut self, mode: AlignMode) {
         self.mode = mode;

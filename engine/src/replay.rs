@@ -7,10 +7,12 @@
 //! byte-identical output, and the same frames a server streams for the same
 //! blocks.
 //!
-//! The subscriptions open at the first folded block: their opening frame(s)
-//! show the state after that block (a live-only view, trades or fills,
-//! prints that block's frames instead), then every later block adds its
-//! frames. The market folds only what the view reads ([`Market::needs`]).
+//! The subscriptions open at the first folded block (with `--from-block`,
+//! the first block at or after it: the blocks from the starting snapshot up
+//! to it are folded without printing, so the books are whole): their opening
+//! frame(s) show the state after that block (a live-only view, trades or
+//! fills, prints that block's frames instead), then every later block adds
+//! its frames. The market folds only what the view reads ([`Market::needs`]).
 //! When a newer node snapshot lies within the replayed range, the folded
 //! books are compared with it at its height and diverged coins are reset
 //! (and re-sent as snapshots by the views that do so). A request outside its
@@ -83,9 +85,11 @@ pub struct ReplayOptions {
     pub data_dir: PathBuf,
     /// Explicit starting snapshot; else the latest one before the start.
     pub snapshot: Option<PathBuf>,
-    /// First block to fold (inclusive).
+    /// First block to print frames for (inclusive). The fold starts at the
+    /// starting snapshot (the newest one below this block), so the books
+    /// are whole when printing starts.
     pub from_block: Option<u64>,
-    /// Last block to fold (inclusive).
+    /// Last block to fold and print (inclusive).
     pub to_block: Option<u64>,
     /// The view to print.
     pub view: ViewKind,
@@ -125,12 +129,14 @@ pub struct ReplayProgress {
 pub struct ReplaySummary {
     /// The starting snapshot's height, if one was loaded.
     pub snapshot_height: Option<u64>,
-    /// First and last folded block.
+    /// First block printed (the subscriptions opened at it).
     pub first_block: Option<u64>,
-    /// Last folded block.
+    /// Last block folded and printed.
     pub last_block: Option<u64>,
-    /// Blocks folded.
+    /// Blocks folded and printed.
     pub blocks: u64,
+    /// Blocks folded before `--from-block`, without printing.
+    pub warmup_blocks: u64,
     /// Blocks skipped (at or below the folded height).
     pub skipped_blocks: u64,
     /// Events in folded blocks.
@@ -170,8 +176,9 @@ impl fmt::Display for ReplaySummary {
         let unknown: u64 = self.unknown_ids.values().map(UnknownIds::total).sum();
         write!(
             f,
-            "replay: {} blocks ({} skipped), {} events, {} frames, {} unknown ids, {} decode errors, {} gaps, {} resets, {:.1} MB in {:.3} s ({:.1} MB/s)",
+            "replay: {} blocks ({} folded before --from-block, {} skipped), {} events, {} frames, {} unknown ids, {} decode errors, {} gaps, {} resets, {:.1} MB in {:.3} s ({:.1} MB/s)",
             self.blocks,
+            self.warmup_blocks,
             self.skipped_blocks,
             self.events,
             self.frames,
@@ -272,10 +279,7 @@ pub fn run(
         Some(snapshot) => Market::from_snapshot(snapshot, needs),
         None => Market::new(needs),
     };
-    let start = opts
-        .from_block
-        .unwrap_or(0)
-        .max(snapshot_height.map_or(0, |h| h + 1));
+    let start = snapshot_height.map_or(0, |h| h + 1);
     let mut source = BlockSource::new(
         feeds,
         SourceOptions {
@@ -284,6 +288,7 @@ pub fn run(
         },
     )?;
     let mut run = Run {
+        from_block: opts.from_block.unwrap_or(0),
         keys,
         subscribers: Vec::new(),
         sink: FrameSink { out, frames: 0 },
@@ -292,6 +297,7 @@ pub fn run(
             first_block: None,
             last_block: None,
             blocks: 0,
+            warmup_blocks: 0,
             skipped_blocks: 0,
             events: 0,
             frames: 0,
@@ -344,6 +350,8 @@ pub fn run(
 
 /// One replay in progress.
 struct Run<'a> {
+    /// Blocks below this are folded without printing.
+    from_block: u64,
     keys: Vec<Key>,
     subscribers: Vec<Subscriber>,
     sink: FrameSink<'a>,
@@ -359,20 +367,25 @@ impl Run<'_> {
             summary.skipped_blocks += 1;
             return Ok(());
         }
-        summary.blocks += 1;
         summary.events += report.events as u64;
         summary.decode_errors += report.decode_errors.len() as u64;
         summary.gaps += u64::from(report.gap.is_some());
-        if summary.first_block.is_none() {
+        if block.number < self.from_block {
+            summary.warmup_blocks += 1;
+        } else if summary.first_block.is_none() {
+            summary.blocks += 1;
             summary.first_block = Some(block.number);
             self.open(market)?;
         } else {
+            summary.blocks += 1;
             for subscriber in &mut self.subscribers {
                 let frames = subscriber.producer.on_block(market);
                 subscriber.write(frames, &mut self.sink)?;
             }
         }
-        self.summary.last_block = Some(block.number);
+        if block.number >= self.from_block {
+            self.summary.last_block = Some(block.number);
+        }
         if market.needs().books {
             let resets = self.later.check(block.number, market)?;
             self.summary.resets.extend(resets);

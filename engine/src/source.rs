@@ -104,7 +104,10 @@ impl BlockSource {
         let first = options
             .fills_from
             .map_or(options.from_block, |_| options.from_block.min(1));
-        let mut aligner = Aligner::new(AlignMode::ByBlock, &sources, options.grace_ms);
+        // A stream is waited for once its feed has files (see
+        // `join_new_feeds`): a node that writes no TWAP statuses, or a
+        // capture of fills alone, holds no block up.
+        let mut aligner = Aligner::new(AlignMode::ByBlock, &[], options.grace_ms);
         if let Some(before) = first.checked_sub(1) {
             aligner = aligner.starting_after(before);
         }
@@ -298,6 +301,7 @@ impl BlockSource {
                 _ => Start::BlockNumber(self.options.from_block),
             };
             input.cursor = Some(input.feed.seek(start)?);
+            self.aligner.activate(input.source);
             joined = true;
         }
         Ok(joined)

@@ -23,6 +23,8 @@ mod hub;
 mod replay;
 #[path = "engine/simulator_truth.rs"]
 mod simulator_truth;
+#[path = "engine/source.rs"]
+mod source;
 #[path = "engine/tpsl.rs"]
 mod tpsl;
 #[path = "engine/trades.rs"]

@@ -94,6 +94,37 @@ fn block_range_limits_the_fold() {
     assert_eq!(first["bids"].as_array().unwrap().len(), 20);
 }
 
+/// Regression: `--from-block` used to start the fold there, skipping the
+/// blocks between the starting snapshot and it (books then lacked their
+/// orders and diffs referenced unknown ids).
+#[test]
+fn from_block_folds_from_the_snapshot_so_the_books_are_whole() {
+    let full_depth = |opts: &mut ReplayOptions| {
+        opts.selection.n_levels = Some(0);
+        opts.to_block = Some(985_148_200);
+    };
+    let mut whole = btc(ViewKind::L2Book);
+    full_depth(&mut whole);
+    let (whole_out, _) = replay(&whole).unwrap();
+    let mut late = btc(ViewKind::L2Book);
+    full_depth(&mut late);
+    late.from_block = Some(985_148_200);
+    let (late_out, summary) = replay(&late).unwrap();
+    assert!(summary.unknown_ids.is_empty(), "{summary}");
+    assert_eq!(summary.warmup_blocks, 18);
+    assert_eq!(summary.first_block, Some(985_148_200));
+    // The state after block 985148200, whether printed all along or only
+    // from it.
+    let last = |out: &[u8]| -> serde_json::Value {
+        let line = out.split(|&b| b == b'\n').rfind(|l| !l.is_empty()).unwrap();
+        serde_json::from_slice(line).unwrap()
+    };
+    let (a, b) = (last(&whole_out), last(&late_out));
+    assert_eq!(a["block_number"], 985_148_200);
+    assert_eq!(a["bids"], b["bids"]);
+    assert_eq!(a["asks"], b["asks"]);
+}
+
 #[test]
 fn l4book_diff_frames_carry_the_node_bytes() {
     let (out, summary) = replay(&btc(ViewKind::L4Book)).unwrap();

@@ -1,0 +1,53 @@
+//! The block source over files on disk: streams without files hold no
+//! block up.
+
+use std::path::Path;
+
+use engine::source::{BlockSource, SourceOptions};
+use feeds::{Feed, Source};
+
+fn line(block: u64) -> String {
+    format!(
+        r#"{{"local_time":"2026-01-01T00:00:01","block_time":"2026-01-01T00:00:0{}","block_number":{block},"events":[]}}"#,
+        block % 10
+    ) + "\n"
+}
+
+fn write_fills(dir: &Path, blocks: std::ops::RangeInclusive<u64>) {
+    let hour = dir.join("hl/data/node_fills_by_block/hourly/20260101/0");
+    std::fs::create_dir_all(hour.parent().unwrap()).unwrap();
+    let text: String = blocks.map(line).collect();
+    std::fs::write(hour, text).unwrap();
+}
+
+#[test]
+fn a_capture_of_fills_alone_completes_blocks_without_waiting_for_other_streams() {
+    let dir = tempfile::tempdir().unwrap();
+    write_fills(dir.path(), 1..=3);
+    let feeds: Vec<Feed> = Source::EVENT_STREAMS
+        .iter()
+        .map(|&source| Feed::open(dir.path(), source).unwrap())
+        .collect();
+    let mut source = BlockSource::new(
+        feeds,
+        SourceOptions {
+            grace_ms: 60_000,
+            ..SourceOptions::from_block(0)
+        },
+    )
+    .unwrap();
+    assert!(source.reads(Source::Fills));
+    assert!(!source.reads(Source::OrderStatuses));
+    assert_eq!(source.read(0).unwrap(), 3);
+    // By-block: a block is complete once every stream with files delivered
+    // it; the statuses, diffs, misc events and TWAP statuses have none.
+    let popped: Vec<u64> = std::iter::from_fn(|| source.pop(0))
+        .map(|b| b.number)
+        .collect();
+    assert_eq!(popped, [1, 2, 3]);
+    assert_eq!(
+        source.deadline_ms(),
+        None,
+        "nothing waits for a grace timeout"
+    );
+}
