@@ -18,9 +18,10 @@ pub struct Cli {
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Serve the raw feed (and later market streams and HTTP) from a node's
-    /// data directory; with no data directory, run the built-in simulator and
-    /// serve its output (demo mode).
+    /// Serve a node's data directory: the raw feed and market streams over
+    /// gRPC, candle and Info lookups, the node gateway, health and metrics
+    /// over HTTP; with no data directory, run the built-in simulator and serve
+    /// its output (demo mode).
     Serve(Box<ServeCommand>),
     /// Manage API keys.
     Keys(KeysArgs),

@@ -77,6 +77,7 @@ pub struct ServeArgs {
 
     /// Demo mode: simulator scale as a fraction of mainnet. Default 0.05.
     #[arg(long, env = "L1GATE_DEMO_SCALE", value_name = "X")]
+    #[serde(default, deserialize_with = "number_or_text")]
     pub demo_scale: Option<String>,
 
     /// Default request rate per account (HTTP requests and unary gRPC calls
@@ -511,6 +512,25 @@ fn resolve_access(
     })
 }
 
+/// A setting given as a number or as text in the config file (`0.05` or
+/// `"0.05"`), kept as text for the same checks as the flag's.
+fn number_or_text<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Value {
+        Number(f64),
+        Text(String),
+    }
+    Ok(
+        Option::<Value>::deserialize(deserializer)?.map(|value| match value {
+            Value::Number(number) => number.to_string(),
+            Value::Text(text) => text,
+        }),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -530,6 +550,16 @@ mod tests {
         assert_eq!(settings.raw_feed.idle_timeout, Duration::from_millis(500));
         assert_eq!(settings.raw_feed.max_replays, 5);
         assert_eq!(settings.http_addr.to_string(), DEFAULT_HTTP_ADDR);
+    }
+
+    #[test]
+    fn the_demo_scale_is_a_number_or_text_in_the_config_file() {
+        for text in ["demo_scale = 0.25", "demo_scale = \"0.25\""] {
+            let file: ServeArgs = toml::from_str(text).unwrap();
+            assert!((file.resolve().unwrap().demo_scale - 0.25).abs() < 1e-12, "{text}");
+        }
+        let file: ServeArgs = toml::from_str("demo_scale = 0").unwrap();
+        assert!(file.resolve().is_err(), "out of range");
     }
 
     #[test]

@@ -161,7 +161,7 @@ impl Metrics {
             ),
             (
                 "l1gate_key_stream_bytes_total",
-                "Raw-feed record bytes sent on streams per key id.",
+                "Bytes sent on streams per key id (raw-feed records and market frames).",
                 |u| &u.stream_bytes,
             ),
         ];

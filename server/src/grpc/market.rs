@@ -6,8 +6,9 @@
 //! Lagging (see [`engine::hub`]): when a subscriber falls a whole ring
 //! behind, an incremental view (trades, fills family, L2 diff, L4 book, L4
 //! order updates, TP/SL) ends with `ABORTED`; a snapshot view (L2 book, BBO,
-//! all mids) re-opens at the engine thread, sends the current state and
-//! carries on from there, so the newest state supersedes what was dropped.
+//! candle, all mids) re-opens at the engine thread, sends the current state
+//! and carries on from there, so the newest state supersedes what was
+//! dropped. Each view says which it is ([`engine::views::OnLag`]).
 //!
 //! Encode once: frames are built once per key and encoded once, by the
 //! first subscriber that sends them; every stream writes the same shared
