@@ -174,6 +174,8 @@ pub struct Selection {
     pub users: Vec<String>,
     /// Builder address (builder fills).
     pub builder: Option<String>,
+    /// Liquidation fills (of the liquidated `users`, if any).
+    pub liquidations: bool,
     /// L2 levels per side (0 = full depth).
     pub n_levels: Option<u32>,
     /// L2 significant figures.

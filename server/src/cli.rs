@@ -80,8 +80,11 @@ pub struct ReplayCommand {
     #[arg(long, value_delimiter = ',', value_name = "ADDRESS")]
     pub users: Vec<String>,
     /// Builder address (fills view).
-    #[arg(long, value_name = "ADDRESS")]
+    #[arg(long, value_name = "ADDRESS", conflicts_with = "liquidations")]
     pub builder: Option<String>,
+    /// Liquidation fills (fills view), of the liquidated `--users` if any.
+    #[arg(long)]
+    pub liquidations: bool,
     /// L2 levels per side (default 20; 0 = full depth).
     #[arg(long, value_name = "N")]
     pub n_levels: Option<u32>,

@@ -311,6 +311,7 @@ fn run_replay(command: ReplayCommand) -> anyhow::Result<()> {
     options.selection.coins = command.coins;
     options.selection.users = command.users;
     options.selection.builder = command.builder;
+    options.selection.liquidations = command.liquidations;
     options.selection.n_levels = command.n_levels;
     options.selection.n_sig_figs = command.n_sig_figs;
     options.selection.mantissa = command.mantissa;

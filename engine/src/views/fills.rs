@@ -29,7 +29,7 @@ use serde::Serialize;
 use crate::market::fills::Fill;
 use crate::market::{Market, Needs};
 use crate::views::numbering::{Numbering, Numbers};
-use crate::views::{OnLag, Selection, View, ViewError, ViewSettings};
+use crate::views::{OnLag, Selection, View, ViewError, ViewSettings, lowercased};
 
 /// `FillsUpdate`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -93,9 +93,9 @@ pub struct FillsKey {
 }
 
 impl FillsKey {
-    /// The key of `l1gate replay`'s selectors: builder fills with a
-    /// builder, else user fills for one user, else all fills, within the
-    /// coins.
+    /// The key of `l1gate replay`'s selectors without `--liquidations`:
+    /// builder fills with a builder, else user fills for one user, else all
+    /// fills, within the coins.
     ///
     /// # Errors
     /// [`ViewError::MissingBuilder`] / [`ViewError::MissingUser`] for an
@@ -151,6 +151,12 @@ impl View for FillsSubscription {
     const LIVE_ONLY: bool = true;
 
     fn keys(selection: &Selection) -> Result<Vec<FillsKey>, ViewError> {
+        if selection.liquidations {
+            return Ok(vec![FillsKey {
+                filter: FillsFilter::Liquidations(lowercased(&selection.users)),
+                coins: selection.coins.iter().cloned().collect(),
+            }]);
+        }
         Ok(vec![FillsKey::from_selectors(
             &selection.users,
             selection.builder.as_deref(),
@@ -236,6 +242,23 @@ mod tests {
         assert_eq!(
             FillsKey::from_selectors(&two, None, &coins),
             Err(ViewError::UserCount { count: 2 })
+        );
+    }
+
+    #[test]
+    fn the_liquidations_selector_takes_the_users_as_liquidated_users() {
+        let selection = Selection {
+            liquidations: true,
+            users: vec!["0xDEAD".to_owned()],
+            coins: vec!["ETH".to_owned()],
+            ..Selection::default()
+        };
+        assert_eq!(
+            FillsSubscription::keys(&selection).unwrap(),
+            [FillsKey {
+                filter: FillsFilter::Liquidations(["0xdead".to_owned()].into()),
+                coins: ["ETH".to_owned()].into(),
+            }]
         );
     }
 
