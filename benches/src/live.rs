@@ -1,12 +1,13 @@
-//! Pieces shared by the live harnesses (`fanout`, `latency`): a node directory the simulator
-//! appends to block by block at a chosen pace, remembering the instant each block was
-//! appended; the `l1gate` server run in a child process (the harness binary re-executed with
-//! [`SERVE_FLAG`]), so that server and clients do not share one runtime or one RSS; and the
-//! latency summaries the harnesses print.
+//! Pieces shared by the live harnesses (`fanout`, `latency`, `engine_cpu`): a node directory
+//! the simulator appends to block by block at a chosen pace (which can be paused), remembering
+//! the instant each block was appended; the `l1gate` server run in a child process (the harness
+//! binary re-executed with [`SERVE_FLAG`]), so that server and clients do not share one
+//! runtime, one RSS or one CPU account, and which answers the height of its market engine on
+//! request; and the latency summaries the harnesses print.
 
-use std::io::{BufRead as _, BufReader, Read as _};
+use std::io::{BufRead as _, BufReader, Write as _};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
@@ -21,12 +22,16 @@ use tonic::transport::{Channel, Endpoint};
 /// First argument that makes a harness binary run as the server child (see [`serve_child`]).
 pub const SERVE_FLAG: &str = "--serve-child";
 
-/// When each block was fully appended to the node files, as nanoseconds since a base instant
-/// shared by the writer and the clients of one process.
+/// When the writer started appending each block and when the block was fully appended to the
+/// node files, as nanoseconds since a base instant shared by the writer and the clients of one
+/// process. The writer appends a block's lines in [`fixtures::WRITE_ORDER`] (fills first), so
+/// the start is when its first line (fills) went out and the end when its last one did.
 #[derive(Debug)]
 pub struct AppendLog {
     base: Instant,
     first: u64,
+    /// Slot `n - first`: nanoseconds since `base` + 1 when the writer began block `n`, 0 before.
+    started: Box<[AtomicU64]>,
     /// Slot `n - first`: nanoseconds since `base` + 1 when block `n` was appended, 0 before.
     appended: Box<[AtomicU64]>,
 }
@@ -36,28 +41,50 @@ impl AppendLog {
         Self {
             base: Instant::now(),
             first,
+            started: (0..blocks).map(|_| AtomicU64::new(0)).collect(),
             appended: (0..blocks).map(|_| AtomicU64::new(0)).collect(),
         }
     }
 
-    fn record(&self, block: u64, at: Instant) {
-        if let Some(slot) = block
-            .checked_sub(self.first)
-            .and_then(|i| self.appended.get(usize::try_from(i).ok()?))
-        {
+    fn slot<'a>(&self, slots: &'a [AtomicU64], block: u64) -> Option<&'a AtomicU64> {
+        slots.get(usize::try_from(block.checked_sub(self.first)?).ok()?)
+    }
+
+    fn store(&self, slots: &[AtomicU64], block: u64, at: Instant) {
+        if let Some(slot) = self.slot(slots, block) {
             let ns = u64::try_from(at.duration_since(self.base).as_nanos()).unwrap_or(u64::MAX);
             slot.store(ns.saturating_add(1), Ordering::Release);
         }
     }
 
-    /// Time from the append of `block` to `now`, if the block was appended by this writer.
+    fn since(&self, slots: &[AtomicU64], block: u64, now: Instant) -> Option<Duration> {
+        let ns = self
+            .slot(slots, block)?
+            .load(Ordering::Acquire)
+            .checked_sub(1)?;
+        Some(now.saturating_duration_since(self.base + Duration::from_nanos(ns)))
+    }
+
+    /// Notes that the writer begins `block` now (before its first line is written).
+    fn record_start(&self, block: u64, at: Instant) {
+        self.store(&self.started, block, at);
+    }
+
+    /// Notes that `block`'s last line was written (at the writer's next look at the clock).
+    fn record(&self, block: u64, at: Instant) {
+        self.store(&self.appended, block, at);
+    }
+
+    /// Time from the append of `block` (its last line) to `now`, if the block was appended by
+    /// this writer.
     pub fn since_append(&self, block: u64, now: Instant) -> Option<Duration> {
-        let slot = self
-            .appended
-            .get(usize::try_from(block.checked_sub(self.first)?).ok()?)?;
-        let ns = slot.load(Ordering::Acquire).checked_sub(1)?;
-        let appended = self.base + Duration::from_nanos(ns);
-        Some(now.saturating_duration_since(appended))
+        self.since(&self.appended, block, now)
+    }
+
+    /// Time from the start of `block`'s append (its first line, fills) to `now`, if the writer
+    /// began it.
+    pub fn since_start(&self, block: u64, now: Instant) -> Option<Duration> {
+        self.since(&self.started, block, now)
     }
 }
 
@@ -70,8 +97,14 @@ pub struct LiveNode {
     pub log: Arc<AppendLog>,
     /// The simulator's universe (coin names, activity shares).
     pub universe: Arc<fixtures::Universe>,
+    /// The starting L4 snapshot file.
+    pub snapshot: PathBuf,
     speedup_milli: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
+    /// Set by [`LiveNode::pause`]: the writer holds before its next block.
+    pause: Arc<AtomicBool>,
+    /// Set by the writer while it holds.
+    holding: Arc<AtomicBool>,
     writer: Option<JoinHandle<anyhow::Result<u64>>>,
 }
 
@@ -88,7 +121,8 @@ impl LiveNode {
         let dir = tempfile::tempdir()?;
         let mut sim = Simulator::new(cfg);
         let universe = Arc::clone(sim.universe());
-        write_snapshot_file(dir.path(), &sim).context("write the starting snapshot")?;
+        let (snapshot, _) =
+            write_snapshot_file(dir.path(), &sim).context("write the starting snapshot")?;
         let mut writer = NodeWriter::create_with(
             dir.path(),
             OutputMode::ByBlock,
@@ -107,11 +141,15 @@ impl LiveNode {
         ));
         let speedup_milli = Arc::new(AtomicU64::new(milli(speedup)));
         let stop = Arc::new(AtomicBool::new(false));
+        let pause = Arc::new(AtomicBool::new(false));
+        let holding = Arc::new(AtomicBool::new(false));
         let handle = {
-            let (log, speedup_milli, stop) = (
+            let (log, speedup_milli, stop, pause, holding) = (
                 Arc::clone(&log),
                 Arc::clone(&speedup_milli),
                 Arc::clone(&stop),
+                Arc::clone(&pause),
+                Arc::clone(&holding),
             );
             std::thread::Builder::new()
                 .name("node-writer".into())
@@ -120,6 +158,16 @@ impl LiveNode {
                     let mut last_time = sim.block_time_ns();
                     let mut due = Instant::now();
                     while written < max_blocks && !stop.load(Ordering::Relaxed) {
+                        if pause.load(Ordering::Acquire) {
+                            holding.store(true, Ordering::Release);
+                            while pause.load(Ordering::Acquire) && !stop.load(Ordering::Relaxed) {
+                                std::thread::sleep(Duration::from_millis(5));
+                            }
+                            holding.store(false, Ordering::Release);
+                            // Resume at the current pace from now, not with a burst.
+                            due = Instant::now();
+                            continue;
+                        }
                         let block = sim.next_block();
                         let gap = u64::try_from(block.block_time_ns - last_time).unwrap_or(0);
                         last_time = block.block_time_ns;
@@ -132,6 +180,7 @@ impl LiveNode {
                             // Fell far behind (a stall, or the rate changed): pace from now.
                             due = now;
                         }
+                        log.record_start(block.number, Instant::now());
                         writer.write_block(&block)?;
                         log.record(block.number, Instant::now());
                         written += 1;
@@ -144,10 +193,29 @@ impl LiveNode {
             dir,
             log,
             universe,
+            snapshot,
             speedup_milli,
             stop,
+            pause,
+            holding,
             writer: Some(handle),
         })
+    }
+
+    /// Stops appending before the next block and returns once the writer holds (every block
+    /// it wrote is complete in the files), or once it has finished.
+    pub fn pause(&self) {
+        self.pause.store(true, Ordering::Release);
+        while !self.holding.load(Ordering::Acquire)
+            && self.writer.as_ref().is_some_and(|w| !w.is_finished())
+        {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Appends again at the current pace.
+    pub fn resume(&self) {
+        self.pause.store(false, Ordering::Release);
     }
 
     /// The data directory to serve.
@@ -198,8 +266,9 @@ fn milli(speedup: f64) -> u64 {
 /// Server settings a harness varies.
 #[derive(Debug, Clone)]
 pub struct ServerOptions {
-    /// `poll_interval_ms`.
-    pub poll_ms: u64,
+    /// `poll_interval_ms` (the backup poll of the file watcher); `None` = the server's
+    /// default.
+    pub poll_ms: Option<u64>,
     /// `market_ring_capacity`.
     pub ring: usize,
 }
@@ -209,6 +278,8 @@ pub struct ServerOptions {
 #[derive(Debug)]
 pub struct ServerProcess {
     child: Child,
+    /// The child's answers (after its `ready` line).
+    replies: BufReader<ChildStdout>,
     /// Bound gRPC address.
     pub addr: std::net::SocketAddr,
     /// The API key provisioned for the harness.
@@ -228,7 +299,11 @@ impl ServerProcess {
             .arg(SERVE_FLAG)
             .arg(data)
             .arg(&keys_file)
-            .arg(options.poll_ms.to_string())
+            .arg(
+                options
+                    .poll_ms
+                    .map_or_else(|| DEFAULT.to_owned(), |ms| ms.to_string()),
+            )
             .arg(options.ring.to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -236,8 +311,9 @@ impl ServerProcess {
             .spawn()
             .context("start the server child")?;
         let stdout = child.stdout.take().context("server child stdout")?;
+        let mut replies = BufReader::new(stdout);
         let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line)?;
+        replies.read_line(&mut line)?;
         let Some(addr) = line.trim().strip_prefix("ready ") else {
             let _ = child.kill();
             let _ = child.wait();
@@ -246,10 +322,37 @@ impl ServerProcess {
         let addr = addr.parse().context("server child address")?;
         Ok(Self {
             child,
+            replies,
             addr,
             key,
             _keys: keys,
         })
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The last block the server's market engine folded (its `EngineStatus::height`), asked
+    /// of the child over its standard input.
+    pub fn engine_height(&mut self) -> anyhow::Result<u64> {
+        let stdin = self.child.stdin.as_mut().context("server child stdin")?;
+        stdin.write_all(b"height\n")?;
+        stdin.flush()?;
+        // Anything else the child prints on its standard output is skipped.
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if self.replies.read_line(&mut line)? == 0 {
+                bail!("the server child ended before answering");
+            }
+            if let Some(height) = line.trim().strip_prefix("height ") {
+                return height
+                    .parse()
+                    .with_context(|| format!("server child answer {line:?}"));
+            }
+        }
     }
 
     /// The child's resident set size (`VmRSS`), in KiB.
@@ -321,12 +424,21 @@ pub fn vm_rss_kib(status: &str) -> Option<u64> {
         .ok()
 }
 
-/// The server child's main: `SERVE_FLAG DATA KEYS_FILE POLL_MS RING`. Starts the server on
-/// loopback, waits until the market engine has caught up, prints `ready ADDR` and serves until
-/// standard input closes.
+/// The `POLL_MS` argument of [`serve_child`] that leaves `poll_interval_ms` at its default.
+const DEFAULT: &str = "default";
+
+/// The server child's main: `SERVE_FLAG DATA KEYS_FILE POLL_MS RING` (`POLL_MS` = `default`
+/// leaves `poll_interval_ms` unset). Starts the server on loopback, waits until the market
+/// engine has caught up, prints `ready ADDR`, then serves until standard input closes,
+/// answering each `height` line on it with `height N` (the engine's last folded block).
 pub fn serve_child(args: &[String]) -> anyhow::Result<()> {
     let [data, keys_file, poll_ms, ring] = args else {
         bail!("{SERVE_FLAG} takes DATA KEYS_FILE POLL_MS RING, got {args:?}");
+    };
+    let poll_interval_ms = if poll_ms == DEFAULT {
+        None
+    } else {
+        Some(poll_ms.parse().context("POLL_MS")?)
     };
     let state = tempfile::tempdir()?;
     let settings = l1gate::config::ServeArgs {
@@ -334,7 +446,7 @@ pub fn serve_child(args: &[String]) -> anyhow::Result<()> {
         keys_file: Some(PathBuf::from(keys_file)),
         grpc_addr: Some("127.0.0.1:0".parse()?),
         http_addr: Some("127.0.0.1:0".parse()?),
-        poll_interval_ms: Some(poll_ms.parse().context("POLL_MS")?),
+        poll_interval_ms,
         market_ring_capacity: Some(ring.parse().context("RING")?),
         idle_timeout_ms: Some(600_000),
         // Simulated block times lie in the past: no staleness check.
@@ -360,9 +472,15 @@ pub fn serve_child(args: &[String]) -> anyhow::Result<()> {
         std::thread::sleep(Duration::from_millis(20));
     }
     println!("ready {}", running.grpc_addr);
-    // Serve until the parent closes our stdin (or dies).
-    let mut sink = Vec::new();
-    let _ = std::io::stdin().read_to_end(&mut sink);
+    // Serve until the parent closes our stdin (or dies), answering its questions.
+    let mut stdout = std::io::stdout();
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        if line.trim() == "height" {
+            writeln!(stdout, "height {}", running.engine.status().height())?;
+            stdout.flush()?;
+        }
+    }
     drop(running);
     runtime.shutdown_timeout(Duration::from_secs(1));
     Ok(())
@@ -405,12 +523,16 @@ mod tests {
     #[test]
     fn the_append_log_answers_only_for_blocks_it_recorded() {
         let log = AppendLog::new(100, 4);
-        let at = Instant::now();
-        log.record(101, at);
-        log.record(99, at);
-        log.record(104, at);
+        let start = Instant::now();
+        let at = start + Duration::from_millis(1);
+        for block in [101, 99, 104] {
+            log.record_start(block, start);
+            log.record(block, at);
+        }
         let later = at + Duration::from_millis(3);
         assert_eq!(log.since_append(101, later), Some(Duration::from_millis(3)));
+        assert_eq!(log.since_start(101, later), Some(Duration::from_millis(4)));
+        assert_eq!(log.since_start(100, later), None);
         assert_eq!(log.since_append(100, later), None);
         assert_eq!(log.since_append(99, later), None);
         assert_eq!(log.since_append(104, later), None);
@@ -451,3 +573,12 @@ numbered!(
     proto::v3::L4OrderUpdate,
     proto::v3::TradesUpdate
 );
+
+/// A raw feed record: its block number (0 when it has none).
+impl Numbered for proto::v3::Record {
+    fn block(&self) -> u64 {
+        self.block_number
+            .and_then(|n| u64::try_from(n).ok())
+            .unwrap_or(0)
+    }
+}

@@ -556,7 +556,10 @@ mod tests {
     fn the_demo_scale_is_a_number_or_text_in_the_config_file() {
         for text in ["demo_scale = 0.25", "demo_scale = \"0.25\""] {
             let file: ServeArgs = toml::from_str(text).unwrap();
-            assert!((file.resolve().unwrap().demo_scale - 0.25).abs() < 1e-12, "{text}");
+            assert!(
+                (file.resolve().unwrap().demo_scale - 0.25).abs() < 1e-12,
+                "{text}"
+            );
         }
         let file: ServeArgs = toml::from_str("demo_scale = 0").unwrap();
         assert!(file.resolve().is_err(), "out of range");

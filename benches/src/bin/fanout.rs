@@ -471,7 +471,7 @@ fn main() -> anyhow::Result<()> {
     let server = ServerProcess::spawn(
         node.path(),
         &ServerOptions {
-            poll_ms: 5,
+            poll_ms: Some(5),
             ring: args.ring,
         },
     )?;
