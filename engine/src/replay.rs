@@ -236,6 +236,12 @@ impl Subscriber {
 
 /// The feeds a view with `needs` reads.
 fn wanted_feeds(needs: Needs) -> Vec<Source> {
+    if needs.candles {
+        // Candles close on the block clock: a streaming node writes a
+        // fills line only for blocks with fills, so the other streams'
+        // blocks are what move the clock between trades.
+        return Source::EVENT_STREAMS.to_vec();
+    }
     let mut sources = Vec::new();
     if needs.books || needs.tpsl {
         sources.extend([Source::OrderStatuses, Source::RawBookDiffs]);
@@ -260,15 +266,13 @@ pub fn run(
 ) -> Result<ReplaySummary, ReplayError> {
     let started = Instant::now();
     let needs = opts.view.needs();
-    let feeds = Source::EVENT_STREAMS
+    // Only the streams the view folds are read: `--view trades` reads the
+    // fills alone, however large the book diffs beside them are.
+    let feeds = wanted_feeds(needs)
         .into_iter()
         .map(|source| Feed::open(&opts.data_dir, source))
         .collect::<Result<Vec<_>, _>>()?;
-    let wanted = wanted_feeds(needs);
-    if !feeds
-        .iter()
-        .any(|feed| wanted.contains(&feed.source()) && feed.source_dir_name().is_some())
-    {
+    if !feeds.iter().any(|feed| feed.source_dir_name().is_some()) {
         return Err(ReplayError::NoData(opts.data_dir.clone()));
     }
     let keys = opts.view.keys(&opts.selection)?;

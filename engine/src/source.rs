@@ -193,7 +193,7 @@ impl BlockSource {
                     break;
                 }
                 read += 1;
-                self.bytes += record.data.len() as u64;
+                self.bytes += record.data.len() as u64 + 1;
                 self.aligner.push_line(input.source, record.data, now_ms);
             }
         }
@@ -203,7 +203,7 @@ impl BlockSource {
     /// Adds one line as if read from `source` (tests and tools that feed
     /// lines by hand).
     pub fn push_line(&mut self, source: Source, line: Bytes, now_ms: i64) {
-        self.bytes += line.len() as u64;
+        self.bytes += line.len() as u64 + 1;
         self.aligner.push_line(source, line, now_ms);
     }
 
@@ -262,7 +262,8 @@ impl BlockSource {
         Ok(())
     }
 
-    /// Bytes of records read so far.
+    /// Bytes of the files read so far: every record and its `\n` (a feed
+    /// exposes only complete lines).
     pub fn bytes(&self) -> u64 {
         self.bytes
     }

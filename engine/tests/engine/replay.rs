@@ -211,3 +211,36 @@ fn capture_without_snapshot_replays_and_reports_unknown_ids() {
     let printed = summary.to_string();
     assert!(printed.contains("BTC: "), "{printed}");
 }
+
+/// Bytes of the records under `dir` (recursively) for blocks after
+/// `after`, newlines included: what a fold from that snapshot reads.
+fn bytes_after(dir: &Path, after: u64) -> u64 {
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            total += bytes_after(&path, after);
+            continue;
+        }
+        for line in std::fs::read_to_string(&path).unwrap().lines() {
+            let record: serde_json::Value = serde_json::from_str(line).unwrap();
+            if record["block_number"].as_u64().unwrap() > after {
+                total += line.len() as u64 + 1;
+            }
+        }
+    }
+    total
+}
+
+#[test]
+fn views_read_only_the_streams_they_fold() {
+    let data = real("btc-985148182").join("hl/data");
+    let after = 985_148_181;
+    let fills = bytes_after(&data.join("node_fills_by_block"), after);
+    let (_, trades) = replay(&btc(ViewKind::Trades)).unwrap();
+    assert_eq!(trades.bytes, fills, "trades reads the fills alone");
+    let books = bytes_after(&data.join("node_order_statuses_by_block"), after)
+        + bytes_after(&data.join("node_raw_book_diffs_by_block"), after);
+    let (_, bbo) = replay(&btc(ViewKind::Bbo)).unwrap();
+    assert_eq!(bbo.bytes, books, "bbo reads the statuses and book diffs");
+}
