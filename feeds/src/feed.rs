@@ -286,6 +286,13 @@ impl Feed {
         if !set_changed && !grew && old.dir.is_some() {
             return Ok(false);
         }
+        // Only the newest file is appended to; the others let go of their
+        // descriptors (they were re-stat'ed above one last time).
+        if let Some((_, older)) = segments.split_last_mut() {
+            for slot in older.iter_mut().filter(|slot| slot.is_open()) {
+                *slot = Arc::new(slot.sealed());
+            }
+        }
 
         let mut firsts = Vec::with_capacity(segments.len());
         let mut bases = Vec::with_capacity(segments.len());

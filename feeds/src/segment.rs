@@ -1,11 +1,18 @@
 //! One node file as an immutable, memory-mapped view of its complete
-//! newline-terminated prefix, re-mapped as the file grows.
+//! newline-terminated prefix.
 //!
-//! This module holds the crate's only `unsafe` code, in `map_prefix`.
+//! A growing file is tailed without a system call per append beyond one
+//! `fstat`: the file stays open, and its mapping reaches
+//! [`RESERVE_AHEAD`] bytes past its end, so lines the node appends later are
+//! read through the same mapping (pages past the end of a shared file
+//! mapping become readable as the file grows). The file is mapped again only
+//! when its complete prefix outgrows the reservation.
+//!
+//! This module holds the crate's only `unsafe` code, in `map_file`.
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use memmap2::MmapOptions;
@@ -13,9 +20,10 @@ use memmap2::MmapOptions;
 use crate::error::FeedError;
 use crate::layout::SegmentKey;
 
-/// How far back from the end a growth check reads per step while looking for
-/// the last newline.
-const SCAN_CHUNK: u64 = 64 * 1024;
+/// How far past a growing file's end its mapping reaches: the file is
+/// mapped again each time this much more of it is complete. Address space
+/// only: no memory is used for pages nobody reads.
+pub const RESERVE_AHEAD: u64 = 256 * 1024 * 1024;
 
 /// One file's complete lines as they were at the last [`Segment::grow`].
 ///
@@ -24,7 +32,14 @@ const SCAN_CHUNK: u64 = 64 * 1024;
 pub struct Segment {
     key: SegmentKey,
     path: PathBuf,
-    /// The complete prefix: every byte up to and including the last `\n`.
+    /// The file, open from the first growth on (`fstat` instead of a path
+    /// lookup per check).
+    file: Option<Arc<File>>,
+    /// The mapping: the file's bytes as they were checked, and the
+    /// reservation past them. Only `..seen_len` is ever read.
+    map: Bytes,
+    /// The complete prefix: every byte up to and including the last `\n`
+    /// (a slice of `map`).
     data: Bytes,
     /// File length at the last check (may exceed `data.len()` by a partial
     /// line that has no newline yet).
@@ -40,6 +55,8 @@ impl Segment {
         Segment {
             key,
             path,
+            file: None,
+            map: Bytes::new(),
             data: Bytes::new(),
             seen_len: 0,
             line_starts: index_lines.then(Vec::new),
@@ -72,14 +89,35 @@ impl Segment {
         self.line_starts.as_deref()
     }
 
-    /// The file's length now, without reading it.
+    /// Whether the file is held open (it grew at least once and has not
+    /// been [sealed](Segment::sealed)).
+    pub fn is_open(&self) -> bool {
+        self.file.is_some()
+    }
+
+    /// The same view without the open file, for a file the node no longer
+    /// appends to (a newer one exists): a long-running reader holds one
+    /// descriptor per feed, not one per file it ever read. A later
+    /// [`Segment::grow`] opens it again.
+    pub fn sealed(&self) -> Segment {
+        Segment {
+            file: None,
+            ..self.clone()
+        }
+    }
+
+    /// The file's length now, without reading it: `fstat` of the open file,
+    /// or a `stat` of the path before the first growth.
     ///
     /// # Errors
     /// [`FeedError::Io`] when the file cannot be stat'ed.
     pub fn current_len(&self) -> Result<u64, FeedError> {
-        std::fs::metadata(&self.path)
-            .map(|m| m.len())
-            .map_err(|e| FeedError::io("stat", &self.path, &e))
+        match &self.file {
+            Some(file) => file.metadata(),
+            None => std::fs::metadata(&self.path),
+        }
+        .map(|m| m.len())
+        .map_err(|e| FeedError::io("stat", &self.path, &e))
     }
 
     /// A new view including every line completed since this one, or `None`
@@ -91,7 +129,7 @@ impl Segment {
     ///
     /// # Errors
     /// [`FeedError::Truncated`] when the file is shorter than the exposed
-    /// prefix; [`FeedError::Io`] when it cannot be opened, read or mapped.
+    /// prefix; [`FeedError::Io`] when it cannot be opened or mapped.
     pub fn grow(&self, len: u64) -> Result<Option<Segment>, FeedError> {
         let complete = self.complete_len();
         if len < complete {
@@ -104,80 +142,87 @@ impl Segment {
         if len == self.seen_len || len == complete {
             return Ok(None);
         }
-        let file = File::open(&self.path).map_err(|e| FeedError::io("open", &self.path, &e))?;
-        // Bytes in [complete, seen_len) are known to hold no newline.
-        let scan_from = complete.max(self.seen_len.min(len));
-        let new_complete = last_newline_end(&file, &self.path, scan_from, len)?;
-        let mut next = self.clone();
-        next.seen_len = len;
-        let Some(new_complete) = new_complete else {
-            // Only the partial tail grew; remember how far it was scanned.
-            return Ok(Some(next));
+        let file = match &self.file {
+            Some(file) => Arc::clone(file),
+            None => {
+                Arc::new(File::open(&self.path).map_err(|e| FeedError::io("open", &self.path, &e))?)
+            }
         };
-        next.data = map_prefix(&file, new_complete, &self.path)?;
-        if let Some(starts) = &mut next.line_starts {
-            let region = next.data.get(complete as usize..).unwrap_or_default();
-            starts.push(complete);
-            let last = region.len().saturating_sub(1);
-            starts.extend(
-                memchr::memchr_iter(b'\n', &region[..last]).map(|at| complete + at as u64 + 1),
-            );
+        let mut map = self.map.clone();
+        if (map.len() as u64) < len {
+            map = map_file(&file, len.saturating_add(RESERVE_AHEAD), &self.path)?;
         }
+        // Bytes in [complete, seen_len) are known to hold no newline; every
+        // byte below `len` is written and, the file being append-only, final.
+        let scan_from = to_usize(complete.max(self.seen_len.min(len)), &self.path)?;
+        let end = to_usize(len, &self.path)?;
+        let new_complete =
+            memchr::memrchr(b'\n', &map[scan_from..end]).map(|at| scan_from + at + 1);
+        let mut next = self.clone();
+        next.file = Some(file);
+        next.seen_len = len;
+        if let Some(new_complete) = new_complete {
+            next.data = map.slice(..new_complete);
+            if let Some(starts) = &mut next.line_starts {
+                let region = next.data.get(complete as usize..).unwrap_or_default();
+                starts.push(complete);
+                let last = region.len().saturating_sub(1);
+                starts.extend(
+                    memchr::memchr_iter(b'\n', &region[..last]).map(|at| complete + at as u64 + 1),
+                );
+            }
+        }
+        next.map = map;
         Ok(Some(next))
     }
 }
 
-/// Offset just past the last `\n` in `[from, to)` of the file, if any.
-fn last_newline_end(
-    file: &File,
-    path: &Path,
-    from: u64,
-    to: u64,
-) -> Result<Option<u64>, FeedError> {
-    let mut end = to;
-    let mut buf = Vec::new();
-    while end > from {
-        let start = end.saturating_sub(SCAN_CHUNK).max(from);
-        buf.resize((end - start) as usize, 0);
-        file.read_exact_at(&mut buf, start)
-            .map_err(|e| FeedError::io("read", path, &e))?;
-        if let Some(at) = memchr::memrchr(b'\n', &buf) {
-            return Ok(Some(start + at as u64 + 1));
-        }
-        end = start;
-    }
-    Ok(None)
-}
-
-/// Maps the first `len` bytes of `file` read-only and returns them as
-/// [`Bytes`] that own the mapping (so slices can leave the crate without a
-/// copy and outlive any later re-mapping).
-///
-/// Callers pass a `len` they have checked: a complete newline-terminated
-/// prefix for line files, or a whole verified snapshot file.
-///
-/// # Errors
-/// [`FeedError::Io`] when the mapping fails.
-#[allow(unsafe_code)]
-pub(crate) fn map_prefix(file: &File, len: u64, path: &Path) -> Result<Bytes, FeedError> {
-    if len == 0 {
-        return Ok(Bytes::new());
-    }
-    let len = usize::try_from(len).map_err(|_| FeedError::Io {
+fn to_usize(len: u64, path: &Path) -> Result<usize, FeedError> {
+    usize::try_from(len).map_err(|_| FeedError::Io {
         op: "map",
         path: path.to_path_buf(),
         kind: std::io::ErrorKind::InvalidInput,
         message: "file larger than the address space".to_owned(),
-    })?;
+    })
+}
+
+/// Maps the first `len` bytes of a whole file that does not change (a
+/// verified snapshot) read-only, as [`Bytes`] that own the mapping.
+///
+/// # Errors
+/// [`FeedError::Io`] when the mapping fails.
+pub(crate) fn map_prefix(file: &File, len: u64, path: &Path) -> Result<Bytes, FeedError> {
+    map_file(file, len, path)
+}
+
+/// Maps `len` bytes of `file` read-only — possibly more than it holds yet —
+/// and returns them as [`Bytes`] that own the mapping (so slices can leave
+/// the crate without a copy and outlive any later re-mapping).
+///
+/// Callers only ever read bytes the file held when they checked its length:
+/// a complete newline-terminated prefix and the partial line after it for
+/// line files, or a whole verified snapshot file.
+///
+/// # Errors
+/// [`FeedError::Io`] when the mapping fails.
+#[allow(unsafe_code)]
+fn map_file(file: &File, len: u64, path: &Path) -> Result<Bytes, FeedError> {
+    if len == 0 {
+        return Ok(Bytes::new());
+    }
+    let len = to_usize(len, path)?;
     // SAFETY: a mapping is only sound while nobody changes or shortens the
-    // mapped bytes. The node's output files are append-only: bytes once
-    // written are never rewritten, and `len` never exceeds what the file held
-    // when it was checked (for line files, only the complete prefix up to the
-    // last '\n', so a half-written line is never exposed). If an operator
-    // truncated a file anyway, reading the vanished pages would raise SIGBUS;
-    // refresh reports a shrunken file as `FeedError::Truncated` before
-    // mapping it again, but cannot protect views handed out earlier. The map
-    // is read-only, so this process never writes through it.
+    // bytes read through it. The node's output files are append-only: bytes
+    // once written are never rewritten, and callers read only bytes below a
+    // length the file had when they checked it (for line files, only the
+    // complete prefix up to the last '\n' leaves this module, so a
+    // half-written line is never exposed). Pages past the file's end are
+    // mapped but never read until the file has grown past them, at which
+    // point the shared mapping shows the appended bytes. If an operator
+    // truncated a file anyway, reading the vanished pages would raise
+    // SIGBUS; refresh reports a shrunken file as `FeedError::Truncated`
+    // before reading further, but cannot protect views handed out earlier.
+    // The map is read-only, so this process never writes through it.
     let map = unsafe { MmapOptions::new().len(len).map(file) }
         .map_err(|e| FeedError::io("map", path, &e))?;
     Ok(Bytes::from_owner(map))
@@ -223,6 +268,31 @@ mod tests {
         assert_eq!(&third.data()[..], b"one\ntwo\nthree\n");
         assert_eq!(third.line_starts().unwrap(), [0, 4, 8]);
         assert_eq!(&first.data()[..], b"one\n");
+    }
+
+    #[test]
+    fn appends_are_read_through_one_mapping_and_a_sealed_view_reopens() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("0");
+        let mut file = File::create(&path).unwrap();
+        file.write_all(b"a\n").unwrap();
+        let seg = Segment::new(key(), path.clone(), false);
+        let first = seg.grow(seg.current_len().unwrap()).unwrap().unwrap();
+        assert!(first.is_open());
+        assert_eq!(first.map.len() as u64, 2 + RESERVE_AHEAD);
+        file.write_all(b"bb\nc").unwrap();
+        let second = first.grow(first.current_len().unwrap()).unwrap().unwrap();
+        assert_eq!(&second.data()[..], b"a\nbb\n");
+        assert_eq!(second.map.as_ptr(), first.map.as_ptr(), "not mapped again");
+
+        let sealed = second.sealed();
+        assert!(!sealed.is_open());
+        assert_eq!(&sealed.data()[..], b"a\nbb\n");
+        file.write_all(b"\n").unwrap();
+        let third = sealed.grow(sealed.current_len().unwrap()).unwrap().unwrap();
+        assert!(third.is_open());
+        assert_eq!(&third.data()[..], b"a\nbb\nc\n");
+        assert_eq!(&second.data()[..], b"a\nbb\n", "old views keep their bytes");
     }
 
     #[test]
