@@ -130,6 +130,10 @@ pub struct Market {
     /// The last block folded into anything.
     height: Option<u64>,
     time_ms: i64,
+    /// Open subscriptions that read the tops of book (BBO, mids). While
+    /// there are none, a block's fold leaves `bbo` and `mids` alone: they
+    /// are rebuilt from the books when the first such subscription opens.
+    tops_watchers: usize,
     bbo: BboView,
     l2: L2Tracker,
     raw: L4BookView,
@@ -165,6 +169,7 @@ impl Market {
             height: fold.height(),
             time_ms: 0,
             fold,
+            tops_watchers: 0,
             bbo: BboView::default(),
             l2: L2Tracker::default(),
             raw: L4BookView::default(),
@@ -178,8 +183,6 @@ impl Market {
             universe_books: 0,
             universe_grew: false,
         };
-        market.bbo.rebuild(market.fold.books());
-        market.mids.rebuild(market.fold.books());
         market.follow_universe();
         market
     }
@@ -227,7 +230,25 @@ impl Market {
         &self.fold
     }
 
-    /// Top of book per coin.
+    /// Starts keeping the tops of book and the mids current (a BBO or mids
+    /// subscription opens): the first watcher rebuilds them from the books.
+    /// Pair every call with [`Market::unwatch_tops`].
+    pub fn watch_tops(&mut self) {
+        if self.tops_watchers == 0 {
+            self.bbo.rebuild(self.fold.books());
+            self.mids.rebuild(self.fold.books());
+        }
+        self.tops_watchers += 1;
+    }
+
+    /// A subscription that called [`Market::watch_tops`] closed; when none
+    /// is left, blocks no longer update the tops and mids.
+    pub fn unwatch_tops(&mut self) {
+        self.tops_watchers = self.tops_watchers.saturating_sub(1);
+    }
+
+    /// Top of book per coin: current while a subscription watches it
+    /// ([`Market::watch_tops`]), as of the last watched block otherwise.
     pub fn bbo(&self) -> &BboView {
         &self.bbo
     }
@@ -258,7 +279,8 @@ impl Market {
         &self.orders
     }
 
-    /// Mids per coin.
+    /// Mids per coin: current while a subscription watches the tops
+    /// ([`Market::watch_tops`]).
     pub fn mids(&self) -> &MidsView {
         &self.mids
     }
@@ -340,10 +362,12 @@ impl Market {
             merge(&mut report, folded_report);
             if needs.books {
                 let books = self.fold.books();
-                self.bbo.update(books, &folded.changes);
+                if self.tops_watchers > 0 {
+                    self.bbo.update(books, &folded.changes);
+                    self.mids.update(books, &self.bbo);
+                }
                 self.l2.update(books, &folded.changes);
                 self.raw.update(&folded.changes);
-                self.mids.update(books, &self.bbo);
                 self.orders.update(&mut folded.changes);
             }
             if needs.tpsl {

@@ -237,7 +237,7 @@ pub trait View: Sized + Send + 'static {
     fn on_block(&mut self, market: &Market) -> Vec<Self::Frame>;
 
     /// Releases what the subscription holds in the market (tracked L2
-    /// books, watched coins).
+    /// books, watched coins, watched tops of book).
     fn close(self, _market: &mut Market) {}
 
     /// This subscriber's numbers for `frame` (none for most views).

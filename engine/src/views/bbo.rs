@@ -81,12 +81,17 @@ impl View for BboSubscription {
         let subscription = Self {
             coins: required_coins(Self::NAME, &coins)?,
         };
+        market.watch_tops();
         let frames = subscription
             .coins
             .iter()
             .map(|coin| Self::frame(market, coin))
             .collect();
         Ok((subscription, frames))
+    }
+
+    fn close(self, market: &mut Market) {
+        market.unwatch_tops();
     }
 
     /// One frame per subscribed coin whose top changed.

@@ -81,8 +81,13 @@ impl View for MidsSubscription {
         _settings: &ViewSettings,
     ) -> Result<(Self, Vec<AllMidsUpdate>), ViewError> {
         let subscription = Self { key: key.clone() };
+        market.watch_tops();
         let frame = subscription.frame(market);
         Ok((subscription, vec![frame]))
+    }
+
+    fn close(self, market: &mut Market) {
+        market.unwatch_tops();
     }
 
     /// The whole map again when a mid in scope changed.

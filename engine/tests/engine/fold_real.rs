@@ -273,3 +273,63 @@ fn the_status_fast_path_folds_what_the_exact_walk_folds(#[case] capture: &str) {
     };
     assert_eq!(every(&fast), every(&exact), "order metadata differs");
 }
+
+/// The tops of book and mids are kept only while a BBO or mids subscription
+/// reads them. A subscription opened late sees exactly what one kept open
+/// from the snapshot on sees: the same opening and the same later frames.
+#[test]
+fn tops_rebuilt_for_a_late_subscriber_match_tops_kept_all_along() {
+    use engine::views::bbo::{BboKey, BboSubscription};
+    use engine::views::mids::{MidsKey, MidsSubscription};
+
+    use crate::common::Sub;
+
+    let bbo_key = || BboKey {
+        coins: ["BTC".to_owned()].into(),
+    };
+    let mids_key = || MidsKey {
+        coins: Default::default(),
+        perps_only: false,
+    };
+    let blocks = by_block_blocks(&real("btc-985148182"));
+    let mut early = Market::from_snapshot(btc_snapshot(), Needs::BOOKS);
+    let mut late = Market::from_snapshot(btc_snapshot(), Needs::BOOKS);
+    let (mut early_bbo, _) = Sub::<BboSubscription>::open(&mut early, bbo_key()).unwrap();
+    let (mut early_mids, _) = Sub::<MidsSubscription>::open(&mut early, mids_key()).unwrap();
+    let (split, rest) = blocks.split_at(25);
+    let mut moved = 0;
+    for block in split {
+        early.apply(block);
+        moved += early_bbo.on_block(&early).len();
+        early_mids.on_block(&early);
+        late.apply(block);
+    }
+    assert!(moved > 0, "the top moved before the late subscription");
+    let (mut late_bbo, late_opening) = Sub::<BboSubscription>::open(&mut late, bbo_key()).unwrap();
+    let (mut late_mids, late_mids_opening) =
+        Sub::<MidsSubscription>::open(&mut late, mids_key()).unwrap();
+    let (_, early_opening) = Sub::<BboSubscription>::open(&mut early, bbo_key()).unwrap();
+    let (_, early_mids_opening) = Sub::<MidsSubscription>::open(&mut early, mids_key()).unwrap();
+    assert_eq!(late_opening, early_opening);
+    assert_eq!(late_mids_opening[0].mids, early_mids_opening[0].mids);
+    let mut frames = 0;
+    for block in rest {
+        early.apply(block);
+        late.apply(block);
+        let want = early_bbo.on_block(&early);
+        frames += want.len();
+        assert_eq!(late_bbo.on_block(&late), want, "block {}", block.number);
+        let want: Vec<_> = early_mids
+            .on_block(&early)
+            .into_iter()
+            .map(|f| f.mids)
+            .collect();
+        let got: Vec<_> = late_mids
+            .on_block(&late)
+            .into_iter()
+            .map(|f| f.mids)
+            .collect();
+        assert_eq!(got, want, "block {}", block.number);
+    }
+    assert!(frames > 0, "the top moved after it");
+}

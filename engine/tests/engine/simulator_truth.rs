@@ -83,6 +83,8 @@ fn fold_to_truth(profile_small: bool) {
     assert_eq!(end.height, start.height + BLOCKS);
 
     let mut engine = Market::from_snapshot(start.clone(), Needs::BOOKS);
+    // As a BBO or mids subscription would: the tops are kept from here on.
+    engine.watch_tops();
     let blocks = blocks(dir.path());
     assert_eq!(blocks.len() as u64, BLOCKS);
     let mut diffs = 0;
