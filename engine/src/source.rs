@@ -241,6 +241,19 @@ impl BlockSource {
         Ok(grew)
     }
 
+    /// Looks for growth of the newest file of the sources `written` picks
+    /// (a change notification named them); returns whether any grew.
+    ///
+    /// # Errors
+    /// As [`BlockSource::refresh`].
+    pub fn refresh_grown(&mut self, written: impl Fn(Source) -> bool) -> Result<bool, FeedError> {
+        let mut grew = false;
+        for input in self.inputs.iter().filter(|input| written(input.source)) {
+            grew |= input.feed.refresh_grown()?;
+        }
+        Ok(grew)
+    }
+
     /// When the oldest waiting block completes by its grace timeout, Unix
     /// ms (`None`: no block waits).
     pub fn deadline_ms(&self) -> Option<i64> {

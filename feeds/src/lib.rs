@@ -33,5 +33,5 @@ pub use filter::{EventFilter, FilterError, Filtered};
 pub use index::Target;
 pub use layout::SegmentKey;
 pub use snapshot::{SnapshotFile, SnapshotTime, Snapshots};
-pub use source::{Mode, PositionKind, Source};
+pub use source::{Mode, PositionKind, Source, SourceSet};
 pub use watch::{Change, Watcher};

@@ -166,6 +166,53 @@ impl Source {
     }
 }
 
+/// A set of sources (a bit per source), cheap to copy and to share through
+/// an atomic.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct SourceSet(u8);
+
+impl SourceSet {
+    /// No source.
+    pub const EMPTY: SourceSet = SourceSet(0);
+
+    /// The set of `sources`.
+    pub fn of(sources: &[Source]) -> SourceSet {
+        sources
+            .iter()
+            .fold(SourceSet::EMPTY, |set, &source| set.with(source))
+    }
+
+    /// This set and `source`.
+    #[must_use]
+    pub fn with(self, source: Source) -> SourceSet {
+        SourceSet(self.0 | Self::bit(source))
+    }
+
+    /// Whether `source` is in the set.
+    pub fn contains(self, source: Source) -> bool {
+        self.0 & Self::bit(source) != 0
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The set as bits (for an atomic); [`SourceSet::from_bits`] inverts it.
+    pub fn bits(self) -> u8 {
+        self.0
+    }
+
+    /// The set of `bits` from [`SourceSet::bits`] (unknown bits ignored).
+    pub fn from_bits(bits: u8) -> SourceSet {
+        SourceSet(bits & ((1 << Source::ALL.len()) - 1))
+    }
+
+    fn bit(source: Source) -> u8 {
+        1 << (source as u8)
+    }
+}
+
 impl fmt::Display for Source {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.feed_id())
@@ -186,6 +233,18 @@ mod tests {
         }
         assert_eq!(Source::Blocks.dir_name(Mode::ByBlock), None);
         assert_eq!(Source::OrderbookSnapshots.dir_name(Mode::Streaming), None);
+    }
+
+    #[test]
+    fn a_source_set_holds_exactly_its_sources() {
+        let set = SourceSet::of(&[Source::Fills, Source::OrderbookSnapshots]);
+        for source in Source::ALL {
+            let member = matches!(source, Source::Fills | Source::OrderbookSnapshots);
+            assert_eq!(set.contains(source), member, "{source:?}");
+        }
+        assert_eq!(SourceSet::from_bits(set.bits()), set);
+        assert_eq!(SourceSet::from_bits(0xff), SourceSet::of(&Source::ALL));
+        assert!(SourceSet::EMPTY.is_empty() && !set.is_empty());
     }
 
     #[test]

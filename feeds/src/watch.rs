@@ -1,9 +1,10 @@
 //! Filesystem change notifications as wake-up hints: [`Watcher`] calls a
 //! callback whenever anything under the node root (or a snapshot location)
-//! changes, saying whether a file was written to ([`Change::Written`]: a
-//! reader re-stats the newest files, [`crate::Feed::refresh_grown`]) or
-//! files came or went ([`Change::Listing`]: a reader lists the directories
-//! again, [`crate::Feed::refresh`]).
+//! changes, saying whether a file was written to ([`Change::Written`], with
+//! the line source it belongs to: a reader re-stats that source's newest
+//! file, [`crate::Feed::refresh_grown`]) or files came or went
+//! ([`Change::Listing`]: a reader lists the directories again,
+//! [`crate::Feed::refresh`]).
 //!
 //! A notification carries no data and may be late, coalesced or missing
 //! (notify backends drop events under load, and network filesystems send
@@ -12,18 +13,20 @@
 //! re-stats and cursors hold committed byte offsets. Keep a slow poll
 //! running beside it.
 
-use std::path::Path;
+use std::path::{Component, Path};
 
 use notify::{RecommendedWatcher, RecursiveMode, Watcher as _};
 
 use crate::error::FeedError;
 use crate::layout::node_root;
+use crate::source::Source;
 
 /// What a change notification says about the files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Change {
-    /// A file was written to (appended).
-    Written,
+    /// A file was written to (appended): one of this line source's files,
+    /// or `None` for any other file (a snapshot being written).
+    Written(Option<Source>),
     /// A file or directory was created, removed or renamed, or the watcher
     /// lost track (an error, an overflowed event queue): list again.
     Listing,
@@ -59,6 +62,8 @@ impl Watcher {
         data_dir: &Path,
         on_change: impl Fn(Change) + Send + 'static,
     ) -> Result<Watcher, FeedError> {
+        let root = node_root(data_dir);
+        let sources_root = root.clone();
         let mut watcher =
             notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
                 use notify::EventKind;
@@ -82,14 +87,17 @@ impl Watcher {
                             EventKind::Modify(ModifyKind::Data(_) | ModifyKind::Any)
                         ) =>
                     {
-                        Change::Written
+                        let source = event
+                            .paths
+                            .first()
+                            .and_then(|path| line_source_of(&sources_root, path));
+                        Change::Written(source)
                     }
                     _ => Change::Listing,
                 };
                 on_change(change);
             })
             .map_err(|e| watch_error(data_dir, &e))?;
-        let root = node_root(data_dir);
         watcher
             .watch(&root, RecursiveMode::Recursive)
             .map_err(|e| watch_error(&root, &e))?;
@@ -106,6 +114,18 @@ impl Watcher {
         }
         Ok(Watcher { _watcher: watcher })
     }
+}
+
+/// The line source whose directory holds `path` under the node root
+/// (`<root>/node_fills_by_block/hourly/…` is [`Source::Fills`]).
+fn line_source_of(root: &Path, path: &Path) -> Option<Source> {
+    let Some(Component::Normal(dir)) = path.strip_prefix(root).ok()?.components().next() else {
+        return None;
+    };
+    let dir = dir.to_str()?;
+    Source::ALL
+        .into_iter()
+        .find(|source| source.is_line_feed() && source.dir_names().contains(&dir))
 }
 
 fn watch_error(path: &Path, error: &notify::Error) -> FeedError {

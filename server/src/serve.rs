@@ -94,7 +94,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     );
     let live =
         LiveFeeds::open(data).with_context(|| format!("data directory {}", data.display()))?;
-    live.refresh_all(true);
+    live.refresh(crate::host::feeds::Pending::ALL);
 
     let grpc_listener = TcpListener::bind(settings.grpc_addr)
         .await

@@ -320,8 +320,11 @@ fn reading_the_files_wakes_nobody_and_writing_does() {
     }
     thread::sleep(Duration::from_millis(100));
     assert!(
-        changes.lock().iter().all(|&c| c == Change::Written),
-        "an append is a write: {:?}",
+        changes
+            .lock()
+            .iter()
+            .all(|&c| c == Change::Written(Some(Source::Fills))),
+        "an append is a write to the fills: {:?}",
         changes.lock()
     );
     changes.lock().clear();
@@ -360,4 +363,37 @@ fn a_grown_refresh_sees_appends_and_a_full_refresh_sees_new_files() {
         records.iter().map(|r| r.block_number).collect::<Vec<_>>(),
         [Some(3)]
     );
+}
+
+/// Descriptors this process holds open on files under `dir`.
+fn open_files_under(dir: &Path) -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|entry| std::fs::read_link(entry.ok()?.path()).ok())
+        .filter(|target| target.starts_with(dir))
+        .count()
+}
+
+/// A feed tails its newest file through one open descriptor; the files
+/// before it are read from their mappings alone, so a server running for
+/// months does not hold one descriptor per hour it ever read.
+#[test]
+fn only_the_newest_file_stays_open() {
+    let node = NodeDir::new();
+    for hour in 0..12 {
+        let file = node.hour_file("node_fills_by_block", DATE, hour);
+        let block = u64::from(hour) + 1;
+        append(&file, format!("{}\n", fill_line(block)).as_bytes());
+    }
+    let feed = Feed::open(node.path(), Source::Fills).unwrap();
+    feed.refresh().unwrap();
+    let mut cursor = feed.seek(Start::BlockNumber(1)).unwrap();
+    assert_eq!(feed.read(&mut cursor, 100).unwrap().len(), 12);
+    let dir = node.path().canonicalize().unwrap();
+    assert_eq!(open_files_under(&dir), 1);
+    let next = node.hour_file("node_fills_by_block", DATE, 12);
+    append(&next, format!("{}\n", fill_line(13)).as_bytes());
+    assert!(feed.refresh().unwrap());
+    assert_eq!(feed.read(&mut cursor, 100).unwrap().len(), 1);
+    assert_eq!(open_files_under(&dir), 1, "the old newest file was let go");
 }

@@ -51,7 +51,7 @@ use thiserror::Error;
 use tokio::sync::oneshot;
 
 use crate::host::candles::{CandleBlock, CandleMessage};
-use crate::host::feeds::{LiveFeeds, Wake};
+use crate::host::feeds::{LiveFeeds, Pending, Wake};
 
 /// Engine thread settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -203,7 +203,7 @@ impl EngineThread {
     ) -> std::io::Result<Self> {
         let (commands, inbox) = crossbeam_channel::unbounded();
         let status = Arc::new(EngineStatus::default());
-        let wake = live.wake();
+        let wake = live.wake(&Source::EVENT_STREAMS);
         let join = {
             let status = Arc::clone(&status);
             std::thread::Builder::new()
@@ -285,7 +285,7 @@ enum Drained {
 /// What to do after waiting.
 enum Woken {
     Command(Command),
-    Files { relist: bool },
+    Files(Pending),
     Timeout,
     Disconnected,
 }
@@ -355,10 +355,10 @@ impl<'s> Writer<'s> {
             match self.wait(inbox, wake) {
                 Woken::Command(Command::Stop) | Woken::Disconnected => return Ok(()),
                 Woken::Command(command) => self.command(command),
-                Woken::Files { relist } => self.refresh(relist),
+                Woken::Files(pending) => self.refresh(pending),
                 Woken::Timeout => {
                     if self.last_listing.elapsed() >= self.settings.backup_poll {
-                        self.refresh(true);
+                        self.refresh(Pending::ALL);
                     }
                 }
             }
@@ -382,17 +382,22 @@ impl<'s> Writer<'s> {
                 Ok(command) => Woken::Command(command),
                 Err(_) => Woken::Disconnected,
             },
-            recv(wake.receiver()) -> _ => Woken::Files { relist: wake.take_relist() },
+            recv(wake.receiver()) -> _ => Woken::Files(wake.take()),
             default(timeout) => Woken::Timeout,
         }
     }
 
-    /// Looks at the files again: the newest files' growth, or a listing.
-    fn refresh(&mut self, relist: bool) {
-        if relist {
+    /// Looks at the files again: the growth of the newest files written
+    /// to, or a listing.
+    fn refresh(&mut self, pending: Pending) {
+        let result = if pending.relist {
             self.last_listing = Instant::now();
-        }
-        if let Err(error) = self.source.refresh(relist) {
+            self.source.refresh(true)
+        } else {
+            self.source
+                .refresh_grown(|source| pending.written.contains(source))
+        };
+        if let Err(error) = result {
             tracing::warn!(%error, "engine: refresh failed");
         }
         // Raw-feed subscribers learn of what this refresh found too.

@@ -17,10 +17,10 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::Duration;
 
-use feeds::{Change, Feed, FeedError, Snapshots, Source};
+use feeds::{Change, Feed, FeedError, Snapshots, Source, SourceSet};
 use parking_lot::Mutex;
 use tokio::sync::{Notify, watch};
 
@@ -45,10 +45,15 @@ impl std::fmt::Debug for LiveFeeds {
     }
 }
 
-/// One reader's wake-up: a signal plus whether a change since the last
-/// look needs the directories listed again.
+/// One reader's wake-up: a signal, the sources it reads, and what changed
+/// since its last look.
 #[derive(Debug)]
 struct Waker {
+    /// The sources this reader reads: writes to others do not wake it.
+    interest: SourceSet,
+    /// Sources written to since the last look ([`SourceSet::bits`]).
+    written: AtomicU8,
+    /// Files came or went since the last look: list again.
     relist: AtomicBool,
     signal: Signal,
 }
@@ -62,9 +67,26 @@ enum Signal {
 }
 
 impl Waker {
+    fn new(interest: SourceSet, signal: Signal) -> Self {
+        Self {
+            interest,
+            written: AtomicU8::new(0),
+            // The first look lists the directories.
+            relist: AtomicBool::new(true),
+            signal,
+        }
+    }
+
     fn wake(&self, change: Change) {
-        if change == Change::Listing {
-            self.relist.store(true, Ordering::Release);
+        match change {
+            Change::Listing => self.relist.store(true, Ordering::Release),
+            Change::Written(Some(source)) if self.interest.contains(source) => {
+                let bit = SourceSet::EMPTY.with(source).bits();
+                self.written.fetch_or(bit, Ordering::AcqRel);
+            }
+            // A file this reader does not read (another source's, a
+            // snapshot being written): nothing for it to re-check.
+            Change::Written(_) => return,
         }
         match &self.signal {
             Signal::Task(notify) => notify.notify_one(),
@@ -74,11 +96,35 @@ impl Waker {
             }
         }
     }
+
+    /// What changed since the last look; clears it.
+    fn take(&self) -> Pending {
+        Pending {
+            relist: self.relist.swap(false, Ordering::AcqRel),
+            written: SourceSet::from_bits(self.written.swap(0, Ordering::AcqRel)),
+        }
+    }
+}
+
+/// What a reader has to look at after a wake-up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pending {
+    /// Files came or went: list every directory again.
+    pub relist: bool,
+    /// Sources whose newest file was written to: re-stat those.
+    pub written: SourceSet,
+}
+
+impl Pending {
+    /// Everything: the backup poll's look.
+    pub const ALL: Pending = Pending {
+        relist: true,
+        written: SourceSet::EMPTY,
+    };
 }
 
 /// A host thread's wake-ups from the file watcher: a channel to wait on
-/// (with `crossbeam_channel::select!`) and whether the directories must be
-/// listed again.
+/// (with `crossbeam_channel::select!`) and what changed.
 #[derive(Debug)]
 pub struct Wake {
     waker: Arc<Waker>,
@@ -91,15 +137,9 @@ impl Wake {
         &self.receiver
     }
 
-    /// Whether files came or went since the last call (then list again);
-    /// clears the flag.
-    pub fn take_relist(&self) -> bool {
-        self.waker.relist.swap(false, Ordering::AcqRel)
-    }
-
-    /// Asks for a listing at the next look (the backup poll).
-    pub fn request_relist(&self) {
-        self.waker.relist.store(true, Ordering::Release);
+    /// What changed since the last call; clears it.
+    pub fn take(&self) -> Pending {
+        self.waker.take()
     }
 }
 
@@ -121,10 +161,10 @@ impl LiveFeeds {
         // Snapshots are dated with the block time of their height, looked up
         // in the line feeds this set already has open.
         let snapshots = Snapshots::with_feeds(data_dir, feeds.values().cloned().collect())?;
-        let refresher = Arc::new(Waker {
-            relist: AtomicBool::new(false),
-            signal: Signal::Task(Notify::new()),
-        });
+        let refresher = Arc::new(Waker::new(
+            SourceSet::of(&Source::ALL),
+            Signal::Task(Notify::new()),
+        ));
         let wakers: Arc<Mutex<Vec<Arc<Waker>>>> = Arc::new(Mutex::new(Vec::new()));
         let live = Arc::new(Self {
             data_dir: data_dir.to_owned(),
@@ -171,13 +211,11 @@ impl LiveFeeds {
         self.changes[&source].subscribe()
     }
 
-    /// Wake-ups for a host thread: every change the watcher reports.
-    pub fn wake(&self) -> Wake {
+    /// Wake-ups for a host thread that reads `sources`: a listing change,
+    /// or a write to one of their files.
+    pub fn wake(&self, sources: &[Source]) -> Wake {
         let (sender, receiver) = crossbeam_channel::bounded(1);
-        let waker = Arc::new(Waker {
-            relist: AtomicBool::new(true),
-            signal: Signal::Thread(sender),
-        });
+        let waker = Arc::new(Waker::new(SourceSet::of(sources), Signal::Thread(sender)));
         self.wakers.lock().push(waker.clone());
         Wake { waker, receiver }
     }
@@ -200,28 +238,30 @@ impl LiveFeeds {
             .unwrap_or_else(|| source.dir_names()[0].to_owned())
     }
 
-    /// Re-checks every source once — the newest files only, or with the
-    /// directories listed again when `relist` — and returns how many had
-    /// something new.
+    /// Re-checks the sources `pending` names — the newest files of those
+    /// written to, or every directory listed again when `relist` — and
+    /// returns how many had something new.
     ///
     /// A source counts as new when its feed's readable generation moved
     /// since the last notification — also when a host thread ran the
     /// refresh that found the growth (they refresh the same shared feeds),
     /// so tail readers are never left waiting for it.
-    pub fn refresh_all(&self, relist: bool) -> usize {
+    pub fn refresh(&self, pending: Pending) -> usize {
         let mut changed = 0;
         for (source, feed) in &self.feeds {
-            let refreshed = if relist {
+            let refreshed = if pending.relist {
                 feed.refresh()
-            } else {
+            } else if pending.written.contains(*source) {
                 feed.refresh_grown()
+            } else {
+                Ok(false)
             };
             if let Err(error) = refreshed {
                 tracing::warn!(feed = source.feed_id(), %error, "refresh failed");
             }
             changed += usize::from(self.publish(*source, feed));
         }
-        if relist {
+        if pending.relist {
             match self.snapshots.refresh() {
                 Ok(true) => {
                     changed += 1;
@@ -263,11 +303,11 @@ impl LiveFeeds {
                 return;
             };
             loop {
-                let relist = tokio::select! {
-                    () = tokio::time::sleep(poll) => true,
-                    () = notify.notified() => live.refresher.relist.swap(false, Ordering::AcqRel),
+                let pending = tokio::select! {
+                    () = tokio::time::sleep(poll) => Pending::ALL,
+                    () = notify.notified() => live.refresher.take(),
                 };
-                live.refresh_all(relist);
+                live.refresh(pending);
             }
         })
     }
