@@ -40,6 +40,8 @@ pub mod trades;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use feeds::Source;
+
 use crate::block::{self, Block};
 use crate::book::l4::Books;
 use crate::fold::{BlockReport, CoinReset, Engine, FoldWants, Gap, UnknownIds};
@@ -104,6 +106,23 @@ impl Needs {
             tpsl: self.tpsl || other.tpsl,
             candles: self.candles || other.candles,
         }
+    }
+
+    /// The node streams a fold with these parts reads: the order statuses
+    /// and raw book diffs for the books and TP/SL, the fills for trades,
+    /// fills, TP/SL positions and candles. Misc events and TWAP statuses
+    /// feed no part, so no fold waits for them. Candles also read the book
+    /// streams: they close on the block clock, and on a streaming node only
+    /// those streams carry a line for (nearly) every block.
+    pub fn sources(self) -> Vec<Source> {
+        let mut sources = Vec::new();
+        if self.books || self.tpsl || self.candles {
+            sources.extend([Source::OrderStatuses, Source::RawBookDiffs]);
+        }
+        if self.decodes_fills() {
+            sources.push(Source::Fills);
+        }
+        sources
     }
 
     /// Whether the block's fills are decoded at all.

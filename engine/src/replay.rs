@@ -24,7 +24,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use feeds::{Feed, FeedError, SnapshotFile, Snapshots, Source};
+use feeds::{Feed, FeedError, SnapshotFile, Snapshots};
 use thiserror::Error;
 
 use crate::align::AlignReport;
@@ -234,24 +234,6 @@ impl Subscriber {
     }
 }
 
-/// The feeds a view with `needs` reads.
-fn wanted_feeds(needs: Needs) -> Vec<Source> {
-    if needs.candles {
-        // Candles close on the block clock: a streaming node writes a
-        // fills line only for blocks with fills, so the other streams'
-        // blocks are what move the clock between trades.
-        return Source::EVENT_STREAMS.to_vec();
-    }
-    let mut sources = Vec::new();
-    if needs.books || needs.tpsl {
-        sources.extend([Source::OrderStatuses, Source::RawBookDiffs]);
-    }
-    if needs.trades || needs.fills || needs.tpsl || needs.candles {
-        sources.push(Source::Fills);
-    }
-    sources
-}
-
 /// Replays `opts` and writes the view's frames to `out`, one JSON object per
 /// line; `progress` is called after every folded block.
 ///
@@ -268,7 +250,8 @@ pub fn run(
     let needs = opts.view.needs();
     // Only the streams the view folds are read: `--view trades` reads the
     // fills alone, however large the book diffs beside them are.
-    let feeds = wanted_feeds(needs)
+    let feeds = needs
+        .sources()
         .into_iter()
         .map(|source| Feed::open(&opts.data_dir, source))
         .collect::<Result<Vec<_>, _>>()?;

@@ -1,8 +1,9 @@
 //! The block source: the node's event-stream files as complete blocks, in
 //! block order. It finds how the node batched its files (by block or
 //! streaming, from the directory names), seeks every feed to the first
-//! block wanted, reads what the files hold, and aligns the lines of the
-//! five streams by block number ([`crate::align`]). The same source serves
+//! block wanted, reads what the files hold, and aligns the lines of its
+//! streams by block number ([`crate::align`]); a fold reads only the
+//! streams it needs ([`crate::market::Needs::sources`]). The same source serves
 //! a one-off replay of captured files and a server tailing a live node:
 //!
 //! - replay: [`BlockSource::read`] until it reads nothing, then

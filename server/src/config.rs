@@ -104,6 +104,12 @@ pub struct ServeArgs {
     /// two. Default 1024.
     #[arg(long, env = "L1GATE_MARKET_RING_CAPACITY", value_name = "N")]
     pub market_ring_capacity: Option<usize>,
+    /// Market engine: a block is folded at the latest this long after its
+    /// first line arrived, even if one of the streams it joins (order
+    /// statuses, raw book diffs, fills) has not written its line yet.
+    /// Default 1000.
+    #[arg(long, env = "L1GATE_ALIGN_GRACE_MS", value_name = "MS")]
+    pub align_grace_ms: Option<u64>,
     /// Whether `StreamCandle` is served (candles folded for every coin and
     /// interval). Default true; false makes `StreamCandle` answer
     /// FAILED_PRECONDITION.
@@ -188,6 +194,7 @@ impl ServeArgs {
             max_streams: self.max_streams.or(lower.max_streams),
             allow_list_url: self.allow_list_url.or(lower.allow_list_url),
             market_ring_capacity: self.market_ring_capacity.or(lower.market_ring_capacity),
+            align_grace_ms: self.align_grace_ms.or(lower.align_grace_ms),
             candle_streaming: self.candle_streaming.or(lower.candle_streaming),
             candle_throttle_ms: self.candle_throttle_ms.or(lower.candle_throttle_ms),
             market_stale_after_ms: self.market_stale_after_ms.or(lower.market_stale_after_ms),
@@ -270,6 +277,8 @@ pub struct Settings {
     pub access: crate::access::AccessSettings,
     /// Frames each market view ring retains.
     pub market_ring_capacity: usize,
+    /// How long a block waits at most for a stream's line.
+    pub align_grace: Duration,
     /// Whether `StreamCandle` is served.
     pub candle_streaming: bool,
     /// Minimum block time between two frames of one live candle.
@@ -402,6 +411,11 @@ impl ServeArgs {
             demo_seed: self.demo_seed.unwrap_or(1),
             demo_scale,
             market_ring_capacity: self.market_ring_capacity.unwrap_or(1024).max(1),
+            align_grace: positive(
+                "align_grace_ms",
+                self.align_grace_ms,
+                Duration::from_secs(1),
+            )?,
             candle_streaming: self.candle_streaming.unwrap_or(true),
             candle_throttle: Duration::from_millis(self.candle_throttle_ms.unwrap_or(500)),
             l2_coalesce: Duration::from_millis(self.l2_coalesce_ms.unwrap_or(0)),

@@ -145,13 +145,13 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         EngineSettings {
             ring_capacity: settings.market_ring_capacity,
             backup_poll: settings.raw_feed.poll_interval,
+            align_grace: settings.align_grace,
             views: ViewSettings {
                 l2_coalesce_ms: i64::try_from(settings.l2_coalesce.as_millis()).unwrap_or(i64::MAX),
                 candle_throttle_ms: i64::try_from(settings.candle_throttle.as_millis())
                     .unwrap_or(i64::MAX),
                 candles: settings.candle_streaming,
             },
-            ..EngineSettings::default()
         },
         Some(CandleFeed {
             from: candles_from,

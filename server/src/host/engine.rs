@@ -1,5 +1,6 @@
 //! The engine thread: the single writer of market state, and a thin driver
-//! of the engine's pipeline — a [`BlockSource`] over the node's files, one
+//! of the engine's pipeline — a [`BlockSource`] over the node files the
+//! market folds (order statuses, raw book diffs, fills), one
 //! [`Market`] folding each block once, and one [`Hub`] ring per view key
 //! publishing each block's frames.
 //!
@@ -203,7 +204,7 @@ impl EngineThread {
     ) -> std::io::Result<Self> {
         let (commands, inbox) = crossbeam_channel::unbounded();
         let status = Arc::new(EngineStatus::default());
-        let wake = live.wake(&Source::EVENT_STREAMS);
+        let wake = live.wake(&Needs::ALL.sources());
         let join = {
             let status = Arc::clone(&status);
             std::thread::Builder::new()
@@ -307,7 +308,8 @@ impl<'s> Writer<'s> {
             None => Market::new(Needs::ALL),
         };
         let from_block = market.height().map_or(0, |h| h + 1);
-        let feeds: Vec<_> = Source::EVENT_STREAMS
+        let feeds: Vec<_> = Needs::ALL
+            .sources()
             .into_iter()
             .filter_map(|source| live.feed(source))
             .collect();

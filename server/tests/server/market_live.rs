@@ -56,6 +56,17 @@ fn files(root: &Path, out: &mut Vec<PathBuf>) {
 /// Generates `blocks` blocks, writes the first `initial` at once and the rest
 /// every `every`.
 pub fn live_node(blocks: u64, initial: u64, every: Duration) -> LiveNode {
+    live_node_holding_back(blocks, initial, every, &[])
+}
+
+/// [`live_node`], but after the first `initial` blocks the lines of the
+/// node directories named in `held_back` are never written.
+pub fn live_node_holding_back(
+    blocks: u64,
+    initial: u64,
+    every: Duration,
+    held_back: &[&str],
+) -> LiveNode {
     let source = tempfile::tempdir().unwrap();
     let mut cfg = fixtures::SimConfig::small(11);
     cfg.mode = fixtures::OutputMode::ByBlock;
@@ -99,7 +110,21 @@ pub fn live_node(blocks: u64, initial: u64, every: Duration) -> LiveNode {
     for line in &lines[..split] {
         append(line);
     }
-    let rest = lines[split..].to_vec();
+    let held = |path: &Path| {
+        path.strip_prefix(dir.path())
+            .unwrap()
+            .components()
+            .any(|c| {
+                held_back
+                    .iter()
+                    .any(|name| c.as_os_str() == std::ffi::OsStr::new(name))
+            })
+    };
+    let rest: Vec<_> = lines[split..]
+        .iter()
+        .filter(|(_, path, _)| !held(path))
+        .cloned()
+        .collect();
     let stop = Arc::new(AtomicBool::new(false));
     let writer = {
         let stop = stop.clone();
@@ -261,6 +286,45 @@ async fn bbo_opens_with_every_coin_then_sends_changes_only() {
             Some((update.bid, update.ask)),
             "a frame without a change"
         );
+    }
+}
+
+/// Misc events and TWAP statuses feed no market view, so the engine does not
+/// wait for them: with their lines held back and a block grace far longer
+/// than the test, new blocks still fold and stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocks_fold_without_the_streams_no_view_reads() {
+    let node = live_node_holding_back(
+        200,
+        50,
+        Duration::from_millis(10),
+        &["misc_events_by_block", "node_twap_statuses_by_block"],
+    );
+    assert!(
+        node.dir
+            .path()
+            .join("hl/data/misc_events_by_block")
+            .is_dir()
+            && node
+                .dir
+                .path()
+                .join("hl/data/node_twap_statuses_by_block")
+                .is_dir(),
+        "the held-back streams have files, so an engine reading them would wait"
+    );
+    let server = TestServer::start(node.dir.path(), |args| {
+        args.align_grace_ms = Some(3_600_000);
+    })
+    .await;
+    ready(&server).await;
+    let mut client = client(&server).await;
+    let mut l4 = l4_updates(&server, &mut client).await;
+    let opening = next(&mut l4, WAIT).await.unwrap();
+    let mut last = opening.block_number;
+    for _ in 0..20 {
+        let update = next(&mut l4, WAIT).await.unwrap();
+        assert!(update.block_number > last);
+        last = update.block_number;
     }
 }
 
