@@ -14,6 +14,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
+use engine::market::Needs;
+use feeds::Source;
 use fixtures::{NodeWriter, OutputMode, SimConfig, Simulator, WriterOptions, write_snapshot_file};
 use hdrhistogram::Histogram;
 use tonic::metadata::MetadataValue;
@@ -22,69 +24,74 @@ use tonic::transport::{Channel, Endpoint};
 /// First argument that makes a harness binary run as the server child (see [`serve_child`]).
 pub const SERVE_FLAG: &str = "--serve-child";
 
-/// When the writer started appending each block and when the block was fully appended to the
-/// node files, as nanoseconds since a base instant shared by the writer and the clients of one
-/// process. The writer appends a block's lines in [`fixtures::WRITE_ORDER`] (fills first), so
-/// the start is when its first line (fills) went out and the end when its last one did.
+/// When the writer appended each line of each block, as nanoseconds since a base instant shared
+/// by the writer and the clients of one process: a frame's latency counts from the write of the
+/// last line it derives from (the market engine folds a block once its order statuses, raw
+/// book diffs and fills are written; a raw fills record derives from the fills line alone).
 #[derive(Debug)]
 pub struct AppendLog {
     base: Instant,
     first: u64,
-    /// Slot `n - first`: nanoseconds since `base` + 1 when the writer began block `n`, 0 before.
-    started: Box<[AtomicU64]>,
-    /// Slot `n - first`: nanoseconds since `base` + 1 when block `n` was appended, 0 before.
-    appended: Box<[AtomicU64]>,
+    /// Slot `(n - first) * STREAMS + i`: nanoseconds since `base` + 1 when block `n`'s line of
+    /// `WRITE_ORDER[i]` was written, 0 before.
+    written: Box<[AtomicU64]>,
 }
+
+/// Event streams per block.
+const STREAMS: usize = fixtures::WRITE_ORDER.len();
 
 impl AppendLog {
     fn new(first: u64, blocks: usize) -> Self {
         Self {
             base: Instant::now(),
             first,
-            started: (0..blocks).map(|_| AtomicU64::new(0)).collect(),
-            appended: (0..blocks).map(|_| AtomicU64::new(0)).collect(),
+            written: (0..blocks * STREAMS).map(|_| AtomicU64::new(0)).collect(),
         }
     }
 
-    fn slot<'a>(&self, slots: &'a [AtomicU64], block: u64) -> Option<&'a AtomicU64> {
-        slots.get(usize::try_from(block.checked_sub(self.first)?).ok()?)
+    fn slot(&self, block: u64, source: Source) -> Option<&AtomicU64> {
+        let stream = fixtures::WRITE_ORDER.iter().position(|&s| s == source)?;
+        let block = usize::try_from(block.checked_sub(self.first)?).ok()?;
+        self.written.get(block.checked_mul(STREAMS)? + stream)
     }
 
-    fn store(&self, slots: &[AtomicU64], block: u64, at: Instant) {
-        if let Some(slot) = self.slot(slots, block) {
+    /// Notes that `block`'s line of `source` was written (at the writer's next look at the
+    /// clock).
+    fn record(&self, block: u64, source: Source, at: Instant) {
+        if let Some(slot) = self.slot(block, source) {
             let ns = u64::try_from(at.duration_since(self.base).as_nanos()).unwrap_or(u64::MAX);
             slot.store(ns.saturating_add(1), Ordering::Release);
         }
     }
 
-    fn since(&self, slots: &[AtomicU64], block: u64, now: Instant) -> Option<Duration> {
-        let ns = self
-            .slot(slots, block)?
-            .load(Ordering::Acquire)
-            .checked_sub(1)?;
-        Some(now.saturating_duration_since(self.base + Duration::from_nanos(ns)))
+    /// Time from the write of the last of `block`'s lines of `sources` to `now`, once every one
+    /// of them was recorded by this writer.
+    pub fn since_written(&self, block: u64, sources: &[Source], now: Instant) -> Option<Duration> {
+        let mut last = 0;
+        for &source in sources {
+            let ns = self
+                .slot(block, source)?
+                .load(Ordering::Acquire)
+                .checked_sub(1)?;
+            last = last.max(ns);
+        }
+        Some(now.saturating_duration_since(self.base + Duration::from_nanos(last)))
     }
 
-    /// Notes that the writer begins `block` now (before its first line is written).
-    fn record_start(&self, block: u64, at: Instant) {
-        self.store(&self.started, block, at);
+    /// Time from the write of the last line the market engine folds for `block` (its order
+    /// statuses, raw book diffs and fills) to `now`.
+    pub fn since_folded(&self, block: u64, now: Instant) -> Option<Duration> {
+        self.since_written(block, &Needs::ALL.sources(), now)
     }
 
-    /// Notes that `block`'s last line was written (at the writer's next look at the clock).
-    fn record(&self, block: u64, at: Instant) {
-        self.store(&self.appended, block, at);
+    /// Time from the write of `block`'s fills line to `now`.
+    pub fn since_fills(&self, block: u64, now: Instant) -> Option<Duration> {
+        self.since_written(block, &[Source::Fills], now)
     }
 
-    /// Time from the append of `block` (its last line) to `now`, if the block was appended by
-    /// this writer.
-    pub fn since_append(&self, block: u64, now: Instant) -> Option<Duration> {
-        self.since(&self.appended, block, now)
-    }
-
-    /// Time from the start of `block`'s append (its first line, fills) to `now`, if the writer
-    /// began it.
-    pub fn since_start(&self, block: u64, now: Instant) -> Option<Duration> {
-        self.since(&self.started, block, now)
+    /// Time from the write of `block`'s first line to `now`, once the writer wrote it.
+    pub fn since_first_line(&self, block: u64, now: Instant) -> Option<Duration> {
+        self.since_written(block, &fixtures::WRITE_ORDER[..1], now)
     }
 }
 
@@ -180,9 +187,9 @@ impl LiveNode {
                             // Fell far behind (a stall, or the rate changed): pace from now.
                             due = now;
                         }
-                        log.record_start(block.number, Instant::now());
-                        writer.write_block(&block)?;
-                        log.record(block.number, Instant::now());
+                        writer.write_block_observed(&block, &mut |source| {
+                            log.record(block.number, source, Instant::now());
+                        })?;
                         written += 1;
                     }
                     writer.flush()?;
@@ -521,21 +528,37 @@ mod tests {
     }
 
     #[test]
-    fn the_append_log_answers_only_for_blocks_it_recorded() {
+    fn the_append_log_times_from_the_last_line_a_frame_derives_from() {
         let log = AppendLog::new(100, 4);
         let start = Instant::now();
-        let at = start + Duration::from_millis(1);
+        let ms = Duration::from_millis;
         for block in [101, 99, 104] {
-            log.record_start(block, start);
-            log.record(block, at);
+            for (i, &source) in fixtures::WRITE_ORDER.iter().enumerate() {
+                log.record(block, source, start + ms(i as u64));
+            }
         }
-        let later = at + Duration::from_millis(3);
-        assert_eq!(log.since_append(101, later), Some(Duration::from_millis(3)));
-        assert_eq!(log.since_start(101, later), Some(Duration::from_millis(4)));
-        assert_eq!(log.since_start(100, later), None);
-        assert_eq!(log.since_append(100, later), None);
-        assert_eq!(log.since_append(99, later), None);
-        assert_eq!(log.since_append(104, later), None);
+        let later = start + ms(10);
+        let last_folded = fixtures::WRITE_ORDER
+            .iter()
+            .rposition(|s| Needs::ALL.sources().contains(s))
+            .unwrap() as u64;
+        assert_eq!(log.since_folded(101, later), Some(ms(10 - last_folded)));
+        let fills = fixtures::WRITE_ORDER
+            .iter()
+            .position(|&s| s == Source::Fills)
+            .unwrap() as u64;
+        assert_eq!(log.since_fills(101, later), Some(ms(10 - fills)));
+        assert_eq!(log.since_first_line(101, later), Some(ms(10)));
+        log.record(102, Source::Fills, start);
+        assert_eq!(log.since_fills(102, later), Some(ms(10)));
+        assert_eq!(
+            log.since_folded(102, later),
+            None,
+            "statuses not written yet"
+        );
+        assert_eq!(log.since_folded(100, later), None);
+        assert_eq!(log.since_folded(99, later), None);
+        assert_eq!(log.since_folded(104, later), None);
     }
 
     #[test]

@@ -99,6 +99,7 @@ impl Segment {
     /// appends to (a newer one exists): a long-running reader holds one
     /// descriptor per feed, not one per file it ever read. A later
     /// [`Segment::grow`] opens it again.
+    #[must_use]
     pub fn sealed(&self) -> Segment {
         Segment {
             file: None,

@@ -12,7 +12,8 @@
 //! (one coin each) and half `StreamL2Book` (20 levels), over the 4 most active coins; once
 //! every stream has its opening frame the server's `VmRSS` is read again and frames are
 //! counted for S seconds. Latency is append → receive: from the instant the writer finished
-//! appending a block to the instant a client decoded a frame carrying that `block_number`
+//! the last line the engine folds for a block (its order statuses, raw book diffs and fills)
+//! to the instant a client decoded a frame carrying that `block_number`
 //! (opening frames excluded). RSS per stream = (RSS with the N streams open − RSS before) / N.
 //!
 //! The slow run repeats one N (`--slow-at`, default the largest; pick one the machine keeps up
@@ -156,7 +157,7 @@ async fn fast_stream<T: Numbered>(
                         tally.frames += 1;
                         if frame.block() > opening
                             && let Some(latency) =
-                                shared.log.since_append(frame.block(), Instant::now())
+                                shared.log.since_folded(frame.block(), Instant::now())
                         {
                             tally
                                 .latencies_us
@@ -537,7 +538,7 @@ fn main() -> anyhow::Result<()> {
     );
     let _ = writeln!(
         s,
-        "- Streams: half `StreamBbo` (1 coin), half `StreamL2Book` (20 levels), over {}; latency = block fully appended to the node files → frame decoded by the client, opening frames excluded, window opening 2 s after the last stream opened; RSS/stream = server `VmRSS` growth with the streams open ÷ streams\n",
+        "- Streams: half `StreamBbo` (1 coin), half `StreamL2Book` (20 levels), over {}; latency = the block's order statuses, raw book diffs and fills written to the node files (what the engine folds) → frame decoded by the client, opening frames excluded, window opening 2 s after the last stream opened; RSS/stream = server `VmRSS` growth with the streams open ÷ streams\n",
         coins.join(", ")
     );
     let _ = writeln!(

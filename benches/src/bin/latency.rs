@@ -136,9 +136,10 @@ fn parse_args(argv: &[String]) -> anyhow::Result<Args> {
     Ok(args)
 }
 
-/// From which append instant of a block a frame's latency counts: the block's last line
-/// ([`AppendLog::since_append`], market frames) or its first line ([`AppendLog::since_start`],
-/// the raw fills records: fills are the first line the writer appends for a block).
+/// From which append instant of a block a frame's latency counts: the write of the last line
+/// it derives from — for market frames the last of the block's order statuses, raw book diffs
+/// and fills ([`AppendLog::since_folded`]: the engine folds a block once those are written),
+/// for the raw fills records the fills line ([`AppendLog::since_fills`]).
 type Since = fn(&AppendLog, u64, Instant) -> Option<Duration>;
 
 /// Counts its opening frame in `opened`, then reads `stream` while `measuring` is set,
@@ -190,9 +191,9 @@ async fn measure<T: Numbered>(
                 if let Some(latency) = since(&log, frame.block(), now) {
                     out.frames += 1;
                     live::record(&mut out.histogram, latency);
-                } else if log.since_start(frame.block(), now).is_some() {
-                    // The writer began this block but had not yet noted the end of its append:
-                    // its thread was descheduled between the last write and the clock.
+                } else if log.since_first_line(frame.block(), now).is_some() {
+                    // The writer began this block but had not yet noted the write this frame
+                    // derives from: its thread was descheduled between the write and the clock.
                     out.early += 1;
                 }
             }
@@ -263,7 +264,7 @@ async fn run(
             tokio::spawn(async move {
                 measure(
                     c.stream_bbo(request).await,
-                    AppendLog::since_append,
+                    AppendLog::since_folded,
                     log,
                     m,
                     o,
@@ -283,7 +284,7 @@ async fn run(
             tokio::spawn(async move {
                 measure(
                     c.stream_l2_book(request).await,
-                    AppendLog::since_append,
+                    AppendLog::since_folded,
                     log,
                     m,
                     o,
@@ -300,7 +301,7 @@ async fn run(
             tokio::spawn(async move {
                 measure(
                     c.stream_trades(request).await,
-                    AppendLog::since_append,
+                    AppendLog::since_folded,
                     log,
                     m,
                     o,
@@ -317,7 +318,7 @@ async fn run(
             tokio::spawn(async move {
                 measure(
                     c.stream_l4_order_updates(request).await,
-                    AppendLog::since_append,
+                    AppendLog::since_folded,
                     log,
                     m,
                     o,
@@ -328,8 +329,8 @@ async fn run(
     }
     {
         // The reference: no position = the live tail; no filter. Its "opening" is simply the
-        // first record after the call, which is not counted either. A fills record is the
-        // first line of its block, so its latency counts from the start of the block's append.
+        // first record after the call, which is not counted either. A fills record's latency
+        // counts from the write of its block's fills line.
         let (mut c, (log, m, o)) = (raw, shared());
         let request = server.request(pb::StreamRequest::default())?;
         tasks.push((
@@ -337,7 +338,7 @@ async fn run(
             tokio::spawn(async move {
                 measure(
                     c.stream_fills(request).await,
-                    AppendLog::since_start,
+                    AppendLog::since_fills,
                     log,
                     m,
                     o,
@@ -557,7 +558,7 @@ fn render(
     );
     let _ = writeln!(
         s,
-        "- Latency: the writer finishing a block's last line (for the reference: starting the block with its fills line) → the client decoding a frame (record) with that `block_number` (same process, monotonic clock); opening frames are not counted; the window opens 2 s after every stream has its opening frame; {} s per (server, rate). `early`: frames decoded before the writer thread had read the clock after its last write (it was descheduled in between), so they cannot be timed and are left out of the percentiles; frames/s counts them\n",
+        "- Latency: the writer finishing the last line a frame derives from — for the market views the last of the block's order statuses, raw book diffs and fills lines (the engine folds a block once those are written; misc events, TWAP statuses and `replica_cmds` feed no market view and are written after them), for the reference the block's fills line — → the client decoding a frame (record) with that `block_number` (same process, monotonic clock); opening frames are not counted; the window opens 2 s after every stream has its opening frame; {} s per (server, rate). `early`: frames decoded before the writer thread had read the clock after that write (it was descheduled in between), so they cannot be timed and are left out of the percentiles; frames/s counts them\n",
         args.seconds
     );
     let _ = writeln!(

@@ -288,7 +288,7 @@ fn tops_rebuilt_for_a_late_subscriber_match_tops_kept_all_along() {
         coins: ["BTC".to_owned()].into(),
     };
     let mids_key = || MidsKey {
-        coins: Default::default(),
+        coins: std::collections::BTreeSet::default(),
         perps_only: false,
     };
     let blocks = by_block_blocks(&real("btc-985148182"));
