@@ -290,6 +290,8 @@ pub struct Engine {
     /// The decoded-diffs list, empty between blocks, kept likewise (see
     /// [`emptied`]).
     diffs: Vec<Pending<'static>>,
+    /// The coins whose books are kept (`None`: every coin).
+    book_coins: Option<BTreeSet<String>>,
 }
 
 /// How many diffs ahead of the one being applied the fold asks for book
@@ -338,6 +340,25 @@ impl Engine {
             height: Some(snapshot.height),
             ..Self::default()
         }
+    }
+
+    /// Keeps the books of `coins` only, for a run that reads no other book
+    /// (a one-coin replay): the other coins' diffs are counted and passed
+    /// over, their opening statuses are not decoded (unless the trigger tap
+    /// asks for them), and their books — if the start had any — are
+    /// dropped. Start from a snapshot parsed for the same coins
+    /// ([`crate::snapshot::parse_coins`]).
+    #[must_use]
+    pub fn keeping_books_of(mut self, coins: BTreeSet<String>) -> Self {
+        let mut books = Books::new();
+        for coin in &coins {
+            if let Some(book) = self.books.get(coin) {
+                books.replace(coin, book.clone());
+            }
+        }
+        self.books = books;
+        self.book_coins = Some(coins);
+        self
     }
 
     /// The books.
@@ -434,6 +455,7 @@ impl Engine {
         let mut openings: Openings<'_> = std::mem::take(&mut self.openings);
         let scan = StatusScan {
             raw_coins,
+            book_coins: self.book_coins.as_ref(),
             openings: wants.books.then_some(&mut openings),
             tap: tap.as_mut(),
         };
@@ -474,11 +496,14 @@ impl Engine {
         // while one is applied, the book memory of those a few places ahead
         // is already on its way (see `DIFF_LOOKAHEAD`).
         let mut diffs: Vec<Pending<'_>> = emptied(std::mem::take(&mut self.diffs));
+        let book_coins = self.book_coins.as_ref();
+        let keeps = |coin: &str| book_coins.is_none_or(|coins| coins.contains(coin));
         for line in &block.lines.raw_book_diffs {
             let fast = |rest| decode_book_diff_at(rest);
             for_each_event(line, block.number, report, fast, |raw, decoded, report| {
                 report.events += 1;
                 match decoded.map_or_else(|| decode_book_diff(raw), Ok) {
+                    Ok(diff) if !keeps(diff.coin) => {}
                     Ok(diff) => diffs.push(Pending {
                         line,
                         raw,
@@ -683,6 +708,9 @@ impl<'a> Openings<'a> {
 /// the trigger tap (absent without a trigger watch).
 struct StatusScan<'s, 'a, 'w> {
     raw_coins: &'s BTreeSet<String>,
+    /// The coins whose books are kept (`None`: all): openings of others are
+    /// not wanted.
+    book_coins: Option<&'s BTreeSet<String>>,
     openings: Option<&'s mut Openings<'a>>,
     tap: Option<&'s mut TriggerTap<'a, 'w>>,
 }
@@ -694,10 +722,24 @@ impl<'a> StatusScan<'_, 'a, '_> {
             tap.offer(&event);
         }
         if event.opens_resting_order()
+            && self.keeps(event.order.coin.as_bytes())
             && let Some(openings) = self.openings.as_deref_mut()
         {
             openings.insert(event);
         }
+    }
+
+    /// Whether an opening of `coin` is wanted by the books.
+    fn keeps(&self, coin: &[u8]) -> bool {
+        self.book_coins
+            .is_none_or(|coins| std::str::from_utf8(coin).is_ok_and(|coin| coins.contains(coin)))
+    }
+
+    /// Whether an opening whose order's coin is `coin` (`None`: not read
+    /// from the bytes) can be passed over undecoded: its book is not kept
+    /// and no trigger tap looks at openings.
+    fn passes_over(&self, coin: Option<&[u8]>) -> bool {
+        self.tap.is_none() && coin.is_some_and(|coin| !self.keeps(coin))
     }
 
     /// Whether a status that opens nothing must be decoded: the tap
@@ -741,6 +783,12 @@ fn scan_statuses<'a>(
                     .or_default()
                     .order_statuses
                     .push(line.slice_ref(raw));
+            }
+            if let Some((status, coin)) = scanned
+                && (status == b"open" || status == b"triggered")
+                && scan.passes_over(Some(coin.as_bytes()))
+            {
+                return;
             }
             if let Some((status, _)) = scanned
                 && status != b"open"
@@ -824,7 +872,8 @@ fn scan_line<'a>(line: &'a Bytes, scan: &mut StatusScan<'_, 'a, '_>) -> Option<u
         if backslash_in_first_nine(value) {
             return None;
         }
-        let opening = value.starts_with(b"open\"") || value.starts_with(b"triggered\"");
+        let opening = (value.starts_with(b"open\"") || value.starts_with(b"triggered\""))
+            && !scan.passes_over(order_coin(value));
         let tapped = || -> Option<bool> {
             Some(
                 scan.tap.is_some()
@@ -898,6 +947,17 @@ fn order_oid(value: &[u8]) -> Option<u64> {
     let order = value.get(len + 1..)?.strip_prefix(b",\"order\":{")?;
     let at = OID_KEY.find(order)? + OID_KEY.needle().len();
     event::leading_unsigned(&order[at..]).map(|(oid, _)| oid)
+}
+
+/// The order's coin of a status read where the node writes it (see
+/// [`order_oid`]: `","order":{"coin":"…"`), or `None` when the bytes are
+/// laid out any other way.
+fn order_coin(value: &[u8]) -> Option<&[u8]> {
+    let len = plain_string(value)?.len();
+    let order = value
+        .get(len + 1..)?
+        .strip_prefix(b",\"order\":{\"coin\":\"")?;
+    plain_string(order)
 }
 
 /// The order id of one status event's bytes, read as [`order_oid`] does.
@@ -1035,6 +1095,7 @@ mod tests {
         let no_coins = BTreeSet::new();
         let mut scan = StatusScan {
             raw_coins: &no_coins,
+            book_coins: None,
             openings: Some(&mut openings),
             tap: None,
         };
@@ -1054,6 +1115,7 @@ mod tests {
         let mut tap = TriggerTap::new(&watch);
         let mut scan = StatusScan {
             raw_coins: &no_coins,
+            book_coins: None,
             openings: None,
             tap: Some(&mut tap),
         };
@@ -1126,6 +1188,7 @@ mod tests {
         let no_coins = BTreeSet::new();
         let scan = StatusScan {
             raw_coins: &no_coins,
+            book_coins: None,
             openings: None,
             tap: Some(&mut tap),
         };
@@ -1147,6 +1210,58 @@ mod tests {
         // A resting trigger (untriggered) is counted, not an opening.
         let trigger = OPEN.replace(r#""isTrigger":false"#, r#""isTrigger":true"#);
         assert_eq!(fast_scan(&[&trigger]), Some((1, vec![])));
+    }
+
+    /// Both status walks with the books of `kept` only: the events counted
+    /// and the openings taken, by each.
+    fn scoped_scans(events: &[&str], kept: &[&str]) -> [(usize, Vec<u64>); 2] {
+        let line = status_line(events);
+        let kept: BTreeSet<String> = kept.iter().map(|&c| c.to_owned()).collect();
+        let no_coins = BTreeSet::new();
+        let mut fast = Openings::default();
+        let mut scan = StatusScan {
+            raw_coins: &no_coins,
+            book_coins: Some(&kept),
+            openings: Some(&mut fast),
+            tap: None,
+        };
+        let counted = scan_openings(&line, &mut scan).unwrap();
+        // The exact walk runs when raw statuses are filed.
+        let raw = ["SOL".to_owned()].into();
+        let mut exact = Openings::default();
+        let scan = StatusScan {
+            raw_coins: &raw,
+            book_coins: Some(&kept),
+            openings: Some(&mut exact),
+            tap: None,
+        };
+        let mut block = Block::new(1, 0);
+        block.lines.order_statuses.push(line.clone());
+        let mut report = BlockReport::default();
+        scan_statuses(&block, scan, &mut BlockChanges::default(), &mut report);
+        let sorted = |openings: &Openings<'_>| {
+            let mut oids: Vec<u64> = openings.index.keys().copied().collect();
+            oids.sort_unstable();
+            oids
+        };
+        [(counted, sorted(&fast)), (report.events, sorted(&exact))]
+    }
+
+    #[test]
+    fn openings_of_books_not_kept_are_counted_and_passed_over() {
+        let eth = OPEN
+            .replace(r#""coin":"BTC""#, r#""coin":"ETH""#)
+            .replace(r#""oid":7"#, r#""oid":9"#);
+        let events = [OPEN, REJECTED, eth.as_str()];
+        for walk in scoped_scans(&events, &["ETH"]) {
+            assert_eq!(walk, (3, vec![9]));
+        }
+        for walk in scoped_scans(&events, &["BTC", "ETH"]) {
+            assert_eq!(walk, (3, vec![7, 9]));
+        }
+        for walk in scoped_scans(&events, &[]) {
+            assert_eq!(walk, (3, vec![]));
+        }
     }
 
     #[test]

@@ -206,6 +206,17 @@ impl Market {
         market
     }
 
+    /// Keeps the books of `coins` only (see [`Engine::keeping_books_of`]):
+    /// for a run whose views read no other book.
+    #[must_use]
+    pub fn keeping_books_of(mut self, coins: BTreeSet<String>) -> Self {
+        self.fold = self.fold.keeping_books_of(coins);
+        self.universe_books = 0;
+        self.universe.clear();
+        self.follow_universe();
+        self
+    }
+
     /// Also folds trades and candles from `first_block` on (blocks below the
     /// books' start included), so a candle store that resumes before the
     /// snapshot the books start from misses nothing. Does nothing when the

@@ -18,7 +18,7 @@
 //! (and re-sent as snapshots by the views that do so). A request outside its
 //! view's contract fails before any output.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -259,13 +259,18 @@ pub fn run(
         return Err(ReplayError::NoData(opts.data_dir.clone()));
     }
     let keys = opts.view.keys(&opts.selection)?;
+    let scope = book_scope(&keys);
     let probe = BlockSource::new(feeds.clone(), SourceOptions::from_block(0))?;
-    let (start_snapshot, later, listed) = snapshots(opts, probe.first_block()?, needs)?;
+    let (start_snapshot, later, listed) =
+        snapshots(opts, probe.first_block()?, needs, scope.as_ref())?;
     let snapshot_height = start_snapshot.as_ref().map(|s| s.height);
     let mut market = match start_snapshot {
         Some(snapshot) => Market::from_snapshot(snapshot, needs),
         None => Market::new(needs),
     };
+    if let Some(coins) = &scope {
+        market = market.keeping_books_of(coins.clone());
+    }
     let start = snapshot_height.map_or(0, |h| h + 1);
     let mut source = BlockSource::new(
         feeds,
@@ -299,6 +304,7 @@ pub fn run(
         later: Later {
             files: later.into_iter().peekable(),
             listed,
+            scope,
         },
     };
     loop {
@@ -404,6 +410,8 @@ impl Run<'_> {
 struct Later {
     files: std::iter::Peekable<std::vec::IntoIter<SnapshotFile>>,
     listed: Snapshots,
+    /// The coins whose books are kept (`None`: all).
+    scope: Option<BTreeSet<String>>,
 }
 
 impl Later {
@@ -416,7 +424,7 @@ impl Later {
         let Some(file) = self.files.next_if(|f| f.height == block) else {
             return Ok(Vec::new());
         };
-        let snapshot = parse_file(&file.path, &self.listed.read(&file)?)?;
+        let snapshot = parse_file(&file.path, &self.listed.read(&file)?, self.scope.as_ref())?;
         market
             .check_snapshot(&snapshot)
             .map_err(|error| ReplayError::Snapshot {
@@ -434,6 +442,7 @@ fn snapshots(
     opts: &ReplayOptions,
     first_block: Option<u64>,
     needs: Needs,
+    scope: Option<&BTreeSet<String>>,
 ) -> Result<(Option<L4Snapshot>, Vec<SnapshotFile>, Snapshots), ReplayError> {
     let listed = Snapshots::open_at_rest(&opts.data_dir)?;
     let files = listed.list();
@@ -442,7 +451,7 @@ fn snapshots(
             path: path.clone(),
             message: e.to_string(),
         })?;
-        Some(parse_file(path, &bytes)?)
+        Some(parse_file(path, &bytes, scope)?)
     } else {
         let target = opts.from_block.or(first_block);
         let chosen = match target {
@@ -455,7 +464,7 @@ fn snapshots(
                 height: file.height,
                 books: Books::default(),
             }),
-            Some(file) => Some(parse_file(&file.path, &listed.read(file)?)?),
+            Some(file) => Some(parse_file(&file.path, &listed.read(file)?, scope)?),
             None => None,
         }
     };
@@ -467,8 +476,22 @@ fn snapshots(
     Ok((start, later, listed))
 }
 
-fn parse_file(path: &Path, bytes: &[u8]) -> Result<L4Snapshot, ReplayError> {
-    snapshot::parse(bytes).map_err(|error| ReplayError::Snapshot {
+/// The only coins whose books the keys read, when every key names them
+/// (see [`Key::book_coins`]): a one-coin replay then keeps one book.
+fn book_scope(keys: &[Key]) -> Option<BTreeSet<String>> {
+    let mut coins = BTreeSet::new();
+    for key in keys {
+        coins.extend(key.book_coins()?.into_iter().map(str::to_owned));
+    }
+    Some(coins)
+}
+
+fn parse_file(
+    path: &Path,
+    bytes: &[u8],
+    scope: Option<&BTreeSet<String>>,
+) -> Result<L4Snapshot, ReplayError> {
+    snapshot::parse_coins(bytes, scope).map_err(|error| ReplayError::Snapshot {
         path: path.to_path_buf(),
         error,
     })

@@ -3,10 +3,11 @@
 //! intermediate tree, and the per-coin comparison of a snapshot with folded
 //! state that finds which coins diverged.
 
+use std::collections::BTreeSet;
 use std::fmt;
 
 use serde::Deserialize;
-use serde::de::{self, Deserializer, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, SeqAccess, Visitor};
 use thiserror::Error;
 
 use crate::book::l4::{Books, L4Book, Level, RestingOrder};
@@ -59,12 +60,29 @@ pub struct L4Snapshot {
 /// [`SnapshotError::Misplaced`] when an order's side disagrees with the
 /// array that lists it.
 pub fn parse(bytes: &[u8]) -> Result<L4Snapshot, SnapshotError> {
-    let (height, coins): (u64, CoinList) =
-        serde_json::from_slice(bytes).map_err(|e| SnapshotError::Malformed {
+    parse_coins(bytes, None)
+}
+
+/// [`parse`], building the books of `coins` only (all with `None`): the
+/// other coins' orders are checked for well-formed JSON and passed over
+/// without being converted, which is what makes a one-coin replay start
+/// fast from a snapshot of every book.
+///
+/// # Errors
+/// As [`parse`].
+pub fn parse_coins(
+    bytes: &[u8],
+    coins: Option<&BTreeSet<String>>,
+) -> Result<L4Snapshot, SnapshotError> {
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    let (height, coins) = SnapshotSeed(coins)
+        .deserialize(&mut deserializer)
+        .and_then(|parsed| deserializer.end().map(|()| parsed))
+        .map_err(|e| SnapshotError::Malformed {
             reason: e.to_string(),
         })?;
     let mut books = Books::new();
-    for (coin, book, misplaced) in coins.0 {
+    for (coin, book, misplaced) in coins {
         if let Some(oid) = misplaced {
             return Err(SnapshotError::Misplaced { coin, oid, height });
         }
@@ -73,48 +91,98 @@ pub fn parse(bytes: &[u8]) -> Result<L4Snapshot, SnapshotError> {
     Ok(L4Snapshot { height, books })
 }
 
-/// `[[coin, [bids, asks]], …]`, each book built while reading.
-struct CoinList(Vec<(String, L4Book, Option<u64>)>);
+/// The coins whose books are built (`None`: all).
+type Scope<'s> = Option<&'s BTreeSet<String>>;
 
-impl<'de> Deserialize<'de> for CoinList {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct CoinsVisitor;
-        impl<'de> Visitor<'de> for CoinsVisitor {
-            type Value = CoinList;
+/// `[height, [[coin, [bids, asks]], …]]`.
+struct SnapshotSeed<'s>(Scope<'s>);
+
+impl<'de> DeserializeSeed<'de> for SnapshotSeed<'_> {
+    type Value = (u64, Vec<(String, L4Book, Option<u64>)>);
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        struct SnapshotVisitor<'s>(Scope<'s>);
+        impl<'de> Visitor<'de> for SnapshotVisitor<'_> {
+            type Value = (u64, Vec<(String, L4Book, Option<u64>)>);
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a list of [coin, [bids, asks]]")
+                f.write_str("[height, [[coin, [bids, asks]], …]]")
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<CoinList, A::Error> {
-                let mut out = Vec::new();
-                while let Some(entry) = seq.next_element::<CoinEntry>()? {
-                    out.push((entry.coin, entry.book, entry.misplaced));
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let height: u64 = seq
+                    .next_element()?
+                    .ok_or_else(|| de::Error::invalid_length(0, &self))?;
+                let coins = seq
+                    .next_element_seed(CoinListSeed(self.0))?
+                    .ok_or_else(|| de::Error::invalid_length(1, &self))?;
+                if seq.next_element::<de::IgnoredAny>()?.is_some() {
+                    return Err(de::Error::invalid_length(3, &self));
                 }
-                Ok(CoinList(out))
+                Ok((height, coins))
             }
         }
-        deserializer.deserialize_seq(CoinsVisitor)
+        deserializer.deserialize_seq(SnapshotVisitor(self.0))
     }
 }
 
-/// `[coin, [bids, asks]]`.
+/// `[[coin, [bids, asks]], …]`, each book in scope built while reading.
+struct CoinListSeed<'s>(Scope<'s>);
+
+impl<'de> DeserializeSeed<'de> for CoinListSeed<'_> {
+    type Value = Vec<(String, L4Book, Option<u64>)>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        struct CoinsVisitor<'s>(Scope<'s>);
+        impl<'de> Visitor<'de> for CoinsVisitor<'_> {
+            type Value = Vec<(String, L4Book, Option<u64>)>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a list of [coin, [bids, asks]]")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::new();
+                while let Some(entry) = seq.next_element_seed(CoinEntrySeed(self.0))? {
+                    if let Some(entry) = entry {
+                        out.push((entry.coin, entry.book, entry.misplaced));
+                    }
+                }
+                Ok(out)
+            }
+        }
+        deserializer.deserialize_seq(CoinsVisitor(self.0))
+    }
+}
+
+/// `[coin, [bids, asks]]`; `None` for a coin out of scope.
+struct CoinEntrySeed<'s>(Scope<'s>);
+
+/// One coin's book as read.
 struct CoinEntry {
     coin: String,
     book: L4Book,
     misplaced: Option<u64>,
 }
 
-impl<'de> Deserialize<'de> for CoinEntry {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct EntryVisitor;
-        impl<'de> Visitor<'de> for EntryVisitor {
-            type Value = CoinEntry;
+impl<'de> DeserializeSeed<'de> for CoinEntrySeed<'_> {
+    type Value = Option<CoinEntry>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        struct EntryVisitor<'s>(Scope<'s>);
+        impl<'de> Visitor<'de> for EntryVisitor<'_> {
+            type Value = Option<CoinEntry>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("[coin, [bids, asks]]")
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<CoinEntry, A::Error> {
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
                 let coin: std::borrow::Cow<'de, str> = seq
                     .next_element()?
                     .ok_or_else(|| de::Error::invalid_length(0, &self))?;
+                if self.0.is_some_and(|scope| !scope.contains(coin.as_ref())) {
+                    seq.next_element::<de::IgnoredAny>()?
+                        .ok_or_else(|| de::Error::invalid_length(1, &self))?;
+                    if seq.next_element::<de::IgnoredAny>()?.is_some() {
+                        return Err(de::Error::invalid_length(3, &self));
+                    }
+                    return Ok(None);
+                }
                 let sides: Sides = seq
                     .next_element()?
                     .ok_or_else(|| de::Error::invalid_length(1, &self))?;
@@ -129,14 +197,17 @@ impl<'de> Deserialize<'de> for CoinEntry {
                         book.insert(order);
                     }
                 }
-                Ok(CoinEntry {
+                if seq.next_element::<de::IgnoredAny>()?.is_some() {
+                    return Err(de::Error::invalid_length(3, &self));
+                }
+                Ok(Some(CoinEntry {
                     coin: coin.into_owned(),
                     book,
                     misplaced,
-                })
+                }))
             }
         }
-        deserializer.deserialize_seq(EntryVisitor)
+        deserializer.deserialize_seq(EntryVisitor(self.0))
     }
 }
 
@@ -290,6 +361,33 @@ mod tests {
             parse(b"[1,{}]"),
             Err(SnapshotError::Malformed { .. })
         ));
+    }
+
+    #[test]
+    fn a_scoped_parse_builds_only_the_coins_asked_for() {
+        let two_coins = TWO_ORDERS.replacen(
+            "[42,[",
+            r#"[42,[["BTC",[[["0x03",{"coin":"BTC","side":"B","limitPx":"9.0","sz":"1.0","oid":9,"timestamp":3,"triggerCondition":"N/A","isTrigger":false,"triggerPx":"0.0","children":[],"isPositionTpsl":false,"reduceOnly":false,"orderType":"Limit","origSz":"1.0","tif":"Gtc","cloid":null}]],[]]],"#,
+            1,
+        );
+        let all = parse(two_coins.as_bytes()).unwrap();
+        assert_eq!(all.books.len(), 2);
+        let only: BTreeSet<String> = ["@1".to_owned()].into();
+        let scoped = parse_coins(two_coins.as_bytes(), Some(&only)).unwrap();
+        assert_eq!(scoped.height, 42);
+        assert_eq!(scoped.books.len(), 1);
+        assert_eq!(scoped.books.get("@1"), all.books.get("@1"));
+        // What is passed over must still be well-formed.
+        let broken = two_coins.replacen(r#""sz":"1.0""#, r#""sz":"1.0"#, 1);
+        assert!(matches!(
+            parse_coins(broken.as_bytes(), Some(&only)),
+            Err(SnapshotError::Malformed { .. })
+        ));
+        let extra = format!("{},7]", &two_coins[..two_coins.len() - 1]);
+        assert!(
+            parse_coins(extra.as_bytes(), Some(&only)).is_err(),
+            "a third element"
+        );
     }
 
     #[test]

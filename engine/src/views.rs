@@ -222,6 +222,13 @@ pub trait View: Sized + Send + 'static {
         Vec::new()
     }
 
+    /// The only coins whose books `key` reads, when it reads the books of
+    /// named coins alone (`None`: any book, or none). A replay of such a
+    /// key keeps only those books.
+    fn book_coins(_key: &Self::Key) -> Option<Vec<&str>> {
+        None
+    }
+
     /// Opens a subscription on the market as it stands: the subscription
     /// and its opening frames.
     ///

@@ -71,6 +71,10 @@ impl View for BboSubscription {
         key.coins.iter().map(String::as_str).collect()
     }
 
+    fn book_coins(key: &BboKey) -> Option<Vec<&str>> {
+        Some(Self::listed_coins(key))
+    }
+
     /// The opening frames are every coin's current top.
     fn open(
         market: &mut Market,

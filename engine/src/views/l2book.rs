@@ -108,6 +108,10 @@ impl View for L2BookSubscription {
         vec![key.coin.as_str()]
     }
 
+    fn book_coins(key: &L2BookKey) -> Option<Vec<&str>> {
+        Some(Self::listed_coins(key))
+    }
+
     /// Tracks the aggregated book; the opening frame is its current state.
     fn open(
         market: &mut Market,

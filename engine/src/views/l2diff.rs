@@ -146,6 +146,10 @@ impl View for L2DiffSubscription {
         key.coins.iter().map(String::as_str).collect()
     }
 
+    fn book_coins(key: &L2DiffKey) -> Option<Vec<&str>> {
+        (!key.coins.is_empty()).then(|| Self::listed_coins(key))
+    }
+
     /// Tracks each coin's aggregated book; the opening frame has a snapshot
     /// entry per coin.
     fn open(

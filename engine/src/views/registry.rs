@@ -117,6 +117,14 @@ macro_rules! registry {
                 }
             }
 
+            /// The only coins whose books the key reads, if it names them
+            /// (see [`View::book_coins`]).
+            pub fn book_coins(&self) -> Option<Vec<&str>> {
+                match self {
+                    $(Key::$variant(key) => <$view as View>::book_coins(key)),*
+                }
+            }
+
             /// Opens a subscription of this key on the market as it stands.
             ///
             /// # Errors
