@@ -25,9 +25,11 @@
 //!    `Needs::ALL` (what the server folds), from the starting snapshot, the blocks before the
 //!    window folded untimed; CPU time from `/proc/thread-self` (read after a 1 ms sleep, so that
 //!    the kernel has brought the thread's run time up to date). Then `--paced-passes` times
-//!    each (default 1; 0 = none) the same folds paced like the server's, one block per mainnet
+//!    each (default 3; 0 = none) the same folds paced like the server's, one block per mainnet
 //!    block interval with the thread asleep in between (so with caches as cold as the engine
-//!    thread finds them), which takes the live window's length per pass.
+//!    thread finds them), which takes the live window's length per pass. The target holds the
+//!    live thread against the paced `Engine::apply` (the same cold caches); back to back, with
+//!    warm caches, is reported beside it.
 //!
 //! Prints the tables and rewrites the `engine_cpu` section of `benches/BENCHMARKS.md`.
 
@@ -77,7 +79,7 @@ fn parse_args(argv: &[String]) -> anyhow::Result<Args> {
         idle_seconds: 10.0,
         settle: 2.0,
         passes: 5,
-        paced_passes: 1,
+        paced_passes: 3,
         scale: 1.0,
         write: true,
     };
@@ -529,19 +531,25 @@ fn render(
         1e3 * live_s / busy.seconds,
         100.0 * busy.process.best_s() / busy.seconds,
     );
-    let ratio = live_s / engine_s;
+    // The live thread folds one block per mainnet interval, with caches as cold as the paced
+    // fold's: that is the fold it is held against. Back to back is shown beside it.
+    let ratio_back_to_back = live_s / engine_s;
+    let (ratio, against) = match engine_paced_s {
+        Some(paced) => (live_s / paced, "paced at 1× like the live thread"),
+        None => (ratio_back_to_back, "back to back (no paced pass was run)"),
+    };
     let _ = writeln!(
         s,
-        "\nTarget: the live path at most {TARGET_RATIO}× `Engine::apply` per block. This run: {:.1} µs vs {:.1} µs = {ratio:.2}× — {} (`Market::apply` with `Needs::ALL` alone: {:.2}×; the rest of the live path over it: {:.2}×).\n",
+        "\nTarget: the live path at most {TARGET_RATIO}× `Engine::apply` per block, the fold {against}. This run: {:.1} µs vs {:.1} µs = {ratio:.2}× — {} (back to back, with warm caches: {:.1} µs, {ratio_back_to_back:.2}×; `Market::apply` with `Needs::ALL` back to back: {:.2}× `Engine::apply`).\n",
         per_block_us(live_s),
-        per_block_us(engine_s),
+        per_block_us(engine_paced_s.unwrap_or(engine_s)),
         if ratio <= TARGET_RATIO {
             "met"
         } else {
             "not met"
         },
+        per_block_us(engine_s),
         market_s / engine_s,
-        live_s / market_s,
     );
 
     let idle_pct = 100.0 * idle.process.ticks_s / idle.seconds;
@@ -596,6 +604,7 @@ fn render(
         "engine_paced_us_per_block": engine_paced_s.map(per_block_us),
         "market_paced_us_per_block": market_paced_s.map(per_block_us),
         "ratio": ratio,
+        "ratio_back_to_back": ratio_back_to_back,
         "target_ratio": TARGET_RATIO,
         "engine_core_pct": 100.0 * live_s / busy.seconds,
         "idle_seconds": idle.seconds,
