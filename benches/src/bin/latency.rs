@@ -554,7 +554,7 @@ fn render(
     );
     let _ = writeln!(
         s,
-        "- Reference, same run, same appends: the raw feed's `VenueL1Gateway/StreamFills` live tail, unfiltered (no position, no filter) — file notification + read + gRPC with no fold, the floor under the market streams. The writer appends a block's fills line first (then raw book diffs, order statuses, misc events, TWAP statuses), so a fills record's latency counts from the start of its block's append, a market frame's from the end (its last line)."
+        "- Reference, same run, same appends: the raw feed's `VenueL1Gateway/StreamFills` live tail, unfiltered (no position, no filter) — file notification + read + gRPC with no fold, the floor under the market streams. The writer appends a block's lines in the order fills, raw book diffs, order statuses, misc events, TWAP statuses (then `replica_cmds`); a fills record's latency counts from the write of its fills line, a market frame's from the write of the block's order statuses (the last line the engine folds)."
     );
     let _ = writeln!(
         s,
@@ -632,7 +632,7 @@ fn render(
         let added = median - floor;
         let _ = writeln!(
             s,
-            "- Where the time goes at {rate}× ({}): the raw feed's p50 is {floor:.3} ms (its fills line appended → record decoded: notification, read, gRPC); the median market view's p50 is {median:.3} ms (the block's last line appended → frame decoded). {}",
+            "- Where the time goes at {rate}× ({}): the raw feed's p50 is {floor:.3} ms (its fills line appended → record decoded: notification, read, gRPC); the median market view's p50 is {median:.3} ms (the block's order statuses, raw book diffs and fills appended → frame decoded). {}",
             config_text(poll),
             if added > 0.0 {
                 format!(

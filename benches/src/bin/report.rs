@@ -382,7 +382,7 @@ fn plan(quick: bool, l1gate: &str) -> Vec<Step> {
     let latency: &[&str] = if quick {
         &["--seconds", "1", "--rates", "1,10"]
     } else {
-        &["--seconds", "5", "--rates", "1,10"]
+        &["--seconds", "15", "--rates", "1,10"]
     };
     steps.push(Step::new(
         "End to end latency",
