@@ -287,10 +287,11 @@ impl Feed {
             return Ok(false);
         }
         // Only the newest file is appended to; the others let go of their
-        // descriptors (they were re-stat'ed above one last time).
+        // descriptors and reservations (they were re-stat'ed above one last
+        // time).
         if let Some((_, older)) = segments.split_last_mut() {
             for slot in older.iter_mut().filter(|slot| slot.is_open()) {
-                *slot = Arc::new(slot.sealed());
+                *slot = Arc::new(slot.sealed()?);
             }
         }
 

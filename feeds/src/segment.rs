@@ -95,16 +95,28 @@ impl Segment {
         self.file.is_some()
     }
 
-    /// The same view without the open file, for a file the node no longer
-    /// appends to (a newer one exists): a long-running reader holds one
-    /// descriptor per feed, not one per file it ever read. A later
-    /// [`Segment::grow`] opens it again.
-    #[must_use]
-    pub fn sealed(&self) -> Segment {
-        Segment {
+    /// The same view without the open file and without the reservation
+    /// past its end, for a file the node no longer appends to (a newer one
+    /// exists): a long-running reader holds one descriptor and one
+    /// reservation per feed, not one per file it ever read. The complete
+    /// prefix is mapped again at its exact length; views handed out earlier
+    /// keep the old mapping until they are dropped. A later
+    /// [`Segment::grow`] opens the file again.
+    ///
+    /// # Errors
+    /// [`FeedError::Io`] when the file cannot be mapped again.
+    pub fn sealed(&self) -> Result<Segment, FeedError> {
+        let mut sealed = Segment {
             file: None,
             ..self.clone()
+        };
+        if let Some(file) = &self.file
+            && self.map.len() > self.data.len()
+        {
+            sealed.map = map_file(file, self.complete_len(), &self.path)?;
+            sealed.data = sealed.map.clone();
         }
+        Ok(sealed)
     }
 
     /// The file's length now, without reading it: `fstat` of the open file,
@@ -286,9 +298,10 @@ mod tests {
         assert_eq!(&second.data()[..], b"a\nbb\n");
         assert_eq!(second.map.as_ptr(), first.map.as_ptr(), "not mapped again");
 
-        let sealed = second.sealed();
+        let sealed = second.sealed().unwrap();
         assert!(!sealed.is_open());
         assert_eq!(&sealed.data()[..], b"a\nbb\n");
+        assert_eq!(sealed.map.len(), 5, "no reservation past the end");
         file.write_all(b"\n").unwrap();
         let third = sealed.grow(sealed.current_len().unwrap()).unwrap().unwrap();
         assert!(third.is_open());
