@@ -1,9 +1,9 @@
 //! Criterion benches of the fan-out hub (`engine::hub`), in frames per second:
 //!
 //! - `hub_publish`: one `Hub::publish` with 0 / 100 / 10,000 idle receivers (subscribed, never
-//!   reading), first without wake-up hooks (`idle/N`: the ring alone), then with each receiver
-//!   holding the hook the gRPC edge registers, a `tokio::sync::Notify::notify_one`
-//!   (`hooked/N`: the ring plus the writer's wake-ups, which grow with N);
+//!   reading), first without a wake-up (`idle/N`: the ring alone), then with the server's one
+//!   wake-up per ring (`woken/N`: the ring plus queueing the ring's signal for the dispatcher
+//!   task, `l1gate::host::wakeups`), whose cost to the writer must not grow with N;
 //! - `hub_publish_contended`: one publish while another thread calls `recv` in a loop, the
 //!   case a lock shared by writer and readers would slow down;
 //! - `hub_round_trip`: one publish and the `recv` of that frame by 1 / 100 receivers (frames
@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use engine::hub::{Hub, Receiver, Recv};
-use tokio::sync::Notify;
+use l1gate::host::wakeups::{Signal, Wakeups};
 
 /// Frames a ring retains: the server's default `market_ring_capacity`.
 const CAPACITY: usize = 1024;
@@ -31,21 +31,22 @@ type Frame = [u64; 4];
 fn bench_publish(c: &mut Criterion) {
     let mut group = c.benchmark_group("hub_publish");
     group.throughput(Throughput::Elements(1));
-    for hooked in [false, true] {
+    // The dispatcher task runs on its own runtime thread, as in the server.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("a runtime: {e}"));
+    let (wakeups, _dispatcher) = runtime.block_on(async { Wakeups::spawn() });
+    for woken in [false, true] {
         for receivers in IDLE {
-            let hub = Hub::<Frame>::with_capacity(CAPACITY);
-            let notify = Arc::new(Notify::new());
-            let idle: Vec<Receiver<Frame>> = (0..receivers)
-                .map(|_| {
-                    let mut receiver = hub.subscribe();
-                    if hooked {
-                        let notify = Arc::clone(&notify);
-                        receiver.set_notify(Arc::new(move || notify.notify_one()));
-                    }
-                    receiver
-                })
-                .collect();
-            let name = if hooked { "hooked" } else { "idle" };
+            let hub = if woken {
+                Hub::<Frame>::with_wake(CAPACITY, wakeups.hook(Arc::new(Signal::default())))
+            } else {
+                Hub::<Frame>::with_capacity(CAPACITY)
+            };
+            let idle: Vec<Receiver<Frame>> = (0..receivers).map(|_| hub.subscribe()).collect();
+            let name = if woken { "woken" } else { "idle" };
             let mut n = 0u64;
             group.bench_function(BenchmarkId::new(name, receivers), |b| {
                 b.iter(|| {

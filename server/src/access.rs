@@ -205,6 +205,7 @@ impl Access {
         Ok(StreamGuard {
             access: self.clone(),
             account: principal.account.clone(),
+            key_id: principal.key_id.clone(),
             usage,
             feed: None,
         })
@@ -313,6 +314,7 @@ impl Access {
 pub struct StreamGuard {
     access: Access,
     account: String,
+    key_id: String,
     usage: Arc<KeyUsage>,
     feed: Option<Arc<FeedTraffic>>,
 }
@@ -323,6 +325,12 @@ impl StreamGuard {
     pub fn for_feed(mut self, feed_id: &'static str) -> Self {
         self.feed = Some(self.access.metrics().feed(feed_id));
         self
+    }
+
+    /// The id of the key the stream was opened with (logged, never the
+    /// key).
+    pub fn key_id(&self) -> &str {
+        &self.key_id
     }
 
     /// Counts one item of `bytes` payload bytes sent on the stream, with the

@@ -124,6 +124,12 @@ pub struct ServeArgs {
     /// guide); 0 turns the check off, e.g. to serve captured files.
     #[arg(long, env = "L1GATE_MARKET_STALE_AFTER_MS", value_name = "MS")]
     pub market_stale_after_ms: Option<u64>,
+    /// A market stream whose next frame is this far behind the newest
+    /// folded block is lagging: incremental views end with ABORTED,
+    /// snapshot views re-open on the newest state. Default 5000; 0 turns the
+    /// time bound off (a lapped ring still counts).
+    #[arg(long, env = "L1GATE_MARKET_MAX_LAG_MS", value_name = "MS")]
+    pub market_max_lag_ms: Option<u64>,
     /// L2 book / L2 diff coalescing window in block time: at most one frame
     /// per window per stream. Default 0 (every block).
     #[arg(long, env = "L1GATE_L2_COALESCE_MS", value_name = "MS")]
@@ -198,6 +204,7 @@ impl ServeArgs {
             candle_streaming: self.candle_streaming.or(lower.candle_streaming),
             candle_throttle_ms: self.candle_throttle_ms.or(lower.candle_throttle_ms),
             market_stale_after_ms: self.market_stale_after_ms.or(lower.market_stale_after_ms),
+            market_max_lag_ms: self.market_max_lag_ms.or(lower.market_max_lag_ms),
             l2_coalesce_ms: self.l2_coalesce_ms.or(lower.l2_coalesce_ms),
             info_url: self.info_url.or(lower.info_url),
             info_cache_ms: self.info_cache_ms.or(lower.info_cache_ms),
@@ -286,6 +293,9 @@ pub struct Settings {
     /// Newest data older than this makes market streams UNAVAILABLE (None =
     /// never).
     pub market_stale_after: Option<Duration>,
+    /// A market stream this far behind the newest block is lagging (None =
+    /// only a lapped ring).
+    pub market_max_lag: Option<Duration>,
     /// L2 book / L2 diff coalescing window (zero = every block).
     pub l2_coalesce: Duration,
     /// The Info source and the node gateway's upstream.
@@ -420,6 +430,10 @@ impl ServeArgs {
             candle_throttle: Duration::from_millis(self.candle_throttle_ms.unwrap_or(500)),
             l2_coalesce: Duration::from_millis(self.l2_coalesce_ms.unwrap_or(0)),
             market_stale_after: match self.market_stale_after_ms.unwrap_or(30_000) {
+                0 => None,
+                ms => Some(Duration::from_millis(ms)),
+            },
+            market_max_lag: match self.market_max_lag_ms.unwrap_or(5_000) {
                 0 => None,
                 ms => Some(Duration::from_millis(ms)),
             },

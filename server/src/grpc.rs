@@ -2,8 +2,10 @@
 //! and market streaming (`MarketStreaming`, typed views of the engine),
 //! behind the access interceptor, with reflection and health. Thin: each RPC
 //! validates its request, subscribes, renders frames as protobuf
-//! ([`render`]) and maps failures to statuses.
+//! ([`render`]) and maps failures to statuses; every stream is supervised
+//! ([`flow`]: a subscriber that lags or stops reading is ended).
 
+pub mod flow;
 pub mod market;
 pub mod raw_feed;
 pub mod render;

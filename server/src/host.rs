@@ -1,8 +1,10 @@
 //! The server's host threads and the files they read: the node's feeds
 //! with their change notifications ([`feeds`]), the engine thread that folds
-//! them into market state and publishes view frames ([`engine`]), and the
+//! them into market state and publishes view frames ([`engine`]), the
+//! dispatcher that wakes the streams reading them ([`wakeups`]), and the
 //! candle store thread that persists the market's candles ([`candles`]).
 
 pub mod candles;
 pub mod engine;
 pub mod feeds;
+pub mod wakeups;

@@ -44,6 +44,8 @@ pub struct Metrics {
     keys: Mutex<BTreeMap<String, (String, Arc<KeyUsage>)>>,
     feeds: Mutex<BTreeMap<&'static str, Arc<FeedTraffic>>>,
     open_streams: Mutex<BTreeMap<String, u64>>,
+    streams_ended: Mutex<BTreeMap<(&'static str, &'static str, &'static str), u64>>,
+    lag_skips: Mutex<BTreeMap<&'static str, u64>>,
     candle_lookups: CandleLookups,
 }
 
@@ -100,6 +102,22 @@ impl Metrics {
         self.feeds.lock().entry(feed_id).or_default().clone()
     }
 
+    /// Counts a stream ended because its subscriber was too slow, by
+    /// service (`market`, `raw_feed`), view or feed, and reason (`lag`,
+    /// `stall`).
+    pub fn stream_ended(&self, service: &'static str, view: &'static str, reason: &'static str) {
+        *self
+            .streams_ended
+            .lock()
+            .entry((service, view, reason))
+            .or_default() += 1;
+    }
+
+    /// Counts a lagging snapshot-view stream re-opened on the newest state.
+    pub fn lag_skip(&self, view: &'static str) {
+        *self.lag_skips.lock().entry(view).or_default() += 1;
+    }
+
     /// Sets the number of open streams of an account.
     pub fn set_open_streams(&self, account: &str, open: u64) {
         self.open_streams.lock().insert(account.to_owned(), open);
@@ -141,6 +159,27 @@ impl Metrics {
                 out,
                 "l1gate_access_rejections_total{{edge=\"{edge}\",reason=\"{reason}\"}} {n}"
             );
+        }
+        family(
+            &mut out,
+            "l1gate_streams_ended_total",
+            "counter",
+            "Streams ended because the subscriber was too slow, by service, view (or feed) and reason: lag (too far behind the newest data) or stall (the connection took nothing for send_timeout_ms).",
+        );
+        for ((service, view, reason), n) in self.streams_ended.lock().iter() {
+            let _ = writeln!(
+                out,
+                "l1gate_streams_ended_total{{service=\"{service}\",view=\"{view}\",reason=\"{reason}\"}} {n}"
+            );
+        }
+        family(
+            &mut out,
+            "l1gate_market_lag_skips_total",
+            "counter",
+            "Snapshot-view streams (BBO, L2 book, candle, mids) that fell too far behind and were re-opened on the newest state, by view.",
+        );
+        for (view, n) in self.lag_skips.lock().iter() {
+            let _ = writeln!(out, "l1gate_market_lag_skips_total{{view=\"{view}\"}} {n}");
         }
         let keys: Vec<(String, String, Arc<KeyUsage>)> = self
             .keys

@@ -19,6 +19,7 @@ use crate::access::keys::{KeyStore, KeysFile};
 use crate::candles::Candles;
 use crate::candles::store::CandleStore;
 use crate::config::Settings;
+use crate::grpc::flow::{FlowSettings, Supervisor};
 use crate::grpc::market::MarketService;
 use crate::grpc::raw_feed::RawFeedService;
 use crate::host::candles::{CandleWriter, WriterSettings, resume_point};
@@ -140,6 +141,8 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         },
     )
     .context("candle store thread")?;
+    let (wakeups, dispatcher) = crate::host::wakeups::Wakeups::spawn();
+    tasks.push(dispatcher);
     let engine = EngineThread::start(
         live.clone(),
         EngineSettings {
@@ -157,8 +160,20 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
             from: candles_from,
             sink: candle_sink,
         }),
+        wakeups,
     )
     .context("market engine thread")?;
+    // Slow subscribers of both services are ended (crate::grpc::flow).
+    let (flow, sweeper) = Supervisor::spawn(
+        FlowSettings {
+            send_timeout: settings.raw_feed.send_timeout,
+            market_max_lag: settings.market_max_lag,
+        },
+        access.metrics().clone(),
+        Some(engine.status().clone()),
+    );
+    tasks.push(sweeper);
+    let raw_feed = raw_feed.with_flow(flow.clone());
     let upstreams = &settings.upstreams;
     let info_source = upstreams
         .info_url
@@ -190,6 +205,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
                 .routes(),
             );
     let market = MarketService::new(engine.commands(), engine.status().clone())
+        .with_flow(flow)
         .with_stale_after(settings.market_stale_after)
         .with_access(access.clone())
         .with_info(info_feed);

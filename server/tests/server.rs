@@ -27,5 +27,6 @@ mod server {
     mod raw_feed_errors;
     mod raw_feed_live;
     mod raw_feed_real;
+    mod slow_subscribers;
     pub mod standin;
 }

@@ -260,6 +260,8 @@ pub trait Rendering: Any + Send + Sync {
 /// with each edge's rendering of them cached.
 pub struct Batch {
     at: Position,
+    /// When the engine published it (Unix ms), if it says.
+    made_ms: Option<i64>,
     frames: Vec<Frame>,
     renders: [OnceLock<Box<dyn Any + Send + Sync>>; RENDER_SLOTS],
 }
@@ -278,9 +280,24 @@ impl Batch {
     pub fn new(at: Position, frames: Vec<Frame>) -> Self {
         Self {
             at,
+            made_ms: None,
             frames,
             renders: Default::default(),
         }
+    }
+
+    /// The same batch, noted as published at `ms` (Unix ms): a live edge
+    /// tells a subscriber that fell behind from one reading a burst of
+    /// old blocks the node wrote at once.
+    #[must_use]
+    pub fn made_at(mut self, ms: i64) -> Self {
+        self.made_ms = Some(ms);
+        self
+    }
+
+    /// When the batch was published (Unix ms), if noted.
+    pub fn made_ms(&self) -> Option<i64> {
+        self.made_ms
     }
 
     /// Where the market stood when the frames were made.

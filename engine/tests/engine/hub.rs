@@ -8,6 +8,55 @@ use std::time::Duration;
 use engine::hub::{Hub, Recv};
 use rstest::rstest;
 
+/// What a server's readers wait on: the hub's one wake-up bumps a
+/// generation and wakes every waiter; a reader notes the generation before
+/// it reads and waits for it to move.
+#[derive(Default)]
+struct Event {
+    generation: std::sync::atomic::AtomicU64,
+    lock: Mutex<()>,
+    moved: Condvar,
+}
+
+impl Event {
+    fn listen(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
+    }
+
+    fn signal(&self) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        let _held = self.lock.lock().unwrap();
+        self.moved.notify_all();
+    }
+
+    /// Waits for the generation to move past `seen`. The bound only turns a
+    /// lost wake-up into a failure instead of a hang; a wake-up normally
+    /// comes within microseconds.
+    fn wait(&self, seen: u64) {
+        let held = self.lock.lock().unwrap();
+        let (_held, timeout) = self
+            .moved
+            .wait_timeout_while(held, Duration::from_secs(30), |()| {
+                self.generation.load(Ordering::SeqCst) == seen
+            })
+            .unwrap();
+        assert!(
+            !timeout.timed_out(),
+            "lost wake-up: waited 30 s after Empty"
+        );
+    }
+}
+
+/// A hub whose wake-up signals a shared event.
+fn woken_hub<T>(capacity: usize) -> (Hub<T>, Arc<Event>) {
+    let event = Arc::new(Event::default());
+    let signal = Arc::clone(&event);
+    (
+        Hub::with_wake(capacity, Arc::new(move || signal.signal())),
+        event,
+    )
+}
+
 fn frame<T: Copy>(recv: Recv<T>) -> T {
     match recv {
         Recv::Frame(frame) => *frame,
@@ -134,31 +183,16 @@ fn a_stalled_reader_never_holds_back_the_writer_or_a_fast_reader() {
 #[test]
 fn a_fast_reader_on_another_thread_sees_every_frame_while_another_stalls() {
     let total = 5_000u64;
-    let hub = Hub::with_capacity(8192);
+    let (hub, event) = woken_hub(8192);
     let stalled = hub.subscribe();
     let mut fast = hub.subscribe();
-    let signal = Arc::new((Mutex::new(false), Condvar::new()));
-    {
-        let signal = Arc::clone(&signal);
-        fast.set_notify(Arc::new(move || {
-            let (flag, cv) = &*signal;
-            *flag.lock().unwrap() = true;
-            cv.notify_one();
-        }));
-    }
     let reader = thread::spawn(move || {
         let mut seen = Vec::new();
         loop {
+            let generation = event.listen();
             match fast.recv() {
                 Recv::Frame(f) => seen.push(*f),
-                Recv::Empty => {
-                    let (flag, cv) = &*signal;
-                    let mut woken = flag.lock().unwrap();
-                    while !*woken {
-                        woken = cv.wait_timeout(woken, Duration::from_millis(50)).unwrap().0;
-                    }
-                    *woken = false;
-                }
+                Recv::Empty => event.wait(generation),
                 Recv::Closed => return seen,
                 Recv::Lagged { missed } => panic!("fast reader lagged by {missed}"),
             }
@@ -174,6 +208,24 @@ fn a_fast_reader_on_another_thread_sees_every_frame_while_another_stalls() {
 }
 
 #[test]
+fn peek_shows_the_next_frame_without_taking_it() {
+    let hub = Hub::with_capacity(2);
+    let mut reader = hub.subscribe();
+    assert!(reader.peek().is_none(), "caught up");
+    hub.publish(1u8);
+    hub.publish(2);
+    assert_eq!(reader.peek().as_deref(), Some(&1));
+    assert_eq!(reader.peek().as_deref(), Some(&1), "not taken");
+    assert_eq!(frame(reader.recv()), 1);
+    assert_eq!(reader.peek().as_deref(), Some(&2));
+    hub.publish(3);
+    hub.publish(4);
+    assert!(reader.peek().is_none(), "lapped: recv reports the lag");
+    assert_eq!(reader.recv(), Recv::Lagged { missed: 1 });
+    assert_eq!(reader.peek().as_deref(), Some(&3));
+}
+
+#[test]
 fn frames_are_shared_not_copied() {
     let hub = Hub::with_capacity(4);
     let mut a = hub.subscribe();
@@ -186,41 +238,24 @@ fn frames_are_shared_not_copied() {
 }
 
 #[test]
-fn hooks_run_after_each_publish_and_on_close_and_stop_with_the_receiver() {
-    let hub = Hub::with_capacity(4);
+fn the_wake_up_runs_once_per_publish_and_at_the_close_whatever_the_readers() {
     let calls = Arc::new(AtomicUsize::new(0));
-    let mut reader = hub.subscribe();
-    let mut other = hub.subscribe();
-    {
-        let calls = Arc::clone(&calls);
-        reader.set_notify(Arc::new(move || {
-            calls.fetch_add(1, Ordering::SeqCst);
-        }));
-    }
+    let counted = Arc::clone(&calls);
+    let hub = Hub::with_wake(
+        4,
+        Arc::new(move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+        }),
+    );
     hub.publish(1u8);
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "no reader");
+    let readers: Vec<_> = (0..100).map(|_| hub.subscribe()).collect();
     hub.publish(2);
-    assert_eq!(calls.load(Ordering::SeqCst), 2);
-    // Replacing the hook does not double the calls.
-    {
-        let calls = Arc::clone(&calls);
-        reader.set_notify(Arc::new(move || {
-            calls.fetch_add(10, Ordering::SeqCst);
-        }));
-    }
     hub.publish(3);
-    assert_eq!(calls.load(Ordering::SeqCst), 12);
-    drop(reader);
-    hub.publish(4);
-    assert_eq!(calls.load(Ordering::SeqCst), 12);
-    let calls_on_close = Arc::new(AtomicUsize::new(0));
-    {
-        let calls = Arc::clone(&calls_on_close);
-        other.set_notify(Arc::new(move || {
-            calls.fetch_add(1, Ordering::SeqCst);
-        }));
-    }
+    assert_eq!(calls.load(Ordering::SeqCst), 3, "a hundred readers");
+    drop(readers);
     drop(hub);
-    assert_eq!(calls_on_close.load(Ordering::SeqCst), 1);
+    assert_eq!(calls.load(Ordering::SeqCst), 4, "the close");
 }
 
 #[test]
@@ -248,40 +283,29 @@ fn receiver_count_follows_subscribe_and_drop() {
 
 #[test]
 fn a_hook_may_use_the_hub_because_it_runs_holding_no_lock_of_it() {
-    // A hook that drops a receiver (which unregisters its hook) and reads
-    // the writer's counters would deadlock if the writer held a hub lock
-    // while calling it.
-    let hub = Arc::new(Hub::with_capacity(4));
-    let mut reader = hub.subscribe();
-    let victim = Arc::new(Mutex::new(Some(hub.subscribe())));
+    // A hook that drops a receiver, subscribes and reads the writer's
+    // counters would deadlock if the writer held a hub lock while calling
+    // it.
+    let victim: Arc<Mutex<Option<engine::hub::Receiver<u8>>>> = Arc::new(Mutex::new(None));
     let seen = Arc::new(AtomicUsize::new(0));
-    {
-        let (victim, seen, hub) = (Arc::clone(&victim), Arc::clone(&seen), Arc::downgrade(&hub));
-        reader.set_notify(Arc::new(move || {
-            drop(victim.lock().unwrap().take());
-            if let Some(hub) = hub.upgrade() {
-                seen.store(hub.receiver_count(), Ordering::SeqCst);
-            }
-        }));
-    }
+    let hub = Arc::new_cyclic(|weak: &std::sync::Weak<Hub<u8>>| {
+        let (victim, seen, hub) = (Arc::clone(&victim), Arc::clone(&seen), weak.clone());
+        Hub::with_wake(
+            4,
+            Arc::new(move || {
+                drop(victim.lock().unwrap().take());
+                if let Some(hub) = hub.upgrade() {
+                    drop(hub.subscribe());
+                    seen.store(hub.receiver_count(), Ordering::SeqCst);
+                }
+            }),
+        )
+    });
+    let mut reader = hub.subscribe();
+    *victim.lock().unwrap() = Some(hub.subscribe());
     hub.publish(1u8);
     assert_eq!(seen.load(Ordering::SeqCst), 1);
     assert_eq!(frame(reader.recv()), 1);
-}
-
-/// Waits on a hook-driven flag. The bound only turns a lost wake-up into a
-/// failure instead of a hang; a wake-up normally comes within microseconds.
-fn park(signal: &(Mutex<bool>, Condvar)) {
-    let (flag, cv) = signal;
-    let woken = flag.lock().unwrap();
-    let (mut woken, timeout) = cv
-        .wait_timeout_while(woken, Duration::from_secs(30), |woken| !*woken)
-        .unwrap();
-    assert!(
-        !timeout.timed_out(),
-        "lost wake-up: parked 30 s after Empty"
-    );
-    *woken = false;
 }
 
 #[test]
@@ -290,23 +314,16 @@ fn stress_many_readers_on_threads_keep_order_and_exact_lag_accounting() {
     // and each frame is either read or counted in exactly one `missed`.
     let total = 100_000u64;
     let readers = 8;
-    let hub = Hub::with_capacity(64);
+    let (hub, event) = woken_hub(64);
     let mut handles = Vec::new();
     for index in 0..readers {
         let mut receiver = hub.subscribe();
-        let signal = Arc::new((Mutex::new(false), Condvar::new()));
+        let event = Arc::clone(&event);
         let parks = index % 2 == 0;
-        if parks {
-            let signal = Arc::clone(&signal);
-            receiver.set_notify(Arc::new(move || {
-                let (flag, cv) = &*signal;
-                *flag.lock().unwrap() = true;
-                cv.notify_one();
-            }));
-        }
         handles.push(thread::spawn(move || {
             let (mut read, mut missed, mut lags) = (0u64, 0u64, 0u64);
             loop {
+                let generation = event.listen();
                 match receiver.recv() {
                     Recv::Frame(frame) => {
                         assert_eq!(*frame, read + missed, "reader {index}: out of order");
@@ -322,7 +339,7 @@ fn stress_many_readers_on_threads_keep_order_and_exact_lag_accounting() {
                         missed += lost;
                         lags += 1;
                     }
-                    Recv::Empty if parks => park(&signal),
+                    Recv::Empty if parks => event.wait(generation),
                     Recv::Empty => thread::yield_now(),
                     Recv::Closed => return (read, missed, lags),
                 }
@@ -350,8 +367,8 @@ fn stress_many_readers_on_threads_keep_order_and_exact_lag_accounting() {
 
 #[test]
 fn stress_receivers_come_and_go_while_the_writer_publishes() {
-    // Subscribing, registering hooks and dropping receivers on other
-    // threads never disturbs the writer or a steady reader.
+    // Subscribing and dropping receivers on other threads never disturbs
+    // the writer or a steady reader.
     let total = 20_000u64;
     let hub = Arc::new(Hub::with_capacity(total.next_power_of_two() as usize));
     let mut steady = hub.subscribe();
@@ -365,7 +382,6 @@ fn stress_receivers_come_and_go_while_the_writer_publishes() {
                     let Some(hub) = hub.upgrade() else { break };
                     let mut receiver = hub.subscribe();
                     drop(hub);
-                    receiver.set_notify(Arc::new(|| {}));
                     if let Recv::Frame(frame) = receiver.recv() {
                         assert!(*frame < total);
                     }

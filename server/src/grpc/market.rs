@@ -3,12 +3,19 @@
 //! through the engine thread, sends the opening frame(s), then relays the
 //! key's ring.
 //!
-//! Lagging (see [`engine::hub`]): when a subscriber falls a whole ring
-//! behind, an incremental view (trades, fills family, L2 diff, L4 book, L4
-//! order updates, TP/SL) ends with `ABORTED`; a snapshot view (L2 book, BBO,
-//! candle, all mids) re-opens at the engine thread, sends the current state
-//! and carries on from there, so the newest state supersedes what was
-//! dropped. Each view says which it is ([`engine::views::OnLag`]).
+//! Lagging (see [`crate::grpc::flow`]): when a subscriber's oldest untaken
+//! frame is over `market_max_lag_ms` behind the newest block, or it falls a
+//! whole ring behind, an incremental view (trades, fills family, L2 diff,
+//! L4 book, L4 order updates, TP/SL) ends with `ABORTED`; a snapshot view
+//! (L2 book, BBO, candle, all mids) re-opens at the engine thread, sends
+//! the current state and carries on from there, so the newest state
+//! supersedes what was dropped. Each view says which it is
+//! ([`engine::views::OnLag`]). A stream whose connection takes nothing for
+//! `send_timeout_ms` ends with `DEADLINE_EXCEEDED`.
+//!
+//! Waking: each key's ring has one signal that all of its streams wait on
+//! ([`crate::host::wakeups`]); a stream registers with it before reading
+//! the ring.
 //!
 //! Encode once: frames are built once per key and encoded once, by the
 //! first subscriber that sends them; every stream writes the same shared
@@ -24,6 +31,7 @@ use std::time::Duration;
 
 use crossbeam_channel::Sender;
 use engine::hub::{Receiver, Recv};
+use engine::market::Position;
 use engine::market::candles::{CandleError, Interval};
 use engine::views::bbo::BboKey;
 use engine::views::candles::CandleKey;
@@ -40,12 +48,13 @@ use engine::views::{Numbering, OnLag, ViewError};
 use futures_util::{Stream, StreamExt as _};
 use proto::encoded::{Encoded, market_streaming_server};
 use proto::v3 as pb;
-use tokio::sync::Notify;
 use tonic::{Request, Response, Status};
 
-use crate::access::{Access, StreamGuard, guard_stream};
+use crate::access::{Access, StreamGuard};
+use crate::grpc::flow::{self, EndReason, Measured, Slot, Supervisor, Watched};
 use crate::grpc::render;
 use crate::host::engine::{Command, EngineStatus, Opened, SubscribeError, subscribe};
+use crate::host::wakeups::Signal;
 use crate::info::InfoFeed;
 use crate::info::streams::TypedStream;
 
@@ -53,18 +62,15 @@ use crate::info::streams::TypedStream;
 pub type MarketStream = Pin<Box<dyn Stream<Item = Result<Encoded, Status>> + Send>>;
 
 /// Encodes a typed stream's messages for the wire (each subscriber its own:
-/// the Info-derived views change about once per poll) and ties `guard` to it.
-fn typed<T: prost::Message + 'static>(
-    guard: Option<StreamGuard>,
-    stream: TypedStream<T>,
-) -> MarketStream {
+/// the Info-derived views change about once per poll), under supervision.
+fn typed<T: prost::Message + 'static>(slot: Arc<Slot>, stream: TypedStream<T>) -> MarketStream {
     let stream = stream.map(|item| item.map(|message| Encoded::of(&message)));
-    match guard {
-        Some(guard) => Box::pin(guard_stream(stream, guard, |message: &Encoded| {
-            (message.len(), None)
-        })),
-        None => Box::pin(stream),
-    }
+    Box::pin(Watched::new(Box::pin(stream), slot, |message: &Encoded| {
+        Measured {
+            bytes: message.len(),
+            ..Measured::default()
+        }
+    }))
 }
 
 /// The `MarketStreaming` service.
@@ -75,6 +81,7 @@ pub struct MarketService {
     stale_after: Option<Duration>,
     access: Option<Access>,
     info: Option<InfoFeed>,
+    flow: Supervisor,
 }
 
 impl MarketService {
@@ -86,7 +93,16 @@ impl MarketService {
             stale_after: None,
             access: None,
             info: None,
+            flow: Supervisor::unswept(),
         }
+    }
+
+    /// Supervises every stream through `flow` (slow subscribers are ended;
+    /// see [`crate::grpc::flow`]).
+    #[must_use]
+    pub fn with_flow(mut self, flow: Supervisor) -> Self {
+        self.flow = flow;
+        self
     }
 
     /// Serves StreamAllMids and StreamActiveAssetCtx from an Info source's
@@ -133,14 +149,19 @@ impl MarketService {
         let opened = subscribe(&self.commands, key.clone())
             .await
             .map_err(status_of)?;
+        let on_lag = key.kind().on_lag();
+        let slot = self
+            .flow
+            .watch("market", key.kind().name(), Some(on_lag), guard);
         let mut relay = Relay {
             commands: self.commands.clone(),
             status: Arc::clone(&self.status),
             stale_after: self.stale_after,
-            on_lag: key.kind().on_lag(),
+            max_lag: self.flow.settings().market_max_lag,
+            on_lag,
             key,
-            notify: Arc::new(Notify::new()),
-            receiver: None,
+            slot: Arc::clone(&slot),
+            signal: Arc::clone(&opened.signal),
             pending: VecDeque::new(),
             numbering: Numbering::default(),
             done: false,
@@ -150,12 +171,14 @@ impl MarketService {
             let item = relay.next().await?;
             Some((item, relay))
         });
-        Ok(match guard {
-            Some(guard) => Box::pin(guard_stream(stream, guard, |message: &Encoded| {
-                (message.len(), None)
-            })),
-            None => Box::pin(stream),
-        })
+        Ok(Box::pin(Watched::new(
+            Box::pin(stream),
+            slot,
+            |message: &Encoded| Measured {
+                bytes: message.len(),
+                ..Measured::default()
+            },
+        )))
     }
 
     /// Subscribes `key` for a caller holding `guard` and answers with its
@@ -174,11 +197,16 @@ struct Relay {
     commands: Sender<Command>,
     status: Arc<EngineStatus>,
     stale_after: Option<Duration>,
+    max_lag: Option<Duration>,
     key: Key,
     on_lag: OnLag,
-    notify: Arc<Notify>,
-    receiver: Option<Receiver<Batch>>,
-    pending: VecDeque<Encoded>,
+    /// The stream's supervised state; holds the ring receiver.
+    slot: Arc<Slot>,
+    /// Woken after each publish to the ring.
+    signal: Arc<Signal>,
+    /// Encoded messages not taken yet, with the block they come from and
+    /// when it was published (Unix ms).
+    pending: VecDeque<(Encoded, Position, i64)>,
     /// This subscriber's `sequence` / `seq` numbering.
     numbering: Numbering,
     done: bool,
@@ -188,42 +216,112 @@ impl Relay {
     fn take(&mut self, opened: Opened) {
         let Opened {
             opening,
-            mut receiver,
+            receiver,
+            signal,
         } = opened;
-        let notify = Arc::clone(&self.notify);
-        receiver.set_notify(Arc::new(move || notify.notify_one()));
-        self.receiver = Some(receiver);
+        self.signal = signal;
+        self.slot.set_receiver(Some(receiver));
         self.queue(&opening);
     }
 
     fn queue(&mut self, batch: &Batch) {
-        self.pending
-            .extend(render::encoded(batch, &mut self.numbering));
+        let at = batch.position();
+        let made = batch.made_ms().unwrap_or_else(crate::unix_now_ms);
+        self.pending.extend(
+            render::encoded(batch, &mut self.numbering)
+                .into_iter()
+                .map(|message| (message, at, made)),
+        );
+        self.show_front();
+    }
+
+    /// Tells the supervisor what the oldest queued message is.
+    fn show_front(&self) {
+        self.slot
+            .set_front(self.pending.front().map(|(_, at, made)| (*made, at.time)));
+    }
+
+    /// How far (ms of block time) `batch` is behind the newest folded
+    /// block, when that is over the bound and the batch has also waited
+    /// that long since it was published (a burst of old blocks the node
+    /// wrote at once is not a slow subscriber).
+    fn lagging(&self, batch: &Batch) -> Option<i64> {
+        let bound = i64::try_from(self.max_lag?.as_millis()).unwrap_or(i64::MAX);
+        let behind = self
+            .status
+            .block_time_ms()
+            .saturating_sub(batch.position().time);
+        let waited = crate::unix_now_ms().saturating_sub(batch.made_ms()?);
+        (behind > bound && waited > bound).then_some(behind)
+    }
+
+    /// A snapshot view that fell behind: drops what is queued and re-opens
+    /// on the newest state.
+    async fn reopen(&mut self) -> Result<(), Status> {
+        self.slot.set_receiver(None);
+        self.pending.clear();
+        self.show_front();
+        let opened = subscribe(&self.commands, self.key.clone())
+            .await
+            .map_err(status_of)?;
+        self.take(opened);
+        Ok(())
+    }
+
+    /// Ends an incremental view that fell behind.
+    fn abort(&mut self, status: Status) {
+        self.done = true;
+        self.slot.end(EndReason::Lag, status);
     }
 
     async fn next(&mut self) -> Option<Result<Encoded, Status>> {
         loop {
-            if self.done {
+            // An ended stream's status is delivered by `Watched`.
+            if self.done || self.slot.is_ended() {
                 return None;
             }
-            if let Some(message) = self.pending.pop_front() {
+            if let Some((message, at, _)) = self.pending.pop_front() {
+                self.slot.note_block(at.block_number, at.time);
+                self.show_front();
                 return Some(Ok(message));
             }
-            let Some(receiver) = self.receiver.as_mut() else {
-                self.done = true;
-                return None;
+            let signal = Arc::clone(&self.signal);
+            // Registered before the ring is read: no wake-up is lost.
+            let woken = signal.listen();
+            let Some(recv) = self.slot.with_receiver(Receiver::recv) else {
+                // The sweeper let go of a stuck snapshot view's receiver.
+                if let Err(status) = self.reopen().await {
+                    self.done = true;
+                    return Some(Err(status));
+                }
+                continue;
             };
-            match receiver.recv() {
-                Recv::Frame(batch) => self.queue(&batch),
+            match recv {
+                Recv::Frame(batch) => match (self.lagging(&batch), self.on_lag) {
+                    (None, _) => self.queue(&batch),
+                    (Some(behind), OnLag::Abort) => {
+                        let bound = self.max_lag.map_or(0, |b| b.as_millis());
+                        self.abort(flow::lag_status(
+                            behind,
+                            i64::try_from(bound).unwrap_or(i64::MAX),
+                            self.slot.last_block(),
+                        ));
+                    }
+                    (Some(_), OnLag::SkipToNewest) => {
+                        self.slot.count_lag_skip();
+                        if let Err(status) = self.reopen().await {
+                            self.done = true;
+                            return Some(Err(status));
+                        }
+                    }
+                },
                 Recv::Empty => {
                     let Some(bound) = self.stale_after else {
-                        self.notify.notified().await;
+                        woken.await;
                         continue;
                     };
                     // A quiet view is healthy; a stalled engine is not.
-                    if tokio::time::timeout(bound, self.notify.notified())
-                        .await
-                        .is_err()
+                    if tokio::time::timeout(bound, woken).await.is_err()
                         && let Some(status) = stale(&self.status, Some(bound))
                     {
                         self.done = true;
@@ -232,20 +330,19 @@ impl Relay {
                 }
                 Recv::Lagged { missed } => match self.on_lag {
                     OnLag::Abort => {
-                        self.done = true;
-                        return Some(Err(Status::aborted(format!(
-                            "subscriber too slow: {missed} blocks of frames were dropped; resubscribe"
-                        ))));
+                        let resume = self.slot.last_block().map_or_else(String::new, |b| {
+                            format!("; last block sent {b}, resubscribe to continue after it")
+                        });
+                        self.abort(Status::aborted(format!(
+                            "subscriber too slow: {missed} blocks of frames were dropped \
+                             (the view's ring of market_ring_capacity blocks was lapped){resume}"
+                        )));
                     }
                     OnLag::SkipToNewest => {
-                        // Release the old cursor before taking a new one.
-                        self.receiver = None;
-                        match subscribe(&self.commands, self.key.clone()).await {
-                            Ok(opened) => self.take(opened),
-                            Err(error) => {
-                                self.done = true;
-                                return Some(Err(status_of(error)));
-                            }
+                        self.slot.count_lag_skip();
+                        if let Err(status) = self.reopen().await {
+                            self.done = true;
+                            return Some(Err(status));
                         }
                     }
                 },
@@ -576,8 +673,9 @@ impl market_streaming_server::MarketStreaming for MarketService {
     ) -> Result<Response<Self::StreamAllMidsStream>, Status> {
         let guard = self.admit(&request)?;
         if let Some(info) = &self.info {
+            let slot = self.flow.watch("market", "all_mids", None, guard);
             return Ok(Response::new(typed(
-                guard,
+                slot,
                 crate::info::streams::all_mids(info),
             )));
         }
@@ -602,6 +700,7 @@ impl market_streaming_server::MarketStreaming for MarketService {
             ));
         };
         let stream = crate::info::streams::active_asset_ctx(info, coin).await?;
-        Ok(Response::new(typed(guard, stream)))
+        let slot = self.flow.watch("market", "active_asset_ctx", None, guard);
+        Ok(Response::new(typed(slot, stream)))
     }
 }

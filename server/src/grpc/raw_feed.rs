@@ -33,8 +33,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::time::{Instant, timeout_at};
 use tonic::{Request, Response, Status};
 
-use crate::access::{Access, guard_stream};
+use crate::access::Access;
 use crate::config::RawFeedSettings;
+use crate::grpc::flow::{EndReason, Measured, Slot, Supervisor, Watched};
 use crate::host::feeds::LiveFeeds;
 
 /// Records per read from a feed before yielding to the runtime.
@@ -52,6 +53,7 @@ pub struct RawFeedService {
     settings: RawFeedSettings,
     replays: Arc<Semaphore>,
     access: Option<Access>,
+    flow: Supervisor,
 }
 
 impl RawFeedService {
@@ -62,7 +64,16 @@ impl RawFeedService {
             replays: Arc::new(Semaphore::new(settings.max_replays)),
             settings,
             access: None,
+            flow: Supervisor::unswept(),
         }
+    }
+
+    /// Supervises every stream through `flow` (a subscriber that stops
+    /// taking records is ended; see [`crate::grpc::flow`]).
+    #[must_use]
+    pub fn with_flow(mut self, flow: Supervisor) -> Self {
+        self.flow = flow;
+        self
     }
 
     /// Applies the callers' rate limits and usage accounting: unary calls
@@ -90,15 +101,17 @@ impl RawFeedService {
             Some(access) => Some(access.grpc_stream(request)?.for_feed(source.feed_id())),
             None => None,
         };
-        let response = self.stream(source, request.get_ref())?;
-        Ok(match guard {
-            Some(guard) => response.map(|stream| -> RecordStream {
-                Box::pin(guard_stream(stream, guard, |record: &Record| {
-                    (record.data.len(), record.timestamp)
-                }))
-            }),
-            None => response,
-        })
+        let slot = self.flow.watch("raw_feed", source.feed_id(), None, guard);
+        let records = self.stream(source, request.get_ref(), &slot)?;
+        Ok(Response::new(Box::pin(Watched::new(
+            records,
+            slot,
+            |record: &Record| Measured {
+                bytes: record.data.len(),
+                block: record.block_number.and_then(|n| u64::try_from(n).ok()),
+                block_time_ms: record.timestamp,
+            },
+        ))))
     }
 
     fn feed(&self, source: Source) -> Result<Feed, Status> {
@@ -107,15 +120,18 @@ impl RawFeedService {
             .ok_or_else(|| Status::internal(format!("{}: not a line feed", source.feed_id())))
     }
 
+    /// The records of a stream request, read by a task that stops when
+    /// `slot` is ended.
     fn stream(
         &self,
         source: Source,
         request: &StreamRequest,
-    ) -> Result<Response<RecordStream>, Status> {
+        slot: &Arc<Slot>,
+    ) -> Result<RecordStream, Status> {
         let start = parse_position(source, request.position.as_ref())?;
         let filter = compile_filter(source, request.filter.as_ref())?;
         if source == Source::OrderbookSnapshots {
-            return Ok(Response::new(self.snapshot_stream(start)));
+            return Ok(self.snapshot_stream(start, Arc::clone(slot)));
         }
         let permit = match start {
             Some(_) => Some(self.replays.clone().try_acquire_owned().map_err(|_| {
@@ -142,13 +158,13 @@ impl RawFeedService {
             settings: self.settings,
             tx,
             closing: closing.clone(),
-            last_block: None,
+            slot: Arc::clone(slot),
         };
         tokio::spawn(pump.run());
-        Ok(Response::new(with_closing_status(rx, closing)))
+        Ok(with_closing_status(rx, closing))
     }
 
-    fn snapshot_stream(&self, start: Option<Start>) -> RecordStream {
+    fn snapshot_stream(&self, start: Option<Start>, watch: Arc<Slot>) -> RecordStream {
         let (tx, rx) = mpsc::channel(4);
         let closing = Arc::new(Mutex::new(None));
         let live = self.live.clone();
@@ -190,10 +206,18 @@ impl RawFeedService {
                         timestamp: Some(file.timestamp_ms),
                         data,
                     };
-                    match tx.send_timeout(Ok(record), send_timeout).await {
+                    watch.queued_record();
+                    let sent = tokio::select! {
+                        sent = tx.send_timeout(Ok(record), send_timeout) => sent,
+                        () = watch.cancelled() => return,
+                    };
+                    match sent {
                         Ok(()) => {}
                         Err(mpsc::error::SendTimeoutError::Timeout(_)) => {
-                            *slot.lock() = Some(too_slow(Source::OrderbookSnapshots, last_height));
+                            watch.end(
+                                EndReason::Stall,
+                                too_slow(Source::OrderbookSnapshots, watch.last_block()),
+                            );
                             return;
                         }
                         Err(mpsc::error::SendTimeoutError::Closed(_)) => return,
@@ -206,6 +230,7 @@ impl RawFeedService {
                 tokio::select! {
                     changed = changes.changed() => if changed.is_err() { return },
                     () = tx.closed() => return,
+                    () = watch.cancelled() => return,
                 }
             }
         });
@@ -304,17 +329,26 @@ struct Pump {
     settings: RawFeedSettings,
     tx: mpsc::Sender<Result<Record, Status>>,
     closing: Arc<Mutex<Option<Status>>>,
-    last_block: Option<u64>,
+    /// The stream's supervision: ended by the sweeper when its transport
+    /// stalls; this task ends it when it falls behind.
+    slot: Arc<Slot>,
 }
 
 impl Pump {
     async fn run(mut self) {
-        if let Err(status) = self.pump().await {
-            *self.closing.lock() = Some(status);
+        let slot = Arc::clone(&self.slot);
+        let result = tokio::select! {
+            result = self.pump() => result,
+            () = slot.cancelled() => Ok(()),
+        };
+        match result {
+            Ok(()) => {}
+            Err(Ended::TooSlow(reason, status)) => slot.end(reason, status),
+            Err(Ended::Failed(status)) => *self.closing.lock() = Some(status),
         }
     }
 
-    async fn pump(&mut self) -> Result<(), Status> {
+    async fn pump(&mut self) -> Result<(), Ended> {
         let mut changes = self.live.subscribe(self.source);
         let mut last_activity = Instant::now();
         loop {
@@ -329,18 +363,21 @@ impl Pump {
                     changed = timeout_at(last_activity + self.settings.idle_timeout, changes.changed()) => match changed {
                         Ok(Ok(())) => continue,
                         Ok(Err(_)) => return Ok(()),
-                        Err(_) => return Err(Status::unavailable(format!(
+                        Err(_) => return Err(Ended::Failed(Status::unavailable(format!(
                             "{}: no new records for {} ms",
                             self.source.feed_id(),
                             self.settings.idle_timeout.as_millis()
-                        ))),
+                        )))),
                     },
                     () = self.tx.closed() => return Ok(()),
                 }
             }
             last_activity = Instant::now();
             if self.permit.is_none() && self.feed.lag(&self.cursor) > self.settings.max_lag_bytes {
-                return Err(too_slow(self.source, self.last_block));
+                return Err(Ended::TooSlow(
+                    EndReason::Lag,
+                    too_slow(self.source, self.slot.last_block()),
+                ));
             }
             for record in batch {
                 // Filtering is CPU work between sends: give the runtime a
@@ -359,25 +396,44 @@ impl Pump {
                         filtered.line
                     }
                 };
-                let block = record.block_number;
                 let out = Record {
-                    block_number: block.and_then(|n| i64::try_from(n).ok()),
+                    block_number: record.block_number.and_then(|n| i64::try_from(n).ok()),
                     timestamp: record.timestamp_ms,
                     data,
                 };
+                // Counted before it can be taken, so a take never comes
+                // first.
+                self.slot.queued_record();
                 match self
                     .tx
                     .send_timeout(Ok(out), self.settings.send_timeout)
                     .await
                 {
-                    Ok(()) => self.last_block = block.or(self.last_block),
+                    Ok(()) => {}
                     Err(mpsc::error::SendTimeoutError::Timeout(_)) => {
-                        return Err(too_slow(self.source, self.last_block));
+                        return Err(Ended::TooSlow(
+                            EndReason::Stall,
+                            too_slow(self.source, self.slot.last_block()),
+                        ));
                     }
                     Err(mpsc::error::SendTimeoutError::Closed(_)) => return Ok(()),
                 }
             }
         }
+    }
+}
+
+/// Why a reader task stopped early.
+enum Ended {
+    /// The subscriber fell behind or stopped taking records.
+    TooSlow(EndReason, Status),
+    /// The files could not be read, or the feed went quiet.
+    Failed(Status),
+}
+
+impl From<Status> for Ended {
+    fn from(status: Status) -> Self {
+        Ended::Failed(status)
     }
 }
 

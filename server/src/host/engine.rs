@@ -53,6 +53,7 @@ use tokio::sync::oneshot;
 
 use crate::host::candles::{CandleBlock, CandleMessage};
 use crate::host::feeds::{LiveFeeds, Pending, Wake};
+use crate::host::wakeups::{Signal, Wakeups};
 
 /// Engine thread settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,13 +109,16 @@ pub enum SubscribeError {
 }
 
 /// An accepted subscription: the opening frames, then a receiver of every
-/// later block's frames.
+/// later block's frames and the signal that says when there are more.
 #[derive(Debug)]
 pub struct Opened {
     /// Frames that open the stream (empty for live-only views).
     pub opening: Batch,
     /// Later frames, from the block after the opening.
     pub receiver: HubReceiver<Batch>,
+    /// Woken after every publish to the receiver's ring (listen before
+    /// reading it; see [`crate::host::wakeups`]).
+    pub signal: Arc<Signal>,
 }
 
 /// A request to the engine thread.
@@ -201,6 +205,7 @@ impl EngineThread {
         live: Arc<LiveFeeds>,
         settings: EngineSettings,
         candles: Option<CandleFeed>,
+        wakeups: Wakeups,
     ) -> std::io::Result<Self> {
         let (commands, inbox) = crossbeam_channel::unbounded();
         let status = Arc::new(EngineStatus::default());
@@ -210,7 +215,7 @@ impl EngineThread {
             std::thread::Builder::new()
                 .name("l1gate-engine".into())
                 .spawn(move || {
-                    let result = Writer::new(&live, settings, candles, &status)
+                    let result = Writer::new(&live, settings, candles, wakeups, &status)
                         .and_then(|writer| writer.run(&inbox, &wake));
                     if let Err(error) = result {
                         tracing::error!(%error, "engine thread stopped");
@@ -260,6 +265,7 @@ pub async fn subscribe(commands: &Sender<Command>, key: Key) -> Result<Opened, S
 struct Entry {
     producer: Producer,
     hub: Hub<Batch>,
+    signal: Arc<Signal>,
 }
 
 struct Writer<'s> {
@@ -270,6 +276,7 @@ struct Writer<'s> {
     source: BlockSource,
     keys: BTreeMap<Key, Entry>,
     candles: Option<Sender<CandleMessage>>,
+    wakeups: Wakeups,
     last_listing: Instant,
 }
 
@@ -296,6 +303,7 @@ impl<'s> Writer<'s> {
         live: &Arc<LiveFeeds>,
         settings: EngineSettings,
         candles: Option<CandleFeed>,
+        wakeups: Wakeups,
         status: &'s EngineStatus,
     ) -> Result<Self, String> {
         let mut market = match live.snapshots().latest() {
@@ -336,6 +344,7 @@ impl<'s> Writer<'s> {
             source,
             keys: BTreeMap::new(),
             candles: sink,
+            wakeups,
             last_listing: Instant::now(),
         })
     }
@@ -478,10 +487,11 @@ impl<'s> Writer<'s> {
             .keys
             .store(self.keys.len() as u64, Ordering::Release);
         let at = self.market.position();
+        let made = crate::unix_now_ms();
         for entry in self.keys.values_mut() {
             let frames = entry.producer.on_block(&self.market);
             if !frames.is_empty() {
-                entry.hub.publish(Batch::new(at, frames));
+                entry.hub.publish(Batch::new(at, frames).made_at(made));
             }
         }
     }
@@ -521,15 +531,31 @@ impl<'s> Writer<'s> {
             return Ok(Opened {
                 opening,
                 receiver: entry.hub.subscribe(),
+                signal: Arc::clone(&entry.signal),
             });
         }
-        let hub = Hub::with_capacity(self.settings.ring_capacity);
+        let signal = Arc::new(Signal::default());
+        let hub = Hub::with_wake(
+            self.settings.ring_capacity,
+            self.wakeups.hook(Arc::clone(&signal)),
+        );
         let receiver = hub.subscribe();
-        self.keys.insert(key, Entry { producer, hub });
+        self.keys.insert(
+            key,
+            Entry {
+                producer,
+                hub,
+                signal: Arc::clone(&signal),
+            },
+        );
         self.status
             .keys
             .store(self.keys.len() as u64, Ordering::Release);
-        Ok(Opened { opening, receiver })
+        Ok(Opened {
+            opening,
+            receiver,
+            signal,
+        })
     }
 }
 

@@ -1,0 +1,555 @@
+//! Supervision of server streams: every stream of both gRPC services is
+//! watched where its transport takes messages, and a subscriber that cannot
+//! keep up is ended instead of holding buffers, ring slots and its account's
+//! stream slot for as long as its connection lives.
+//!
+//! - **Stalled transport.** A stream whose transport has had something to
+//!   take for `send_timeout_ms` and took nothing (the HTTP/2 stream window
+//!   or the socket is full because the client reads nothing) ends with
+//!   DEADLINE_EXCEEDED.
+//! - **Lag in time** (market streams). A stream whose oldest frame not yet
+//!   taken by its transport is more than `market_max_lag_ms` behind the
+//!   newest folded block — and has waited that long since the engine
+//!   published it — is lagging: an incremental view ends with ABORTED; a
+//!   snapshot view drops what is queued and re-opens on the newest state.
+//!
+//! What "not yet taken" means: the relay's queue of encoded messages, then
+//! the frames waiting in the view's ring (market streams), or the records
+//! the reader task has queued (raw feed). A message counts as taken when
+//! the transport asks for it; what the client's own HTTP/2 receive window
+//! then holds is the client's to read, and the server cannot see into it —
+//! a client with a large window hides that much lag.
+//!
+//! When a stream is ended here, what it holds in the server is released at
+//! once: the account's stream slot, its ring receiver (so a key nobody reads
+//! is dropped at the next block) and, for the raw feed, its reader task. The
+//! ending status is delivered when the transport next asks for a message
+//! (a client that never reads again sees it when it resumes, after what the
+//! transport had already buffered; HTTP/2 gives the server no way to discard
+//! that). What the server keeps for such a stream until the client resets it
+//! or the connection closes is the HTTP/2 stream's send buffer.
+//!
+//! Each end is counted (`l1gate_streams_ended_total{service, view,
+//! reason}`) and logged once with the key id.
+//!
+//! A stream's [`Slot`] is shared by its body ([`Watched`]), its producer
+//! (the market relay or the raw-feed reader task) and the sweeper task
+//! ([`Supervisor::spawn`]), which looks at every slot a few times per bound.
+
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use engine::hub::Receiver;
+use engine::views::OnLag;
+use engine::views::registry::Batch;
+use futures_util::Stream;
+use parking_lot::Mutex;
+use tonic::Status;
+
+use crate::access::StreamGuard;
+use crate::host::engine::EngineStatus;
+use crate::metrics::Metrics;
+
+/// How streams are supervised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowSettings {
+    /// A stream whose transport takes nothing for this long ends.
+    pub send_timeout: Duration,
+    /// A market stream this far behind the newest block is lagging (`None`:
+    /// only a lapped ring counts).
+    pub market_max_lag: Option<Duration>,
+}
+
+/// Why a stream was ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndReason {
+    /// The transport took nothing for `send_timeout_ms`.
+    Stall,
+    /// The stream fell too far behind (time, ring or bytes).
+    Lag,
+}
+
+impl EndReason {
+    /// The metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            EndReason::Stall => "stall",
+            EndReason::Lag => "lag",
+        }
+    }
+}
+
+/// The supervisor: every live slot, and the counters of ended streams.
+#[derive(Debug, Clone)]
+pub struct Supervisor {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    settings: FlowSettings,
+    metrics: Arc<Metrics>,
+    slots: Mutex<Vec<Weak<Slot>>>,
+}
+
+impl Supervisor {
+    /// A supervisor whose slots nobody sweeps (ends come only from the
+    /// streams' producers): for a service not wired to a server's sweeper.
+    pub fn unswept() -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                settings: FlowSettings {
+                    send_timeout: Duration::from_secs(10),
+                    market_max_lag: None,
+                },
+                metrics: Arc::new(Metrics::default()),
+                slots: Mutex::new(Vec::new()),
+            }),
+        }
+    }
+
+    /// A supervisor counting into `metrics`, and its sweeper task (on the
+    /// current runtime).
+    pub fn spawn(
+        settings: FlowSettings,
+        metrics: Arc<Metrics>,
+        engine: Option<Arc<EngineStatus>>,
+    ) -> (Self, tokio::task::JoinHandle<()>) {
+        let supervisor = Self {
+            inner: Arc::new(Inner {
+                settings,
+                metrics,
+                slots: Mutex::new(Vec::new()),
+            }),
+        };
+        let sweeper = supervisor.clone();
+        let every = sweep_interval(settings);
+        let task = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                sweeper.sweep(crate::unix_now_ms(), engine.as_deref());
+            }
+        });
+        (supervisor, task)
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> FlowSettings {
+        self.inner.settings
+    }
+
+    /// A slot for a new stream of `service` / `view`, holding `guard` (the
+    /// account's stream slot) until the stream ends.
+    pub fn watch(
+        &self,
+        service: &'static str,
+        view: &'static str,
+        on_lag: Option<OnLag>,
+        guard: Option<StreamGuard>,
+    ) -> Arc<Slot> {
+        let slot = Arc::new(Slot {
+            service,
+            view,
+            on_lag,
+            key_id: guard
+                .as_ref()
+                .map_or_else(|| "-".to_owned(), |g| g.key_id().to_owned()),
+            handed_ms: AtomicI64::new(crate::unix_now_ms()),
+            front_made_ms: AtomicI64::new(0),
+            front_block_ms: AtomicI64::new(0),
+            unsent: AtomicU64::new(0),
+            unsent_since_ms: AtomicI64::new(0),
+            handed_block: AtomicU64::new(0),
+            handed_block_ms: AtomicI64::new(0),
+            ended: AtomicBool::new(false),
+            cancel: tokio::sync::Notify::new(),
+            held: Mutex::new(Held {
+                guard,
+                receiver: None,
+                status: None,
+            }),
+            supervisor: Arc::downgrade(&self.inner),
+        });
+        self.inner.slots.lock().push(Arc::downgrade(&slot));
+        slot
+    }
+
+    /// One look at every slot (the sweeper's tick); drops the slots of
+    /// streams that are gone.
+    pub fn sweep(&self, now_ms: i64, engine: Option<&EngineStatus>) {
+        let live: Vec<Arc<Slot>> = {
+            let mut slots = self.inner.slots.lock();
+            slots.retain(|slot| slot.strong_count() > 0);
+            slots.iter().filter_map(Weak::upgrade).collect()
+        };
+        let settings = self.inner.settings;
+        let newest_ms = engine.map(EngineStatus::block_time_ms);
+        for slot in live {
+            slot.inspect(now_ms, settings, newest_ms);
+        }
+    }
+
+    /// Open slots (streams not dropped yet), for tests and metrics.
+    pub fn watched(&self) -> usize {
+        self.inner
+            .slots
+            .lock()
+            .iter()
+            .filter(|slot| slot.strong_count() > 0)
+            .count()
+    }
+}
+
+/// How often the sweeper looks: a few times per bound, within 10–250 ms.
+fn sweep_interval(settings: FlowSettings) -> Duration {
+    let bound = settings
+        .market_max_lag
+        .map_or(settings.send_timeout, |lag| lag.min(settings.send_timeout));
+    (bound / 8).clamp(Duration::from_millis(10), Duration::from_millis(250))
+}
+
+/// What a stream holds that an end releases.
+struct Held {
+    guard: Option<StreamGuard>,
+    /// The market relay's ring receiver.
+    receiver: Option<Receiver<Batch>>,
+    /// The status the stream ends with, once decided.
+    status: Option<Status>,
+}
+
+/// One stream's shared state. See the module docs.
+pub struct Slot {
+    service: &'static str,
+    view: &'static str,
+    /// How a market view takes a lag (`None`: the raw feed).
+    on_lag: Option<OnLag>,
+    key_id: String,
+    /// When the transport last took a message (Unix ms).
+    handed_ms: AtomicI64,
+    /// The market relay's oldest queued message: when its frames were
+    /// published and their block time (Unix ms; 0 = the queue is empty).
+    front_made_ms: AtomicI64,
+    front_block_ms: AtomicI64,
+    /// Raw feed: records queued for the transport, and since when the
+    /// queue has not been empty (Unix ms).
+    unsent: AtomicU64,
+    unsent_since_ms: AtomicI64,
+    /// Block number and block time (Unix ms) of the last message taken.
+    handed_block: AtomicU64,
+    handed_block_ms: AtomicI64,
+    ended: AtomicBool,
+    /// Woken when the stream is ended (a producer task stops).
+    cancel: tokio::sync::Notify,
+    held: Mutex<Held>,
+    supervisor: Weak<Inner>,
+}
+
+impl std::fmt::Debug for Slot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Slot")
+            .field("service", &self.service)
+            .field("view", &self.view)
+            .field("ended", &self.ended.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Slot {
+    /// Whether the stream was ended (by the sweeper or its producer).
+    pub fn is_ended(&self) -> bool {
+        self.ended.load(Ordering::Acquire)
+    }
+
+    /// Completes when the stream is ended.
+    pub async fn cancelled(&self) {
+        let woken = self.cancel.notified();
+        if self.is_ended() {
+            return;
+        }
+        woken.await;
+    }
+
+    /// The last block the transport took, if any.
+    pub fn last_block(&self) -> Option<u64> {
+        match self.handed_block.load(Ordering::Acquire) {
+            0 => None,
+            block => Some(block),
+        }
+    }
+
+    /// Notes the block of the message about to be handed to the transport.
+    pub fn note_block(&self, block: u64, block_time_ms: i64) {
+        self.handed_block.store(block, Ordering::Release);
+        self.handed_block_ms.store(block_time_ms, Ordering::Release);
+    }
+
+    /// The market relay's queue front changed: when its oldest message's
+    /// frames were published and their block time (`None`: empty).
+    pub fn set_front(&self, front: Option<(i64, i64)>) {
+        let (made, block) = front.unwrap_or((0, 0));
+        self.front_block_ms.store(block, Ordering::Release);
+        self.front_made_ms.store(made, Ordering::Release);
+    }
+
+    /// The raw feed's reader task queued one record for the transport.
+    pub fn queued_record(&self) {
+        if self.unsent.fetch_add(1, Ordering::AcqRel) == 0 {
+            self.unsent_since_ms
+                .store(crate::unix_now_ms(), Ordering::Release);
+        }
+    }
+
+    /// Runs `f` on the ring receiver, if the stream holds one.
+    pub fn with_receiver<R>(&self, f: impl FnOnce(&mut Receiver<Batch>) -> R) -> Option<R> {
+        self.held.lock().receiver.as_mut().map(f)
+    }
+
+    /// Hands the stream a (new) ring receiver; refused once it is ended.
+    pub fn set_receiver(&self, receiver: Option<Receiver<Batch>>) {
+        let mut held = self.held.lock();
+        if !self.is_ended() {
+            held.receiver = receiver;
+        }
+    }
+
+    /// Counts a lagging snapshot view re-opened on the newest state.
+    pub fn count_lag_skip(&self) {
+        if let Some(supervisor) = self.supervisor.upgrade() {
+            supervisor.metrics.lag_skip(self.view);
+        }
+    }
+
+    /// Counts `bytes` sent on the stream (block time when known) under the
+    /// account's usage.
+    fn sent(&self, bytes: usize, block_time_ms: Option<i64>) {
+        if let Some(guard) = &self.held.lock().guard {
+            guard.sent(bytes, block_time_ms);
+        }
+    }
+
+    /// Ends the stream with `status` for `reason`: releases what it holds,
+    /// stops its producer, counts and logs it. Only the first end counts.
+    pub fn end(&self, reason: EndReason, status: Status) {
+        let message = status.message().to_owned();
+        let (guard, receiver) = {
+            let mut held = self.held.lock();
+            if self.ended.swap(true, Ordering::AcqRel) {
+                return;
+            }
+            held.status = Some(status);
+            (held.guard.take(), held.receiver.take())
+        };
+        drop(receiver);
+        drop(guard);
+        self.cancel.notify_waiters();
+        if let Some(supervisor) = self.supervisor.upgrade() {
+            supervisor
+                .metrics
+                .stream_ended(self.service, self.view, reason.label());
+        }
+        tracing::warn!(
+            key_id = %self.key_id,
+            service = self.service,
+            view = self.view,
+            reason = reason.label(),
+            %message,
+            "stream ended: subscriber too slow"
+        );
+    }
+
+    /// Ends the stream quietly because it finished (its producer is done or
+    /// the client went away): releases what it holds.
+    fn finish(&self) {
+        let (guard, receiver) = {
+            let mut held = self.held.lock();
+            self.ended.store(true, Ordering::Release);
+            (held.guard.take(), held.receiver.take())
+        };
+        drop(receiver);
+        drop(guard);
+        self.cancel.notify_waiters();
+    }
+
+    /// The oldest thing waiting for the transport: when it was made and
+    /// its block time (0 when unknown), or `None` when nothing waits.
+    fn oldest_unsent(&self, now_ms: i64) -> Option<(i64, i64)> {
+        let made = self.front_made_ms.load(Ordering::Acquire);
+        if made != 0 {
+            return Some((made, self.front_block_ms.load(Ordering::Acquire)));
+        }
+        if self.unsent.load(Ordering::Acquire) > 0 {
+            return Some((self.unsent_since_ms.load(Ordering::Acquire), 0));
+        }
+        self.with_receiver(|receiver| receiver.peek())
+            .flatten()
+            .map(|batch| (batch.made_ms().unwrap_or(now_ms), batch.position().time))
+    }
+
+    /// The sweeper's look at this stream.
+    fn inspect(&self, now_ms: i64, settings: FlowSettings, newest_ms: Option<i64>) {
+        if self.is_ended() {
+            return;
+        }
+        let Some((made_ms, block_ms)) = self.oldest_unsent(now_ms) else {
+            // Nothing waits for the transport: neither stuck nor behind.
+            return;
+        };
+        // Stuck since the later of: when it had something to take, when it
+        // last took something.
+        let handed = self.handed_ms.load(Ordering::Acquire);
+        let stuck = now_ms.saturating_sub(made_ms.max(handed));
+        let timeout = millis(settings.send_timeout);
+        if stuck >= timeout {
+            self.end(
+                EndReason::Stall,
+                Status::deadline_exceeded(format!(
+                    "subscriber too slow: the connection took nothing for {timeout} ms \
+                     (send_timeout_ms){}; resubscribe and consume faster",
+                    self.resume()
+                )),
+            );
+            return;
+        }
+        let (Some(on_lag), Some(bound), Some(newest_ms)) =
+            (self.on_lag, settings.market_max_lag, newest_ms)
+        else {
+            return;
+        };
+        let bound = millis(bound);
+        let behind = newest_ms.saturating_sub(block_ms);
+        let waited = now_ms.saturating_sub(made_ms);
+        if behind <= bound || waited <= bound {
+            return;
+        }
+        match on_lag {
+            OnLag::Abort => self.end(EndReason::Lag, lag_status(behind, bound, self.last_block())),
+            // Once: the relay re-opens on the newest state when asked next.
+            OnLag::SkipToNewest => {
+                if self.with_receiver(|_| ()).is_some() {
+                    self.set_receiver(None);
+                    self.count_lag_skip();
+                }
+            }
+        }
+    }
+
+    fn resume(&self) -> String {
+        self.last_block()
+            .map_or_else(String::new, |block| format!("; last block sent {block}"))
+    }
+}
+
+/// Milliseconds of `duration`, saturating.
+fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// The status of a market stream ended for lagging `behind` ms.
+pub fn lag_status(behind: i64, bound: i64, last_block: Option<u64>) -> Status {
+    let resume = last_block.map_or_else(String::new, |block| {
+        format!("; last block sent {block}, resubscribe to continue after it")
+    });
+    Status::aborted(format!(
+        "subscriber too slow: {:.1} s behind the newest block, over the {:.1} s bound \
+         (market_max_lag_ms){resume}",
+        behind as f64 / 1000.0,
+        bound as f64 / 1000.0,
+    ))
+}
+
+/// What one message carries, for the account's usage and the slot.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Measured {
+    /// Payload bytes.
+    pub bytes: usize,
+    /// Its block number, when the message says.
+    pub block: Option<u64>,
+    /// Its block time (Unix ms), when the message says.
+    pub block_time_ms: Option<i64>,
+}
+
+/// A response body under supervision: notes when the transport takes a
+/// message or waits for one, counts what is sent, and ends with the slot's
+/// status once the stream was ended.
+pub struct Watched<S, T> {
+    inner: S,
+    slot: Arc<Slot>,
+    measure: fn(&T) -> Measured,
+    done: bool,
+}
+
+impl<S, T> Watched<S, T> {
+    /// Watches `inner` through `slot`; `measure` says what each message
+    /// carries.
+    pub fn new(inner: S, slot: Arc<Slot>, measure: fn(&T) -> Measured) -> Self {
+        Self {
+            inner,
+            slot,
+            measure,
+            done: false,
+        }
+    }
+}
+
+impl<S, T> Stream for Watched<S, T>
+where
+    S: Stream<Item = Result<T, Status>> + Unpin,
+{
+    type Item = Result<T, Status>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        if this.done {
+            return Poll::Ready(None);
+        }
+        if this.slot.is_ended() {
+            this.done = true;
+            let status = this.slot.held.lock().status.take();
+            return Poll::Ready(status.map(Err));
+        }
+        match Pin::new(&mut this.inner).poll_next(cx) {
+            Poll::Ready(Some(Ok(message))) => {
+                let measured = (this.measure)(&message);
+                this.slot.sent(measured.bytes, measured.block_time_ms);
+                if let (Some(block), Some(time)) = (measured.block, measured.block_time_ms) {
+                    this.slot.note_block(block, time);
+                }
+                this.slot
+                    .handed_ms
+                    .store(crate::unix_now_ms(), Ordering::Release);
+                // A raw-feed record leaves the reader task's queue.
+                let _ = this
+                    .slot
+                    .unsent
+                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+                Poll::Ready(Some(Ok(message)))
+            }
+            Poll::Ready(Some(Err(status))) => {
+                this.done = true;
+                this.slot.finish();
+                Poll::Ready(Some(Err(status)))
+            }
+            Poll::Ready(None) => {
+                // The producer stopped: with the status it was ended with,
+                // if it was.
+                this.done = true;
+                let status = this.slot.held.lock().status.take();
+                this.slot.finish();
+                Poll::Ready(status.map(Err))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<S, T> Drop for Watched<S, T> {
+    fn drop(&mut self) {
+        // The client went away (or the stream ended): free the slot now.
+        self.slot.finish();
+    }
+}

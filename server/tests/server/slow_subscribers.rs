@@ -1,0 +1,242 @@
+//! Slow subscribers on both gRPC services: a reader that falls behind, or
+//! whose connection takes nothing, is ended within its bound, its stream
+//! slot is freed, the end is counted in `/metrics`, and a fast reader of the
+//! same view misses nothing.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Empty};
+use hyper_util::rt::TokioIo;
+use proto::market_streaming_client::MarketStreamingClient;
+use proto::v3 as pb;
+use proto::venue_l1_gateway_client::VenueL1GatewayClient;
+use proto::{Position, StreamRequest, position};
+use tonic::Code;
+use tonic::transport::Channel;
+
+use super::access_support::sample;
+use super::harness::{TestServer, next};
+use super::market_live::{client, live_node, ready};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A channel whose HTTP/2 windows one frame fills: a reader that stops
+/// reading stops the server's sends at once instead of after a large
+/// client-side buffer (which the server cannot see into).
+async fn tight_channel(server: &TestServer) -> Channel {
+    Channel::from_shared(format!("http://{}", server.running.grpc_addr))
+        .unwrap()
+        .initial_stream_window_size(Some(1024))
+        .initial_connection_window_size(Some(1024))
+        .connect()
+        .await
+        .unwrap()
+}
+
+/// The server's `/metrics` text.
+async fn metrics(server: &TestServer) -> String {
+    let stream = tokio::net::TcpStream::connect(server.running.http_addr)
+        .await
+        .unwrap();
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let request = hyper::Request::get("/metrics")
+        .header("host", "l1gate.test")
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    let response = sender.send_request(request).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    String::from_utf8(body.to_vec()).unwrap()
+}
+
+/// How long until `series` counts `n`, polled every 20 ms for up to `WAIT`.
+async fn until_counted(server: &TestServer, series: &str, n: u64) -> Duration {
+    let started = Instant::now();
+    loop {
+        let text = metrics(server).await;
+        if sample(&text, series) >= n {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < WAIT,
+            "{series} never reached {n}:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_market_reader_behind_the_lag_bound_is_aborted_and_a_fast_one_misses_nothing() {
+    const MAX_LAG_MS: u64 = 1_000;
+    let node = live_node(6000, 50, Duration::from_millis(10));
+    let server = TestServer::start(node.dir.path(), |args| {
+        args.market_max_lag_ms = Some(MAX_LAG_MS);
+    })
+    .await;
+    ready(&server).await;
+    let request = pb::L4OrderUpdatesRequest::default;
+    let mut fast = client(&server)
+        .await
+        .stream_l4_order_updates(server.req(request()))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut slow = MarketStreamingClient::new(tight_channel(&server).await)
+        .stream_l4_order_updates(server.req(request()))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(next(&mut slow, WAIT).await.unwrap().sequence, 1);
+
+    // The slow reader takes two frames a second while about a hundred
+    // blocks a second arrive; the fast one keeps up.
+    let fast_reader = tokio::spawn(async move {
+        let mut last_block = 0;
+        for expected in 1..=300 {
+            let update = next(&mut fast, WAIT).await.unwrap();
+            assert_eq!(update.sequence, expected, "the fast subscriber saw a gap");
+            assert!(update.block_number > last_block, "a block came twice");
+            last_block = update.block_number;
+        }
+        fast
+    });
+    let series = "l1gate_streams_ended_total{service=\"market\",view=\"l4updates\",reason=\"lag\"}";
+    let slow_reader = tokio::spawn(async move {
+        let mut sequence = 1;
+        loop {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            match next(&mut slow, WAIT).await {
+                Ok(update) => {
+                    sequence += 1;
+                    assert_eq!(
+                        update.sequence, sequence,
+                        "frames before the end stay in step"
+                    );
+                }
+                Err(status) => return status,
+            }
+        }
+    });
+    let ended_after = until_counted(&server, series, 1).await;
+    assert!(
+        ended_after <= Duration::from_millis(MAX_LAG_MS + 1_000),
+        "ended {ended_after:?} after the reader slowed down"
+    );
+    let status = slow_reader.await.unwrap();
+    assert_eq!(status.code(), Code::Aborted, "{status:?}");
+    assert!(
+        status.message().contains("behind the newest block"),
+        "{}",
+        status.message()
+    );
+    // The fast reader read on, in step, through all of it.
+    let mut fast = fast_reader.await.unwrap();
+    next(&mut fast, WAIT).await.unwrap();
+    assert!(!node.finished(), "the node stopped before the test ended");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_market_reader_that_takes_nothing_is_ended_and_its_slot_freed() {
+    const SEND_TIMEOUT_MS: u64 = 1_000;
+    let node = live_node(6000, 50, Duration::from_millis(10));
+    let server = TestServer::start(node.dir.path(), |args| {
+        args.send_timeout_ms = Some(SEND_TIMEOUT_MS);
+        args.market_max_lag_ms = Some(0);
+        args.max_streams = Some(1);
+    })
+    .await;
+    ready(&server).await;
+    let mut stalled = MarketStreamingClient::new(tight_channel(&server).await)
+        .stream_l4_order_updates(server.req(pb::L4OrderUpdatesRequest::default()))
+        .await
+        .unwrap()
+        .into_inner();
+    next(&mut stalled, WAIT).await.unwrap();
+    let series =
+        "l1gate_streams_ended_total{service=\"market\",view=\"l4updates\",reason=\"stall\"}";
+    let ended_after = until_counted(&server, series, 1).await;
+    assert!(
+        ended_after <= Duration::from_millis(SEND_TIMEOUT_MS + 1_000),
+        "ended {ended_after:?} after the reader stopped"
+    );
+    // The account's one stream slot is free again.
+    let mut other = client(&server)
+        .await
+        .stream_bbo(server.req(pb::BboRequest {
+            coins: vec!["BTC".into()],
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    next(&mut other, WAIT).await.unwrap();
+    // Reading again: what the transport had taken, then the end.
+    let status = loop {
+        if let Err(status) = next(&mut stalled, WAIT).await {
+            break status;
+        }
+    };
+    assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+    assert!(
+        status.message().contains("took nothing"),
+        "{}",
+        status.message()
+    );
+    assert!(
+        status.message().contains("send_timeout_ms"),
+        "{}",
+        status.message()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_raw_feed_reader_that_takes_nothing_is_ended_and_its_slot_freed() {
+    const SEND_TIMEOUT_MS: u64 = 1_000;
+    let node = live_node(6000, 50, Duration::from_millis(10));
+    let server = TestServer::start(node.dir.path(), |args| {
+        args.send_timeout_ms = Some(SEND_TIMEOUT_MS);
+        args.max_streams = Some(1);
+    })
+    .await;
+    ready(&server).await;
+    let mut stalled = VenueL1GatewayClient::new(tight_channel(&server).await)
+        .stream_order_statuses(server.req(StreamRequest::default()))
+        .await
+        .unwrap()
+        .into_inner();
+    next(&mut stalled, WAIT).await.unwrap();
+    let series =
+        "l1gate_streams_ended_total{service=\"raw_feed\",view=\"order_statuses\",reason=\"stall\"}";
+    let ended_after = until_counted(&server, series, 1).await;
+    assert!(
+        ended_after <= Duration::from_millis(SEND_TIMEOUT_MS + 1_000),
+        "ended {ended_after:?} after the reader stopped"
+    );
+    let mut other = server
+        .client()
+        .await
+        .stream_fills(server.req(StreamRequest {
+            position: Some(Position {
+                kind: Some(position::Kind::BlockNumber(1)),
+            }),
+            filter: None,
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    next(&mut other, WAIT).await.unwrap();
+    let status = loop {
+        if let Err(status) = next(&mut stalled, WAIT).await {
+            break status;
+        }
+    };
+    assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+    assert!(
+        status.message().contains("too slow"),
+        "{}",
+        status.message()
+    );
+}
