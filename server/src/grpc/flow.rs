@@ -171,6 +171,7 @@ impl Supervisor {
             held: Mutex::new(Held {
                 guard,
                 receiver: None,
+                skipped: None,
                 status: None,
             }),
             supervisor: Arc::downgrade(&self.inner),
@@ -218,6 +219,11 @@ struct Held {
     guard: Option<StreamGuard>,
     /// The market relay's ring receiver.
     receiver: Option<Receiver<Batch>>,
+    /// A snapshot view whose receiver the sweeper let go of for a lag: what
+    /// was waiting then (when made, its block time), until the relay
+    /// re-opens. Still waiting for the transport, so still timed for a
+    /// stall.
+    skipped: Option<(i64, i64)>,
     /// The status the stream ends with, once decided.
     status: Option<Status>,
 }
@@ -314,6 +320,7 @@ impl Slot {
         let mut held = self.held.lock();
         if !self.is_ended() {
             held.receiver = receiver;
+            held.skipped = None;
         }
     }
 
@@ -385,9 +392,13 @@ impl Slot {
         if self.unsent.load(Ordering::Acquire) > 0 {
             return Some((self.unsent_since_ms.load(Ordering::Acquire), 0));
         }
-        self.with_receiver(|receiver| receiver.peek())
-            .flatten()
-            .map(|batch| (batch.made_ms().unwrap_or(now_ms), batch.position().time))
+        let mut held = self.held.lock();
+        match &mut held.receiver {
+            Some(receiver) => receiver
+                .peek()
+                .map(|batch| (batch.made_ms().unwrap_or(now_ms), batch.position().time)),
+            None => held.skipped,
+        }
     }
 
     /// The sweeper's look at this stream.
@@ -429,9 +440,18 @@ impl Slot {
         match on_lag {
             OnLag::Abort => self.end(EndReason::Lag, lag_status(behind, bound, self.last_block())),
             // Once: the relay re-opens on the newest state when asked next.
+            // Until then the stream still has something to send: a transport
+            // that goes on taking nothing ends it with a stall.
             OnLag::SkipToNewest => {
-                if self.with_receiver(|_| ()).is_some() {
-                    self.set_receiver(None);
+                let skipped = {
+                    let mut held = self.held.lock();
+                    let had = held.receiver.take().is_some();
+                    if had {
+                        held.skipped = Some((made_ms, block_ms));
+                    }
+                    had
+                };
+                if skipped {
                     self.count_lag_skip();
                 }
             }

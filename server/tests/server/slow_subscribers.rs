@@ -192,6 +192,49 @@ async fn a_market_reader_that_takes_nothing_is_ended_and_its_slot_freed() {
     );
 }
 
+/// A snapshot view that takes nothing first lags (its receiver is let go
+/// of, to re-open on the newest state when it reads again); it must still
+/// be ended once its transport has taken nothing for `send_timeout_ms`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_reader_that_takes_nothing_is_ended_after_its_lag_skip() {
+    const SEND_TIMEOUT_MS: u64 = 2_000;
+    let node = live_node(6000, 50, Duration::from_millis(10));
+    let server = TestServer::start(node.dir.path(), |args| {
+        args.send_timeout_ms = Some(SEND_TIMEOUT_MS);
+        args.market_max_lag_ms = Some(300);
+        args.max_streams = Some(1);
+    })
+    .await;
+    ready(&server).await;
+    let mut stalled = MarketStreamingClient::new(tight_channel(&server).await)
+        .stream_bbo(server.req(pb::BboRequest {
+            coins: vec!["BTC".into(), "ETH".into()],
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    next(&mut stalled, WAIT).await.unwrap();
+    let stopped = Instant::now();
+    until_counted(&server, "l1gate_market_lag_skips_total{view=\"bbo\"}", 1).await;
+    until_counted(
+        &server,
+        "l1gate_streams_ended_total{service=\"market\",view=\"bbo\",reason=\"stall\"}",
+        1,
+    )
+    .await;
+    let ended_after = stopped.elapsed();
+    assert!(
+        ended_after <= Duration::from_millis(SEND_TIMEOUT_MS + 1_000),
+        "ended {ended_after:?} after the reader stopped"
+    );
+    let status = loop {
+        if let Err(status) = next(&mut stalled, WAIT).await {
+            break status;
+        }
+    };
+    assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_raw_feed_reader_that_takes_nothing_is_ended_and_its_slot_freed() {
     const SEND_TIMEOUT_MS: u64 = 1_000;
