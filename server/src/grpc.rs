@@ -3,8 +3,10 @@
 //! behind the access interceptor, with reflection and health. Thin: each RPC
 //! validates its request, subscribes, renders frames as protobuf
 //! ([`render`]) and maps failures to statuses; every stream is supervised
-//! ([`flow`]: a subscriber that lags or stops reading is ended).
+//! ([`flow`]: a subscriber that lags or stops reading is ended). The
+//! sockets gather the frames of many streams into one write ([`batched`]).
 
+pub mod batched;
 pub mod flow;
 pub mod market;
 pub mod raw_feed;

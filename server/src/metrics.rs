@@ -47,6 +47,17 @@ pub struct Metrics {
     streams_ended: Mutex<BTreeMap<(&'static str, &'static str, &'static str), u64>>,
     lag_skips: Mutex<BTreeMap<&'static str, u64>>,
     candle_lookups: CandleLookups,
+    grpc_writes: Arc<SocketWrites>,
+}
+
+/// Write calls made on the gRPC edge's sockets, and the bytes they carried
+/// (lock-free: counted on every write).
+#[derive(Debug, Default)]
+pub struct SocketWrites {
+    /// Write system calls that took data.
+    pub calls: AtomicU64,
+    /// Bytes taken by them.
+    pub bytes: AtomicU64,
 }
 
 /// Candle lookups by response status (lock-free: the lookup path is hot).
@@ -76,6 +87,11 @@ impl Metrics {
                 0
             }
         };
+    }
+
+    /// The counters of the gRPC sockets' writes.
+    pub fn grpc_writes(&self) -> Arc<SocketWrites> {
+        Arc::clone(&self.grpc_writes)
     }
 
     /// Counts one gRPC admission decision by its code (`ok` when admitted).
@@ -250,6 +266,28 @@ impl Metrics {
                 "l1gate_candle_lookups_total{{status=\"{status}\"}} {n}"
             );
         }
+        family(
+            &mut out,
+            "l1gate_grpc_socket_writes_total",
+            "counter",
+            "Write system calls on gRPC connections (the frames of many streams share one).",
+        );
+        let _ = writeln!(
+            out,
+            "l1gate_grpc_socket_writes_total {}",
+            self.grpc_writes.calls.load(Ordering::Relaxed)
+        );
+        family(
+            &mut out,
+            "l1gate_grpc_socket_write_bytes_total",
+            "counter",
+            "Bytes written to gRPC connections.",
+        );
+        let _ = writeln!(
+            out,
+            "l1gate_grpc_socket_write_bytes_total {}",
+            self.grpc_writes.bytes.load(Ordering::Relaxed)
+        );
         let feeds: Vec<(&'static str, Arc<FeedTraffic>)> = self
             .feeds
             .lock()

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use tokio::net::TcpListener;
+use tokio_stream::StreamExt as _;
 use tonic::service::interceptor::InterceptedService;
 
 use engine::views::ViewSettings;
@@ -19,6 +20,7 @@ use crate::access::keys::{KeyStore, KeysFile};
 use crate::candles::Candles;
 use crate::candles::store::CandleStore;
 use crate::config::Settings;
+use crate::grpc::batched::BatchedWrites;
 use crate::grpc::flow::{FlowSettings, Supervisor};
 use crate::grpc::market::MarketService;
 use crate::grpc::raw_feed::RawFeedService;
@@ -233,8 +235,14 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
                 .max_encoding_message_size(256 << 20),
             check,
         ));
-    // Frames are small and latency-bound: no Nagle delay on any stream.
-    let incoming = TcpIncoming::from(grpc_listener).with_nodelay(Some(true));
+    // Frames are small and latency-bound: no Nagle delay on any stream;
+    // the frames of a connection's streams leave together.
+    let writes = access.metrics().grpc_writes();
+    let incoming = TcpIncoming::from(grpc_listener)
+        .with_nodelay(Some(true))
+        .map(move |accepted| {
+            accepted.map(|socket| BatchedWrites::new(socket, Arc::clone(&writes)))
+        });
     tasks.push(tokio::spawn(async move {
         if let Err(error) = router.serve_with_incoming(incoming).await {
             tracing::error!(%error, "gRPC server stopped");
