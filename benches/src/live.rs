@@ -276,8 +276,8 @@ pub struct ServerOptions {
     /// `poll_interval_ms` (the backup poll of the file watcher); `None` = the server's
     /// default.
     pub poll_ms: Option<u64>,
-    /// `market_ring_capacity`.
-    pub ring: usize,
+    /// `market_ring_capacity`; `None` = the server's default.
+    pub ring: Option<usize>,
 }
 
 /// The `l1gate` server in a child process (this binary re-executed with [`SERVE_FLAG`]). It
@@ -289,6 +289,8 @@ pub struct ServerProcess {
     replies: BufReader<ChildStdout>,
     /// Bound gRPC address.
     pub addr: std::net::SocketAddr,
+    /// Bound HTTP address (`/metrics`, `/healthz`, Info, candles).
+    pub http_addr: std::net::SocketAddr,
     /// The API key provisioned for the harness.
     pub key: String,
     _keys: tempfile::TempDir,
@@ -311,7 +313,11 @@ impl ServerProcess {
                     .poll_ms
                     .map_or_else(|| DEFAULT.to_owned(), |ms| ms.to_string()),
             )
-            .arg(options.ring.to_string())
+            .arg(
+                options
+                    .ring
+                    .map_or_else(|| DEFAULT.to_owned(), |n| n.to_string()),
+            )
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -321,16 +327,22 @@ impl ServerProcess {
         let mut replies = BufReader::new(stdout);
         let mut line = String::new();
         replies.read_line(&mut line)?;
-        let Some(addr) = line.trim().strip_prefix("ready ") else {
+        let Some((addr, http_addr)) = line
+            .trim()
+            .strip_prefix("ready ")
+            .and_then(|addrs| addrs.split_once(' '))
+        else {
             let _ = child.kill();
             let _ = child.wait();
             bail!("the server child did not start: {line:?}");
         };
-        let addr = addr.parse().context("server child address")?;
+        let addr = addr.parse().context("server child gRPC address")?;
+        let http_addr = http_addr.parse().context("server child HTTP address")?;
         Ok(Self {
             child,
             replies,
             addr,
+            http_addr,
             key,
             _keys: keys,
         })
@@ -360,6 +372,33 @@ impl ServerProcess {
                     .with_context(|| format!("server child answer {line:?}"));
             }
         }
+    }
+
+    /// The server's `/metrics` text (Prometheus exposition), over a fresh HTTP/1.1
+    /// connection.
+    pub fn metrics(&self) -> anyhow::Result<String> {
+        let mut stream = std::net::TcpStream::connect(self.http_addr)?;
+        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+        write!(
+            stream,
+            "GET /metrics HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+            self.http_addr
+        )?;
+        let mut response = String::new();
+        std::io::Read::read_to_string(&mut stream, &mut response)?;
+        let (head, body) = response
+            .split_once("\r\n\r\n")
+            .context("/metrics: no end of headers")?;
+        if !head.starts_with("HTTP/1.1 200") {
+            bail!("/metrics answered {}", head.lines().next().unwrap_or(""));
+        }
+        if head
+            .lines()
+            .any(|l| l.eq_ignore_ascii_case("transfer-encoding: chunked"))
+        {
+            bail!("/metrics: chunked answers are not read here");
+        }
+        Ok(body.to_owned())
     }
 
     /// The child's resident set size (`VmRSS`), in KiB.
@@ -454,7 +493,11 @@ pub fn serve_child(args: &[String]) -> anyhow::Result<()> {
         grpc_addr: Some("127.0.0.1:0".parse()?),
         http_addr: Some("127.0.0.1:0".parse()?),
         poll_interval_ms,
-        market_ring_capacity: Some(ring.parse().context("RING")?),
+        market_ring_capacity: if ring == DEFAULT {
+            None
+        } else {
+            Some(ring.parse().context("RING")?)
+        },
         idle_timeout_ms: Some(600_000),
         // Simulated block times lie in the past: no staleness check.
         market_stale_after_ms: Some(0),
@@ -478,7 +521,7 @@ pub fn serve_child(args: &[String]) -> anyhow::Result<()> {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    println!("ready {}", running.grpc_addr);
+    println!("ready {} {}", running.grpc_addr, running.http_addr);
     // Serve until the parent closes our stdin (or dies), answering its questions.
     let mut stdout = std::io::stdout();
     for line in std::io::stdin().lock().lines() {
@@ -491,6 +534,21 @@ pub fn serve_child(args: &[String]) -> anyhow::Result<()> {
     drop(running);
     runtime.shutdown_timeout(Duration::from_secs(1));
     Ok(())
+}
+
+/// The sum of the samples of metric `name` in a Prometheus text whose labels contain every
+/// one of `labels` (each written `key="value"`).
+pub fn metric_sum(text: &str, name: &str, labels: &[&str]) -> f64 {
+    text.lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| {
+            let (series, value) = line.rsplit_once(' ')?;
+            let rest = series.strip_prefix(name)?;
+            let matches = (rest.is_empty() || rest.starts_with('{'))
+                && labels.iter().all(|label| rest.contains(label));
+            matches.then(|| value.parse::<f64>().ok()).flatten()
+        })
+        .sum()
 }
 
 /// A latency histogram in microseconds (1 µs .. 100 s, 3 significant digits).

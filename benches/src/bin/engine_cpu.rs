@@ -225,7 +225,7 @@ fn main() -> anyhow::Result<()> {
         node.path(),
         &ServerOptions {
             poll_ms: None,
-            ring: 1024,
+            ring: None,
         },
     )?;
     let pid = server.pid();

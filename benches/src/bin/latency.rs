@@ -417,7 +417,7 @@ fn main() -> anyhow::Result<()> {
             node.path(),
             &ServerOptions {
                 poll_ms: poll,
-                ring: 1024,
+                ring: None,
             },
         )?;
         for &rate in &args.rates {
