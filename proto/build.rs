@@ -26,6 +26,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // and shared buffers: `Bytes` lets them go out without a copy.
         .bytes(".venue_l1_gateway.v3.Record.data")
         .bytes(".venue_l1_gateway.v3.L4BookDiff.data")
+        // Undecodable messages are INVALID_ARGUMENT, not INTERNAL.
+        .codec_path("crate::codec::StrictCodec")
         .compile_fds(descriptors.clone())?;
     encoded_market_server(&descriptors, &out_dir)?;
     Ok(())

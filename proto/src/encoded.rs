@@ -17,7 +17,7 @@ use std::marker::PhantomData;
 use bytes::{BufMut, Bytes};
 use prost::Message;
 use tonic::Status;
-use tonic::codec::{BufferSettings, Codec, EncodeBuf, Encoder};
+use tonic::codec::{Codec, EncodeBuf, Encoder};
 
 /// One response message as wire bytes: shared parts and per-stream stamps,
 /// concatenated in order.
@@ -130,7 +130,8 @@ pub fn put_len_prefix(out: &mut Vec<u8>, field: u32, len: usize) {
 }
 
 /// The codec of the pre-encoded server: responses are [`Encoded`] bytes
-/// written as they are; requests are decoded with prost.
+/// written as they are; requests are decoded with prost (undecodable ones
+/// are `INVALID_ARGUMENT`).
 #[derive(Debug, Clone)]
 pub struct EncodedCodec<T, U> {
     _types: PhantomData<(T, U)>,
@@ -151,14 +152,14 @@ where
     type Encode = Encoded;
     type Decode = U;
     type Encoder = EncodedWriter;
-    type Decoder = tonic_prost::ProstDecoder<U>;
+    type Decoder = crate::codec::StrictDecoder<U>;
 
     fn encoder(&mut self) -> Self::Encoder {
         EncodedWriter
     }
 
     fn decoder(&mut self) -> Self::Decoder {
-        tonic_prost::ProstDecoder::new(BufferSettings::default())
+        crate::codec::StrictDecoder::default()
     }
 }
 

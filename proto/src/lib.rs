@@ -11,6 +11,7 @@ pub mod v3 {
     tonic::include_proto!("venue_l1_gateway.v3");
 }
 
+pub mod codec;
 pub mod encoded;
 
 /// Encoded `FileDescriptorSet` of every l1gate proto, for gRPC reflection.

@@ -183,7 +183,11 @@ impl Access {
     ///
     /// # Errors
     /// [`Denial::TooManyStreams`] when the account's streams are all open.
-    pub fn open_stream(&self, principal: &Principal) -> Result<StreamGuard, Denial> {
+    pub fn open_stream(
+        &self,
+        principal: &Principal,
+        peer: Option<IpAddr>,
+    ) -> Result<StreamGuard, Denial> {
         let limits = self.limits(&principal.account);
         let open = {
             let mut accounts = self.inner.accounts.lock();
@@ -206,9 +210,34 @@ impl Access {
             access: self.clone(),
             account: principal.account.clone(),
             key_id: principal.key_id.clone(),
+            peer,
             usage,
             feed: None,
         })
+    }
+
+    /// Steps 1 and 2 again for a stream already open: whether its key is
+    /// still in force and its source still on the key's allow-list, after
+    /// the keys file changed (see [`Auth::changes`]).
+    ///
+    /// # Errors
+    /// [`Denial::RejectedKey`] when the key was revoked or removed,
+    /// [`Denial::Forbidden`] when the allow-list no longer admits `peer`.
+    pub fn recheck(&self, guard: &StreamGuard) -> Result<(), Denial> {
+        let entry = self
+            .inner
+            .auth
+            .entry_by_id(&guard.key_id)
+            .ok_or(Denial::RejectedKey)?;
+        if entry.allow_list.permits(guard.peer) {
+            Ok(())
+        } else {
+            Err(Denial::Forbidden {
+                key_id: guard.key_id.clone(),
+                peer: guard.peer,
+                url: self.inner.settings.allow_list_url.clone(),
+            })
+        }
     }
 
     fn usage(&self, principal: &Principal) -> Arc<KeyUsage> {
@@ -286,7 +315,8 @@ impl Access {
     /// request did not pass the interceptor.
     pub fn grpc_stream<T>(&self, request: &Request<T>) -> Result<StreamGuard, Status> {
         let principal = Self::caller(request)?;
-        self.open_stream(&principal)
+        let peer = request.remote_addr().map(|a| a.ip());
+        self.open_stream(&principal, peer)
             .inspect(|_| self.inner.metrics.grpc_admission("ok"))
             .map_err(|denial| {
                 self.record_denial("grpc", &denial);
@@ -315,6 +345,8 @@ pub struct StreamGuard {
     access: Access,
     account: String,
     key_id: String,
+    /// The TCP peer the stream was admitted from.
+    peer: Option<IpAddr>,
     usage: Arc<KeyUsage>,
     feed: Option<Arc<FeedTraffic>>,
 }
@@ -455,17 +487,17 @@ mod tests {
             },
         );
         let alice = access.identify(Some(&key), None).unwrap();
-        let first = access.open_stream(&alice).unwrap();
-        let _second = access.open_stream(&alice).unwrap();
+        let first = access.open_stream(&alice, None).unwrap();
+        let _second = access.open_stream(&alice, None).unwrap();
         assert_eq!(
-            access.open_stream(&alice).unwrap_err(),
+            access.open_stream(&alice, None).unwrap_err(),
             Denial::TooManyStreams {
                 account: "alice".into(),
                 max: 2
             }
         );
         drop(first);
-        assert!(access.open_stream(&alice).is_ok());
+        assert!(access.open_stream(&alice, None).is_ok());
         let usage = access.usage(&alice);
         assert_eq!(usage.streams_opened.load(Ordering::Relaxed), 3);
     }

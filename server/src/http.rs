@@ -58,6 +58,8 @@ pub struct Health {
     pub max_data_age: std::time::Duration,
     /// The candle writer's progress, when candles are served.
     pub candles: Option<Arc<Candles>>,
+    /// The keys in force, whose reload problems are reported.
+    pub auth: Option<crate::access::auth::Auth>,
 }
 
 /// Routes of the HTTP edge; `more` are further authenticated API routes
@@ -266,6 +268,14 @@ async fn healthz(State(health): State<Health>) -> Response {
             "caught_up": caught_up,
             "stored_candles": candles.store().candles(),
             "error": error,
+        });
+    }
+    if let Some(auth) = &health.auth {
+        // The server keeps serving with the last good keys: reported, not
+        // a reason for 503.
+        body["keys"] = serde_json::json!({
+            "in_force": auth.keys_in_force(),
+            "problem": auth.problem(),
         });
     }
     let status = if fresh {

@@ -16,9 +16,56 @@ pub mod metrics;
 pub mod serve;
 pub mod upstream;
 
+/// Longest quote of client input an error message carries, in characters.
+pub const QUOTE_MAX_CHARS: usize = 64;
+
+/// Client input as error messages quote it: Debug-quoted, at most
+/// [`QUOTE_MAX_CHARS`] characters, with the input's size when cut — so an
+/// answer never grows with what the client sent.
+pub fn quoted(input: &str) -> String {
+    let mut chars = input.chars();
+    let head: String = chars.by_ref().take(QUOTE_MAX_CHARS).collect();
+    if chars.next().is_none() {
+        format!("{head:?}")
+    } else {
+        format!("{head:?}… ({} bytes)", input.len())
+    }
+}
+
+/// An error message that may embed client input (a parser's, say), cut to
+/// a bound at a character boundary.
+pub fn bounded(message: String) -> String {
+    const MAX_BYTES: usize = 512;
+    if message.len() <= MAX_BYTES {
+        return message;
+    }
+    let mut end = MAX_BYTES;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… (message cut)", &message[..end])
+}
+
 /// The wall clock in Unix milliseconds (0 if the clock is before 1970).
 pub fn unix_now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
+}
+
+#[cfg(test)]
+mod quote_tests {
+    #[test]
+    fn quotes_are_bounded_whatever_the_input() {
+        assert_eq!(super::quoted("BTC"), "\"BTC\"");
+        let long = "A".repeat(3 << 20);
+        let q = super::quoted(&long);
+        assert!(q.len() < 100, "{q}");
+        assert!(q.ends_with(&format!("({} bytes)", 3 << 20)), "{q}");
+        let multi = "é".repeat(100);
+        assert!(super::quoted(&multi).contains("(200 bytes)"));
+        let message = super::bounded(format!("filter: unknown field {:?}", "x".repeat(10_000)));
+        assert!(message.len() < 600, "{}", message.len());
+        assert_eq!(super::bounded("short".into()), "short");
+    }
 }

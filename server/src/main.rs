@@ -3,7 +3,7 @@
 
 use anyhow::Context as _;
 use clap::Parser as _;
-use l1gate::access::keys::KeysFile;
+use l1gate::access::keys::{KeysError, KeysFile};
 use l1gate::cli::{
     Cli, Command, KeysArgs, KeysCommand, ReplayCommand, ServeCommand, SimMode, SimulateCommand,
 };
@@ -197,11 +197,19 @@ async fn shutdown_signal() -> anyhow::Result<()> {
 
 fn run_keys(args: KeysArgs) -> anyhow::Result<()> {
     let keys_file = args.keys_file;
-    let mut file = KeysFile::load(&keys_file)?;
+    // Every change is a read-modify-write under the file's lock: parallel
+    // commands never lose each other's changes.
+    let edit = |change: &mut dyn FnMut(&mut KeysFile) -> Result<(), KeysError>| {
+        KeysFile::edit(&keys_file, |file| change(file))
+    };
     match args.command {
         KeysCommand::Add { account } => {
-            let (key, stored) = file.add_key(&account, l1gate::unix_now_ms())?;
-            file.save(&keys_file)?;
+            let mut created = None;
+            edit(&mut |file| {
+                created = Some(file.add_key(&account, l1gate::unix_now_ms())?);
+                Ok(())
+            })?;
+            let (key, stored) = created.context("no key was created")?;
             println!(
                 "created key {} for account {account} in {} (only its SHA-256 is stored; this is the only time it is shown)",
                 stored.id,
@@ -209,50 +217,20 @@ fn run_keys(args: KeysArgs) -> anyhow::Result<()> {
             );
             println!("{key}");
         }
-        KeysCommand::List => {
-            for account in &file.accounts {
-                let limits = [
-                    ("requests_per_second", account.requests_per_second),
-                    ("request_burst", account.request_burst),
-                    ("max_streams", account.max_streams),
-                ];
-                if limits.iter().any(|(_, v)| v.is_some()) {
-                    let shown: Vec<String> = limits
-                        .iter()
-                        .map(|(name, value)| {
-                            format!(
-                                "{name}={}",
-                                value.map_or_else(|| "default".to_owned(), |v| v.to_string())
-                            )
-                        })
-                        .collect();
-                    println!("{}\tlimits\t{}", account.name, shown.join("\t"));
-                }
-                for key in &account.keys {
-                    let state = if key.revoked { "revoked" } else { "active" };
-                    let allow = if key.allow_list.is_empty() {
-                        "any".to_owned()
-                    } else {
-                        key.allow_list.join(",")
-                    };
-                    println!(
-                        "{}\t{}\t{state}\tcreated_ms={}\tallow_list={allow}",
-                        account.name, key.id, key.created_ms
-                    );
-                }
-            }
-        }
+        KeysCommand::List => list_keys(&KeysFile::load(&keys_file)?),
         KeysCommand::Revoke { key_id } => {
-            file.revoke(&key_id)?;
-            file.save(&keys_file)?;
+            edit(&mut |file| file.revoke(&key_id))?;
             println!("revoked {key_id}");
         }
         KeysCommand::Allow { key_id, cidr } => {
             let mut added = Vec::with_capacity(cidr.len());
-            for entry in &cidr {
-                added.push(file.allow(&key_id, entry)?);
-            }
-            file.save(&keys_file)?;
+            edit(&mut |file| {
+                added.clear();
+                for entry in &cidr {
+                    added.push(file.allow(&key_id, entry)?);
+                }
+                Ok(())
+            })?;
             println!("{key_id} allows {}", added.join(", "));
         }
         KeysCommand::Limits {
@@ -267,23 +245,30 @@ fn run_keys(args: KeysArgs) -> anyhow::Result<()> {
                 request_burst,
                 max_streams,
             };
-            file.set_limits(&account, limits, reset)?;
-            file.save(&keys_file)?;
+            edit(&mut |file| file.set_limits(&account, limits, reset))?;
             println!("limits of account {account} updated");
         }
         KeysCommand::Disallow { key_id, cidr } => {
-            for entry in &cidr {
-                if !file.disallow(&key_id, entry)? {
-                    println!("{key_id} did not list {entry}");
+            let mut absent = Vec::new();
+            let mut left = Vec::new();
+            edit(&mut |file| {
+                absent.clear();
+                for entry in &cidr {
+                    if !file.disallow(&key_id, entry)? {
+                        absent.push(entry.clone());
+                    }
                 }
+                left = file
+                    .accounts
+                    .iter()
+                    .flat_map(|a| &a.keys)
+                    .find(|k| k.id == key_id)
+                    .map_or_else(Vec::new, |k| k.allow_list.clone());
+                Ok(())
+            })?;
+            for entry in absent {
+                println!("{key_id} did not list {entry}");
             }
-            file.save(&keys_file)?;
-            let left = file
-                .accounts
-                .iter()
-                .flat_map(|a| &a.keys)
-                .find(|k| k.id == key_id)
-                .map_or_else(Vec::new, |k| k.allow_list.clone());
             if left.is_empty() {
                 println!("{key_id} has no IP allow-list: usable from any address");
             } else {
@@ -292,6 +277,41 @@ fn run_keys(args: KeysArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// `keys list`: accounts with limits, then one line per key.
+fn list_keys(file: &KeysFile) {
+    for account in &file.accounts {
+        let limits = [
+            ("requests_per_second", account.requests_per_second),
+            ("request_burst", account.request_burst),
+            ("max_streams", account.max_streams),
+        ];
+        if limits.iter().any(|(_, v)| v.is_some()) {
+            let shown: Vec<String> = limits
+                .iter()
+                .map(|(name, value)| {
+                    format!(
+                        "{name}={}",
+                        value.map_or_else(|| "default".to_owned(), |v| v.to_string())
+                    )
+                })
+                .collect();
+            println!("{}\tlimits\t{}", account.name, shown.join("\t"));
+        }
+        for key in &account.keys {
+            let state = if key.revoked { "revoked" } else { "active" };
+            let allow = if key.allow_list.is_empty() {
+                "any".to_owned()
+            } else {
+                key.allow_list.join(",")
+            };
+            println!(
+                "{}\t{}\t{state}\tcreated_ms={}\tallow_list={allow}",
+                account.name, key.id, key.created_ms
+            );
+        }
+    }
 }
 
 fn run_replay(command: ReplayCommand) -> anyhow::Result<()> {

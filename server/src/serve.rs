@@ -165,7 +165,8 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         wakeups,
     )
     .context("market engine thread")?;
-    // Slow subscribers of both services are ended (crate::grpc::flow).
+    // Slow subscribers of both services, and streams whose key is no longer
+    // admitted, are ended (crate::grpc::flow).
     let (flow, sweeper) = Supervisor::spawn(
         FlowSettings {
             send_timeout: settings.raw_feed.send_timeout,
@@ -173,6 +174,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         },
         access.metrics().clone(),
         Some(engine.status().clone()),
+        Some(access.clone()),
     );
     tasks.push(sweeper);
     let raw_feed = raw_feed.with_flow(flow.clone());
@@ -253,6 +255,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         live: live.clone(),
         max_data_age: settings.max_data_age,
         candles: Some(candles.clone()),
+        auth: Some(access.auth().clone()),
     };
     let http = crate::http::router(health, access, api)
         .into_make_service_with_connect_info::<SocketAddr>();

@@ -19,6 +19,7 @@ mod server {
     mod endpoints;
     mod gateway;
     pub mod harness;
+    mod hostile_requests;
     mod house;
     mod info_lookup;
     mod info_streams;
@@ -27,6 +28,7 @@ mod server {
     mod raw_feed_errors;
     mod raw_feed_live;
     mod raw_feed_real;
-    mod slow_subscribers;
+    mod revocation;
+    pub mod slow_subscribers;
     pub mod standin;
 }

@@ -21,6 +21,11 @@ pub const API_KEY_METADATA: &str = "x-api-key";
 #[derive(Debug, Clone)]
 pub struct Auth {
     store: Arc<RwLock<KeyStore>>,
+    /// Bumped on every replacement: open streams are re-checked.
+    generation: Arc<tokio::sync::watch::Sender<u64>>,
+    /// Why the keys file's last change was not taken (the last good keys
+    /// stay in force), until a good one is.
+    problem: Arc<RwLock<Option<String>>>,
 }
 
 impl Auth {
@@ -28,12 +33,37 @@ impl Auth {
     pub fn new(store: KeyStore) -> Self {
         Self {
             store: Arc::new(RwLock::new(store)),
+            generation: Arc::new(tokio::sync::watch::Sender::new(0)),
+            problem: Arc::new(RwLock::new(None)),
         }
     }
 
-    /// Replaces the keys in use.
+    /// Why the keys file's current contents are not in force, if they are
+    /// not (`/healthz` reports it).
+    pub fn problem(&self) -> Option<String> {
+        self.problem.read().clone()
+    }
+
+    /// Number of keys in force.
+    pub fn keys_in_force(&self) -> usize {
+        self.store.read().len()
+    }
+
+    /// Replaces the keys in use; whoever watches [`Auth::changes`] re-checks
+    /// what was admitted under the old keys.
     pub fn replace(&self, store: KeyStore) {
         *self.store.write() = store;
+        self.generation.send_modify(|n| *n += 1);
+    }
+
+    /// Changes when the keys in use are replaced.
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.generation.subscribe()
+    }
+
+    /// The entry of the key with id `key_id`, if it is still in force.
+    pub fn entry_by_id(&self, key_id: &str) -> Option<KeyEntry> {
+        self.store.read().entry_by_id(key_id).cloned()
     }
 
     /// Checks a presented key alone: no allow-list, no limits. The edges
@@ -76,8 +106,11 @@ impl Auth {
     }
 
     /// Watches the keys file and swaps in its new contents when it changes,
-    /// so a revoked key stops working without a restart. A file that fails to
-    /// parse keeps the previous keys in force and logs the error.
+    /// so a revoked key stops working without a restart. A file that is
+    /// missing, holds no account at all (emptied) or fails to parse keeps
+    /// the last good keys in force: logged, and reported by `/healthz`
+    /// until a good file is back. (Revoking every key is a change like any
+    /// other: the accounts are still there.)
     pub fn spawn_reloader(&self, path: PathBuf, every: Duration) -> tokio::task::JoinHandle<()> {
         let auth = self.clone();
         tokio::spawn(async move {
@@ -90,19 +123,40 @@ impl Auth {
                     continue;
                 }
                 last = now;
-                match KeysFile::load(&path) {
+                match read_good(&path) {
                     Ok(file) => {
                         let store = KeyStore::new(&file);
                         tracing::info!(keys = store.len(), path = %path.display(), "keys file reloaded");
                         auth.replace(store);
+                        *auth.problem.write() = None;
                     }
-                    Err(error) => {
-                        tracing::error!(%error, "keys file not reloaded; previous keys stay in force");
+                    Err(problem) => {
+                        tracing::error!(
+                            %problem,
+                            "keys file not reloaded; the last good keys stay in force"
+                        );
+                        *auth.problem.write() = Some(problem);
                     }
                 }
             }
         })
     }
+}
+
+/// The keys file at `path`, if it is one to take: present, parsed, valid
+/// and with at least one account.
+fn read_good(path: &std::path::Path) -> Result<KeysFile, String> {
+    if !path.exists() {
+        return Err(format!("{} is missing", path.display()));
+    }
+    let file = KeysFile::load(path).map_err(|e| e.to_string())?;
+    if file.accounts.is_empty() {
+        return Err(format!(
+            "{} holds no account (emptied?); revoke keys with `l1gate keys revoke` instead",
+            path.display()
+        ));
+    }
+    Ok(file)
 }
 
 fn modified(path: &std::path::Path) -> Option<(SystemTime, u64)> {

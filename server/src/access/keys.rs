@@ -144,6 +144,22 @@ pub struct Principal {
     pub key_id: String,
 }
 
+/// `path` with `.suffix` appended to its file name (`keys.toml.lock`).
+fn sibling(path: &Path, suffix: &str) -> std::path::PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".");
+    name.push(suffix);
+    path.with_file_name(name)
+}
+
+/// A name for a temporary file no other writer uses: process id and a
+/// counter.
+fn temporary_name() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{}.{n}.tmp", std::process::id())
+}
+
 /// Hex SHA-256 of a key.
 pub fn hash_key(key: &str) -> String {
     hex::encode(Sha256::digest(key.as_bytes()))
@@ -259,7 +275,9 @@ impl KeysFile {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             fs::create_dir_all(dir).map_err(io)?;
         }
-        let tmp = path.with_extension("tmp");
+        // A name of its own: another writer's temporary file is never
+        // renamed from under it.
+        let tmp = sibling(path, &temporary_name());
         {
             let mut options = fs::OpenOptions::new();
             options.write(true).create(true).truncate(true);
@@ -275,6 +293,49 @@ impl KeysFile {
             file.sync_all().map_err(io)?;
         }
         fs::rename(&tmp, path).map_err(io)
+    }
+
+    /// Reads, changes and writes the file under an exclusive lock (a
+    /// `.lock` file beside it), so that concurrent `l1gate keys` commands
+    /// never lose each other's changes. Nothing is written when `change`
+    /// fails.
+    ///
+    /// # Errors
+    /// [`KeysError`] from reading, `change` or writing; [`KeysError::Io`]
+    /// when the lock cannot be taken.
+    pub fn edit<T>(
+        path: &Path,
+        change: impl FnOnce(&mut KeysFile) -> Result<T, KeysError>,
+    ) -> Result<T, KeysError> {
+        let io = |source| KeysError::Io {
+            path: path.to_owned(),
+            source,
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            fs::create_dir_all(dir).map_err(io)?;
+        }
+        let lock_path = sibling(path, "lock");
+        let mut options = fs::OpenOptions::new();
+        options.write(true).create(true).truncate(false);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt as _;
+            options.mode(0o600);
+        }
+        let lock = options.open(&lock_path).map_err(|source| KeysError::Io {
+            path: lock_path.clone(),
+            source,
+        })?;
+        lock.lock().map_err(|source| KeysError::Io {
+            path: lock_path,
+            source,
+        })?;
+        let mut file = Self::load(path)?;
+        let out = change(&mut file)?;
+        file.save(path)?;
+        // Closing the lock file releases the lock.
+        drop(lock);
+        Ok(out)
     }
 
     /// Creates a key for `account` (creating the account if needed) and
@@ -431,6 +492,8 @@ pub struct AccountLimits {
 #[derive(Debug, Clone, Default)]
 pub struct KeyStore {
     by_hash: HashMap<String, KeyEntry>,
+    /// Key id → hash, for re-checking open streams after a reload.
+    by_id: HashMap<String, String>,
     limits: HashMap<String, AccountLimits>,
 }
 
@@ -438,6 +501,7 @@ impl KeyStore {
     /// Indexes the non-revoked keys of a file.
     pub fn new(file: &KeysFile) -> Self {
         let mut by_hash = HashMap::new();
+        let mut by_id = HashMap::new();
         let mut limits = HashMap::new();
         for account in &file.accounts {
             limits.insert(
@@ -449,6 +513,7 @@ impl KeyStore {
                 },
             );
             for key in account.keys.iter().filter(|k| !k.revoked) {
+                by_id.insert(key.id.clone(), key.sha256.to_ascii_lowercase());
                 by_hash.insert(
                     key.sha256.to_ascii_lowercase(),
                     KeyEntry {
@@ -461,7 +526,16 @@ impl KeyStore {
                 );
             }
         }
-        Self { by_hash, limits }
+        Self {
+            by_hash,
+            by_id,
+            limits,
+        }
+    }
+
+    /// The entry of the key with id `key_id`, if it is in force.
+    pub fn entry_by_id(&self, key_id: &str) -> Option<&KeyEntry> {
+        self.by_hash.get(self.by_id.get(key_id)?)
     }
 
     /// The principal owning `key`, if it is known and not revoked.

@@ -29,6 +29,11 @@
 //! that). What the server keeps for such a stream until the client resets it
 //! or the connection closes is the HTTP/2 stream's send buffer.
 //!
+//! - **Keys no longer admitted.** When the keys file's reload changes the
+//!   keys in force, every stream is re-checked: one whose key was revoked
+//!   (or removed) ends with UNAUTHENTICATED, one whose key's allow-list no
+//!   longer admits its source address with PERMISSION_DENIED.
+//!
 //! Each end is counted (`l1gate_streams_ended_total{service, view,
 //! reason}`) and logged once with the key id.
 //!
@@ -49,7 +54,8 @@ use futures_util::Stream;
 use parking_lot::Mutex;
 use tonic::Status;
 
-use crate::access::StreamGuard;
+use crate::access::denial::Denial;
+use crate::access::{Access, StreamGuard};
 use crate::host::engine::EngineStatus;
 use crate::metrics::Metrics;
 
@@ -70,6 +76,10 @@ pub enum EndReason {
     Stall,
     /// The stream fell too far behind (time, ring or bytes).
     Lag,
+    /// Its key was revoked or removed from the keys file.
+    Revoked,
+    /// Its key's allow-list no longer admits the stream's source address.
+    Forbidden,
 }
 
 impl EndReason {
@@ -78,6 +88,8 @@ impl EndReason {
         match self {
             EndReason::Stall => "stall",
             EndReason::Lag => "lag",
+            EndReason::Revoked => "revoked",
+            EndReason::Forbidden => "forbidden",
         }
     }
 }
@@ -112,11 +124,14 @@ impl Supervisor {
     }
 
     /// A supervisor counting into `metrics`, and its sweeper task (on the
-    /// current runtime).
+    /// current runtime). With `access`, the sweeper also re-checks every
+    /// stream's key and source when the keys in force change, and ends the
+    /// streams they no longer admit.
     pub fn spawn(
         settings: FlowSettings,
         metrics: Arc<Metrics>,
         engine: Option<Arc<EngineStatus>>,
+        access: Option<Access>,
     ) -> (Self, tokio::task::JoinHandle<()>) {
         let supervisor = Self {
             inner: Arc::new(Inner {
@@ -130,8 +145,15 @@ impl Supervisor {
         let task = tokio::spawn(async move {
             let mut tick = tokio::time::interval(every);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut keys = access.as_ref().map(|a| a.auth().changes());
             loop {
                 tick.tick().await;
+                if let (Some(access), Some(keys)) = (&access, &mut keys)
+                    && keys.has_changed().unwrap_or(false)
+                {
+                    keys.mark_unchanged();
+                    sweeper.recheck(access);
+                }
                 sweeper.sweep(crate::unix_now_ms(), engine.as_deref());
             }
         });
@@ -183,16 +205,45 @@ impl Supervisor {
     /// One look at every slot (the sweeper's tick); drops the slots of
     /// streams that are gone.
     pub fn sweep(&self, now_ms: i64, engine: Option<&EngineStatus>) {
-        let live: Vec<Arc<Slot>> = {
-            let mut slots = self.inner.slots.lock();
-            slots.retain(|slot| slot.strong_count() > 0);
-            slots.iter().filter_map(Weak::upgrade).collect()
-        };
+        let live = self.live();
         let settings = self.inner.settings;
         let newest_ms = engine.map(EngineStatus::block_time_ms);
         for slot in live {
             slot.inspect(now_ms, settings, newest_ms);
         }
+    }
+
+    /// Ends every stream whose key or source `access` no longer admits:
+    /// UNAUTHENTICATED for a revoked key, PERMISSION_DENIED for a source
+    /// off the key's allow-list.
+    pub fn recheck(&self, access: &Access) {
+        for slot in self.live() {
+            let verdict = slot.held.lock().guard.as_ref().map(|g| access.recheck(g));
+            let Some(Err(denial)) = verdict else {
+                continue;
+            };
+            let (reason, status) = match denial {
+                Denial::Forbidden { .. } => (
+                    EndReason::Forbidden,
+                    Status::permission_denied(format!("stream ended: {}", denial.message())),
+                ),
+                _ => (
+                    EndReason::Revoked,
+                    Status::unauthenticated(format!(
+                        "stream ended: API key {} was revoked or removed from the keys file",
+                        slot.key_id
+                    )),
+                ),
+            };
+            slot.end(reason, status);
+        }
+    }
+
+    /// The slots of streams not dropped yet (forgetting the others).
+    fn live(&self) -> Vec<Arc<Slot>> {
+        let mut slots = self.inner.slots.lock();
+        slots.retain(|slot| slot.strong_count() > 0);
+        slots.iter().filter_map(Weak::upgrade).collect()
     }
 
     /// Open slots (streams not dropped yet), for tests and metrics.
@@ -359,14 +410,23 @@ impl Slot {
                 .metrics
                 .stream_ended(self.service, self.view, reason.label());
         }
-        tracing::warn!(
-            key_id = %self.key_id,
-            service = self.service,
-            view = self.view,
-            reason = reason.label(),
-            %message,
-            "stream ended: subscriber too slow"
-        );
+        match reason {
+            EndReason::Stall | EndReason::Lag => tracing::warn!(
+                key_id = %self.key_id,
+                service = self.service,
+                view = self.view,
+                reason = reason.label(),
+                %message,
+                "stream ended: subscriber too slow"
+            ),
+            EndReason::Revoked | EndReason::Forbidden => tracing::info!(
+                key_id = %self.key_id,
+                service = self.service,
+                view = self.view,
+                reason = reason.label(),
+                "stream ended: its key is no longer admitted"
+            ),
+        }
     }
 
     /// Ends the stream quietly because it finished (its producer is done or

@@ -316,6 +316,15 @@ impl Relay {
                     }
                 },
                 Recv::Empty => {
+                    // A stream ended meanwhile (its key revoked, say) gives
+                    // its status at once, however quiet its view.
+                    let slot = Arc::clone(&self.slot);
+                    let woken = async move {
+                        tokio::select! {
+                            () = woken => {}
+                            () = slot.cancelled() => {}
+                        }
+                    };
                     let Some(bound) = self.stale_after else {
                         woken.await;
                         continue;
@@ -382,7 +391,7 @@ fn status_of(error: SubscribeError) -> Status {
             Status::unavailable(error.to_string())
         }
         SubscribeError::UnknownCoin(coin) => {
-            Status::invalid_argument(format!("coins: unknown coin {coin:?}"))
+            Status::invalid_argument(format!("coins: unknown coin {}", crate::quoted(&coin)))
         }
         SubscribeError::View(error) => view_status(error),
     }
@@ -397,13 +406,15 @@ fn view_status(error: ViewError) -> Status {
         ViewError::MissingCoin { .. } | ViewError::Candle(CandleError::MissingCoin) => {
             Status::invalid_argument("coin: required")
         }
-        ViewError::L2(error) => Status::invalid_argument(error.to_string()),
-        ViewError::NotPerp { coin } => {
-            Status::invalid_argument(format!("coins: {coin:?} is not a perp coin"))
-        }
+        ViewError::L2(error) => Status::invalid_argument(crate::bounded(error.to_string())),
+        ViewError::NotPerp { coin } => Status::invalid_argument(format!(
+            "coins: {} is not a perp coin",
+            crate::quoted(&coin)
+        )),
         ViewError::Candle(CandleError::UnknownInterval(interval)) => {
             Status::invalid_argument(format!(
-                "interval: unknown interval {interval:?}; one of {}",
+                "interval: unknown interval {}; one of {}",
+                crate::quoted(&interval),
                 Interval::ALL.map(Interval::as_str).join(" ")
             ))
         }
@@ -424,7 +435,8 @@ fn entries(field: &str, values: &[String]) -> Result<(), Status> {
     for value in values {
         if value.trim().is_empty() {
             return Err(Status::invalid_argument(format!(
-                "{field}: blank entry {value:?}"
+                "{field}: blank entry {}",
+                crate::quoted(value)
             )));
         }
         if value == "*" {
@@ -471,8 +483,8 @@ fn address(field: &str, value: &str) -> Result<String, Status> {
             Ok(value.to_ascii_lowercase())
         }
         _ => Err(Status::invalid_argument(format!(
-            "{field}: {:?} is not an address (0x followed by 40 hex digits)",
-            value.chars().take(64).collect::<String>()
+            "{field}: {} is not an address (0x followed by 40 hex digits)",
+            crate::quoted(value)
         ))),
     }
 }

@@ -513,15 +513,16 @@ pub fn compile_filter(
             Ok(proto::FilterOp::Unspecified | proto::FilterOp::In)
         ) {
             return Err(Status::invalid_argument(format!(
-                "filter field {:?}: unknown op {}",
-                field.field, field.op
+                "filter field {}: unknown op {}",
+                crate::quoted(&field.field),
+                field.op
             )));
         }
         constraints.push((field.field.clone(), field.values.clone()));
     }
     feeds::EventFilter::new(source, &constraints)
         .map(Some)
-        .map_err(|e| Status::invalid_argument(e.to_string()))
+        .map_err(|e| Status::invalid_argument(crate::bounded(e.to_string())))
 }
 
 fn feed_status(source: Source, error: &FeedError) -> Status {

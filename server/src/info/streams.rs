@@ -58,7 +58,8 @@ pub async fn active_asset_ctx(
 ) -> Result<TypedStream<pb::ActiveAssetCtxUpdate>, Status> {
     if !coin::is_default_perp(&coin) {
         return Err(Status::invalid_argument(format!(
-            "coin: {coin:?} is not a perp of the default exchange"
+            "coin: {} is not a perp of the default exchange",
+            crate::quoted(&coin)
         )));
     }
     let mut receiver = feed.watch_ctxs();
@@ -86,7 +87,8 @@ pub async fn active_asset_ctx(
         .is_some_and(|state| state.universe.contains(&coin))
     {
         return Err(Status::invalid_argument(format!(
-            "coin: unknown coin {coin:?} (not in the Info source's perp universe)"
+            "coin: unknown coin {} (not in the Info source's perp universe)",
+            crate::quoted(&coin)
         )));
     }
     // `wait_for` marked the state just read as seen: the first frame is

@@ -122,3 +122,82 @@ fn account_limits_are_set_listed_and_validated() {
     stdout(&keys(&["limits", "--account", "team", "--default"], &file));
     assert!(!stdout(&keys(&["list"], &file)).contains("limits"));
 }
+
+/// Parallel `keys` commands: every key printed is stored, no account is
+/// wiped, every revocation sticks, and each command succeeds.
+#[test]
+fn parallel_keys_commands_lose_nothing() {
+    const ADDERS: usize = 20;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("keys.toml");
+    // Keys to revoke while the adders run.
+    let doomed: Vec<String> = (0..8)
+        .map(|_| {
+            let added = stdout(&keys(&["add", "--account", "doomed"], &file));
+            added
+                .split_whitespace()
+                .find(|w| w.starts_with("k_"))
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    let spawn = |args: Vec<String>| {
+        Command::new(L1GATE)
+            .arg("keys")
+            .args(&args)
+            .arg("--keys-file")
+            .arg(&file)
+            .env_remove("L1GATE_KEYS_FILE")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut adders = Vec::new();
+    let mut revokers = Vec::new();
+    for i in 0..ADDERS {
+        adders.push(spawn(vec![
+            "add".into(),
+            "--account".into(),
+            format!("team{}", i % 3),
+        ]));
+        if let Some(id) = doomed.get(i) {
+            revokers.push(spawn(vec!["revoke".into(), id.clone()]));
+        }
+    }
+    let mut printed = Vec::new();
+    for child in adders {
+        let output = child.wait_with_output().unwrap();
+        let out = stdout(&output);
+        let id = out
+            .split_whitespace()
+            .find(|w| w.starts_with("k_"))
+            .unwrap()
+            .to_owned();
+        printed.push(id);
+    }
+    for child in revokers {
+        stdout(&child.wait_with_output().unwrap());
+    }
+    let listed = stdout(&keys(&["list"], &file));
+    for id in &printed {
+        assert!(
+            listed.contains(&format!("{id}\tactive")),
+            "{id} printed but not stored:\n{listed}"
+        );
+    }
+    for id in &doomed {
+        assert!(
+            listed.contains(&format!("{id}\trevoked")),
+            "{id} revoked but still active:\n{listed}"
+        );
+    }
+    assert_eq!(listed.lines().count(), ADDERS + doomed.len(), "{listed}");
+    // No temporary file is left behind.
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}

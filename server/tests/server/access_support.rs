@@ -74,32 +74,7 @@ impl Gate {
 
     /// `GET path`, with `key` in the `X-Api-Key` header when given.
     pub async fn get(&self, path: &str, key: Option<&str>) -> Reply {
-        let stream = tokio::net::TcpStream::connect(self.running.http_addr)
-            .await
-            .unwrap();
-        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .unwrap();
-        tokio::spawn(connection);
-        let mut request = hyper::Request::get(path).header("host", "l1gate.test");
-        if let Some(key) = key {
-            request = request.header("X-Api-Key", key);
-        }
-        let response = sender
-            .send_request(request.body(Empty::<Bytes>::new()).unwrap())
-            .await
-            .unwrap();
-        let status = response.status().as_u16();
-        let retry_after = response
-            .headers()
-            .get("retry-after")
-            .map(|v| v.to_str().unwrap().to_owned());
-        let body = response.into_body().collect().await.unwrap().to_bytes();
-        Reply {
-            status,
-            retry_after,
-            text: String::from_utf8(body.to_vec()).unwrap(),
-        }
+        http_get(self.running.http_addr, path, key).await
     }
 
     /// A raw feed client.
@@ -117,6 +92,35 @@ impl Gate {
         let reply = self.get("/metrics", None).await;
         assert_eq!(reply.status, 200);
         reply.text
+    }
+}
+
+/// `GET path` on the HTTP edge at `addr`, with `key` in the `X-Api-Key`
+/// header when given.
+pub async fn http_get(addr: std::net::SocketAddr, path: &str, key: Option<&str>) -> Reply {
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let mut request = hyper::Request::get(path).header("host", "l1gate.test");
+    if let Some(key) = key {
+        request = request.header("X-Api-Key", key);
+    }
+    let response = sender
+        .send_request(request.body(Empty::<Bytes>::new()).unwrap())
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let retry_after = response
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().to_owned());
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    Reply {
+        status,
+        retry_after,
+        text: String::from_utf8(body.to_vec()).unwrap(),
     }
 }
 

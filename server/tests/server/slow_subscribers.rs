@@ -5,9 +5,6 @@
 
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use http_body_util::{BodyExt as _, Empty};
-use hyper_util::rt::TokioIo;
 use proto::market_streaming_client::MarketStreamingClient;
 use proto::v3 as pb;
 use proto::venue_l1_gateway_client::VenueL1GatewayClient;
@@ -15,7 +12,7 @@ use proto::{Position, StreamRequest, position};
 use tonic::Code;
 use tonic::transport::Channel;
 
-use super::access_support::sample;
+use super::access_support::{http_get, sample};
 use super::harness::{TestServer, next};
 use super::market_live::{client, live_node, ready};
 
@@ -35,22 +32,10 @@ async fn tight_channel(server: &TestServer) -> Channel {
 }
 
 /// The server's `/metrics` text.
-async fn metrics(server: &TestServer) -> String {
-    let stream = tokio::net::TcpStream::connect(server.running.http_addr)
-        .await
-        .unwrap();
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .unwrap();
-    tokio::spawn(connection);
-    let request = hyper::Request::get("/metrics")
-        .header("host", "l1gate.test")
-        .body(Empty::<Bytes>::new())
-        .unwrap();
-    let response = sender.send_request(request).await.unwrap();
-    assert_eq!(response.status(), 200);
-    let body = response.into_body().collect().await.unwrap().to_bytes();
-    String::from_utf8(body.to_vec()).unwrap()
+pub async fn metrics(server: &TestServer) -> String {
+    let reply = http_get(server.running.http_addr, "/metrics", None).await;
+    assert_eq!(reply.status, 200);
+    reply.text
 }
 
 /// How long until `series` counts `n`, polled every 20 ms for up to `WAIT`.
