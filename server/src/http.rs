@@ -62,6 +62,24 @@ pub struct Health {
     pub auth: Option<crate::access::auth::Auth>,
 }
 
+/// Age (ms against `now_ms`) of the newest block on disk over the line
+/// feeds, `None` before any was written. Snapshots are periodic by design
+/// and do not count.
+pub fn newest_data_age_ms(live: &LiveFeeds, now_ms: i64) -> Option<i64> {
+    Source::ALL
+        .iter()
+        .filter_map(|&source| live.feed(source))
+        .filter_map(|feed| feed.newest()?.timestamp_ms)
+        .map(|time| now_ms - time)
+        .min()
+}
+
+/// The freshness verdict of `/healthz` and gRPC health: the newest data is
+/// no older than `bound_ms`.
+pub fn is_fresh(newest_age_ms: Option<i64>, bound_ms: i64) -> bool {
+    newest_age_ms.is_some_and(|age| age <= bound_ms)
+}
+
 /// Routes of the HTTP edge; `more` are further authenticated API routes
 /// (the Info lookup, the node gateway), served behind the same key check
 /// after l1gate's own.
@@ -222,7 +240,7 @@ async fn healthz(State(health): State<Health>) -> Response {
     let now = crate::unix_now_ms();
     let mut feeds = serde_json::Map::new();
     let mut freshness = serde_json::Map::new();
-    let mut newest_age: Option<i64> = None;
+    let newest_age = newest_data_age_ms(&health.live, now);
     for &source in &Source::ALL {
         let feed = health.live.feed(source);
         let dir = match source {
@@ -240,7 +258,6 @@ async fn healthz(State(health): State<Health>) -> Response {
         let entry = match newest.and_then(|h| Some((h.block_number, h.timestamp_ms?))) {
             Some((block_number, time)) => {
                 let age = now - time;
-                newest_age = Some(newest_age.map_or(age, |a| a.min(age)));
                 serde_json::json!({
                     "block_number": block_number,
                     "block_time": feeds::time::format_iso8601_ms(time),
@@ -252,7 +269,7 @@ async fn healthz(State(health): State<Health>) -> Response {
         freshness.insert(source.feed_id().to_owned(), entry);
     }
     let bound = i64::try_from(health.max_data_age.as_millis()).unwrap_or(i64::MAX);
-    let fresh = newest_age.is_some_and(|age| age <= bound);
+    let fresh = is_fresh(newest_age, bound);
     let mut body = serde_json::json!({
         "status": if fresh { "ok" } else { "stale" },
         "feeds": feeds,

@@ -20,12 +20,20 @@ fn main() -> anyhow::Result<()> {
     }
 }
 
+/// Logs to stderr: the filter from `L1GATE_LOG`, else `RUST_LOG`, else
+/// `info`; colours only when stderr is a terminal (files and journals get
+/// plain text).
 fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("L1GATE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    use std::io::IsTerminal as _;
+    let filter = ["L1GATE_LOG", "RUST_LOG"]
+        .into_iter()
+        .filter(|name| std::env::var_os(name).is_some())
+        .find_map(|name| tracing_subscriber::EnvFilter::try_from_env(name).ok())
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
 }
 

@@ -18,6 +18,7 @@ mod server {
     mod docs;
     mod endpoints;
     mod gateway;
+    mod grpc_health;
     pub mod harness;
     mod hostile_requests;
     mod house;

@@ -5,7 +5,9 @@
 //! as `X-Forwarded-For` are never trusted: behind a proxy every request comes
 //! from the proxy's address, so allow-list the proxy or terminate at l1gate.
 //! An IPv4-mapped IPv6 peer (`::ffff:10.1.2.3`) is matched as its IPv4
-//! address, so dual-stack listeners behave like IPv4 ones.
+//! address, so dual-stack listeners behave like IPv4 ones; an IPv4-mapped
+//! entry (`::ffff:10.0.0.0/104`) is stored as the IPv4 network it maps
+//! (`10.0.0.0/8`), so it matches the peers it names.
 
 use std::net::IpAddr;
 
@@ -20,21 +22,37 @@ pub struct AllowList {
 
 /// Parses one allow-list entry: a CIDR network (`10.0.0.0/8`,
 /// `2001:db8::/32`) or a bare address (a `/32` or `/128`). Host bits are
-/// cleared: `10.1.2.3/8` is `10.0.0.0/8`.
+/// cleared: `10.1.2.3/8` is `10.0.0.0/8`. An IPv4-mapped IPv6 network of
+/// prefix 96 or more is the IPv4 network it maps.
 ///
 /// # Errors
 /// A message quoting the entry when it is neither.
 pub fn parse_network(text: &str) -> Result<IpNet, String> {
     let trimmed = text.trim();
-    if let Ok(net) = trimmed.parse::<IpNet>() {
-        return Ok(net.trunc());
+    let net = if let Ok(net) = trimmed.parse::<IpNet>() {
+        net.trunc()
+    } else if let Ok(addr) = trimmed.parse::<IpAddr>() {
+        IpNet::from(addr)
+    } else {
+        return Err(format!(
+            "{} is not a CIDR network (expected e.g. 10.0.0.0/8, 203.0.113.7 or 2001:db8::/32)",
+            crate::quoted(text)
+        ));
+    };
+    Ok(unmapped(net))
+}
+
+/// The IPv4 network an IPv4-mapped IPv6 network (`::ffff:a.b.c.d/96+n`)
+/// names; any other network as it is. Peers are matched in IPv4 form, so a
+/// mapped entry would otherwise never match.
+fn unmapped(net: IpNet) -> IpNet {
+    let IpNet::V6(v6) = net else {
+        return net;
+    };
+    match (v6.addr().to_ipv4_mapped(), v6.prefix_len().checked_sub(96)) {
+        (Some(v4), Some(prefix)) => ipnet::Ipv4Net::new(v4, prefix).map_or(net, IpNet::V4),
+        _ => net,
     }
-    if let Ok(addr) = trimmed.parse::<IpAddr>() {
-        return Ok(IpNet::from(addr));
-    }
-    Err(format!(
-        "{text:?} is not a CIDR network (expected e.g. 10.0.0.0/8, 203.0.113.7 or 2001:db8::/32)"
-    ))
 }
 
 impl AllowList {
@@ -107,6 +125,28 @@ mod tests {
     fn ipv4_mapped_ipv6_peers_match_ipv4_networks() {
         assert!(list(&["127.0.0.0/8"]).permits(ip("::ffff:127.0.0.1")));
         assert!(!list(&["10.0.0.0/8"]).permits(ip("::ffff:127.0.0.1")));
+    }
+
+    #[test]
+    fn ipv4_mapped_entries_are_their_ipv4_networks() {
+        assert_eq!(
+            parse_network("::ffff:127.0.0.1/128").unwrap().to_string(),
+            "127.0.0.1/32"
+        );
+        assert_eq!(
+            parse_network("::ffff:10.0.0.0/104").unwrap().to_string(),
+            "10.0.0.0/8"
+        );
+        assert_eq!(
+            parse_network("::ffff:127.0.0.1").unwrap().to_string(),
+            "127.0.0.1/32"
+        );
+        // Wider than the mapped range: an IPv6 network like any other.
+        assert_eq!(parse_network("::/64").unwrap().to_string(), "::/64");
+        let mapped = list(&["::ffff:127.0.0.1/128"]);
+        assert!(mapped.permits(ip("127.0.0.1")));
+        assert!(mapped.permits(ip("::ffff:127.0.0.1")));
+        assert!(!mapped.permits(ip("127.0.0.2")));
     }
 
     #[test]

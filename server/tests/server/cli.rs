@@ -229,3 +229,60 @@ fn replay_prints_frames_deterministically_with_a_summary() {
         "lists the views"
     );
 }
+
+/// Starts `l1gate serve --data DATA` with stderr piped; the first stderr
+/// line containing `wanted` (within 30 s), and every line before it.
+fn serve_until_logged(data: &std::path::Path, wanted: &str) -> (String, Vec<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys.toml");
+    let mut child = Command::new(L1GATE)
+        .arg("serve")
+        .arg("--data")
+        .arg(data)
+        .arg("--keys-file")
+        .arg(&keys)
+        .args(["--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"])
+        .env_remove("L1GATE_LOG")
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let _guard = Killed(child);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut before = Vec::new();
+    loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("no {wanted:?} in the log; got {before:#?}"));
+        if line.contains(wanted) {
+            return (line, before);
+        }
+        before.push(line);
+    }
+}
+
+#[test]
+fn serve_warns_about_a_data_directory_without_node_output_in_plain_text() {
+    let empty = tempfile::tempdir().unwrap();
+    let (line, before) = serve_until_logged(empty.path(), "no node output in the data directory");
+    assert!(line.contains("node_fills_by_block"), "{line}");
+    for line in before.iter().chain([&line]) {
+        assert!(
+            !line.contains('\u{1b}'),
+            "colour codes in a log written to a pipe: {line:?}"
+        );
+    }
+    let missing = empty.path().join("not-there");
+    let (line, _) = serve_until_logged(&missing, "the data directory does not exist");
+    assert!(line.contains("not-there"), "{line}");
+}

@@ -299,7 +299,7 @@ fn known_variables() -> BTreeSet<String> {
             walk(sub, out);
         }
     }
-    let mut out = BTreeSet::from(["L1GATE_LOG".to_owned()]);
+    let mut out = BTreeSet::from(["L1GATE_LOG".to_owned(), "RUST_LOG".to_owned()]);
     walk(&Cli::command(), &mut out);
     out
 }
