@@ -97,6 +97,11 @@ pub struct ReplayCommand {
     /// L2 book: suppress frames whose levels did not change.
     #[arg(long)]
     pub strict: bool,
+    /// Exit with an error when the files held anything the fold could not
+    /// take as written: lines that are not block envelopes, duplicate or
+    /// backwards lines, undecodable events, missing blocks.
+    #[arg(long)]
+    pub fail_on_bad_data: bool,
     /// Candle interval: 1s 1m 3m 5m 15m 30m 1h 2h 4h 8h 12h 1d 3d 1w 1M.
     #[arg(long, value_name = "I")]
     pub interval: Option<String>,

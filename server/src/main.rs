@@ -344,6 +344,7 @@ fn run_replay(command: ReplayCommand) -> anyhow::Result<()> {
     options.selection.n_sig_figs = command.n_sig_figs;
     options.selection.mantissa = command.mantissa;
     options.selection.strict = command.strict;
+    let fail_on_bad_data = command.fail_on_bad_data;
     options.selection.interval = command.interval;
 
     let stdout = std::io::stdout();
@@ -373,8 +374,10 @@ fn run_replay(command: ReplayCommand) -> anyhow::Result<()> {
         .values()
         .map(engine::fold::UnknownIds::total)
         .sum();
+    let align = &summary.align;
+    let dropped = align.bad_lines + align.duplicates + align.late;
     eprintln!(
-        "replayed {} blocks ({}..={}) from snapshot {}: {} events, {} frames, {:.1} MB in {:.2} s ({:.1} MB/s); {} unknown ids, {} decode errors, {} gaps, {} coin resets",
+        "replayed {} blocks ({}..={}) from snapshot {}: {} events, {} frames, {:.1} MB in {:.2} s ({:.1} MB/s); {} unknown ids, {} decode errors, {} gaps, {} coin resets; {dropped} lines dropped ({} not envelopes, {} duplicates, {} of blocks already folded)",
         summary.blocks,
         summary
             .first_block
@@ -393,7 +396,10 @@ fn run_replay(command: ReplayCommand) -> anyhow::Result<()> {
         unknown,
         summary.decode_errors,
         summary.gaps,
-        summary.resets.len()
+        summary.resets.len(),
+        align.bad_lines,
+        align.duplicates,
+        align.late,
     );
     for (coin, ids) in &summary.unknown_ids {
         if ids.total() > 0 {
@@ -402,6 +408,15 @@ fn run_replay(command: ReplayCommand) -> anyhow::Result<()> {
                 ids.unknown_oid, ids.missing_status
             );
         }
+    }
+    let bad = dropped + summary.decode_errors + summary.gaps;
+    if fail_on_bad_data && bad > 0 {
+        anyhow::bail!(
+            "the files held data the fold could not take as written: {dropped} lines dropped, \
+             {} undecodable events, {} gaps (--fail-on-bad-data)",
+            summary.decode_errors,
+            summary.gaps
+        );
     }
     Ok(())
 }

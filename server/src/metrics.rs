@@ -35,8 +35,26 @@ pub struct FeedTraffic {
     pub newest_block_time_ms: AtomicI64,
 }
 
+/// Counters kept elsewhere (the engine's, say), rendered with the rest:
+/// `(name, help, samples of (labels, value))`.
+pub type Gauges = Box<dyn Fn() -> Vec<Family> + Send + Sync>;
+
+/// One metric family rendered from outside: name, help, and samples of
+/// (labels without braces, value).
+#[derive(Debug, Clone)]
+pub struct Family {
+    /// Metric name.
+    pub name: &'static str,
+    /// `counter` or `gauge`.
+    pub kind: &'static str,
+    /// The HELP text.
+    pub help: &'static str,
+    /// (labels, value); labels as `k="v"`, empty for none.
+    pub samples: Vec<(&'static str, u64)>,
+}
+
 /// Every counter of the server.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Metrics {
     http_responses: Mutex<BTreeMap<u16, u64>>,
     grpc_admissions: Mutex<BTreeMap<&'static str, u64>>,
@@ -46,8 +64,16 @@ pub struct Metrics {
     open_streams: Mutex<BTreeMap<String, u64>>,
     streams_ended: Mutex<BTreeMap<(&'static str, &'static str, &'static str), u64>>,
     lag_skips: Mutex<BTreeMap<&'static str, u64>>,
+    raw_feed_skips: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
     candle_lookups: CandleLookups,
     grpc_writes: Arc<SocketWrites>,
+    extras: Mutex<Vec<Gauges>>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
 }
 
 /// Write calls made on the gRPC edge's sockets, and the bytes they carried
@@ -89,6 +115,11 @@ impl Metrics {
         };
     }
 
+    /// Renders the families `read` returns with every scrape.
+    pub fn render_also(&self, read: impl Fn() -> Vec<Family> + Send + Sync + 'static) {
+        self.extras.lock().push(Box::new(read));
+    }
+
     /// The counters of the gRPC sockets' writes.
     pub fn grpc_writes(&self) -> Arc<SocketWrites> {
         Arc::clone(&self.grpc_writes)
@@ -126,6 +157,17 @@ impl Metrics {
             .streams_ended
             .lock()
             .entry((service, view, reason))
+            .or_default() += 1;
+    }
+
+    /// Counts a node line a raw-feed stream did not send, by feed and reason
+    /// (`undecodable`, `duplicate`, `backwards`), and a block gap it saw
+    /// (`gap`, the record is sent).
+    pub fn raw_feed_skip(&self, feed: &'static str, reason: &'static str) {
+        *self
+            .raw_feed_skips
+            .lock()
+            .entry((feed, reason))
             .or_default() += 1;
     }
 
@@ -268,6 +310,18 @@ impl Metrics {
         }
         family(
             &mut out,
+            "l1gate_raw_feed_anomalies_total",
+            "counter",
+            "Node lines raw-feed streams did not send (reason undecodable, duplicate, backwards) and block gaps they passed over (reason gap), by feed; counted once per stream that met them.",
+        );
+        for ((feed, reason), n) in self.raw_feed_skips.lock().iter() {
+            let _ = writeln!(
+                out,
+                "l1gate_raw_feed_anomalies_total{{feed=\"{feed}\",reason=\"{reason}\"}} {n}"
+            );
+        }
+        family(
+            &mut out,
             "l1gate_grpc_socket_writes_total",
             "counter",
             "Write system calls on gRPC connections (the frames of many streams share one).",
@@ -338,6 +392,18 @@ impl Metrics {
                 );
             }
         }
+        for read in self.extras.lock().iter() {
+            for extra in read() {
+                family(&mut out, extra.name, extra.kind, extra.help);
+                for (labels, value) in extra.samples {
+                    if labels.is_empty() {
+                        let _ = writeln!(out, "{} {value}", extra.name);
+                    } else {
+                        let _ = writeln!(out, "{}{{{labels}}} {value}", extra.name);
+                    }
+                }
+            }
+        }
         out
     }
 }
@@ -348,6 +414,23 @@ type UsageField = fn(&KeyUsage) -> &AtomicU64;
 fn family(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}");
     let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+/// Whether a warning about `what` may be logged now: at most once per
+/// `every` per `what`, so that a burst of bad input logs a line, not a
+/// line per item (the counters carry the totals).
+pub fn warn_allowed(what: &str, every: std::time::Duration) -> bool {
+    static LAST: std::sync::LazyLock<Mutex<std::collections::HashMap<String, std::time::Instant>>> =
+        std::sync::LazyLock::new(Mutex::default);
+    let now = std::time::Instant::now();
+    let mut last = LAST.lock();
+    match last.get(what) {
+        Some(at) if now.duration_since(*at) < every => false,
+        _ => {
+            last.insert(what.to_owned(), now);
+            true
+        }
+    }
 }
 
 #[cfg(test)]

@@ -166,6 +166,12 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         wakeups,
     )
     .context("market engine thread")?;
+    {
+        let status = Arc::clone(engine.status());
+        access
+            .metrics()
+            .render_also(move || status.anomalies().families());
+    }
     // Slow subscribers of both services, and streams whose key is no longer
     // admitted, are ended (crate::grpc::flow).
     let (flow, sweeper) = Supervisor::spawn(

@@ -13,6 +13,7 @@ mod server {
     mod access_http;
     mod access_secrets;
     pub mod access_support;
+    mod bad_node_data;
     mod candles;
     mod cli;
     mod docs;

@@ -148,8 +148,19 @@ impl RawFeedService {
             .map_err(|e| feed_status(source, &e))?;
         let (tx, rx) = mpsc::channel(SUBSCRIBER_BUFFER);
         let closing = Arc::new(Mutex::new(None));
+        // By-block files and replica blocks hold one line per block: an
+        // equal block number is a duplicate there, not in streaming files.
+        let one_line_per_block = source == Source::Blocks
+            || feed
+                .source_dir_name()
+                .is_some_and(|dir| dir.ends_with("_by_block"));
         let pump = Pump {
             source,
+            order: Order {
+                last_block: None,
+                one_line_per_block,
+                metrics: self.access.as_ref().map(|a| Arc::clone(a.metrics())),
+            },
             feed,
             live: self.live.clone(),
             cursor,
@@ -318,9 +329,58 @@ impl RawFeedService {
     }
 }
 
+/// What a raw-feed stream sends of the lines it reads: only records with a
+/// block number, never one at or before the last block sent (at, for
+/// one-line-per-block files); skips and gaps are counted and logged at most
+/// every 10 s per feed.
+struct Order {
+    last_block: Option<u64>,
+    one_line_per_block: bool,
+    metrics: Option<Arc<crate::metrics::Metrics>>,
+}
+
+impl Order {
+    /// Whether to send a record of `block` (`None`: the line did not
+    /// decode).
+    fn admits(&mut self, source: Source, block: Option<u64>) -> bool {
+        let verdict = match (block, self.last_block) {
+            (None, _) => Err("undecodable"),
+            (Some(n), Some(last)) if n < last => Err("backwards"),
+            (Some(n), Some(last)) if n == last && self.one_line_per_block => Err("duplicate"),
+            (Some(n), Some(last)) if self.one_line_per_block && n > last + 1 => Ok(Some("gap")),
+            _ => Ok(None),
+        };
+        let (admitted, anomaly) = match verdict {
+            Ok(anomaly) => (true, anomaly),
+            Err(reason) => (false, Some(reason)),
+        };
+        if let Some(reason) = anomaly {
+            if let Some(metrics) = &self.metrics {
+                metrics.raw_feed_skip(source.feed_id(), reason);
+            }
+            let what = format!("raw feed {} {reason}", source.feed_id());
+            if crate::metrics::warn_allowed(&what, Duration::from_secs(10)) {
+                tracing::warn!(
+                    feed = source.feed_id(),
+                    reason,
+                    block = ?block,
+                    last_block = ?self.last_block,
+                    "raw feed: node line out of order or undecodable (skipped unless a gap); \
+                     further ones are counted in l1gate_raw_feed_anomalies_total"
+                );
+            }
+        }
+        if admitted {
+            self.last_block = block;
+        }
+        admitted
+    }
+}
+
 /// Moves records from a feed to one subscriber.
 struct Pump {
     source: Source,
+    order: Order,
     feed: Feed,
     live: Arc<LiveFeeds>,
     cursor: Cursor,
@@ -384,6 +444,9 @@ impl Pump {
                 // chance to run the task writing to the network, so matches
                 // reach the client as they are found rather than in bursts.
                 tokio::task::coop::consume_budget().await;
+                if !self.order.admits(self.source, record.block_number) {
+                    continue;
+                }
                 let data = match &self.filter {
                     None => record.data,
                     Some(filter) => {

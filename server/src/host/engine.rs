@@ -144,6 +144,73 @@ pub struct EngineStatus {
     keys: AtomicU64,
     error: Mutex<Option<String>>,
     coins: parking_lot::RwLock<Arc<BTreeSet<String>>>,
+    anomalies: Anomalies,
+}
+
+/// What the engine met in the node's files that it could not fold as
+/// written, counted since start (`/metrics`).
+#[derive(Debug, Default)]
+pub struct Anomalies {
+    /// Lines that were not block envelopes (garbage, missing fields,
+    /// invalid UTF-8 in the header): dropped.
+    pub bad_lines: AtomicU64,
+    /// Lines of a block already read from the same stream: dropped.
+    pub duplicate_lines: AtomicU64,
+    /// Lines of blocks already folded (a block number going backwards):
+    /// dropped.
+    pub late_lines: AtomicU64,
+    /// Lines that arrived out of block order but in time: kept.
+    pub out_of_order_lines: AtomicU64,
+    /// Blocks missing between folded blocks (skipped block numbers).
+    pub missing_blocks: AtomicU64,
+    /// Events (order statuses, diffs, fills) that did not decode: dropped.
+    pub undecodable_events: AtomicU64,
+    /// Book diffs that could not be applied as written.
+    pub diffs_not_applied: AtomicU64,
+}
+
+impl Anomalies {
+    /// The counters as `/metrics` families.
+    pub fn families(&self) -> Vec<crate::metrics::Family> {
+        use crate::metrics::Family;
+        let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        vec![
+            Family {
+                name: "l1gate_engine_lines_dropped_total",
+                kind: "counter",
+                help: "Node lines the market engine dropped: not a block envelope (garbage, missing fields), a duplicate of a line already read, or of a block already folded (block numbers going backwards).",
+                samples: vec![
+                    ("reason=\"not_an_envelope\"", n(&self.bad_lines)),
+                    ("reason=\"duplicate\"", n(&self.duplicate_lines)),
+                    ("reason=\"block_already_folded\"", n(&self.late_lines)),
+                ],
+            },
+            Family {
+                name: "l1gate_engine_lines_out_of_order_total",
+                kind: "counter",
+                help: "Node lines that arrived out of block order but in time to be folded.",
+                samples: vec![("", n(&self.out_of_order_lines))],
+            },
+            Family {
+                name: "l1gate_engine_missing_blocks_total",
+                kind: "counter",
+                help: "Block numbers skipped between folded blocks.",
+                samples: vec![("", n(&self.missing_blocks))],
+            },
+            Family {
+                name: "l1gate_engine_undecodable_events_total",
+                kind: "counter",
+                help: "Order statuses, book diffs and fills that did not decode and were not folded.",
+                samples: vec![("", n(&self.undecodable_events))],
+            },
+            Family {
+                name: "l1gate_engine_diffs_not_applied_total",
+                kind: "counter",
+                help: "Raw book diffs that could not be applied to the book as written.",
+                samples: vec![("", n(&self.diffs_not_applied))],
+            },
+        ]
+    }
 }
 
 impl EngineStatus {
@@ -179,6 +246,11 @@ impl EngineStatus {
     /// coins that appeared in the data since (it only grows).
     pub fn coins(&self) -> Arc<BTreeSet<String>> {
         Arc::clone(&self.coins.read())
+    }
+
+    /// What the engine could not fold as written, since start.
+    pub fn anomalies(&self) -> &Anomalies {
+        &self.anomalies
     }
 
     fn publish_coins(&self, coins: &BTreeSet<String>) {
@@ -278,6 +350,17 @@ struct Writer<'s> {
     candles: Option<Sender<CandleMessage>>,
     wakeups: Wakeups,
     last_listing: Instant,
+    /// The block source's alignment counters already added to the status.
+    aligned: AlignCounts,
+}
+
+/// The cumulative counters of the block source's alignment report.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct AlignCounts {
+    bad_lines: u64,
+    duplicates: u64,
+    late: u64,
+    out_of_order: u64,
 }
 
 /// How a round of reading ended.
@@ -346,6 +429,7 @@ impl<'s> Writer<'s> {
             candles: sink,
             wakeups,
             last_listing: Instant::now(),
+            aligned: AlignCounts::default(),
         })
     }
 
@@ -445,6 +529,7 @@ impl<'s> Writer<'s> {
                 self.fold(&block);
                 folded += 1;
             }
+            self.count_alignment();
             if read == 0 && folded == 0 {
                 return Ok(Drained::Idle);
             }
@@ -455,6 +540,33 @@ impl<'s> Writer<'s> {
         let report = self.market.apply(block);
         if report.skipped {
             return;
+        }
+        let anomalies = &self.status.anomalies;
+        let missing = report
+            .gap
+            .as_ref()
+            .map_or(0, |gap| gap.got.saturating_sub(gap.expected));
+        for (counter, n) in [
+            (
+                &anomalies.undecodable_events,
+                report.decode_errors.len() as u64,
+            ),
+            (&anomalies.diffs_not_applied, report.issues.len() as u64),
+            (&anomalies.missing_blocks, missing),
+        ] {
+            counter.fetch_add(n, Ordering::Relaxed);
+        }
+        if (!report.decode_errors.is_empty() || missing > 0)
+            && crate::metrics::warn_allowed("engine anomalies", Duration::from_secs(10))
+        {
+            tracing::warn!(
+                block = block.number,
+                undecodable_events = report.decode_errors.len(),
+                missing_blocks = missing,
+                first = ?report.decode_errors.first().map(|e| crate::bounded(e.to_string())),
+                "engine: node data not folded as written; further ones are counted in /metrics \
+                 (l1gate_engine_*)"
+            );
         }
         if let Some(sink) = &self.candles {
             let candles = CandleBlock::of(self.market.candles());
@@ -467,6 +579,53 @@ impl<'s> Writer<'s> {
         let at = self.market.position();
         self.status.block_time_ms.store(at.time, Ordering::Release);
         self.status.height.store(at.block_number, Ordering::Release);
+    }
+
+    /// Adds what the block source's aligner counted since the last look to
+    /// the status (its counters restart when the source is re-created).
+    fn count_alignment(&mut self) {
+        let report = self.source.report();
+        let now = AlignCounts {
+            bad_lines: report.bad_lines,
+            duplicates: report.duplicates,
+            late: report.late,
+            out_of_order: report.out_of_order,
+        };
+        if now == self.aligned {
+            return;
+        }
+        let delta = |now: u64, seen: u64| if now >= seen { now - seen } else { now };
+        let anomalies = &self.status.anomalies;
+        for (counter, n) in [
+            (
+                &anomalies.bad_lines,
+                delta(now.bad_lines, self.aligned.bad_lines),
+            ),
+            (
+                &anomalies.duplicate_lines,
+                delta(now.duplicates, self.aligned.duplicates),
+            ),
+            (&anomalies.late_lines, delta(now.late, self.aligned.late)),
+            (
+                &anomalies.out_of_order_lines,
+                delta(now.out_of_order, self.aligned.out_of_order),
+            ),
+        ] {
+            counter.fetch_add(n, Ordering::Relaxed);
+        }
+        if now.bad_lines + now.duplicates + now.late
+            > self.aligned.bad_lines + self.aligned.duplicates + self.aligned.late
+            && crate::metrics::warn_allowed("engine lines", Duration::from_secs(10))
+        {
+            tracing::warn!(
+                not_envelopes = now.bad_lines,
+                duplicates = now.duplicates,
+                block_already_folded = now.late,
+                "engine: node lines dropped; further ones are counted in /metrics \
+                 (l1gate_engine_lines_dropped_total)"
+            );
+        }
+        self.aligned = now;
     }
 
     /// Drops keys nobody reads any more, then publishes every other key's

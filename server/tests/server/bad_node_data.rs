@@ -1,0 +1,157 @@
+//! Node files with bad lines: garbage, an envelope without a block number,
+//! a duplicated line, an event that is not UTF-8. The raw feed sends only
+//! records with a block number, each block once; the engine folds the rest;
+//! everything dropped is counted in `/metrics`; `replay` reports it and,
+//! with `--fail-on-bad-data`, fails.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use proto::{Position, StreamRequest, position};
+
+use super::access_support::sample;
+use super::harness::{TestServer, block_number, next, real};
+use super::market_live::ready;
+
+const FILLS: &str = "hl/data/node_fills_by_block/hourly/20260505/17";
+const LAST_BLOCK: u64 = 985_148_232;
+
+/// A copy of the real capture with bad lines in its fills file; the number
+/// of good lines.
+fn damaged_copy(dir: &Path) -> usize {
+    let source = real("btc-985148182");
+    for entry in walk(&source) {
+        let to = dir.join(entry.strip_prefix(&source).unwrap());
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(&entry, &to).unwrap();
+    }
+    let path = dir.join(FILLS);
+    let text = std::fs::read(&path).unwrap();
+    let mut lines: Vec<Vec<u8>> = text
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(<[u8]>::to_vec)
+        .collect();
+    let good = lines.len();
+    // An event whose coin is not UTF-8 (the envelope still decodes).
+    let with_fill = lines
+        .iter()
+        .position(|l| l.windows(12).any(|w| w == b"\"coin\":\"BTC\""))
+        .expect("a BTC fill");
+    let at = lines[with_fill]
+        .windows(12)
+        .position(|w| w == b"\"coin\":\"BTC\"")
+        .unwrap()
+        + 8;
+    lines[with_fill][at] = 0xff;
+    let duplicate = lines[20].clone();
+    lines.insert(21, duplicate);
+    lines.insert(
+        10,
+        br#"{"local_time":"2026-05-05T17:00:00.000","block_time":"2026-05-05T17:00:00.000","events":[]}"#
+            .to_vec(),
+    );
+    lines.insert(5, b"this is not a node line".to_vec());
+    let mut out = lines.join(&b'\n');
+    out.push(b'\n');
+    std::fs::write(&path, out).unwrap();
+    good
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_lines_are_skipped_counted_and_never_sent_without_a_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = damaged_copy(dir.path());
+    let server = TestServer::start(dir.path(), |_| {}).await;
+    ready(&server).await;
+    let mut fills = server
+        .client()
+        .await
+        .stream_fills(server.req(StreamRequest {
+            position: Some(Position {
+                kind: Some(position::Kind::BlockNumber(1)),
+            }),
+            filter: None,
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut blocks = Vec::new();
+    while blocks.last() != Some(&LAST_BLOCK) {
+        let record = next(&mut fills, Duration::from_secs(30)).await.unwrap();
+        let number = u64::try_from(record.block_number.expect("every record has a block")).unwrap();
+        assert_eq!(number, block_number(&record.data), "the record's own line");
+        blocks.push(number);
+    }
+    assert_eq!(blocks.len(), good, "each good line once: {blocks:?}");
+    assert!(
+        blocks.windows(2).all(|w| w[1] == w[0] + 1),
+        "in order, no duplicate: {blocks:?}"
+    );
+    let metrics = super::slow_subscribers::metrics(&server).await;
+    for (series, want) in [
+        (
+            "l1gate_raw_feed_anomalies_total{feed=\"fills\",reason=\"undecodable\"}",
+            2,
+        ),
+        (
+            "l1gate_raw_feed_anomalies_total{feed=\"fills\",reason=\"duplicate\"}",
+            1,
+        ),
+    ] {
+        assert_eq!(sample(&metrics, series), want, "{series}\n{metrics}");
+    }
+    for (series, at_least) in [
+        (
+            "l1gate_engine_lines_dropped_total{reason=\"not_an_envelope\"}",
+            2,
+        ),
+        ("l1gate_engine_lines_dropped_total{reason=\"duplicate\"}", 1),
+        ("l1gate_engine_undecodable_events_total", 1),
+    ] {
+        assert!(
+            sample(&metrics, series) >= at_least,
+            "{series} under {at_least}\n{metrics}"
+        );
+    }
+}
+
+#[test]
+fn replay_reports_bad_data_and_fails_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    damaged_copy(dir.path());
+    let run = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_l1gate"))
+            .args(["replay", "--view", "trades", "--coins", "BTC", "--data"])
+            .arg(dir.path())
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let lenient = run(&[]);
+    assert!(lenient.status.success(), "{lenient:?}");
+    let summary = String::from_utf8_lossy(&lenient.stderr).into_owned();
+    assert!(summary.contains("1 decode errors"), "{summary}");
+    assert!(
+        summary.contains("3 lines dropped (2 not envelopes, 1 duplicates"),
+        "{summary}"
+    );
+    let strict = run(&["--fail-on-bad-data"]);
+    assert!(!strict.status.success(), "{strict:?}");
+    let error = String::from_utf8_lossy(&strict.stderr).into_owned();
+    assert!(error.contains("--fail-on-bad-data"), "{error}");
+}
