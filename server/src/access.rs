@@ -19,6 +19,7 @@
 
 pub mod allow_list;
 pub mod auth;
+pub mod connections;
 pub mod denial;
 pub mod gcra;
 pub mod keys;

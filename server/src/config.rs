@@ -177,6 +177,23 @@ pub struct ServeArgs {
     /// further than this behind the wall clock. Default 30000.
     #[arg(long, env = "L1GATE_MAX_DATA_AGE_MS", value_name = "MS")]
     pub max_data_age_ms: Option<u64>,
+
+    /// Connections open at once over both edges; more are closed as soon as
+    /// accepted. Default: the process's open-file limit minus 256 (kept for
+    /// the node's files, the engine and accepting).
+    #[arg(long, env = "L1GATE_MAX_CONNECTIONS", value_name = "N")]
+    pub max_connections: Option<usize>,
+    /// Connections open at once from one source address, over both edges.
+    /// Default: a quarter of `max_connections`, at most 1000.
+    #[arg(long, env = "L1GATE_MAX_CONNECTIONS_PER_IP", value_name = "N")]
+    pub max_connections_per_ip: Option<usize>,
+    /// HTTP: a request's headers must arrive within this. Default 10000.
+    #[arg(long, env = "L1GATE_HTTP_HEADER_TIMEOUT_MS", value_name = "MS")]
+    pub http_header_timeout_ms: Option<u64>,
+    /// HTTP: a connection on which nothing moved this long, with no request
+    /// being answered, is closed. Default 60000.
+    #[arg(long, env = "L1GATE_HTTP_IDLE_TIMEOUT_MS", value_name = "MS")]
+    pub http_idle_timeout_ms: Option<u64>,
 }
 
 impl ServeArgs {
@@ -214,6 +231,10 @@ impl ServeArgs {
             state_dir: self.state_dir.or(lower.state_dir),
             candle_history_start: self.candle_history_start.or(lower.candle_history_start),
             max_data_age_ms: self.max_data_age_ms.or(lower.max_data_age_ms),
+            max_connections: self.max_connections.or(lower.max_connections),
+            max_connections_per_ip: self.max_connections_per_ip.or(lower.max_connections_per_ip),
+            http_header_timeout_ms: self.http_header_timeout_ms.or(lower.http_header_timeout_ms),
+            http_idle_timeout_ms: self.http_idle_timeout_ms.or(lower.http_idle_timeout_ms),
         }
     }
 }
@@ -306,6 +327,10 @@ pub struct Settings {
     pub candle_history_start_ms: i64,
     /// Data older than this makes `/healthz` answer 503.
     pub max_data_age: Duration,
+    /// Connection caps over both edges.
+    pub connections: crate::access::connections::ConnectionLimits,
+    /// The HTTP edge's timeouts.
+    pub http_timeouts: crate::http::listen::HttpTimeouts,
 }
 
 /// Limits of the raw feed service.
@@ -446,6 +471,31 @@ impl ServeArgs {
                 self.max_data_age_ms,
                 DEFAULT_MAX_DATA_AGE,
             )?,
+            connections: {
+                use crate::access::connections::ConnectionLimits;
+                let max_total = at_least_one("max_connections", self.max_connections)?
+                    .unwrap_or_else(ConnectionLimits::default_total);
+                ConnectionLimits {
+                    max_total,
+                    max_per_ip: at_least_one(
+                        "max_connections_per_ip",
+                        self.max_connections_per_ip,
+                    )?
+                    .unwrap_or_else(|| ConnectionLimits::default_per_ip(max_total)),
+                }
+            },
+            http_timeouts: crate::http::listen::HttpTimeouts {
+                header: positive(
+                    "http_header_timeout_ms",
+                    self.http_header_timeout_ms,
+                    Duration::from_secs(10),
+                )?,
+                idle: positive(
+                    "http_idle_timeout_ms",
+                    self.http_idle_timeout_ms,
+                    Duration::from_secs(60),
+                )?,
+            },
             access: resolve_access(
                 self.requests_per_second,
                 self.request_burst,
@@ -468,6 +518,17 @@ impl ServeArgs {
                 )?,
             )?,
         })
+    }
+}
+
+/// A count that must be at least 1 when set.
+fn at_least_one(name: &'static str, value: Option<usize>) -> Result<Option<usize>, ConfigError> {
+    match value {
+        Some(0) => Err(ConfigError::Invalid {
+            name,
+            message: "must be at least 1".to_owned(),
+        }),
+        other => Ok(other),
     }
 }
 

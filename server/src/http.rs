@@ -24,6 +24,7 @@
 
 pub mod candles;
 pub mod gateway;
+pub mod listen;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

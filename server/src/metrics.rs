@@ -65,6 +65,9 @@ pub struct Metrics {
     streams_ended: Mutex<BTreeMap<(&'static str, &'static str, &'static str), u64>>,
     lag_skips: Mutex<BTreeMap<&'static str, u64>>,
     raw_feed_skips: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
+    open_connections: AtomicU64,
+    connections_refused: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
+    http_timeouts: Mutex<BTreeMap<&'static str, u64>>,
     candle_lookups: CandleLookups,
     grpc_writes: Arc<SocketWrites>,
     extras: Mutex<Vec<Gauges>>,
@@ -169,6 +172,25 @@ impl Metrics {
             .lock()
             .entry((feed, reason))
             .or_default() += 1;
+    }
+
+    /// Sets the number of connections open over both edges.
+    pub fn set_open_connections(&self, open: u64) {
+        self.open_connections.store(open, Ordering::Relaxed);
+    }
+
+    /// Counts a connection closed at once over a limit, by edge and limit.
+    pub fn connection_refused(&self, edge: &'static str, limit: &'static str) {
+        *self
+            .connections_refused
+            .lock()
+            .entry((edge, limit))
+            .or_default() += 1;
+    }
+
+    /// Counts an HTTP connection closed for a timeout (`header`, `idle`).
+    pub fn http_timeout(&self, reason: &'static str) {
+        *self.http_timeouts.lock().entry(reason).or_default() += 1;
     }
 
     /// Counts a lagging snapshot-view stream re-opened on the newest state.
@@ -318,6 +340,41 @@ impl Metrics {
             let _ = writeln!(
                 out,
                 "l1gate_raw_feed_anomalies_total{{feed=\"{feed}\",reason=\"{reason}\"}} {n}"
+            );
+        }
+        family(
+            &mut out,
+            "l1gate_connections_open",
+            "gauge",
+            "Connections open over both edges (gRPC and HTTP).",
+        );
+        let _ = writeln!(
+            out,
+            "l1gate_connections_open {}",
+            self.open_connections.load(Ordering::Relaxed)
+        );
+        family(
+            &mut out,
+            "l1gate_connections_refused_total",
+            "counter",
+            "Connections closed as soon as accepted, over max_connections or max_connections_per_ip, by edge and limit.",
+        );
+        for ((edge, limit), n) in self.connections_refused.lock().iter() {
+            let _ = writeln!(
+                out,
+                "l1gate_connections_refused_total{{edge=\"{edge}\",limit=\"{limit}\"}} {n}"
+            );
+        }
+        family(
+            &mut out,
+            "l1gate_http_connections_timed_out_total",
+            "counter",
+            "HTTP connections closed because a request's headers took longer than http_header_timeout_ms (header) or nothing moved for http_idle_timeout_ms (idle).",
+        );
+        for (reason, n) in self.http_timeouts.lock().iter() {
+            let _ = writeln!(
+                out,
+                "l1gate_http_connections_timed_out_total{{reason=\"{reason}\"}} {n}"
             );
         }
         family(

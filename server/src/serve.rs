@@ -16,6 +16,7 @@ use tonic::transport::server::TcpIncoming;
 
 use crate::access::Access;
 use crate::access::auth::Auth;
+use crate::access::connections::Connections;
 use crate::access::keys::{KeyStore, KeysFile};
 use crate::candles::Candles;
 use crate::candles::store::CandleStore;
@@ -95,6 +96,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         settings.access.clone(),
         Arc::new(Metrics::default()),
     );
+    let connections = Connections::new(settings.connections, access.metrics().clone());
     let live =
         LiveFeeds::open(data).with_context(|| format!("data directory {}", data.display()))?;
     live.refresh(crate::host::feeds::Pending::ALL);
@@ -251,11 +253,21 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         ));
     // Frames are small and latency-bound: no Nagle delay on any stream;
     // the frames of a connection's streams leave together.
+    // Each connection is admitted under the connection limits before a
+    // byte is read; over a limit, it is closed at once.
     let writes = access.metrics().grpc_writes();
+    let admit = connections.clone();
     let incoming = TcpIncoming::from(grpc_listener)
         .with_nodelay(Some(true))
-        .map(move |accepted| {
-            accepted.map(|socket| BatchedWrites::new(socket, Arc::clone(&writes)))
+        .filter_map(move |accepted| match accepted {
+            Ok(socket) => {
+                let peer = socket.peer_addr().ok()?.ip();
+                let guard = admit.admit("grpc", peer).ok()?;
+                Some(Ok(
+                    BatchedWrites::new(socket, Arc::clone(&writes)).admitted(guard)
+                ))
+            }
+            Err(error) => Some(Err(error)),
         });
     tasks.push(tokio::spawn(async move {
         if let Err(error) = router.serve_with_incoming(incoming).await {
@@ -269,13 +281,15 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         candles: Some(candles.clone()),
         auth: Some(access.auth().clone()),
     };
-    let http = crate::http::router(health, access, api)
-        .into_make_service_with_connect_info::<SocketAddr>();
-    tasks.push(tokio::spawn(async move {
-        if let Err(error) = axum::serve(http_listener, http).await {
-            tracing::error!(%error, "HTTP server stopped");
-        }
-    }));
+    let metrics = access.metrics().clone();
+    let http = crate::http::router(health, access, api);
+    tasks.push(tokio::spawn(crate::http::listen::serve(
+        http_listener,
+        http,
+        connections,
+        settings.http_timeouts,
+        metrics,
+    )));
 
     tracing::info!(%grpc_addr, %http_addr, data = %data.display(), "serving");
     Ok(Running {

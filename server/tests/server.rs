@@ -16,6 +16,7 @@ mod server {
     mod bad_node_data;
     mod candles;
     mod cli;
+    mod connection_limits;
     mod docs;
     mod endpoints;
     mod gateway;

@@ -36,6 +36,7 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tonic::transport::server::Connected;
 
+use crate::access::connections::ConnectionGuard;
 use crate::metrics::SocketWrites;
 
 /// Bytes gathered before a write waits for the socket.
@@ -61,6 +62,9 @@ pub struct BatchedWrites<S> {
     /// How many times the current batch's flush was deferred.
     deferrals: u8,
     counters: Arc<SocketWrites>,
+    /// The connection's place under the connection limits, freed when the
+    /// connection ends.
+    admitted: Option<ConnectionGuard>,
 }
 
 impl<S> BatchedWrites<S> {
@@ -73,7 +77,15 @@ impl<S> BatchedWrites<S> {
             deferred_at: None,
             deferrals: 0,
             counters,
+            admitted: None,
         }
+    }
+
+    /// Holds `guard` for as long as the connection lives.
+    #[must_use]
+    pub fn admitted(mut self, guard: ConnectionGuard) -> Self {
+        self.admitted = Some(guard);
+        self
     }
 
     /// The wrapped socket.

@@ -286,3 +286,108 @@ fn serve_warns_about_a_data_directory_without_node_output_in_plain_text() {
     let (line, _) = serve_until_logged(&missing, "the data directory does not exist");
     assert!(line.contains("not-there"), "{line}");
 }
+
+/// Under a 300-descriptor limit, an idle-connection flood from one address
+/// neither takes the server down nor floods the log, and another address
+/// is still served.
+#[test]
+fn an_idle_connection_flood_under_a_low_descriptor_limit_leaves_the_server_up() {
+    use std::io::{Read as _, Write as _};
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys.toml");
+    let http = format!("127.0.0.1:{}", free_port());
+    let grpc = format!("127.0.0.1:{}", free_port());
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -n 300 && exec \"$0\" \"$@\"")
+        .arg(L1GATE)
+        .arg("serve")
+        .arg("--data")
+        .arg(super::harness::real("btc-985148182"))
+        .arg("--keys-file")
+        .arg(&keys)
+        .args(["--grpc-addr", &grpc, "--http-addr", &http])
+        .env_remove("L1GATE_LOG")
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let guard = Killed(child);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // Up once it logs "serving".
+    let started = std::time::Instant::now();
+    while !rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("server start")
+        .contains("serving")
+    {
+        assert!(started.elapsed() < Duration::from_secs(30));
+    }
+    // `GET /healthz` from `from`: the answer.
+    let healthz = |from: &str| -> String {
+        let mut stream = connect_from_blocking(from, &http);
+        stream
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: l1gate.test\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer);
+        answer
+    };
+    // The flood: 400 idle connections to both edges, far past the limit.
+    let mut flood = Vec::new();
+    for i in 0..400 {
+        let addr = if i % 2 == 0 { &http } else { &grpc };
+        if let Ok(stream) = std::net::TcpStream::connect(addr) {
+            flood.push(stream);
+        }
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    // Another address is served while the flood holds its places.
+    let answer = healthz("127.0.0.2");
+    assert!(answer.starts_with("HTTP/1.1 "), "{answer:?}");
+    drop(flood);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(healthz("127.0.0.1").starts_with("HTTP/1.1 "));
+    drop(guard);
+    // The log: a few lines, not one per refused connection.
+    let lines: Vec<String> = rx.try_iter().collect();
+    let refusals = lines
+        .iter()
+        .filter(|l| l.contains("over a connection limit"))
+        .count();
+    assert!(
+        (1..=4).contains(&refusals),
+        "{refusals} refusal lines: {lines:#?}"
+    );
+}
+
+/// A blocking TCP connection to `addr` from the loopback address `from`.
+fn connect_from_blocking(from: &str, addr: &str) -> std::net::TcpStream {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let stream = runtime.block_on(async {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket
+            .bind(std::net::SocketAddr::new(from.parse().unwrap(), 0))
+            .unwrap();
+        socket.connect(addr.parse().unwrap()).await.unwrap()
+    });
+    let stream = stream.into_std().unwrap();
+    stream.set_nonblocking(false).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    stream
+}

@@ -1,0 +1,248 @@
+//! The HTTP edge's accept loop: each connection is admitted under the
+//! connection limits ([`crate::access::connections`]) before a byte is read,
+//! then served by HTTP/1.1 with two timeouts:
+//!
+//! - **Headers**: a request's headers must arrive within
+//!   `http_header_timeout_ms` (a slowloris client trickling bytes is cut).
+//! - **Idle**: a connection on which nothing moved for
+//!   `http_idle_timeout_ms` and no request is being answered is closed
+//!   (an idle keep-alive connection, or one that never sent anything).
+//!
+//! Accept failures (out of descriptors, say) are logged at most every 10 s
+//! and retried after a pause instead of spinning.
+
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::ConnectInfo;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::access::connections::{ConnectionGuard, Connections};
+use crate::metrics::Metrics;
+
+/// The HTTP edge's timeouts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct HttpTimeouts {
+    /// A request's headers must arrive within this.
+    pub header: Duration,
+    /// A connection with nothing moving and no request in flight for this
+    /// long is closed.
+    pub idle: Duration,
+}
+
+/// How long a closing connection may take to finish before it is dropped.
+const CLOSE_GRACE: Duration = Duration::from_secs(5);
+
+/// Serves `router` on `listener` until the task is dropped.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    connections: Connections,
+    timeouts: HttpTimeouts,
+    metrics: Arc<Metrics>,
+) {
+    loop {
+        let (socket, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                if crate::metrics::warn_allowed("http accept", Duration::from_secs(10)) {
+                    tracing::warn!(%error, "HTTP accept failed; retrying");
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        // Over a limit: closed before anything is read.
+        let Ok(guard) = connections.admit("http", peer.ip()) else {
+            continue;
+        };
+        let _ = socket.set_nodelay(true);
+        tokio::spawn(serve_connection(
+            socket,
+            peer,
+            router.clone(),
+            timeouts,
+            guard,
+            Arc::clone(&metrics),
+        ));
+    }
+}
+
+async fn serve_connection(
+    socket: TcpStream,
+    peer: SocketAddr,
+    router: Router,
+    timeouts: HttpTimeouts,
+    _guard: ConnectionGuard,
+    metrics: Arc<Metrics>,
+) {
+    let activity = Arc::new(Activity::new());
+    let io = TokioIo::new(Tracked {
+        inner: socket,
+        activity: Arc::clone(&activity),
+    });
+    let tower = TowerToHyperService::new(router);
+    let service = {
+        let activity = Arc::clone(&activity);
+        hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
+            request.extensions_mut().insert(ConnectInfo(peer));
+            let busy = activity.busy();
+            let answer = hyper::service::Service::call(&tower, request);
+            async move {
+                let response = answer.await;
+                drop(busy);
+                response
+            }
+        })
+    };
+    let connection = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(timeouts.header)
+        .keep_alive(true)
+        .serve_connection(io, service);
+    tokio::pin!(connection);
+    let check = (timeouts.idle / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
+    let mut closing: Option<Instant> = None;
+    loop {
+        tokio::select! {
+            result = connection.as_mut() => {
+                if let Err(error) = result {
+                    if error.is_timeout() {
+                        metrics.http_timeout("header");
+                    }
+                    tracing::debug!(%error, "HTTP connection ended");
+                }
+                return;
+            }
+            () = tokio::time::sleep(check) => {
+                if let Some(since) = closing {
+                    if since.elapsed() >= CLOSE_GRACE {
+                        return;
+                    }
+                } else if activity.idle_for() >= timeouts.idle && !activity.in_flight() {
+                    metrics.http_timeout("idle");
+                    connection.as_mut().graceful_shutdown();
+                    closing = Some(Instant::now());
+                }
+            }
+        }
+    }
+}
+
+/// When bytes last moved on a connection, and whether a request is being
+/// answered.
+#[derive(Debug)]
+struct Activity {
+    epoch: Instant,
+    last_ms: AtomicU64,
+    in_flight: AtomicUsize,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Self {
+            epoch: Instant::now(),
+            last_ms: AtomicU64::new(0),
+            in_flight: AtomicUsize::new(0),
+        }
+    }
+
+    fn touch(&self) {
+        let ms = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_ms.store(ms, Ordering::Relaxed);
+    }
+
+    fn idle_for(&self) -> Duration {
+        let last = Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
+        self.epoch.elapsed().saturating_sub(last)
+    }
+
+    fn in_flight(&self) -> bool {
+        self.in_flight.load(Ordering::Acquire) > 0
+    }
+
+    /// Marks a request in flight until the returned guard drops.
+    fn busy(self: &Arc<Self>) -> Busy {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        Busy(Arc::clone(self))
+    }
+}
+
+/// A request being answered.
+struct Busy(Arc<Activity>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.touch();
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A socket that notes when bytes move.
+struct Tracked {
+    inner: TcpStream,
+    activity: Arc<Activity>,
+}
+
+impl AsyncRead for Tracked {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.activity.touch();
+        }
+        polled
+    }
+}
+
+impl AsyncWrite for Tracked {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write(cx, data);
+        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.touch();
+        }
+        polled
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.touch();
+        }
+        polled
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
