@@ -116,6 +116,8 @@ struct Inner {
     refresh: Mutex<RefreshState>,
     /// Refreshes that made new complete records readable, whoever ran them.
     readable_generation: AtomicU64,
+    /// Files found shorter than what was already read from them.
+    shrinks: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -163,6 +165,7 @@ impl Feed {
                 state: RwLock::new(Arc::new(State::default())),
                 refresh: Mutex::new(RefreshState::default()),
                 readable_generation: AtomicU64::new(0),
+                shrinks: AtomicU64::new(0),
             }),
         };
         feed.refresh()?;
@@ -193,6 +196,12 @@ impl Feed {
         self.inner.state.read().clone()
     }
 
+    /// How many times a file of this feed was found shorter than what had
+    /// been read from it (each was then read anew).
+    pub fn shrinks(&self) -> u64 {
+        self.inner.shrinks.load(Ordering::Acquire)
+    }
+
     /// Looks for new data: the source directory if it was absent, new files
     /// (a new hour, a new `replica_cmds` file) and growth of the newest
     /// files. Returns `true` when new complete records became readable.
@@ -203,8 +212,9 @@ impl Feed {
     /// dropped, releasing their mappings once no record references them.
     ///
     /// # Errors
-    /// [`FeedError::Io`] when a directory or file cannot be read;
-    /// [`FeedError::Truncated`] when a file shrank.
+    /// [`FeedError::Io`] when a directory or file cannot be read. A file
+    /// that shrank is not an error: it is counted ([`Feed::shrinks`]) and
+    /// read anew.
     pub fn refresh(&self) -> Result<bool, FeedError> {
         let mut guard = self.inner.refresh.lock();
         let source = self.inner.source;
@@ -277,10 +287,35 @@ impl Feed {
                 }) => continue,
                 Err(error) => return Err(error),
             };
-            if let Some(next) = slot.grow(len)? {
-                readable |= next.complete_len() != slot.complete_len();
-                grew = true;
-                *slot = Arc::new(next);
+            match slot.grow(len) {
+                Ok(Some(next)) => {
+                    readable |= next.complete_len() != slot.complete_len();
+                    grew = true;
+                    *slot = Arc::new(next);
+                }
+                Ok(None) => {}
+                // Rewritten under us: the node never does this, an operator
+                // or an attacker might. Views handed out earlier read zeros
+                // past the new end instead of faulting; the file is read
+                // anew from its start (readers inside it move on or see a
+                // broken line, which they skip and count).
+                Err(FeedError::Truncated { now, .. }) => {
+                    slot.defuse_past(now);
+                    self.inner.shrinks.fetch_add(1, Ordering::AcqRel);
+                    let fresh = Segment::new(
+                        slot.key().clone(),
+                        slot.path().to_path_buf(),
+                        source == Source::Blocks,
+                    );
+                    let fresh = match fresh.grow(now)? {
+                        Some(grown) => grown,
+                        None => fresh,
+                    };
+                    readable = true;
+                    grew = true;
+                    *slot = Arc::new(fresh);
+                }
+                Err(error) => return Err(error),
             }
         }
         if !set_changed && !grew && old.dir.is_some() {
@@ -346,8 +381,15 @@ impl Feed {
             }) => return Ok(false),
             Err(error) => return Err(error),
         };
-        let Some(next) = last.grow(len)? else {
-            return Ok(false);
+        let next = match last.grow(len) {
+            Ok(Some(next)) => next,
+            Ok(None) => return Ok(false),
+            // A shrunken file is handled by the full refresh.
+            Err(FeedError::Truncated { .. }) => {
+                drop(guard);
+                return self.refresh();
+            }
+            Err(error) => return Err(error),
         };
         let readable = next.complete_len() != last.complete_len();
         let mut segments = old.segments.clone();

@@ -190,6 +190,56 @@ impl Segment {
     }
 }
 
+impl Segment {
+    /// After the file shrank to `now` bytes (see [`FeedError::Truncated`]):
+    /// the pages of this segment's mapping wholly past the file's new end
+    /// are replaced by private zero pages, so that views handed out earlier
+    /// (records queued for subscribers, say) read zeros there instead of
+    /// raising SIGBUS. The bytes they held are gone from the file anyway.
+    /// Returns the bytes replaced.
+    #[allow(unsafe_code)]
+    pub fn defuse_past(&self, now: u64) -> usize {
+        let map = &self.map;
+        if map.is_empty() {
+            return 0;
+        }
+        let page = rustix::param::page_size();
+        let start = map.as_ptr() as usize;
+        let end = start + map.len();
+        let Some(from) = usize::try_from(now)
+            .ok()
+            .and_then(|now| start.checked_add(now))
+            .map(|at| at.div_ceil(page) * page)
+        else {
+            return 0;
+        };
+        if from >= end {
+            return 0;
+        }
+        // SAFETY: `map` owns a read-only mapping of `[start, end)` (it is
+        // the whole mapping `map_file` made, never a slice of it) and keeps
+        // it alive for as long as any view of it exists. `[from, end)` is a
+        // whole number of pages inside it (`start` is page-aligned, `end` is
+        // the mapping's end); MAP_FIXED replaces exactly those pages with
+        // private anonymous zero pages of the same protection, so every
+        // address a view may read stays mapped and readable, and the
+        // mapping's final munmap releases them with the rest. Nothing else
+        // lives in that range.
+        let replaced = unsafe {
+            rustix::mm::mmap_anonymous(
+                from as *mut std::ffi::c_void,
+                end - from,
+                rustix::mm::ProtFlags::READ,
+                rustix::mm::MapFlags::PRIVATE | rustix::mm::MapFlags::FIXED,
+            )
+        };
+        match replaced {
+            Ok(_) => end - from,
+            Err(_) => 0,
+        }
+    }
+}
+
 fn to_usize(len: u64, path: &Path) -> Result<usize, FeedError> {
     usize::try_from(len).map_err(|_| FeedError::Io {
         op: "map",
@@ -233,8 +283,10 @@ fn map_file(file: &File, len: u64, path: &Path) -> Result<Bytes, FeedError> {
     // mapped but never read until the file has grown past them, at which
     // point the shared mapping shows the appended bytes. If an operator
     // truncated a file anyway, reading the vanished pages would raise
-    // SIGBUS; refresh reports a shrunken file as `FeedError::Truncated`
-    // before reading further, but cannot protect views handed out earlier.
+    // SIGBUS: refresh notices the shrink (at the next change notification or
+    // poll), replaces the vanished pages with zero pages for the views handed
+    // out earlier (`Segment::defuse_past`) and maps the file anew. A view
+    // read between the truncation and that refresh can still fault.
     // The map is read-only, so this process never writes through it.
     let map = unsafe { MmapOptions::new().len(len).map(file) }
         .map_err(|e| FeedError::io("map", path, &e))?;
@@ -307,6 +359,38 @@ mod tests {
         assert!(third.is_open());
         assert_eq!(&third.data()[..], b"a\nbb\nc\n");
         assert_eq!(&second.data()[..], b"a\nbb\n", "old views keep their bytes");
+    }
+
+    #[test]
+    fn views_of_a_shrunken_file_read_zeros_instead_of_faulting() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("0");
+        let line = [b'a'; 99];
+        let mut text = Vec::new();
+        for _ in 0..400 {
+            text.extend_from_slice(&line);
+            text.push(b'\n');
+        }
+        std::fs::write(&path, &text).unwrap();
+        let seg = Segment::new(key(), path.clone(), false);
+        let seg = seg.grow(seg.current_len().unwrap()).unwrap().unwrap();
+        let view = seg.data().clone();
+        assert_eq!(view.len(), 40_000);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(10)
+            .unwrap();
+        assert!(matches!(
+            seg.grow(seg.current_len().unwrap()),
+            Err(FeedError::Truncated { now: 10, .. })
+        ));
+        assert!(seg.defuse_past(10) > 0);
+        // Without the zero pages this read would raise SIGBUS.
+        let tail: u64 = view[8192..].iter().map(|&b| u64::from(b)).sum();
+        assert_eq!(tail, 0);
+        assert_eq!(&view[..10], &text[..10]);
     }
 
     #[test]

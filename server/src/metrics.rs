@@ -50,7 +50,7 @@ pub struct Family {
     /// The HELP text.
     pub help: &'static str,
     /// (labels, value); labels as `k="v"`, empty for none.
-    pub samples: Vec<(&'static str, u64)>,
+    pub samples: Vec<(String, u64)>,
 }
 
 /// Every counter of the server.

@@ -173,6 +173,21 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         access
             .metrics()
             .render_also(move || status.anomalies().families());
+        let live = live.clone();
+        access.metrics().render_also(move || {
+            vec![crate::metrics::Family {
+                name: "l1gate_feed_files_shrunk_total",
+                kind: "counter",
+                help: "Node files found shorter than what was already read from them (rewritten or truncated; the node only appends), by feed; each is read anew.",
+                samples: Source::ALL
+                    .iter()
+                    .filter_map(|&source| {
+                        let shrinks = live.feed(source)?.shrinks();
+                        Some((format!("feed=\"{}\"", source.feed_id()), shrinks))
+                    })
+                    .collect(),
+            }]
+        });
     }
     // Slow subscribers of both services, and streams whose key is no longer
     // admitted, are ended (crate::grpc::flow).

@@ -411,7 +411,21 @@ impl Pump {
     async fn pump(&mut self) -> Result<(), Ended> {
         let mut changes = self.live.subscribe(self.source);
         let mut last_activity = Instant::now();
+        let shrinks = self.feed.shrinks();
         loop {
+            // A file of this feed was rewritten under the stream: what it
+            // would read next is not what the node wrote after what it sent.
+            if self.feed.shrinks() != shrinks {
+                return Err(Ended::Failed(Status::data_loss(format!(
+                    "{}: a node file shrank under the stream (rewritten or truncated; the \
+                     node only appends){}",
+                    self.source.feed_id(),
+                    self.order.last_block.map_or_else(String::new, |b| format!(
+                        "; last block sent {b}, resubscribe from block_number {}",
+                        b + 1
+                    ))
+                ))));
+            }
             let batch = self
                 .feed
                 .read(&mut self.cursor, READ_BATCH)

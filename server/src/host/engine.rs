@@ -180,34 +180,37 @@ impl Anomalies {
                 kind: "counter",
                 help: "Node lines the market engine dropped: not a block envelope (garbage, missing fields), a duplicate of a line already read, or of a block already folded (block numbers going backwards).",
                 samples: vec![
-                    ("reason=\"not_an_envelope\"", n(&self.bad_lines)),
-                    ("reason=\"duplicate\"", n(&self.duplicate_lines)),
-                    ("reason=\"block_already_folded\"", n(&self.late_lines)),
+                    ("reason=\"not_an_envelope\"".to_owned(), n(&self.bad_lines)),
+                    ("reason=\"duplicate\"".to_owned(), n(&self.duplicate_lines)),
+                    (
+                        "reason=\"block_already_folded\"".to_owned(),
+                        n(&self.late_lines),
+                    ),
                 ],
             },
             Family {
                 name: "l1gate_engine_lines_out_of_order_total",
                 kind: "counter",
                 help: "Node lines that arrived out of block order but in time to be folded.",
-                samples: vec![("", n(&self.out_of_order_lines))],
+                samples: vec![(String::new(), n(&self.out_of_order_lines))],
             },
             Family {
                 name: "l1gate_engine_missing_blocks_total",
                 kind: "counter",
                 help: "Block numbers skipped between folded blocks.",
-                samples: vec![("", n(&self.missing_blocks))],
+                samples: vec![(String::new(), n(&self.missing_blocks))],
             },
             Family {
                 name: "l1gate_engine_undecodable_events_total",
                 kind: "counter",
                 help: "Order statuses, book diffs and fills that did not decode and were not folded.",
-                samples: vec![("", n(&self.undecodable_events))],
+                samples: vec![(String::new(), n(&self.undecodable_events))],
             },
             Family {
                 name: "l1gate_engine_diffs_not_applied_total",
                 kind: "counter",
                 help: "Raw book diffs that could not be applied to the book as written.",
-                samples: vec![("", n(&self.diffs_not_applied))],
+                samples: vec![(String::new(), n(&self.diffs_not_applied))],
             },
         ]
     }
@@ -517,7 +520,9 @@ impl<'s> Writer<'s> {
                     // again after the last block folded (the aligner drops
                     // what comes again).
                     let after = self.market.height().unwrap_or(0);
-                    tracing::warn!(%error, after, "engine: reading failed; repositioning");
+                    if crate::metrics::warn_allowed("engine read", Duration::from_secs(10)) {
+                        tracing::warn!(%error, after, "engine: reading failed; repositioning");
+                    }
                     self.source
                         .reposition(after)
                         .map_err(|e| format!("cannot reposition the node files: {e}"))?;

@@ -17,7 +17,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::time::Duration;
 
 use feeds::{Change, Feed, FeedError, Snapshots, Source, SourceSet};
@@ -35,6 +35,8 @@ pub struct LiveFeeds {
     /// Host threads woken on every change.
     wakers: Arc<Mutex<Vec<Arc<Waker>>>>,
     watcher: Mutex<Option<feeds::Watcher>>,
+    /// Each feed's shrunken-file count as last logged.
+    shrinks_seen: HashMap<Source, AtomicU64>,
 }
 
 impl std::fmt::Debug for LiveFeeds {
@@ -174,6 +176,10 @@ impl LiveFeeds {
             refresher: refresher.clone(),
             wakers: wakers.clone(),
             watcher: Mutex::new(None),
+            shrinks_seen: Source::ALL
+                .iter()
+                .map(|&source| (source, AtomicU64::new(0)))
+                .collect(),
         });
         let on_change = move |change: Change| {
             refresher.wake(change);
@@ -256,8 +262,21 @@ impl LiveFeeds {
             } else {
                 Ok(false)
             };
-            if let Err(error) = refreshed {
+            if let Err(error) = refreshed
+                && crate::metrics::warn_allowed(source.feed_id(), Duration::from_secs(10))
+            {
                 tracing::warn!(feed = source.feed_id(), %error, "refresh failed");
+            }
+            let shrinks = feed.shrinks();
+            let seen = &self.shrinks_seen[source];
+            if seen.swap(shrinks, Ordering::AcqRel) < shrinks {
+                tracing::error!(
+                    feed = source.feed_id(),
+                    files_shrunk = shrinks,
+                    "a node file is shorter than what was read from it (rewritten or \
+                     truncated; the node only appends): reading it anew; records sent \
+                     from its old content past the new end read as zeros"
+                );
             }
             changed += usize::from(self.publish(*source, feed));
         }

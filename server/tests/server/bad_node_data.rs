@@ -155,3 +155,67 @@ fn replay_reports_bad_data_and_fails_when_asked() {
     let error = String::from_utf8_lossy(&strict.stderr).into_owned();
     assert!(error.contains("--fail-on-bad-data"), "{error}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_file_that_shrinks_does_not_take_the_server_down() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = real("btc-985148182");
+    for entry in walk(&source) {
+        let to = dir.path().join(entry.strip_prefix(&source).unwrap());
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(&entry, &to).unwrap();
+    }
+    let server = TestServer::start(dir.path(), |_| {}).await;
+    ready(&server).await;
+    let mut client = server.client().await;
+    // A stream that has read the whole file and waits at its end.
+    let mut fills = client
+        .stream_fills(server.req(StreamRequest {
+            position: Some(Position {
+                kind: Some(position::Kind::BlockNumber(1)),
+            }),
+            filter: None,
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    loop {
+        let record = next(&mut fills, Duration::from_secs(30)).await.unwrap();
+        if record.block_number == Some(i64::try_from(LAST_BLOCK).unwrap()) {
+            break;
+        }
+    }
+    // Rewritten shorter, as no node would.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.path().join(FILLS))
+        .unwrap()
+        .set_len(1_000)
+        .unwrap();
+    let status = next(&mut fills, Duration::from_secs(30)).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::DataLoss, "{status:?}");
+    assert!(
+        status
+            .message()
+            .contains(&format!("last block sent {LAST_BLOCK}")),
+        "{}",
+        status.message()
+    );
+    // Still serving: counted, and a new stream reads the file as it is now.
+    let metrics = super::slow_subscribers::metrics(&server).await;
+    assert!(
+        sample(&metrics, "l1gate_feed_files_shrunk_total{feed=\"fills\"}") >= 1,
+        "{metrics}"
+    );
+    let mut again = client
+        .stream_raw_book_diffs(server.req(StreamRequest {
+            position: Some(Position {
+                kind: Some(position::Kind::BlockNumber(1)),
+            }),
+            filter: None,
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    next(&mut again, Duration::from_secs(30)).await.unwrap();
+}
