@@ -119,8 +119,8 @@ pub fn parse_query(query: &str) -> Result<CandleQuery<'_>, BadParameter> {
         .ok_or_else(|| BadParameter {
             parameter: "interval",
             message: format!(
-                "interval {:?} is not served; use one of 1s, 1m, 5m",
-                clip(&interval_text)
+                "interval {} is not served; use one of 1s, 1m, 5m",
+                crate::quoted(&interval_text)
             ),
         })?;
     let time_text = take("time", time)?;
@@ -172,7 +172,10 @@ fn take_value<'q>(
 fn check_market(market: &str) -> Result<(), BadParameter> {
     let bad = |why: &str| BadParameter {
         parameter: "market",
-        message: format!("market {:?} is not a market name: {why}", clip(market)),
+        message: format!(
+            "market {} is not a market name: {why}",
+            crate::quoted(market)
+        ),
     };
     if market.len() > MAX_COIN_LEN {
         return Err(bad("too long"));
@@ -207,10 +210,6 @@ fn check_market(market: &str) -> Result<(), BadParameter> {
         }
     }
     Ok(())
-}
-
-fn clip(text: &str) -> String {
-    text.chars().take(40).collect()
 }
 
 /// Percent-decodes a query component (`+` stays `+`); invalid escapes and

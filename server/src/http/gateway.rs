@@ -120,7 +120,7 @@ async fn relay(
             return error(
                 StatusCode::BAD_REQUEST,
                 "invalid_request",
-                format!("path: {e}"),
+                crate::bounded(format!("path: {e}")),
             );
         }
     };

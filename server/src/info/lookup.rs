@@ -114,7 +114,12 @@ fn request_type(body: &[u8]) -> Result<(Value, String), String> {
     let kind = match value.get("type") {
         Some(Value::String(kind)) if !kind.trim().is_empty() => kind.clone(),
         Some(Value::String(_)) => return Err(bad("must not be blank".into())),
-        Some(other) => return Err(bad(format!("must be a string, got {other}"))),
+        Some(other) => {
+            return Err(bad(format!(
+                "must be a string, got {}",
+                crate::quoted(&other.to_string())
+            )));
+        }
         None if value.is_object() => return Err(bad("required".into())),
         None => return Err(bad("required (the body is not an object)".into())),
     };
@@ -178,9 +183,10 @@ impl InfoLookup {
                     StatusCode::SERVICE_UNAVAILABLE,
                     "no_info_source",
                     format!(
-                        "type {other:?} needs an Info source: start l1gate with --info-url \
+                        "type {} needs an Info source: start l1gate with --info-url \
                          (L1GATE_INFO_URL, info_url); without one only meta and spotMeta are \
-                         answered, derived from the node's data"
+                         answered, derived from the node's data",
+                        crate::quoted(other)
                     ),
                 );
             }

@@ -193,3 +193,48 @@ async fn quoted_input_is_bounded() {
         .into_inner();
     next(&mut fills, Duration::from_secs(30)).await.unwrap();
 }
+
+/// `POST /info` with `body` and the server's key: status line and body.
+async fn post_info(server: &TestServer, body: &[u8]) -> (String, String) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut stream = tokio::net::TcpStream::connect(server.running.http_addr)
+        .await
+        .unwrap();
+    let head = format!(
+        "POST /info HTTP/1.1\r\nHost: l1gate.test\r\nX-Api-Key: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        server.key,
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(body).await.unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await.unwrap();
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    (
+        head.lines().next().unwrap_or_default().to_owned(),
+        body.to_owned(),
+    )
+}
+
+#[tokio::test]
+async fn info_errors_quote_the_body_briefly() {
+    let server = TestServer::start(&real("btc-985148182"), |_| {}).await;
+    let huge = "Z".repeat(200_000);
+    for body in [
+        format!("{{\"type\":[\"{huge}\"]}}"),
+        format!("{{\"type\":\"{huge}\"}}"),
+    ] {
+        let (status, text) = post_info(&server, body.as_bytes()).await;
+        assert!(
+            status.starts_with("HTTP/1.1 4") || status.starts_with("HTTP/1.1 5"),
+            "{status}"
+        );
+        assert!(
+            text.len() < 1_000,
+            "{} bytes: {}",
+            text.len(),
+            &text[..200.min(text.len())]
+        );
+    }
+}
