@@ -125,6 +125,15 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     let (candle_store, recovery) =
         CandleStore::open(&settings.state_dir, settings.candle_history_start_ms)
             .context("candle store (state_dir)")?;
+    if !recovery.damaged_records.is_empty() {
+        tracing::error!(
+            path = %candle_store.path().display(),
+            damaged_records = recovery.damaged_records.len(),
+            first_offsets = ?recovery.damaged_records.iter().take(8).collect::<Vec<_>>(),
+            "candle store: damaged records (corruption, not a crash) skipped; their candles \
+             are lost, every other candle is kept"
+        );
+    }
     if recovery.dropped_bytes > 0 {
         tracing::warn!(
             path = %candle_store.path().display(),

@@ -23,9 +23,12 @@
 //! A batch is one positioned write of its coin and candle records followed
 //! by a commit record, then `fdatasync`; only then does it become visible to
 //! lookups. Records are never rewritten. On open, records are checked in
-//! order and the scan stops at the first one whose checksum or kind is
-//! wrong; everything after the last good commit record (a torn batch,
+//! order; everything after the last good commit record (a torn batch,
 //! garbage, the zeroed preallocation) is dropped and the file is cut there.
+//! A record before the last good commit that fails its checksum, kind or
+//! content check is damage, not a crash: it is skipped and reported, and
+//! every other record is kept (one flipped byte costs one candle, not the
+//! store).
 //! The file grows in preallocated steps, so the mapping is replaced only when
 //! it grows; readers keep the mapping they started with, which stays valid
 //! because committed bytes are never truncated.
@@ -140,13 +143,18 @@ pub struct StoredCandle {
 }
 
 /// What opening the store found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Recovery {
     /// Candle records committed.
     pub candles: u64,
     /// Bytes after the last commit that were dropped (a torn batch or
     /// garbage; the zeroed preallocation is not counted).
     pub dropped_bytes: u64,
+    /// Offsets of records before the last commit that failed their checks
+    /// (corruption, not a crash): skipped, their candles lost, everything
+    /// around them kept. They stay in the file and are reported again at
+    /// every open.
+    pub damaged_records: Vec<u64>,
 }
 
 /// The lookup side of the store: shared with every request handler.
@@ -278,6 +286,7 @@ impl CandleStore {
         let recovery = Recovery {
             candles: scanned.candles,
             dropped_bytes,
+            damaged_records: scanned.damaged.clone(),
         };
         if scanned.end < len {
             file.set_len(scanned.end).map_err(io_err(&path))?;
@@ -528,10 +537,15 @@ struct Scanned {
     series: Vec<[Vec<(i64, u64)>; 3]>,
     watermark: Option<Watermark>,
     candles: u64,
+    /// Offsets of damaged records before the last good commit.
+    damaged: Vec<u64>,
 }
 
-/// Reads records in order up to the first bad one; keeps what the last
-/// good commit covers.
+/// Reads every record; keeps what the last good commit covers. A record
+/// whose checksum, kind or content is wrong is skipped, not an end: before
+/// the last good commit it is damage (counted in `damaged`, its candle is
+/// lost, the records around it are kept); after it, it belongs to the tail
+/// a crash left (a torn batch, then the zeroed preallocation).
 fn scan(map: &[u8]) -> Scanned {
     let mut out = Scanned {
         end: HEADER_LEN,
@@ -539,27 +553,31 @@ fn scan(map: &[u8]) -> Scanned {
         series: Vec::new(),
         watermark: None,
         candles: 0,
+        damaged: Vec::new(),
     };
     let mut pending_coins: Vec<(Box<str>, u32)> = Vec::new();
     let mut pending: Vec<(u32, usize, i64, u64)> = Vec::new();
+    let mut pending_bad: Vec<u64> = Vec::new();
     let mut offset = HEADER_LEN as usize;
     while let Some(record) = map.get(offset..offset + RECORD_LEN) {
+        let at = offset as u64;
+        offset += RECORD_LEN;
         if record[0..4] != crc32fast::hash(&record[4..]).to_le_bytes() {
-            break;
+            pending_bad.push(at);
+            continue;
         }
         match record[4] {
-            KIND_COIN => {
-                let Some(name) = decode_coin(record) else {
-                    break;
-                };
-                pending_coins.push((name.into(), u32_at(record, 8)));
-            }
+            KIND_COIN => match decode_coin(record) {
+                Some(name) => pending_coins.push((name.into(), u32_at(record, 8))),
+                None => pending_bad.push(at),
+            },
             KIND_CANDLE => {
                 let code = usize::from(record[12]);
                 if code >= INTERVALS.len() || decode_candle(record).is_none() {
-                    break;
+                    pending_bad.push(at);
+                } else {
+                    pending.push((u32_at(record, 8), code, i64_at(record, 16), at));
                 }
-                pending.push((u32_at(record, 8), code, i64_at(record, 16), offset as u64));
             }
             KIND_COMMIT => {
                 for (name, id) in pending_coins.drain(..) {
@@ -569,16 +587,16 @@ fn scan(map: &[u8]) -> Scanned {
                     insert_series(&mut out.series, id, code, open_time, at);
                     out.candles += 1;
                 }
+                out.damaged.append(&mut pending_bad);
                 out.watermark = Some(Watermark {
                     block_number: u64_at(record, 8),
                     block_time_ms: i64_at(record, 16),
                     coverage_start_ms: i64_at(record, 24),
                 });
-                out.end = (offset + RECORD_LEN) as u64;
+                out.end = at + RECORD_LEN as u64;
             }
-            _ => break,
+            _ => pending_bad.push(at),
         }
-        offset += RECORD_LEN;
     }
     out
 }
@@ -763,6 +781,56 @@ mod tests {
                 .is_none()
         );
         assert!(store.reader().get("BTC", Interval::Second1, 0).is_none());
+    }
+
+    #[test]
+    fn a_flipped_byte_costs_one_candle_not_the_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut store, _) = CandleStore::open(dir.path(), 0).unwrap();
+        for batch in 0..10i64 {
+            let candles: Vec<Candle> = (0..10)
+                .map(|i| candle("BTC", Interval::Second1, (batch * 10 + i) * 1_000, "1.0"))
+                .collect();
+            store.commit(&candles, mark(batch as u64 + 1)).unwrap();
+        }
+        assert_eq!(store.reader().candles(), 100);
+        drop(store);
+        // One byte of a candle record of the third batch: header, a coin
+        // record, then batches of 10 candles and a commit.
+        let path = dir.path().join(FILE_NAME);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let victim = HEADER_LEN as usize + RECORD_LEN * (1 + 2 * 11 + 3) + 40;
+        bytes[victim] ^= 0x20;
+        std::fs::write(&path, &bytes).unwrap();
+        let (store, recovery) = CandleStore::open(dir.path(), 0).unwrap();
+        assert_eq!(recovery.damaged_records.len(), 1, "{recovery:?}");
+        assert_eq!(recovery.dropped_bytes, 0);
+        assert_eq!(store.reader().candles(), 99);
+        assert_eq!(store.reader().watermark(), Some(mark(10)));
+        let lost = (0..100)
+            .filter(|i| {
+                store
+                    .reader()
+                    .get("BTC", Interval::Second1, i * 1_000)
+                    .is_none()
+            })
+            .count();
+        assert_eq!(lost, 1);
+        // Still writable after it, and the damage is reported again.
+        let (mut store, _) = {
+            drop(store);
+            CandleStore::open(dir.path(), 0).unwrap()
+        };
+        store
+            .commit(
+                &[candle("BTC", Interval::Second1, 500_000, "2.0")],
+                mark(11),
+            )
+            .unwrap();
+        drop(store);
+        let (store, recovery) = CandleStore::open(dir.path(), 0).unwrap();
+        assert_eq!(recovery.damaged_records.len(), 1);
+        assert_eq!(store.reader().candles(), 100);
     }
 
     #[test]
