@@ -29,5 +29,7 @@ mod source;
 mod tpsl;
 #[path = "engine/trades.rs"]
 mod trades;
+#[path = "engine/untrusted_input.rs"]
+mod untrusted_input;
 #[path = "engine/views_rules.rs"]
 mod views_rules;

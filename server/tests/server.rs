@@ -34,4 +34,5 @@ mod server {
     mod revocation;
     pub mod slow_subscribers;
     pub mod standin;
+    mod untrusted_text;
 }
