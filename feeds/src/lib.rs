@@ -16,6 +16,7 @@
 
 pub mod envelope;
 pub mod error;
+pub mod fault;
 pub mod feed;
 pub mod filter;
 pub mod index;

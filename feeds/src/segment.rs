@@ -282,15 +282,31 @@ fn map_file(file: &File, len: u64, path: &Path) -> Result<Bytes, FeedError> {
     // half-written line is never exposed). Pages past the file's end are
     // mapped but never read until the file has grown past them, at which
     // point the shared mapping shows the appended bytes. If an operator
-    // truncated a file anyway, reading the vanished pages would raise
-    // SIGBUS: refresh notices the shrink (at the next change notification or
-    // poll), replaces the vanished pages with zero pages for the views handed
-    // out earlier (`Segment::defuse_past`) and maps the file anew. A view
-    // read between the truncation and that refresh can still fault.
+    // truncated a file anyway (or a disk cannot read a page), reading the
+    // vanished pages would raise SIGBUS: the mapping is registered with the
+    // SIGBUS guard (`crate::fault`), which answers such a fault by replacing
+    // the pages from the faulting one on with zero pages; refresh notices
+    // the shrink, does the same for the views handed out earlier
+    // (`Segment::defuse_past`) and maps the file anew.
     // The map is read-only, so this process never writes through it.
     let map = unsafe { MmapOptions::new().len(len).map(file) }
         .map_err(|e| FeedError::io("map", path, &e))?;
-    Ok(Bytes::from_owner(map))
+    let guard = crate::fault::guard(map.as_ptr() as usize, map.len());
+    Ok(Bytes::from_owner(GuardedMap { guard, map }))
+}
+
+/// A mapping registered with the SIGBUS guard ([`crate::fault`]). Fields
+/// drop in order: the registration goes before the mapping is unmapped.
+struct GuardedMap {
+    #[allow(dead_code)]
+    guard: crate::fault::Guarded,
+    map: memmap2::Mmap,
+}
+
+impl AsRef<[u8]> for GuardedMap {
+    fn as_ref(&self) -> &[u8] {
+        &self.map
+    }
 }
 
 #[cfg(test)]
@@ -391,6 +407,33 @@ mod tests {
         let tail: u64 = view[8192..].iter().map(|&b| u64::from(b)).sum();
         assert_eq!(tail, 0);
         assert_eq!(&view[..10], &text[..10]);
+    }
+
+    #[test]
+    fn a_read_of_a_vanished_page_before_any_refresh_reads_zeros() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("0");
+        let mut text = Vec::new();
+        for _ in 0..400 {
+            text.extend_from_slice(&[b'b'; 99]);
+            text.push(b'\n');
+        }
+        std::fs::write(&path, &text).unwrap();
+        let seg = Segment::new(key(), path.clone(), false);
+        let seg = seg.grow(seg.current_len().unwrap()).unwrap().unwrap();
+        let view = seg.data().clone();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(100)
+            .unwrap();
+        // No refresh, no defuse: the guard answers the fault.
+        let before = crate::fault::faults();
+        let tail: u64 = view[20_000..].iter().map(|&b| u64::from(b)).sum();
+        assert_eq!(tail, 0);
+        assert!(crate::fault::faults() > before);
+        assert_eq!(&view[..100], &text[..100]);
     }
 
     #[test]

@@ -184,7 +184,14 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
             .render_also(move || status.anomalies().families());
         let live = live.clone();
         access.metrics().render_also(move || {
-            vec![crate::metrics::Family {
+            vec![
+                crate::metrics::Family {
+                    name: "l1gate_feed_page_faults_total",
+                    kind: "counter",
+                    help: "Reads of node-file pages the file no longer backs (truncated) or the disk could not read, answered with zero pages instead of ending the process.",
+                    samples: vec![(String::new(), feeds::fault::faults())],
+                },
+                crate::metrics::Family {
                 name: "l1gate_feed_files_shrunk_total",
                 kind: "counter",
                 help: "Node files found shorter than what was already read from them (rewritten or truncated; the node only appends), by feed; each is read anew.",
@@ -195,7 +202,8 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
                         Some((format!("feed=\"{}\"", source.feed_id()), shrinks))
                     })
                     .collect(),
-            }]
+                },
+            ]
         });
     }
     // Slow subscribers of both services, and streams whose key is no longer
