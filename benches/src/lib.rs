@@ -14,6 +14,7 @@
 pub mod cargo;
 pub mod live;
 pub mod plot;
+pub mod streams;
 pub mod summary;
 pub mod sys;
 

@@ -37,21 +37,19 @@
 //!
 //! Prints the tables and rewrites the `fanout` section of `benches/BENCHMARKS.md`.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use benches::live::{self, AppendLog, LiveNode, SERVE_FLAG, ServerOptions, ServerProcess};
-use benches::sys::CpuTime;
+use benches::live::{self, LiveNode, SERVE_FLAG, ServerOptions, ServerProcess};
+use benches::streams::{
+    BBO, Costs, END_WAIT, L2_BOOK, Readers, Shared, Totals, ended, open_stalled, summarize,
+    tally_window, wait_ended,
+};
 use fixtures::SimConfig;
 use proto::v3 as pb;
-use tokio::task::JoinHandle;
-use tonic::Streaming;
-use tonic::codegen::http::uri::PathAndQuery;
-use tonic::transport::Channel;
 
 /// The bound on p99 at the largest stream count.
 const TARGET_P99_MS: f64 = 100.0;
@@ -59,8 +57,6 @@ const TARGET_P99_MS: f64 = 100.0;
 const GOAL_P99_MS: f64 = 10.0;
 /// Blocks written before the server starts (it catches up over them).
 const WARM_BLOCKS: u64 = 50;
-/// Longest wait for every stream of a run to receive its opening frame.
-const OPEN_WAIT: Duration = Duration::from_secs(180);
 /// The HTTP/2 stream window of every client stream (tonic's default).
 const STREAM_WINDOW: u32 = 65_535;
 /// The stream window of the slow streams' connection: a few dozen BBO frames fill it.
@@ -69,18 +65,6 @@ const SLOW_STREAM_WINDOW: u32 = 4_096;
 const STALLED_CONNECTIONS: usize = 10;
 /// The server's `send_timeout_ms` (its default).
 const SEND_TIMEOUT: Duration = Duration::from_secs(10);
-/// Longest wait for the server to end the slow or stalled streams.
-const END_WAIT: Duration = Duration::from_secs(90);
-
-const BBO: &str = "/venue_l1_gateway.v3.MarketStreaming/StreamBbo";
-const L2_BOOK: &str = "/venue_l1_gateway.v3.MarketStreaming/StreamL2Book";
-
-/// Any market frame, decoded for its block number only (field 3 of every update message).
-#[derive(Clone, PartialEq, prost::Message)]
-struct BlockOnly {
-    #[prost(int64, tag = "3")]
-    block_number: i64,
-}
 
 struct Args {
     streams: Vec<usize>,
@@ -128,290 +112,6 @@ fn parse_args(argv: &[String]) -> anyhow::Result<Args> {
     Ok(args)
 }
 
-/// Opens a server stream at `path`, decoding block numbers only.
-async fn open<R>(
-    channel: Channel,
-    path: &'static str,
-    request: tonic::Request<R>,
-) -> Result<Streaming<BlockOnly>, tonic::Status>
-where
-    R: prost::Message + Send + Sync + 'static,
-{
-    let mut grpc = tonic::client::Grpc::new(channel).max_decoding_message_size(256 << 20);
-    grpc.ready()
-        .await
-        .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
-    let codec = tonic_prost::ProstCodec::<R, BlockOnly>::default();
-    Ok(grpc
-        .server_streaming(request, PathAndQuery::from_static(path), codec)
-        .await?
-        .into_inner())
-}
-
-/// What the stream tasks share.
-struct Shared {
-    log: Arc<AppendLog>,
-    opened: AtomicUsize,
-    /// Streams that failed before their opening frame.
-    refused: AtomicUsize,
-    /// The window being measured: 0 none, else its number (1, 2, …).
-    window: AtomicU8,
-}
-
-/// What one stream received in one measured window.
-#[derive(Default, Clone)]
-struct Window {
-    blocks: Vec<u64>,
-    latencies_us: Vec<u32>,
-}
-
-/// One stream's record.
-#[derive(Default)]
-struct Tally {
-    coin: usize,
-    /// Indexed by window number − 1.
-    windows: Vec<Window>,
-    /// Every block received after the opening frame (the reference streams only).
-    all: Option<Vec<u64>>,
-    failure: Option<String>,
-}
-
-type TallyCell = Arc<parking_lot::Mutex<Tally>>;
-
-/// Reads a stream until it ends, recording into `tally`.
-async fn reader(
-    stream: Result<Streaming<BlockOnly>, tonic::Status>,
-    shared: Arc<Shared>,
-    tally: TallyCell,
-) {
-    let fail = |what: String| {
-        shared.refused.fetch_add(1, Ordering::AcqRel);
-        tally.lock().failure = Some(what);
-    };
-    let mut stream = match stream {
-        Ok(stream) => stream,
-        Err(status) => return fail(format!("open: {:?}", status.code())),
-    };
-    let opening = match stream.message().await {
-        Ok(Some(first)) => u64::try_from(first.block_number).unwrap_or(0),
-        other => {
-            return fail(format!(
-                "no opening frame: {:?}",
-                other.err().map(|s| s.code())
-            ));
-        }
-    };
-    shared.opened.fetch_add(1, Ordering::AcqRel);
-    loop {
-        match stream.message().await {
-            Ok(Some(frame)) => {
-                let now = Instant::now();
-                let block = u64::try_from(frame.block_number).unwrap_or(0);
-                let window = usize::from(shared.window.load(Ordering::Acquire));
-                let mut tally = tally.lock();
-                if let Some(all) = &mut tally.all {
-                    all.push(block);
-                }
-                if window > 0 {
-                    if tally.windows.len() < window {
-                        tally.windows.resize_with(window, Window::default);
-                    }
-                    let w = &mut tally.windows[window - 1];
-                    w.blocks.push(block);
-                    if block > opening
-                        && let Some(latency) = shared.log.since_folded(block, now)
-                    {
-                        w.latencies_us
-                            .push(u32::try_from(latency.as_micros()).unwrap_or(u32::MAX));
-                    }
-                }
-            }
-            Ok(None) => {
-                tally.lock().failure = Some("ended".into());
-                return;
-            }
-            Err(status) => {
-                tally.lock().failure = Some(format!("{:?}", status.code()));
-                return;
-            }
-        }
-    }
-}
-
-/// A set of reading streams.
-struct Readers {
-    tasks: Vec<JoinHandle<()>>,
-    tallies: Vec<TallyCell>,
-}
-
-impl Readers {
-    /// Opens one `StreamBbo` per entry of `coins` (indexes into `names`), spread over
-    /// `channels`, and waits for every opening frame.
-    async fn open_bbo(
-        server: &ServerProcess,
-        shared: &Arc<Shared>,
-        channels: &[Channel],
-        names: &[String],
-        coins: impl Iterator<Item = usize>,
-        reference: bool,
-    ) -> anyhow::Result<(Self, f64)> {
-        let started = Instant::now();
-        let before = shared.opened.load(Ordering::Acquire) + shared.refused.load(Ordering::Acquire);
-        let mut readers = Readers {
-            tasks: Vec::new(),
-            tallies: Vec::new(),
-        };
-        for (i, coin) in coins.enumerate() {
-            let request = server.request(pb::BboRequest {
-                coins: vec![names[coin].clone()],
-            })?;
-            let tally = Arc::new(parking_lot::Mutex::new(Tally {
-                coin,
-                all: reference.then(Vec::new),
-                ..Tally::default()
-            }));
-            let channel = channels[spread(i, channels.len())].clone();
-            let (shared, cell) = (Arc::clone(shared), Arc::clone(&tally));
-            readers.tasks.push(tokio::spawn(async move {
-                reader(open(channel, BBO, request).await, shared, cell).await;
-            }));
-            readers.tallies.push(tally);
-        }
-        let want = before + readers.tasks.len();
-        wait_opened(shared, want, started).await?;
-        Ok((readers, started.elapsed().as_secs_f64()))
-    }
-
-    /// Ends every stream (the client resets them).
-    fn close(self) -> Vec<TallyCell> {
-        for task in &self.tasks {
-            task.abort();
-        }
-        self.tallies
-    }
-}
-
-/// A connection for stream `i` of `n`: a fixed pseudo-random spread, so that a connection
-/// carries streams of many coins (round-robin would give every connection the same few coins
-/// when the counts share factors).
-fn spread(i: usize, n: usize) -> usize {
-    let mut x = (i as u64).wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^= x >> 31;
-    (x % n.max(1) as u64) as usize
-}
-
-async fn wait_opened(shared: &Shared, want: usize, started: Instant) -> anyhow::Result<()> {
-    while shared.opened.load(Ordering::Acquire) + shared.refused.load(Ordering::Acquire) < want {
-        if started.elapsed() > OPEN_WAIT {
-            bail!(
-                "only {} streams opened within {OPEN_WAIT:?}",
-                shared.opened.load(Ordering::Acquire)
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    Ok(())
-}
-
-/// Opens `n` streams that read their opening frame and then nothing until `resume`, after
-/// which each reads until its stream ends and reports how.
-async fn open_stalled<R>(
-    shared: &Arc<Shared>,
-    channels: &[Channel],
-    path: &'static str,
-    mut request: impl FnMut(usize) -> anyhow::Result<tonic::Request<R>>,
-    n: usize,
-    resume: &tokio::sync::watch::Receiver<bool>,
-) -> anyhow::Result<Vec<JoinHandle<String>>>
-where
-    R: prost::Message + Send + Sync + 'static,
-{
-    let started = Instant::now();
-    let before = shared.opened.load(Ordering::Acquire) + shared.refused.load(Ordering::Acquire);
-    let mut tasks = Vec::with_capacity(n);
-    for i in 0..n {
-        let request = request(i)?;
-        let channel = channels[i % channels.len()].clone();
-        let (shared, mut resume) = (Arc::clone(shared), resume.clone());
-        tasks.push(tokio::spawn(async move {
-            let mut stream = match open(channel, path, request).await {
-                Ok(stream) => stream,
-                Err(status) => {
-                    shared.refused.fetch_add(1, Ordering::AcqRel);
-                    return format!("open: {:?}", status.code());
-                }
-            };
-            if !matches!(stream.message().await, Ok(Some(_))) {
-                shared.refused.fetch_add(1, Ordering::AcqRel);
-                return "no opening frame".into();
-            }
-            shared.opened.fetch_add(1, Ordering::AcqRel);
-            if resume.wait_for(|go| *go).await.is_err() {
-                return "harness stopped".into();
-            }
-            let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-            loop {
-                match tokio::time::timeout_at(deadline, stream.message()).await {
-                    Err(_) => return "still open 30 s after reading again".into(),
-                    Ok(Ok(Some(_))) => {}
-                    Ok(Ok(None)) => return "ended without a status".into(),
-                    Ok(Err(status)) => return format!("{:?}", status.code()),
-                }
-            }
-        }));
-    }
-    wait_opened(shared, before + n, started).await?;
-    Ok(tasks)
-}
-
-/// `l1gate_streams_ended_total` of the market service for `reason`.
-fn ended(server: &ServerProcess, reason: &str) -> anyhow::Result<u64> {
-    let text = server.metrics()?;
-    let label = format!("reason=\"{reason}\"");
-    Ok(live::metric_sum(
-        &text,
-        "l1gate_streams_ended_total",
-        &["service=\"market\"", &label],
-    ) as u64)
-}
-
-/// The server's count of write calls on its gRPC sockets.
-fn write_calls(server: &ServerProcess) -> anyhow::Result<u64> {
-    Ok(live::metric_sum(&server.metrics()?, "l1gate_grpc_socket_writes_total", &[]) as u64)
-}
-
-/// Server and harness CPU and server write calls across a window.
-struct Costs {
-    server: CpuTime,
-    harness: CpuTime,
-    writes: u64,
-    at: Instant,
-}
-
-impl Costs {
-    fn read(server: &ServerProcess) -> anyhow::Result<Self> {
-        Ok(Self {
-            server: CpuTime::of_process(server.pid())?,
-            harness: CpuTime::of_process(std::process::id())?,
-            writes: write_calls(server)?,
-            at: Instant::now(),
-        })
-    }
-
-    /// (server cores, harness cores, server write calls) since `self`.
-    fn since(&self, server: &ServerProcess) -> anyhow::Result<(f64, f64, u64)> {
-        let now = Self::read(server)?;
-        let secs = now.at.duration_since(self.at).as_secs_f64();
-        Ok((
-            now.server.since(&self.server).best_s() / secs,
-            now.harness.since(&self.harness).best_s() / secs,
-            now.writes.saturating_sub(self.writes),
-        ))
-    }
-}
-
 /// One measured window over the fast streams.
 struct Measured {
     streams: usize,
@@ -433,114 +133,6 @@ struct Measured {
     failures: Vec<String>,
 }
 
-/// The fast streams' totals over one window.
-struct Totals {
-    frames: u64,
-    /// Frames of the reference streams in the window.
-    reference: u64,
-    required: u64,
-    missing: u64,
-    extra: u64,
-    histogram: hdrhistogram::Histogram<u64>,
-    failures: Vec<String>,
-}
-
-/// Tallies window `window` of `fast` against the reference streams' blocks.
-fn tally_window(
-    fast: &[TallyCell],
-    reference: &[TallyCell],
-    window: usize,
-) -> anyhow::Result<Totals> {
-    // Per coin: every block the reference saw, and those it saw in this window.
-    let mut all = BTreeMap::new();
-    let mut in_window = BTreeMap::new();
-    for cell in reference {
-        let tally = cell.lock();
-        all.insert(tally.coin, tally.all.clone().unwrap_or_default());
-        in_window.insert(
-            tally.coin,
-            tally
-                .windows
-                .get(window)
-                .map_or(0, |w| w.blocks.len() as u64),
-        );
-    }
-    let mut histogram = live::histogram()?;
-    let (mut frames, mut required, mut missing, mut extra) = (0, 0, 0, 0);
-    let mut failures = Vec::new();
-    let mut shown = 0;
-    for cell in fast {
-        let tally = cell.lock();
-        failures.extend(tally.failure.clone());
-        required += in_window.get(&tally.coin).copied().unwrap_or(0);
-        let Some(w) = tally.windows.get(window) else {
-            continue;
-        };
-        frames += w.blocks.len() as u64;
-        for &us in &w.latencies_us {
-            live::record(&mut histogram, Duration::from_micros(u64::from(us)));
-        }
-        let (Some(&first), Some(&last)) = (w.blocks.first(), w.blocks.last()) else {
-            continue;
-        };
-        let expected: Vec<u64> = all
-            .get(&tally.coin)
-            .map(|blocks| {
-                blocks
-                    .iter()
-                    .copied()
-                    .filter(|b| (first..=last).contains(b))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let (m, x) = difference(&expected, &w.blocks);
-        if m + x > 0 && shown < 5 {
-            shown += 1;
-            eprintln!(
-                "fanout: a stream of coin #{} differs from its reference over blocks {first}..={last}: {m} missing, {x} extra; got {:?}, reference {:?}",
-                tally.coin,
-                tail(&w.blocks),
-                tail(&expected),
-            );
-        }
-        missing += m;
-        extra += x;
-    }
-    Ok(Totals {
-        frames,
-        reference: in_window.values().sum(),
-        required,
-        missing,
-        extra,
-        histogram,
-        failures,
-    })
-}
-
-/// The last blocks of a list, for a diagnostic line.
-fn tail(blocks: &[u64]) -> &[u64] {
-    &blocks[blocks.len().saturating_sub(12)..]
-}
-
-/// (blocks of `expected` absent from `got`, blocks of `got` beyond those of `expected`), as
-/// multisets: a duplicate counts as extra.
-fn difference(expected: &[u64], got: &[u64]) -> (u64, u64) {
-    let mut counts: BTreeMap<u64, i64> = BTreeMap::new();
-    for &b in expected {
-        *counts.entry(b).or_default() += 1;
-    }
-    for &b in got {
-        *counts.entry(b).or_default() -= 1;
-    }
-    counts.values().fold((0, 0), |(m, x), &c| {
-        if c > 0 {
-            (m + c.unsigned_abs(), x)
-        } else {
-            (m, x + c.unsigned_abs())
-        }
-    })
-}
-
 /// What the slow run found about its slow streams.
 struct SlowResult {
     slow: usize,
@@ -557,43 +149,6 @@ struct StalledResult {
     rss_after_kib: u64,
     ended_after_s: Option<f64>,
     outcomes: Vec<String>,
-}
-
-/// Waits until the server has counted `want` more stream ends for `reason` than `base`,
-/// sampling the server's RSS; returns (seconds waited or `None` on time-out, peak RSS KiB).
-async fn wait_ended(
-    server: &ServerProcess,
-    reason: &str,
-    base: u64,
-    want: usize,
-    started: Instant,
-) -> anyhow::Result<(Option<f64>, u64)> {
-    let mut peak = server.rss_kib()?;
-    loop {
-        peak = peak.max(server.rss_kib()?);
-        if ended(server, reason)? >= base + want as u64 {
-            return Ok((Some(started.elapsed().as_secs_f64()), peak));
-        }
-        if started.elapsed() > END_WAIT {
-            return Ok((None, peak));
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
-fn summarize(outcomes: &[String]) -> String {
-    if outcomes.is_empty() {
-        return "none".into();
-    }
-    let mut counts = BTreeMap::<&str, usize>::new();
-    for outcome in outcomes {
-        *counts.entry(outcome.as_str()).or_default() += 1;
-    }
-    counts
-        .iter()
-        .map(|(what, n)| format!("{n}× {what}"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 fn main() -> anyhow::Result<()> {
@@ -629,7 +184,7 @@ fn main() -> anyhow::Result<()> {
             log: Arc::clone(&node.log),
             opened: AtomicUsize::new(0),
             refused: AtomicUsize::new(0),
-            window: AtomicU8::new(0),
+            window: AtomicU16::new(0),
         });
         let mut channels = Vec::with_capacity(args.connections);
         for _ in 0..args.connections {
@@ -648,7 +203,7 @@ fn main() -> anyhow::Result<()> {
         let mut measured = Vec::new();
         let mut slow = None;
         let mut stalled = None;
-        let mut window = 0u8;
+        let mut window = 0u16;
         for &n in &args.streams {
             eprintln!("fanout: {n} streams");
             let rss_before_kib = server.rss_kib()?;
