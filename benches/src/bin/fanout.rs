@@ -428,6 +428,8 @@ fn main() -> anyhow::Result<()> {
                 "frames_per_write": (r.frames + r.reference) as f64 / r.server_writes.max(1) as f64,
                 "rss_before_kib": r.rss_before_kib,
                 "rss_open_kib": r.rss_open_kib,
+                "rss_kib_per_stream":
+                    r.rss_open_kib.saturating_sub(r.rss_before_kib) as f64 / r.streams.max(1) as f64,
                 "failures": r.failures.len(),
             })
         })
