@@ -550,8 +550,8 @@ fn render(
             .filter(|o| o.as_str() == "DeadlineExceeded")
             .count();
         let ended = slow.ended_after_s.map_or_else(
-            || format!("not all ended within {} s", END_WAIT.as_secs()),
-            |t| format!("the server had ended all of them {t:.1} s after they opened"),
+            || format!("Not all were ended within {} s", END_WAIT.as_secs()),
+            |t| format!("The server had ended all of them {t:.1} s after they opened"),
         );
         let base = measured
             .iter()
@@ -573,8 +573,8 @@ fn render(
     if let Some(st) = stalled {
         let per = st.rss_peak_kib.saturating_sub(st.rss_before_kib) as f64 / st.streams as f64;
         let ended = st.ended_after_s.map_or_else(
-            || format!("not all ended within {} s", END_WAIT.as_secs()),
-            |t| format!("all ended by the server {t:.1} s after opening"),
+            || format!("Not all were ended within {} s", END_WAIT.as_secs()),
+            |t| format!("All ended by the server {t:.1} s after opening"),
         );
         let _ = writeln!(
             s,
