@@ -32,6 +32,19 @@ pub fn quoted(input: &str) -> String {
     }
 }
 
+/// Client input that is already text of its own syntax (a JSON value, say)
+/// as error messages show it: as written, cut to [`QUOTE_MAX_CHARS`]
+/// characters with its size when longer.
+pub fn clipped(input: &str) -> String {
+    let mut chars = input.chars();
+    let head: String = chars.by_ref().take(QUOTE_MAX_CHARS).collect();
+    if chars.next().is_none() {
+        head
+    } else {
+        format!("{head}… ({} bytes)", input.len())
+    }
+}
+
 /// An error message that may embed client input (a parser's, say), cut to
 /// a bound at a character boundary.
 pub fn bounded(message: String) -> String {
@@ -67,5 +80,7 @@ mod quote_tests {
         let message = super::bounded(format!("filter: unknown field {:?}", "x".repeat(10_000)));
         assert!(message.len() < 600, "{}", message.len());
         assert_eq!(super::bounded("short".into()), "short");
+        assert_eq!(super::clipped("[1,2]"), "[1,2]");
+        assert!(super::clipped(&"9".repeat(1000)).ends_with("(1000 bytes)"));
     }
 }

@@ -117,7 +117,7 @@ fn request_type(body: &[u8]) -> Result<(Value, String), String> {
         Some(other) => {
             return Err(bad(format!(
                 "must be a string, got {}",
-                crate::quoted(&other.to_string())
+                crate::clipped(&other.to_string())
             )));
         }
         None if value.is_object() => return Err(bad("required".into())),
