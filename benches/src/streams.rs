@@ -56,6 +56,18 @@ where
         .into_inner())
 }
 
+impl Shared {
+    /// Nothing opened yet, no window measured; latencies against `log`.
+    pub fn new(log: Arc<AppendLog>) -> Arc<Self> {
+        Arc::new(Self {
+            log,
+            opened: AtomicUsize::new(0),
+            refused: AtomicUsize::new(0),
+            window: AtomicU16::new(0),
+        })
+    }
+}
+
 /// What the stream tasks share.
 pub struct Shared {
     /// When each block was written.

@@ -39,7 +39,7 @@
 
 use std::fmt::Write as _;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
@@ -180,12 +180,7 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     let (measured, slow, stalled) = runtime.block_on(async {
-        let shared = Arc::new(Shared {
-            log: Arc::clone(&node.log),
-            opened: AtomicUsize::new(0),
-            refused: AtomicUsize::new(0),
-            window: AtomicU16::new(0),
-        });
+        let shared = Shared::new(Arc::clone(&node.log));
         let mut channels = Vec::with_capacity(args.connections);
         for _ in 0..args.connections {
             channels.push(server.channel(STREAM_WINDOW).await?);

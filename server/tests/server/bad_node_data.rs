@@ -8,10 +8,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use proto::{Position, StreamRequest, position};
-
 use super::access_support::sample;
-use super::harness::{TestServer, block_number, next, real};
+use super::harness::{TestServer, block_number, from_block, next, real};
 use super::market_live::ready;
 
 const FILLS: &str = "hl/data/node_fills_by_block/hourly/20260505/17";
@@ -81,12 +79,7 @@ async fn bad_lines_are_skipped_counted_and_never_sent_without_a_block() {
     let mut fills = server
         .client()
         .await
-        .stream_fills(server.req(StreamRequest {
-            position: Some(Position {
-                kind: Some(position::Kind::BlockNumber(1)),
-            }),
-            filter: None,
-        }))
+        .stream_fills(server.req(from_block(1)))
         .await
         .unwrap()
         .into_inner();
@@ -170,12 +163,7 @@ async fn a_node_file_that_shrinks_does_not_take_the_server_down() {
     let mut client = server.client().await;
     // A stream that has read the whole file and waits at its end.
     let mut fills = client
-        .stream_fills(server.req(StreamRequest {
-            position: Some(Position {
-                kind: Some(position::Kind::BlockNumber(1)),
-            }),
-            filter: None,
-        }))
+        .stream_fills(server.req(from_block(1)))
         .await
         .unwrap()
         .into_inner();
@@ -208,12 +196,7 @@ async fn a_node_file_that_shrinks_does_not_take_the_server_down() {
         "{metrics}"
     );
     let mut again = client
-        .stream_raw_book_diffs(server.req(StreamRequest {
-            position: Some(Position {
-                kind: Some(position::Kind::BlockNumber(1)),
-            }),
-            filter: None,
-        }))
+        .stream_raw_book_diffs(server.req(from_block(1)))
         .await
         .unwrap()
         .into_inner();

@@ -22,6 +22,20 @@ impl Drop for Killed {
     }
 }
 
+/// The lines `from` yields, read on a thread of their own.
+fn lines_of(from: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(from).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -45,15 +59,7 @@ async fn serve_without_data_runs_the_simulator_and_prints_a_working_key() {
         .unwrap();
     let stdout = child.stdout.take().unwrap();
     let _guard = Killed(child);
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = lines_of(stdout);
     let mut key = None;
     let mut data_dir = None;
     while key.is_none() {
@@ -250,15 +256,7 @@ fn serve_until_logged(data: &std::path::Path, wanted: &str) -> (String, Vec<Stri
         .unwrap();
     let stderr = child.stderr.take().unwrap();
     let _guard = Killed(child);
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = lines_of(stderr);
     let mut before = Vec::new();
     loop {
         let line = rx
@@ -315,15 +313,7 @@ fn an_idle_connection_flood_under_a_low_descriptor_limit_leaves_the_server_up() 
         .unwrap();
     let stderr = child.stderr.take().unwrap();
     let guard = Killed(child);
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = lines_of(stderr);
     // Up once it logs "serving".
     let started = std::time::Instant::now();
     while !rx

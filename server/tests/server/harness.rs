@@ -95,6 +95,16 @@ impl TestServer {
     }
 }
 
+/// A raw-feed stream request from block `n`, unfiltered.
+pub fn from_block(n: i64) -> proto::StreamRequest {
+    proto::StreamRequest {
+        position: Some(proto::Position {
+            kind: Some(proto::position::Kind::BlockNumber(n)),
+        }),
+        filter: None,
+    }
+}
+
 /// Wraps a message with an `x-api-key`.
 pub fn with_key<T>(message: T, key: &str) -> Request<T> {
     let mut request = Request::new(message);

@@ -11,7 +11,7 @@ use tonic::Code;
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::codegen::http::uri::PathAndQuery;
 
-use super::harness::{TestServer, next, real};
+use super::harness::{TestServer, from_block, next, real};
 
 /// Sends raw bytes as the request; decodes nothing (the answers here are
 /// errors).
@@ -182,12 +182,7 @@ async fn quoted_input_is_bounded() {
     );
     // A well-formed stream still works afterwards.
     let mut fills = raw
-        .stream_fills(server.req(StreamRequest {
-            position: Some(Position {
-                kind: Some(position::Kind::BlockNumber(1)),
-            }),
-            filter: None,
-        }))
+        .stream_fills(server.req(from_block(1)))
         .await
         .unwrap()
         .into_inner();

@@ -7,10 +7,9 @@ use std::time::{Duration, Instant};
 
 use l1gate::access::keys::{KeysFile, hash_key};
 use proto::v3 as pb;
-use proto::{Position, StreamRequest, position};
 use tonic::{Code, Status};
 
-use super::harness::{TestServer, next};
+use super::harness::{TestServer, from_block, next};
 use super::market_live::{client, live_node, ready};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -74,12 +73,7 @@ async fn revoking_a_key_ends_its_open_streams_on_both_services() {
     let mut raw = server
         .client()
         .await
-        .stream_order_statuses(server.req(StreamRequest {
-            position: Some(Position {
-                kind: Some(position::Kind::BlockNumber(1)),
-            }),
-            filter: None,
-        }))
+        .stream_order_statuses(server.req(from_block(1)))
         .await
         .unwrap()
         .into_inner();

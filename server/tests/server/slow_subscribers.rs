@@ -5,15 +5,15 @@
 
 use std::time::{Duration, Instant};
 
+use proto::StreamRequest;
 use proto::market_streaming_client::MarketStreamingClient;
 use proto::v3 as pb;
 use proto::venue_l1_gateway_client::VenueL1GatewayClient;
-use proto::{Position, StreamRequest, position};
 use tonic::Code;
 use tonic::transport::Channel;
 
 use super::access_support::{http_get, sample};
-use super::harness::{TestServer, next};
+use super::harness::{TestServer, from_block, next};
 use super::market_live::{client, live_node, ready};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -246,12 +246,7 @@ async fn a_raw_feed_reader_that_takes_nothing_is_ended_and_its_slot_freed() {
     let mut other = server
         .client()
         .await
-        .stream_fills(server.req(StreamRequest {
-            position: Some(Position {
-                kind: Some(position::Kind::BlockNumber(1)),
-            }),
-            filter: None,
-        }))
+        .stream_fills(server.req(from_block(1)))
         .await
         .unwrap()
         .into_inner();
