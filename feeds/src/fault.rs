@@ -18,7 +18,11 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 /// Mappings guarded at once; more are mapped unguarded (counted).
 const SLOTS: usize = 4096;
 
-/// `(start, len)` of each guarded mapping; start 0 = a free slot.
+/// A slot being filled in.
+const CLAIMED: usize = usize::MAX;
+
+/// `(start, len)` of each guarded mapping; start 0 = a free slot,
+/// [`CLAIMED`] = one being filled in.
 static STARTS: [AtomicUsize; SLOTS] = [const { AtomicUsize::new(0) }; SLOTS];
 static LENS: [AtomicUsize; SLOTS] = [const { AtomicUsize::new(0) }; SLOTS];
 /// Faults answered with zero pages since start.
@@ -51,15 +55,16 @@ pub(crate) fn guard(start: usize, len: usize) -> Guarded {
         return Guarded { slot: None };
     }
     for (i, slot) in STARTS.iter().enumerate() {
-        if slot.load(Ordering::Relaxed) == 0 {
-            // The length first: a handler that sees the start sees it too.
+        // Claim the slot (CLAIMED: the handler skips it), then its length,
+        // then publish the start: a handler that sees the start sees its
+        // length.
+        if slot
+            .compare_exchange(0, CLAIMED, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
             LENS[i].store(len, Ordering::Release);
-            if slot
-                .compare_exchange(0, start, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
-            {
-                return Guarded { slot: Some(i) };
-            }
+            slot.store(start, Ordering::Release);
+            return Guarded { slot: Some(i) };
         }
     }
     UNGUARDED.fetch_add(1, Ordering::Relaxed);
@@ -99,10 +104,14 @@ extern "C" fn on_sigbus(
     let addr = unsafe { (*info).si_addr() } as usize;
     for i in 0..SLOTS {
         let start = STARTS[i].load(Ordering::Acquire);
-        if start == 0 || addr < start {
+        if start == 0 || start == CLAIMED || addr < start {
             continue;
         }
         let len = LENS[i].load(Ordering::Acquire);
+        // The slot was not freed and filled again meanwhile.
+        if STARTS[i].load(Ordering::Acquire) != start {
+            continue;
+        }
         let end = start.saturating_add(len);
         if addr >= end {
             continue;
