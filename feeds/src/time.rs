@@ -73,7 +73,10 @@ pub fn parse_node_time_ns(text: &[u8]) -> Result<i64, TimeError> {
     }
     let days = days_from_civil(year, month, day);
     let secs = days * 86_400 + hour * 3_600 + minute * 60 + second;
-    Ok(secs * 1_000_000_000 + nanos)
+    // Years past 2262 do not fit Unix nanoseconds in an i64.
+    secs.checked_mul(1_000_000_000)
+        .and_then(|ns| ns.checked_add(nanos))
+        .ok_or_else(|| TimeError::new("time out of range", text))
 }
 
 /// Parses a node time into Unix milliseconds, truncating below the
@@ -118,7 +121,10 @@ pub fn hourly_partition(ns: i64) -> (String, u32) {
 /// A message saying what is wrong.
 pub fn parse_iso8601_ms(text: &str) -> Result<i64, String> {
     let bad = |why: &str| {
-        format!("{text:?} is not an ISO-8601 time ({why}); use e.g. 2026-05-05T17:39:00Z")
+        // Client input: quoted briefly.
+        let shown: String = text.chars().take(64).collect();
+        let cut = if shown.len() < text.len() { "…" } else { "" };
+        format!("{shown:?}{cut} is not an ISO-8601 time ({why}); use e.g. 2026-05-05T17:39:00Z")
     };
     let b = text.as_bytes();
     let num = |range: std::ops::Range<usize>| -> Option<i64> {
@@ -305,6 +311,15 @@ mod tests {
     #[case::letters("2026-0a-30T20:46:43")]
     fn rejects_malformed_times(#[case] text: &str) {
         assert!(parse_node_time_ns(text.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn times_past_what_nanoseconds_hold_are_errors_not_overflows() {
+        assert!(parse_node_time_ns(b"3000-01-01T00:00:00").is_err());
+        assert!(parse_node_time_ns(b"9999-12-31T23:59:59.999999999").is_err());
+        assert!(parse_node_time_ns(b"2262-04-11T23:47:16").is_ok());
+        let long = format!("{}Z", "9".repeat(100_000));
+        assert!(parse_iso8601_ms(&long).unwrap_err().len() < 200);
     }
 
     #[test]
