@@ -23,26 +23,29 @@ pub const QUOTE_MAX_CHARS: usize = 64;
 /// [`QUOTE_MAX_CHARS`] characters, with the input's size when cut — so an
 /// answer never grows with what the client sent.
 pub fn quoted(input: &str) -> String {
-    let mut chars = input.chars();
-    let head: String = chars.by_ref().take(QUOTE_MAX_CHARS).collect();
-    if chars.next().is_none() {
-        format!("{head:?}")
-    } else {
-        format!("{head:?}… ({} bytes)", input.len())
-    }
+    let (head, cut) = cut(input);
+    format!("{head:?}{cut}")
 }
 
 /// Client input that is already text of its own syntax (a JSON value, say)
 /// as error messages show it: as written, cut to [`QUOTE_MAX_CHARS`]
 /// characters with its size when longer.
 pub fn clipped(input: &str) -> String {
+    let (head, cut) = cut(input);
+    format!("{head}{cut}")
+}
+
+/// The first [`QUOTE_MAX_CHARS`] characters of `input`, and `… (N bytes)`
+/// when that cut something off.
+fn cut(input: &str) -> (String, String) {
     let mut chars = input.chars();
     let head: String = chars.by_ref().take(QUOTE_MAX_CHARS).collect();
-    if chars.next().is_none() {
-        head
+    let rest = if chars.next().is_none() {
+        String::new()
     } else {
-        format!("{head}… ({} bytes)", input.len())
-    }
+        format!("… ({} bytes)", input.len())
+    };
+    (head, rest)
 }
 
 /// An error message that may embed client input (a parser's, say), cut to

@@ -192,6 +192,12 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
                     samples: vec![(String::new(), feeds::fault::faults())],
                 },
                 crate::metrics::Family {
+                    name: "l1gate_feed_unguarded_mappings_total",
+                    kind: "counter",
+                    help: "Node-file mappings made without the SIGBUS guard because its table was full (a fault in one ends the process).",
+                    samples: vec![(String::new(), feeds::fault::unguarded())],
+                },
+                crate::metrics::Family {
                 name: "l1gate_feed_files_shrunk_total",
                 kind: "counter",
                 help: "Node files found shorter than what was already read from them (rewritten or truncated; the node only appends), by feed; each is read anew.",

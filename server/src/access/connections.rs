@@ -110,11 +110,6 @@ impl Connections {
         }
     }
 
-    /// The limits in force.
-    pub fn limits(&self) -> ConnectionLimits {
-        self.inner.limits
-    }
-
     /// Admits a connection of `edge` (`grpc`, `http`) from `peer`; it counts
     /// until the guard drops.
     ///

@@ -87,11 +87,6 @@ impl<S> BatchedWrites<S> {
         self.admitted = Some(guard);
         self
     }
-
-    /// The wrapped socket.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
 }
 
 impl<S: AsyncWrite + Unpin> BatchedWrites<S> {
@@ -258,7 +253,7 @@ mod tests {
         // The first flush yields once, waking its own task.
         assert!(Pin::new(&mut io).poll_flush(&mut cx).is_pending());
         assert_eq!(woken.0.load(Ordering::SeqCst), 1);
-        assert!(io.get_ref().writes.is_empty());
+        assert!(io.inner.writes.is_empty());
         // Meanwhile other streams' frames arrive; the next flush writes the
         // batch (after more rounds while it grows, if MAX_DEFERRALS allows).
         write(&mut io, &mut cx, b"frame two;");
@@ -273,17 +268,17 @@ mod tests {
         assert!(flushed.is_ok());
         assert!(rounds <= MAX_DEFERRALS, "{rounds} rounds");
         assert_eq!(
-            io.get_ref().writes,
+            io.inner.writes,
             vec![b"frame one;frame two;frame three".to_vec()]
         );
-        assert_eq!(io.get_ref().flushes, 1);
+        assert_eq!(io.inner.flushes, 1);
         assert_eq!(io.counters.calls.load(Ordering::Relaxed), 1);
         assert_eq!(io.counters.bytes.load(Ordering::Relaxed), 31);
         // The next batch defers again.
         write(&mut io, &mut cx, b"next");
         assert!(Pin::new(&mut io).poll_flush(&mut cx).is_pending());
         while Pin::new(&mut io).poll_flush(&mut cx).is_pending() {}
-        assert_eq!(io.get_ref().writes.len(), 2);
+        assert_eq!(io.inner.writes.len(), 2);
     }
 
     #[test]
@@ -302,7 +297,7 @@ mod tests {
         assert!(Pin::new(&mut io).poll_flush(&mut cx).is_ready());
         assert_eq!(woken.0.load(Ordering::SeqCst), usize::from(MAX_DEFERRALS));
         assert_eq!(
-            io.get_ref().writes.concat().len(),
+            io.inner.writes.concat().len(),
             4 * (usize::from(MAX_DEFERRALS) + 1)
         );
     }
@@ -341,7 +336,7 @@ mod tests {
             Poll::Ready(Ok(4))
         ));
         while Pin::new(&mut io).poll_flush(&mut cx).is_pending() {}
-        let sent: Vec<u8> = io.get_ref().writes.concat();
+        let sent: Vec<u8> = io.inner.writes.concat();
         assert_eq!(sent.len(), BUFFER_LIMIT + 4);
         assert!(sent[..BUFFER_LIMIT].iter().all(|&b| b == 7));
         assert_eq!(&sent[BUFFER_LIMIT..], b"tail");

@@ -318,7 +318,7 @@ impl Relay {
                 Recv::Empty => {
                     // A stream ended meanwhile (its key revoked, say) gives
                     // its status at once, however quiet its view.
-                    let slot = Arc::clone(&self.slot);
+                    let slot = &self.slot;
                     let woken = async move {
                         tokio::select! {
                             () = woken => {}

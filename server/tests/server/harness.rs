@@ -95,6 +95,21 @@ impl TestServer {
     }
 }
 
+/// Reads `stream` until it ends with a status, within `wait` in all (a
+/// stream still delivering then fails the test); that status.
+pub async fn end_status<T>(stream: &mut tonic::Streaming<T>, wait: Duration) -> Status {
+    let started = std::time::Instant::now();
+    loop {
+        assert!(
+            started.elapsed() < wait,
+            "the stream was not ended within {wait:?}"
+        );
+        if let Err(status) = next(stream, wait).await {
+            return status;
+        }
+    }
+}
+
 /// A raw-feed stream request from block `n`, unfiltered.
 pub fn from_block(n: i64) -> proto::StreamRequest {
     proto::StreamRequest {

@@ -9,7 +9,7 @@ use l1gate::access::keys::{KeysFile, hash_key};
 use proto::v3 as pb;
 use tonic::{Code, Status};
 
-use super::harness::{TestServer, from_block, next};
+use super::harness::{TestServer, end_status, from_block, next};
 use super::market_live::{client, live_node, ready};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -40,13 +40,8 @@ fn edit_keys(server: &TestServer, edit: impl FnOnce(&mut KeysFile)) {
 
 /// Reads `stream` until it ends; the status it ends with and when.
 async fn until_ended<T>(stream: &mut tonic::Streaming<T>) -> (Status, Instant) {
-    let started = Instant::now();
-    loop {
-        assert!(started.elapsed() < WAIT, "the stream was not ended");
-        if let Err(status) = next(stream, WAIT).await {
-            return (status, Instant::now());
-        }
-    }
+    let status = end_status(stream, WAIT).await;
+    (status, Instant::now())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -13,7 +13,7 @@ use tonic::Code;
 use tonic::transport::Channel;
 
 use super::access_support::{http_get, sample};
-use super::harness::{TestServer, from_block, next};
+use super::harness::{TestServer, end_status, from_block, next};
 use super::market_live::{client, live_node, ready};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -159,11 +159,7 @@ async fn a_market_reader_that_takes_nothing_is_ended_and_its_slot_freed() {
         .into_inner();
     next(&mut other, WAIT).await.unwrap();
     // Reading again: what the transport had taken, then the end.
-    let status = loop {
-        if let Err(status) = next(&mut stalled, WAIT).await {
-            break status;
-        }
-    };
+    let status = end_status(&mut stalled, WAIT).await;
     assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
     assert!(
         status.message().contains("took nothing"),
@@ -212,11 +208,7 @@ async fn a_snapshot_reader_that_takes_nothing_is_ended_after_its_lag_skip() {
         ended_after <= Duration::from_millis(SEND_TIMEOUT_MS + 1_000),
         "ended {ended_after:?} after the reader stopped"
     );
-    let status = loop {
-        if let Err(status) = next(&mut stalled, WAIT).await {
-            break status;
-        }
-    };
+    let status = end_status(&mut stalled, WAIT).await;
     assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
 }
 
@@ -251,11 +243,7 @@ async fn a_raw_feed_reader_that_takes_nothing_is_ended_and_its_slot_freed() {
         .unwrap()
         .into_inner();
     next(&mut other, WAIT).await.unwrap();
-    let status = loop {
-        if let Err(status) = next(&mut stalled, WAIT).await {
-            break status;
-        }
-    };
+    let status = end_status(&mut stalled, WAIT).await;
     assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
     assert!(
         status.message().contains("too slow"),
