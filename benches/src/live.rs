@@ -486,6 +486,18 @@ pub fn serve_child(args: &[String]) -> anyhow::Result<()> {
     } else {
         Some(poll_ms.parse().context("POLL_MS")?)
     };
+    // Silent unless asked: `RUST_LOG=info` (or `L1GATE_LOG`) logs the server to stderr.
+    if let Some(filter) = ["L1GATE_LOG", "RUST_LOG"]
+        .into_iter()
+        .filter(|name| std::env::var_os(name).is_some())
+        .find_map(|name| tracing_subscriber::EnvFilter::try_from_env(name).ok())
+    {
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .with_ansi(false)
+            .init();
+    }
     let state = tempfile::tempdir()?;
     let settings = l1gate::config::ServeArgs {
         data: Some(PathBuf::from(data)),

@@ -10,4 +10,5 @@ pub mod batched;
 pub mod flow;
 pub mod market;
 pub mod raw_feed;
+pub mod relay;
 pub mod render;

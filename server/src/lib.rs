@@ -15,6 +15,7 @@ pub mod info;
 pub mod metrics;
 pub mod serve;
 pub mod upstream;
+pub mod ws;
 
 /// Longest quote of client input an error message carries, in characters.
 pub const QUOTE_MAX_CHARS: usize = 64;

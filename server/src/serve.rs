@@ -242,24 +242,33 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         tasks.push(task);
         feed
     });
-    let api =
-        crate::info::InfoLookup::new(info_source, upstreams.info_cache, engine.status().clone())
-            .routes()
-            .merge(
-                crate::http::gateway::Gateway::new(upstreams.node_url.clone().map(|url| {
-                    let client = UpstreamClient::new(
-                        upstreams.timeout,
-                        crate::http::gateway::MAX_RESPONSE_BODY,
-                    );
-                    (url, client)
-                }))
-                .routes(),
-            );
+    let lookup =
+        crate::info::InfoLookup::new(info_source, upstreams.info_cache, engine.status().clone());
+    let api = lookup.clone().routes().merge(
+        crate::http::gateway::Gateway::new(upstreams.node_url.clone().map(|url| {
+            let client =
+                UpstreamClient::new(upstreams.timeout, crate::http::gateway::MAX_RESPONSE_BODY);
+            (url, client)
+        }))
+        .routes(),
+    );
     let market = MarketService::new(engine.commands(), engine.status().clone())
-        .with_flow(flow)
+        .with_flow(flow.clone())
         .with_stale_after(settings.market_stale_after)
         .with_access(access.clone())
-        .with_info(info_feed);
+        .with_info(info_feed.clone());
+    // The exchange's WebSocket API on the HTTP address (crate::ws).
+    let api = api.merge(
+        crate::ws::WsService {
+            relays: market.relays(),
+            flow,
+            access: access.clone(),
+            info: info_feed,
+            lookup,
+            limits: crate::ws::Limits::default(),
+        }
+        .routes(),
+    );
     let (health_reporter, health) = tonic_health::server::health_reporter();
     health_reporter
         .set_serving::<proto::venue_l1_gateway_server::VenueL1GatewayServer<RawFeedService>>()

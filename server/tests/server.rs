@@ -27,12 +27,14 @@ mod server {
     mod info_lookup;
     mod info_streams;
     pub mod market_live;
-    mod market_views;
+    pub mod market_views;
     mod raw_feed_errors;
     mod raw_feed_live;
     mod raw_feed_real;
-    mod revocation;
+    pub mod revocation;
     pub mod slow_subscribers;
     pub mod standin;
     mod untrusted_text;
+    mod ws_api;
+    mod ws_streams;
 }

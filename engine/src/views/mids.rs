@@ -31,6 +31,19 @@ pub struct MidsKey {
     pub coins: BTreeSet<String>,
     /// Only perps of the default exchange.
     pub perps_only: bool,
+    /// Only the coins of one exchange, as the exchange's `allMids` asks:
+    /// `""` the default exchange (perps, spot and outcome coins: no `dex:`
+    /// prefix), else a builder-deployed exchange's `dex:` coins. `None`:
+    /// every exchange.
+    pub dex: Option<String>,
+}
+
+/// Whether `coin` trades on exchange `dex` (`""` = the default one).
+fn on_dex(coin: &str, dex: &str) -> bool {
+    match coin.split_once(':') {
+        Some((prefix, _)) => prefix == dex,
+        None => dex.is_empty(),
+    }
 }
 
 /// One mids subscription.
@@ -41,7 +54,9 @@ pub struct MidsSubscription {
 
 impl MidsSubscription {
     fn wants(&self, coin: &str) -> bool {
-        in_scope(&self.key.coins, coin) && (!self.key.perps_only || is_default_perp(coin))
+        in_scope(&self.key.coins, coin)
+            && (!self.key.perps_only || is_default_perp(coin))
+            && self.key.dex.as_deref().is_none_or(|dex| on_dex(coin, dex))
     }
 
     fn frame(&self, market: &Market) -> AllMidsUpdate {
@@ -71,6 +86,7 @@ impl View for MidsSubscription {
         Ok(vec![MidsKey {
             coins: selection.coins.iter().cloned().collect(),
             perps_only: false,
+            dex: None,
         }])
     }
 

@@ -290,6 +290,7 @@ fn tops_rebuilt_for_a_late_subscriber_match_tops_kept_all_along() {
     let mids_key = || MidsKey {
         coins: std::collections::BTreeSet::default(),
         perps_only: false,
+        dex: None,
     };
     let blocks = by_block_blocks(&real("btc-985148182"));
     let mut early = Market::from_snapshot(btc_snapshot(), Needs::BOOKS);

@@ -429,9 +429,26 @@ impl Slot {
         }
     }
 
+    /// The transport took a message that carries `measured`: counts its
+    /// bytes under the account's usage and notes its block and when. Edges
+    /// whose bodies are not [`Watched`] call it themselves.
+    pub fn took(&self, measured: Measured) {
+        self.sent(measured.bytes, measured.block_time_ms);
+        if let (Some(block), Some(time)) = (measured.block, measured.block_time_ms) {
+            self.note_block(block, time);
+        }
+        self.handed_ms
+            .store(crate::unix_now_ms(), Ordering::Release);
+    }
+
+    /// The status the stream was ended with, once (later calls: `None`).
+    pub fn take_status(&self) -> Option<Status> {
+        self.held.lock().status.take()
+    }
+
     /// Ends the stream quietly because it finished (its producer is done or
     /// the client went away): releases what it holds.
-    fn finish(&self) {
+    pub fn finish(&self) {
         let (guard, receiver) = {
             let mut held = self.held.lock();
             self.ended.store(true, Ordering::Release);
@@ -589,19 +606,12 @@ where
         }
         if this.slot.is_ended() {
             this.done = true;
-            let status = this.slot.held.lock().status.take();
+            let status = this.slot.take_status();
             return Poll::Ready(status.map(Err));
         }
         match Pin::new(&mut this.inner).poll_next(cx) {
             Poll::Ready(Some(Ok(message))) => {
-                let measured = (this.measure)(&message);
-                this.slot.sent(measured.bytes, measured.block_time_ms);
-                if let (Some(block), Some(time)) = (measured.block, measured.block_time_ms) {
-                    this.slot.note_block(block, time);
-                }
-                this.slot
-                    .handed_ms
-                    .store(crate::unix_now_ms(), Ordering::Release);
+                this.slot.took((this.measure)(&message));
                 // A raw-feed record leaves the reader task's queue.
                 let _ = this
                     .slot
@@ -618,7 +628,7 @@ where
                 // The producer stopped: with the status it was ended with,
                 // if it was.
                 this.done = true;
-                let status = this.slot.held.lock().status.take();
+                let status = this.slot.take_status();
                 this.slot.finish();
                 Poll::Ready(status.map(Err))
             }

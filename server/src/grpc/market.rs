@@ -24,15 +24,13 @@
 //! per-coin `seq` / `prev_seq` (L2 diffs) stamped as extra wire fields. See
 //! [`crate::grpc::render`].
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_channel::Sender;
-use engine::hub::{Receiver, Recv};
-use engine::market::Position;
-use engine::market::candles::{CandleError, Interval};
+use engine::market::candles::Interval;
 use engine::views::bbo::BboKey;
 use engine::views::candles::CandleKey;
 use engine::views::fills::{FillsFilter, FillsKey};
@@ -41,20 +39,20 @@ use engine::views::l2diff::L2DiffKey;
 use engine::views::l4book::L4BookKey;
 use engine::views::l4updates::L4UpdatesKey;
 use engine::views::mids::MidsKey;
-use engine::views::registry::{Batch, Key};
+use engine::views::registry::Key;
 use engine::views::tpsl::TpslKey;
 use engine::views::trades::TradesKey;
-use engine::views::{Numbering, OnLag, ViewError};
+use engine::views::{Numbering, ViewError};
 use futures_util::{Stream, StreamExt as _};
 use proto::encoded::{Encoded, market_streaming_server};
 use proto::v3 as pb;
 use tonic::{Request, Response, Status};
 
 use crate::access::{Access, StreamGuard};
-use crate::grpc::flow::{self, EndReason, Measured, Slot, Supervisor, Watched};
+use crate::grpc::flow::{Measured, Slot, Supervisor, Watched};
+use crate::grpc::relay::{RelaySource, view_status};
 use crate::grpc::render;
-use crate::host::engine::{Command, EngineStatus, Opened, SubscribeError, subscribe};
-use crate::host::wakeups::Signal;
+use crate::host::engine::{Command, EngineStatus};
 use crate::info::InfoFeed;
 use crate::info::streams::TypedStream;
 
@@ -143,33 +141,22 @@ impl MarketService {
     }
 
     async fn stream(&self, guard: Option<StreamGuard>, key: Key) -> Result<MarketStream, Status> {
-        if let Some(status) = stale(&self.status, self.stale_after) {
-            return Err(status);
-        }
-        let opened = subscribe(&self.commands, key.clone())
-            .await
-            .map_err(status_of)?;
-        let on_lag = key.kind().on_lag();
+        let kind = key.kind();
         let slot = self
             .flow
-            .watch("market", key.kind().name(), Some(on_lag), guard);
-        let mut relay = Relay {
-            commands: self.commands.clone(),
-            status: Arc::clone(&self.status),
-            stale_after: self.stale_after,
-            max_lag: self.flow.settings().market_max_lag,
-            on_lag,
-            key,
-            slot: Arc::clone(&slot),
-            signal: Arc::clone(&opened.signal),
-            pending: VecDeque::new(),
-            numbering: Numbering::default(),
-            done: false,
-        };
-        relay.take(opened);
+            .watch("market", kind.name(), Some(kind.on_lag()), guard);
+        let mut numbering = Numbering::default();
+        let relay = self
+            .relays()
+            .open(
+                key,
+                Arc::clone(&slot),
+                Box::new(move |batch| render::encoded(batch, &mut numbering)),
+            )
+            .await?;
         let stream = futures_util::stream::unfold(relay, |mut relay| async move {
             let item = relay.next().await?;
-            Some((item, relay))
+            Some((item.map(|(message, _)| message), relay))
         });
         Ok(Box::pin(Watched::new(
             Box::pin(stream),
@@ -181,6 +168,16 @@ impl MarketService {
         )))
     }
 
+    /// Where this service's relays subscribe.
+    pub fn relays(&self) -> RelaySource {
+        RelaySource {
+            commands: self.commands.clone(),
+            status: Arc::clone(&self.status),
+            stale_after: self.stale_after,
+            max_lag: self.flow.settings().market_max_lag,
+        }
+    }
+
     /// Subscribes `key` for a caller holding `guard` and answers with its
     /// stream.
     async fn respond(
@@ -189,244 +186,6 @@ impl MarketService {
         key: Key,
     ) -> Result<Response<MarketStream>, Status> {
         Ok(Response::new(self.stream(guard, key).await?))
-    }
-}
-
-/// One subscriber's relay from its key's ring to its gRPC stream.
-struct Relay {
-    commands: Sender<Command>,
-    status: Arc<EngineStatus>,
-    stale_after: Option<Duration>,
-    max_lag: Option<Duration>,
-    key: Key,
-    on_lag: OnLag,
-    /// The stream's supervised state; holds the ring receiver.
-    slot: Arc<Slot>,
-    /// Woken after each publish to the ring.
-    signal: Arc<Signal>,
-    /// Encoded messages not taken yet, with the block they come from and
-    /// when it was published (Unix ms).
-    pending: VecDeque<(Encoded, Position, i64)>,
-    /// This subscriber's `sequence` / `seq` numbering.
-    numbering: Numbering,
-    done: bool,
-}
-
-impl Relay {
-    fn take(&mut self, opened: Opened) {
-        let Opened {
-            opening,
-            receiver,
-            signal,
-        } = opened;
-        self.signal = signal;
-        self.slot.set_receiver(Some(receiver));
-        self.queue(&opening);
-    }
-
-    fn queue(&mut self, batch: &Batch) {
-        let at = batch.position();
-        let made = batch.made_ms().unwrap_or_else(crate::unix_now_ms);
-        self.pending.extend(
-            render::encoded(batch, &mut self.numbering)
-                .into_iter()
-                .map(|message| (message, at, made)),
-        );
-        self.show_front();
-    }
-
-    /// Tells the supervisor what the oldest queued message is.
-    fn show_front(&self) {
-        self.slot
-            .set_front(self.pending.front().map(|(_, at, made)| (*made, at.time)));
-    }
-
-    /// How far (ms of block time) `batch` is behind the newest folded
-    /// block, when that is over the bound and the batch has also waited
-    /// that long since it was published (a burst of old blocks the node
-    /// wrote at once is not a slow subscriber).
-    fn lagging(&self, batch: &Batch) -> Option<i64> {
-        let bound = i64::try_from(self.max_lag?.as_millis()).unwrap_or(i64::MAX);
-        let behind = self
-            .status
-            .block_time_ms()
-            .saturating_sub(batch.position().time);
-        let waited = crate::unix_now_ms().saturating_sub(batch.made_ms()?);
-        (behind > bound && waited > bound).then_some(behind)
-    }
-
-    /// A snapshot view that fell behind: drops what is queued and re-opens
-    /// on the newest state.
-    async fn reopen(&mut self) -> Result<(), Status> {
-        self.slot.set_receiver(None);
-        self.pending.clear();
-        self.show_front();
-        let opened = subscribe(&self.commands, self.key.clone())
-            .await
-            .map_err(status_of)?;
-        self.take(opened);
-        Ok(())
-    }
-
-    /// Ends an incremental view that fell behind.
-    fn abort(&mut self, status: Status) {
-        self.done = true;
-        self.slot.end(EndReason::Lag, status);
-    }
-
-    async fn next(&mut self) -> Option<Result<Encoded, Status>> {
-        loop {
-            // An ended stream's status is delivered by `Watched`.
-            if self.done || self.slot.is_ended() {
-                return None;
-            }
-            if let Some((message, at, _)) = self.pending.pop_front() {
-                self.slot.note_block(at.block_number, at.time);
-                self.show_front();
-                return Some(Ok(message));
-            }
-            let signal = Arc::clone(&self.signal);
-            // Registered before the ring is read: no wake-up is lost.
-            let woken = signal.listen();
-            let Some(recv) = self.slot.with_receiver(Receiver::recv) else {
-                // The sweeper let go of a stuck snapshot view's receiver.
-                if let Err(status) = self.reopen().await {
-                    self.done = true;
-                    return Some(Err(status));
-                }
-                continue;
-            };
-            match recv {
-                Recv::Frame(batch) => match (self.lagging(&batch), self.on_lag) {
-                    (None, _) => self.queue(&batch),
-                    (Some(behind), OnLag::Abort) => {
-                        let bound = self.max_lag.map_or(0, |b| b.as_millis());
-                        self.abort(flow::lag_status(
-                            behind,
-                            i64::try_from(bound).unwrap_or(i64::MAX),
-                            self.slot.last_block(),
-                        ));
-                    }
-                    (Some(_), OnLag::SkipToNewest) => {
-                        self.slot.count_lag_skip();
-                        if let Err(status) = self.reopen().await {
-                            self.done = true;
-                            return Some(Err(status));
-                        }
-                    }
-                },
-                Recv::Empty => {
-                    // A stream ended meanwhile (its key revoked, say) gives
-                    // its status at once, however quiet its view.
-                    let slot = &self.slot;
-                    let woken = async move {
-                        tokio::select! {
-                            () = woken => {}
-                            () = slot.cancelled() => {}
-                        }
-                    };
-                    let Some(bound) = self.stale_after else {
-                        woken.await;
-                        continue;
-                    };
-                    // A quiet view is healthy; a stalled engine is not.
-                    if tokio::time::timeout(bound, woken).await.is_err()
-                        && let Some(status) = stale(&self.status, Some(bound))
-                    {
-                        self.done = true;
-                        return Some(Err(status));
-                    }
-                }
-                Recv::Lagged { missed } => match self.on_lag {
-                    OnLag::Abort => {
-                        let resume = self.slot.last_block().map_or_else(String::new, |b| {
-                            format!("; last block sent {b}, resubscribe to continue after it")
-                        });
-                        self.abort(Status::aborted(format!(
-                            "subscriber too slow: {missed} blocks of frames were dropped \
-                             (the view's ring of market_ring_capacity blocks was lapped){resume}"
-                        )));
-                    }
-                    OnLag::SkipToNewest => {
-                        self.slot.count_lag_skip();
-                        if let Err(status) = self.reopen().await {
-                            self.done = true;
-                            return Some(Err(status));
-                        }
-                    }
-                },
-                Recv::Closed => {
-                    self.done = true;
-                    return Some(Err(Status::unavailable("the market engine stopped")));
-                }
-            }
-        }
-    }
-}
-
-/// UNAVAILABLE when the newest folded block is older than `bound`.
-fn stale(status: &EngineStatus, bound: Option<Duration>) -> Option<Status> {
-    let bound = bound?;
-    if !status.ready() {
-        // Subscribing answers NotReady; nothing to judge yet.
-        return None;
-    }
-    let age_ms = crate::unix_now_ms().saturating_sub(status.block_time_ms());
-    let bound_ms = i64::try_from(bound.as_millis()).unwrap_or(i64::MAX);
-    (age_ms > bound_ms).then(|| {
-        Status::unavailable(format!(
-            "market data is stale: the newest block ({}) is {:.1} s old, over the {:.1} s bound \
-             (market_stale_after_ms; 0 turns the check off)",
-            status.height(),
-            age_ms as f64 / 1000.0,
-            bound.as_secs_f64()
-        ))
-    })
-}
-
-/// The status a refused subscription ends with.
-fn status_of(error: SubscribeError) -> Status {
-    match error {
-        SubscribeError::NotReady | SubscribeError::Stopped => {
-            Status::unavailable(error.to_string())
-        }
-        SubscribeError::UnknownCoin(coin) => {
-            Status::invalid_argument(format!("coins: unknown coin {}", crate::quoted(&coin)))
-        }
-        SubscribeError::View(error) => view_status(error),
-    }
-}
-
-/// The status of a request its view refused.
-fn view_status(error: ViewError) -> Status {
-    match error {
-        ViewError::CoinCount { count, .. } => Status::invalid_argument(format!(
-            "coins: 1 to 20 distinct coins are required, got {count}"
-        )),
-        ViewError::MissingCoin { .. } | ViewError::Candle(CandleError::MissingCoin) => {
-            Status::invalid_argument("coin: required")
-        }
-        ViewError::L2(error) => Status::invalid_argument(crate::bounded(error.to_string())),
-        ViewError::NotPerp { coin } => Status::invalid_argument(format!(
-            "coins: {} is not a perp coin",
-            crate::quoted(&coin)
-        )),
-        ViewError::Candle(CandleError::UnknownInterval(interval)) => {
-            Status::invalid_argument(format!(
-                "interval: unknown interval {}; one of {}",
-                crate::quoted(&interval),
-                Interval::ALL.map(Interval::as_str).join(" ")
-            ))
-        }
-        ViewError::MissingUser => Status::invalid_argument("user: required"),
-        ViewError::MissingBuilder => Status::invalid_argument("builder: required"),
-        ViewError::Disabled { view: "candles" } => Status::failed_precondition(
-            "candle streaming is disabled on this server (candle_streaming = false)",
-        ),
-        error @ (ViewError::Disabled { .. }
-        | ViewError::UserCount { .. }
-        | ViewError::Candle(CandleError::Overflow { .. })
-        | _) => Status::internal(error.to_string()),
     }
 }
 
@@ -471,7 +230,7 @@ fn fills(filter: FillsFilter, coins: &[String]) -> Key {
 
 /// A required address (user or builder): `0x` and 40 hex digits, any case;
 /// lowercased for case-insensitive matching.
-fn address(field: &str, value: &str) -> Result<String, Status> {
+pub(crate) fn address(field: &str, value: &str) -> Result<String, Status> {
     if value.trim().is_empty() {
         return Err(Status::invalid_argument(format!("{field}: required")));
     }
@@ -695,6 +454,7 @@ impl market_streaming_server::MarketStreaming for MarketService {
         let key = Key::Mids(MidsKey {
             coins: BTreeSet::new(),
             perps_only: true,
+            dex: None,
         });
         self.respond(guard, key).await
     }

@@ -8,6 +8,9 @@
 //!   `http_idle_timeout_ms` and no request is being answered is closed
 //!   (an idle keep-alive connection, or one that never sent anything).
 //!
+//! A WebSocket upgrade hands the connection over (with its admission,
+//! [`HeldConnection`]) and these timeouts no longer apply to it.
+//!
 //! Accept failures (out of descriptors, say) are logged at most every 10 s
 //! and retried after a pause instead of spinning.
 
@@ -38,6 +41,15 @@ pub struct HttpTimeouts {
     /// A connection with nothing moving and no request in flight for this
     /// long is closed.
     pub idle: Duration,
+}
+
+/// A connection's admission, in the extensions of each of its requests: a
+/// request that takes the connection over (a WebSocket upgrade) keeps it
+/// for as long as the connection lives, so the connection goes on counting
+/// against the limits after HTTP is done with it.
+#[derive(Debug, Clone)]
+pub struct HeldConnection {
+    _guard: Arc<ConnectionGuard>,
 }
 
 /// How long a closing connection may take to finish before it is dropped.
@@ -83,9 +95,12 @@ async fn serve_connection(
     peer: SocketAddr,
     router: Router,
     timeouts: HttpTimeouts,
-    _guard: ConnectionGuard,
+    guard: ConnectionGuard,
     metrics: Arc<Metrics>,
 ) {
+    let held = HeldConnection {
+        _guard: Arc::new(guard),
+    };
     let activity = Arc::new(Activity::new());
     let io = TokioIo::new(Tracked {
         inner: socket,
@@ -96,6 +111,7 @@ async fn serve_connection(
         let activity = Arc::clone(&activity);
         hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
             request.extensions_mut().insert(ConnectInfo(peer));
+            request.extensions_mut().insert(held.clone());
             let busy = activity.busy();
             let answer = hyper::service::Service::call(&tower, request);
             async move {
@@ -109,7 +125,8 @@ async fn serve_connection(
         .timer(TokioTimer::new())
         .header_read_timeout(timeouts.header)
         .keep_alive(true)
-        .serve_connection(io, service);
+        .serve_connection(io, service)
+        .with_upgrades();
     tokio::pin!(connection);
     let check = (timeouts.idle / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
     let mut closing: Option<Instant> = None;

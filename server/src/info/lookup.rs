@@ -131,29 +131,56 @@ async fn info(
     Extension(_caller): Extension<Principal>,
     body: Bytes,
 ) -> Response {
-    let (value, kind) = match request_type(&body) {
-        Ok(parsed) => parsed,
-        Err(message) => return error(StatusCode::BAD_REQUEST, "invalid_request", message),
-    };
-    match &lookup.inner.source {
-        Some(source) => {
-            if CACHED_TYPES.contains(&kind.as_str()) {
-                lookup.cached(source, &value, body).await
-            } else {
-                relay(
-                    source
-                        .client
-                        .post_json(source.url.uri().clone(), body)
-                        .await,
-                    "upstream",
-                )
-            }
-        }
-        None => lookup.derived(&kind, &value),
-    }
+    lookup.answer(body).await
 }
 
 impl InfoLookup {
+    /// The answer to one request body, as `POST /info` gives it.
+    pub async fn answer(&self, body: Bytes) -> Response {
+        let (value, kind) = match request_type(&body) {
+            Ok(parsed) => parsed,
+            Err(message) => return error(StatusCode::BAD_REQUEST, "invalid_request", message),
+        };
+        match &self.inner.source {
+            Some(source) => {
+                if CACHED_TYPES.contains(&kind.as_str()) {
+                    self.cached(source, &value, body).await
+                } else {
+                    relay(
+                        source
+                            .client
+                            .post_json(source.url.uri().clone(), body)
+                            .await,
+                        "upstream",
+                    )
+                }
+            }
+            None => self.derived(&kind, &value),
+        }
+    }
+
+    /// The answer to one request body as a JSON value (a WebSocket `post`),
+    /// or the refusal's message.
+    ///
+    /// # Errors
+    /// The message of a refusal or an upstream failure (an error status, a
+    /// body that is not JSON).
+    pub async fn answer_json(&self, body: Bytes) -> Result<Value, String> {
+        let response = self.answer(body).await;
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .map_err(|e| format!("the Info answer could not be read: {e}"))?;
+        let value: Value = serde_json::from_slice(&bytes)
+            .map_err(|e| format!("the Info answer is not JSON: {e}"))?;
+        if status.is_success() {
+            return Ok(value);
+        }
+        Err(match value.get("message").and_then(Value::as_str) {
+            Some(message) => message.to_owned(),
+            None => format!("the Info request failed with HTTP {status}: {value}"),
+        })
+    }
     fn derived(&self, kind: &str, value: &Value) -> Response {
         let engine = &self.inner.engine;
         let builder_dex = value

@@ -78,7 +78,7 @@ fn without(mut value: Value, keys: &[&str]) -> Value {
     value
 }
 
-fn replay(dir: &Path, view: ViewKind, tune: impl FnOnce(&mut ReplayOptions)) -> Vec<Value> {
+pub fn replay(dir: &Path, view: ViewKind, tune: impl FnOnce(&mut ReplayOptions)) -> Vec<Value> {
     let mut opts = ReplayOptions::new(dir, view);
     tune(&mut opts);
     let mut out = Vec::new();
@@ -141,12 +141,12 @@ fn collect<M: Send + 'static>(
 
 /// Addresses worth filtering on in the data the live node will write: the
 /// busiest user, a builder and whether liquidations happen.
-struct Actors {
-    user: String,
-    builder: String,
+pub struct Actors {
+    pub user: String,
+    pub builder: String,
 }
 
-fn actors(dir: &Path) -> Actors {
+pub fn actors(dir: &Path) -> Actors {
     let mut users: BTreeMap<String, usize> = BTreeMap::new();
     let mut builders: BTreeMap<String, usize> = BTreeMap::new();
     for path in files_named(dir, "node_fills") {
@@ -194,7 +194,7 @@ fn files_named(dir: &Path, part: &str) -> Vec<std::path::PathBuf> {
 }
 
 /// Waits until the writer appended every block and the engine folded it.
-async fn settled(server: &TestServer, node: &super::market_live::LiveNode) -> i64 {
+pub async fn settled(server: &TestServer, node: &super::market_live::LiveNode) -> i64 {
     let status = server.running.engine.status().clone();
     let mut last = (0, std::time::Instant::now());
     loop {

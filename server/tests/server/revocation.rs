@@ -18,7 +18,7 @@ const WAIT: Duration = Duration::from_secs(30);
 const BOUND: Duration = Duration::from_secs(3);
 
 /// The id of `key` in the server's keys file.
-fn key_id(server: &TestServer, key: &str) -> String {
+pub fn key_id(server: &TestServer, key: &str) -> String {
     let file = KeysFile::load(&server.keys_file).unwrap();
     let hash = hash_key(key);
     file.accounts
@@ -29,7 +29,7 @@ fn key_id(server: &TestServer, key: &str) -> String {
         .expect("the key is in the file")
 }
 
-fn edit_keys(server: &TestServer, edit: impl FnOnce(&mut KeysFile)) {
+pub fn edit_keys(server: &TestServer, edit: impl FnOnce(&mut KeysFile)) {
     let mut file = KeysFile::load(&server.keys_file).unwrap();
     edit(&mut file);
     // A reload is noticed by modification time and size: make sure one of

@@ -1,0 +1,132 @@
+//! The exchange's WebSocket API, served from the node's files: a client
+//! written for the exchange (its SDKs, bots, the node servers' clients)
+//! points its base URL at l1gate and subscribes as it always has.
+//!
+//! # Endpoints (on the HTTP address)
+//!
+//! - `ws://HOST/{key}/ws` and `ws://HOST/{key}`: the key in the path (the
+//!   exchange's SDKs append `/ws` to their base URL, so a base URL of
+//!   `http://HOST/{key}` works unchanged);
+//! - `ws://HOST/ws` (or `ws://HOST/`) with the key in the upgrade's
+//!   `X-Api-Key` header.
+//!
+//! Before the upgrade, as on every route: 401 for a missing or rejected
+//! key, 403 (with the allow-list link) for a source outside the key's
+//! allow-list, 429 over the account's request rate or its stream cap (an
+//! open connection counts as one stream, whatever it subscribes).
+//!
+//! # Protocol
+//!
+//! As the exchange's ([`protocol`] parses it): `subscribe` / `unsubscribe`
+//! acknowledged with `{"channel":"subscriptionResponse","data":<the
+//! message>}`; `{"method":"ping"}` answered `{"channel":"pong"}`; `post`
+//! with an `info` request answered `{"channel":"post","data":{"id",
+//! "response":{"type":"info","payload":{"type","data"}}}}` from the same
+//! lookup as `POST /info`. A message that cannot be served gets
+//! `{"channel":"error","data":"…"}` naming the field, and the connection
+//! stays up.
+//!
+//! Channels and where their frames come from (the same views as the gRPC
+//! streams, rendered once per block and channel for every connection):
+//! `l2Book` (`nSigFigs`, `mantissa`, and the node servers' `nLevels`), `bbo`,
+//! `trades`, `candle`, `allMids` (book mids; `dex` picks an exchange),
+//! `userFills` and `userTwapSliceFills` (an `isSnapshot` message first,
+//! holding no fills: l1gate keeps no fill history), `userEvents` (fills),
+//! `l4Book` (snapshot, then per-block updates), and `activeAssetCtx` for
+//! perps (from the Info source; without `--info-url` it is refused).
+//!
+//! # Limits (per connection, the exchange's numbers)
+//!
+//! 1,000 subscriptions, 10 distinct users across user subscriptions, 2,000
+//! client messages a minute, 100 posts in flight, 64 KiB per client
+//! message. Over a limit the message is refused with an `error` message;
+//! an oversize message closes the connection (1009).
+//!
+//! # Close codes
+//!
+//! | code | when |
+//! |---|---|
+//! | 1008 | the key was revoked, or its allow-list no longer admits the source |
+//! | 1009 | a client message over 64 KiB |
+//! | 1011 | the market engine stopped |
+//! | 1013 | market data is stale (`market_stale_after_ms`): reconnect later |
+//! | 4001 | an incremental channel (`trades`, `l4Book`, the fills channels) fell over `market_max_lag_ms` behind, or a whole ring behind |
+//! | 4002 | the connection took nothing for `send_timeout_ms` |
+//!
+//! The close frame's reason is cut to the 123 bytes a frame holds; the full
+//! text is sent first as an `error` message. Snapshot channels (`l2Book`,
+//! `bbo`, `candle`, `allMids`) never close for lag: they skip to the newest
+//! state.
+
+pub mod connection;
+pub mod protocol;
+pub mod render;
+
+use std::net::SocketAddr;
+
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::{ConnectInfo, State};
+use axum::response::Response;
+use axum::routing::get;
+use axum::{Extension, Router};
+
+use crate::access::Access;
+use crate::access::keys::Principal;
+use crate::grpc::flow::Supervisor;
+use crate::grpc::relay::RelaySource;
+use crate::http::listen::HeldConnection;
+use crate::info::{InfoFeed, InfoLookup};
+
+pub use connection::Limits;
+
+/// What the WebSocket edge serves from.
+#[derive(Debug, Clone)]
+pub struct WsService {
+    /// Where subscriptions subscribe.
+    pub relays: RelaySource,
+    /// The stream supervisor (lag, stalls, revocation).
+    pub flow: Supervisor,
+    /// Keys, caps and usage.
+    pub access: Access,
+    /// The Info source's poller (`activeAssetCtx`), if any.
+    pub info: Option<InfoFeed>,
+    /// The Info lookup answering `post`.
+    pub lookup: InfoLookup,
+    /// Per-connection limits.
+    pub limits: Limits,
+}
+
+impl WsService {
+    /// The authenticated routes: `GET /ws` and `GET /` (nested under the
+    /// key by [`crate::http::authenticated`]).
+    pub fn routes(self) -> Router {
+        Router::new()
+            .route("/ws", get(upgrade))
+            .route("/", get(upgrade))
+            .with_state(self)
+    }
+}
+
+async fn upgrade(
+    State(service): State<WsService>,
+    Extension(principal): Extension<Principal>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    held: Option<Extension<HeldConnection>>,
+    upgrade: WebSocketUpgrade,
+) -> Response {
+    let peer = peer.map(|Extension(ConnectInfo(addr))| addr.ip());
+    let guard = match service.access.open_stream(&principal, peer) {
+        Ok(guard) => guard,
+        Err(denial) => {
+            service.access.record_denial("websocket", &denial);
+            return crate::http::denial_response(&denial);
+        }
+    };
+    let max = service.limits.max_message_bytes;
+    upgrade
+        .max_message_size(max)
+        .max_frame_size(max)
+        .on_upgrade(move |socket| {
+            connection::run(socket, service, guard, held.map(|Extension(held)| held))
+        })
+}

@@ -1,0 +1,619 @@
+//! One WebSocket connection: the reader (client messages, in order), one
+//! task per subscription relaying its view's ring, and the writer, joined
+//! by a bounded outbox.
+//!
+//! Backpressure: subscription tasks hand messages to the outbox and wait
+//! when it is full, so a connection that does not read leaves its
+//! subscriptions' frames in their views' rings, where the stream
+//! supervisor ([`crate::grpc::flow`]) sees them age: a snapshot channel
+//! skips to the newest state, an incremental channel ends the connection
+//! (close code 4001), and a connection that takes nothing for
+//! `send_timeout_ms` is ended (4002). See [`crate::ws`] for every close
+//! code.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
+use futures_util::{SinkExt as _, StreamExt as _};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tonic::{Code, Status};
+
+use super::WsService;
+use super::protocol::{self, ClientMessage, Subscription};
+use super::render::{self, Channel};
+use crate::access::StreamGuard;
+use crate::grpc::flow::{Measured, Slot};
+use crate::http::listen::HeldConnection;
+
+/// Messages waiting for the socket, per connection.
+const OUTBOX: usize = 256;
+/// How long a closing connection waits to hand its close frame over.
+const CLOSE_WAIT: Duration = Duration::from_secs(1);
+
+/// Close codes (see [`crate::ws`]).
+pub mod close {
+    /// The key was revoked or its allow-list no longer admits the source.
+    pub const POLICY: u16 = 1008;
+    /// A client message over the size limit.
+    pub const TOO_BIG: u16 = 1009;
+    /// The market engine stopped.
+    pub const INTERNAL: u16 = 1011;
+    /// Market data is stale (or the engine is not ready): reconnect later.
+    pub const TRY_AGAIN_LATER: u16 = 1013;
+    /// An incremental subscription fell too far behind.
+    pub const LAGGING: u16 = 4001;
+    /// The connection took nothing for `send_timeout_ms`.
+    pub const STALLED: u16 = 4002;
+}
+
+/// The per-connection limits the exchange documents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Subscriptions one connection may hold.
+    pub subscriptions: usize,
+    /// Distinct users across one connection's user subscriptions.
+    pub users: usize,
+    /// Client messages per minute.
+    pub messages_per_minute: u32,
+    /// Posts waiting for their answer at once.
+    pub inflight_posts: usize,
+    /// Largest client message, bytes.
+    pub max_message_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            subscriptions: 1_000,
+            users: 10,
+            messages_per_minute: 2_000,
+            inflight_posts: 100,
+            max_message_bytes: 64 * 1024,
+        }
+    }
+}
+
+/// What the writer sends.
+enum Outgoing {
+    Text(Utf8Bytes),
+    Close(u16, String),
+}
+
+/// Why a subscription task stopped.
+struct Ended {
+    status: Status,
+}
+
+/// One open subscription.
+struct Open {
+    task: JoinHandle<()>,
+    slot: Option<Arc<Slot>>,
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.task.abort();
+        if let Some(slot) = &self.slot {
+            slot.finish();
+        }
+    }
+}
+
+/// A rolling one-minute message budget (a token bucket that refills the
+/// whole budget in a minute).
+struct Budget {
+    per_minute: f64,
+    tokens: f64,
+    at: Instant,
+}
+
+impl Budget {
+    fn new(per_minute: u32) -> Self {
+        Self {
+            per_minute: f64::from(per_minute),
+            tokens: f64::from(per_minute),
+            at: Instant::now(),
+        }
+    }
+
+    fn take(&mut self) -> bool {
+        let now = Instant::now();
+        let refill = now.duration_since(self.at).as_secs_f64() * self.per_minute / 60.0;
+        self.tokens = (self.tokens + refill).min(self.per_minute);
+        self.at = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// Serves one upgraded connection until either side ends it.
+pub async fn run(
+    socket: WebSocket,
+    service: WsService,
+    guard: StreamGuard,
+    held: Option<HeldConnection>,
+) {
+    // The connection's own slot holds the account's stream slot and is
+    // what a key revocation ends.
+    let connection = service
+        .flow
+        .watch("websocket", "connection", None, Some(guard));
+    let (mut sink, mut incoming) = socket.split();
+    let (out, mut outbox) = mpsc::channel::<Outgoing>(OUTBOX);
+    let writer = {
+        let connection = Arc::clone(&connection);
+        tokio::spawn(async move {
+            while let Some(message) = outbox.recv().await {
+                match message {
+                    Outgoing::Text(text) => {
+                        let bytes = text.len();
+                        if sink.send(Message::Text(text)).await.is_err() {
+                            return;
+                        }
+                        connection.took(Measured {
+                            bytes,
+                            ..Measured::default()
+                        });
+                    }
+                    Outgoing::Close(code, reason) => {
+                        let frame = CloseFrame {
+                            code,
+                            reason: Utf8Bytes::from(close_reason(&reason)),
+                        };
+                        let _ = sink.send(Message::Close(Some(frame))).await;
+                        return;
+                    }
+                }
+            }
+        })
+    };
+    let (ends, mut ended) = mpsc::unbounded_channel::<Ended>();
+    let mut session = Session {
+        service,
+        out,
+        ends,
+        open: BTreeMap::new(),
+        budget: Budget::new(0),
+        posts: Arc::new(AtomicUsize::new(0)),
+    };
+    session.budget = Budget::new(session.service.limits.messages_per_minute);
+    let closing: Option<(u16, String)> = loop {
+        tokio::select! {
+            message = incoming.next() => match message {
+                Some(Ok(Message::Text(text))) => session.on_text(text.as_str()).await,
+                Some(Ok(Message::Binary(_))) => {
+                    session.error("binary messages are not supported: send JSON text").await;
+                }
+                // The library answers pings; pongs need nothing.
+                Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+                Some(Ok(Message::Close(_))) | None => break None,
+                Some(Err(error)) => {
+                    let text = error.to_string();
+                    break if text.contains("too long") || text.contains("Space limit") {
+                        Some((
+                            close::TOO_BIG,
+                            format!(
+                                "message too big: at most {} bytes",
+                                session.service.limits.max_message_bytes
+                            ),
+                        ))
+                    } else {
+                        None
+                    };
+                }
+            },
+            Some(Ended { status }) = ended.recv() => {
+                // The full reason first, for clients that read messages;
+                // the close frame's reason has room for 123 bytes.
+                session.error(status.message()).await;
+                break Some((close_code(&status), status.message().to_owned()));
+            }
+            () = connection.cancelled() => {
+                let status = connection.take_status().unwrap_or_else(|| {
+                    Status::unauthenticated("the connection's key is no longer admitted")
+                });
+                session.error(status.message()).await;
+                break Some((close_code(&status), status.message().to_owned()));
+            }
+        }
+    };
+    session.open.clear();
+    if let Some((code, reason)) = closing {
+        let _ =
+            tokio::time::timeout(CLOSE_WAIT, session.out.send(Outgoing::Close(code, reason))).await;
+    }
+    drop(session);
+    // A writer stuck on a socket that takes nothing is let go of.
+    let abort = writer.abort_handle();
+    if tokio::time::timeout(CLOSE_WAIT, writer).await.is_err() {
+        abort.abort();
+    }
+    connection.finish();
+    drop(held);
+}
+
+/// The close code a subscription's ending status maps to.
+fn close_code(status: &Status) -> u16 {
+    match status.code() {
+        Code::Aborted => close::LAGGING,
+        Code::DeadlineExceeded => close::STALLED,
+        Code::Unauthenticated | Code::PermissionDenied => close::POLICY,
+        Code::Unavailable if status.message().contains("stopped") => close::INTERNAL,
+        Code::Unavailable => close::TRY_AGAIN_LATER,
+        _ => close::INTERNAL,
+    }
+}
+
+/// At most the 123 bytes a close frame's reason may hold.
+fn close_reason(reason: &str) -> String {
+    const MAX: usize = 123;
+    if reason.len() <= MAX {
+        return reason.to_owned();
+    }
+    let mut end = MAX - 3;
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &reason[..end])
+}
+
+/// The reader's state.
+struct Session {
+    service: WsService,
+    out: mpsc::Sender<Outgoing>,
+    ends: mpsc::UnboundedSender<Ended>,
+    open: BTreeMap<Subscription, Open>,
+    budget: Budget,
+    posts: Arc<AtomicUsize>,
+}
+
+impl Session {
+    async fn send(&self, text: Utf8Bytes) {
+        let _ = self.out.send(Outgoing::Text(text)).await;
+    }
+
+    async fn error(&self, message: &str) {
+        let text = render::message("error", &Value::String(crate::bounded(message.to_owned())));
+        self.send(text).await;
+    }
+
+    async fn on_text(&mut self, text: &str) {
+        if !self.budget.take() {
+            let limit = self.service.limits.messages_per_minute;
+            self.error(&format!(
+                "Too many messages: at most {limit} per minute on one connection; this one was \
+                 dropped"
+            ))
+            .await;
+            return;
+        }
+        match protocol::parse(text) {
+            Err(why) => self.error(&why).await,
+            Ok(ClientMessage::Ping) => {
+                self.send(Utf8Bytes::from_static(r#"{"channel":"pong"}"#))
+                    .await;
+            }
+            Ok(ClientMessage::Subscribe {
+                subscription,
+                original,
+            }) => self.subscribe(subscription, original).await,
+            Ok(ClientMessage::Unsubscribe {
+                subscription,
+                original,
+            }) => {
+                if self.open.remove(&subscription).is_some() {
+                    self.send(render::message("subscriptionResponse", &original))
+                        .await;
+                } else {
+                    self.error(&format!(
+                        "Already unsubscribed: {}",
+                        crate::clipped(&original["subscription"].to_string())
+                    ))
+                    .await;
+                }
+            }
+            Ok(ClientMessage::Post { id, kind, payload }) => self.post(id, kind, payload).await,
+        }
+    }
+
+    async fn subscribe(&mut self, subscription: Subscription, original: Value) {
+        let shown = || crate::clipped(&original["subscription"].to_string());
+        if self.open.contains_key(&subscription) {
+            self.error(&format!("Already subscribed: {}", shown()))
+                .await;
+            return;
+        }
+        let limits = self.service.limits;
+        if self.open.len() >= limits.subscriptions {
+            self.error(&format!(
+                "Cannot subscribe: at most {} subscriptions on one connection",
+                limits.subscriptions
+            ))
+            .await;
+            return;
+        }
+        if let Some(user) = subscription.user() {
+            let users: BTreeSet<&str> = self.open.keys().filter_map(Subscription::user).collect();
+            if !users.contains(user) && users.len() >= limits.users {
+                self.error(&format!(
+                    "Cannot track more than {} total users.",
+                    limits.users
+                ))
+                .await;
+                return;
+            }
+        }
+        match self.start(&subscription).await {
+            Ok((open, first)) => {
+                // The acknowledgement goes out before the task's first frame.
+                self.send(render::message("subscriptionResponse", &original))
+                    .await;
+                let _ = first.send(());
+                self.open.insert(subscription, open);
+            }
+            Err(status) => {
+                self.error(&format!(
+                    "Invalid subscription {}: {}",
+                    shown(),
+                    status.message()
+                ))
+                .await;
+            }
+        }
+    }
+
+    /// Subscribes and starts the subscription's task, which waits for the
+    /// returned signal before sending.
+    async fn start(
+        &self,
+        subscription: &Subscription,
+    ) -> Result<(Open, tokio::sync::oneshot::Sender<()>), Status> {
+        let (go, wait) = tokio::sync::oneshot::channel::<()>();
+        let out = self.out.clone();
+        let ends = self.ends.clone();
+        let Some(key) = subscription.key() else {
+            return self.start_ctx(subscription, go, wait).await;
+        };
+        let channel = channel(subscription);
+        let kind = key.kind();
+        let slot = self
+            .service
+            .flow
+            .watch("websocket", kind.name(), Some(kind.on_lag()), None);
+        // The fills channels open with a snapshot message: l1gate keeps no
+        // fill history, so it holds no fills (see crate::ws).
+        let mut opening = match subscription {
+            Subscription::UserFills { user, .. } => Some(render::message(
+                "userFills",
+                &json!({ "user": user, "fills": [], "isSnapshot": true }),
+            )),
+            Subscription::UserTwapSliceFills { user } => Some(render::message(
+                "userTwapSliceFills",
+                &json!({ "user": user, "twapSliceFills": [], "isSnapshot": true }),
+            )),
+            _ => None,
+        };
+        let mut relay = self
+            .service
+            .relays
+            .open(
+                key,
+                Arc::clone(&slot),
+                Box::new(move |batch| {
+                    let mut messages: Vec<Utf8Bytes> = opening.take().into_iter().collect();
+                    messages.extend(render::messages(batch, channel));
+                    messages
+                }),
+            )
+            .await?;
+        let task = tokio::spawn(async move {
+            if wait.await.is_err() {
+                return;
+            }
+            let status = loop {
+                match relay.next().await {
+                    Some(Ok((text, at))) => {
+                        let bytes = text.len();
+                        if out.send(Outgoing::Text(text)).await.is_err() {
+                            return;
+                        }
+                        relay.slot().took(Measured {
+                            bytes,
+                            block: Some(at.block_number),
+                            block_time_ms: Some(at.time),
+                        });
+                    }
+                    Some(Err(status)) => break status,
+                    None => match relay.slot().take_status() {
+                        Some(status) => break status,
+                        None => return,
+                    },
+                }
+            };
+            let _ = ends.send(Ended { status });
+        });
+        Ok((
+            Open {
+                task,
+                slot: Some(slot),
+            },
+            go,
+        ))
+    }
+
+    /// `activeAssetCtx` from the Info source's poller.
+    async fn start_ctx(
+        &self,
+        subscription: &Subscription,
+        go: tokio::sync::oneshot::Sender<()>,
+        wait: tokio::sync::oneshot::Receiver<()>,
+    ) -> Result<(Open, tokio::sync::oneshot::Sender<()>), Status> {
+        let Subscription::ActiveAssetCtx { coin } = subscription else {
+            return Err(Status::internal("no view serves this subscription"));
+        };
+        let Some(info) = &self.service.info else {
+            return Err(Status::failed_precondition(
+                "activeAssetCtx needs an Info source: start l1gate with --info-url \
+                 (L1GATE_INFO_URL, info_url)",
+            ));
+        };
+        if coin.starts_with('@') || coin.contains('/') {
+            return Err(Status::invalid_argument(format!(
+                "coin: {} is a spot coin; activeSpotAssetCtx is not served (the Info poller \
+                 follows perp contexts only)",
+                crate::quoted(coin)
+            )));
+        }
+        let mut stream = crate::info::streams::active_asset_ctx(info, coin.clone()).await?;
+        let out = self.out.clone();
+        let task = tokio::spawn(async move {
+            if wait.await.is_err() {
+                return;
+            }
+            while let Some(Ok(update)) = stream.next().await {
+                let Some(ctx) = update.ctx else { continue };
+                let data = json!({
+                    "coin": update.coin,
+                    "ctx": {
+                        "funding": ctx.funding,
+                        "openInterest": ctx.open_interest,
+                        "prevDayPx": ctx.prev_day_px,
+                        "dayNtlVlm": ctx.day_ntl_vlm,
+                        "premium": ctx.premium,
+                        "oraclePx": ctx.oracle_px,
+                        "markPx": ctx.mark_px,
+                        "midPx": ctx.mid_px,
+                        "impactPxs": (!ctx.impact_pxs.is_empty()).then_some(ctx.impact_pxs),
+                        "dayBaseVlm": ctx.day_base_vlm,
+                    }
+                });
+                if out
+                    .send(Outgoing::Text(render::message("activeAssetCtx", &data)))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        });
+        Ok((Open { task, slot: None }, go))
+    }
+
+    /// `post`: an Info request answered on the socket under its id, as
+    /// `{"channel":"post","data":{"id","response":{"type":"info","payload":
+    /// {"type","data"}}}}`, or `{"type":"error","payload":…}`.
+    async fn post(&self, id: Value, kind: String, payload: Value) {
+        let respond = |response: Value| post_answer(&id, &response);
+        if kind != "info" {
+            let why = if kind == "action" {
+                "action requests are not served: l1gate is a market-data server and signs or \
+                 forwards no exchange actions"
+                    .to_owned()
+            } else {
+                format!(
+                    "request.type: unknown type {}; info or action",
+                    crate::quoted(&kind)
+                )
+            };
+            self.send(respond(json!({ "type": "error", "payload": why })))
+                .await;
+            return;
+        }
+        let limit = self.service.limits.inflight_posts;
+        if self.posts.fetch_add(1, Ordering::AcqRel) >= limit {
+            self.posts.fetch_sub(1, Ordering::AcqRel);
+            self.send(respond(json!({
+                "type": "error",
+                "payload": format!("Too many posts in flight: at most {limit} on one connection"),
+            })))
+            .await;
+            return;
+        }
+        let lookup = self.service.lookup.clone();
+        let out = self.out.clone();
+        let id = id.clone();
+        let posts = Arc::clone(&self.posts);
+        tokio::spawn(async move {
+            let info_type = payload
+                .get("type")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            let body = bytes::Bytes::from(payload.to_string());
+            let response = match lookup.answer_json(body).await {
+                Ok(data) => json!({
+                    "type": "info",
+                    "payload": { "type": info_type, "data": data },
+                }),
+                Err(message) => json!({ "type": "error", "payload": message }),
+            };
+            let _ = out.send(Outgoing::Text(post_answer(&id, &response))).await;
+            posts.fetch_sub(1, Ordering::AcqRel);
+        });
+    }
+}
+
+/// `{"channel":"post","data":{"id","response"}}`.
+fn post_answer(id: &Value, response: &Value) -> Utf8Bytes {
+    render::message("post", &json!({ "id": id, "response": response }))
+}
+
+/// The channel a subscription's frames are rendered for.
+fn channel(subscription: &Subscription) -> Channel {
+    match subscription {
+        Subscription::L2Book { .. } => Channel::L2Book,
+        Subscription::Bbo { .. } => Channel::Bbo,
+        Subscription::Trades { .. } => Channel::Trades,
+        Subscription::Candle { .. } => Channel::Candle,
+        Subscription::AllMids { .. } | Subscription::ActiveAssetCtx { .. } => Channel::AllMids,
+        Subscription::UserFills { .. } => Channel::UserFills,
+        Subscription::UserEvents { .. } => Channel::UserEvents,
+        Subscription::UserTwapSliceFills { .. } => Channel::UserTwapSliceFills,
+        Subscription::L4Book { .. } => Channel::L4Book,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn close_reasons_fit_a_close_frame() {
+        let long = "é".repeat(200);
+        assert!(close_reason(&long).len() <= 123);
+        assert_eq!(close_reason("short"), "short");
+    }
+
+    #[test]
+    fn the_budget_refuses_past_its_minute() {
+        let mut budget = Budget::new(3);
+        assert!(budget.take() && budget.take() && budget.take());
+        assert!(!budget.take());
+    }
+
+    #[test]
+    fn statuses_map_to_documented_close_codes() {
+        assert_eq!(close_code(&Status::aborted("lag")), close::LAGGING);
+        assert_eq!(
+            close_code(&Status::deadline_exceeded("slow")),
+            close::STALLED
+        );
+        assert_eq!(
+            close_code(&Status::unauthenticated("revoked")),
+            close::POLICY
+        );
+        assert_eq!(
+            close_code(&Status::unavailable("market data is stale")),
+            close::TRY_AGAIN_LATER
+        );
+    }
+}
