@@ -41,6 +41,17 @@ pub fn is_default_perp(coin: &str) -> bool {
     !coin.is_empty() && kind(coin) == CoinKind::Perp
 }
 
+/// Whether `coin` trades on exchange `dex`, the exchange's `dex` parameter:
+/// `""` is the default exchange (every coin without a `dex:` prefix:
+/// perps, spot pairs, outcomes), any other name a builder-deployed
+/// exchange's `name:` coins.
+pub fn on_dex(coin: &str, dex: &str) -> bool {
+    match coin.split_once(':') {
+        Some((prefix, _)) => prefix == dex,
+        None => dex.is_empty(),
+    }
+}
+
 /// Whether `coin` is an outcome market side (`#N`).
 pub fn is_outcome(coin: &str) -> bool {
     kind(coin) == CoinKind::Outcome

@@ -1,4 +1,6 @@
-//! Market metadata from an Info source: the `POST /info` lookup (cached
+//! The exchange's Info API: `l2Book`, `allMids`, open orders and candle
+//! snapshots answered from l1gate's own state ([`local`]), and market
+//! metadata from an Info source: the `POST /info` lookup (cached
 //! `meta` / `spotMeta` / `perpDexs`, other types passed through, or `meta` /
 //! `spotMeta` derived from the coins in the node's data when no source is
 //! configured) and the poller whose `allMids` / `metaAndAssetCtxs` answers
@@ -10,6 +12,7 @@
 //! is off by default: l1gate cannot tell whether the node serves it.
 
 pub mod derived;
+pub mod local;
 pub mod lookup;
 pub mod poller;
 pub mod streams;

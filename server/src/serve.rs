@@ -242,8 +242,16 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         tasks.push(task);
         feed
     });
-    let lookup =
-        crate::info::InfoLookup::new(info_source, upstreams.info_cache, engine.status().clone());
+    let lookup = crate::info::InfoLookup::new(
+        info_source,
+        upstreams.info_cache,
+        engine.status().clone(),
+        Some(crate::info::local::Local {
+            commands: engine.commands(),
+            status: engine.status().clone(),
+            candles: Some(candles.clone()),
+        }),
+    );
     let api = lookup.clone().routes().merge(
         crate::http::gateway::Gateway::new(upstreams.node_url.clone().map(|url| {
             let client =

@@ -24,6 +24,7 @@ mod server {
     pub mod harness;
     mod hostile_requests;
     mod house;
+    mod info_local;
     mod info_lookup;
     mod info_streams;
     pub mod market_live;

@@ -38,14 +38,6 @@ pub struct MidsKey {
     pub dex: Option<String>,
 }
 
-/// Whether `coin` trades on exchange `dex` (`""` = the default one).
-fn on_dex(coin: &str, dex: &str) -> bool {
-    match coin.split_once(':') {
-        Some((prefix, _)) => prefix == dex,
-        None => dex.is_empty(),
-    }
-}
-
 /// One mids subscription.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MidsSubscription {
@@ -56,7 +48,11 @@ impl MidsSubscription {
     fn wants(&self, coin: &str) -> bool {
         in_scope(&self.key.coins, coin)
             && (!self.key.perps_only || is_default_perp(coin))
-            && self.key.dex.as_deref().is_none_or(|dex| on_dex(coin, dex))
+            && self
+                .key
+                .dex
+                .as_deref()
+                .is_none_or(|dex| crate::coin::on_dex(coin, dex))
     }
 
     fn frame(&self, market: &Market) -> AllMidsUpdate {

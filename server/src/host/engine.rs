@@ -121,8 +121,11 @@ pub struct Opened {
     pub signal: Arc<Signal>,
 }
 
+/// A one-off look at the market between blocks (an Info answer, say); it
+/// sends its own answer.
+pub type MarketRead = Box<dyn FnOnce(&Market) + Send>;
+
 /// A request to the engine thread.
-#[derive(Debug)]
 pub enum Command {
     /// Subscribe to `key`.
     Subscribe {
@@ -131,8 +134,22 @@ pub enum Command {
         /// Where the answer goes.
         reply: oneshot::Sender<Result<Opened, SubscribeError>>,
     },
+    /// Run a read of the market as it stands (once caught up).
+    Read(MarketRead),
     /// End the thread.
     Stop,
+}
+
+impl std::fmt::Debug for Command {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Command::Subscribe { key, .. } => {
+                f.debug_struct("Subscribe").field("key", key).finish()
+            }
+            Command::Read(_) => f.write_str("Read"),
+            Command::Stop => f.write_str("Stop"),
+        }
+    }
 }
 
 /// What the engine thread reports about itself.
@@ -323,6 +340,29 @@ impl Drop for EngineThread {
             let _ = join.join();
         }
     }
+}
+
+/// Runs `read` on the engine thread against the market as it stands
+/// between blocks and answers with its result.
+///
+/// # Errors
+/// `NotReady` before the engine caught up with the files, `Stopped` when
+/// the thread is gone.
+pub async fn read<T: Send + 'static>(
+    commands: &Sender<Command>,
+    status: &EngineStatus,
+    read: impl FnOnce(&Market) -> T + Send + 'static,
+) -> Result<T, SubscribeError> {
+    if !status.ready() {
+        return Err(SubscribeError::NotReady);
+    }
+    let (reply, answer) = oneshot::channel();
+    commands
+        .send(Command::Read(Box::new(move |market| {
+            let _ = reply.send(read(market));
+        })))
+        .map_err(|_| SubscribeError::Stopped)?;
+    answer.await.map_err(|_| SubscribeError::Stopped)
 }
 
 /// Subscribes through `commands`.
@@ -667,6 +707,7 @@ impl<'s> Writer<'s> {
                 // The subscriber may have gone; nothing to do then.
                 let _ = reply.send(answer);
             }
+            Command::Read(read) => read(&self.market),
             Command::Stop => {}
         }
     }

@@ -1,6 +1,10 @@
 //! `POST /info` (key in the path: `POST /{key}/info`, or in the `X-Api-Key`
 //! header): the exchange's Info lookup, body `{"type": …}`.
 //!
+//! `l2Book`, `allMids`, `openOrders`, `frontendOpenOrders` and
+//! `candleSnapshot` are answered from l1gate's own state, with or without a
+//! source (see [`super::local`]; header `X-L1gate-Info-Source: local`).
+//!
 //! With an Info source (`info_url`):
 //! - `meta`, `spotMeta` and `perpDexs` are answered from a short cache
 //!   (`info_cache_ms`): the source is asked at most once per request body
@@ -19,7 +23,8 @@
 //!
 //! A body that is not a JSON object with a non-empty string `type` is 400
 //! `invalid_request`, naming `type`. Each answer says where it came from in
-//! the `X-L1gate-Info-Source` header: `upstream`, `cache` or `derived`.
+//! the `X-L1gate-Info-Source` header: `upstream`, `cache`, `derived` or
+//! `local`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -66,6 +71,7 @@ pub struct InfoLookup {
 
 #[derive(Debug)]
 struct Inner {
+    local: Option<super::local::Local>,
     source: Option<InfoSource>,
     cache_for: Duration,
     cache: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<Cached>>>>>,
@@ -80,10 +86,18 @@ struct Cached {
 
 impl InfoLookup {
     /// A lookup over `source` (or derived answers when `None`) whose cached
-    /// types live `cache_for`, deriving from `engine`'s coins.
-    pub fn new(source: Option<InfoSource>, cache_for: Duration, engine: Arc<EngineStatus>) -> Self {
+    /// types live `cache_for`, deriving from `engine`'s coins; with `local`,
+    /// the types of [`super::local::LOCAL_TYPES`] are answered from the
+    /// engine's books and the candle store, with or without a source.
+    pub fn new(
+        source: Option<InfoSource>,
+        cache_for: Duration,
+        engine: Arc<EngineStatus>,
+        local: Option<super::local::Local>,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
+                local,
                 source,
                 cache_for,
                 cache: Mutex::new(HashMap::new()),
@@ -141,6 +155,20 @@ impl InfoLookup {
             Ok(parsed) => parsed,
             Err(message) => return error(StatusCode::BAD_REQUEST, "invalid_request", message),
         };
+        if let Some(local) = &self.inner.local
+            && super::local::LOCAL_TYPES.contains(&kind.as_str())
+        {
+            return match local.answer(&kind, &value).await {
+                Ok(answer) => {
+                    let mut response = Json(answer).into_response();
+                    response
+                        .headers_mut()
+                        .insert(SOURCE_HEADER, HeaderValue::from_static("local"));
+                    response
+                }
+                Err((status, code, message)) => error(status, code, message),
+            };
+        }
         match &self.inner.source {
             Some(source) => {
                 if CACHED_TYPES.contains(&kind.as_str()) {

@@ -322,8 +322,9 @@ fn user(fields: &Map<String, Value>) -> Result<String, String> {
     crate::grpc::market::address("user", &user).map_err(|status| status.message().to_owned())
 }
 
-/// A `subscription` object, checked field by field.
-fn subscription(fields: &Map<String, Value>) -> Result<Subscription, String> {
+/// A `subscription` object (or an Info request of the same fields),
+/// checked field by field; the error names the field.
+pub fn subscription(fields: &Map<String, Value>) -> Result<Subscription, String> {
     let kind = string(fields, "type")?;
     Ok(match kind.as_str() {
         "l2Book" => {

@@ -106,7 +106,7 @@ pub fn message(channel: &str, data: &Value) -> Utf8Bytes {
 
 /// The `data` of one frame on `channel`; `None` when the frame has nothing
 /// for that channel.
-fn data(frame: &Frame, channel: Channel) -> Option<Value> {
+pub fn data(frame: &Frame, channel: Channel) -> Option<Value> {
     Some(match (frame, channel) {
         (Frame::L2Book(book), Channel::L2Book) => json!({
             "coin": book.coin,

@@ -164,7 +164,7 @@ async fn without_a_source_meta_and_spot_meta_are_derived_from_the_data() {
 
     for body in [
         r#"{"type":"perpDexs"}"#,
-        r#"{"type":"allMids"}"#,
+        r#"{"type":"clearinghouseState","user":"0x0000000000000000000000000000000000000001"}"#,
         r#"{"type":"meta","dex":"xyz"}"#,
     ] {
         let reply = post_json(http, "/info", Some(&key), body).await;

@@ -1,0 +1,287 @@
+//! Info request types answered from l1gate's own state, with or without an
+//! Info source, in the exchange's response shapes:
+//!
+//! - `l2Book` (`coin`, `nSigFigs`, `mantissa`): `{coin, time, levels}`, 20
+//!   levels a side, from the engine's books (the same view as the `l2Book`
+//!   channel and `StreamL2Book`);
+//! - `allMids` (`dex`): `{coin: mid}` of one exchange, book mids;
+//! - `openOrders` (`user`, `dex`): the account's resting orders, newest
+//!   first: `{coin, side, limitPx, sz, oid, timestamp}`;
+//! - `frontendOpenOrders` (`user`, `dex`): the same with the order's
+//!   details (`origSz`, `orderType`, `tif`, trigger fields, `cloid`);
+//!   `children` is always empty (the book does not keep brackets);
+//! - `candleSnapshot` (`req`: `coin`, `interval`, `startTime`, `endTime`):
+//!   the stored and live candles with trades in the range, oldest first, at
+//!   most the newest 5,000, as `{t, T, s, i, o, c, h, l, v, n}`.
+//!
+//! A request outside this contract is 400 `invalid_request` naming the
+//! field; an unknown coin or a coin without a book is 400 too; before the
+//! engine caught up, 503 `not_ready`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use crossbeam_channel::Sender;
+use engine::book::l4::RestingOrder;
+use engine::market::Market;
+use engine::market::candles::Interval;
+use serde_json::{Map, Value, json};
+
+use crate::candles::Candles;
+use crate::host::engine::{Command, EngineStatus, SubscribeError, read, subscribe};
+use crate::ws::protocol::{self, Subscription};
+use crate::ws::render::{self, Channel};
+
+/// The request types answered here.
+pub const LOCAL_TYPES: [&str; 5] = [
+    "l2Book",
+    "allMids",
+    "openOrders",
+    "frontendOpenOrders",
+    "candleSnapshot",
+];
+
+/// Most candles one `candleSnapshot` answers (the exchange's bound).
+pub const MAX_CANDLES: usize = 5_000;
+
+/// A refusal: HTTP status, error code, message.
+pub type Refusal = (StatusCode, &'static str, String);
+
+/// Where local answers come from.
+#[derive(Debug, Clone)]
+pub struct Local {
+    /// The engine thread's commands.
+    pub commands: Sender<Command>,
+    /// Its status.
+    pub status: Arc<EngineStatus>,
+    /// The candles served (`None`: no candle store).
+    pub candles: Option<Arc<Candles>>,
+}
+
+fn invalid(message: impl Into<String>) -> Refusal {
+    (StatusCode::BAD_REQUEST, "invalid_request", message.into())
+}
+
+fn refused(error: SubscribeError) -> Refusal {
+    match error {
+        SubscribeError::NotReady => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not_ready",
+            "the market engine is still catching up with the node files; retry shortly".into(),
+        ),
+        SubscribeError::Stopped => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not_ready",
+            "the market engine stopped".into(),
+        ),
+        SubscribeError::UnknownCoin(coin) => {
+            invalid(format!("coin: unknown coin {}", crate::quoted(&coin)))
+        }
+        SubscribeError::View(error) => {
+            invalid(crate::grpc::relay::view_status(error).message().to_owned())
+        }
+    }
+}
+
+impl Local {
+    /// The answer to `kind` (one of [`LOCAL_TYPES`]) for the request body
+    /// `body`.
+    ///
+    /// # Errors
+    /// A [`Refusal`] naming what is wrong.
+    pub async fn answer(&self, kind: &str, body: &Value) -> Result<Value, Refusal> {
+        let Some(fields) = body.as_object() else {
+            return Err(invalid("the body must be a JSON object"));
+        };
+        match kind {
+            "l2Book" | "allMids" => self.view_state(fields).await,
+            "openOrders" | "frontendOpenOrders" => {
+                let user = crate::grpc::market::address(
+                    "user",
+                    fields
+                        .get("user")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default(),
+                )
+                .map_err(|status| invalid(status.message()))?;
+                let dex = fields
+                    .get("dex")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                let frontend = kind == "frontendOpenOrders";
+                read(&self.commands, &self.status, move |market| {
+                    open_orders(market, &user, &dex, frontend)
+                })
+                .await
+                .map_err(refused)
+            }
+            "candleSnapshot" => self.candle_snapshot(fields),
+            other => Err(invalid(format!(
+                "type: {} is not answered locally",
+                crate::quoted(other)
+            ))),
+        }
+    }
+
+    /// `l2Book` and `allMids`: the opening frame of the same view the
+    /// channel reads.
+    async fn view_state(&self, fields: &Map<String, Value>) -> Result<Value, Refusal> {
+        let subscription = protocol::subscription(fields).map_err(invalid)?;
+        let channel = match subscription {
+            Subscription::L2Book { .. } => Channel::L2Book,
+            _ => Channel::AllMids,
+        };
+        let Some(key) = subscription.key() else {
+            return Err(invalid("type: not answered from a view"));
+        };
+        // The subscription is dropped with its receiver; the engine lets
+        // go of a key nobody reads at the next block.
+        let opened = subscribe(&self.commands, key).await.map_err(refused)?;
+        let frame = opened.opening.frames().first().cloned();
+        let data = frame.and_then(|frame| render::data(&frame, channel));
+        Ok(match (channel, data) {
+            (Channel::AllMids, Some(mut data)) => data["mids"].take(),
+            (_, Some(data)) => data,
+            (Channel::AllMids, None) => json!({}),
+            (_, None) => Value::Null,
+        })
+    }
+
+    fn candle_snapshot(&self, fields: &Map<String, Value>) -> Result<Value, Refusal> {
+        let Some(Value::Object(req)) = fields.get("req") else {
+            return Err(invalid(
+                "req: required, an object {\"coin\",\"interval\",\"startTime\",\"endTime\"}",
+            ));
+        };
+        let Some(candles) = &self.candles else {
+            return Err((
+                StatusCode::SERVICE_UNAVAILABLE,
+                "no_candles",
+                "this server keeps no candle store".into(),
+            ));
+        };
+        let coin = match req.get("coin") {
+            Some(Value::String(coin)) if !coin.trim().is_empty() => coin.clone(),
+            _ => return Err(invalid("req.coin: required, a coin name")),
+        };
+        let interval_text = req.get("interval").and_then(Value::as_str).unwrap_or("");
+        let interval = Interval::parse(interval_text).map_err(|_| {
+            invalid(format!(
+                "req.interval: unknown interval {}; one of {}",
+                crate::quoted(interval_text),
+                Interval::ALL.map(Interval::as_str).join(" ")
+            ))
+        })?;
+        let time = |name: &str, required: bool| -> Result<Option<i64>, Refusal> {
+            match req.get(name) {
+                Some(Value::Number(n)) => n
+                    .as_i64()
+                    .filter(|ms| *ms >= 0)
+                    .map(Some)
+                    .ok_or_else(|| invalid(format!("req.{name}: must be Unix milliseconds"))),
+                None | Some(Value::Null) if !required => Ok(None),
+                _ => Err(invalid(format!("req.{name}: required, Unix milliseconds"))),
+            }
+        };
+        let now = crate::unix_now_ms();
+        let start = time("startTime", true)?.unwrap_or_default();
+        let end = time("endTime", false)?.unwrap_or(now).min(now);
+        if end < start {
+            return Err(invalid("req.endTime: before req.startTime"));
+        }
+        // Walk back from the newest bucket so at most MAX_CANDLES are made.
+        let mut out = Vec::new();
+        let mut open = interval.bucket_open(end);
+        let first = interval.bucket_open(start).max(candles.history_start_ms());
+        let mut looked = 0_usize;
+        while open >= first && out.len() < MAX_CANDLES && looked < 4 * MAX_CANDLES {
+            looked += 1;
+            if let Ok(values) = candles.lookup(&coin, interval, open, now) {
+                out.push(json!({
+                    "t": values.open_time,
+                    "T": interval.close_time(values.open_time),
+                    "s": coin,
+                    "i": interval.as_str(),
+                    "o": values.open.to_string(),
+                    "c": values.close.to_string(),
+                    "h": values.high.to_string(),
+                    "l": values.low.to_string(),
+                    "v": values.volume.to_string(),
+                    "n": values.trades_count,
+                }));
+            }
+            let Some(previous) = previous_open(interval, open) else {
+                break;
+            };
+            open = previous;
+        }
+        out.reverse();
+        Ok(Value::Array(out))
+    }
+}
+
+/// The bucket open before `open`.
+fn previous_open(interval: Interval, open: i64) -> Option<i64> {
+    let before = open.checked_sub(1)?;
+    Some(interval.bucket_open(before))
+}
+
+/// The resting orders of `user` (lowercased) on exchange `dex`, newest
+/// first.
+fn open_orders(market: &Market, user: &str, dex: &str, frontend: bool) -> Value {
+    let mut orders: Vec<(i64, u64, Value)> = Vec::new();
+    for (coin, book) in market.books().iter() {
+        if !engine::coin::on_dex(coin, dex) {
+            continue;
+        }
+        for order in book.orders() {
+            if order.user.as_str().eq_ignore_ascii_case(user) {
+                orders.push((
+                    order.timestamp,
+                    order.oid,
+                    order_json(coin, order, frontend),
+                ));
+            }
+        }
+    }
+    orders.sort_by_key(|(time, oid, _)| std::cmp::Reverse((*time, *oid)));
+    Value::Array(orders.into_iter().map(|(_, _, order)| order).collect())
+}
+
+fn order_json(coin: &str, order: &RestingOrder, frontend: bool) -> Value {
+    let mut out: BTreeMap<&str, Value> = BTreeMap::from([
+        ("coin", coin.into()),
+        ("side", order.side.as_str().into()),
+        ("limitPx", order.limit_px.to_string().into()),
+        ("sz", order.sz.to_string().into()),
+        ("oid", order.oid.into()),
+        ("timestamp", order.timestamp.into()),
+    ]);
+    if frontend {
+        out.insert("origSz", order.orig_sz.to_string().into());
+        out.insert("orderType", order.order_type.as_str().into());
+        out.insert(
+            "tif",
+            order
+                .tif
+                .as_ref()
+                .map_or(Value::Null, |tif| tif.as_str().into()),
+        );
+        out.insert("reduceOnly", order.reduce_only.into());
+        out.insert("isTrigger", order.is_trigger.into());
+        out.insert("isPositionTpsl", order.is_position_tpsl.into());
+        out.insert("triggerCondition", order.trigger_condition.as_str().into());
+        out.insert("triggerPx", order.trigger_px.to_string().into());
+        out.insert("children", json!([]));
+        out.insert(
+            "cloid",
+            order
+                .cloid
+                .as_ref()
+                .map_or(Value::Null, |cloid| cloid.as_str().into()),
+        );
+    }
+    Value::Object(out.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+}

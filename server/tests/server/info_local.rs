@@ -1,0 +1,223 @@
+//! Info types answered from l1gate's own state (no Info source): `l2Book`
+//! and `allMids` from the books, `openOrders` / `frontendOpenOrders` from the
+//! resting orders, `candleSnapshot` from the candles; each checked against
+//! another way of reading the same blocks.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use engine::replay::ViewKind;
+use proto::v3 as pb;
+use serde_json::{Value, json};
+
+use super::harness::TestServer;
+use super::market_live::{client, live_node, ready};
+use super::market_views::{actors, replay};
+use super::standin::post_json;
+
+async fn info(server: &TestServer, body: Value) -> (u16, Value) {
+    let reply = post_json(
+        server.running.http_addr,
+        "/info",
+        Some(&server.key),
+        &body.to_string(),
+    )
+    .await;
+    (reply.status, reply.json())
+}
+
+/// Waits until the candle writer has read every block the engine folded.
+async fn candles_caught_up(server: &TestServer) {
+    let height = server.running.engine.status().height();
+    for _ in 0..600 {
+        let (block, _, caught_up, _) = server.running.candles.progress();
+        if caught_up && block >= height {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the candle writer never caught up");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn book_and_order_types_are_answered_from_the_books() {
+    let node = live_node(120, 120, Duration::from_millis(1));
+    let server = TestServer::start(node.dir.path(), |_| {}).await;
+    ready(&server).await;
+    let dir = node.dir.path();
+
+    // l2Book: the L2 view's state at the last block, 20 levels.
+    let (status, book) = info(&server, json!({"type":"l2Book","coin":"BTC"})).await;
+    assert_eq!(status, 200, "{book}");
+    let last = replay(dir, ViewKind::L2Book, |o| {
+        o.selection.coins = vec!["BTC".into()];
+    })
+    .pop()
+    .unwrap();
+    assert_eq!(book["coin"], "BTC");
+    assert_eq!(book["levels"], json!([last["bids"], last["asks"]]));
+    assert!(book["levels"][0].as_array().unwrap().len() <= 20);
+    // Aggregated: the same parameters as the channel.
+    let (status, coarse) = info(&server, json!({"type":"l2Book","coin":"BTC","nSigFigs":2})).await;
+    assert_eq!(status, 200, "{coarse}");
+    assert_ne!(coarse["levels"], book["levels"]);
+    let (status, refused) = info(&server, json!({"type":"l2Book","coin":"NOPE"})).await;
+    assert_eq!(status, 400, "{refused}");
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown coin")
+    );
+    let (status, refused) = info(&server, json!({"type":"l2Book"})).await;
+    assert_eq!(status, 400);
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .contains("coin: required")
+    );
+
+    // allMids: replay's last map, default exchange only.
+    let (status, mids) = info(&server, json!({"type":"allMids"})).await;
+    assert_eq!(status, 200, "{mids}");
+    let last = replay(dir, ViewKind::Mids, |_| {}).pop().unwrap();
+    let expected: serde_json::Map<String, Value> = last["mids"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(coin, _)| !coin.contains(':'))
+        .map(|(coin, px)| (coin.clone(), px.clone()))
+        .collect();
+    assert_eq!(mids, Value::Object(expected));
+
+    // openOrders: the account's resting orders, as the L4 order updates
+    // stream's opening snapshot lists them.
+    let user = actors(dir).user;
+    let mut market = client(&server).await;
+    let mut updates = market
+        .stream_l4_order_updates(server.req(pb::L4OrderUpdatesRequest {
+            users: vec![user.clone()],
+            ..pb::L4OrderUpdatesRequest::default()
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    let snapshot = updates.message().await.unwrap().unwrap();
+    assert!(snapshot.snapshot);
+    // The default exchange's coins (no `dex:` prefix).
+    let expected: BTreeSet<(String, u64, String, String)> = snapshot
+        .diffs
+        .iter()
+        .filter(|d| !d.coin.contains(':'))
+        .map(|d| (d.coin.clone(), d.oid, d.px.clone(), d.sz.clone()))
+        .collect();
+    assert!(!expected.is_empty(), "the busiest account rests no order");
+    for kind in ["openOrders", "frontendOpenOrders"] {
+        let (status, orders) = info(&server, json!({"type":kind,"user":user})).await;
+        assert_eq!(status, 200, "{orders}");
+        let orders = orders.as_array().unwrap();
+        let got: BTreeSet<(String, u64, String, String)> = orders
+            .iter()
+            .map(|o| {
+                (
+                    o["coin"].as_str().unwrap().to_owned(),
+                    o["oid"].as_u64().unwrap(),
+                    o["limitPx"].as_str().unwrap().to_owned(),
+                    o["sz"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        assert_eq!(got, expected, "{kind}");
+        let times: Vec<i64> = orders
+            .iter()
+            .map(|o| o["timestamp"].as_i64().unwrap())
+            .collect();
+        assert!(
+            times.windows(2).all(|w| w[0] >= w[1]),
+            "{kind}: newest first"
+        );
+        if kind == "frontendOpenOrders" {
+            for order in orders {
+                for field in [
+                    "origSz",
+                    "orderType",
+                    "tif",
+                    "triggerPx",
+                    "children",
+                    "cloid",
+                ] {
+                    assert!(order.get(field).is_some(), "{kind}: {field} in {order}");
+                }
+            }
+        }
+    }
+    let (status, refused) = info(&server, json!({"type":"openOrders","user":"bob"})).await;
+    assert_eq!(status, 400);
+    assert!(refused["message"].as_str().unwrap().contains("user:"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn candle_snapshots_are_the_candles_of_the_range() {
+    let node = live_node(3_000, 3_000, Duration::from_millis(1));
+    let server = TestServer::start(node.dir.path(), |_| {}).await;
+    ready(&server).await;
+    candles_caught_up(&server).await;
+    // Each bucket's last state in replay's candle frames.
+    let mut expected: BTreeMap<i64, Value> = BTreeMap::new();
+    for frame in replay(node.dir.path(), ViewKind::Candles, |o| {
+        o.selection.coins = vec!["BTC".into()];
+        o.selection.interval = Some("1m".into());
+    }) {
+        let t = frame["open_time"].as_i64().unwrap();
+        expected.insert(
+            t,
+            json!({"t": t, "T": frame["close_time"], "s": "BTC", "i": "1m",
+                   "o": frame["open"], "c": frame["close"], "h": frame["high"],
+                   "l": frame["low"], "v": frame["volume"], "n": frame["trades_count"]}),
+        );
+    }
+    // The files start inside the first bucket: the candles cover only the
+    // buckets from the next one on (as /v1/candles does).
+    let first = *expected.keys().next().unwrap();
+    expected.remove(&first);
+    assert!(expected.len() >= 2, "too few buckets: {}", expected.len());
+    let last = *expected.keys().last().unwrap();
+    let (status, candles) = info(
+        &server,
+        json!({"type":"candleSnapshot","req":{"coin":"BTC","interval":"1m",
+               "startTime": first, "endTime": last + 59_999}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{candles}");
+    assert_eq!(
+        candles,
+        Value::Array(expected.values().cloned().collect::<Vec<_>>())
+    );
+    // A range inside: only its buckets.
+    let (_, inner) = info(
+        &server,
+        json!({"type":"candleSnapshot","req":{"coin":"BTC","interval":"1m",
+               "startTime": last, "endTime": last}}),
+    )
+    .await;
+    assert_eq!(inner, json!([expected[&last]]));
+    for (body, field) in [
+        (json!({"type":"candleSnapshot"}), "req:"),
+        (
+            json!({"type":"candleSnapshot","req":{"coin":"BTC","interval":"7m","startTime":0}}),
+            "req.interval",
+        ),
+        (
+            json!({"type":"candleSnapshot","req":{"coin":"BTC","interval":"1m"}}),
+            "req.startTime",
+        ),
+    ] {
+        let (status, refused) = info(&server, body).await;
+        assert_eq!(status, 400, "{refused}");
+        assert!(
+            refused["message"].as_str().unwrap().contains(field),
+            "{refused}"
+        );
+    }
+}
