@@ -166,6 +166,10 @@ pub struct BlockChanges {
     pub order_changes: Vec<OrderChange>,
     /// Raw events of the coins asked for ([`FoldWants::raw_coins`]).
     pub raw: BTreeMap<String, RawCoinEvents>,
+    /// Raw order statuses of the users asked for
+    /// ([`FoldWants::raw_users`]) with their user, exact bytes in file
+    /// order.
+    pub raw_users: Vec<(String, Bytes)>,
     /// Coins reset from a snapshot.
     pub resets: BTreeSet<String>,
 }
@@ -187,6 +191,9 @@ pub struct FoldWants<'w> {
     /// Coins whose raw events are filed per coin in
     /// [`BlockChanges::raw`] (ignored when `books` is off).
     pub raw_coins: &'w BTreeSet<String>,
+    /// Users (lowercase addresses) whose order statuses are filed per user
+    /// in [`BlockChanges::raw_users`] (ignored when `books` is off).
+    pub raw_users: &'w BTreeSet<String>,
     /// The TP/SL tracker's watch, answering whether an order id is a
     /// tracked trigger order: with it, [`Folded::trigger_statuses`] holds
     /// every status the tracker acts on.
@@ -201,6 +208,7 @@ impl std::fmt::Debug for FoldWants<'_> {
         f.debug_struct("FoldWants")
             .field("books", &self.books)
             .field("raw_coins", &self.raw_coins)
+            .field("raw_users", &self.raw_users)
             .field("triggers", &self.triggers.is_some())
             .finish_non_exhaustive()
     }
@@ -396,10 +404,11 @@ impl Engine {
     /// the current height are skipped; a jump past `height + 1` is reported
     /// as a [`Gap`] and folded anyway.
     pub fn apply(&mut self, block: &Block) -> BlockReport {
-        let raw_coins = BTreeSet::new();
+        let none = BTreeSet::new();
         let wants = FoldWants {
             books: true,
-            raw_coins: &raw_coins,
+            raw_coins: &none,
+            raw_users: &none,
             triggers: None,
             order_changes: Vec::new(),
         };
@@ -447,14 +456,16 @@ impl Engine {
             changes.resets.insert(reset.coin.clone());
             report.resets.push(reset);
         }
-        let raw_coins = if wants.books {
-            wants.raw_coins
+        let nobody = BTreeSet::new();
+        let (raw_coins, raw_users) = if wants.books {
+            (wants.raw_coins, wants.raw_users)
         } else {
-            &BTreeSet::new()
+            (&nobody, &nobody)
         };
         let mut openings: Openings<'_> = std::mem::take(&mut self.openings);
         let scan = StatusScan {
             raw_coins,
+            raw_users,
             book_coins: self.book_coins.as_ref(),
             openings: wants.books.then_some(&mut openings),
             tap: tap.as_mut(),
@@ -708,6 +719,7 @@ impl<'a> Openings<'a> {
 /// the trigger tap (absent without a trigger watch).
 struct StatusScan<'s, 'a, 'w> {
     raw_coins: &'s BTreeSet<String>,
+    raw_users: &'s BTreeSet<String>,
     /// The coins whose books are kept (`None`: all): openings of others are
     /// not wanted.
     book_coins: Option<&'s BTreeSet<String>>,
@@ -760,19 +772,33 @@ fn scan_statuses<'a>(
     changes: &mut BlockChanges,
     report: &mut BlockReport,
 ) {
-    if scan.openings.is_none() && scan.tap.is_none() && scan.raw_coins.is_empty() {
+    let raw_wanted = !scan.raw_coins.is_empty() || !scan.raw_users.is_empty();
+    if scan.openings.is_none() && scan.tap.is_none() && !raw_wanted {
         report.events += count_events(&block.lines.order_statuses, block.number, report);
         return;
     }
     for line in &block.lines.order_statuses {
-        if scan.raw_coins.is_empty()
-            && let Some(events) = scan_openings(line, &mut scan)
-        {
+        if !raw_wanted && let Some(events) = scan_openings(line, &mut scan) {
             report.events += events;
             continue;
         }
         for_each_span(line, block.number, report, |raw, report| {
             report.events += 1;
+            if !scan.raw_users.is_empty()
+                && let Some(user) = status_user(raw)
+            {
+                // The node writes addresses lowercase; matched as such.
+                let user = if user.bytes().any(|b| b.is_ascii_uppercase()) {
+                    std::borrow::Cow::Owned(user.to_ascii_lowercase())
+                } else {
+                    std::borrow::Cow::Borrowed(user)
+                };
+                if scan.raw_users.contains(user.as_ref()) {
+                    changes
+                        .raw_users
+                        .push((user.into_owned(), line.slice_ref(raw)));
+                }
+            }
             let scanned = scan_status(raw);
             if let Some((_, coin)) = scanned
                 && scan.raw_coins.contains(coin)
@@ -924,6 +950,14 @@ fn scan_status(raw: &[u8]) -> Option<(&[u8], &str)> {
     Some((status, std::str::from_utf8(coin).ok()?))
 }
 
+/// The owner of a status where the node writes it, near the start of the
+/// event (`{"time":"…","user":"0x…",`), if it is a plain lowercase-able
+/// string there.
+fn status_user(raw: &[u8]) -> Option<&str> {
+    let head = &raw[..raw.len().min(96)];
+    std::str::from_utf8(string_after(head, &USER_KEY)?).ok()
+}
+
 /// The status most of a block's bytes are (an add-liquidity-only order whose
 /// price would have crossed). It is never about a trigger order — trigger
 /// orders carry no time in force, and only ALO orders are refused for their
@@ -977,6 +1011,8 @@ static EVENT_START: LazyLock<memmem::Finder<'static>> = LazyLock::new(|| {
 });
 static COIN_KEY: LazyLock<memmem::Finder<'static>> =
     LazyLock::new(|| memmem::Finder::new(b"\"coin\":\""));
+static USER_KEY: LazyLock<memmem::Finder<'static>> =
+    LazyLock::new(|| memmem::Finder::new(b"\"user\":\""));
 static OID_KEY: LazyLock<memmem::Finder<'static>> =
     LazyLock::new(|| memmem::Finder::new(b"\"oid\":"));
 
@@ -1095,6 +1131,7 @@ mod tests {
         let no_coins = BTreeSet::new();
         let mut scan = StatusScan {
             raw_coins: &no_coins,
+            raw_users: &no_coins,
             book_coins: None,
             openings: Some(&mut openings),
             tap: None,
@@ -1115,6 +1152,7 @@ mod tests {
         let mut tap = TriggerTap::new(&watch);
         let mut scan = StatusScan {
             raw_coins: &no_coins,
+            raw_users: &no_coins,
             book_coins: None,
             openings: None,
             tap: Some(&mut tap),
@@ -1188,6 +1226,7 @@ mod tests {
         let no_coins = BTreeSet::new();
         let scan = StatusScan {
             raw_coins: &no_coins,
+            raw_users: &no_coins,
             book_coins: None,
             openings: None,
             tap: Some(&mut tap),
@@ -1221,6 +1260,7 @@ mod tests {
         let mut fast = Openings::default();
         let mut scan = StatusScan {
             raw_coins: &no_coins,
+            raw_users: &no_coins,
             book_coins: Some(&kept),
             openings: Some(&mut fast),
             tap: None,
@@ -1228,9 +1268,11 @@ mod tests {
         let counted = scan_openings(&line, &mut scan).unwrap();
         // The exact walk runs when raw statuses are filed.
         let raw = ["SOL".to_owned()].into();
+        let nobody = BTreeSet::new();
         let mut exact = Openings::default();
         let scan = StatusScan {
             raw_coins: &raw,
+            raw_users: &nobody,
             book_coins: Some(&kept),
             openings: Some(&mut exact),
             tap: None,

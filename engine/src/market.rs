@@ -35,6 +35,7 @@ pub mod l2;
 pub mod mids;
 pub mod orders;
 pub mod raw;
+pub mod statuses;
 pub mod tpsl;
 pub mod trades;
 
@@ -54,6 +55,7 @@ use self::l2::L2Tracker;
 use self::mids::MidsView;
 use self::orders::L4UpdatesView;
 use self::raw::L4BookView;
+use self::statuses::StatusesView;
 use self::tpsl::TpslView;
 use self::trades::TradesView;
 
@@ -156,6 +158,7 @@ pub struct Market {
     bbo: BboView,
     l2: L2Tracker,
     raw: L4BookView,
+    statuses: StatusesView,
     orders: L4UpdatesView,
     mids: MidsView,
     trades: TradesView,
@@ -192,6 +195,7 @@ impl Market {
             bbo: BboView::default(),
             l2: L2Tracker::default(),
             raw: L4BookView::default(),
+            statuses: StatusesView::default(),
             orders: L4UpdatesView::default(),
             mids: MidsView::default(),
             trades: TradesView::new(),
@@ -304,6 +308,16 @@ impl Market {
         &mut self.raw
     }
 
+    /// The last block's order statuses of watched accounts.
+    pub fn statuses(&self) -> &StatusesView {
+        &self.statuses
+    }
+
+    /// The watched accounts' statuses, to watch or unwatch an account.
+    pub fn statuses_mut(&mut self) -> &mut StatusesView {
+        &mut self.statuses
+    }
+
     /// The last block's typed order changes.
     pub fn orders(&self) -> &L4UpdatesView {
         &self.orders
@@ -372,6 +386,7 @@ impl Market {
         }
         let needs = self.needs;
         let books_due = self.fold.height().is_none_or(|h| block.number > h);
+        self.statuses.clear();
         let fills = if needs.decodes_fills() {
             block::decode_fills(block, &mut report.decode_errors)
         } else {
@@ -385,6 +400,7 @@ impl Market {
             let wants = FoldWants {
                 books: needs.books,
                 raw_coins: self.raw.coins(),
+                raw_users: self.statuses.users(),
                 triggers: needs.tpsl.then_some(&tracks as &dyn Fn(u64) -> bool),
                 order_changes: self.orders.take_spare(),
             };
@@ -398,6 +414,7 @@ impl Market {
                 }
                 self.l2.update(books, &folded.changes);
                 self.raw.update(&folded.changes);
+                self.statuses.update(&mut folded.changes);
                 self.orders.update(&mut folded.changes);
             }
             if needs.tpsl {

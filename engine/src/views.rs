@@ -27,6 +27,7 @@ pub mod l4updates;
 pub mod mids;
 pub mod numbering;
 pub mod registry;
+pub mod statuses;
 pub mod tpsl;
 pub mod trades;
 
@@ -72,6 +73,14 @@ pub enum ViewError {
     #[error("fills: user fills follow one user, got {count}")]
     UserCount {
         /// Users given.
+        count: usize,
+    },
+    /// A view that follows named accounts got none or too many.
+    #[error("view: {view} follows 1 to 20 distinct accounts, got {count}")]
+    AccountCount {
+        /// The view.
+        view: &'static str,
+        /// Distinct accounts given.
         count: usize,
     },
     /// A candle request outside its contract.

@@ -99,7 +99,12 @@ fn run_serve(command: ServeCommand) -> anyhow::Result<()> {
             } else {
                 println!(
                     "{}",
-                    l1gate::demo::banner(demo.key(), running.grpc_addr, demo.data_dir())
+                    l1gate::demo::banner(
+                        demo.key(),
+                        running.grpc_addr,
+                        running.http_addr,
+                        demo.data_dir(),
+                    )
                 );
             }
         }

@@ -37,5 +37,5 @@ mod server {
     pub mod standin;
     mod untrusted_text;
     mod ws_api;
-    mod ws_streams;
+    pub mod ws_streams;
 }

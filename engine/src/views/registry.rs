@@ -204,6 +204,7 @@ registry! {
     Fills => crate::views::fills::FillsSubscription,
     Candles => crate::views::candles::CandleSubscription,
     Mids => crate::views::mids::MidsSubscription,
+    Statuses => crate::views::statuses::StatusesSubscription,
 }
 
 /// An open subscription of some view (the engine side of a key).
@@ -339,7 +340,7 @@ mod tests {
             "l3book".parse::<ViewKind>(),
             Err(UnknownView("l3book".into()))
         );
-        assert_eq!(ViewKind::ALL.len(), 10);
+        assert_eq!(ViewKind::ALL.len(), 11);
     }
 
     #[derive(Debug, PartialEq)]

@@ -199,6 +199,7 @@ fn the_status_fast_path_folds_what_the_exact_walk_folds(#[case] capture: &str) {
             FoldWants {
                 books: true,
                 raw_coins: &none,
+                raw_users: &none,
                 triggers: Some(&fast_tracks),
                 order_changes: Vec::new(),
             },
@@ -209,6 +210,7 @@ fn the_status_fast_path_folds_what_the_exact_walk_folds(#[case] capture: &str) {
             FoldWants {
                 books: true,
                 raw_coins: &btc,
+                raw_users: &none,
                 triggers: Some(&exact_tracks),
                 order_changes: Vec::new(),
             },

@@ -40,6 +40,7 @@ use engine::views::l4book::L4BookKey;
 use engine::views::l4updates::L4UpdatesKey;
 use engine::views::mids::MidsKey;
 use engine::views::registry::Key;
+use engine::views::statuses::StatusesKey;
 use engine::views::tpsl::TpslKey;
 use engine::views::trades::TradesKey;
 use engine::views::{Numbering, ViewError};
@@ -271,6 +272,7 @@ impl market_streaming_server::MarketStreaming for MarketService {
     type StreamCandleStream = MarketStream;
     type StreamAllMidsStream = MarketStream;
     type StreamActiveAssetCtxStream = MarketStream;
+    type StreamOrderUpdatesStream = MarketStream;
 
     async fn stream_l2_book(
         &self,
@@ -457,6 +459,17 @@ impl market_streaming_server::MarketStreaming for MarketService {
             dex: None,
         });
         self.respond(guard, key).await
+    }
+
+    async fn stream_order_updates(
+        &self,
+        request: Request<pb::OrderUpdatesRequest>,
+    ) -> Result<Response<Self::StreamOrderUpdatesStream>, Status> {
+        let guard = self.admit(&request)?;
+        let r = request.into_inner();
+        let users = addresses("users", &r.users)?;
+        let key = StatusesKey::new(&users.into_iter().collect::<Vec<_>>()).map_err(view_status)?;
+        self.respond(guard, Key::Statuses(key)).await
     }
 
     async fn stream_active_asset_ctx(

@@ -313,6 +313,9 @@ pub fn view_status(error: ViewError) -> Status {
             ))
         }
         ViewError::MissingUser => Status::invalid_argument("user: required"),
+        ViewError::AccountCount { count, .. } => Status::invalid_argument(format!(
+            "users: 1 to 20 distinct addresses are required, got {count}"
+        )),
         ViewError::MissingBuilder => Status::invalid_argument("builder: required"),
         ViewError::Disabled { view: "candles" } => Status::failed_precondition(
             "candle streaming is disabled on this server (candle_streaming = false)",

@@ -20,7 +20,7 @@ use engine::market::tpsl::TpslDiffType;
 use engine::market::{candles, trades};
 use engine::views::registry::{Batch, Frame, Rendering};
 use engine::views::{Numbering, Numbers};
-use engine::views::{bbo, fills, l2book, l2diff, l4book, l4updates, mids, tpsl};
+use engine::views::{bbo, fills, l2book, l2diff, l4book, l4updates, mids, statuses, tpsl};
 use prost::Message as _;
 use proto::encoded::{Encoded, put_len_prefix, put_varint_field};
 use proto::v3 as pb;
@@ -39,6 +39,20 @@ fn level(level: &L2Level) -> pb::L2Level {
 
 fn levels(levels: &[L2Level]) -> Vec<pb::L2Level> {
     levels.iter().map(level).collect()
+}
+
+/// `OrderStatusesUpdate`.
+fn statuses(frame: &statuses::OrderStatusesUpdate) -> pb::OrderStatusesUpdate {
+    pb::OrderStatusesUpdate {
+        time: frame.time,
+        block_number: block(frame.block_number),
+        statuses: frame
+            .statuses
+            .iter()
+            .map(|status| status.as_bytes().to_vec())
+            .collect(),
+        sequence: 0,
+    }
 }
 
 /// `BboUpdate`.
@@ -312,6 +326,7 @@ pub enum Shared {
 const L4_UPDATES_SEQUENCE: u32 = 5;
 const TPSL_SEQUENCE: u32 = 5;
 const FILLS_SEQUENCE: u32 = 4;
+const STATUSES_SEQUENCE: u32 = 4;
 /// Field numbers of the L2 diff in market_streaming.proto.
 const L2_DIFFS: u32 = 3;
 const L2_SEQ: u32 = 2;
@@ -340,6 +355,7 @@ pub fn share(frame: &Frame) -> Shared {
         Frame::L4Updates(frame) => sequenced(&l4updates(frame), L4_UPDATES_SEQUENCE),
         Frame::Tpsl(frame) => sequenced(&tpsl(frame), TPSL_SEQUENCE),
         Frame::Fills(frame) => sequenced(&fills(frame), FILLS_SEQUENCE),
+        Frame::Statuses(frame) => sequenced(&statuses(frame), STATUSES_SEQUENCE),
         Frame::L2Diff(frame) => {
             let message = l2diff(frame);
             let head = pb::L2BookDiffUpdate {

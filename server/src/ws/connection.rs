@@ -578,6 +578,7 @@ fn channel(subscription: &Subscription) -> Channel {
         Subscription::UserFills { .. } => Channel::UserFills,
         Subscription::UserEvents { .. } => Channel::UserEvents,
         Subscription::UserTwapSliceFills { .. } => Channel::UserTwapSliceFills,
+        Subscription::OrderUpdates { .. } => Channel::OrderUpdates,
         Subscription::L4Book { .. } => Channel::L4Book,
     }
 }

@@ -19,6 +19,7 @@ use engine::views::l2book::L2BookKey;
 use engine::views::l4book::L4BookKey;
 use engine::views::mids::MidsKey;
 use engine::views::registry::Key;
+use engine::views::statuses::StatusesKey;
 use engine::views::trades::TradesKey;
 use serde_json::{Map, Value};
 
@@ -113,6 +114,11 @@ pub enum Subscription {
         /// Account, lowercased.
         user: String,
     },
+    /// `orderUpdates`: one account's order status changes.
+    OrderUpdates {
+        /// Account, lowercased.
+        user: String,
+    },
     /// `l4Book`: the node servers' order-level book, snapshot then
     /// per-block updates.
     L4Book {
@@ -122,7 +128,7 @@ pub enum Subscription {
 }
 
 /// Every subscription type, as the exchange spells them.
-pub const TYPES: [&str; 10] = [
+pub const TYPES: [&str; 11] = [
     "l2Book",
     "bbo",
     "trades",
@@ -132,6 +138,7 @@ pub const TYPES: [&str; 10] = [
     "userFills",
     "userEvents",
     "userTwapSliceFills",
+    "orderUpdates",
     "l4Book",
 ];
 
@@ -148,6 +155,7 @@ impl Subscription {
             Subscription::UserFills { .. } => "userFills",
             Subscription::UserEvents { .. } => "userEvents",
             Subscription::UserTwapSliceFills { .. } => "userTwapSliceFills",
+            Subscription::OrderUpdates { .. } => "orderUpdates",
             Subscription::L4Book { .. } => "l4Book",
         }
     }
@@ -158,7 +166,8 @@ impl Subscription {
         match self {
             Subscription::UserFills { user, .. }
             | Subscription::UserEvents { user }
-            | Subscription::UserTwapSliceFills { user } => Some(user),
+            | Subscription::UserTwapSliceFills { user }
+            | Subscription::OrderUpdates { user } => Some(user),
             _ => None,
         }
     }
@@ -201,6 +210,9 @@ impl Subscription {
             Subscription::UserFills { user, .. }
             | Subscription::UserEvents { user }
             | Subscription::UserTwapSliceFills { user } => user_fills(user),
+            Subscription::OrderUpdates { user } => Key::Statuses(StatusesKey {
+                users: BTreeSet::from([user.clone()]),
+            }),
             Subscription::L4Book { coin } => Key::L4Book(L4BookKey::new(coin.clone(), None)),
         })
     }
@@ -410,6 +422,9 @@ pub fn subscription(fields: &Map<String, Value>) -> Result<Subscription, String>
             user: user(fields)?,
         },
         "userTwapSliceFills" => Subscription::UserTwapSliceFills {
+            user: user(fields)?,
+        },
+        "orderUpdates" => Subscription::OrderUpdates {
             user: user(fields)?,
         },
         "l4Book" => {

@@ -39,11 +39,13 @@ pub enum Channel {
     UserEvents,
     /// `userTwapSliceFills`.
     UserTwapSliceFills,
+    /// `orderUpdates`.
+    OrderUpdates,
     /// `l4Book`.
     L4Book,
 }
 
-const CHANNELS: usize = 9;
+const CHANNELS: usize = 10;
 
 impl Channel {
     fn index(self) -> usize {
@@ -61,6 +63,7 @@ impl Channel {
             Channel::UserFills => "userFills",
             Channel::UserEvents => "userEvents",
             Channel::UserTwapSliceFills => "userTwapSliceFills",
+            Channel::OrderUpdates => "orderUpdates",
             Channel::L4Book => "l4Book",
         }
     }
@@ -146,9 +149,41 @@ pub fn data(frame: &Frame, channel: Channel) -> Option<Value> {
             }
             json!({ "user": update.fills.first()?.user, "twapSliceFills": slices })
         }
+        (Frame::Statuses(update), Channel::OrderUpdates) => Value::Array(
+            update
+                .statuses
+                .iter()
+                .filter_map(|status| order_update(status.as_str(), update.time))
+                .collect(),
+        ),
         (Frame::L4Book(update), Channel::L4Book) => return Some(l4book(update)),
         _ => return None,
     })
+}
+
+/// A node order status event as the exchange's `WsOrder`: `{order: {coin,
+/// side, limitPx, sz, oid, timestamp, origSz, cloid?}, status,
+/// statusTimestamp}` (the status time is the block's).
+fn order_update(status: &str, time: i64) -> Option<Value> {
+    let event: Value = serde_json::from_str(status).ok()?;
+    let order = event.get("order")?;
+    let mut basic = json!({
+        "coin": order.get("coin")?,
+        "side": order.get("side")?,
+        "limitPx": order.get("limitPx")?,
+        "sz": order.get("sz")?,
+        "oid": order.get("oid")?,
+        "timestamp": order.get("timestamp")?,
+        "origSz": order.get("origSz")?,
+    });
+    if let Some(cloid) = order.get("cloid").filter(|c| !c.is_null()) {
+        basic["cloid"] = cloid.clone();
+    }
+    Some(json!({
+        "order": basic,
+        "status": event.get("status")?,
+        "statusTimestamp": time,
+    }))
 }
 
 fn level(level: &L2Level) -> Value {

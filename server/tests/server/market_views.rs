@@ -177,7 +177,7 @@ pub fn actors(dir: &Path) -> Actors {
     }
 }
 
-fn files_named(dir: &Path, part: &str) -> Vec<std::path::PathBuf> {
+pub fn files_named(dir: &Path, part: &str) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_owned()];
     while let Some(dir) = stack.pop() {
@@ -1157,4 +1157,73 @@ async fn a_coalesce_window_thins_l2_frames_and_diffs_still_rebuild_the_book() {
         }
     }
     assert_eq!(levels, want, "merged diffs do not rebuild the final book");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn order_updates_are_the_accounts_status_events_byte_for_byte() {
+    let node = live_node(BLOCKS, INITIAL, Duration::from_millis(15));
+    let server = TestServer::start(node.dir.path(), |_| {}).await;
+    ready(&server).await;
+    let user = actors(node.dir.path()).user;
+    let mut c = client(&server).await;
+    let done = Arc::new(AtomicBool::new(false));
+    let stream = c
+        .stream_order_updates(server.req(pb::OrderUpdatesRequest {
+            // Mixed case: matched case-insensitively.
+            users: vec![user.to_uppercase().replacen("0X", "0x", 1)],
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    let collected = collect(stream, done.clone());
+    let last = settled(&server, &node).await;
+    done.store(true, Ordering::SeqCst);
+    let messages = collected.await.unwrap();
+    assert_sequenced("order updates", messages.iter().map(|m| m.sequence));
+    // Each status is the node's bytes: exactly a substring of its line.
+    let mut lines: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+    for path in files_named(node.dir.path(), "node_order_statuses") {
+        for line in std::fs::read(&path).unwrap().split(|&b| b == b'\n') {
+            if !line.is_empty() {
+                let number = feeds::envelope::decode(line).unwrap().block_number;
+                lines.insert(number, line.to_vec());
+            }
+        }
+    }
+    for message in &messages {
+        let line = &lines[&u64::try_from(message.block_number).unwrap()];
+        for status in &message.statuses {
+            assert!(
+                memchr::memmem::find(line, status).is_some(),
+                "a status that is not the node's bytes"
+            );
+        }
+    }
+    // And they are all of the account's statuses, block by block.
+    let live: Vec<(i64, Vec<Value>)> = messages
+        .iter()
+        .map(|m| {
+            (
+                m.block_number,
+                m.statuses
+                    .iter()
+                    .map(|s| serde_json::from_slice(s).unwrap())
+                    .collect(),
+            )
+        })
+        .collect();
+    assert!(!live.is_empty(), "order updates: nothing arrived");
+    let expected: Vec<(i64, Vec<Value>)> = super::ws_streams::statuses_of(node.dir.path(), &user)
+        .into_iter()
+        .map(|(number, _, events)| (i64::try_from(number).unwrap(), events))
+        .filter(|(number, _)| *number >= live[0].0 && *number <= last)
+        .collect();
+    assert_eq!(live, expected);
+    // A request without an account is refused, naming the field.
+    let refused = c
+        .stream_order_updates(server.req(pb::OrderUpdatesRequest::default()))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::InvalidArgument);
+    assert!(refused.message().contains("users"), "{refused:?}");
 }

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::harness::TestServer;
 use super::market_live::{live_node, ready};
-use super::market_views::{actors, replay, settled};
+use super::market_views::{actors, files_named, replay, settled};
 use super::ws_api::{connect, recv, send};
 
 const BLOCKS: u64 = 300;
@@ -58,6 +58,47 @@ fn ws_fill(fill: &Value) -> Value {
         out["liquidation"] = object;
     }
     out
+}
+
+/// `user`'s order status events per block, straight from the node's files:
+/// (block number, block time ms, events), blocks without any left out.
+pub fn statuses_of(dir: &std::path::Path, user: &str) -> Vec<(u64, i64, Vec<Value>)> {
+    let mut blocks = Vec::new();
+    for path in files_named(dir, "node_order_statuses") {
+        for line in std::fs::read(&path).unwrap().split(|&b| b == b'\n') {
+            if line.is_empty() {
+                continue;
+            }
+            let envelope = feeds::envelope::decode(line).unwrap();
+            let value: Value = serde_json::from_slice(line).unwrap();
+            let events: Vec<Value> = value["events"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|event| event["user"].as_str().unwrap().eq_ignore_ascii_case(user))
+                .cloned()
+                .collect();
+            if !events.is_empty() {
+                blocks.push((envelope.block_number, envelope.block_time_ms, events));
+            }
+        }
+    }
+    blocks.sort_by_key(|(number, ..)| *number);
+    blocks
+}
+
+/// The exchange's `WsOrder` of a node status event.
+fn ws_order(event: &Value, time: i64) -> Value {
+    let order = &event["order"];
+    let mut basic = json!({
+        "coin": order["coin"], "side": order["side"], "limitPx": order["limitPx"],
+        "sz": order["sz"], "oid": order["oid"], "timestamp": order["timestamp"],
+        "origSz": order["origSz"],
+    });
+    if !order["cloid"].is_null() {
+        basic["cloid"] = order["cloid"].clone();
+    }
+    json!({"order": basic, "status": event["status"], "statusTimestamp": time})
 }
 
 /// `live` is exactly `expected` from the position of `live[0]` on.
@@ -118,6 +159,7 @@ async fn channels_carry_replays_frames_in_the_exchanges_shapes() {
         json!({"type":"userFills","user":acts.user.to_uppercase().replacen("0X", "0x", 1)}),
         json!({"type":"userEvents","user":acts.user}),
         json!({"type":"l4Book","coin":"ETH"}),
+        json!({"type":"orderUpdates","user":acts.user}),
     ];
     let mut by_channel: BTreeMap<String, Vec<Value>> = BTreeMap::new();
     for subscription in &subscriptions {
@@ -262,6 +304,14 @@ async fn channels_carry_replays_frames_in_the_exchanges_shapes() {
         .map(|data| json!({"fills": data["fills"]}))
         .collect();
     assert_suffix("userEvents", &channel("userEvents"), &expected);
+
+    // Order updates: the account's status events of each block, from the
+    // node's files.
+    let expected: Vec<Value> = statuses_of(&dir, &acts.user)
+        .iter()
+        .map(|(_, time, events)| Value::Array(events.iter().map(|e| ws_order(e, *time)).collect()))
+        .collect();
+    assert_suffix("orderUpdates", &channel("orderUpdates"), &expected);
 
     // L4 book: a snapshot, then replay's events per block after it.
     let l4 = channel("l4Book");
