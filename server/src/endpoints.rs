@@ -66,7 +66,7 @@ pub struct Endpoints {
 }
 
 /// Services registered beside l1gate's own (no descriptor in its set).
-const STANDARD_SERVICES: [(&str, &str, &str, &str, KeyForm); 3] = [
+const STANDARD_SERVICES: [(&str, &str, &str, &str, KeyForm); 4] = [
     (
         "grpc.health.v1.Health/Check",
         "unary",
@@ -86,6 +86,13 @@ const STANDARD_SERVICES: [(&str, &str, &str, &str, KeyForm); 3] = [
         "bidi_streaming",
         "grpc.reflection.v1.ServerReflectionRequest",
         "grpc.reflection.v1.ServerReflectionResponse",
+        KeyForm::GrpcMetadata,
+    ),
+    (
+        "grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+        "bidi_streaming",
+        "grpc.reflection.v1alpha.ServerReflectionRequest",
+        "grpc.reflection.v1alpha.ServerReflectionResponse",
         KeyForm::GrpcMetadata,
     ),
 ];
@@ -132,6 +139,7 @@ impl Endpoints {
         let info = upstreams.info_url.as_ref().map_or_else(
             || {
                 "Info lookup, body {\"type\": …}: no Info upstream configured (info_url): \
+                 l2Book/allMids/openOrders/frontendOpenOrders/candleSnapshot answered locally, \
                  meta/spotMeta derived from the data, other types 503"
                     .to_owned()
             },
@@ -162,6 +170,12 @@ impl Endpoints {
                 "one OHLCV candle per request",
             ),
             route("POST", "/<API_KEY>/info", KeyForm::PathOrHeader, &info),
+            route(
+                "GET",
+                "/<API_KEY>/ws",
+                KeyForm::PathOrHeader,
+                "the exchange's WebSocket API (upgrade; also /<API_KEY> and /ws with the header)",
+            ),
             route("ANY", "/<API_KEY>/v1/…", KeyForm::PathOrHeader, &node),
         ];
         Ok(Self {

@@ -117,11 +117,17 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     ];
 
     let raw_feed = RawFeedService::new(live.clone(), settings.raw_feed).with_access(access.clone());
-    let reflection = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1()
-        .context("gRPC reflection")?;
+    // Reflection in both protocol versions: grpcurl and most clients speak
+    // v1, older ones (Python's grpc_requests, GUI clients) only v1alpha.
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
+    let reflection_v1alpha = reflection()
+        .build_v1alpha()
+        .context("gRPC reflection (v1alpha)")?;
+    let reflection = reflection().build_v1().context("gRPC reflection")?;
     let (candle_store, recovery) =
         CandleStore::open(&settings.state_dir, settings.candle_history_start_ms)
             .context("candle store (state_dir)")?;
@@ -297,6 +303,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     let router = tonic::transport::Server::builder()
         .add_service(health)
         .add_service(InterceptedService::new(reflection, check.clone()))
+        .add_service(InterceptedService::new(reflection_v1alpha, check.clone()))
         .add_service(InterceptedService::new(
             proto::venue_l1_gateway_server::VenueL1GatewayServer::new(raw_feed),
             check.clone(),

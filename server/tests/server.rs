@@ -29,9 +29,12 @@ mod server {
     mod info_streams;
     pub mod market_live;
     pub mod market_views;
+    pub mod python;
+    mod python_sdk;
     mod raw_feed_errors;
     mod raw_feed_live;
     mod raw_feed_real;
+    mod reflection_clients;
     pub mod revocation;
     pub mod slow_subscribers;
     pub mod standin;

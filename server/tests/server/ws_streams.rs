@@ -196,143 +196,190 @@ async fn channels_carry_replays_frames_in_the_exchanges_shapes() {
     });
     settled(&server, &node).await;
     let live = collector.await.unwrap();
-    let channel = |name: &str| live.get(name).cloned().unwrap_or_default();
-
-    // Trades: one message per block, the block's trades.
-    let expected: Vec<Value> = replay(&dir, ViewKind::Trades, |o| {
-        o.selection.coins = vec!["BTC".into()]
-    })
-    .iter()
-    .map(|frame| frame["trades"].clone())
-    .collect();
-    assert_suffix("trades", &channel("trades"), &expected);
-
-    // BBO.
-    let expected: Vec<Value> = replay(&dir, ViewKind::Bbo, |o| {
-        o.selection.coins = vec!["BTC".into()]
-    })
-    .iter()
-    .map(|frame| {
-        json!({"coin": frame["coin"], "time": frame["time"],
-               "bbo": [field(frame, "bid"), field(frame, "ask")]})
-    })
-    .collect();
-    assert_snapshots("bbo", &channel("bbo"), &expected, |m| m["bbo"].clone());
-
-    // L2 book, 5 levels.
-    let expected: Vec<Value> = replay(&dir, ViewKind::L2Book, |o| {
-        o.selection.coins = vec!["BTC".into()];
-        o.selection.n_levels = Some(5);
-    })
-    .iter()
-    .map(|frame| {
-        json!({"coin": frame["coin"], "time": frame["time"],
-               "levels": [frame["bids"], frame["asks"]]})
-    })
-    .collect();
-    assert_snapshots("l2Book", &channel("l2Book"), &expected, |m| {
-        m["levels"].clone()
-    });
-
-    // Candles: every change of the live bucket.
-    let expected: Vec<Value> = replay(&dir, ViewKind::Candles, |o| {
-        o.selection.coins = vec!["BTC".into()];
-        o.selection.interval = Some("1m".into());
-    })
-    .iter()
-    .map(|frame| {
-        json!({"t": frame["open_time"], "T": frame["close_time"], "s": frame["coin"],
-               "i": frame["interval"], "o": frame["open"], "c": frame["close"],
-               "h": frame["high"], "l": frame["low"], "v": frame["volume"],
-               "n": frame["trades_count"]})
-    })
-    .collect();
-    let candles = channel("candle");
-    assert!(candles.len() > 1, "candle: nothing after the opening");
-    assert_suffix("candle", &candles[1..], &expected);
-
-    // All mids of the default exchange: the same successive maps.
-    let distinct = |maps: Vec<Value>| {
-        let mut out: Vec<Value> = Vec::new();
-        for map in maps {
-            if out.last() != Some(&map) {
-                out.push(map);
-            }
-        }
-        out
-    };
-    let expected = distinct(
-        replay(&dir, ViewKind::Mids, |_| {})
-            .iter()
-            .map(|frame| {
-                let mids: serde_json::Map<String, Value> = frame["mids"]
-                    .as_object()
-                    .unwrap()
-                    .iter()
-                    .filter(|(coin, _)| !coin.contains(':'))
-                    .map(|(coin, px)| (coin.clone(), px.clone()))
-                    .collect();
-                json!({ "mids": mids })
-            })
-            .collect(),
+    check_channels(
+        &dir,
+        &acts.user,
+        5,
+        &live,
+        &[
+            "trades",
+            "bbo",
+            "l2Book",
+            "candle",
+            "allMids",
+            "userFills",
+            "userEvents",
+            "orderUpdates",
+            "l4Book",
+        ],
     );
-    assert_suffix("allMids", &distinct(channel("allMids")), &expected);
+}
 
-    // The busiest account's fills: a snapshot message holding none, then
-    // replay's fills per block, in both channels.
-    let user_fills = channel("userFills");
-    assert_eq!(user_fills[0]["isSnapshot"], true, "{}", user_fills[0]);
-    assert_eq!(user_fills[0]["fills"], json!([]));
-    let replayed = replay(&dir, ViewKind::Fills, |o| {
-        o.selection.users = vec![acts.user.clone()]
-    });
-    let expected: Vec<Value> = replayed
+/// Checks the messages `live` received per channel against replay of the
+/// node directory `dir` (and its files), for each of `channels` (each must
+/// have messages); `user` is the account of the user channels, `n_levels`
+/// the `l2Book` depth subscribed.
+pub fn check_channels(
+    dir: &std::path::Path,
+    user: &str,
+    n_levels: u32,
+    live: &BTreeMap<String, Vec<Value>>,
+    channels: &[&str],
+) {
+    let dir = dir.to_owned();
+    let channel = |name: &str| {
+        let messages = live.get(name).cloned().unwrap_or_default();
+        assert!(!messages.is_empty(), "{name}: no message");
+        messages
+    };
+    if channels.contains(&"trades") {
+        // Trades: one message per block, the block's trades.
+        let expected: Vec<Value> = replay(&dir, ViewKind::Trades, |o| {
+            o.selection.coins = vec!["BTC".into()]
+        })
+        .iter()
+        .map(|frame| frame["trades"].clone())
+        .collect();
+        assert_suffix("trades", &channel("trades"), &expected);
+    }
+    if channels.contains(&"bbo") {
+        // BBO.
+        let expected: Vec<Value> = replay(&dir, ViewKind::Bbo, |o| {
+            o.selection.coins = vec!["BTC".into()]
+        })
         .iter()
         .map(|frame| {
-            let fills: Vec<Value> = frame["fills"]
-                .as_array()
-                .unwrap()
+            json!({"coin": frame["coin"], "time": frame["time"],
+                   "bbo": [field(frame, "bid"), field(frame, "ask")]})
+        })
+        .collect();
+        assert_snapshots("bbo", &channel("bbo"), &expected, |m| m["bbo"].clone());
+    }
+    if channels.contains(&"l2Book") {
+        // L2 book, 5 levels.
+        let expected: Vec<Value> = replay(&dir, ViewKind::L2Book, |o| {
+            o.selection.coins = vec!["BTC".into()];
+            o.selection.n_levels = Some(n_levels);
+        })
+        .iter()
+        .map(|frame| {
+            json!({"coin": frame["coin"], "time": frame["time"],
+                   "levels": [frame["bids"], frame["asks"]]})
+        })
+        .collect();
+        assert_snapshots("l2Book", &channel("l2Book"), &expected, |m| {
+            m["levels"].clone()
+        });
+    }
+    if channels.contains(&"candle") {
+        // Candles: every change of the live bucket.
+        let expected: Vec<Value> = replay(&dir, ViewKind::Candles, |o| {
+            o.selection.coins = vec!["BTC".into()];
+            o.selection.interval = Some("1m".into());
+        })
+        .iter()
+        .map(|frame| {
+            json!({"t": frame["open_time"], "T": frame["close_time"], "s": frame["coin"],
+                   "i": frame["interval"], "o": frame["open"], "c": frame["close"],
+                   "h": frame["high"], "l": frame["low"], "v": frame["volume"],
+                   "n": frame["trades_count"]})
+        })
+        .collect();
+        let candles = channel("candle");
+        assert!(candles.len() > 1, "candle: nothing after the opening");
+        assert_suffix("candle", &candles[1..], &expected);
+    }
+    if channels.contains(&"allMids") {
+        // All mids of the default exchange: the same successive maps.
+        let distinct = |maps: Vec<Value>| {
+            let mut out: Vec<Value> = Vec::new();
+            for map in maps {
+                if out.last() != Some(&map) {
+                    out.push(map);
+                }
+            }
+            out
+        };
+        let expected = distinct(
+            replay(&dir, ViewKind::Mids, |_| {})
                 .iter()
-                .map(ws_fill)
+                .map(|frame| {
+                    let mids: serde_json::Map<String, Value> = frame["mids"]
+                        .as_object()
+                        .unwrap()
+                        .iter()
+                        .filter(|(coin, _)| !coin.contains(':'))
+                        .map(|(coin, px)| (coin.clone(), px.clone()))
+                        .collect();
+                    json!({ "mids": mids })
+                })
+                .collect(),
+        );
+        assert_suffix("allMids", &distinct(channel("allMids")), &expected);
+    }
+    if channels.contains(&"userFills") {
+        // The busiest account's fills: a snapshot message holding none, then
+        // replay's fills per block, in both channels.
+        let user_fills = channel("userFills");
+        assert_eq!(user_fills[0]["isSnapshot"], true, "{}", user_fills[0]);
+        assert_eq!(user_fills[0]["fills"], json!([]));
+        let replayed = replay(&dir, ViewKind::Fills, |o| {
+            o.selection.users = vec![user.to_owned()]
+        });
+        let expected: Vec<Value> = replayed
+            .iter()
+            .map(|frame| {
+                let fills: Vec<Value> = frame["fills"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(ws_fill)
+                    .collect();
+                json!({"user": frame["fills"][0]["user"], "fills": fills})
+            })
+            .collect();
+        assert_suffix("userFills", &user_fills[1..], &expected);
+        if channels.contains(&"userEvents") {
+            let expected: Vec<Value> = expected
+                .iter()
+                .map(|data| json!({"fills": data["fills"]}))
                 .collect();
-            json!({"user": frame["fills"][0]["user"], "fills": fills})
+            assert_suffix("userEvents", &channel("userEvents"), &expected);
+        }
+    }
+    if channels.contains(&"orderUpdates") {
+        // Order updates: the account's status events of each block, from the
+        // node's files.
+        let expected: Vec<Value> = statuses_of(&dir, user)
+            .iter()
+            .map(|(_, time, events)| {
+                Value::Array(events.iter().map(|e| ws_order(e, *time)).collect())
+            })
+            .collect();
+        assert_suffix("orderUpdates", &channel("orderUpdates"), &expected);
+    }
+    if channels.contains(&"l4Book") {
+        // L4 book: a snapshot, then replay's events per block after it.
+        let l4 = channel("l4Book");
+        let height = l4[0]["Snapshot"]["height"]
+            .as_u64()
+            .expect("a snapshot first");
+        assert_eq!(l4[0]["Snapshot"]["coin"], "ETH");
+        let expected: Vec<Value> = replay(&dir, ViewKind::L4Book, |o| {
+            o.selection.coins = vec!["ETH".into()]
+        })
+        .iter()
+        .filter_map(|frame| {
+            let diff = frame.get("diff")?;
+            (diff["block_number"].as_u64()? > height).then(|| {
+                let mut events = diff["data"].as_object().unwrap().clone();
+                events.insert("time".into(), diff["time"].clone());
+                events.insert("height".into(), diff["block_number"].clone());
+                json!({ "Updates": events })
+            })
         })
         .collect();
-    assert_suffix("userFills", &user_fills[1..], &expected);
-    let expected: Vec<Value> = expected
-        .iter()
-        .map(|data| json!({"fills": data["fills"]}))
-        .collect();
-    assert_suffix("userEvents", &channel("userEvents"), &expected);
-
-    // Order updates: the account's status events of each block, from the
-    // node's files.
-    let expected: Vec<Value> = statuses_of(&dir, &acts.user)
-        .iter()
-        .map(|(_, time, events)| Value::Array(events.iter().map(|e| ws_order(e, *time)).collect()))
-        .collect();
-    assert_suffix("orderUpdates", &channel("orderUpdates"), &expected);
-
-    // L4 book: a snapshot, then replay's events per block after it.
-    let l4 = channel("l4Book");
-    let height = l4[0]["Snapshot"]["height"]
-        .as_u64()
-        .expect("a snapshot first");
-    assert_eq!(l4[0]["Snapshot"]["coin"], "ETH");
-    let expected: Vec<Value> = replay(&dir, ViewKind::L4Book, |o| {
-        o.selection.coins = vec!["ETH".into()]
-    })
-    .iter()
-    .filter_map(|frame| {
-        let diff = frame.get("diff")?;
-        (diff["block_number"].as_u64()? > height).then(|| {
-            let mut events = diff["data"].as_object().unwrap().clone();
-            events.insert("time".into(), diff["time"].clone());
-            events.insert("height".into(), diff["block_number"].clone());
-            json!({ "Updates": events })
-        })
-    })
-    .collect();
-    assert!(l4.len() > 1, "l4Book: no update");
-    assert_eq!(&l4[1..], &expected[..], "l4Book: updates");
+        assert!(l4.len() > 1, "l4Book: no update");
+        assert_eq!(&l4[1..], &expected[..], "l4Book: updates");
+    }
 }
