@@ -9,7 +9,7 @@ use std::io::{BufRead as _, BufReader, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -35,6 +35,9 @@ pub struct AppendLog {
     /// Slot `(n - first) * STREAMS + i`: nanoseconds since `base` + 1 when block `n`'s line of
     /// `WRITE_ORDER[i]` was written, 0 before.
     written: Box<[AtomicU64]>,
+    /// Slot `n - first`: block `n`'s time (Unix ms), 0 before it was written. Block times
+    /// rise with the block number.
+    times_ms: Box<[AtomicI64]>,
 }
 
 /// Event streams per block.
@@ -46,6 +49,7 @@ impl AppendLog {
             base: Instant::now(),
             first,
             written: (0..blocks * STREAMS).map(|_| AtomicU64::new(0)).collect(),
+            times_ms: (0..blocks).map(|_| AtomicI64::new(0)).collect(),
         }
     }
 
@@ -62,6 +66,27 @@ impl AppendLog {
             let ns = u64::try_from(at.duration_since(self.base).as_nanos()).unwrap_or(u64::MAX);
             slot.store(ns.saturating_add(1), Ordering::Release);
         }
+    }
+
+    /// Notes `block`'s block time (Unix ms), before its lines are written.
+    fn note_time(&self, block: u64, time_ms: i64) {
+        if let Some(slot) = block
+            .checked_sub(self.first)
+            .and_then(|i| self.times_ms.get(usize::try_from(i).ok()?))
+        {
+            slot.store(time_ms, Ordering::Release);
+        }
+    }
+
+    /// The block whose time is `time_ms` (Unix ms), among those written: for frames that
+    /// carry their block's time but not its number (the exchange's WebSocket messages).
+    pub fn block_at(&self, time_ms: i64) -> Option<u64> {
+        let written = self
+            .times_ms
+            .partition_point(|slot| slot.load(Ordering::Acquire) != 0);
+        let times = &self.times_ms[..written];
+        let at = times.partition_point(|slot| slot.load(Ordering::Acquire) < time_ms);
+        (times.get(at)?.load(Ordering::Acquire) == time_ms).then(|| self.first + at as u64)
     }
 
     /// Time from the write of the last of `block`'s lines of `sources` to `now`, once every one
@@ -187,6 +212,7 @@ impl LiveNode {
                             // Fell far behind (a stall, or the rate changed): pace from now.
                             due = now;
                         }
+                        log.note_time(block.number, block.block_time_ns / 1_000_000);
                         writer.write_block_observed(&block, &mut |source| {
                             log.record(block.number, source, Instant::now());
                         })?;
@@ -515,8 +541,10 @@ pub fn serve_child(args: &[String]) -> anyhow::Result<()> {
         market_stale_after_ms: Some(0),
         // The candle store lives and dies with the child, not in the working directory.
         state_dir: Some(state.path().to_owned()),
-        // One key opens every stream of the harness.
+        // One key opens every stream of the harness, over as many connections as it likes.
         max_streams: Some(1_000_000),
+        max_connections: Some(1_000_000),
+        max_connections_per_ip: Some(1_000_000),
         requests_per_second: Some(1_000_000),
         request_burst: Some(1_000_000),
         ..l1gate::config::ServeArgs::default()
@@ -595,6 +623,17 @@ mod tests {
         let status = "Name:\tl1gate\nVmPeak:\t  900 kB\nVmRSS:\t  123456 kB\nThreads:\t4\n";
         assert_eq!(vm_rss_kib(status), Some(123_456));
         assert_eq!(vm_rss_kib("Name:\tx\n"), None);
+    }
+
+    #[test]
+    fn blocks_are_found_by_their_time_once_written() {
+        let log = AppendLog::new(100, 4);
+        log.note_time(100, 5_000);
+        log.note_time(101, 5_068);
+        assert_eq!(log.block_at(5_068), Some(101));
+        assert_eq!(log.block_at(5_000), Some(100));
+        assert_eq!(log.block_at(5_001), None);
+        assert_eq!(log.block_at(9_999), None);
     }
 
     #[test]

@@ -132,26 +132,8 @@ pub async fn reader(
     loop {
         match stream.message().await {
             Ok(Some(frame)) => {
-                let now = Instant::now();
                 let block = u64::try_from(frame.block_number).unwrap_or(0);
-                let window = usize::from(shared.window.load(Ordering::Acquire));
-                let mut tally = tally.lock();
-                if let Some(all) = &mut tally.all {
-                    all.push(block);
-                }
-                if window > 0 {
-                    if tally.windows.len() < window {
-                        tally.windows.resize_with(window, Window::default);
-                    }
-                    let w = &mut tally.windows[window - 1];
-                    w.blocks.push(block);
-                    if block > opening
-                        && let Some(latency) = shared.log.since_folded(block, now)
-                    {
-                        w.latencies_us
-                            .push(u32::try_from(latency.as_micros()).unwrap_or(u32::MAX));
-                    }
-                }
+                note(&shared, &tally, opening, block, Instant::now());
             }
             Ok(None) => {
                 tally.lock().failure = Some("ended".into());
@@ -163,6 +145,138 @@ pub async fn reader(
             }
         }
     }
+}
+
+/// Records one frame of `block` received at `now` by a stream that opened at `opening`.
+fn note(shared: &Shared, tally: &TallyCell, opening: u64, block: u64, now: Instant) {
+    let window = usize::from(shared.window.load(Ordering::Acquire));
+    let mut tally = tally.lock();
+    if let Some(all) = &mut tally.all {
+        all.push(block);
+    }
+    if window > 0 {
+        if tally.windows.len() < window {
+            tally.windows.resize_with(window, Window::default);
+        }
+        let w = &mut tally.windows[window - 1];
+        w.blocks.push(block);
+        if block > opening
+            && let Some(latency) = shared.log.since_folded(block, now)
+        {
+            w.latencies_us
+                .push(u32::try_from(latency.as_micros()).unwrap_or(u32::MAX));
+        }
+    }
+}
+
+/// The exchange's WebSocket channels the fan-out harness subscribes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WsChannel {
+    /// `bbo`.
+    Bbo,
+    /// `l2Book`.
+    L2Book,
+}
+
+impl WsChannel {
+    /// The channel's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            WsChannel::Bbo => "bbo",
+            WsChannel::L2Book => "l2Book",
+        }
+    }
+
+    fn subscribe(self, coin: &str) -> String {
+        serde_json::json!({
+            "method": "subscribe",
+            "subscription": {"type": self.name(), "coin": coin},
+        })
+        .to_string()
+    }
+}
+
+/// The block time in a WebSocket message's `data` (its first `"time":` number): the only
+/// thing the harness reads of it.
+pub fn message_time(text: &str) -> Option<i64> {
+    let at = memchr::memmem::find(text.as_bytes(), b"\"time\":")? + 7;
+    let digits = text[at..].bytes().take_while(u8::is_ascii_digit).count();
+    text[at..at + digits].parse().ok()
+}
+
+/// One WebSocket connection subscribed to `channel` of `coin`, read until it ends, recording
+/// into `tally` (each message's block found by its time in the append log).
+pub async fn ws_reader(
+    url: String,
+    channel: WsChannel,
+    coin: String,
+    shared: Arc<Shared>,
+    tally: TallyCell,
+) {
+    use futures_util::{SinkExt as _, StreamExt as _};
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+    let fail = |what: String| {
+        shared.refused.fetch_add(1, Ordering::AcqRel);
+        tally.lock().failure = Some(what);
+    };
+    let config = WebSocketConfig::default()
+        .read_buffer_size(4 * 1024)
+        .write_buffer_size(0);
+    let mut socket =
+        match tokio_tungstenite::connect_async_with_config(url, Some(config), true).await {
+            Ok((socket, _)) => socket,
+            Err(error) => return fail(format!("connect: {error}")),
+        };
+    if socket
+        .send(Message::Text(channel.subscribe(&coin).into()))
+        .await
+        .is_err()
+    {
+        return fail("subscribe: the connection closed".into());
+    }
+    let mut opening = None;
+    while let Some(message) = socket.next().await {
+        match message {
+            Ok(Message::Text(text)) => {
+                let now = Instant::now();
+                let Some(time) = message_time(&text) else {
+                    if text.contains("\"channel\":\"error\"") {
+                        let what = text.to_string();
+                        return fail(what);
+                    }
+                    continue;
+                };
+                // Blocks written before the run (the warm-up) are not in the log.
+                let block = shared.log.block_at(time).unwrap_or(0);
+                match opening {
+                    None => {
+                        opening = Some(block);
+                        shared.opened.fetch_add(1, Ordering::AcqRel);
+                    }
+                    Some(opened) => note(&shared, &tally, opened, block, now),
+                }
+            }
+            Ok(Message::Close(frame)) => {
+                let what =
+                    frame.map_or_else(|| "closed".to_owned(), |f| format!("closed {}", f.code));
+                if opening.is_none() {
+                    return fail(what);
+                }
+                tally.lock().failure = Some(what);
+                return;
+            }
+            Ok(_) => {}
+            Err(error) => {
+                if opening.is_none() {
+                    return fail(error.to_string());
+                }
+                tally.lock().failure = Some(error.to_string());
+                return;
+            }
+        }
+    }
+    tally.lock().failure = Some("ended".into());
 }
 
 /// A set of reading streams.
@@ -184,6 +298,20 @@ impl Readers {
         coins: impl Iterator<Item = usize>,
         reference: bool,
     ) -> anyhow::Result<(Self, f64)> {
+        Self::open_grpc(server, shared, channels, names, coins, reference, BBO).await
+    }
+
+    /// As [`Readers::open_bbo`], for `StreamBbo` ([`BBO`]) or `StreamL2Book` ([`L2_BOOK`],
+    /// default depth).
+    pub async fn open_grpc(
+        server: &ServerProcess,
+        shared: &Arc<Shared>,
+        channels: &[Channel],
+        names: &[String],
+        coins: impl Iterator<Item = usize>,
+        reference: bool,
+        path: &'static str,
+    ) -> anyhow::Result<(Self, f64)> {
         let started = Instant::now();
         let before = shared.opened.load(Ordering::Acquire) + shared.refused.load(Ordering::Acquire);
         let mut readers = Readers {
@@ -191,9 +319,6 @@ impl Readers {
             tallies: Vec::new(),
         };
         for (i, coin) in coins.enumerate() {
-            let request = server.request(pb::BboRequest {
-                coins: vec![names[coin].clone()],
-            })?;
             let tally = Arc::new(parking_lot::Mutex::new(Tally {
                 coin,
                 all: reference.then(Vec::new),
@@ -201,10 +326,68 @@ impl Readers {
             }));
             let channel = channels[spread(i, channels.len())].clone();
             let (shared, cell) = (Arc::clone(shared), Arc::clone(&tally));
+            let stream = if path == L2_BOOK {
+                let request = server.request(pb::L2BookRequest {
+                    coin: names[coin].clone(),
+                    ..pb::L2BookRequest::default()
+                })?;
+                tokio::spawn(async move { open(channel, L2_BOOK, request).await })
+            } else {
+                let request = server.request(pb::BboRequest {
+                    coins: vec![names[coin].clone()],
+                })?;
+                tokio::spawn(async move { open(channel, BBO, request).await })
+            };
             readers.tasks.push(tokio::spawn(async move {
-                reader(open(channel, BBO, request).await, shared, cell).await;
+                let stream = match stream.await {
+                    Ok(stream) => stream,
+                    Err(error) => Err(tonic::Status::internal(error.to_string())),
+                };
+                reader(stream, shared, cell).await;
             }));
             readers.tallies.push(tally);
+        }
+        let want = before + readers.tasks.len();
+        wait_opened(shared, want, started).await?;
+        Ok((readers, started.elapsed().as_secs_f64()))
+    }
+
+    /// Opens one WebSocket connection per entry of `coins` (indexes into `names`) to the
+    /// server's `/{key}/ws`, each subscribed to `channel` of its coin, and waits for every
+    /// opening message.
+    pub async fn open_ws(
+        server: &ServerProcess,
+        shared: &Arc<Shared>,
+        channel: WsChannel,
+        names: &[String],
+        coins: impl Iterator<Item = usize>,
+    ) -> anyhow::Result<(Self, f64)> {
+        let started = Instant::now();
+        let before = shared.opened.load(Ordering::Acquire) + shared.refused.load(Ordering::Acquire);
+        let url = format!("ws://{}/{}/ws", server.http_addr, server.key);
+        let mut readers = Readers {
+            tasks: Vec::new(),
+            tallies: Vec::new(),
+        };
+        for coin in coins {
+            let tally = Arc::new(parking_lot::Mutex::new(Tally {
+                coin,
+                ..Tally::default()
+            }));
+            let (shared, cell, url, name) = (
+                Arc::clone(shared),
+                Arc::clone(&tally),
+                url.clone(),
+                names[coin].clone(),
+            );
+            readers.tasks.push(tokio::spawn(async move {
+                ws_reader(url, channel, name, shared, cell).await;
+            }));
+            readers.tallies.push(tally);
+            // Connect at a pace the accept loop takes without a backlog overflow.
+            if readers.tasks.len().is_multiple_of(200) {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
         }
         let want = before + readers.tasks.len();
         wait_opened(shared, want, started).await?;

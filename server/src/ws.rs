@@ -79,6 +79,10 @@ use crate::info::{InfoFeed, InfoLookup};
 
 pub use connection::Limits;
 
+/// Bytes gathered before a connection's writer writes to its socket (it
+/// also writes whenever its queue is empty).
+const WRITE_BUFFER: usize = 16 * 1024;
+
 /// What the WebSocket edge serves from.
 #[derive(Debug, Clone)]
 pub struct WsService {
@@ -123,7 +127,13 @@ async fn upgrade(
         }
     };
     let max = service.limits.max_message_bytes;
+    // Small starting buffers: thousands of connections are held at once,
+    // and what a slow reader leaves behind waits in its views' rings, not
+    // here. The write buffer is not capped: one message (an L4 snapshot of
+    // a busy coin) can be megabytes, and the outbox bounds how many wait.
     upgrade
+        .read_buffer_size(4 * 1024)
+        .write_buffer_size(WRITE_BUFFER)
         .max_message_size(max)
         .max_frame_size(max)
         .on_upgrade(move |socket| {

@@ -3,8 +3,8 @@
 //! the server spends per frame (CPU, write calls), what each stream costs in server memory;
 //! then the same with 1% of subscribers that stop reading, and what a stalled stream holds.
 //!
-//! `cargo run --release -p benches --bin fanout -- [--streams 1000,10000] [--seconds S]
-//! [--connections C] [--stalled K] [--scale X] [--no-write]`
+//! `cargo run --release -p benches --bin fanout -- [--streams 1000,10000] [--ws 1000,10000]
+//! [--seconds S] [--connections C] [--stalled K] [--scale X] [--no-write]`
 //!
 //! A simulator (`SimConfig::mainnet`, scale 1 by default) appends one block at a time to a
 //! node directory at mainnet pace (≈ 14.8 blocks/s), recording the instant each block was
@@ -35,6 +35,13 @@
 //!   their opening frame and nothing more; the server's `VmRSS` is sampled until `send_timeout`
 //!   ends them. Peak growth ÷ K bounds what one stalled stream holds.
 //!
+//! - **WebSocket beside gRPC**, for each count N of `--ws` (1,000 and 10,000 by default; `0`
+//!   for none): N WebSocket connections to the exchange's API on the server's HTTP address,
+//!   each subscribed to one coin's `bbo`, then the same with `l2Book`, then N gRPC
+//!   `StreamL2Book` streams over the `C` connections; measured as the fast runs, against one
+//!   gRPC reference stream per coin of the same view. WebSocket messages carry their block's
+//!   time, not its number: the harness finds the block by its time.
+//!
 //! Prints the tables and rewrites the `fanout` section of `benches/BENCHMARKS.md`.
 
 use std::fmt::Write as _;
@@ -45,8 +52,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use benches::live::{self, LiveNode, SERVE_FLAG, ServerOptions, ServerProcess};
 use benches::streams::{
-    BBO, Costs, END_WAIT, L2_BOOK, Readers, Shared, Totals, ended, open_stalled, summarize,
-    tally_window, wait_ended,
+    BBO, Costs, END_WAIT, L2_BOOK, Readers, Shared, Totals, WsChannel, ended, open_stalled,
+    summarize, tally_window, wait_ended,
 };
 use fixtures::SimConfig;
 use proto::v3 as pb;
@@ -68,6 +75,8 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 
 struct Args {
     streams: Vec<usize>,
+    /// Connection counts of the WebSocket runs (empty: none).
+    ws: Vec<usize>,
     seconds: f64,
     connections: usize,
     stalled: usize,
@@ -78,6 +87,7 @@ struct Args {
 fn parse_args(argv: &[String]) -> anyhow::Result<Args> {
     let mut args = Args {
         streams: vec![1_000, 10_000],
+        ws: vec![1_000, 10_000],
         seconds: 10.0,
         connections: 100,
         stalled: 1_000,
@@ -94,6 +104,14 @@ fn parse_args(argv: &[String]) -> anyhow::Result<Args> {
                     .map(|n| n.trim().parse::<usize>())
                     .collect::<Result<_, _>>()
                     .context("--streams: a comma-separated list of counts")?;
+            }
+            "--ws" => {
+                args.ws = value()?
+                    .split(',')
+                    .map(|n| n.trim().parse::<usize>())
+                    .filter(|n| n != &Ok(0))
+                    .collect::<Result<_, _>>()
+                    .context("--ws: a comma-separated list of counts (0: none)")?;
             }
             "--seconds" => args.seconds = value()?.parse().context("--seconds")?,
             "--connections" => args.connections = value()?.parse().context("--connections")?,
@@ -114,6 +132,8 @@ fn parse_args(argv: &[String]) -> anyhow::Result<Args> {
 
 /// One measured window over the fast streams.
 struct Measured {
+    /// What was measured: `gRPC StreamBbo`, `WebSocket l2Book`, ….
+    label: &'static str,
     streams: usize,
     slow: usize,
     open_s: f64,
@@ -149,6 +169,69 @@ struct StalledResult {
     rss_after_kib: u64,
     ended_after_s: Option<f64>,
     outcomes: Vec<String>,
+}
+
+/// Lets the opening burst drain, then counts `fast`'s frames over one window of `seconds`
+/// against `reference`.
+#[allow(clippy::too_many_arguments)]
+async fn measure(
+    server: &ServerProcess,
+    shared: &Shared,
+    window: &mut u16,
+    seconds: f64,
+    fast: &Readers,
+    reference: &Readers,
+    label: &'static str,
+    open_s: f64,
+    rss_before_kib: u64,
+) -> anyhow::Result<Measured> {
+    let streams = fast.tallies.len();
+    let rss_open_kib = server.rss_kib()?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    *window += 1;
+    let costs = Costs::read(server)?;
+    shared.window.store(*window, Ordering::Release);
+    tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
+    shared.window.store(0, Ordering::Release);
+    let (server_cores, harness_cores, server_writes) = costs.since(server)?;
+    let seconds = costs.at.elapsed().as_secs_f64();
+    // The reference streams share one connection and may take the window's last blocks a
+    // little later than the streams compared with them.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let Totals {
+        frames,
+        reference: reference_frames,
+        required,
+        missing,
+        extra,
+        histogram,
+        failures,
+    } = tally_window(&fast.tallies, &reference.tallies, usize::from(*window - 1))?;
+    eprintln!(
+        "fanout: {label}, {streams}: {:.0} frames/s (required {:.0}), p99 {:.3} ms",
+        frames as f64 / seconds,
+        required as f64 / seconds,
+        live::percentiles_ms(&histogram)[2]
+    );
+    Ok(Measured {
+        label,
+        streams,
+        slow: 0,
+        open_s,
+        seconds,
+        frames,
+        reference: reference_frames,
+        required,
+        missing,
+        extra,
+        histogram,
+        server_cores,
+        harness_cores,
+        server_writes,
+        rss_before_kib,
+        rss_open_kib,
+        failures,
+    })
 }
 
 fn main() -> anyhow::Result<()> {
@@ -211,53 +294,20 @@ fn main() -> anyhow::Result<()> {
                 false,
             )
             .await?;
-            let rss_open_kib = server.rss_kib()?;
-            // Let the opening burst drain before the window.
-            tokio::time::sleep(Duration::from_secs(2)).await;
-            window += 1;
-            let costs = Costs::read(&server)?;
-            shared.window.store(window, Ordering::Release);
-            tokio::time::sleep(Duration::from_secs_f64(args.seconds)).await;
-            shared.window.store(0, Ordering::Release);
-            let (server_cores, harness_cores, server_writes) = costs.since(&server)?;
-            let seconds = costs.at.elapsed().as_secs_f64();
-            // The reference streams share one connection and may take the window's last
-            // blocks a little later than the streams compared with them.
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            let w = usize::from(window - 1);
-            let Totals {
-                frames,
-                reference: reference_frames,
-                required,
-                missing,
-                extra,
-                histogram,
-                failures,
-            } = tally_window(&fast.tallies, &reference.tallies, w)?;
-            eprintln!(
-                "fanout: {n} streams: {:.0} frames/s (required {:.0}), p99 {:.3} ms",
-                frames as f64 / seconds,
-                required as f64 / seconds,
-                live::percentiles_ms(&histogram)[2]
+            measured.push(
+                measure(
+                    &server,
+                    &shared,
+                    &mut window,
+                    args.seconds,
+                    &fast,
+                    &reference,
+                    "gRPC StreamBbo",
+                    open_s,
+                    rss_before_kib,
+                )
+                .await?,
             );
-            measured.push(Measured {
-                streams: n,
-                slow: 0,
-                open_s,
-                seconds,
-                frames,
-                reference: reference_frames,
-                required,
-                missing,
-                extra,
-                histogram,
-                server_cores,
-                harness_cores,
-                server_writes,
-                rss_before_kib,
-                rss_open_kib,
-                failures,
-            });
             if n == largest {
                 let slow_n = (n / 100).max(1);
                 eprintln!("fanout: {n} streams with {slow_n} slow");
@@ -307,6 +357,7 @@ fn main() -> anyhow::Result<()> {
                     failures,
                 } = tally_window(&fast.tallies, &reference.tallies, usize::from(window - 1))?;
                 measured.push(Measured {
+                    label: "gRPC StreamBbo",
                     streams: n,
                     slow: slow_n,
                     open_s,
@@ -333,6 +384,70 @@ fn main() -> anyhow::Result<()> {
             fast.close();
             // Let the server drop the closed streams before the next phase.
             tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        // The same views over the exchange's WebSocket API, one connection per subscriber,
+        // beside gRPC L2 book streams at the same counts.
+        if !args.ws.is_empty() {
+            let (l2_reference, _) = Readers::open_grpc(
+                &server,
+                &shared,
+                &reference_channel,
+                &names,
+                0..names.len(),
+                true,
+                L2_BOOK,
+            )
+            .await?;
+            for &n in &args.ws {
+                let coins = || (0..n).map(|i| i % names.len());
+                for (label, channel) in [
+                    ("WebSocket bbo", Some(WsChannel::Bbo)),
+                    ("WebSocket l2Book", Some(WsChannel::L2Book)),
+                    ("gRPC StreamL2Book", None),
+                ] {
+                    eprintln!("fanout: {label}, {n}");
+                    let rss_before_kib = server.rss_kib()?;
+                    let (fast, open_s) = match channel {
+                        Some(channel) => {
+                            Readers::open_ws(&server, &shared, channel, &names, coins()).await?
+                        }
+                        None => {
+                            Readers::open_grpc(
+                                &server,
+                                &shared,
+                                &channels,
+                                &names,
+                                coins(),
+                                false,
+                                L2_BOOK,
+                            )
+                            .await?
+                        }
+                    };
+                    let against = if channel == Some(WsChannel::Bbo) {
+                        &reference
+                    } else {
+                        &l2_reference
+                    };
+                    measured.push(
+                        measure(
+                            &server,
+                            &shared,
+                            &mut window,
+                            args.seconds,
+                            &fast,
+                            against,
+                            label,
+                            open_s,
+                            rss_before_kib,
+                        )
+                        .await?,
+                    );
+                    fast.close();
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                }
+            }
+            l2_reference.close();
         }
         if args.stalled > 0 {
             eprintln!("fanout: {} stalled L2 book streams", args.stalled);
@@ -406,6 +521,7 @@ fn main() -> anyhow::Result<()> {
         .map(|r| {
             let [p50, p90, p99, p999, max] = live::percentiles_ms(&r.histogram);
             serde_json::json!({
+                "label": r.label,
                 "streams": r.streams,
                 "slow": r.slow,
                 "open_s": r.open_s,
@@ -483,7 +599,11 @@ fn render(
         s,
         "|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|"
     );
-    for r in measured {
+    let bbo_runs: Vec<&Measured> = measured
+        .iter()
+        .filter(|r| r.label == "gRPC StreamBbo")
+        .collect();
+    for r in &bbo_runs {
         let [p50, p90, p99, p999, max] = live::percentiles_ms(&r.histogram);
         let opened = r.streams.max(1) as f64;
         let per_stream = if r.slow == 0 {
@@ -512,8 +632,9 @@ fn render(
             summarize(&r.failures),
         );
     }
-    let largest = measured
+    let largest = bbo_runs
         .iter()
+        .copied()
         .filter(|r| r.slow == 0)
         .max_by_key(|r| r.streams);
     if let Some(r) = largest {
@@ -548,10 +669,11 @@ fn render(
             || format!("Not all were ended within {} s", END_WAIT.as_secs()),
             |t| format!("The server had ended all of them {t:.1} s after they opened"),
         );
-        let base = measured
+        let base = bbo_runs
             .iter()
+            .copied()
             .find(|r| r.slow == 0 && r.streams == largest.map_or(0, |l| l.streams));
-        let with = measured.iter().find(|r| r.slow > 0);
+        let with = bbo_runs.iter().copied().find(|r| r.slow > 0);
         let p99 =
             |r: Option<&Measured>| r.map_or(f64::NAN, |r| live::percentiles_ms(&r.histogram)[2]);
         let _ = writeln!(
@@ -564,6 +686,46 @@ fn render(
             p99(with),
             p99(base),
         );
+    }
+    let edges: Vec<&Measured> = measured
+        .iter()
+        .filter(|r| r.label != "gRPC StreamBbo" || (r.slow == 0 && args.ws.contains(&r.streams)))
+        .collect();
+    if edges.iter().any(|r| r.label.starts_with("WebSocket")) {
+        let _ = writeln!(
+            s,
+            "\nWebSocket beside gRPC: the exchange's WebSocket API on the same server in the same run, one connection per subscriber (each subscribed to one coin's `bbo` or `l2Book`, round-robin over the coins), beside gRPC `StreamBbo` (above) and `StreamL2Book` (default 20 levels) over {} HTTP/2 connections. The WebSocket clients read each message's block `time` only and find its block by it; references are one gRPC stream per coin of the same view. Latency as above.\n",
+            args.connections
+        );
+        let _ = writeln!(
+            s,
+            "| edge and view | subscribers | open s | frames/s | required/s | missing / extra | p50 ms | p99 ms | max ms | server CPU | harness CPU | server RSS MB before → open | errors |"
+        );
+        let _ = writeln!(
+            s,
+            "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|---|"
+        );
+        let mut edges = edges;
+        edges.sort_by_key(|r| (r.streams, r.label));
+        for r in edges {
+            let [p50, _, p99, _, max] = live::percentiles_ms(&r.histogram);
+            let _ = writeln!(
+                s,
+                "| {} | {} | {:.1} | {:.0} | {:.0} | {} / {} | {p50:.3} | {p99:.3} | {max:.3} | {:.2} | {:.2} | {:.0} → {:.0} | {} |",
+                r.label,
+                r.streams,
+                r.open_s,
+                r.frames as f64 / r.seconds,
+                r.required as f64 / r.seconds,
+                r.missing,
+                r.extra,
+                r.server_cores,
+                r.harness_cores,
+                r.rss_before_kib as f64 / 1024.0,
+                r.rss_open_kib as f64 / 1024.0,
+                summarize(&r.failures),
+            );
+        }
     }
     if let Some(st) = stalled {
         let per = st.rss_peak_kib.saturating_sub(st.rss_before_kib) as f64 / st.streams as f64;

@@ -27,7 +27,7 @@ use super::WsService;
 use super::protocol::{self, ClientMessage, Subscription};
 use super::render::{self, Channel};
 use crate::access::StreamGuard;
-use crate::grpc::flow::{Measured, Slot};
+use crate::grpc::flow::{EndReason, Measured, Slot};
 use crate::http::listen::HeldConnection;
 
 /// Messages waiting for the socket, per connection.
@@ -149,34 +149,47 @@ pub async fn run(
         .watch("websocket", "connection", None, Some(guard));
     let (mut sink, mut incoming) = socket.split();
     let (out, mut outbox) = mpsc::channel::<Outgoing>(OUTBOX);
+    // The writer hands over everything queued, then flushes once: the
+    // frames of a block's many subscriptions leave in few writes.
     let writer = {
         let connection = Arc::clone(&connection);
         tokio::spawn(async move {
-            while let Some(message) = outbox.recv().await {
-                match message {
-                    Outgoing::Text(text) => {
-                        let bytes = text.len();
-                        if sink.send(Message::Text(text)).await.is_err() {
+            while let Some(mut message) = outbox.recv().await {
+                loop {
+                    match message {
+                        Outgoing::Text(text) => {
+                            let bytes = text.len();
+                            if let Err(error) = sink.feed(Message::Text(text)).await {
+                                tracing::debug!(%error, "WebSocket connection: write failed");
+                                return;
+                            }
+                            connection.took(Measured {
+                                bytes,
+                                ..Measured::default()
+                            });
+                        }
+                        Outgoing::Close(code, reason) => {
+                            let frame = CloseFrame {
+                                code,
+                                reason: Utf8Bytes::from(close_reason(&reason)),
+                            };
+                            let _ = sink.send(Message::Close(Some(frame))).await;
                             return;
                         }
-                        connection.took(Measured {
-                            bytes,
-                            ..Measured::default()
-                        });
                     }
-                    Outgoing::Close(code, reason) => {
-                        let frame = CloseFrame {
-                            code,
-                            reason: Utf8Bytes::from(close_reason(&reason)),
-                        };
-                        let _ = sink.send(Message::Close(Some(frame))).await;
-                        return;
+                    match outbox.try_recv() {
+                        Ok(next) => message = next,
+                        Err(_) => break,
                     }
+                }
+                if sink.flush().await.is_err() {
+                    return;
                 }
             }
         })
     };
     let (ends, mut ended) = mpsc::unbounded_channel::<Ended>();
+    let send_timeout = service.flow.settings().send_timeout;
     let mut session = Session {
         service,
         out,
@@ -184,14 +197,27 @@ pub async fn run(
         open: BTreeMap::new(),
         budget: Budget::new(0),
         posts: Arc::new(AtomicUsize::new(0)),
+        send_timeout,
+        stalled: false,
     };
     session.budget = Budget::new(session.service.limits.messages_per_minute);
     let closing: Option<(u16, String)> = loop {
+        if session.stalled {
+            let reason = format!(
+                "subscriber too slow: the connection took nothing for {} ms (send_timeout_ms)",
+                send_timeout.as_millis()
+            );
+            // Counted and logged as every stalled stream is.
+            connection.end(EndReason::Stall, Status::deadline_exceeded(reason.clone()));
+            break Some((close::STALLED, reason));
+        }
         tokio::select! {
             message = incoming.next() => match message {
                 Some(Ok(Message::Text(text))) => session.on_text(text.as_str()).await,
                 Some(Ok(Message::Binary(_))) => {
-                    session.error("binary messages are not supported: send JSON text").await;
+                    session
+                        .error("binary messages are not supported: send JSON text")
+                        .await;
                 }
                 // The library answers pings; pongs need nothing.
                 Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
@@ -212,16 +238,17 @@ pub async fn run(
                 }
             },
             Some(Ended { status }) = ended.recv() => {
-                // The full reason first, for clients that read messages;
-                // the close frame's reason has room for 123 bytes.
-                session.error(status.message()).await;
+                // The full reason first, for clients that read messages (if
+                // there is room: the client may be the one not reading); the
+                // close frame's reason has room for 123 bytes.
+                session.error_if_room(status.message());
                 break Some((close_code(&status), status.message().to_owned()));
             }
             () = connection.cancelled() => {
                 let status = connection.take_status().unwrap_or_else(|| {
                     Status::unauthenticated("the connection's key is no longer admitted")
                 });
-                session.error(status.message()).await;
+                session.error_if_room(status.message());
                 break Some((close_code(&status), status.message().to_owned()));
             }
         }
@@ -274,16 +301,38 @@ struct Session {
     open: BTreeMap<Subscription, Open>,
     budget: Budget,
     posts: Arc<AtomicUsize>,
+    /// How long an answer may wait for room in the outbox.
+    send_timeout: Duration,
+    /// An answer found no room for `send_timeout`: the client reads
+    /// nothing, and the connection is closed.
+    stalled: bool,
+}
+
+fn error_message(message: &str) -> Utf8Bytes {
+    render::message("error", &Value::String(crate::bounded(message.to_owned())))
 }
 
 impl Session {
-    async fn send(&self, text: Utf8Bytes) {
-        let _ = self.out.send(Outgoing::Text(text)).await;
+    /// Queues an answer; a client that leaves no room for it within
+    /// `send_timeout` marks the connection stalled.
+    async fn send(&mut self, text: Utf8Bytes) {
+        if self.stalled {
+            return;
+        }
+        let queued = tokio::time::timeout(self.send_timeout, self.out.send(Outgoing::Text(text)));
+        if queued.await.is_err() {
+            self.stalled = true;
+        }
     }
 
-    async fn error(&self, message: &str) {
-        let text = render::message("error", &Value::String(crate::bounded(message.to_owned())));
-        self.send(text).await;
+    async fn error(&mut self, message: &str) {
+        self.send(error_message(message)).await;
+    }
+
+    /// Queues an error only if there is room at once (the connection is
+    /// closing).
+    fn error_if_room(&self, message: &str) {
+        let _ = self.out.try_send(Outgoing::Text(error_message(message)));
     }
 
     async fn on_text(&mut self, text: &str) {
@@ -423,10 +472,19 @@ impl Session {
                 match relay.next().await {
                     Some(Ok((text, at))) => {
                         let bytes = text.len();
-                        if out.send(Outgoing::Text(text)).await.is_err() {
-                            return;
+                        let slot = Arc::clone(relay.slot());
+                        // A full outbox (a client that reads nothing) must not
+                        // hide the stream's end from the connection.
+                        tokio::select! {
+                            sent = out.send(Outgoing::Text(text)) => if sent.is_err() {
+                                return;
+                            },
+                            () = slot.cancelled() => match slot.take_status() {
+                                Some(status) => break status,
+                                None => return,
+                            },
                         }
-                        relay.slot().took(Measured {
+                        slot.took(Measured {
                             bytes,
                             block: Some(at.block_number),
                             block_time_ms: Some(at.time),
@@ -511,7 +569,7 @@ impl Session {
     /// `post`: an Info request answered on the socket under its id, as
     /// `{"channel":"post","data":{"id","response":{"type":"info","payload":
     /// {"type","data"}}}}`, or `{"type":"error","payload":…}`.
-    async fn post(&self, id: Value, kind: String, payload: Value) {
+    async fn post(&mut self, id: Value, kind: String, payload: Value) {
         let respond = |response: Value| post_answer(&id, &response);
         if kind != "info" {
             let why = if kind == "action" {

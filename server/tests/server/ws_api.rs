@@ -403,3 +403,46 @@ async fn a_connection_that_stops_reading_is_closed() {
     .await;
     assert!(ended.is_ok(), "the socket was not closed");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_sends_but_never_reads_is_closed() {
+    let node = live_node(30, 30, Duration::from_millis(1));
+    let server = TestServer::start(node.dir.path(), |args| {
+        args.send_timeout_ms = Some(1_000);
+    })
+    .await;
+    ready(&server).await;
+    let mut socket = connect(&server).await;
+    // Requests, each answered, never read: the answers fill the
+    // connection's queue and buffers, then the server stops reading and
+    // closes it.
+    let request =
+        json!({"method":"post","id":1,"request":{"type":"info","payload":{"type":"allMids"}}})
+            .to_string();
+    let started = std::time::Instant::now();
+    for _ in 0..200_000 {
+        let sent = tokio::time::timeout(
+            Duration::from_secs(2),
+            socket.send(Message::Text(request.clone().into())),
+        )
+        .await;
+        if !matches!(sent, Ok(Ok(()))) || started.elapsed() > Duration::from_secs(60) {
+            break;
+        }
+    }
+    let mut ended = false;
+    for _ in 0..150 {
+        let metrics = super::slow_subscribers::metrics(&server).await;
+        if metrics.lines().any(|line| {
+            line.starts_with("l1gate_streams_ended_total")
+                && line.contains("service=\"websocket\"")
+                && line.contains("view=\"connection\"")
+                && line.contains("reason=\"stall\"")
+        }) {
+            ended = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(ended, "the server never closed the connection");
+}
