@@ -128,7 +128,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         .build_v1alpha()
         .context("gRPC reflection (v1alpha)")?;
     let reflection = reflection().build_v1().context("gRPC reflection")?;
-    let (candle_store, recovery) =
+    let (mut candle_store, recovery) =
         CandleStore::open(&settings.state_dir, settings.candle_history_start_ms)
             .context("candle store (state_dir)")?;
     if !recovery.damaged_records.is_empty() {
@@ -136,9 +136,15 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
             path = %candle_store.path().display(),
             damaged_records = recovery.damaged_records.len(),
             first_offsets = ?recovery.damaged_records.iter().take(8).collect::<Vec<_>>(),
-            "candle store: damaged records (corruption, not a crash) skipped; their candles \
-             are lost, every other candle is kept"
+            "candle store: damaged records (corruption, not a crash) skipped; every other \
+             candle is kept, and the lost ones are rebuilt from the node's files where they \
+             are still on disk"
         );
+        for outcome in
+            crate::host::candles::repair(&mut candle_store, data, &recovery.damaged_spans)
+        {
+            log_repair(&outcome);
+        }
     }
     if recovery.dropped_bytes > 0 {
         tracing::warn!(
@@ -452,5 +458,36 @@ fn warn_without_node_output(data: &std::path::Path, live: &LiveFeeds) {
             data = %data.display(),
             "the data directory does not exist; serving nothing until it appears"
         );
+    }
+}
+
+/// Logs what rebuilding one damaged stretch of the candle store did.
+fn log_repair(outcome: &crate::host::candles::Repair) {
+    use crate::host::candles::Repair;
+    let iso = |ms: i64| feeds::time::format_iso8601_ms(ms);
+    match outcome {
+        Repair::Rebuilt { span, written } => tracing::info!(
+            after = span.after_ms.map(iso),
+            through = %iso(span.through_ms),
+            written,
+            "candle store: damaged candles rebuilt from the node's fills (0: rebuilt at an \
+             earlier start)"
+        ),
+        Repair::FilesGone {
+            span,
+            files_from_ms,
+        } => tracing::error!(
+            after = span.after_ms.map(iso),
+            through = %iso(span.through_ms),
+            files_from = files_from_ms.map(iso),
+            records = span.records,
+            "candle store: damaged candles cannot be rebuilt: the node's fills no longer reach \
+             back that far; they stay lost"
+        ),
+        Repair::Failed { span, error } => tracing::error!(
+            through = %iso(span.through_ms),
+            %error,
+            "candle store: rebuilding damaged candles failed"
+        ),
     }
 }

@@ -155,6 +155,22 @@ pub struct Recovery {
     /// around them kept. They stay in the file and are reported again at
     /// every open.
     pub damaged_records: Vec<u64>,
+    /// Where the damaged records' candles belong: the block time each
+    /// damaged batch covered, one span per batch, oldest first.
+    pub damaged_spans: Vec<DamagedSpan>,
+}
+
+/// The stretch of block time one damaged batch covered: its candles closed
+/// in blocks after `after_ms` (the previous commit's block time; `None`:
+/// the first commit) up to `through_ms` (its own commit's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DamagedSpan {
+    /// The previous commit's block time, Unix ms.
+    pub after_ms: Option<i64>,
+    /// The batch's commit block time, Unix ms.
+    pub through_ms: i64,
+    /// Damaged records in the batch.
+    pub records: usize,
 }
 
 /// The lookup side of the store: shared with every request handler.
@@ -287,6 +303,7 @@ impl CandleStore {
             candles: scanned.candles,
             dropped_bytes,
             damaged_records: scanned.damaged.clone(),
+            damaged_spans: scanned.spans.clone(),
         };
         if scanned.end < len {
             file.set_len(scanned.end).map_err(io_err(&path))?;
@@ -539,6 +556,8 @@ struct Scanned {
     candles: u64,
     /// Offsets of damaged records before the last good commit.
     damaged: Vec<u64>,
+    /// The batches they were in.
+    spans: Vec<DamagedSpan>,
 }
 
 /// Reads every record; keeps what the last good commit covers. A record
@@ -554,6 +573,7 @@ fn scan(map: &[u8]) -> Scanned {
         watermark: None,
         candles: 0,
         damaged: Vec::new(),
+        spans: Vec::new(),
     };
     let mut pending_coins: Vec<(Box<str>, u32)> = Vec::new();
     let mut pending: Vec<(u32, usize, i64, u64)> = Vec::new();
@@ -587,12 +607,20 @@ fn scan(map: &[u8]) -> Scanned {
                     insert_series(&mut out.series, id, code, open_time, at);
                     out.candles += 1;
                 }
-                out.damaged.append(&mut pending_bad);
-                out.watermark = Some(Watermark {
+                let watermark = Watermark {
                     block_number: u64_at(record, 8),
                     block_time_ms: i64_at(record, 16),
                     coverage_start_ms: i64_at(record, 24),
-                });
+                };
+                if !pending_bad.is_empty() {
+                    out.spans.push(DamagedSpan {
+                        after_ms: out.watermark.map(|w| w.block_time_ms),
+                        through_ms: watermark.block_time_ms,
+                        records: pending_bad.len(),
+                    });
+                }
+                out.damaged.append(&mut pending_bad);
+                out.watermark = Some(watermark);
                 out.end = at + RECORD_LEN as u64;
             }
             _ => pending_bad.push(at),
@@ -804,6 +832,14 @@ mod tests {
         std::fs::write(&path, &bytes).unwrap();
         let (store, recovery) = CandleStore::open(dir.path(), 0).unwrap();
         assert_eq!(recovery.damaged_records.len(), 1, "{recovery:?}");
+        assert_eq!(
+            recovery.damaged_spans,
+            vec![DamagedSpan {
+                after_ms: Some(mark(2).block_time_ms),
+                through_ms: mark(3).block_time_ms,
+                records: 1
+            }]
+        );
         assert_eq!(recovery.dropped_bytes, 0);
         assert_eq!(store.reader().candles(), 99);
         assert_eq!(store.reader().watermark(), Some(mark(10)));

@@ -26,6 +26,16 @@
 //!
 //! Batches are committed at most every [`COMMIT_EVERY`] (or when
 //! [`MAX_PENDING`] candles wait), and once more when the thread stops.
+//!
+//! # Damage
+//!
+//! A record that fails its checks is skipped when the store opens (see
+//! [`crate::candles::store`]). Before the thread starts, [`repair`] folds
+//! the node's fills again over each damaged batch's stretch of block time,
+//! while the files still reach back that far, and commits the candles of
+//! those buckets: the store keeps what it already holds, so only the lost
+//! candles are written. A stretch whose files were pruned stays lost, and
+//! says so.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,10 +44,12 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use engine::market::candles::{Candle, CandlesView, Interval};
-use feeds::Start;
+use engine::market::{Market, Needs};
+use engine::source::{BlockSource, SourceOptions};
+use feeds::{Feed, Source, Start};
 
 use crate::candles::Candles;
-use crate::candles::store::{CandleStore, INTERVALS, Watermark};
+use crate::candles::store::{CandleStore, DamagedSpan, INTERVALS, Watermark};
 
 /// Longest time closed candles wait before they are committed.
 pub const COMMIT_EVERY: Duration = Duration::from_millis(500);
@@ -107,6 +119,142 @@ pub fn resume_point(store: &CandleStore, history_start_ms: i64) -> Start {
     }
 }
 
+/// What [`repair`] did for one damaged span.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Repair {
+    /// The span's buckets were folded again from the node's fills;
+    /// `written` candles were missing and are stored again.
+    Rebuilt {
+        /// The span.
+        span: DamagedSpan,
+        /// Candles written (0: an earlier start already rebuilt them).
+        written: usize,
+    },
+    /// The node's fills no longer reach back to the span's oldest bucket
+    /// (they start at `files_from_ms`, or there are none): its lost
+    /// candles stay lost.
+    FilesGone {
+        /// The span.
+        span: DamagedSpan,
+        /// Block time of the oldest fills on disk, if any.
+        files_from_ms: Option<i64>,
+    },
+    /// Reading the files or writing the store failed.
+    Failed {
+        /// The span.
+        span: DamagedSpan,
+        /// Why.
+        error: String,
+    },
+}
+
+/// Rebuilds the candles of `spans` (the store's damaged batches) from the
+/// node's fills in `data_dir`, where they still reach back far enough. See
+/// the module docs.
+pub fn repair(
+    store: &mut CandleStore,
+    data_dir: &std::path::Path,
+    spans: &[DamagedSpan],
+) -> Vec<Repair> {
+    spans
+        .iter()
+        .map(|&span| match rebuild(store, data_dir, span) {
+            Ok(Some(written)) => Repair::Rebuilt { span, written },
+            Ok(None) => Repair::FilesGone {
+                span,
+                files_from_ms: oldest_fills_ms(data_dir),
+            },
+            Err(error) => Repair::Failed { span, error },
+        })
+        .collect()
+}
+
+/// Block time of the oldest fills on disk.
+fn oldest_fills_ms(data_dir: &std::path::Path) -> Option<i64> {
+    let feed = Feed::open(data_dir, Source::Fills).ok()?;
+    let mut cursor = feed.seek(Start::BlockNumber(0)).ok()?;
+    feed.read(&mut cursor, 1).ok()?.first()?.timestamp_ms
+}
+
+/// One span: the candles written, or `None` when the files start too late.
+fn rebuild(
+    store: &mut CandleStore,
+    data_dir: &std::path::Path,
+    span: DamagedSpan,
+) -> Result<Option<usize>, String> {
+    let Some(watermark) = store.reader().watermark() else {
+        return Ok(Some(0));
+    };
+    // The batch's candles closed in blocks after `after`; the oldest of
+    // them opened at or after the 5m bucket holding it.
+    let after = span.after_ms.unwrap_or(watermark.coverage_start_ms);
+    let oldest_open = Interval::Minute5
+        .bucket_open(after)
+        .max(watermark.coverage_start_ms);
+    let feed = Feed::open(data_dir, Source::Fills).map_err(|e| e.to_string())?;
+    let mut source = BlockSource::new(
+        vec![feed],
+        SourceOptions {
+            fills_from: Some(Start::Timestamp(
+                oldest_open.saturating_sub(REPLAY_MARGIN_MS),
+            )),
+            ..SourceOptions::from_block(0)
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    let mut market = Market::new(Needs {
+        trades: true,
+        candles: true,
+        ..Needs::NONE
+    });
+    let mut first_ms = None;
+    let mut rebuilt: Vec<Candle> = Vec::new();
+    let mut fold = |block: engine::block::Block, rebuilt: &mut Vec<Candle>| -> bool {
+        if block.time_ms > span.through_ms {
+            return false;
+        }
+        let first = *first_ms.get_or_insert(block.time_ms);
+        market.apply(&block);
+        // Complete buckets only: none that opened before the first block
+        // read.
+        rebuilt.extend(
+            market
+                .candles()
+                .closed()
+                .iter()
+                .filter(|c| {
+                    INTERVALS.contains(&c.interval)
+                        && c.open_time >= first
+                        && c.open_time >= oldest_open
+                })
+                .cloned(),
+        );
+        true
+    };
+    let now = crate::unix_now_ms();
+    'read: loop {
+        let read = source.read(now).map_err(|e| e.to_string())?;
+        while let Some(block) = source.pop(now) {
+            if !fold(block, &mut rebuilt) {
+                break 'read;
+            }
+        }
+        if read == 0 {
+            if let Some(block) = source.finish() {
+                fold(block, &mut rebuilt);
+            }
+            break;
+        }
+    }
+    if first_ms.is_none_or(|first| first > oldest_open) {
+        return Ok(None);
+    }
+    store
+        .commit(&rebuilt, watermark)
+        .map(Some)
+        .map_err(|e| e.to_string())
+}
+
 /// Handle to the store thread; dropping it stops the thread (after a last
 /// commit) and releases the store.
 #[derive(Debug)]
@@ -162,6 +310,10 @@ struct Writer {
     stored_through_ms: i64,
     /// Buckets opening before this are not covered.
     coverage_start_ms: Option<i64>,
+    /// Buckets opening in this span are partial and neither stored nor
+    /// served: the node's files no longer reached back to the buckets open
+    /// at the watermark when the fold resumed.
+    partial: Option<(i64, i64)>,
     pending: Vec<Candle>,
     last: Option<(u64, i64)>,
     committed: Option<(u64, i64)>,
@@ -187,6 +339,7 @@ impl Writer {
             settings,
             stored_through_ms: watermark.map_or(i64::MIN, |w| w.block_time_ms),
             coverage_start_ms,
+            partial: None,
             pending: Vec::new(),
             last: None,
             committed: watermark.map(|w| (w.block_number, w.block_time_ms)),
@@ -221,8 +374,28 @@ impl Writer {
                 block.time_ms.max(history_start)
             });
         let stored_through = self.stored_through_ms;
-        let keep =
-            |candle: &Candle| candle.open_time >= coverage && candle.next_open > stored_through;
+        if self.last.is_none() && stored_through != i64::MIN {
+            // The first block after a restart: the buckets open at the
+            // watermark are whole only if the files still reach back to the
+            // oldest of them.
+            let oldest_open = Interval::Minute5.bucket_open(stored_through);
+            if block.time_ms > oldest_open {
+                tracing::warn!(
+                    from = %feeds::time::format_iso8601_ms(oldest_open),
+                    to = %feeds::time::format_iso8601_ms(block.time_ms),
+                    "candle store: the node's files no longer reach back to the buckets open at \
+                     the last commit; buckets opening in this span are partial and not served"
+                );
+                self.partial = Some((oldest_open, block.time_ms));
+            }
+        }
+        let partial = self.partial;
+        let keep = |candle: &Candle| {
+            candle.open_time >= coverage
+                && candle.next_open > stored_through
+                && partial
+                    .is_none_or(|(from, to)| candle.open_time < from || candle.open_time >= to)
+        };
         let mut live = self.candles.live.write();
         live.coverage_start_ms = Some(coverage);
         for candle in &block.changed {

@@ -858,3 +858,99 @@ async fn healthz_reports_data_age_and_is_503_when_stale() {
     assert!(age < 30_000, "{age}");
     assert!(reply.body["candles"].is_object(), "{}", reply.body);
 }
+
+/// Flips one byte in each of the store's first `n` committed candle records
+/// (they stay in the file, failing their checksum).
+fn damage_candle_records(state_dir: &Path, n: usize) -> usize {
+    let path = state_dir.join(l1gate::candles::store::FILE_NAME);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let record = l1gate::candles::store::RECORD_LEN;
+    let header_len = l1gate::candles::store::HEADER_LEN as usize;
+    let mut damaged = 0;
+    for at in (header_len..bytes.len() - record).step_by(record) {
+        if damaged == n {
+            break;
+        }
+        if bytes[at + 4] == 2 {
+            bytes[at + 40] ^= 0x20;
+            damaged += 1;
+        }
+    }
+    std::fs::write(&path, &bytes).unwrap();
+    damaged
+}
+
+#[tokio::test]
+async fn damaged_candles_are_rebuilt_from_the_node_files_still_on_disk() {
+    let (_source, relative, lines) = simulated_fills(3_000, fixtures::OutputMode::ByBlock);
+    let node = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let state_dir = state.path().join("state");
+    let tune = |args: &mut l1gate::config::ServeArgs| {
+        unlimited(args);
+        args.state_dir = Some(state_dir.clone());
+    };
+    let fills = node.path().join(&relative);
+    let (_, coverage) = header(&lines[0]);
+    write_lines(&fills, &lines, false);
+    let all = expected_candles(&lines);
+    let server = TestServer::start(node.path(), tune).await;
+    wait_for_writer(&server, header(lines.last().unwrap()).0).await;
+    drop(server);
+    let stored = {
+        let (store, _) = l1gate::candles::store::CandleStore::open(&state_dir, 0).unwrap();
+        store.reader().candles()
+    };
+
+    // Damage spread over the first batches: those candles are skipped at
+    // open, then rebuilt from the fills before the server serves.
+    assert_eq!(damage_candle_records(&state_dir, 40), 40);
+    {
+        let (store, recovery) = l1gate::candles::store::CandleStore::open(&state_dir, 0).unwrap();
+        assert_eq!(recovery.damaged_records.len(), 40);
+        assert!(!recovery.damaged_spans.is_empty());
+        assert_eq!(store.reader().candles(), stored - 40);
+    }
+    let server = TestServer::start(node.path(), tune).await;
+    wait_for_writer(&server, header(lines.last().unwrap()).0).await;
+    assert_eq!(server.running.candles.store().candles(), stored);
+    let checked = check_all(&server, &all, coverage).await;
+    assert!(checked > 50, "{checked}");
+    drop(server);
+
+    // Once the node's files no longer reach back to the damage, it stays
+    // reported and nothing else is lost: the rebuilt candles are kept, and
+    // the buckets that ended before the files' new start are all served.
+    let (_, files_from) = header(&lines[2_000]);
+    write_lines(&fills, &lines[2_000..], false);
+    let server = TestServer::start(node.path(), tune).await;
+    wait_for_writer(&server, header(lines.last().unwrap()).0).await;
+    assert_eq!(server.running.candles.store().candles(), stored);
+    let ended_before: BTreeMap<Key, Expected> = all
+        .iter()
+        .filter(|((_, interval, open), _)| {
+            let length = INTERVALS.iter().find(|(i, _)| i == interval).unwrap().1;
+            open + length <= files_from
+        })
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
+    assert!(check_all(&server, &ended_before, coverage).await > 50);
+    // The buckets still open at the last commit cannot be rebuilt whole from
+    // what is left: they are not served, rather than served partial.
+    let mut http = Http::connect(server.running.http_addr).await;
+    let mut refused = 0;
+    for ((market, interval, open), want) in &all {
+        let length = INTERVALS.iter().find(|(i, _)| i == interval).unwrap().1;
+        if *open < files_from && open + length > files_from {
+            let reply = http
+                .get(&candle_path(&server.key, market, interval, *open), None)
+                .await;
+            if reply.status == 200 {
+                assert_candle(&reply, market, interval, *open, want);
+            } else {
+                refused += 1;
+            }
+        }
+    }
+    assert!(refused > 0, "no bucket spans the files' new start");
+}
