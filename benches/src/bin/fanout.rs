@@ -153,6 +153,54 @@ struct Measured {
     failures: Vec<String>,
 }
 
+/// Where a window's streams stood and what the server spent.
+#[derive(Clone, Copy)]
+struct Window {
+    label: &'static str,
+    streams: usize,
+    slow: usize,
+    open_s: f64,
+    seconds: f64,
+    /// (server cores, harness cores, server write calls).
+    costs: (f64, f64, u64),
+    rss_before_kib: u64,
+    rss_open_kib: u64,
+}
+
+impl Measured {
+    fn of(window: Window, totals: Totals) -> Self {
+        let Totals {
+            frames,
+            reference,
+            required,
+            missing,
+            extra,
+            histogram,
+            failures,
+        } = totals;
+        let (server_cores, harness_cores, server_writes) = window.costs;
+        Self {
+            label: window.label,
+            streams: window.streams,
+            slow: window.slow,
+            open_s: window.open_s,
+            seconds: window.seconds,
+            frames,
+            reference,
+            required,
+            missing,
+            extra,
+            histogram,
+            server_cores,
+            harness_cores,
+            server_writes,
+            rss_before_kib: window.rss_before_kib,
+            rss_open_kib: window.rss_open_kib,
+            failures,
+        }
+    }
+}
+
 /// What the slow run found about its slow streams.
 struct SlowResult {
     slow: usize,
@@ -189,49 +237,35 @@ async fn measure(
     let rss_open_kib = server.rss_kib()?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     *window += 1;
-    let costs = Costs::read(server)?;
+    let before = Costs::read(server)?;
     shared.window.store(*window, Ordering::Release);
     tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
     shared.window.store(0, Ordering::Release);
-    let (server_cores, harness_cores, server_writes) = costs.since(server)?;
-    let seconds = costs.at.elapsed().as_secs_f64();
+    let costs = before.since(server)?;
+    let seconds = before.at.elapsed().as_secs_f64();
     // The reference streams share one connection and may take the window's last blocks a
     // little later than the streams compared with them.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let Totals {
-        frames,
-        reference: reference_frames,
-        required,
-        missing,
-        extra,
-        histogram,
-        failures,
-    } = tally_window(&fast.tallies, &reference.tallies, usize::from(*window - 1))?;
+    let totals = tally_window(&fast.tallies, &reference.tallies, usize::from(*window - 1))?;
     eprintln!(
         "fanout: {label}, {streams}: {:.0} frames/s (required {:.0}), p99 {:.3} ms",
-        frames as f64 / seconds,
-        required as f64 / seconds,
-        live::percentiles_ms(&histogram)[2]
+        totals.frames as f64 / seconds,
+        totals.required as f64 / seconds,
+        live::percentiles_ms(&totals.histogram)[2]
     );
-    Ok(Measured {
-        label,
-        streams,
-        slow: 0,
-        open_s,
-        seconds,
-        frames,
-        reference: reference_frames,
-        required,
-        missing,
-        extra,
-        histogram,
-        server_cores,
-        harness_cores,
-        server_writes,
-        rss_before_kib,
-        rss_open_kib,
-        failures,
-    })
+    Ok(Measured::of(
+        Window {
+            label,
+            streams,
+            slow: 0,
+            open_s,
+            seconds,
+            costs,
+            rss_before_kib,
+            rss_open_kib,
+        },
+        totals,
+    ))
 }
 
 fn main() -> anyhow::Result<()> {
@@ -340,41 +374,28 @@ fn main() -> anyhow::Result<()> {
                 let until = costs.at + Duration::from_secs_f64(args.seconds);
                 tokio::time::sleep_until(until.into()).await;
                 shared.window.store(0, Ordering::Release);
-                let (server_cores, harness_cores, server_writes) = costs.since(&server)?;
+                let window_costs = costs.since(&server)?;
                 let seconds = costs.at.elapsed().as_secs_f64();
                 let _ = resume_tx.send(true);
                 let mut outcomes = Vec::with_capacity(slow_n);
                 for task in slow_tasks {
                     outcomes.push(task.await?);
                 }
-                let Totals {
-                    frames,
-                    reference: reference_frames,
-                    required,
-                    missing,
-                    extra,
-                    histogram,
-                    failures,
-                } = tally_window(&fast.tallies, &reference.tallies, usize::from(window - 1))?;
-                measured.push(Measured {
-                    label: "gRPC StreamBbo",
-                    streams: n,
-                    slow: slow_n,
-                    open_s,
-                    seconds,
-                    frames,
-                    reference: reference_frames,
-                    required,
-                    missing,
-                    extra,
-                    histogram,
-                    server_cores,
-                    harness_cores,
-                    server_writes,
-                    rss_before_kib,
-                    rss_open_kib,
-                    failures,
-                });
+                let totals =
+                    tally_window(&fast.tallies, &reference.tallies, usize::from(window - 1))?;
+                measured.push(Measured::of(
+                    Window {
+                        label: "gRPC StreamBbo",
+                        streams: n,
+                        slow: slow_n,
+                        open_s,
+                        seconds,
+                        costs: window_costs,
+                        rss_before_kib,
+                        rss_open_kib,
+                    },
+                    totals,
+                ));
                 slow = Some(SlowResult {
                     slow: slow_n,
                     ended_after_s,
