@@ -193,6 +193,13 @@ impl Candles {
         )
     }
 
+    /// What the candles cover: the oldest bucket open served (`None`
+    /// before the writer's first block) and the newest block time folded.
+    pub fn covered(&self) -> (Option<i64>, i64) {
+        let live = self.live.read();
+        (live.coverage_start_ms, live.block_time_ms)
+    }
+
     /// The node coin a market name stands for.
     pub fn resolve<'m>(&self, market: &'m str) -> Cow<'m, str> {
         let resolver = self.resolver.read().clone();

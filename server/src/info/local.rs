@@ -11,8 +11,11 @@
 //!   details (`origSz`, `orderType`, `tif`, trigger fields, `cloid`);
 //!   `children` is always empty (the book does not keep brackets);
 //! - `candleSnapshot` (`req`: `coin`, `interval`, `startTime`, `endTime`):
-//!   the stored and live candles with trades in the range, oldest first, at
-//!   most the newest 5,000, as `{t, T, s, i, o, c, h, l, v, n}`.
+//!   the candles with trades in the range, oldest first, at most the newest
+//!   5,000, as `{t, T, s, i, o, c, h, l, v, n}`, for every interval the
+//!   exchange offers: `1s`/`1m`/`5m` as stored (and live), the others built
+//!   from the stored buckets inside them (`3m` from `1m`, the rest from
+//!   `5m`); a bucket partly outside the store's coverage is left out.
 //!
 //! A request outside this contract is 400 `invalid_request` naming the
 //! field; an unknown coin or a coin without a book is 400 too; before the
@@ -28,7 +31,8 @@ use engine::market::Market;
 use engine::market::candles::Interval;
 use serde_json::{Map, Value, json};
 
-use crate::candles::Candles;
+use crate::candles::store::INTERVALS;
+use crate::candles::{CandleValues, Candles, Miss};
 use crate::host::engine::{Command, EngineStatus, SubscribeError, read, subscribe};
 use crate::ws::protocol::{self, Subscription};
 use crate::ws::render::{self, Channel};
@@ -191,14 +195,22 @@ impl Local {
         if end < start {
             return Err(invalid("req.endTime: before req.startTime"));
         }
-        // Walk back from the newest bucket so at most MAX_CANDLES are made.
+        // Walk back from the newest bucket with data so at most MAX_CANDLES
+        // are made, down to the oldest covered one.
+        let (coverage, processed_ms) = candles.covered();
+        let Some(coverage) = coverage else {
+            return Ok(Value::Array(Vec::new()));
+        };
         let mut out = Vec::new();
-        let mut open = interval.bucket_open(end);
-        let first = interval.bucket_open(start).max(candles.history_start_ms());
+        let mut open = interval.bucket_open(end.min(processed_ms));
+        let first = interval
+            .bucket_open(start.max(coverage))
+            .max(candles.history_start_ms());
         let mut looked = 0_usize;
-        while open >= first && out.len() < MAX_CANDLES && looked < 4 * MAX_CANDLES {
+        let mut budget = MAX_LOOKUPS;
+        while open >= first && out.len() < MAX_CANDLES && looked < 4 * MAX_CANDLES && budget > 0 {
             looked += 1;
-            if let Ok(values) = candles.lookup(&coin, interval, open, now) {
+            if let Some(values) = bucket(candles, &coin, interval, open, now, &mut budget) {
                 out.push(json!({
                     "t": values.open_time,
                     "T": interval.close_time(values.open_time),
@@ -220,6 +232,75 @@ impl Local {
         out.reverse();
         Ok(Value::Array(out))
     }
+}
+
+/// Stored-candle lookups one `candleSnapshot` may make (an interval the
+/// store does not keep is built from many stored buckets).
+const MAX_LOOKUPS: usize = 1_000_000;
+
+/// The stored interval an interval's candles are built from: itself when
+/// the store keeps it, else the longest stored one that divides it.
+fn stored_under(interval: Interval) -> Interval {
+    if INTERVALS.contains(&interval) {
+        interval
+    } else if interval == Interval::Minute3 {
+        Interval::Minute1
+    } else {
+        Interval::Minute5
+    }
+}
+
+/// The candle of `coin`'s `interval` bucket opening at `open`: stored (or
+/// live), or built from the stored buckets inside it. `None` when it has
+/// no trades, or when part of it is not covered (a partial candle is not
+/// given).
+fn bucket(
+    candles: &Candles,
+    coin: &str,
+    interval: Interval,
+    open: i64,
+    now: i64,
+    budget: &mut usize,
+) -> Option<CandleValues> {
+    let part = stored_under(interval);
+    if part == interval {
+        *budget = budget.saturating_sub(1);
+        return candles.lookup(coin, interval, open, now).ok();
+    }
+    let mut built: Option<CandleValues> = None;
+    let end = interval.next_open(open);
+    let mut at = open;
+    while at < end && at <= now {
+        if *budget == 0 {
+            return None;
+        }
+        *budget -= 1;
+        match candles.lookup(coin, part, at, now) {
+            Ok(values) => {
+                built = Some(match built {
+                    None => CandleValues {
+                        open_time: open,
+                        ..values
+                    },
+                    Some(sum) => CandleValues {
+                        high: sum.high.max(values.high),
+                        low: sum.low.min(values.low),
+                        close: values.close,
+                        volume: sum.volume.checked_add(values.volume)?,
+                        trades_count: sum.trades_count + values.trades_count,
+                        closed: values.closed,
+                        ..sum
+                    },
+                });
+            }
+            Err(Miss::NoTrades { .. } | Miss::Future { .. }) => {}
+            // Part of the bucket is before the history or the coverage, or
+            // the market is unknown: no whole candle.
+            Err(_) => return None,
+        }
+        at = part.next_open(at);
+    }
+    built
 }
 
 /// The bucket open before `open`.

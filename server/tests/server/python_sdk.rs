@@ -116,7 +116,7 @@ subscriptions = {
     "l2Book": {"type": "l2Book", "coin": "BTC"},
     "bbo": {"type": "bbo", "coin": "BTC"},
     "trades": {"type": "trades", "coin": "BTC"},
-    "candle": {"type": "candle", "coin": "BTC", "interval": "1m"},
+    "candle": {"type": "candle", "coin": "BTC", "interval": "1s"},
     "allMids": {"type": "allMids"},
     "userFills": {"type": "userFills", "user": user},
     "orderUpdates": {"type": "orderUpdates", "user": user},
@@ -128,7 +128,7 @@ answers = {
     "l2": info.l2_snapshot("BTC"),
     "mids": info.all_mids(),
     "open": info.open_orders(user),
-    "candles": info.candles_snapshot("BTC", "1m", 0, 4102444800000),
+    "candles": info.candles_snapshot("BTC", "1s", 0, 4102444800000),
 }
 info.disconnect_websocket()
 with lock:
@@ -232,10 +232,14 @@ async fn the_python_sdk_streams_and_asks_info_unchanged() {
         server.running.http_addr,
         "/info",
         Some(&server.key),
-        &json!({"type":"candleSnapshot","req":{"coin":"BTC","interval":"1m",
+        &json!({"type":"candleSnapshot","req":{"coin":"BTC","interval":"1s",
                 "startTime":0,"endTime":4_102_444_800_000_i64}})
         .to_string(),
     )
     .await;
     assert_eq!(answers["candles"], candles.json());
+    assert!(
+        !candles.json().as_array().unwrap().is_empty(),
+        "no candle in the range"
+    );
 }

@@ -446,3 +446,74 @@ async fn a_client_that_sends_but_never_reads_is_closed() {
     }
     assert!(ended, "the server never closed the connection");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_outside_the_allow_list_is_refused_before_the_upgrade() {
+    let node = live_node(30, 30, Duration::from_millis(1));
+    let server = TestServer::start(node.dir.path(), |_| {}).await;
+    ready(&server).await;
+    let id = super::revocation::key_id(&server, &server.key);
+    super::revocation::edit_keys(&server, |file| {
+        file.allow(&id, "10.0.0.0/8").unwrap();
+    });
+    // The keys file is re-read every second.
+    let mut status = None;
+    for _ in 0..50 {
+        status = try_connect(&server, &format!("/{}/ws", server.key), None)
+            .await
+            .err();
+        if status == Some(403) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, Some(403));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_holds_at_most_1000_subscriptions() {
+    let node = live_node(30, 30, Duration::from_millis(1));
+    let server = TestServer::start(node.dir.path(), |_| {}).await;
+    ready(&server).await;
+    let mut socket = connect(&server).await;
+    // 1,000 distinct subscriptions: the mids of 1,000 (empty) exchanges.
+    for n in 0..1_000 {
+        send(
+            &mut socket,
+            subscribe(json!({"type":"allMids","dex":format!("d{n}")})),
+        )
+        .await;
+    }
+    let mut acks = 0;
+    while acks < 1_000 {
+        let message = recv(&mut socket).await.unwrap();
+        assert_ne!(message["channel"], "error", "{message}");
+        if message["channel"] == "subscriptionResponse" {
+            acks += 1;
+        }
+    }
+    send(
+        &mut socket,
+        subscribe(json!({"type":"trades","coin":"BTC"})),
+    )
+    .await;
+    assert!(
+        error(&mut socket)
+            .await
+            .contains("at most 1000 subscriptions"),
+    );
+    // Unsubscribing one makes room again.
+    send(
+        &mut socket,
+        json!({"method":"unsubscribe","subscription":{"type":"allMids","dex":"d7"}}),
+    )
+    .await;
+    on_channel(&mut socket, "subscriptionResponse").await;
+    send(
+        &mut socket,
+        subscribe(json!({"type":"trades","coin":"BTC"})),
+    )
+    .await;
+    let ack = on_channel(&mut socket, "subscriptionResponse").await;
+    assert_eq!(ack["data"]["subscription"]["type"], "trades");
+}
