@@ -262,8 +262,15 @@ mod tests {
             .iter()
             .filter(|m| m.path.starts_with("venue_l1_gateway.v3.MarketStreaming/"))
             .collect();
-        assert_eq!(market.len(), 14);
+        assert_eq!(market.len(), 15);
         assert!(market.iter().all(|m| m.kind == "server_streaming"));
+        assert!(
+            endpoints
+                .grpc
+                .iter()
+                .any(|m| m.path == "grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo")
+        );
+        assert!(endpoints.http.iter().any(|r| r.path == "/<API_KEY>/ws"));
         assert!(endpoints.grpc.iter().any(|m| {
             m.path == "venue_l1_gateway.v3.VenueL1Gateway/ListFeeds" && m.kind == "unary"
         }));

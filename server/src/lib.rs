@@ -63,6 +63,30 @@ pub fn bounded(message: String) -> String {
     format!("{}… (message cut)", &message[..end])
 }
 
+/// A required account address (a user or a builder) as every edge checks
+/// it: `0x` and 40 hex digits, any case; lowercased for case-insensitive
+/// matching. The error names `field`.
+///
+/// # Errors
+/// The message for a blank value or one that is not an address.
+pub fn address(field: &str, value: &str) -> Result<String, String> {
+    if value.trim().is_empty() {
+        return Err(format!("{field}: required"));
+    }
+    let hex = value
+        .strip_prefix("0x")
+        .or_else(|| value.strip_prefix("0X"));
+    match hex {
+        Some(digits) if digits.len() == 40 && digits.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            Ok(value.to_ascii_lowercase())
+        }
+        _ => Err(format!(
+            "{field}: {} is not an address (0x followed by 40 hex digits)",
+            quoted(value)
+        )),
+    }
+}
+
 /// The wall clock in Unix milliseconds (0 if the clock is before 1970).
 pub fn unix_now_ms() -> i64 {
     std::time::SystemTime::now()

@@ -70,35 +70,14 @@ use axum::response::Response;
 use axum::routing::get;
 use axum::{Extension, Router};
 
-use crate::access::Access;
 use crate::access::keys::Principal;
-use crate::grpc::flow::Supervisor;
-use crate::grpc::relay::RelaySource;
 use crate::http::listen::HeldConnection;
-use crate::info::{InfoFeed, InfoLookup};
 
-pub use connection::Limits;
+pub use connection::{Limits, WsService};
 
 /// Bytes gathered before a connection's writer writes to its socket (it
 /// also writes whenever its queue is empty).
 const WRITE_BUFFER: usize = 16 * 1024;
-
-/// What the WebSocket edge serves from.
-#[derive(Debug, Clone)]
-pub struct WsService {
-    /// Where subscriptions subscribe.
-    pub relays: RelaySource,
-    /// The stream supervisor (lag, stalls, revocation).
-    pub flow: Supervisor,
-    /// Keys, caps and usage.
-    pub access: Access,
-    /// The Info source's poller (`activeAssetCtx`), if any.
-    pub info: Option<InfoFeed>,
-    /// The Info lookup answering `post`.
-    pub lookup: InfoLookup,
-    /// Per-connection limits.
-    pub limits: Limits,
-}
 
 impl WsService {
     /// The authenticated routes: `GET /ws` and `GET /` (nested under the

@@ -229,24 +229,9 @@ fn fills(filter: FillsFilter, coins: &[String]) -> Key {
     })
 }
 
-/// A required address (user or builder): `0x` and 40 hex digits, any case;
-/// lowercased for case-insensitive matching.
-pub(crate) fn address(field: &str, value: &str) -> Result<String, Status> {
-    if value.trim().is_empty() {
-        return Err(Status::invalid_argument(format!("{field}: required")));
-    }
-    let hex = value
-        .strip_prefix("0x")
-        .or_else(|| value.strip_prefix("0X"));
-    match hex {
-        Some(digits) if digits.len() == 40 && digits.bytes().all(|b| b.is_ascii_hexdigit()) => {
-            Ok(value.to_ascii_lowercase())
-        }
-        _ => Err(Status::invalid_argument(format!(
-            "{field}: {} is not an address (0x followed by 40 hex digits)",
-            crate::quoted(value)
-        ))),
-    }
+/// A required address (user or builder), lowercased; see [`crate::address`].
+fn address(field: &str, value: &str) -> Result<String, Status> {
+    crate::address(field, value).map_err(Status::invalid_argument)
 }
 
 /// A scope list of addresses (empty = all): each entry checked, lowercased,

@@ -101,14 +101,14 @@ impl Local {
         match kind {
             "l2Book" | "allMids" => self.view_state(fields).await,
             "openOrders" | "frontendOpenOrders" => {
-                let user = crate::grpc::market::address(
+                let user = crate::address(
                     "user",
                     fields
                         .get("user")
                         .and_then(Value::as_str)
                         .unwrap_or_default(),
                 )
-                .map_err(|status| invalid(status.message()))?;
+                .map_err(invalid)?;
                 let dex = fields
                     .get("dex")
                     .and_then(Value::as_str)

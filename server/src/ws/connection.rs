@@ -23,12 +23,30 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tonic::{Code, Status};
 
-use super::WsService;
 use super::protocol::{self, ClientMessage, Subscription};
 use super::render::{self, Channel};
-use crate::access::StreamGuard;
-use crate::grpc::flow::{EndReason, Measured, Slot};
+use crate::access::{Access, StreamGuard};
+use crate::grpc::flow::{EndReason, Measured, Slot, Supervisor};
+use crate::grpc::relay::RelaySource;
 use crate::http::listen::HeldConnection;
+use crate::info::{InfoFeed, InfoLookup};
+
+/// What the WebSocket edge serves from.
+#[derive(Debug, Clone)]
+pub struct WsService {
+    /// Where subscriptions subscribe.
+    pub relays: RelaySource,
+    /// The stream supervisor (lag, stalls, revocation).
+    pub flow: Supervisor,
+    /// Keys, caps and usage.
+    pub access: Access,
+    /// The Info source's poller (`activeAssetCtx`), if any.
+    pub info: Option<InfoFeed>,
+    /// The Info lookup answering `post`.
+    pub lookup: InfoLookup,
+    /// Per-connection limits.
+    pub limits: Limits,
+}
 
 /// Messages waiting for the socket, per connection.
 const OUTBOX: usize = 256;

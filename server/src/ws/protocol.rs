@@ -331,7 +331,7 @@ fn uint(fields: &Map<String, Value>, name: &str) -> Result<Option<u64>, String> 
 
 fn user(fields: &Map<String, Value>) -> Result<String, String> {
     let user = string(fields, "user")?;
-    crate::grpc::market::address("user", &user).map_err(|status| status.message().to_owned())
+    crate::address("user", &user)
 }
 
 /// A `subscription` object (or an Info request of the same fields),
