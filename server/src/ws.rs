@@ -32,6 +32,7 @@
 //! `trades`, `candle`, `allMids` (book mids; `dex` picks an exchange),
 //! `userFills` and `userTwapSliceFills` (an `isSnapshot` message first,
 //! holding no fills: l1gate keeps no fill history), `userEvents` (fills),
+//! `orderUpdates` (the account's order statuses, from the `statuses` view),
 //! `l4Book` (snapshot, then per-block updates), and `activeAssetCtx` for
 //! perps (from the Info source; without `--info-url` it is refused).
 //!
@@ -50,7 +51,7 @@
 //! | 1009 | a client message over 64 KiB |
 //! | 1011 | the market engine stopped |
 //! | 1013 | market data is stale (`market_stale_after_ms`): reconnect later |
-//! | 4001 | an incremental channel (`trades`, `l4Book`, the fills channels) fell over `market_max_lag_ms` behind, or a whole ring behind |
+//! | 4001 | an incremental channel (`trades`, `l4Book`, `orderUpdates`, the fills channels) fell over `market_max_lag_ms` behind, or a whole ring behind |
 //! | 4002 | the connection took nothing for `send_timeout_ms` |
 //!
 //! The close frame's reason is cut to the 123 bytes a frame holds; the full

@@ -208,17 +208,17 @@ pub async fn run(
     };
     let (ends, mut ended) = mpsc::unbounded_channel::<Ended>();
     let send_timeout = service.flow.settings().send_timeout;
+    let budget = Budget::new(service.limits.messages_per_minute);
     let mut session = Session {
         service,
         out,
         ends,
         open: BTreeMap::new(),
-        budget: Budget::new(0),
+        budget,
         posts: Arc::new(AtomicUsize::new(0)),
         send_timeout,
         stalled: false,
     };
-    session.budget = Budget::new(session.service.limits.messages_per_minute);
     let closing: Option<(u16, String)> = loop {
         if session.stalled {
             let reason = format!(
