@@ -31,14 +31,79 @@ pub enum Command {
     /// Fold captured node files offline and print one view's frames, one JSON
     /// object per line, exactly as the market streams would send them.
     Replay(ReplayCommand),
+    /// List, search or get the endpoints this deployment offers: chains,
+    /// their networks and nodes, with public URLs (`<key>` where the key
+    /// goes); l1gate's own exchange chain first.
+    Endpoints(Box<EndpointsCommand>),
     /// List what `serve` with the same settings exposes: every gRPC method,
     /// every HTTP route, how each takes the API key, and the upstreams.
-    Endpoints(Box<EndpointsCommand>),
+    Routes(Box<RoutesCommand>),
 }
 
 /// `l1gate endpoints`.
 #[derive(Debug, clap::Args)]
 pub struct EndpointsCommand {
+    /// What to show.
+    #[command(subcommand)]
+    pub action: EndpointsAction,
+
+    /// Only chains of this ecosystem.
+    #[arg(long, global = true, value_name = "ECOSYSTEM", value_parser = clap::builder::PossibleValuesParser::new(
+        ["evm", "substrate", "cosmos", "move", "hyperliquid", "other"]
+    ))]
+    pub ecosystem: Option<String>,
+
+    /// Only networks whose id or name contains this (case-insensitive):
+    /// `mainnet`, `testnet`, or a name.
+    #[arg(long, global = true, value_name = "NETWORK")]
+    pub network: Option<String>,
+
+    /// Only nodes of this type (case-insensitive).
+    #[arg(long, global = true, value_name = "TYPE", ignore_case = true, value_parser = clap::builder::PossibleValuesParser::new(
+        ["full", "archive"]
+    ))]
+    pub node_type: Option<String>,
+
+    /// Only this protocol's URLs.
+    #[arg(long, global = true, value_name = "PROTOCOL", value_parser = clap::builder::PossibleValuesParser::new(
+        ["https", "wss"]
+    ))]
+    pub protocol: Option<String>,
+
+    /// Print JSON (`{"ok":true,"data":[…],"meta":{…}}`) instead of a table.
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// TOML config file, as for `serve` (its `[[chains]]`).
+    #[arg(long, global = true, env = "L1GATE_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// The same settings as `serve`.
+    #[command(flatten)]
+    pub settings: ServeArgs,
+}
+
+/// `l1gate endpoints list | search | get`.
+#[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
+pub enum EndpointsAction {
+    /// Every chain.
+    List,
+    /// Chains whose name, or networks whose id or name, contain a keyword
+    /// (case-insensitive).
+    Search {
+        /// The keyword.
+        keyword: String,
+    },
+    /// One chain, by id or name (case-insensitive).
+    Get {
+        /// The chain.
+        chain: String,
+    },
+}
+
+/// `l1gate routes`.
+#[derive(Debug, clap::Args)]
+pub struct RoutesCommand {
     /// TOML config file, as for `serve`.
     #[arg(long, env = "L1GATE_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,

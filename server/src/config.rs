@@ -194,6 +194,25 @@ pub struct ServeArgs {
     /// being answered, is closed. Default 60000.
     #[arg(long, env = "L1GATE_HTTP_IDLE_TIMEOUT_MS", value_name = "MS")]
     pub http_idle_timeout_ms: Option<u64>,
+
+    /// The public base URL of the HTTP address (API, WebSocket), as
+    /// clients reach it through the deployment's names and proxies; shown
+    /// by `l1gate endpoints`. Default `http://` and the HTTP listen address.
+    #[arg(long, env = "L1GATE_PUBLIC_HTTP_URL", value_name = "URL")]
+    pub public_http_url: Option<String>,
+    /// The public URL of the gRPC address. Default `http://` and the gRPC
+    /// listen address.
+    #[arg(long, env = "L1GATE_PUBLIC_GRPC_URL", value_name = "URL")]
+    pub public_grpc_url: Option<String>,
+    /// Which network of the exchange chain the node follows (`mainnet`,
+    /// `testnet`), as `l1gate endpoints` names it. Default `mainnet`.
+    #[arg(long, env = "L1GATE_CHAIN_NETWORK", value_name = "NAME")]
+    pub chain_network: Option<String>,
+    /// The other chains this deployment offers, with their networks and
+    /// nodes (`[[chains]]`, config file only; see docs/endpoints.md).
+    #[arg(skip)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub chains: Vec<crate::registry::ChainConfig>,
 }
 
 impl ServeArgs {
@@ -235,6 +254,14 @@ impl ServeArgs {
             max_connections_per_ip: self.max_connections_per_ip.or(lower.max_connections_per_ip),
             http_header_timeout_ms: self.http_header_timeout_ms.or(lower.http_header_timeout_ms),
             http_idle_timeout_ms: self.http_idle_timeout_ms.or(lower.http_idle_timeout_ms),
+            public_http_url: self.public_http_url.or(lower.public_http_url),
+            public_grpc_url: self.public_grpc_url.or(lower.public_grpc_url),
+            chain_network: self.chain_network.or(lower.chain_network),
+            chains: if self.chains.is_empty() {
+                lower.chains
+            } else {
+                self.chains
+            },
         }
     }
 }
@@ -331,6 +358,14 @@ pub struct Settings {
     pub connections: crate::access::connections::ConnectionLimits,
     /// The HTTP edge's timeouts.
     pub http_timeouts: crate::http::listen::HttpTimeouts,
+    /// Public base URL of the HTTP address.
+    pub public_http_url: String,
+    /// Public URL of the gRPC address.
+    pub public_grpc_url: String,
+    /// The exchange chain's network the node follows.
+    pub chain_network: String,
+    /// The configured chains (checked).
+    pub chains: Vec<crate::registry::ChainConfig>,
 }
 
 /// Limits of the raw feed service.
@@ -502,6 +537,33 @@ impl ServeArgs {
                 self.max_streams,
                 self.allow_list_url,
             )?,
+            public_http_url: public_url(
+                "public_http_url",
+                self.public_http_url,
+                addr(self.http_addr, DEFAULT_HTTP_ADDR)?,
+            )?,
+            public_grpc_url: public_url(
+                "public_grpc_url",
+                self.public_grpc_url,
+                addr(self.grpc_addr, DEFAULT_GRPC_ADDR)?,
+            )?,
+            chain_network: match self.chain_network {
+                Some(name) if name.trim().is_empty() => {
+                    return Err(ConfigError::Invalid {
+                        name: "chain_network",
+                        message: "must not be blank".into(),
+                    });
+                }
+                Some(name) => name,
+                None => "mainnet".into(),
+            },
+            chains: {
+                crate::registry::check(&self.chains).map_err(|message| ConfigError::Invalid {
+                    name: "chains",
+                    message,
+                })?;
+                self.chains
+            },
             upstreams: resolve_upstreams(
                 self.info_url.as_deref(),
                 positive("info_cache_ms", self.info_cache_ms, INFO_CACHE)?,
@@ -518,6 +580,24 @@ impl ServeArgs {
                 )?,
             )?,
         })
+    }
+}
+
+/// A public URL setting: `http(s)://…`, or `http://` and `listen`.
+fn public_url(
+    name: &'static str,
+    value: Option<String>,
+    listen: SocketAddr,
+) -> Result<String, ConfigError> {
+    match value {
+        None => Ok(format!("http://{listen}")),
+        Some(url) if url.starts_with("https://") || url.starts_with("http://") => {
+            Ok(url.trim_end_matches('/').to_owned())
+        }
+        Some(url) => Err(ConfigError::Invalid {
+            name,
+            message: format!("{} is not an http(s) URL", crate::quoted(&url)),
+        }),
     }
 }
 

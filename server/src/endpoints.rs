@@ -1,4 +1,4 @@
-//! `l1gate endpoints`: what a server started with the same settings serves
+//! `l1gate routes`: what a server started with the same settings serves
 //! and where — every gRPC method (read from the compiled protocol
 //! descriptors, so the list cannot drift from the services) and every HTTP
 //! route, with how each one takes the API key and which upstream it relies

@@ -17,6 +17,7 @@ fn main() -> anyhow::Result<()> {
         Command::Simulate(simulate) => run_simulate(&simulate),
         Command::Replay(replay) => run_replay(replay),
         Command::Endpoints(endpoints) => run_endpoints(*endpoints),
+        Command::Routes(routes) => run_routes(*routes),
     }
 }
 
@@ -38,6 +39,86 @@ fn init_logging() {
 }
 
 fn run_endpoints(command: l1gate::cli::EndpointsCommand) -> anyhow::Result<()> {
+    use l1gate::cli::EndpointsAction;
+    use l1gate::registry::{self, Ecosystem, Filter, NodeType, Protocol};
+    let file = match &command.config {
+        Some(path) => config::load_file(path)?,
+        None => config::ServeArgs::default(),
+    };
+    let settings = command.settings.or(file).resolve()?;
+    let filter = Filter {
+        ecosystem: command
+            .ecosystem
+            .as_deref()
+            .and_then(|e| Ecosystem::ALL.into_iter().find(|x| x.as_str() == e)),
+        network: command.network.clone(),
+        node_type: command.node_type.as_deref().map(|t| {
+            if t.eq_ignore_ascii_case("archive") {
+                NodeType::Archive
+            } else {
+                NodeType::Full
+            }
+        }),
+        protocol: command.protocol.as_deref().map(|p| {
+            if p == "wss" {
+                Protocol::Wss
+            } else {
+                Protocol::Https
+            }
+        }),
+    };
+    let all = registry::chains(
+        &settings.chains,
+        &settings.public_http_url,
+        &settings.public_grpc_url,
+        &settings.chain_network,
+    );
+    let (name, found) = match &command.action {
+        EndpointsAction::List => ("list", all),
+        EndpointsAction::Search { keyword } => ("search", registry::search(all, keyword)),
+        EndpointsAction::Get { chain } => ("get", registry::get(all, chain)),
+    };
+    let found = registry::filtered(found, &filter);
+    if found.is_empty() {
+        let what = match &command.action {
+            EndpointsAction::List => "no chain".to_owned(),
+            EndpointsAction::Search { keyword } => {
+                format!("no chain or network matches {}", l1gate::quoted(keyword))
+            }
+            EndpointsAction::Get { chain } => format!("no chain {}", l1gate::quoted(chain)),
+        };
+        let message = format!("{what} with the filters given");
+        let help = "`l1gate endpoints list` shows every chain; drop a filter to widen the search";
+        if command.json {
+            println!(
+                "{}",
+                serde_json::json!({
+                    "ok": false,
+                    "error": {"code": "not_found", "message": message, "help": help},
+                })
+            );
+        } else {
+            eprintln!("not found: {message}\n{help}");
+        }
+        std::process::exit(1);
+    }
+    if command.json {
+        let body = serde_json::json!({
+            "ok": true,
+            "data": found,
+            "meta": {
+                "command": name,
+                "timestamp": feeds::time::format_iso8601_ms(l1gate::unix_now_ms()),
+            },
+        });
+        println!("{}", serde_json::to_string_pretty(&body)?);
+    } else {
+        print!("{}", registry::to_text(&found));
+    }
+    Ok(())
+}
+
+fn run_routes(command: l1gate::cli::RoutesCommand) -> anyhow::Result<()> {
     let file = match &command.config {
         Some(path) => config::load_file(path)?,
         None => config::ServeArgs::default(),

@@ -19,6 +19,7 @@ mod server {
     mod connection_limits;
     mod docs;
     mod endpoints;
+    mod endpoints_cli;
     mod gateway;
     mod grpc_health;
     pub mod harness;

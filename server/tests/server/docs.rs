@@ -329,6 +329,9 @@ fn every_l1gate_command_line_parses() {
                 "endpoints",
                 endpoints.config.is_none().then_some(endpoints.settings),
             ),
+            Command::Routes(routes) => {
+                ("routes", routes.config.is_none().then_some(routes.settings))
+            }
             Command::Keys(_) => ("keys", None),
             Command::Replay(_) => ("replay", None),
             Command::Simulate(_) => ("simulate", None),
@@ -344,7 +347,7 @@ fn every_l1gate_command_line_parses() {
     assert!(parsed >= 30, "only {parsed} l1gate command lines found");
     assert_eq!(
         seen,
-        BTreeSet::from(["endpoints", "keys", "replay", "serve", "simulate"]),
+        BTreeSet::from(["endpoints", "keys", "replay", "routes", "serve", "simulate"]),
         "every subcommand has an example"
     );
 }

@@ -1,4 +1,4 @@
-//! `l1gate endpoints` against a running server: every HTTP route it lists
+//! `l1gate routes` against a running server: every HTTP route it lists
 //! is served (none falls through to the router's bare 404), and every gRPC
 //! service it lists is reachable.
 

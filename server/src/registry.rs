@@ -1,0 +1,450 @@
+//! The endpoint registry: the chains this deployment offers, each with its
+//! networks and their nodes, as the operator configures them (`[[chains]]`
+//! in the config file), plus l1gate's own exchange chain. `l1gate endpoints
+//! list | search | get` reads it; the node gateway's upstreams live on the
+//! same nodes.
+//!
+//! Every URL a client sees is public: a network's `base_url` (or a node's
+//! own `public_url`) with a `<key>` placeholder where the API key goes. No
+//! output carries a real key or an upstream address.
+
+use serde::{Deserialize, Serialize};
+
+/// A chain's family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Ecosystem {
+    /// EVM chains.
+    Evm,
+    /// Substrate chains.
+    Substrate,
+    /// Cosmos SDK chains.
+    Cosmos,
+    /// Move chains (Aptos, Sui, …).
+    Move,
+    /// The exchange chain l1gate serves itself.
+    Hyperliquid,
+    /// Anything else.
+    Other,
+}
+
+impl Ecosystem {
+    /// Every value, as written.
+    pub const ALL: [Ecosystem; 6] = [
+        Ecosystem::Evm,
+        Ecosystem::Substrate,
+        Ecosystem::Cosmos,
+        Ecosystem::Move,
+        Ecosystem::Hyperliquid,
+        Ecosystem::Other,
+    ];
+
+    /// The value as written.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ecosystem::Evm => "evm",
+            Ecosystem::Substrate => "substrate",
+            Ecosystem::Cosmos => "cosmos",
+            Ecosystem::Move => "move",
+            Ecosystem::Hyperliquid => "hyperliquid",
+            Ecosystem::Other => "other",
+        }
+    }
+}
+
+/// A node's kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeType {
+    /// Recent state.
+    Full,
+    /// All history.
+    Archive,
+}
+
+impl NodeType {
+    /// The value as written.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeType::Full => "full",
+            NodeType::Archive => "archive",
+        }
+    }
+}
+
+/// `[[chains]]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChainConfig {
+    /// Stable id (`aptos`).
+    pub id: String,
+    /// Display name (`Aptos`).
+    pub name: String,
+    /// Family.
+    pub ecosystem: Ecosystem,
+    /// Its networks.
+    #[serde(default)]
+    pub networks: Vec<NetworkConfig>,
+}
+
+/// `[[chains.networks]]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkConfig {
+    /// Stable id (`mainnet`, `testnet`).
+    pub id: String,
+    /// Display name.
+    pub name: String,
+    /// The public base URL clients reach this network at (`https://…`);
+    /// the key goes after it as a path segment.
+    pub base_url: String,
+    /// Its nodes.
+    #[serde(default)]
+    pub nodes: Vec<NodeConfig>,
+}
+
+/// `[[chains.networks.nodes]]`: a node and the upstreams l1gate relays to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeConfig {
+    /// Stable id.
+    pub id: String,
+    /// `full` or `archive`.
+    pub node_type: NodeType,
+    /// This node's own public base URL, when it is not the network's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_url: Option<String>,
+    /// Upstream REST API base (never shown to clients).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rest: Option<String>,
+    /// Upstream GraphQL indexer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graphql: Option<String>,
+    /// Upstream JSON-RPC over HTTP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jsonrpc: Option<String>,
+    /// Upstream JSON-RPC over WebSocket.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jsonrpc_ws: Option<String>,
+    /// Upstream Transaction Stream gRPC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transaction_stream: Option<String>,
+}
+
+/// A chain as `l1gate endpoints` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Chain {
+    /// Id.
+    pub id: String,
+    /// Name.
+    pub name: String,
+    /// Family.
+    pub ecosystem: Ecosystem,
+    /// Networks.
+    pub networks: Vec<Network>,
+}
+
+/// A network as shown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Network {
+    /// Id.
+    pub id: String,
+    /// Name.
+    pub name: String,
+    /// Nodes.
+    pub nodes: Vec<Node>,
+}
+
+/// A node as shown: public URLs with a `<key>` placeholder.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Node {
+    /// Id.
+    pub id: String,
+    /// `https://…/<key>` (`None` when `--protocol wss` left it out).
+    pub https: Option<String>,
+    /// `wss://…/<key>` (`None` when `--protocol https` left it out).
+    pub wss: Option<String>,
+    /// `{"name": "full"|"archive"}`.
+    pub node_type: NodeTypeName,
+    /// The gRPC endpoint (l1gate's own node only; the key goes in the
+    /// `x-api-key` metadata).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grpc: Option<String>,
+}
+
+/// `{"name": …}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NodeTypeName {
+    /// `full` or `archive`.
+    pub name: NodeType,
+}
+
+/// The key placeholder in every URL shown.
+pub const KEY: &str = "<key>";
+
+/// `base` with the WebSocket scheme (`https` → `wss`, `http` → `ws`).
+fn websocket(base: &str) -> String {
+    if let Some(rest) = base.strip_prefix("https://") {
+        format!("wss://{rest}")
+    } else if let Some(rest) = base.strip_prefix("http://") {
+        format!("ws://{rest}")
+    } else {
+        base.to_owned()
+    }
+}
+
+/// Checks the configured chains: ids unique at each level, base URLs with
+/// a scheme.
+///
+/// # Errors
+/// A message naming the field.
+pub fn check(chains: &[ChainConfig]) -> Result<(), String> {
+    let mut ids = std::collections::BTreeSet::new();
+    for chain in chains {
+        if chain.id.trim().is_empty() || !ids.insert(chain.id.to_ascii_lowercase()) {
+            return Err(format!(
+                "chains: id {} is blank or used twice",
+                crate::quoted(&chain.id)
+            ));
+        }
+        let mut networks = std::collections::BTreeSet::new();
+        for network in &chain.networks {
+            if network.id.trim().is_empty() || !networks.insert(network.id.to_ascii_lowercase()) {
+                return Err(format!(
+                    "chains.{}.networks: id {} is blank or used twice",
+                    chain.id,
+                    crate::quoted(&network.id)
+                ));
+            }
+            let urls = std::iter::once(("base_url", &network.base_url)).chain(
+                network
+                    .nodes
+                    .iter()
+                    .filter_map(|n| n.public_url.as_ref().map(|u| ("public_url", u))),
+            );
+            for (field, url) in urls {
+                if !(url.starts_with("https://") || url.starts_with("http://")) {
+                    return Err(format!(
+                        "chains.{}.networks.{}.{field}: {} is not an http(s) URL",
+                        chain.id,
+                        network.id,
+                        crate::quoted(url)
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What `l1gate endpoints` shows: l1gate's own chain first (its HTTP API
+/// and WebSocket at `public_http_url`, gRPC at `public_grpc_url`, on
+/// network `network`), then the configured chains.
+pub fn chains(
+    configured: &[ChainConfig],
+    public_http_url: &str,
+    public_grpc_url: &str,
+    network: &str,
+) -> Vec<Chain> {
+    let http = public_http_url.trim_end_matches('/');
+    let own = Chain {
+        id: "hyperliquid".into(),
+        name: "Hyperliquid".into(),
+        ecosystem: Ecosystem::Hyperliquid,
+        networks: vec![Network {
+            id: network.to_owned(),
+            name: format!("Hyperliquid {network} (l1gate)"),
+            nodes: vec![Node {
+                id: "l1gate".into(),
+                https: Some(format!("{http}/{KEY}")),
+                wss: Some(format!("{}/{KEY}/ws", websocket(http))),
+                node_type: NodeTypeName {
+                    name: NodeType::Full,
+                },
+                grpc: Some(public_grpc_url.trim_end_matches('/').to_owned()),
+            }],
+        }],
+    };
+    std::iter::once(own)
+        .chain(configured.iter().map(|chain| {
+            Chain {
+                id: chain.id.clone(),
+                name: chain.name.clone(),
+                ecosystem: chain.ecosystem,
+                networks: chain
+                    .networks
+                    .iter()
+                    .map(|network| Network {
+                        id: network.id.clone(),
+                        name: network.name.clone(),
+                        nodes: network
+                            .nodes
+                            .iter()
+                            .map(|node| {
+                                let base = node
+                                    .public_url
+                                    .as_deref()
+                                    .unwrap_or(&network.base_url)
+                                    .trim_end_matches('/');
+                                Node {
+                                    id: node.id.clone(),
+                                    https: Some(format!("{base}/{KEY}")),
+                                    wss: Some(format!("{}/{KEY}", websocket(base))),
+                                    node_type: NodeTypeName {
+                                        name: node.node_type,
+                                    },
+                                    grpc: None,
+                                }
+                            })
+                            .collect(),
+                    })
+                    .collect(),
+            }
+        }))
+        .collect()
+}
+
+/// The filters of `l1gate endpoints`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filter {
+    /// Only this family.
+    pub ecosystem: Option<Ecosystem>,
+    /// Networks whose id or name contains this (case-insensitive).
+    pub network: Option<String>,
+    /// Only nodes of this kind.
+    pub node_type: Option<NodeType>,
+    /// Only this protocol's URLs (`https` or `wss`).
+    pub protocol: Option<Protocol>,
+}
+
+/// A URL protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// `https://` (or `http://`).
+    Https,
+    /// `wss://` (or `ws://`).
+    Wss,
+}
+
+fn contains(haystack: &str, needle: &str) -> bool {
+    haystack
+        .to_ascii_lowercase()
+        .contains(&needle.to_ascii_lowercase())
+}
+
+/// `chains` narrowed by `filter`; chains and networks left without a node
+/// are dropped.
+pub fn filtered(chains: Vec<Chain>, filter: &Filter) -> Vec<Chain> {
+    chains
+        .into_iter()
+        .filter(|chain| filter.ecosystem.is_none_or(|e| chain.ecosystem == e))
+        .filter_map(|mut chain| {
+            chain.networks.retain(|network| {
+                filter
+                    .network
+                    .as_deref()
+                    .is_none_or(|n| contains(&network.id, n) || contains(&network.name, n))
+            });
+            for network in &mut chain.networks {
+                network
+                    .nodes
+                    .retain(|node| filter.node_type.is_none_or(|t| node.node_type.name == t));
+                for node in &mut network.nodes {
+                    match filter.protocol {
+                        Some(Protocol::Https) => node.wss = None,
+                        Some(Protocol::Wss) => node.https = None,
+                        None => {}
+                    }
+                }
+            }
+            chain.networks.retain(|network| !network.nodes.is_empty());
+            (!chain.networks.is_empty()).then_some(chain)
+        })
+        .collect()
+}
+
+/// `search`: chains whose id or name contains `keyword` (every network),
+/// and those with networks whose id or name contains it (those networks).
+pub fn search(chains: Vec<Chain>, keyword: &str) -> Vec<Chain> {
+    chains
+        .into_iter()
+        .filter_map(|mut chain| {
+            if contains(&chain.id, keyword) || contains(&chain.name, keyword) {
+                return Some(chain);
+            }
+            chain
+                .networks
+                .retain(|n| contains(&n.id, keyword) || contains(&n.name, keyword));
+            (!chain.networks.is_empty()).then_some(chain)
+        })
+        .collect()
+}
+
+/// `get`: the chain whose id or name is `wanted` (case-insensitive).
+pub fn get(chains: Vec<Chain>, wanted: &str) -> Vec<Chain> {
+    chains
+        .into_iter()
+        .filter(|chain| {
+            chain.id.eq_ignore_ascii_case(wanted) || chain.name.eq_ignore_ascii_case(wanted)
+        })
+        .collect()
+}
+
+/// The text table: one line per node.
+pub fn to_text(chains: &[Chain]) -> String {
+    use std::fmt::Write as _;
+    let mut rows = vec![[
+        "CHAIN".to_owned(),
+        "ECOSYSTEM".to_owned(),
+        "NETWORK".to_owned(),
+        "NODE".to_owned(),
+        "TYPE".to_owned(),
+        "HTTPS".to_owned(),
+        "WSS".to_owned(),
+    ]];
+    for chain in chains {
+        for network in &chain.networks {
+            for node in &network.nodes {
+                rows.push([
+                    chain.id.clone(),
+                    chain.ecosystem.as_str().to_owned(),
+                    network.id.clone(),
+                    node.id.clone(),
+                    node.node_type.name.as_str().to_owned(),
+                    node.https.clone().unwrap_or_else(|| "-".into()),
+                    node.wss.clone().unwrap_or_else(|| "-".into()),
+                ]);
+            }
+        }
+    }
+    let mut widths = [0usize; 7];
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in &rows {
+        let mut line = String::new();
+        for (i, (cell, width)) in row.iter().zip(widths).enumerate() {
+            if i + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                let _ = write!(line, "{cell:width$}  ");
+            }
+        }
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn websocket_urls_follow_the_scheme() {
+        assert_eq!(websocket("https://a.example"), "wss://a.example");
+        assert_eq!(websocket("http://127.0.0.1:8080"), "ws://127.0.0.1:8080");
+    }
+}
