@@ -78,6 +78,22 @@ pub struct EndpointsCommand {
     #[arg(long, global = true, env = "L1GATE_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
 
+    /// Also write the API key and the URLs shown, the key in place, into
+    /// this environment file (`NAME=value` lines, mode 0600, replaced
+    /// atomically; other lines kept). Needs `--key-env` or `--key-stdin`.
+    #[arg(long, global = true, value_name = "PATH")]
+    pub env_file: Option<PathBuf>,
+
+    /// For `--env-file`: the environment variable holding the API key (a
+    /// key is never a command-line argument: those show in process lists).
+    #[arg(long, global = true, value_name = "VAR", conflicts_with = "key_stdin")]
+    pub key_env: Option<String>,
+
+    /// For `--env-file`: read the API key from the first line of standard
+    /// input.
+    #[arg(long, global = true)]
+    pub key_stdin: bool,
+
     /// The same settings as `serve`.
     #[command(flatten)]
     pub settings: ServeArgs,

@@ -102,8 +102,23 @@ fn run_endpoints(command: l1gate::cli::EndpointsCommand) -> anyhow::Result<()> {
         }
         std::process::exit(1);
     }
+    let env_file = match &command.env_file {
+        None => None,
+        Some(path) => {
+            let key = endpoint_key(command.key_env.as_deref(), command.key_stdin)?;
+            let lines = registry::env_lines(&found, &key);
+            registry::write_env_file(path, &lines)
+                .with_context(|| format!("writing the environment file {}", path.display()))?;
+            eprintln!(
+                "wrote the API key and {} URLs to {} (mode 0600)",
+                lines.len() - 1,
+                path.display()
+            );
+            Some(path.display().to_string())
+        }
+    };
     if command.json {
-        let body = serde_json::json!({
+        let mut body = serde_json::json!({
             "ok": true,
             "data": found,
             "meta": {
@@ -111,11 +126,39 @@ fn run_endpoints(command: l1gate::cli::EndpointsCommand) -> anyhow::Result<()> {
                 "timestamp": feeds::time::format_iso8601_ms(l1gate::unix_now_ms()),
             },
         });
+        if let Some(path) = env_file {
+            body["meta"]["env_file"] = path.into();
+        }
         println!("{}", serde_json::to_string_pretty(&body)?);
     } else {
         print!("{}", registry::to_text(&found));
     }
     Ok(())
+}
+
+/// The API key for `--env-file`, from `--key-env VAR` or `--key-stdin`.
+fn endpoint_key(key_env: Option<&str>, key_stdin: bool) -> anyhow::Result<String> {
+    let key = if let Some(var) = key_env {
+        std::env::var(var)
+            .with_context(|| format!("--key-env: the environment variable {var} is not set"))?
+    } else if key_stdin {
+        let mut line = String::new();
+        std::io::stdin()
+            .read_line(&mut line)
+            .context("--key-stdin: reading standard input")?;
+        line
+    } else {
+        anyhow::bail!(
+            "--env-file needs the API key: --key-env VAR (a variable holding it) or --key-stdin \
+             (the keys file holds only hashes of keys, and a key on the command line would show \
+             in process lists)"
+        );
+    };
+    let key = key.trim().to_owned();
+    if key.is_empty() || key.contains(['\n', '\r', '=']) || key.contains(char::is_whitespace) {
+        anyhow::bail!("the API key given is empty or not one line without spaces");
+    }
+    Ok(key)
 }
 
 fn run_routes(command: l1gate::cli::RoutesCommand) -> anyhow::Result<()> {

@@ -438,6 +438,117 @@ pub fn to_text(chains: &[Chain]) -> String {
     out
 }
 
+/// `NAME=value` lines for an environment file: `L1GATE_API_KEY` and, per
+/// node shown, `<CHAIN>_<NETWORK>_<NODE>_HTTPS_URL` (and `_WSS_URL`,
+/// `_GRPC_URL`) with `key` in place of the placeholder. Names are upper
+/// case, anything but letters and digits written `_`.
+pub fn env_lines(chains: &[Chain], key: &str) -> Vec<(String, String)> {
+    let name = |parts: &[&str], suffix: &str| {
+        let mut out: String = parts
+            .join("_")
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_uppercase()
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        out.push('_');
+        out.push_str(suffix);
+        out
+    };
+    let mut lines = vec![("L1GATE_API_KEY".to_owned(), key.to_owned())];
+    for chain in chains {
+        for network in &chain.networks {
+            for node in &network.nodes {
+                let parts = [chain.id.as_str(), network.id.as_str(), node.id.as_str()];
+                for (suffix, url) in [
+                    ("HTTPS_URL", &node.https),
+                    ("WSS_URL", &node.wss),
+                    ("GRPC_URL", &node.grpc),
+                ] {
+                    if let Some(url) = url {
+                        lines.push((name(&parts, suffix), url.replace(KEY, key)));
+                    }
+                }
+            }
+        }
+    }
+    lines
+}
+
+/// Writes `lines` into the environment file at `path`: lines of other
+/// names are kept in place, a name already there takes its new value, new
+/// names are appended. The file is written beside itself with mode 0600
+/// and renamed over the old one, so a reader sees the old file or the new.
+///
+/// # Errors
+/// When the file cannot be read, written or renamed.
+pub fn write_env_file(path: &std::path::Path, lines: &[(String, String)]) -> std::io::Result<()> {
+    use std::fmt::Write as _;
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let old = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(error) => return Err(error),
+    };
+    let mut written = std::collections::BTreeSet::new();
+    let mut out = String::new();
+    for line in old.lines() {
+        let existing = line
+            .trim_start()
+            .strip_prefix("export ")
+            .unwrap_or(line.trim_start())
+            .split_once('=')
+            .map(|(name, _)| name.trim());
+        match existing.and_then(|name| lines.iter().find(|(n, _)| n == name)) {
+            Some((name, value)) if written.insert(name.clone()) => {
+                let _ = writeln!(out, "{name}={value}");
+            }
+            // A second line of a name already written: dropped.
+            Some(_) => {}
+            None => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    for (name, value) in lines {
+        if written.insert(name.clone()) {
+            let _ = writeln!(out, "{name}={value}");
+        }
+    }
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let file_name = path.file_name().map_or_else(
+        || std::ffi::OsString::from("env"),
+        std::ffi::OsStr::to_os_string,
+    );
+    let mut temp_name = std::ffi::OsString::from(".");
+    temp_name.push(&file_name);
+    temp_name.push(format!(".{}.tmp", std::process::id()));
+    let temp = dir.join(temp_name);
+    let result = (|| {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&temp)?;
+        file.write_all(out.as_bytes())?;
+        file.sync_all()?;
+        std::fs::rename(&temp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    result
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -276,3 +276,104 @@ fn bad_filter_values_and_registries_are_refused_naming_them() {
         assert!(err.contains("bad.toml") || err.contains("chains"), "{err}");
     }
 }
+
+#[test]
+fn an_env_file_gets_the_key_and_urls_atomically_and_keeps_other_lines() {
+    use std::io::Write as _;
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("app.env");
+    std::fs::write(
+        &path,
+        "# mine\nFOO=bar\nL1GATE_API_KEY=old\nexport KEEP=1\n",
+    )
+    .unwrap();
+    let key = "l1g_secretsecretsecret";
+    let output = Command::new(L1GATE)
+        .args(["endpoints", "--config"])
+        .arg(registry())
+        .args(["get", "aptos", "--network", "mainnet", "--env-file"])
+        .arg(&path)
+        .args(["--key-env", "APP_KEY", "--json"])
+        .env("APP_KEY", key)
+        .env_remove("L1GATE_CONFIG")
+        .output()
+        .unwrap();
+    let (out, err) = (
+        String::from_utf8(output.stdout).unwrap(),
+        String::from_utf8(output.stderr).unwrap(),
+    );
+    assert!(output.status.success(), "{err}");
+    assert!(
+        !out.contains(key) && !err.contains(key),
+        "the key was printed"
+    );
+    let value: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(value["meta"]["env_file"], path.display().to_string());
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(
+        text,
+        format!(
+            "# mine\nFOO=bar\nL1GATE_API_KEY={key}\nexport KEEP=1\n\
+             APTOS_MAINNET_APTOS_MAINNET_FULL_HTTPS_URL=https://aptos-mainnet.gw.example/{key}\n\
+             APTOS_MAINNET_APTOS_MAINNET_FULL_WSS_URL=wss://aptos-mainnet.gw.example/{key}\n\
+             APTOS_MAINNET_APTOS_MAINNET_ARCHIVE_HTTPS_URL=https://aptos-mainnet-archive.gw.example/{key}\n\
+             APTOS_MAINNET_APTOS_MAINNET_ARCHIVE_WSS_URL=wss://aptos-mainnet-archive.gw.example/{key}\n"
+        )
+    );
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    // Nothing left beside it.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+
+    // Again from standard input, for l1gate's own chain, over the same
+    // file: its names replaced or added, the others kept.
+    let mut child = Command::new(L1GATE)
+        .args(["endpoints", "--config"])
+        .arg(registry())
+        .args(["get", "hyperliquid", "--protocol", "wss", "--env-file"])
+        .arg(&path)
+        .arg("--key-stdin")
+        .env_remove("L1GATE_CONFIG")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"l1g_otherkey\n")
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success());
+    assert!(
+        !String::from_utf8(output.stdout)
+            .unwrap()
+            .contains("l1g_otherkey")
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("L1GATE_API_KEY=l1g_otherkey\n"), "{text}");
+    assert!(
+        text.contains("FOO=bar\n") && text.contains("APTOS_MAINNET_APTOS_MAINNET_FULL_HTTPS_URL")
+    );
+    assert!(
+        text.contains("HYPERLIQUID_MAINNET_L1GATE_WSS_URL=wss://hl.gw.example/l1g_otherkey/ws\n")
+    );
+    assert!(text.contains("HYPERLIQUID_MAINNET_L1GATE_GRPC_URL=https://grpc.hl.gw.example\n"));
+    assert!(
+        !text.contains("HYPERLIQUID_MAINNET_L1GATE_HTTPS_URL"),
+        "--protocol wss"
+    );
+
+    // Without a key source: refused, the file untouched.
+    let before = std::fs::read_to_string(&path).unwrap();
+    let (code, _, err) = endpoints(&["list", "--env-file", path.to_str().unwrap()]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("--key-env") && err.contains("--key-stdin"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), before);
+}
