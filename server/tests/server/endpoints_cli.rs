@@ -220,8 +220,21 @@ fn a_miss_is_not_found_with_help_and_a_nonzero_exit() {
     );
 }
 
+/// `l1gate endpoints list` over the example registry, as it must print.
+const LIST_TABLE: &str = "CHAIN        ECOSYSTEM    NETWORK  NODE                   TYPE     HTTPS                                           WSS\n\
+hyperliquid  hyperliquid  mainnet  l1gate                 full     https://hl.gw.example/<key>                     wss://hl.gw.example/<key>/ws\n\
+aptos        move         mainnet  aptos-mainnet-full     full     https://aptos-mainnet.gw.example/<key>          wss://aptos-mainnet.gw.example/<key>\n\
+aptos        move         mainnet  aptos-mainnet-archive  archive  https://aptos-mainnet-archive.gw.example/<key>  wss://aptos-mainnet-archive.gw.example/<key>\n\
+aptos        move         testnet  aptos-testnet-full     full     https://aptos-testnet.gw.example/<key>          wss://aptos-testnet.gw.example/<key>\n\
+movement     move         mainnet  movement-mainnet-full  full     https://movement-mainnet.gw.example/<key>       wss://movement-mainnet.gw.example/<key>\n\
+hyperevm     evm          mainnet  hyperevm-local         full     https://hyperevm-mainnet.gw.example/<key>       wss://hyperevm-mainnet.gw.example/<key>\n\
+";
+
 #[test]
 fn the_table_shows_one_node_per_line() {
+    let (code, out, err) = endpoints(&["list"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, LIST_TABLE);
     let (code, out, err) = endpoints(&["list", "--ecosystem", "move", "--protocol", "https"]);
     assert_eq!(code, 0, "{err}");
     let lines: Vec<&str> = out.lines().collect();
