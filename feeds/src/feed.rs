@@ -343,6 +343,14 @@ impl Feed {
             bases.push(total);
             total += segment.complete_len();
         }
+        // Files gone from the listing: their last references here are let
+        // go on the reaper thread (see crate::reaper).
+        let removed: Vec<Arc<Segment>> = old
+            .segments
+            .iter()
+            .filter(|s| segments.iter().all(|n| n.key() != s.key()))
+            .cloned()
+            .collect();
         *self.inner.state.write() = Arc::new(State {
             dir: Some(dir),
             segments,
@@ -350,6 +358,8 @@ impl Feed {
             bases,
             total,
         });
+        drop(old);
+        crate::reaper::reap(removed);
         if readable {
             self.inner
                 .readable_generation

@@ -21,6 +21,7 @@ pub mod feed;
 pub mod filter;
 pub mod index;
 pub mod layout;
+mod reaper;
 pub mod segment;
 pub mod snapshot;
 pub mod source;

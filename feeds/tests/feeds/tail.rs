@@ -286,6 +286,48 @@ fn a_pruned_file_under_a_cursor_is_reported() {
     );
 }
 
+/// Lines of this process's memory map that name `path`.
+fn mapped(path: &std::path::Path) -> usize {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let name = path.to_string_lossy();
+    maps.lines()
+        .filter(|line| line.contains(name.as_ref()))
+        .count()
+}
+
+#[test]
+fn a_pruned_file_is_unmapped_once_a_refresh_sees_it_gone() {
+    let node = NodeDir::new();
+    let old = node.hour_file("node_fills_by_block", DATE, 0);
+    append(
+        &old,
+        format!("{}\n{}\n", fill_line(1), fill_line(2)).as_bytes(),
+    );
+    append(
+        &node.hour_file("node_fills_by_block", DATE, 1),
+        format!("{}\n", fill_line(3)).as_bytes(),
+    );
+    let feed = Feed::open(node.path(), Source::Fills).unwrap();
+    let mut cursor = feed.seek(Start::BlockNumber(1)).unwrap();
+    assert_eq!(feed.read(&mut cursor, 10).unwrap().len(), 3);
+    assert!(mapped(&old) > 0, "the old file is mapped while listed");
+    std::fs::remove_file(&old).unwrap();
+    thread::sleep(Duration::from_millis(1100)); // past the full re-list interval
+    feed.refresh().unwrap();
+    // The mapping is let go on the reaper thread, soon after.
+    let started = std::time::Instant::now();
+    while mapped(&old) > 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the removed file stayed mapped"
+        );
+        thread::sleep(Duration::from_millis(10));
+    }
+    // The rest reads on.
+    let mut cursor = feed.seek(Start::BlockNumber(3)).unwrap();
+    assert_eq!(feed.read(&mut cursor, 10).unwrap().len(), 1);
+}
+
 #[test]
 fn reading_the_files_wakes_nobody_and_writing_does() {
     let node = NodeDir::new();
