@@ -279,6 +279,12 @@ pub async fn ws_reader(
     tally.lock().failure = Some("ended".into());
 }
 
+/// The request a reading stream opens with.
+enum Opening {
+    Bbo(tonic::Request<pb::BboRequest>),
+    L2Book(tonic::Request<pb::L2BookRequest>),
+}
+
 /// A set of reading streams.
 pub struct Readers {
     /// The reading tasks.
@@ -326,22 +332,21 @@ impl Readers {
             }));
             let channel = channels[spread(i, channels.len())].clone();
             let (shared, cell) = (Arc::clone(shared), Arc::clone(&tally));
-            let stream = if path == L2_BOOK {
-                let request = server.request(pb::L2BookRequest {
-                    coin: names[coin].clone(),
+            let coin_name = names[coin].clone();
+            let request = if path == L2_BOOK {
+                Opening::L2Book(server.request(pb::L2BookRequest {
+                    coin: coin_name,
                     ..pb::L2BookRequest::default()
-                })?;
-                tokio::spawn(async move { open(channel, L2_BOOK, request).await })
+                })?)
             } else {
-                let request = server.request(pb::BboRequest {
-                    coins: vec![names[coin].clone()],
-                })?;
-                tokio::spawn(async move { open(channel, BBO, request).await })
+                Opening::Bbo(server.request(pb::BboRequest {
+                    coins: vec![coin_name],
+                })?)
             };
             readers.tasks.push(tokio::spawn(async move {
-                let stream = match stream.await {
-                    Ok(stream) => stream,
-                    Err(error) => Err(tonic::Status::internal(error.to_string())),
+                let stream = match request {
+                    Opening::L2Book(request) => open(channel, L2_BOOK, request).await,
+                    Opening::Bbo(request) => open(channel, BBO, request).await,
                 };
                 reader(stream, shared, cell).await;
             }));

@@ -21,8 +21,9 @@
 //! are delimited, by decoding them. The statuses passed
 //! over that way are not checked as JSON by the fold; a line that breaks the
 //! node's layout where the scan looks is walked exactly instead. When a view
-//! wants raw statuses (the L4 book view), every status is delimited and filed
-//! by coin.
+//! wants raw statuses (the L4 book view by coin, the order updates view by
+//! account), every status is delimited and filed: with such a subscription
+//! open, status lines take the exact walk instead of the `memmem` scan.
 //!
 //! Raw book diffs are delimited by their own decode: the compact decoder
 //! reports how many bytes it read, so a diff is not walked before it is

@@ -29,6 +29,16 @@ impl Gcra {
         }
     }
 
+    /// `count` requests per `period`, all of them at once at most (the
+    /// exchange's "2,000 messages a minute").
+    pub fn per(count: u32, period: Duration) -> Self {
+        let interval = (period / count.max(1)).max(Duration::from_nanos(1));
+        Self {
+            interval,
+            tolerance: interval * (count.max(1) - 1),
+        }
+    }
+
     /// Admits one request at `now` against the account's arrival time `tat`.
     ///
     /// # Errors
@@ -63,6 +73,18 @@ mod tests {
         assert_eq!(limit.check(&mut tat, now + 40 * MS), Err(60 * MS));
         assert_eq!(limit.check(&mut tat, now + 100 * MS), Ok(()));
         assert_eq!(limit.check(&mut tat, now + 100 * MS), Err(100 * MS));
+    }
+
+    #[test]
+    fn a_count_per_period_allows_the_count_then_one_per_share_of_it() {
+        let limit = Gcra::per(2_000, Duration::from_secs(60));
+        let mut tat = Duration::ZERO;
+        let now = Duration::from_secs(1);
+        for _ in 0..2_000 {
+            assert_eq!(limit.check(&mut tat, now), Ok(()));
+        }
+        assert_eq!(limit.check(&mut tat, now), Err(30 * MS));
+        assert_eq!(limit.check(&mut tat, now + 30 * MS), Ok(()));
     }
 
     #[test]

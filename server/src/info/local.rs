@@ -34,7 +34,7 @@ use serde_json::{Map, Value, json};
 use crate::candles::store::INTERVALS;
 use crate::candles::{CandleValues, Candles, Miss};
 use crate::host::engine::{Command, EngineStatus, SubscribeError, read, subscribe};
-use crate::ws::protocol::{self, Subscription};
+use crate::ws::protocol;
 use crate::ws::render::{self, Channel};
 
 /// The request types answered here.
@@ -133,11 +133,7 @@ impl Local {
     /// channel reads.
     async fn view_state(&self, fields: &Map<String, Value>) -> Result<Value, Refusal> {
         let subscription = protocol::subscription(fields).map_err(invalid)?;
-        let channel = match subscription {
-            Subscription::L2Book { .. } => Channel::L2Book,
-            _ => Channel::AllMids,
-        };
-        let Some(key) = subscription.key() else {
+        let Some((key, channel)) = subscription.view() else {
             return Err(invalid("type: not answered from a view"));
         };
         // The subscription is dropped with its receiver; the engine lets

@@ -24,7 +24,8 @@ use tokio::task::JoinHandle;
 use tonic::{Code, Status};
 
 use super::protocol::{self, ClientMessage, Subscription};
-use super::render::{self, Channel};
+use super::render;
+use crate::access::gcra::Gcra;
 use crate::access::{Access, StreamGuard};
 use crate::grpc::flow::{EndReason, Measured, Slot, Supervisor};
 use crate::grpc::relay::RelaySource;
@@ -122,34 +123,27 @@ impl Drop for Open {
     }
 }
 
-/// A rolling one-minute message budget (a token bucket that refills the
-/// whole budget in a minute).
+/// The client's messages a minute: the access layer's GCRA, `per_minute`
+/// at most in any minute, all of them at once at most.
 struct Budget {
-    per_minute: f64,
-    tokens: f64,
-    at: Instant,
+    limit: Gcra,
+    epoch: Instant,
+    tat: Duration,
 }
 
 impl Budget {
     fn new(per_minute: u32) -> Self {
         Self {
-            per_minute: f64::from(per_minute),
-            tokens: f64::from(per_minute),
-            at: Instant::now(),
+            limit: Gcra::per(per_minute, Duration::from_secs(60)),
+            epoch: Instant::now(),
+            tat: Duration::ZERO,
         }
     }
 
     fn take(&mut self) -> bool {
-        let now = Instant::now();
-        let refill = now.duration_since(self.at).as_secs_f64() * self.per_minute / 60.0;
-        self.tokens = (self.tokens + refill).min(self.per_minute);
-        self.at = now;
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            true
-        } else {
-            false
-        }
+        self.limit
+            .check(&mut self.tat, self.epoch.elapsed())
+            .is_ok()
     }
 }
 
@@ -447,10 +441,9 @@ impl Session {
         let (go, wait) = tokio::sync::oneshot::channel::<()>();
         let out = self.out.clone();
         let ends = self.ends.clone();
-        let Some(key) = subscription.key() else {
+        let Some((key, channel)) = subscription.view() else {
             return self.start_ctx(subscription, go, wait).await;
         };
-        let channel = channel(subscription);
         let kind = key.kind();
         let slot = self
             .service
@@ -641,22 +634,6 @@ impl Session {
 /// `{"channel":"post","data":{"id","response"}}`.
 fn post_answer(id: &Value, response: &Value) -> Utf8Bytes {
     render::message("post", &json!({ "id": id, "response": response }))
-}
-
-/// The channel a subscription's frames are rendered for.
-fn channel(subscription: &Subscription) -> Channel {
-    match subscription {
-        Subscription::L2Book { .. } => Channel::L2Book,
-        Subscription::Bbo { .. } => Channel::Bbo,
-        Subscription::Trades { .. } => Channel::Trades,
-        Subscription::Candle { .. } => Channel::Candle,
-        Subscription::AllMids { .. } | Subscription::ActiveAssetCtx { .. } => Channel::AllMids,
-        Subscription::UserFills { .. } => Channel::UserFills,
-        Subscription::UserEvents { .. } => Channel::UserEvents,
-        Subscription::UserTwapSliceFills { .. } => Channel::UserTwapSliceFills,
-        Subscription::OrderUpdates { .. } => Channel::OrderUpdates,
-        Subscription::L4Book { .. } => Channel::L4Book,
-    }
 }
 
 #[cfg(test)]

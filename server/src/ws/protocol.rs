@@ -11,6 +11,7 @@
 
 use std::collections::BTreeSet;
 
+use engine::book::l2::{L2Error, L2Params};
 use engine::market::candles::Interval;
 use engine::views::bbo::BboKey;
 use engine::views::candles::CandleKey;
@@ -22,6 +23,8 @@ use engine::views::registry::Key;
 use engine::views::statuses::StatusesKey;
 use engine::views::trades::TradesKey;
 use serde_json::{Map, Value};
+
+use super::render::Channel;
 
 /// One parsed client message.
 #[derive(Debug, Clone, PartialEq)]
@@ -172,9 +175,28 @@ impl Subscription {
         }
     }
 
+    /// The view key the subscription reads and the channel its frames are
+    /// rendered for (`None`: served from the Info source, not the engine).
+    pub fn view(&self) -> Option<(Key, Channel)> {
+        let channel = match self {
+            Subscription::L2Book { .. } => Channel::L2Book,
+            Subscription::Bbo { .. } => Channel::Bbo,
+            Subscription::Trades { .. } => Channel::Trades,
+            Subscription::Candle { .. } => Channel::Candle,
+            Subscription::AllMids { .. } => Channel::AllMids,
+            Subscription::ActiveAssetCtx { .. } => return None,
+            Subscription::UserFills { .. } => Channel::UserFills,
+            Subscription::UserEvents { .. } => Channel::UserEvents,
+            Subscription::UserTwapSliceFills { .. } => Channel::UserTwapSliceFills,
+            Subscription::OrderUpdates { .. } => Channel::OrderUpdates,
+            Subscription::L4Book { .. } => Channel::L4Book,
+        };
+        Some((self.key()?, channel))
+    }
+
     /// The view key the subscription reads (`None`: served from the Info
     /// source, not the engine).
-    pub fn key(&self) -> Option<Key> {
+    fn key(&self) -> Option<Key> {
         let one = |coin: &str| BTreeSet::from([coin.to_owned()]);
         let user_fills = |user: &str| {
             Key::Fills(FillsKey {
@@ -343,18 +365,17 @@ pub fn subscription(fields: &Map<String, Value>) -> Result<Subscription, String>
             let n_sig_figs = uint(fields, "nSigFigs")?;
             let mantissa = uint(fields, "mantissa")?;
             let n_levels = uint(fields, "nLevels")?;
-            if let Some(figs) = n_sig_figs
-                && !(2..=5).contains(&figs)
-            {
-                return Err(format!("nSigFigs: must be 2, 3, 4, 5 or null, got {figs}"));
-            }
-            if let Some(m) = mantissa
-                && (n_sig_figs != Some(5) || !matches!(m, 1 | 2 | 5))
-            {
-                return Err(format!(
-                    "mantissa: must be 1, 2 or 5 and needs nSigFigs 5, got {m}"
-                ));
-            }
+            // The view's own rules, in the exchange's field names.
+            let figs = n_sig_figs.map(|n| u32::try_from(n).unwrap_or(u32::MAX));
+            L2Params::new(None, figs, mantissa).map_err(|error| match error {
+                L2Error::SigFigs(figs) => {
+                    format!("nSigFigs: must be 2, 3, 4, 5 or null, got {figs}")
+                }
+                L2Error::Mantissa { mantissa } => {
+                    format!("mantissa: must be 1, 2 or 5 and needs nSigFigs 5, got {mantissa}")
+                }
+                other @ L2Error::SizeOverflow { .. } => other.to_string(),
+            })?;
             if let Some(levels) = n_levels
                 && !(1..=100).contains(&levels)
             {
@@ -362,7 +383,7 @@ pub fn subscription(fields: &Map<String, Value>) -> Result<Subscription, String>
             }
             Subscription::L2Book {
                 coin: string(fields, "coin")?,
-                n_sig_figs: n_sig_figs.map(|n| n as u32),
+                n_sig_figs: figs,
                 mantissa,
                 n_levels: n_levels.map(|n| n as u32),
             }

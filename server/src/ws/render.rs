@@ -16,7 +16,7 @@ use engine::book::l2::L2Level;
 use engine::market::candles::CandleUpdate;
 use engine::market::fills::Fill;
 use engine::market::trades::TradesUpdate;
-use engine::views::l4book::{L4BookUpdate, L4Order};
+use engine::views::l4book::{L4BookSnapshot, L4BookUpdate, L4Order};
 use engine::views::registry::{Batch, Frame, Rendering};
 use serde_json::{Value, json};
 
@@ -91,8 +91,7 @@ pub fn messages(batch: &Batch, channel: Channel) -> Vec<Utf8Bytes> {
         batch
             .frames()
             .iter()
-            .filter_map(|frame| data(frame, channel))
-            .map(|data| message(channel.name(), &data))
+            .filter_map(|frame| text(frame, channel))
             .collect()
     };
     match batch.rendered::<Json>() {
@@ -100,6 +99,27 @@ pub fn messages(batch: &Batch, channel: Channel) -> Vec<Utf8Bytes> {
         // Another rendering holds the slot: made for this subscriber.
         None => make(),
     }
+}
+
+/// One frame's message on `channel`. An `l4Book` diff is spliced from the
+/// node's event bytes as they are (nothing re-parsed); every other message
+/// is written from its `data`.
+fn text(frame: &Frame, channel: Channel) -> Option<Utf8Bytes> {
+    if let (Frame::L4Book(L4BookUpdate::Diff(diff)), Channel::L4Book) = (frame, channel) {
+        // `{"order_statuses":[…],"book_diffs":[…]}`: its members go after
+        // `time` and `height` in the node servers' `Updates` object.
+        let events = diff.data.as_str();
+        let members = events
+            .strip_prefix('{')
+            .and_then(|e| e.strip_suffix('}'))
+            .filter(|m| !m.trim().is_empty())
+            .map_or_else(String::new, |m| format!(",{m}"));
+        return Some(Utf8Bytes::from(format!(
+            r#"{{"channel":"l4Book","data":{{"Updates":{{"time":{},"height":{}{members}}}}}}}"#,
+            diff.time, diff.block_number
+        )));
+    }
+    data(frame, channel).map(|data| message(channel.name(), &data))
 }
 
 /// `{"channel":…,"data":…}` as text.
@@ -156,7 +176,7 @@ pub fn data(frame: &Frame, channel: Channel) -> Option<Value> {
                 .filter_map(|status| order_update(status.as_str(), update.time))
                 .collect(),
         ),
-        (Frame::L4Book(update), Channel::L4Book) => return Some(l4book(update)),
+        (Frame::L4Book(L4BookUpdate::Snapshot(snapshot)), Channel::L4Book) => l4_snapshot(snapshot),
         _ => return None,
     })
 }
@@ -293,30 +313,20 @@ fn l4order(order: &L4Order) -> Value {
     out
 }
 
-/// `{"Snapshot":{coin,time,height,levels}}` or `{"Updates":{time,height,
-/// order_statuses,book_diffs}}`, the node servers' externally tagged shape.
-fn l4book(update: &L4BookUpdate) -> Value {
-    match update {
-        L4BookUpdate::Snapshot(snapshot) => json!({
-            "Snapshot": {
-                "coin": snapshot.coin,
-                "time": snapshot.time,
-                "height": snapshot.block_number,
-                "levels": [
-                    snapshot.bids.iter().map(l4order).collect::<Vec<_>>(),
-                    snapshot.asks.iter().map(l4order).collect::<Vec<_>>(),
-                ],
-            }
-        }),
-        L4BookUpdate::Diff(diff) => {
-            // The node's events, byte for byte, re-read as JSON values.
-            let mut events: serde_json::Map<String, Value> =
-                serde_json::from_str(diff.data.as_str()).unwrap_or_default();
-            events.insert("time".into(), diff.time.into());
-            events.insert("height".into(), diff.block_number.into());
-            json!({ "Updates": events })
+/// `{"Snapshot":{coin,time,height,levels}}`, the node servers' externally
+/// tagged shape (their `Updates` are spliced by `text`).
+fn l4_snapshot(snapshot: &L4BookSnapshot) -> Value {
+    json!({
+        "Snapshot": {
+            "coin": snapshot.coin,
+            "time": snapshot.time,
+            "height": snapshot.block_number,
+            "levels": [
+                snapshot.bids.iter().map(l4order).collect::<Vec<_>>(),
+                snapshot.asks.iter().map(l4order).collect::<Vec<_>>(),
+            ],
         }
-    }
+    })
 }
 
 #[cfg(test)]
@@ -360,5 +370,27 @@ mod tests {
         assert_eq!(first[0].as_str().as_ptr(), again[0].as_str().as_ptr());
         // Not a trades frame on another channel: nothing.
         assert!(messages(&batch, Channel::Bbo).is_empty());
+    }
+
+    #[test]
+    fn l4_updates_carry_the_node_events_byte_for_byte() {
+        let events = r#"{"order_statuses":[{"time":"2026-05-05T17:39:13.1","user":"0xab","status":"open","order":{"sz":"1.50"}}],"book_diffs":[]}"#;
+        let batch = Batch::new(
+            Position::default(),
+            vec![Frame::L4Book(L4BookUpdate::Diff(
+                engine::views::l4book::L4BookDiff {
+                    time: 5,
+                    block_number: 9,
+                    data: engine::market::raw::RawJson::new(events.to_owned()),
+                },
+            ))],
+        );
+        let text = messages(&batch, Channel::L4Book);
+        let body = &events[1..events.len() - 1];
+        assert!(text[0].as_str().contains(body), "{}", text[0].as_str());
+        let value: Value = serde_json::from_str(text[0].as_str()).unwrap();
+        assert_eq!(value["data"]["Updates"]["height"], 9);
+        assert_eq!(value["data"]["Updates"]["time"], 5);
+        assert_eq!(value["data"]["Updates"]["book_diffs"], json!([]));
     }
 }

@@ -87,6 +87,20 @@ pub fn statuses_of(dir: &std::path::Path, user: &str) -> Vec<(u64, i64, Vec<Valu
     blocks
 }
 
+/// A replayed mids frame's map narrowed to the default exchange (no `dex:`
+/// prefix), as `allMids` without a `dex` gives it.
+pub fn default_dex_mids(frame: &Value) -> Value {
+    Value::Object(
+        frame["mids"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(coin, _)| !coin.contains(':'))
+            .map(|(coin, px)| (coin.clone(), px.clone()))
+            .collect(),
+    )
+}
+
 /// The exchange's `WsOrder` of a node status event.
 fn ws_order(event: &Value, time: i64) -> Value {
     let order = &event["order"];
@@ -319,16 +333,7 @@ pub fn check_channels(
         let expected = distinct(
             replay(&dir, ViewKind::Mids, |_| {})
                 .iter()
-                .map(|frame| {
-                    let mids: serde_json::Map<String, Value> = frame["mids"]
-                        .as_object()
-                        .unwrap()
-                        .iter()
-                        .filter(|(coin, _)| !coin.contains(':'))
-                        .map(|(coin, px)| (coin.clone(), px.clone()))
-                        .collect();
-                    json!({ "mids": mids })
-                })
+                .map(|frame| json!({ "mids": default_dex_mids(frame) }))
                 .collect(),
         );
         assert_suffix("allMids", &distinct(channel("allMids")), &expected);
