@@ -162,6 +162,16 @@ pub struct ServeArgs {
     #[arg(long, env = "L1GATE_UPSTREAM_TIMEOUT_MS", value_name = "MS")]
     pub upstream_timeout_ms: Option<u64>,
 
+    /// Longest `wait_by_hash` exchange with a node (the node itself waits
+    /// for the transaction before answering). Default 60000.
+    #[arg(long, env = "L1GATE_NODE_WAIT_TIMEOUT_MS", value_name = "MS")]
+    pub node_wait_timeout_ms: Option<u64>,
+
+    /// How long a network's ledger info (`GET /v1`) is cached: one node
+    /// request per window however many callers. 2000–5000, default 3000.
+    #[arg(long, env = "L1GATE_LEDGER_CACHE_MS", value_name = "MS")]
+    pub ledger_cache_ms: Option<u64>,
+
     /// Directory of the server's own state (the candle store). Default
     /// `l1gate-state`; demo mode uses its temporary directory unless set.
     #[arg(long, env = "L1GATE_STATE_DIR", value_name = "DIR")]
@@ -247,6 +257,8 @@ impl ServeArgs {
             info_poll_interval_ms: self.info_poll_interval_ms.or(lower.info_poll_interval_ms),
             node_url: self.node_url.or(lower.node_url),
             upstream_timeout_ms: self.upstream_timeout_ms.or(lower.upstream_timeout_ms),
+            node_wait_timeout_ms: self.node_wait_timeout_ms.or(lower.node_wait_timeout_ms),
+            ledger_cache_ms: self.ledger_cache_ms.or(lower.ledger_cache_ms),
             state_dir: self.state_dir.or(lower.state_dir),
             candle_history_start: self.candle_history_start.or(lower.candle_history_start),
             max_data_age_ms: self.max_data_age_ms.or(lower.max_data_age_ms),
@@ -578,7 +590,15 @@ impl ServeArgs {
                     self.upstream_timeout_ms,
                     UPSTREAM_TIMEOUT,
                 )?,
-            )?,
+            )?
+            .with_node(
+                positive(
+                    "node_wait_timeout_ms",
+                    self.node_wait_timeout_ms,
+                    NODE_WAIT_TIMEOUT,
+                )?,
+                ledger_cache(self.ledger_cache_ms)?,
+            ),
         })
     }
 }
@@ -618,6 +638,28 @@ const INFO_CACHE: Duration = Duration::from_secs(2);
 const INFO_POLL_INTERVAL: Duration = Duration::from_secs(1);
 /// Default `upstream_timeout_ms`.
 const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default `node_wait_timeout_ms`.
+const NODE_WAIT_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default `ledger_cache_ms`.
+const LEDGER_CACHE: Duration = Duration::from_secs(3);
+
+/// `ledger_cache_ms`, within the seed's 2–5 s.
+fn ledger_cache(value: Option<u64>) -> Result<Duration, ConfigError> {
+    let (low, high) = crate::node::ledger::WINDOW_RANGE;
+    match value.map(Duration::from_millis) {
+        None => Ok(LEDGER_CACHE),
+        Some(window) if window >= low && window <= high => Ok(window),
+        Some(window) => Err(ConfigError::Invalid {
+            name: "ledger_cache_ms",
+            message: format!(
+                "{} is outside {}..={} (the node makes a block about every 4 s)",
+                window.as_millis(),
+                low.as_millis(),
+                high.as_millis()
+            ),
+        }),
+    }
+}
 
 fn resolve_upstreams(
     info_url: Option<&str>,
@@ -642,6 +684,8 @@ fn resolve_upstreams(
         info_poll_interval,
         node_url: url("node_url", node_url)?,
         timeout,
+        node_wait_timeout: NODE_WAIT_TIMEOUT,
+        ledger_cache: LEDGER_CACHE,
     })
 }
 

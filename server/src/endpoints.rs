@@ -45,7 +45,7 @@ pub struct HttpRoute {
     /// Method (`ANY` for the gateway).
     pub method: &'static str,
     /// Path with the key form written out (`/<API_KEY>/…`).
-    pub path: &'static str,
+    pub path: String,
     /// How the key is passed.
     pub key: KeyForm,
     /// What it serves.
@@ -178,6 +178,48 @@ impl Endpoints {
             ),
             route("ANY", "/<API_KEY>/v1/…", KeyForm::PathOrHeader, &node),
         ];
+        let mut http = http;
+        // The configured networks, each on its own host (crate::node).
+        for site in crate::registry::sites(&settings.chains) {
+            let host = &site.host;
+            let name = site.name();
+            let mut add = |method: &'static str, path: String, what: String| {
+                http.push(route(method, &path, KeyForm::PathOrHeader, &what));
+            };
+            if site.upstream(|n| n.rest.as_ref()).is_some() {
+                let rules = if site.ecosystem == crate::registry::Ecosystem::Move {
+                    " (the seed's REST rules checked first)"
+                } else {
+                    ""
+                };
+                add(
+                    "ANY",
+                    format!("//{host}/<API_KEY>/v1/…"),
+                    format!("{name} node REST{rules}"),
+                );
+            }
+            if site.upstream(|n| n.graphql.as_ref()).is_some() {
+                add(
+                    "POST",
+                    format!("//{host}/<API_KEY>/v1/graphql"),
+                    format!("{name} GraphQL indexer"),
+                );
+            }
+            if site.upstream(|n| n.jsonrpc.as_ref()).is_some() {
+                add(
+                    "POST",
+                    format!("//{host}/<API_KEY>"),
+                    format!("{name} JSON-RPC"),
+                );
+            }
+            if site.upstream(|n| n.jsonrpc_ws.as_ref()).is_some() {
+                add(
+                    "GET",
+                    format!("//{host}/<API_KEY>"),
+                    format!("{name} JSON-RPC over WebSocket (upgrade)"),
+                );
+            }
+        }
         Ok(Self {
             grpc_url: format!("http://{}", settings.grpc_addr),
             http_url: format!("http://{}", settings.http_addr),
@@ -229,10 +271,10 @@ impl Endpoints {
     }
 }
 
-fn route(method: &'static str, path: &'static str, key: KeyForm, description: &str) -> HttpRoute {
+fn route(method: &'static str, path: &str, key: KeyForm, description: &str) -> HttpRoute {
     HttpRoute {
         method,
-        path,
+        path: path.to_owned(),
         key,
         description: description.to_owned(),
     }

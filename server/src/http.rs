@@ -1,8 +1,8 @@
 //! The HTTP edge: `/healthz` (feed directories and data freshness),
 //! `/metrics` (Prometheus text) and the authenticated API routes: feeds,
 //! candles (see [`crate::candles`]) and those passed to [`router`] (`/info`
-//! from [`crate::info`], the node gateway under `/v1` from
-//! [`crate::http::gateway`]).
+//! from [`crate::info`], the exchange node's REST API under `/v1` from
+//! [`crate::node`]).
 //!
 //! `/healthz` reports, per line feed, the newest block number and time on
 //! disk and how far that time is behind the wall clock; it answers 503
@@ -23,7 +23,6 @@
 //! account names only, so expose the HTTP address to trusted networks.
 
 pub mod candles;
-pub mod gateway;
 pub mod listen;
 
 use std::net::SocketAddr;
@@ -61,6 +60,21 @@ pub struct Health {
     pub candles: Option<Arc<Candles>>,
     /// The keys in force, whose reload problems are reported.
     pub auth: Option<crate::access::auth::Auth>,
+    /// The node gateway's networks, whose freshness is reported.
+    pub networks: Option<NetworkProbe>,
+}
+
+/// Asks each node gateway network for its freshness verdict:
+/// `{"chain/network": {"status", …}}`.
+#[derive(Clone)]
+pub struct NetworkProbe(
+    pub Arc<dyn Fn() -> futures_util::future::BoxFuture<'static, serde_json::Value> + Send + Sync>,
+);
+
+impl std::fmt::Debug for NetworkProbe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("NetworkProbe")
+    }
 }
 
 /// Age (ms against `now_ms`) of the newest block on disk over the line
@@ -184,7 +198,8 @@ pub fn denial_response(denial: &Denial) -> Response {
     response
 }
 
-async fn count_responses(
+/// Middleware counting responses by status for `/metrics`.
+pub async fn count_responses(
     State(metrics): State<Arc<Metrics>>,
     request: Request,
     next: Next,
@@ -295,6 +310,11 @@ async fn healthz(State(health): State<Health>) -> Response {
             "in_force": auth.keys_in_force(),
             "problem": auth.problem(),
         });
+    }
+    if let Some(networks) = &health.networks {
+        // A network's node is the node's business: reported per network,
+        // not a reason for 503 (which says the market data is stale).
+        body["networks"] = (networks.0)().await;
     }
     let status = if fresh {
         StatusCode::OK

@@ -13,6 +13,7 @@ pub mod host;
 pub mod http;
 pub mod info;
 pub mod metrics;
+pub mod node;
 pub mod registry;
 pub mod serve;
 pub mod upstream;

@@ -129,6 +129,40 @@ pub struct NodeConfig {
     /// Upstream Transaction Stream gRPC.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transaction_stream: Option<String>,
+    /// The credential l1gate presents to the Transaction Stream upstream
+    /// (`authorization: Bearer …`); never shown or logged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transaction_stream_token: Option<Secret>,
+}
+
+/// A credential from the config: its `Debug` and serialized forms are
+/// redacted, so it cannot reach a log line or `l1gate endpoints` output.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps `value`.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The value itself, for the one place that sends it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+impl Serialize for Secret {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str("<redacted>")
+    }
 }
 
 /// A chain as `l1gate endpoints` shows it.
@@ -223,18 +257,144 @@ pub fn check(chains: &[ChainConfig]) -> Result<(), String> {
                     .filter_map(|n| n.public_url.as_ref().map(|u| ("public_url", u))),
             );
             for (field, url) in urls {
-                if !(url.starts_with("https://") || url.starts_with("http://")) {
+                if !(url.starts_with("https://") || url.starts_with("http://"))
+                    || host_of(url).is_none()
+                {
                     return Err(format!(
-                        "chains.{}.networks.{}.{field}: {} is not an http(s) URL",
+                        "chains.{}.networks.{}.{field}: {} is not an http(s) URL with a host",
                         chain.id,
                         network.id,
                         crate::quoted(url)
                     ));
                 }
             }
+            for node in &network.nodes {
+                let upstreams = [
+                    ("rest", &node.rest),
+                    ("graphql", &node.graphql),
+                    ("jsonrpc", &node.jsonrpc),
+                    ("jsonrpc_ws", &node.jsonrpc_ws),
+                    ("transaction_stream", &node.transaction_stream),
+                ];
+                for (field, url) in upstreams {
+                    let Some(url) = url else { continue };
+                    let checked = if field == "jsonrpc_ws" {
+                        url.strip_prefix("ws://")
+                            .ok_or_else(|| "only ws:// is supported".to_owned())
+                            .and_then(|rest| {
+                                crate::upstream::UpstreamUrl::parse(&format!("http://{rest}"))
+                                    .map(drop)
+                                    .map_err(|e| e.to_string())
+                            })
+                    } else {
+                        crate::upstream::UpstreamUrl::parse(url)
+                            .map(drop)
+                            .map_err(|e| e.to_string())
+                    };
+                    if let Err(why) = checked {
+                        return Err(format!(
+                            "chains.{}.networks.{}.nodes.{}.{field}: {why}",
+                            chain.id, network.id, node.id
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    let mut hosts = std::collections::BTreeMap::new();
+    for site in sites(chains) {
+        if let Some(other) = hosts.insert(site.host.clone(), site.name())
+            && other != site.name()
+        {
+            return Err(format!(
+                "chains: host {} is the base URL of both {other} and {}; each network needs its own host name",
+                crate::quoted(&site.host),
+                site.name()
+            ));
         }
     }
     Ok(())
+}
+
+/// The host part of an `http(s)://host[:port]/…` URL, lowercased, without
+/// the port: what a request's `Host` (or `:authority`) is matched against.
+pub fn host_of(url: &str) -> Option<String> {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))?;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = if let Some(v6) = host.strip_prefix('[') {
+        format!("[{}]", v6.split(']').next()?)
+    } else {
+        host.split(':').next()?.to_owned()
+    };
+    (!host.is_empty()).then(|| host.to_ascii_lowercase())
+}
+
+/// The host of a request's `Host` header value (`name[:port]`), lowercased,
+/// without the port.
+pub fn request_host(value: &str) -> Option<String> {
+    host_of(&format!("http://{}", value.trim()))
+}
+
+/// One public host name l1gate answers for a configured network: the
+/// network's `base_url` (all its nodes, in order) or a node's own
+/// `public_url` (that node only). A request is routed by its host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Site {
+    /// Lowercase host, no port.
+    pub host: String,
+    /// The chain's id.
+    pub chain: String,
+    /// The chain's family (the seed's REST rules apply to `move`).
+    pub ecosystem: Ecosystem,
+    /// The network's id.
+    pub network: String,
+    /// The nodes behind this host, in configured order.
+    pub nodes: Vec<NodeConfig>,
+}
+
+impl Site {
+    /// `chain/network`, as logs and `/healthz` name it.
+    pub fn name(&self) -> String {
+        format!("{}/{}", self.chain, self.network)
+    }
+
+    /// The first node that has the upstream `pick` returns.
+    pub fn upstream<'a, T: ?Sized>(
+        &'a self,
+        pick: impl Fn(&'a NodeConfig) -> Option<&'a T>,
+    ) -> Option<(&'a NodeConfig, &'a T)> {
+        self.nodes
+            .iter()
+            .find_map(|node| pick(node).map(|value| (node, value)))
+    }
+}
+
+/// Every host of the configured chains (see [`Site`]), in configured order.
+pub fn sites(chains: &[ChainConfig]) -> Vec<Site> {
+    let mut sites = Vec::new();
+    for chain in chains {
+        for network in &chain.networks {
+            let site = |host: String, nodes: Vec<NodeConfig>| Site {
+                host,
+                chain: chain.id.clone(),
+                ecosystem: chain.ecosystem,
+                network: network.id.clone(),
+                nodes,
+            };
+            if let Some(host) = host_of(&network.base_url) {
+                sites.push(site(host, network.nodes.clone()));
+            }
+            for node in &network.nodes {
+                if let Some(host) = node.public_url.as_deref().and_then(host_of) {
+                    sites.push(site(host, vec![node.clone()]));
+                }
+            }
+        }
+    }
+    sites
 }
 
 /// What `l1gate endpoints` shows: l1gate's own chain first (its HTTP API

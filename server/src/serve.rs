@@ -264,14 +264,15 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
             candles: Some(candles.clone()),
         }),
     );
-    let api = lookup.clone().routes().merge(
-        crate::http::gateway::Gateway::new(upstreams.node_url.clone().map(|url| {
-            let client =
-                UpstreamClient::new(upstreams.timeout, crate::http::gateway::MAX_RESPONSE_BODY);
-            (url, client)
-        }))
-        .routes(),
-    );
+    // The node gateway: the exchange host's node at `node_url`, and the
+    // configured networks on their own hosts (crate::node).
+    let networks = crate::node::Networks::new(
+        &settings.chains,
+        upstreams,
+        crate::registry::host_of(&settings.public_http_url).as_deref(),
+        &access,
+    )?;
+    let api = lookup.clone().routes().merge(networks.exchange_routes());
     let market = MarketService::new(engine.commands(), engine.status().clone())
         .with_flow(flow.clone())
         .with_stale_after(settings.market_stale_after)
@@ -348,9 +349,10 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         max_data_age: settings.max_data_age,
         candles: Some(candles.clone()),
         auth: Some(access.auth().clone()),
+        networks: Some(networks.health()),
     };
     let metrics = access.metrics().clone();
-    let http = crate::http::router(health, access, api);
+    let http = networks.serve(crate::http::router(health, access, api));
     tasks.push(tokio::spawn(crate::http::listen::serve(
         http_listener,
         http,

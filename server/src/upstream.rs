@@ -129,6 +129,22 @@ pub struct UpstreamSettings {
     pub node_url: Option<UpstreamUrl>,
     /// Longest exchange with either.
     pub timeout: Duration,
+    /// Longest `wait_by_hash` exchange with a node.
+    pub node_wait_timeout: Duration,
+    /// How long a network's ledger info is cached.
+    pub ledger_cache: Duration,
+}
+
+impl UpstreamSettings {
+    /// These settings with the node gateway's own timing.
+    #[must_use]
+    pub fn with_node(self, node_wait_timeout: Duration, ledger_cache: Duration) -> Self {
+        Self {
+            node_wait_timeout,
+            ledger_cache,
+            ..self
+        }
+    }
 }
 
 /// A buffered upstream response.

@@ -186,7 +186,7 @@ async fn health_and_metrics_need_no_key_and_unknown_routes_are_404() {
     // Other paths under /v1 belong to the node gateway (not configured here).
     let relayed = gate.get("/v1/nope", Some(&key)).await;
     assert_eq!(relayed.status, 503, "{}", relayed.text);
-    assert_eq!(relayed.json()["error"], "no_node_upstream");
+    assert_eq!(relayed.json()["error_code"], "no_node_upstream");
 }
 
 #[tokio::test]

@@ -105,7 +105,7 @@ async fn no_node_is_503_naming_the_setting_and_a_down_node_is_502() {
     )
     .await;
     assert_eq!(reply.status, 503, "{}", reply.text);
-    assert_eq!(reply.json()["error"], "no_node_upstream");
+    assert_eq!(reply.json()["error_code"], "no_node_upstream");
     assert!(
         reply.json()["message"]
             .as_str()
@@ -126,7 +126,7 @@ async fn no_node_is_503_naming_the_setting_and_a_down_node_is_502() {
     )
     .await;
     assert_eq!(reply.status, 502, "{}", reply.text);
-    assert_eq!(reply.json()["error"], "bad_gateway");
+    assert_eq!(reply.json()["error_code"], "bad_gateway");
     assert!(
         reply.json()["message"]
             .as_str()
@@ -156,7 +156,7 @@ async fn a_node_slower_than_the_timeout_is_504() {
     )
     .await;
     assert_eq!(reply.status, 504, "{}", reply.text);
-    assert_eq!(reply.json()["error"], "gateway_timeout");
+    assert_eq!(reply.json()["error_code"], "gateway_timeout");
     assert!(started.elapsed() < std::time::Duration::from_secs(2));
     assert_eq!(seen.lock().len(), 1, "the request did reach the node");
 }
