@@ -6,9 +6,10 @@ use std::{env, fs, path::PathBuf};
 
 use prost::Message;
 
-const PROTOS: [&str; 2] = [
+const PROTOS: [&str; 3] = [
     "venue_l1_gateway/v3/raw_feed.proto",
     "venue_l1_gateway/v3/market_streaming.proto",
+    "aptos/indexer/v1/raw_data.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -26,6 +27,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // and shared buffers: `Bytes` lets them go out without a copy.
         .bytes(".venue_l1_gateway.v3.Record.data")
         .bytes(".venue_l1_gateway.v3.L4BookDiff.data")
+        // The Transaction Stream is relayed: its opaque transactions and
+        // filter pass through as shared buffers.
+        .bytes(".aptos.indexer.v1")
         // Undecodable messages are INVALID_ARGUMENT, not INTERNAL.
         .codec_path("crate::codec::StrictCodec")
         .compile_fds(descriptors.clone())?;

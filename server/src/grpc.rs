@@ -12,3 +12,4 @@ pub mod market;
 pub mod raw_feed;
 pub mod relay;
 pub mod render;
+pub mod transaction_stream;

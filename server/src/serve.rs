@@ -297,6 +297,11 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     health_reporter
         .set_serving::<proto::encoded::market_streaming_server::MarketStreamingServer<MarketService>>()
         .await;
+    health_reporter
+        .set_serving::<proto::aptos::indexer::v1::raw_data_server::RawDataServer<
+            crate::grpc::transaction_stream::TransactionStreamService,
+        >>()
+        .await;
     tasks.push(tokio::spawn(follow_freshness(
         health_reporter,
         live.clone(),
@@ -307,12 +312,21 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         let access = access.clone();
         move |request| access.intercept(request)
     };
+    // The Aptos Transaction Stream relay (served even with no upstream:
+    // every call is then FAILED_PRECONDITION).
+    let transaction_stream =
+        crate::grpc::transaction_stream::TransactionStreamService::new(&settings.chains)
+            .with_access(access.clone());
     let router = tonic::transport::Server::builder()
         .add_service(health)
         .add_service(InterceptedService::new(reflection, check.clone()))
         .add_service(InterceptedService::new(reflection_v1alpha, check.clone()))
         .add_service(InterceptedService::new(
             proto::venue_l1_gateway_server::VenueL1GatewayServer::new(raw_feed),
+            check.clone(),
+        ))
+        .add_service(InterceptedService::new(
+            transaction_stream.into_server(),
             check.clone(),
         ))
         .add_service(InterceptedService::new(

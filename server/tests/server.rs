@@ -13,6 +13,8 @@ mod server {
     mod access_http;
     mod access_secrets;
     pub mod access_support;
+    pub mod aptos_node;
+    mod aptos_sdk;
     mod bad_node_data;
     mod candles;
     mod cli;
@@ -28,6 +30,8 @@ mod server {
     mod info_local;
     mod info_lookup;
     mod info_streams;
+    mod networks;
+    pub mod jsonrpc_node;
     pub mod market_live;
     pub mod market_views;
     pub mod python;
@@ -39,6 +43,7 @@ mod server {
     pub mod revocation;
     pub mod slow_subscribers;
     pub mod standin;
+    mod transaction_stream;
     mod untrusted_text;
     mod ws_api;
     pub mod ws_streams;

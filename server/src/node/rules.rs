@@ -752,7 +752,7 @@ mod tests {
         ] {
             let message = post(rest, body).unwrap_err();
             assert!(
-                message.starts_with(&format!("{field}")),
+                message.starts_with(field),
                 "{rest} {body}: {message}"
             );
         }

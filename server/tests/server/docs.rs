@@ -388,7 +388,10 @@ fn every_grpcurl_body_decodes_as_its_rpcs_request() {
         let Some(method) = example
             .words
             .iter()
-            .find(|w| w.starts_with("venue_l1_gateway.") && w.contains('/'))
+            .find(|w| {
+                (w.starts_with("venue_l1_gateway.") || w.starts_with("aptos.indexer."))
+                    && w.contains('/')
+            })
         else {
             assert!(
                 example.words.iter().any(|w| w == "list" || w == "describe"),

@@ -12,6 +12,18 @@ pub const HYPERLIQUID_SDK: &str = "hyperliquid-python-sdk==0.24.0";
 /// A gRPC client that discovers services by reflection only (it speaks
 /// `grpc.reflection.v1alpha`), pinned.
 pub const GRPC_REQUESTS: &str = "grpc-requests==0.1.21";
+/// Aptos' published indexer message classes (`aptos.transaction.v1`,
+/// `aptos.indexer.v1`) with the gRPC runtime, pinned. They need protobuf 4,
+/// which the environment above (protobuf 7) cannot hold, so they get their
+/// own: [`APTOS_VENV`].
+pub const APTOS_CLIENT: [&str; 4] = [
+    "aptos-indexer-protos==0.1.1",
+    "grpcio==1.85.3",
+    "grpclib==0.4.9",
+    "protobuf==4.25.9",
+];
+/// The environment of [`APTOS_CLIENT`], under `target/`.
+pub const APTOS_VENV: &str = "python-aptos-clients";
 
 fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map_or_else(
@@ -23,11 +35,17 @@ fn target_dir() -> PathBuf {
 /// The `python` of a virtual environment holding `packages` (pip
 /// requirement strings, pinned), created or updated on first use.
 pub fn venv(packages: &[&str]) -> PathBuf {
+    venv_named("python-clients", packages)
+}
+
+/// [`venv`] in its own environment `target/<name>`, for packages whose
+/// pins conflict with the shared one's.
+pub fn venv_named(name: &str, packages: &[&str]) -> PathBuf {
     static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
     let _guard = ONE_AT_A_TIME
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let root = target_dir().join("python-clients");
+    let root = target_dir().join(name);
     let python = root.join("bin").join("python");
     let marker = root.join("requirements.txt");
     let mut wanted: Vec<&str> = packages.to_vec();

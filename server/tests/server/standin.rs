@@ -250,10 +250,14 @@ pub async fn http(
         .await
         .unwrap();
     tokio::spawn(connection);
-    let mut request = hyper::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("host", "l1gate.test");
+    let mut request = hyper::Request::builder().method(method).uri(path);
+    // The exchange's host unless the caller names a network's.
+    if !headers
+        .iter()
+        .any(|(name, _)| name.eq_ignore_ascii_case("host"))
+    {
+        request = request.header("host", "l1gate.test");
+    }
     for (name, value) in headers {
         request = request.header(*name, *value);
     }
