@@ -751,10 +751,7 @@ mod tests {
             ("view", "not json", "body"),
         ] {
             let message = post(rest, body).unwrap_err();
-            assert!(
-                message.starts_with(field),
-                "{rest} {body}: {message}"
-            );
+            assert!(message.starts_with(field), "{rest} {body}: {message}");
         }
         // BCS bodies are the node's to check.
         let bcs = check(

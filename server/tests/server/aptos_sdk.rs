@@ -115,8 +115,16 @@ async fn the_aptos_python_sdk_reads_through_l1gate_unchanged() {
     for form in ["path", "header"] {
         let seen = &got[form];
         assert_eq!(seen["chain_id"], 2, "{form}: {got}");
-        assert_eq!(seen["resource_types"], Value::Array(types.clone()), "{form}");
-        assert_eq!(seen["events"], serde_json::json!(["0", "1", "2", "3", "4"]), "{form}");
+        assert_eq!(
+            seen["resource_types"],
+            Value::Array(types.clone()),
+            "{form}"
+        );
+        assert_eq!(
+            seen["events"],
+            serde_json::json!(["0", "1", "2", "3", "4"]),
+            "{form}"
+        );
         assert_eq!(seen["later"], serde_json::json!(["5", "6", "7"]), "{form}");
         assert_eq!(seen["missing_stream_status"], 404, "{form}");
     }

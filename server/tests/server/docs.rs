@@ -385,14 +385,10 @@ fn every_grpcurl_body_decodes_as_its_rpcs_request() {
     let mut calls = 0;
     for example in examples().iter().filter(|e| e.is("grpcurl")) {
         let at = &example.at;
-        let Some(method) = example
-            .words
-            .iter()
-            .find(|w| {
-                (w.starts_with("venue_l1_gateway.") || w.starts_with("aptos.indexer."))
-                    && w.contains('/')
-            })
-        else {
+        let Some(method) = example.words.iter().find(|w| {
+            (w.starts_with("venue_l1_gateway.") || w.starts_with("aptos.indexer."))
+                && w.contains('/')
+        }) else {
             assert!(
                 example.words.iter().any(|w| w == "list" || w == "describe"),
                 "{at}: a grpcurl line with no method"

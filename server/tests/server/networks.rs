@@ -25,7 +25,12 @@ const EVM: &str = "hyperevm-mainnet.gw.test";
 
 /// The registry of the test: `rest`/`graphql` of each Move network, the
 /// JSON-RPC pair of the EVM one.
-fn chains(aptos: &AptosNode, indexer: &Indexer, movement: &AptosNode, rpc: &JsonRpcNode) -> Vec<ChainConfig> {
+fn chains(
+    aptos: &AptosNode,
+    indexer: &Indexer,
+    movement: &AptosNode,
+    rpc: &JsonRpcNode,
+) -> Vec<ChainConfig> {
     let text = format!(
         r#"
 [[chains]]
@@ -112,7 +117,14 @@ async fn setup(tune: impl FnOnce(&mut l1gate::config::ServeArgs)) -> Setup {
 
 impl Setup {
     async fn get(&self, host: &str, path: &str) -> HttpReply {
-        http(self.server.running.http_addr, "GET", path, &[("host", host)], "").await
+        http(
+            self.server.running.http_addr,
+            "GET",
+            path,
+            &[("host", host)],
+            "",
+        )
+        .await
     }
 
     async fn post(&self, host: &str, path: &str, body: &str) -> HttpReply {
@@ -154,7 +166,10 @@ async fn each_network_is_served_on_its_own_host() {
         s.server.running.http_addr,
         "GET",
         "/v1",
-        &[("host", "Movement-Mainnet.GW.test:443"), ("x-api-key", &key)],
+        &[
+            ("host", "Movement-Mainnet.GW.test:443"),
+            ("x-api-key", &key),
+        ],
         "",
     )
     .await;
@@ -167,7 +182,10 @@ async fn each_network_is_served_on_its_own_host() {
     assert_eq!(exchange_node.json()["error_code"], "no_node_upstream");
     // l1gate's own routes do not exist on a network's host.
     let not_there = s.get(APTOS, &format!("/{key}/v1/feeds")).await;
-    assert_eq!(not_there.status, 404, "relayed to the node, which has no such route");
+    assert_eq!(
+        not_there.status, 404,
+        "relayed to the node, which has no such route"
+    );
     let unknown = s.get(APTOS, &format!("/{key}/nope/deeper")).await;
     assert_eq!(unknown.status, 404);
     // Health and metrics answer on every host, without a key.
@@ -188,16 +206,28 @@ async fn the_seeds_rules_are_answered_by_l1gate_without_the_node() {
     let before = s.aptos.requests().len();
     for (path, name) in [
         ("accounts/notanaddress/resources".to_owned(), "address"),
-        (format!("accounts/{account}/resources?ledger_version=latest"), "ledger_version"),
+        (
+            format!("accounts/{account}/resources?ledger_version=latest"),
+            "ledger_version",
+        ),
         (format!("accounts/{account}/resources?limit=0"), "limit"),
-        (format!("accounts/{account}/resources?start=not-a-cursor"), "start"),
+        (
+            format!("accounts/{account}/resources?start=not-a-cursor"),
+            "start",
+        ),
         (format!("accounts/{account}/events/xyz"), "creation_number"),
         (format!("accounts/{account}/events/2?limit=5000"), "limit"),
         (format!("accounts/{account}/events/2?start=-1"), "start"),
-        (format!("accounts/{account}/resource/not-a-type"), "resource_type"),
+        (
+            format!("accounts/{account}/resource/not-a-type"),
+            "resource_type",
+        ),
         ("blocks/by_version/12abc".to_owned(), "version"),
         ("blocks/by_height/1e9".to_owned(), "height"),
-        ("blocks/by_height/5?with_transactions=maybe".to_owned(), "with_transactions"),
+        (
+            "blocks/by_height/5?with_transactions=maybe".to_owned(),
+            "with_transactions",
+        ),
         ("transactions/by_hash/0x1234".to_owned(), "hash"),
         ("transactions/wait_by_hash/nothex".to_owned(), "hash"),
         ("transactions/by_version/-3".to_owned(), "version"),
@@ -212,27 +242,64 @@ async fn the_seeds_rules_are_answered_by_l1gate_without_the_node() {
         "arguments": [account, "100"],
     });
     for (path, body, name) in [
-        ("transactions/encode_submission", json!({"sequence_number": "0", "payload": payload}), "body.sender"),
-        ("transactions/encode_submission", json!({"sender": account, "payload": payload}), "body.sequence_number"),
-        ("transactions/encode_submission", json!({"sender": account, "sequence_number": "0"}), "body.payload"),
+        (
+            "transactions/encode_submission",
+            json!({"sequence_number": "0", "payload": payload}),
+            "body.sender",
+        ),
+        (
+            "transactions/encode_submission",
+            json!({"sender": account, "payload": payload}),
+            "body.sequence_number",
+        ),
+        (
+            "transactions/encode_submission",
+            json!({"sender": account, "sequence_number": "0"}),
+            "body.payload",
+        ),
         (
             "transactions",
             json!({"sender": account, "sequence_number": "0", "max_gas_amount": "2000",
                    "gas_unit_price": "100", "expiration_timestamp_secs": "99", "payload": payload}),
             "body.signature",
         ),
-        ("transactions/simulate", json!({"sender": "0xZZ"}), "body.sender"),
+        (
+            "transactions/simulate",
+            json!({"sender": "0xZZ"}),
+            "body.sender",
+        ),
         ("transactions/batch", json!([]), "body"),
-        ("transactions/batch", json!([{"sender": account}]), "body[0].sequence_number"),
-        ("view", json!({"type_arguments": [], "arguments": []}), "body.function"),
-        ("view", json!({"function": "0x1::coin::balance", "arguments": []}), "body.type_arguments"),
-        ("tables/0x1/item", json!({"key_type": "address", "key": "0x1"}), "body.value_type"),
+        (
+            "transactions/batch",
+            json!([{"sender": account}]),
+            "body[0].sequence_number",
+        ),
+        (
+            "view",
+            json!({"type_arguments": [], "arguments": []}),
+            "body.function",
+        ),
+        (
+            "view",
+            json!({"function": "0x1::coin::balance", "arguments": []}),
+            "body.type_arguments",
+        ),
+        (
+            "tables/0x1/item",
+            json!({"key_type": "address", "key": "0x1"}),
+            "body.value_type",
+        ),
         ("tables/0x1/raw_item", json!({}), "body.key"),
     ] {
-        let reply = s.post(APTOS, &format!("/{key}/v1/{path}"), &body.to_string()).await;
+        let reply = s
+            .post(APTOS, &format!("/{key}/v1/{path}"), &body.to_string())
+            .await;
         invalid_input(&reply, name);
     }
-    invalid_input(&s.post(APTOS, &format!("/{key}/v1/view"), "{not json").await, "body");
+    invalid_input(
+        &s.post(APTOS, &format!("/{key}/v1/view"), "{not json").await,
+        "body",
+    );
     assert_eq!(
         s.aptos.requests().len(),
         before,
@@ -250,7 +317,10 @@ async fn the_nodes_own_answers_pass_through_with_its_headers() {
     // Events: the default limit of 25 is sent, a larger one up to 1000 is
     // the caller's, paging forward by `start` works.
     let events = s
-        .get(APTOS, &format!("/{key}/v1/accounts/{account}/events/{creation}"))
+        .get(
+            APTOS,
+            &format!("/{key}/v1/accounts/{account}/events/{creation}"),
+        )
         .await;
     assert_eq!(events.status, 200, "{}", events.text);
     let seen = s.aptos.requests().last().unwrap().clone();
@@ -269,13 +339,19 @@ async fn the_nodes_own_answers_pass_through_with_its_headers() {
     assert_eq!(page[0]["sequence_number"], "2");
     assert_eq!(page[2]["sequence_number"], "4");
     let big = s
-        .get(APTOS, &format!("/{key}/v1/accounts/{account}/events/{creation}?limit=1000"))
+        .get(
+            APTOS,
+            &format!("/{key}/v1/accounts/{account}/events/{creation}?limit=1000"),
+        )
         .await;
     assert_eq!(big.status, 200, "{}", big.text);
 
     // Resources page with the node's cursor header.
     let resources = s
-        .get(APTOS, &format!("/{key}/v1/accounts/{account}/resources?limit=1"))
+        .get(
+            APTOS,
+            &format!("/{key}/v1/accounts/{account}/resources?limit=1"),
+        )
         .await;
     assert_eq!(resources.status, 200, "{}", resources.text);
     let cursor = resources
@@ -294,9 +370,21 @@ async fn the_nodes_own_answers_pass_through_with_its_headers() {
     // The node's errors, with its body and headers.
     let unknown = format!("0x{}", "ab".repeat(32));
     for (path, status, code) in [
-        (format!("accounts/{unknown}/resources"), 404, "account_not_found"),
-        (format!("accounts/{account}/events/999999"), 404, "resource_not_found"),
-        ("blocks/by_version/18446744073709551615".to_owned(), 404, "version_not_found"),
+        (
+            format!("accounts/{unknown}/resources"),
+            404,
+            "account_not_found",
+        ),
+        (
+            format!("accounts/{account}/events/999999"),
+            404,
+            "resource_not_found",
+        ),
+        (
+            "blocks/by_version/18446744073709551615".to_owned(),
+            404,
+            "version_not_found",
+        ),
     ] {
         let reply = s.get(APTOS, &format!("/{key}/v1/{path}")).await;
         assert_eq!(reply.status, status, "{path}: {}", reply.text);
@@ -304,12 +392,17 @@ async fn the_nodes_own_answers_pass_through_with_its_headers() {
         assert!(reply.header("x-aptos-ledger-version").is_some(), "{path}");
     }
     // Below the oldest version the node serves: its own 404/410.
-    let pruned = s.get(APTOS, &format!("/{key}/v1/blocks/by_version/0")).await;
+    let pruned = s
+        .get(APTOS, &format!("/{key}/v1/blocks/by_version/0"))
+        .await;
     assert!(matches!(pruned.status, 404 | 410), "{}", pruned.text);
     // The events reader down: the node's internal_error.
     s.aptos.set_event_reader(false);
     let down = s
-        .get(APTOS, &format!("/{key}/v1/accounts/{account}/events/{creation}"))
+        .get(
+            APTOS,
+            &format!("/{key}/v1/accounts/{account}/events/{creation}"),
+        )
         .await;
     assert_eq!(down.status, 500, "{}", down.text);
     assert_eq!(down.json()["error_code"], "internal_error");
@@ -317,8 +410,10 @@ async fn the_nodes_own_answers_pass_through_with_its_headers() {
 
     // Submit: 202 with the pending transaction (the account's next
     // sequence number read through l1gate, as the seed's signing flow does).
-    let sequence = s.get(APTOS, &format!("/{key}/v1/accounts/{account}")).await.json()
-        ["sequence_number"]
+    let sequence = s
+        .get(APTOS, &format!("/{key}/v1/accounts/{account}"))
+        .await
+        .json()["sequence_number"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -331,12 +426,19 @@ async fn the_nodes_own_answers_pass_through_with_its_headers() {
                       "signature": format!("0x{}", "22".repeat(64))},
     });
     let submitted = s
-        .post(APTOS, &format!("/{key}/v1/transactions"), &signed.to_string())
+        .post(
+            APTOS,
+            &format!("/{key}/v1/transactions"),
+            &signed.to_string(),
+        )
         .await;
     assert_eq!(submitted.status, 202, "{}", submitted.text);
     let hash = submitted.json()["hash"].as_str().unwrap().to_owned();
     let waited = s
-        .get(APTOS, &format!("/{key}/v1/transactions/wait_by_hash/{hash}"))
+        .get(
+            APTOS,
+            &format!("/{key}/v1/transactions/wait_by_hash/{hash}"),
+        )
         .await;
     assert!(matches!(waited.status, 200 | 202), "{}", waited.text);
 
@@ -394,7 +496,10 @@ async fn ledger_info_is_one_node_request_per_window_and_freshness_is_reported() 
     }
     assert_eq!(s.aptos.ledger_requests(), 1, "one request for 25 callers");
     let health = s.get("l1gate.test", "/healthz").await.json();
-    assert_eq!(health["networks"]["aptos/mainnet"]["status"], "ok", "{health}");
+    assert_eq!(
+        health["networks"]["aptos/mainnet"]["status"], "ok",
+        "{health}"
+    );
     assert_eq!(health["networks"]["aptos/mainnet"]["chain_id"], 1);
     assert_eq!(s.aptos.ledger_requests(), 1, "healthz read the same window");
 
@@ -426,10 +531,17 @@ async fn wait_by_hash_has_its_own_longer_timeout() {
     assert_eq!(slow.json()["error_code"], "gateway_timeout");
     let hash = format!("0x{}", "cd".repeat(32));
     let waited = s
-        .get(APTOS, &format!("/{key}/v1/transactions/wait_by_hash/{hash}"))
+        .get(
+            APTOS,
+            &format!("/{key}/v1/transactions/wait_by_hash/{hash}"),
+        )
         .await;
     assert_ne!(waited.status, 504, "{}", waited.text);
-    assert_eq!(waited.header("x-aptos-chain-id"), Some("1"), "the node's answer");
+    assert_eq!(
+        waited.header("x-aptos-chain-id"),
+        Some("1"),
+        "the node's answer"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -492,11 +604,11 @@ async fn websocket(
 > {
     let addr = s.server.running.http_addr;
     let mut request = format!("ws://{addr}{path}").into_client_request().unwrap();
-    request
-        .headers_mut()
-        .insert("host", EVM.parse().unwrap());
+    request.headers_mut().insert("host", EVM.parse().unwrap());
     if let Some(key) = header_key {
-        request.headers_mut().insert("x-api-key", key.parse().unwrap());
+        request
+            .headers_mut()
+            .insert("x-api-key", key.parse().unwrap());
     }
     tokio_tungstenite::connect_async(request)
         .await
@@ -504,7 +616,9 @@ async fn websocket(
 }
 
 async fn next_json(
-    socket: &mut tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
+    socket: &mut tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
 ) -> Value {
     loop {
         let message = tokio::time::timeout(Duration::from_secs(10), socket.next())
@@ -522,7 +636,10 @@ async fn next_json(
 async fn websocket_json_rpc_is_relayed_both_ways_with_subscriptions() {
     let s = setup(|_| {}).await;
     let key = s.key().to_owned();
-    for (path, header) in [(format!("/{key}"), None), ("/".to_owned(), Some(key.as_str()))] {
+    for (path, header) in [
+        (format!("/{key}"), None),
+        ("/".to_owned(), Some(key.as_str())),
+    ] {
         let mut socket = websocket(&s, &path, header).await.unwrap();
         socket
             .send(Message::Text(
@@ -546,7 +663,10 @@ async fn websocket_json_rpc_is_relayed_both_ways_with_subscriptions() {
     }
     assert!(s.rpc.ws_messages().iter().all(|m| !m.contains(&key)));
     // No key, a wrong key: refused before any upgrade.
-    for path in ["/", "/l1g_0000000000000000000000000000000000000000000000000000000000000000"] {
+    for path in [
+        "/",
+        "/l1g_0000000000000000000000000000000000000000000000000000000000000000",
+    ] {
         match websocket(&s, path, None).await {
             Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
                 assert_eq!(response.status(), 401);
