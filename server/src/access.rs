@@ -1,33 +1,50 @@
 //! Access control shared by the HTTP and gRPC edges: which key is calling,
-//! whether its source address is allowed, and whether its account is within
-//! its rate limits. One key model, one set of limits and one usage account
-//! for every interface.
+//! whether its source address is allowed, whether the key is within its
+//! usage quota, and whether its account is within its rate limits. One key
+//! model, one set of limits and one usage account for every interface.
 //!
 //! Order of checks, each stopping the request before any work:
 //! 1. the key: missing, unknown or revoked → HTTP 401 / gRPC UNAUTHENTICATED;
+//!    a rotated key whose grace period has ended likewise, with a message
+//!    saying it was rotated, when, by which key, and when its grace ended;
 //! 2. the key's IP allow-list against the TCP peer address → HTTP 403 /
 //!    gRPC PERMISSION_DENIED, both carrying the `allow_list_url` link. Such
 //!    requests are not counted against rate limits or usage;
-//! 3. the account's limits, pooled across all of its keys: a GCRA request
+//! 3. the key's usage quota for the period ([`usage`]): its request cap
+//!    (one unit per HTTP request, unary gRPC call, gRPC stream opened and
+//!    WebSocket subscribe or post) or byte cap used up → HTTP 429 with
+//!    `Retry-After` / gRPC RESOURCE_EXHAUSTED, whose message says which
+//!    quota and when it resets;
+//! 4. the account's limits, pooled across all of its keys: a GCRA request
 //!    rate (with burst) for HTTP requests and unary gRPC calls, and a cap of
 //!    concurrent gRPC streams, held by a [`StreamGuard`] until the stream is
 //!    dropped → HTTP 429 with `Retry-After` / gRPC RESOURCE_EXHAUSTED, whose
-//!    message says it is a rate limit and not a bad key.
+//!    message says it is a rate limit and not a bad key. A request refused
+//!    here gives back the quota unit step 3 took: refusals are not counted.
+//!
+//! Streams already open are checked again ([`Access::recheck`]) when the
+//! keys file changes, when a rotated key's grace period ends and when a
+//! key's byte cap is reached ([`Access::recheck_due`]); the stream
+//! supervisor ([`crate::grpc::flow`]) ends the ones no longer admitted.
 //!
 //! Keys never leave [`crate::access::auth`]: rejections, logs and metrics name the
 //! key id (`k_` + a prefix of its SHA-256) and the account at most.
 
 pub mod allow_list;
 pub mod auth;
+pub mod clock;
 pub mod connections;
 pub mod denial;
 pub mod gcra;
 pub mod keys;
+pub mod quota;
+pub mod usage;
 
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 use futures_util::{Stream, StreamExt as _};
@@ -37,9 +54,17 @@ use tonic::{Request, Status};
 
 use crate::metrics::{FeedTraffic, KeyUsage, Metrics};
 use auth::{API_KEY_METADATA, Auth};
+use clock::Clock;
 pub use denial::Denial;
 use gcra::Gcra;
-use keys::Principal;
+use keys::{KeyEntry, Principal, Rotation};
+use quota::{Period, Quota, QuotaKind};
+use usage::{KeyMeter, Meters};
+
+/// How often the usage keeper looks at every key's period and quota.
+const USAGE_TICK: Duration = Duration::from_secs(1);
+/// How often (in ticks) the usage file is written when usage changed.
+const USAGE_SAVE_TICKS: u32 = 5;
 
 /// Server-wide access settings: the per-account limit defaults (a keys file
 /// entry overrides them per account) and the allow-list update link.
@@ -55,6 +80,10 @@ pub struct AccessSettings {
     /// Where a key's owner updates its IP allow-list; sent with every 403 /
     /// PERMISSION_DENIED.
     pub allow_list_url: Option<String>,
+    /// The wall clock rotation grace periods and quota periods are judged
+    /// by (the system's; tests set a manual one).
+    #[serde(skip)]
+    pub clock: Clock,
 }
 
 impl Default for AccessSettings {
@@ -64,6 +93,7 @@ impl Default for AccessSettings {
             request_burst: 100,
             max_streams: 16,
             allow_list_url: None,
+            clock: Clock::System,
         }
     }
 }
@@ -82,6 +112,10 @@ struct Inner {
     accounts: Mutex<HashMap<String, AccountState>>,
     metrics: Arc<Metrics>,
     epoch: Instant,
+    /// Every key's usage of its quota period.
+    meters: Arc<Meters>,
+    /// When [`Access::recheck_due`] last looked (clock ms).
+    last_recheck_ms: AtomicI64,
 }
 
 /// The access gate; cheap to clone.
@@ -101,6 +135,8 @@ struct Limits {
 impl Access {
     /// A gate over the keys of `auth`.
     pub fn new(auth: Auth, settings: AccessSettings, metrics: Arc<Metrics>) -> Self {
+        let meters = Arc::new(Meters::new(settings.clock.clone()));
+        let now = settings.clock.now_ms();
         Self {
             inner: Arc::new(Inner {
                 auth,
@@ -108,8 +144,15 @@ impl Access {
                 accounts: Mutex::new(HashMap::new()),
                 metrics,
                 epoch: Instant::now(),
+                meters,
+                last_recheck_ms: AtomicI64::new(now),
             }),
         }
+    }
+
+    /// The access clock's time, Unix ms.
+    pub fn now_ms(&self) -> i64 {
+        self.inner.settings.clock.now_ms()
     }
 
     /// The keys in force.
@@ -142,6 +185,7 @@ impl Access {
     /// [`Denial::Forbidden`].
     pub fn identify(&self, key: Option<&str>, peer: Option<IpAddr>) -> Result<Principal, Denial> {
         let entry = self.inner.auth.lookup(key)?;
+        Self::check_rotation(&entry, self.now_ms())?;
         if !entry.allow_list.permits(peer) {
             return Err(Denial::Forbidden {
                 key_id: entry.principal.key_id,
@@ -152,12 +196,71 @@ impl Access {
         Ok(entry.principal)
     }
 
-    /// Step 3 for one HTTP request or unary gRPC call: takes one unit of the
-    /// account's request rate and counts the request for the key.
+    /// A rotated key whose grace period has ended at `now_ms` is refused.
+    fn check_rotation(entry: &KeyEntry, now_ms: i64) -> Result<(), Denial> {
+        match &entry.rotation {
+            Some(rotation) if now_ms >= rotation.grace_until_ms => Err(Denial::RotatedKey {
+                key_id: entry.principal.key_id.clone(),
+                rotation: rotation.clone(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The usage meter of the caller's key, with its quota as in force.
+    fn meter(&self, principal: &Principal, now_ms: i64) -> Arc<KeyMeter> {
+        let quota = self.inner.auth.quota(&principal.key_id);
+        self.inner.meters.meter(&principal.key_id, quota, now_ms)
+    }
+
+    /// Step 3 alone: takes one request of the key's quota (WebSocket
+    /// messages, which have their own per-connection rate).
     ///
     /// # Errors
+    /// [`Denial::QuotaExhausted`] naming the cap used up.
+    pub fn charge_quota(&self, principal: &Principal) -> Result<(), Denial> {
+        let now = self.now_ms();
+        let meter = self.meter(principal, now);
+        meter
+            .take_request()
+            .map_err(|kind| meter.exhausted(kind, now))
+    }
+
+    /// Gives back the quota request of an admitted request that a later
+    /// check refused after all (a WebSocket upgrade over the stream cap):
+    /// refusals are not counted.
+    pub fn refund_quota(&self, principal: &Principal) {
+        if let Some(meter) = self.inner.meters.existing(&principal.key_id) {
+            meter.give_back_request();
+        }
+    }
+
+    /// Steps 3 and 4 for one HTTP request or unary gRPC call: takes one
+    /// request of the key's quota and one unit of the account's request
+    /// rate, and counts the request for the key.
+    ///
+    /// # Errors
+    /// [`Denial::QuotaExhausted`] naming the cap used up;
     /// [`Denial::RateLimited`] with the wait until a request conforms.
     pub fn charge_request(&self, principal: &Principal) -> Result<(), Denial> {
+        self.charge(principal).map(drop)
+    }
+
+    /// [`Access::charge_request`] for an HTTP request whose response body
+    /// is counted toward the key's byte quota through the returned handle.
+    ///
+    /// # Errors
+    /// As [`Access::charge_request`].
+    pub fn charge_http_request(&self, principal: &Principal) -> Result<ResponseBytes, Denial> {
+        self.charge(principal).map(ResponseBytes)
+    }
+
+    fn charge(&self, principal: &Principal) -> Result<Arc<KeyMeter>, Denial> {
+        let now = self.now_ms();
+        let meter = self.meter(principal, now);
+        meter
+            .take_request()
+            .map_err(|kind| meter.exhausted(kind, now))?;
         let limits = self.limits(&principal.account);
         let verdict = {
             let mut accounts = self.inner.accounts.lock();
@@ -167,28 +270,40 @@ impl Access {
             let state = accounts.entry(principal.account.clone()).or_default();
             Gcra::new(limits.rate, limits.burst).check(&mut state.tat, now)
         };
-        verdict.map_err(|retry_after| Denial::RateLimited {
-            account: principal.account.clone(),
-            rate: limits.rate,
-            burst: limits.burst,
-            retry_after,
+        verdict.map_err(|retry_after| {
+            meter.give_back_request();
+            Denial::RateLimited {
+                account: principal.account.clone(),
+                rate: limits.rate,
+                burst: limits.burst,
+                retry_after,
+            }
         })?;
         self.usage(principal)
             .requests
             .fetch_add(1, Ordering::Relaxed);
-        Ok(())
+        Ok(meter)
     }
 
-    /// Step 3 for a stream: takes one of the account's stream slots until
-    /// the returned guard is dropped, and counts the stream for the key.
+    /// Steps 3 and 4 for a stream whose opening request was counted
+    /// already (a WebSocket upgrade passed [`Access::charge_request`]):
+    /// refused when the key's byte quota is used up; takes one of the
+    /// account's stream slots until the returned guard is dropped, and
+    /// counts the stream for the key.
     ///
     /// # Errors
+    /// [`Denial::QuotaExhausted`] when the key's byte quota is used up,
     /// [`Denial::TooManyStreams`] when the account's streams are all open.
     pub fn open_stream(
         &self,
         principal: &Principal,
         peer: Option<IpAddr>,
     ) -> Result<StreamGuard, Denial> {
+        let now = self.now_ms();
+        let meter = self.meter(principal, now);
+        if meter.bytes_reached() {
+            return Err(meter.exhausted(QuotaKind::Bytes, now));
+        }
         let limits = self.limits(&principal.account);
         let open = {
             let mut accounts = self.inner.accounts.lock();
@@ -213,31 +328,148 @@ impl Access {
             key_id: principal.key_id.clone(),
             peer,
             usage,
+            meter,
             feed: None,
         })
     }
 
-    /// Steps 1 and 2 again for a stream already open: whether its key is
-    /// still in force and its source still on the key's allow-list, after
-    /// the keys file changed (see [`Auth::changes`]).
+    /// Steps 1 to 3 again for a stream already open: whether its key is
+    /// still in force (not revoked, removed, or rotated past its grace
+    /// period), its source still on the key's allow-list, and its byte
+    /// quota not used up — after the keys file changed (see
+    /// [`Auth::changes`]) or when [`Access::recheck_due`] says so.
     ///
     /// # Errors
     /// [`Denial::RejectedKey`] when the key was revoked or removed,
-    /// [`Denial::Forbidden`] when the allow-list no longer admits `peer`.
+    /// [`Denial::RotatedKey`] when its grace period ended,
+    /// [`Denial::Forbidden`] when the allow-list no longer admits `peer`,
+    /// [`Denial::QuotaExhausted`] when its byte quota is used up.
     pub fn recheck(&self, guard: &StreamGuard) -> Result<(), Denial> {
         let entry = self
             .inner
             .auth
             .entry_by_id(&guard.key_id)
             .ok_or(Denial::RejectedKey)?;
-        if entry.allow_list.permits(guard.peer) {
-            Ok(())
-        } else {
-            Err(Denial::Forbidden {
+        let now = self.now_ms();
+        Self::check_rotation(&entry, now)?;
+        if !entry.allow_list.permits(guard.peer) {
+            return Err(Denial::Forbidden {
                 key_id: guard.key_id.clone(),
                 peer: guard.peer,
                 url: self.inner.settings.allow_list_url.clone(),
+            });
+        }
+        guard.meter.configure(entry.quota, now);
+        if guard.meter.bytes_reached() {
+            return Err(guard.meter.exhausted(QuotaKind::Bytes, now));
+        }
+        Ok(())
+    }
+
+    /// Whether open streams should be checked again though the keys file
+    /// did not change: a rotated key's grace period ended, or a key reached
+    /// its byte quota, since the last call. The stream supervisor asks a
+    /// few times a second.
+    pub fn recheck_due(&self) -> bool {
+        let now = self.now_ms();
+        let last = self.inner.last_recheck_ms.swap(now, Ordering::AcqRel);
+        let reached = self.inner.meters.take_reached();
+        reached || self.inner.auth.grace_ends_within(last, now)
+    }
+
+    /// Every key in force: its usage this period, its quota and period
+    /// end, and its rotation; and the rotations still in their grace
+    /// period (for a status page).
+    pub fn usage_report(&self) -> UsageReport {
+        let now = self.now_ms();
+        let mut keys: Vec<KeyUsageReport> = self
+            .inner
+            .auth
+            .entries()
+            .into_iter()
+            .map(|entry| {
+                let meter = self.inner.meters.existing(&entry.principal.key_id);
+                if let Some(meter) = &meter {
+                    meter.configure(entry.quota, now);
+                }
+                let period = entry.quota.map_or(usage::DEFAULT_PERIOD, |q| q.period);
+                let (start, end) = period.bounds(now);
+                let reading = meter.map(|m| m.reading());
+                KeyUsageReport {
+                    key_id: entry.principal.key_id,
+                    account: entry.principal.account,
+                    requests: reading.map_or(0, |r| r.requests),
+                    bytes: reading.map_or(0, |r| r.bytes),
+                    period,
+                    period_start_ms: reading.map_or(start, |r| r.period_start_ms),
+                    period_end_ms: reading.map_or(end, |r| r.period_end_ms),
+                    quota: entry.quota,
+                    rotation: entry.rotation,
+                }
             })
+            .collect();
+        keys.sort_by(|a, b| (&a.account, &a.key_id).cmp(&(&b.account, &b.key_id)));
+        let pending_rotations = keys
+            .iter()
+            .filter_map(|key| {
+                let rotation = key.rotation.as_ref()?;
+                (now < rotation.grace_until_ms).then(|| PendingRotation {
+                    key_id: key.key_id.clone(),
+                    account: key.account.clone(),
+                    rotation: rotation.clone(),
+                })
+            })
+            .collect();
+        UsageReport {
+            now_ms: now,
+            keys,
+            pending_rotations,
+        }
+    }
+
+    /// Looks at every key's period and quota (a reloaded keys file, a
+    /// period that ended).
+    fn refresh_usage(&self) {
+        let now = self.now_ms();
+        for meter in self.inner.meters.all() {
+            meter.configure(self.inner.auth.quota(meter.key_id()), now);
+        }
+    }
+
+    /// Restores key usage from `state_dir/usage.json` (a damaged file is
+    /// logged and ignored) and keeps it: every second each key's period
+    /// and quota are looked at, every few seconds the file is rewritten if
+    /// usage changed, and once more when the returned keeper is dropped.
+    /// Call it on the server's runtime before serving.
+    pub fn keep_usage(&self, state_dir: &Path) -> UsageKeeper {
+        let path = state_dir.join(usage::USAGE_FILE);
+        self.inner.meters.restore_from(&path);
+        let access = self.clone();
+        let file = path.clone();
+        let task = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(USAGE_TICK);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut ticks = 0u32;
+            loop {
+                tick.tick().await;
+                access.refresh_usage();
+                ticks += 1;
+                if !ticks.is_multiple_of(USAGE_SAVE_TICKS) {
+                    continue;
+                }
+                let meters = Arc::clone(&access.inner.meters);
+                let file = file.clone();
+                match tokio::task::spawn_blocking(move || meters.save(&file)).await {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(error)) => tracing::error!(%error, "key usage not saved"),
+                    Err(error) => tracing::error!(%error, "key usage save failed"),
+                }
+            }
+        });
+        UsageKeeper {
+            access: self.clone(),
+            path,
+            task,
         }
     }
 
@@ -293,11 +525,12 @@ impl Access {
             })
     }
 
-    /// Step 3 for a unary gRPC call admitted by [`Access::intercept`].
+    /// Steps 3 and 4 for a unary gRPC call admitted by
+    /// [`Access::intercept`].
     ///
     /// # Errors
-    /// RESOURCE_EXHAUSTED over the rate; UNAUTHENTICATED when the request
-    /// did not pass the interceptor.
+    /// RESOURCE_EXHAUSTED over the quota or the rate; UNAUTHENTICATED when
+    /// the request did not pass the interceptor.
     pub fn grpc_unary<T>(&self, request: &Request<T>) -> Result<(), Status> {
         let principal = Self::caller(request)?;
         self.charge_request(&principal)
@@ -308,16 +541,27 @@ impl Access {
             })
     }
 
-    /// Step 3 for a gRPC stream admitted by [`Access::intercept`]: the guard
-    /// must live as long as the response stream (see [`guard_stream`]).
+    /// Steps 3 and 4 for a gRPC stream admitted by [`Access::intercept`]:
+    /// one request of the key's quota, then one of the account's stream
+    /// slots; the guard must live as long as the response stream (see
+    /// [`guard_stream`]).
     ///
     /// # Errors
-    /// RESOURCE_EXHAUSTED at the stream cap; UNAUTHENTICATED when the
-    /// request did not pass the interceptor.
+    /// RESOURCE_EXHAUSTED over the quota or at the stream cap;
+    /// UNAUTHENTICATED when the request did not pass the interceptor.
     pub fn grpc_stream<T>(&self, request: &Request<T>) -> Result<StreamGuard, Status> {
         let principal = Self::caller(request)?;
         let peer = request.remote_addr().map(|a| a.ip());
-        self.open_stream(&principal, peer)
+        let now = self.now_ms();
+        let meter = self.meter(&principal, now);
+        meter
+            .take_request()
+            .map_err(|kind| meter.exhausted(kind, now))
+            .and_then(|()| {
+                self.open_stream(&principal, peer).inspect_err(|_| {
+                    meter.give_back_request();
+                })
+            })
             .inspect(|_| self.inner.metrics.grpc_admission("ok"))
             .map_err(|denial| {
                 self.record_denial("grpc", &denial);
@@ -349,6 +593,8 @@ pub struct StreamGuard {
     /// The TCP peer the stream was admitted from.
     peer: Option<IpAddr>,
     usage: Arc<KeyUsage>,
+    /// The key's usage of its quota period.
+    meter: Arc<KeyMeter>,
     feed: Option<Arc<FeedTraffic>>,
 }
 
@@ -366,9 +612,33 @@ impl StreamGuard {
         &self.key_id
     }
 
+    /// Who opened the stream.
+    pub fn principal(&self) -> Principal {
+        Principal {
+            account: self.account.clone(),
+            key_id: self.key_id.clone(),
+        }
+    }
+
     /// Counts one item of `bytes` payload bytes sent on the stream, with the
-    /// block time (Unix ms) of the data it carries when known.
+    /// block time (Unix ms) of the data it carries when known. Lock-free.
+    /// A stream that must end when the key's byte quota is used up calls
+    /// [`StreamGuard::sent_within_quota`] instead.
     pub fn sent(&self, bytes: usize, block_time_ms: Option<i64>) {
+        let _ = self.sent_within_quota(bytes, block_time_ms);
+    }
+
+    /// [`StreamGuard::sent`], and whether the key is still within its byte
+    /// quota.
+    ///
+    /// # Errors
+    /// The refusal to end the stream with once the key's byte quota is
+    /// used up (the item counted is still delivered).
+    pub fn sent_within_quota(
+        &self,
+        bytes: usize,
+        block_time_ms: Option<i64>,
+    ) -> Result<(), Denial> {
         let bytes = bytes as u64;
         self.usage.stream_bytes.fetch_add(bytes, Ordering::Relaxed);
         if let Some(feed) = &self.feed {
@@ -377,6 +647,109 @@ impl StreamGuard {
             if let Some(ms) = block_time_ms {
                 feed.newest_block_time_ms.fetch_max(ms, Ordering::Relaxed);
             }
+        }
+        if self.meter.add_bytes(bytes) {
+            Err(self.meter.exhausted(QuotaKind::Bytes, self.access.now_ms()))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// Counts an HTTP response body toward its key's byte quota.
+#[derive(Debug, Clone)]
+pub struct ResponseBytes(Arc<KeyMeter>);
+
+impl ResponseBytes {
+    /// Counts `bytes` sent to the client.
+    pub fn sent(&self, bytes: u64) {
+        if bytes > 0 {
+            self.0.add_bytes(bytes);
+        }
+    }
+}
+
+/// One key's usage this period (see [`Access::usage_report`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct KeyUsageReport {
+    /// The key's id.
+    pub key_id: String,
+    /// Its account.
+    pub account: String,
+    /// Admitted requests this period.
+    pub requests: u64,
+    /// Bytes sent to the client this period.
+    pub bytes: u64,
+    /// The period usage is counted over (the quota's; a month without one).
+    pub period: Period,
+    /// Its start, Unix ms.
+    pub period_start_ms: i64,
+    /// Its end, when usage starts again from zero, Unix ms.
+    pub period_end_ms: i64,
+    /// Its quota, if it has one.
+    pub quota: Option<Quota>,
+    /// Its rotation, if it was rotated.
+    pub rotation: Option<Rotation>,
+}
+
+/// A rotated key still in its grace period.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PendingRotation {
+    /// The old key's id.
+    pub key_id: String,
+    /// Its account.
+    pub account: String,
+    /// When, by which key, and until when it works.
+    pub rotation: Rotation,
+}
+
+/// Every key's usage and the pending rotations, at `now_ms`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct UsageReport {
+    /// When it was taken (access clock), Unix ms.
+    pub now_ms: i64,
+    /// Every key in force, by account and key id.
+    pub keys: Vec<KeyUsageReport>,
+    /// Rotated keys whose grace period has not ended.
+    pub pending_rotations: Vec<PendingRotation>,
+}
+
+/// Keeps key usage for a running server (see [`Access::keep_usage`]): its
+/// background task stops, and the usage is written a last time, when it
+/// is dropped.
+#[derive(Debug)]
+pub struct UsageKeeper {
+    access: Access,
+    path: PathBuf,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl UsageKeeper {
+    /// The gate whose usage it keeps.
+    pub fn access(&self) -> &Access {
+        &self.access
+    }
+
+    /// Every key's usage and the pending rotations.
+    pub fn report(&self) -> UsageReport {
+        self.access.usage_report()
+    }
+
+    /// Writes the usage file now if usage changed since it was last
+    /// written.
+    ///
+    /// # Errors
+    /// When it cannot be written.
+    pub fn save(&self) -> std::io::Result<bool> {
+        self.access.inner.meters.save(&self.path)
+    }
+}
+
+impl Drop for UsageKeeper {
+    fn drop(&mut self) {
+        self.task.abort();
+        if let Err(error) = self.save() {
+            tracing::error!(%error, path = %self.path.display(), "key usage not saved at shutdown");
         }
     }
 }
@@ -390,6 +763,8 @@ impl Drop for StreamGuard {
 /// Ties `guard` to a response stream: every item passing through is counted
 /// with `measure` (payload bytes, block time in Unix ms), and the guard (and the account's stream slot) is released
 /// when the stream is dropped — at its end or when the client goes away.
+/// Once the key's byte quota is used up, the item that used it up is
+/// delivered and the stream ends with RESOURCE_EXHAUSTED naming the quota.
 pub fn guard_stream<S, T>(
     stream: S,
     guard: StreamGuard,
@@ -399,19 +774,37 @@ where
     S: Stream<Item = Result<T, Status>> + Send + 'static,
     T: Send + 'static,
 {
-    stream.map(move |item| {
-        if let Ok(message) = &item {
-            let (bytes, block_time_ms) = measure(message);
-            guard.sent(bytes, block_time_ms);
-        }
-        item
-    })
+    /// The stream, its guard, and the status to end with after the item
+    /// just delivered.
+    type State<S> = (std::pin::Pin<Box<S>>, StreamGuard, Option<Status>);
+    futures_util::stream::unfold(
+        Some((Box::pin(stream), guard, None)),
+        move |state: Option<State<S>>| async move {
+            let (mut stream, guard, ending) = state?;
+            if let Some(status) = ending {
+                return Some((Err(status), None));
+            }
+            let item = stream.next().await?;
+            let mut ending = None;
+            if let Ok(message) = &item {
+                let (bytes, block_time_ms) = measure(message);
+                ending = guard
+                    .sent_within_quota(bytes, block_time_ms)
+                    .err()
+                    .map(|denial| {
+                        Status::resource_exhausted(format!("stream ended: {}", denial.message()))
+                    });
+            }
+            Some((item, Some((stream, guard, ending))))
+        },
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::access::keys::{KeyStore, KeysFile};
+    use crate::access::quota::{Period, Quota};
 
     fn gate(file: &KeysFile, settings: AccessSettings) -> Access {
         Access::new(
@@ -474,6 +867,162 @@ mod tests {
         assert!(access.charge_request(&a2).is_err());
         // Another account has its own allowance (the default here).
         assert_eq!(access.charge_request(&b), Ok(()));
+    }
+
+    fn at(text: &str) -> i64 {
+        feeds::time::parse_iso8601_ms(text).unwrap()
+    }
+
+    #[test]
+    fn a_rotated_key_works_until_its_grace_ends_then_says_it_was_rotated() {
+        let clock = Clock::manual(at("2026-05-05T12:00:00Z"));
+        let mut file = KeysFile::default();
+        let (old_key, old) = file.add_key("alice", 0).unwrap();
+        let (new_key, new) = file.rotate(&old.id, clock.now_ms(), 3_600_000).unwrap();
+        let access = gate(
+            &file,
+            AccessSettings {
+                clock: clock.clone(),
+                ..AccessSettings::default()
+            },
+        );
+        let alice = access.identify(Some(&old_key), None).unwrap();
+        let guard = access.open_stream(&alice, None).unwrap();
+        assert_eq!(access.recheck(&guard), Ok(()));
+        assert!(!access.recheck_due());
+        let report = access.usage_report();
+        assert_eq!(report.pending_rotations.len(), 1);
+        assert_eq!(report.pending_rotations[0].key_id, old.id);
+
+        clock.advance(Duration::from_secs(3_600));
+        assert!(access.recheck_due(), "the grace end is noticed once");
+        assert!(!access.recheck_due());
+        let refused = access.identify(Some(&old_key), None).unwrap_err();
+        assert_eq!(refused.http_status(), 401);
+        assert_eq!(refused.reason(), "rotated_key");
+        assert_eq!(refused.to_status().code(), tonic::Code::Unauthenticated);
+        assert_eq!(
+            refused.message(),
+            format!(
+                "API key {} was rotated at 2026-05-05T12:00:00Z (replaced by {}); its grace \
+                 period ended at 2026-05-05T13:00:00Z: use the new key",
+                old.id, new.id
+            )
+        );
+        assert!(!refused.message().contains("unknown"));
+        assert_eq!(access.recheck(&guard), Err(refused));
+        assert!(access.identify(Some(&new_key), None).is_ok());
+        assert!(access.usage_report().pending_rotations.is_empty());
+    }
+
+    #[test]
+    fn the_quota_is_checked_before_the_rate_and_refusals_are_not_counted() {
+        let clock = Clock::manual(at("2026-05-05T23:00:00Z"));
+        let mut file = KeysFile::default();
+        let (key, stored) = file.add_key("alice", 0).unwrap();
+        file.set_quota(
+            &stored.id,
+            Some(Quota {
+                period: Period::Day,
+                requests: Some(2),
+                bytes: None,
+            }),
+        )
+        .unwrap();
+        file.accounts[0].requests_per_second = Some(1);
+        file.accounts[0].request_burst = Some(1);
+        let access = gate(
+            &file,
+            AccessSettings {
+                clock: clock.clone(),
+                ..AccessSettings::default()
+            },
+        );
+        let alice = access.identify(Some(&key), None).unwrap();
+        // A WebSocket upgrade refused at the stream cap gives its unit back.
+        assert_eq!(access.charge_quota(&alice), Ok(()));
+        access.refund_quota(&alice);
+        assert_eq!(access.usage_report().keys[0].requests, 0);
+        assert_eq!(access.charge_request(&alice), Ok(()));
+        // Over the rate: refused, and the quota unit given back.
+        let limited = access.charge_request(&alice).unwrap_err();
+        assert_eq!(limited.reason(), "rate_limited");
+        assert_eq!(access.usage_report().keys[0].requests, 1);
+        // A message over nothing but the quota (WebSocket) takes the last.
+        assert_eq!(access.charge_quota(&alice), Ok(()));
+        let exhausted = access.charge_request(&alice).unwrap_err();
+        assert_eq!(exhausted.reason(), "quota_exceeded");
+        assert_eq!(exhausted.http_status(), 429);
+        assert_eq!(exhausted.to_status().code(), tonic::Code::ResourceExhausted);
+        assert_eq!(exhausted.retry_after(), Some(Duration::from_secs(3_600)));
+        assert_eq!(
+            exhausted.message(),
+            format!(
+                "usage quota exhausted (not a key problem): key {} has used its daily request \
+                 quota of 2 requests; usage resets at 2026-05-06T00:00:00Z",
+                stored.id
+            )
+        );
+        assert!(!exhausted.message().contains("rate limit"));
+        // A new day: usage starts from zero.
+        clock.advance(Duration::from_secs(3_600));
+        std::thread::sleep(Duration::from_millis(1_100));
+        assert_eq!(access.charge_request(&alice), Ok(()));
+        let report = access.usage_report();
+        assert_eq!(report.keys[0].requests, 1);
+        assert_eq!(report.keys[0].period_end_ms, at("2026-05-07T00:00:00Z"));
+    }
+
+    #[test]
+    fn a_used_up_byte_quota_ends_streams_and_refuses_new_ones() {
+        let clock = Clock::manual(at("2026-05-05T12:00:00Z"));
+        let mut file = KeysFile::default();
+        let (key, stored) = file.add_key("alice", 0).unwrap();
+        file.set_quota(
+            &stored.id,
+            Some(Quota {
+                period: Period::Month,
+                requests: None,
+                bytes: Some(1_000),
+            }),
+        )
+        .unwrap();
+        let access = gate(
+            &file,
+            AccessSettings {
+                clock,
+                ..AccessSettings::default()
+            },
+        );
+        let alice = access.identify(Some(&key), None).unwrap();
+        let sender = access.open_stream(&alice, None).unwrap();
+        let quiet = access.open_stream(&alice, None).unwrap();
+        assert_eq!(sender.sent_within_quota(600, None), Ok(()));
+        assert!(!access.recheck_due());
+        let ended = sender.sent_within_quota(600, None).unwrap_err();
+        assert_eq!(ended.quota().map(|q| q.0), Some(QuotaKind::Bytes));
+        assert!(
+            ended.message().contains("monthly byte quota of 1KB sent"),
+            "{}",
+            ended.message()
+        );
+        assert!(
+            ended.message().contains("2026-06-01T00:00:00Z"),
+            "{}",
+            ended.message()
+        );
+        // The other streams of the key are looked at, and end too.
+        assert!(access.recheck_due());
+        assert_eq!(access.recheck(&quiet), Err(ended.clone()));
+        assert_eq!(access.open_stream(&alice, None).unwrap_err(), ended);
+        assert_eq!(
+            access
+                .charge_request(&alice)
+                .unwrap_err()
+                .quota()
+                .map(|q| q.0),
+            Some(QuotaKind::Bytes)
+        );
     }
 
     #[test]

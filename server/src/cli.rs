@@ -293,9 +293,65 @@ mod tests {
             parse_duration("250ms"),
             Ok(std::time::Duration::from_millis(250))
         );
+        // Grace periods of `keys rotate`.
+        for (text, secs) in [("30m", 1_800), ("24h", 86_400), ("7d", 604_800), ("0s", 0)] {
+            assert_eq!(
+                parse_duration(text),
+                Ok(std::time::Duration::from_secs(secs)),
+                "{text}"
+            );
+        }
         assert!(parse_duration("10").is_err());
+        assert!(parse_duration("-1h").is_err());
+        assert!(parse_duration("1.5h").is_err());
         assert!(parse_duration("h").is_err());
         assert!(parse_duration("5y").is_err());
+    }
+
+    #[test]
+    fn keys_quota_takes_caps_with_a_period_or_clear_alone() {
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from(
+                ["l1gate", "keys", "quota", "--key-id", "k_0123456789ab"]
+                    .iter()
+                    .chain(args),
+            )
+        };
+        let Ok(Cli {
+            command:
+                Command::Keys(KeysArgs {
+                    command:
+                        KeysCommand::Quota {
+                            requests,
+                            bytes,
+                            period,
+                            clear,
+                            ..
+                        },
+                    ..
+                }),
+        }) = parse(&["--requests", "1000", "--bytes", "10GB", "--period", "day"])
+        else {
+            panic!("parses");
+        };
+        assert_eq!(
+            (requests, bytes, period, clear),
+            (
+                Some(1_000),
+                Some(10_000_000_000),
+                Some(crate::access::quota::Period::Day),
+                false
+            )
+        );
+        assert!(parse(&["--clear"]).is_ok());
+        assert!(parse(&[]).is_err(), "nothing to change");
+        assert!(parse(&["--bytes", "5MiB", "--period", "month"]).is_ok());
+        // A cap needs a period, a period needs a cap, clear stands alone.
+        assert!(parse(&["--requests", "10"]).is_err());
+        assert!(parse(&["--period", "day"]).is_err());
+        assert!(parse(&["--clear", "--period", "day", "--requests", "1"]).is_err());
+        assert!(parse(&["--bytes", "10XB", "--period", "day"]).is_err());
+        assert!(parse(&["--requests", "1", "--period", "week"]).is_err());
     }
 
     #[test]
@@ -326,7 +382,8 @@ pub enum KeysCommand {
         #[arg(long)]
         account: String,
     },
-    /// List accounts, key ids (never keys), their state and IP allow-lists.
+    /// List accounts, key ids (never keys), their state (with pending
+    /// rotations), IP allow-lists and quotas.
     List,
     /// Revoke a key by id; a running server stops accepting it within seconds.
     Revoke {
@@ -374,5 +431,48 @@ pub enum KeysCommand {
         /// Return every limit to the server default first.
         #[arg(long = "default")]
         reset: bool,
+    },
+    /// Replace a key: prints a new key for the same account (with the old
+    /// key's allow-list and quota) once, alone on the last line of stdout,
+    /// and records on the old key that it was rotated. The old key keeps
+    /// working until the grace period ends; then it is refused with a
+    /// message saying it was rotated, and its open streams end.
+    Rotate {
+        /// Key id of the key to replace (`k_…`).
+        #[arg(long, value_name = "ID")]
+        key_id: String,
+        /// How long the old key keeps working: `30m`, `24h`, `7d`; `0s`
+        /// refuses it at once.
+        #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = parse_duration)]
+        grace: std::time::Duration,
+    },
+    /// Set or clear a key's usage quota: at most N admitted requests and/or
+    /// N bytes sent to the client per UTC calendar day or month. Replaces
+    /// the key's quota as a whole. A running server applies it within
+    /// seconds.
+    #[command(group(
+        clap::ArgGroup::new("caps").args(["requests", "bytes"]).multiple(true)
+    ))]
+    #[command(group(
+        clap::ArgGroup::new("change").args(["requests", "bytes", "clear"]).multiple(true).required(true)
+    ))]
+    Quota {
+        /// Key id (`k_…`).
+        #[arg(long, value_name = "ID")]
+        key_id: String,
+        /// Admitted requests per period (HTTP requests, gRPC calls and
+        /// streams opened, WebSocket connections, subscribes and posts).
+        #[arg(long, value_name = "N", requires = "period")]
+        requests: Option<u64>,
+        /// Bytes sent to the client per period: a count or a size such as
+        /// `10GB` or `512MiB`.
+        #[arg(long, value_name = "N|SIZE", requires = "period", value_parser = crate::access::quota::parse_size)]
+        bytes: Option<u64>,
+        /// The period usage is counted over (UTC calendar).
+        #[arg(long, value_enum, requires = "caps")]
+        period: Option<crate::access::quota::Period>,
+        /// Remove the key's quota.
+        #[arg(long, conflicts_with_all = ["requests", "bytes", "period"])]
+        clear: bool,
     },
 }

@@ -722,6 +722,7 @@ fn resolve_access(
         request_burst: at_least_one("request_burst", request_burst, defaults.request_burst)?,
         max_streams: at_least_one("max_streams", max_streams, defaults.max_streams)?,
         allow_list_url,
+        clock: defaults.clock,
     })
 }
 

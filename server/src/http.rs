@@ -16,11 +16,15 @@
 //! - the `X-Api-Key` header: `GET /v1/feeds`.
 //!
 //! Refusals are JSON `{"error": reason, "message": …}`: 401 for a missing or
-//! rejected key, 403 (with `allow_list_url`) for a source address outside the
-//! key's allow-list, 429 (with a `Retry-After` header) over the account's
-//! rate limit. The source address is the TCP peer: proxy headers are not
-//! trusted. `/healthz` and `/metrics` need no key; metrics carry key ids and
-//! account names only, so expose the HTTP address to trusted networks.
+//! rejected key (`rotated_key` for a rotated key past its grace period), 403
+//! (with `allow_list_url`) for a source address outside the key's
+//! allow-list, 429 (with a `Retry-After` header) over the key's usage quota
+//! (`quota_exceeded`, with a `quota` object naming the cap and when it
+//! resets) or the account's rate limit. Response bodies of a known length
+//! count toward the key's byte quota. The source address is the TCP peer:
+//! proxy headers are not trusted. `/healthz` and `/metrics` need no key;
+//! metrics carry key ids and account names only, so expose the HTTP address
+//! to trusted networks.
 
 pub mod candles;
 pub mod listen;
@@ -129,9 +133,11 @@ pub fn authenticated(routes: Router, access: Access) -> Router {
 }
 
 /// Middleware of [`authenticated`]: the key (path segment or header), the
-/// key's allow-list against the TCP peer, then one unit of the account's
-/// request rate. Admitted requests carry the [`Principal`] in their
-/// extensions and no longer carry the `X-Api-Key` header.
+/// key's allow-list against the TCP peer, then one request of the key's
+/// quota and one unit of the account's request rate. Admitted requests
+/// carry the [`Principal`] in their extensions and no longer carry the
+/// `X-Api-Key` header; their response body, when its length is known,
+/// counts toward the key's byte quota.
 pub async fn require_key(
     State(access): State<Access>,
     params: Result<RawPathParams, RawPathParamsRejection>,
@@ -159,11 +165,19 @@ pub async fn require_key(
     };
     let admitted = key
         .and_then(|key| access.identify(key.as_deref(), peer))
-        .and_then(|principal| access.charge_request(&principal).map(|()| principal));
+        .and_then(|principal| {
+            access
+                .charge_http_request(&principal)
+                .map(|bytes| (principal, bytes))
+        });
     match admitted {
-        Ok(principal) => {
+        Ok((principal, bytes)) => {
             request.extensions_mut().insert(principal);
-            next.run(request).await
+            let response = next.run(request).await;
+            if let Some(length) = axum::body::HttpBody::size_hint(response.body()).exact() {
+                bytes.sent(length);
+            }
+            response
         }
         Err(denial) => {
             access.record_denial("http", &denial);
@@ -188,6 +202,14 @@ pub fn denial_response(denial: &Denial) -> Response {
         .map(|wait| wait.as_millis().div_ceil(1000).max(1) as u64);
     if let Some(seconds) = retry_after {
         body["retry_after_s"] = seconds.into();
+    }
+    if let Some((kind, limit, period, resets_at_ms)) = denial.quota() {
+        body["quota"] = serde_json::json!({
+            "kind": kind.name(),
+            "limit": limit,
+            "period": period.name(),
+            "resets_at": feeds::time::format_iso8601_ms(resets_at_ms),
+        });
     }
     let mut response = (status, Json(body)).into_response();
     if let Some(seconds) = retry_after {

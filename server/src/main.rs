@@ -385,6 +385,50 @@ fn run_keys(args: KeysArgs) -> anyhow::Result<()> {
             edit(&mut |file| file.set_limits(&account, limits, reset))?;
             println!("limits of account {account} updated");
         }
+        KeysCommand::Rotate { key_id, grace } => {
+            let now = l1gate::unix_now_ms();
+            let grace_ms = i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
+            let mut created = None;
+            edit(&mut |file| {
+                created = Some(file.rotate(&key_id, now, grace_ms)?);
+                Ok(())
+            })?;
+            let (key, stored) = created.context("no key was created")?;
+            println!(
+                "rotated {key_id}: new key {} in {} (same account, allow-list and quota; only its SHA-256 is stored; this is the only time it is shown)",
+                stored.id,
+                keys_file.display()
+            );
+            println!(
+                "{key_id} keeps working until {} (grace {}), then is refused and its open streams end",
+                feeds::time::format_iso8601_ms(now.saturating_add(grace_ms)),
+                humantime_short(grace)
+            );
+            println!("{key}");
+        }
+        KeysCommand::Quota {
+            key_id,
+            requests,
+            bytes,
+            period,
+            clear,
+        } => {
+            let quota = if clear {
+                None
+            } else {
+                let period = period.context("--period is required with --requests or --bytes")?;
+                Some(l1gate::access::quota::Quota {
+                    period,
+                    requests,
+                    bytes,
+                })
+            };
+            edit(&mut |file| file.set_quota(&key_id, quota))?;
+            match quota {
+                Some(quota) => println!("quota of {key_id}: {}", quota.describe()),
+                None => println!("{key_id} has no quota"),
+            }
+        }
         KeysCommand::Disallow { key_id, cidr } => {
             let mut absent = Vec::new();
             let mut left = Vec::new();
@@ -416,8 +460,28 @@ fn run_keys(args: KeysArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `keys list`: accounts with limits, then one line per key.
+/// A grace period as `keys rotate` takes it (`24h`, `7d`, `90m`, `0s`):
+/// days from two days on.
+fn humantime_short(duration: std::time::Duration) -> String {
+    let secs = duration.as_secs();
+    for (unit, size, from) in [("d", 86_400, 172_800), ("h", 3_600, 3_600), ("m", 60, 60)] {
+        if secs >= from && secs.is_multiple_of(size) {
+            return format!("{}{unit}", secs / size);
+        }
+    }
+    if duration.subsec_millis() == 0 {
+        format!("{secs}s")
+    } else {
+        format!("{}ms", duration.as_millis())
+    }
+}
+
+/// `keys list`: accounts with limits, then one line per key: account, id,
+/// state (`active`, `revoked`, or `rotated → NEW, grace until TIME` /
+/// `grace ended TIME`), creation, allow-list, then `quota=…` and
+/// `replaces=OLD` when set.
 fn list_keys(file: &KeysFile) {
+    let now = l1gate::unix_now_ms();
     for account in &file.accounts {
         let limits = [
             ("requests_per_second", account.requests_per_second),
@@ -437,14 +501,36 @@ fn list_keys(file: &KeysFile) {
             println!("{}\tlimits\t{}", account.name, shown.join("\t"));
         }
         for key in &account.keys {
-            let state = if key.revoked { "revoked" } else { "active" };
+            let state = match &key.rotated {
+                _ if key.revoked => "revoked".to_owned(),
+                None => "active".to_owned(),
+                Some(rotation) => format!(
+                    "rotated → {}, grace {} {}",
+                    rotation.replaced_by,
+                    if now < rotation.grace_until_ms {
+                        "until"
+                    } else {
+                        "ended"
+                    },
+                    feeds::time::format_iso8601_ms(rotation.grace_until_ms)
+                ),
+            };
             let allow = if key.allow_list.is_empty() {
                 "any".to_owned()
             } else {
                 key.allow_list.join(",")
             };
+            let quota = key
+                .quota
+                .map(|quota| format!("\tquota={}", quota.describe()))
+                .unwrap_or_default();
+            let replaces = key
+                .rotated_from
+                .as_ref()
+                .map(|old| format!("\treplaces={old}"))
+                .unwrap_or_default();
             println!(
-                "{}\t{}\t{state}\tcreated_ms={}\tallow_list={allow}",
+                "{}\t{}\t{state}\tcreated_ms={}\tallow_list={allow}{quota}{replaces}",
                 account.name, key.id, key.created_ms
             );
         }

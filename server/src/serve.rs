@@ -52,6 +52,9 @@ pub struct Running {
     pub engine: EngineThread,
     /// Candle lookups (set a market resolver here).
     pub candles: Arc<crate::candles::Candles>,
+    /// Key usage and quotas (written to `state_dir` a last time when the
+    /// server is dropped, before the candle writer lets go of it).
+    pub usage: crate::access::UsageKeeper,
     /// The candle writer thread (stopped, after a last commit, when the
     /// server is dropped).
     pub candle_writer: CandleWriter,
@@ -131,6 +134,8 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     let (mut candle_store, recovery) =
         CandleStore::open(&settings.state_dir, settings.candle_history_start_ms)
             .context("candle store (state_dir)")?;
+    // Key usage beside it, under the same one-server-per-state_dir lock.
+    let usage = access.keep_usage(&settings.state_dir);
     if !recovery.damaged_records.is_empty() {
         tracing::error!(
             path = %candle_store.path().display(),
@@ -383,6 +388,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         tasks,
         engine,
         candles,
+        usage,
         candle_writer,
     })
 }

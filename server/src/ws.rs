@@ -12,8 +12,18 @@
 //!
 //! Before the upgrade, as on every route: 401 for a missing or rejected
 //! key, 403 (with the allow-list link) for a source outside the key's
-//! allow-list, 429 over the account's request rate or its stream cap (an
-//! open connection counts as one stream, whatever it subscribes).
+//! allow-list, 429 over the key's usage quota, the account's request rate
+//! or its stream cap (an open connection counts as one stream, whatever it
+//! subscribes).
+//!
+//! # Quotas
+//!
+//! The upgrade counts one request toward the key's quota; so does every
+//! `subscribe` and `post` message (`ping` and `unsubscribe` are free). A
+//! message over the request quota gets an `error` message naming the
+//! quota and when it resets, and the connection stays up. Every message
+//! sent to the client counts toward the key's byte quota; the one that
+//! uses it up is the connection's last: it is closed with 4003.
 //!
 //! # Protocol
 //!
@@ -47,12 +57,13 @@
 //!
 //! | code | when |
 //! |---|---|
-//! | 1008 | the key was revoked, or its allow-list no longer admits the source |
+//! | 1008 | the key was revoked, rotated past its grace period, or its allow-list no longer admits the source |
 //! | 1009 | a client message over 64 KiB |
 //! | 1011 | the market engine stopped |
 //! | 1013 | market data is stale (`market_stale_after_ms`): reconnect later |
 //! | 4001 | an incremental channel (`trades`, `l4Book`, `orderUpdates`, the fills channels) fell over `market_max_lag_ms` behind, or a whole ring behind |
 //! | 4002 | the connection took nothing for `send_timeout_ms` |
+//! | 4003 | the key's byte quota for the period is used up (the reason names it and when it resets) |
 //!
 //! The close frame's reason is cut to the 123 bytes a frame holds; the full
 //! text is sent first as an `error` message. Snapshot channels (`l2Book`,
@@ -102,6 +113,9 @@ async fn upgrade(
     let guard = match service.access.open_stream(&principal, peer) {
         Ok(guard) => guard,
         Err(denial) => {
+            // The upgrade request was counted toward the quota on the way
+            // in; refused here, it is not.
+            service.access.refund_quota(&principal);
             service.access.record_denial("websocket", &denial);
             return crate::http::denial_response(&denial);
         }

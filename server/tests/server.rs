@@ -11,6 +11,8 @@ mod server {
     mod access_cli;
     mod access_grpc;
     mod access_http;
+    mod access_quota;
+    pub mod access_rotation;
     mod access_secrets;
     pub mod access_support;
     pub mod aptos_node;

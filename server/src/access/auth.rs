@@ -13,6 +13,7 @@ use tonic::Status;
 
 use crate::access::denial::Denial;
 use crate::access::keys::{AccountLimits, KeyEntry, KeyStore, KeysFile, Principal};
+use crate::access::quota::Quota;
 
 /// gRPC metadata key carrying the API key.
 pub const API_KEY_METADATA: &str = "x-api-key";
@@ -98,6 +99,22 @@ impl Auth {
             .lookup(key)
             .cloned()
             .ok_or(Denial::RejectedKey)
+    }
+
+    /// The quota of the key with id `key_id`, if it is in force and has one.
+    pub fn quota(&self, key_id: &str) -> Option<Quota> {
+        self.store.read().quota(key_id)
+    }
+
+    /// Whether a rotated key's grace period ends in `(after_ms, upto_ms]`.
+    pub fn grace_ends_within(&self, after_ms: i64, upto_ms: i64) -> bool {
+        self.store.read().grace_ends_within(after_ms, upto_ms)
+    }
+
+    /// Every key in force (rotated ones included until they leave the
+    /// file).
+    pub fn entries(&self) -> Vec<KeyEntry> {
+        self.store.read().entries().cloned().collect()
     }
 
     /// The limits the keys file in force sets for `account`.

@@ -6,6 +6,9 @@ use std::time::Duration;
 
 use tonic::Status;
 
+use crate::access::keys::Rotation;
+use crate::access::quota::{Period, QuotaKind, format_size};
+
 /// Why a request was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Denial {
@@ -13,6 +16,13 @@ pub enum Denial {
     MissingKey,
     /// The key is unknown or revoked.
     RejectedKey,
+    /// The key was rotated and its grace period is over.
+    RotatedKey {
+        /// The key's id.
+        key_id: String,
+        /// When, by which key, and the grace end.
+        rotation: Rotation,
+    },
     /// The URL path and the `X-Api-Key` header carry different keys.
     ConflictingKeys,
     /// The source address is not on the key's allow-list.
@@ -42,6 +52,21 @@ pub enum Denial {
         /// Its cap.
         max: u32,
     },
+    /// The key used up one of its quotas for the period.
+    QuotaExhausted {
+        /// The key's id.
+        key_id: String,
+        /// Which cap.
+        kind: QuotaKind,
+        /// The cap.
+        limit: u64,
+        /// Its period.
+        period: Period,
+        /// When the period ends and usage starts again from zero, Unix ms.
+        resets_at_ms: i64,
+        /// How long until then.
+        retry_after: Duration,
+    },
 }
 
 impl Denial {
@@ -50,25 +75,48 @@ impl Denial {
         match self {
             Self::MissingKey => "missing_key",
             Self::RejectedKey | Self::ConflictingKeys => "rejected_key",
+            Self::RotatedKey { .. } => "rotated_key",
             Self::Forbidden { .. } => "forbidden",
             Self::RateLimited { .. } => "rate_limited",
             Self::TooManyStreams { .. } => "too_many_streams",
+            Self::QuotaExhausted { .. } => "quota_exceeded",
         }
     }
 
     /// The HTTP status: 401, 403 or 429.
     pub fn http_status(&self) -> u16 {
         match self {
-            Self::MissingKey | Self::RejectedKey | Self::ConflictingKeys => 401,
+            Self::MissingKey
+            | Self::RejectedKey
+            | Self::ConflictingKeys
+            | Self::RotatedKey { .. } => 401,
             Self::Forbidden { .. } => 403,
-            Self::RateLimited { .. } | Self::TooManyStreams { .. } => 429,
+            Self::RateLimited { .. }
+            | Self::TooManyStreams { .. }
+            | Self::QuotaExhausted { .. } => 429,
         }
     }
 
-    /// How long to wait before retrying, for rate limits.
+    /// How long to wait before retrying, for rate limits and quotas.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
-            Self::RateLimited { retry_after, .. } => Some(*retry_after),
+            Self::RateLimited { retry_after, .. } | Self::QuotaExhausted { retry_after, .. } => {
+                Some(*retry_after)
+            }
+            _ => None,
+        }
+    }
+
+    /// For a quota: which cap, its period and when it resets (Unix ms).
+    pub fn quota(&self) -> Option<(QuotaKind, u64, Period, i64)> {
+        match self {
+            Self::QuotaExhausted {
+                kind,
+                limit,
+                period,
+                resets_at_ms,
+                ..
+            } => Some((*kind, *limit, *period, *resets_at_ms)),
             _ => None,
         }
     }
@@ -86,6 +134,12 @@ impl Denial {
         match self {
             Self::MissingKey => "missing API key: send it in the `X-Api-Key` header (gRPC: lowercase `x-api-key` metadata) or, over HTTP, as the first path segment".to_owned(),
             Self::RejectedKey => "API key rejected: unknown or revoked key".to_owned(),
+            Self::RotatedKey { key_id, rotation } => format!(
+                "API key {key_id} was rotated at {} (replaced by {}); its grace period ended at {}: use the new key",
+                feeds::time::format_iso8601_ms(rotation.at_ms),
+                rotation.replaced_by,
+                feeds::time::format_iso8601_ms(rotation.grace_until_ms),
+            ),
             Self::ConflictingKeys => "API key rejected: the URL path and the X-Api-Key header carry different keys".to_owned(),
             Self::Forbidden { key_id, peer, url } => {
                 let source = peer.map_or_else(|| "an unknown address".to_owned(), |p| p.to_canonical().to_string());
@@ -102,6 +156,17 @@ impl Denial {
             Self::TooManyStreams { account, max } => format!(
                 "rate limit exceeded (not a key problem): account {account} already has its maximum of {max} concurrent streams open, pooled across its keys; close one or retry later"
             ),
+            Self::QuotaExhausted { key_id, kind, limit, period, resets_at_ms, .. } => {
+                let (what, cap) = match kind {
+                    QuotaKind::Requests => ("request", format!("{limit} requests")),
+                    QuotaKind::Bytes => ("byte", format!("{} sent", format_size(*limit))),
+                };
+                format!(
+                    "usage quota exhausted (not a key problem): key {key_id} has used its {} {what} quota of {cap}; usage resets at {}",
+                    period.adjective(),
+                    feeds::time::format_iso8601_ms(*resets_at_ms),
+                )
+            }
         }
     }
 

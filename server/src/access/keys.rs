@@ -16,10 +16,24 @@
 //! created_ms = 1779000000000
 //! revoked = false
 //! allow_list = []                 # CIDRs; empty = any source address
+//! rotated_from = "k_0d1e2f3a4b5c" # optional: the key this one replaced
+//!
+//! [accounts.keys.quota]           # optional: usage quota of this key
+//! period = "day"                  # "day" or "month" (UTC calendar)
+//! requests = 100000               # optional: admitted requests per period
+//! bytes = 10000000000             # optional: bytes sent per period
+//!
+//! [accounts.keys.rotated]         # optional: set by `l1gate keys rotate`
+//! at_ms = 1779000000000           # when it was rotated
+//! replaced_by = "k_9a8b7c6d5e4f"  # the new key's id
+//! grace_until_ms = 1779086400000  # refused from then on
 //! ```
 //!
+//! Every field after `allow_list` is optional, so files written before
+//! rotation and quotas existed load unchanged.
+//!
 //! Rate limits belong to the account and are pooled across all its keys;
-//! allow-lists belong to each key. [`KeysFile::load`] rejects a file whose
+//! allow-lists and quotas belong to each key. [`KeysFile::load`] rejects a file whose
 //! account names, limits or allow-list entries are invalid, naming the field.
 //!
 //! A key is `l1g_` followed by 64 hex digits (256 random bits). It is printed
@@ -33,6 +47,7 @@ use std::path::{Path, PathBuf};
 use rand::RngCore as _;
 
 use crate::access::allow_list::{AllowList, parse_network};
+use crate::access::quota::Quota;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 use thiserror::Error;
@@ -86,6 +101,31 @@ pub enum KeysError {
     /// A limit was set to zero.
     #[error("{0} must be at least 1 (use --default to return to the server default)")]
     ZeroLimit(&'static str),
+    /// The key was rotated already: rotate its replacement instead.
+    #[error("key {id} was already rotated (replaced by {by}); rotate {by} instead")]
+    AlreadyRotated {
+        /// The key.
+        id: String,
+        /// Its replacement.
+        by: String,
+    },
+    /// A revoked key cannot be rotated.
+    #[error("key {0} is revoked: add a new key with `l1gate keys add` instead")]
+    Revoked(String),
+    /// A quota given on the command line caps nothing or caps at zero.
+    #[error("quota: {0}")]
+    BadQuota(&'static str),
+}
+
+/// That a key was rotated: by which key, and until when it keeps working.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rotation {
+    /// When it was rotated, Unix ms.
+    pub at_ms: i64,
+    /// The id of the key that replaced it.
+    pub replaced_by: String,
+    /// The end of its grace period, Unix ms: from then on it is refused.
+    pub grace_until_ms: i64,
 }
 
 /// One stored key (its hash, never the key).
@@ -104,6 +144,15 @@ pub struct StoredKey {
     /// Source networks allowed to use the key (CIDR); empty = any.
     #[serde(default)]
     pub allow_list: Vec<String>,
+    /// The key this one replaced (`l1gate keys rotate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotated_from: Option<String>,
+    /// Its usage quota; `None` = no quota.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota: Option<Quota>,
+    /// Set when the key was rotated: it works until the grace period ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotated: Option<Rotation>,
 }
 
 /// An account and its keys.
@@ -242,6 +291,12 @@ impl KeysFile {
                 }
             }
             for key in &account.keys {
+                if let Some(problem) = key.quota.as_ref().and_then(Quota::problem) {
+                    return Err((
+                        format!("accounts[{}].keys[{}].quota", account.name, key.id),
+                        problem.to_owned(),
+                    ));
+                }
                 for (position, entry) in key.allow_list.iter().enumerate() {
                     parse_network(entry).map_err(|message| {
                         (
@@ -359,6 +414,9 @@ impl KeysFile {
             created_ms: now_ms,
             revoked: false,
             allow_list: Vec::new(),
+            rotated_from: None,
+            quota: None,
+            rotated: None,
         };
         let index = if let Some(index) = self.accounts.iter().position(|a| a.name == account) {
             index
@@ -388,6 +446,63 @@ impl KeysFile {
             .find(|k| k.id == id)
             .ok_or_else(|| KeysError::UnknownKeyId(id.to_owned()))?;
         key.revoked = true;
+        Ok(())
+    }
+
+    /// Rotates the key with `id`: creates a new key for the same account
+    /// with the same allow-list and quota, and records on the old one when
+    /// it was rotated, by which key, and that it keeps working until
+    /// `now_ms + grace_ms`. Returns the new key — the only time it exists
+    /// outside the caller — and its stored form.
+    ///
+    /// # Errors
+    /// [`KeysError::UnknownKeyId`] when no key has that id,
+    /// [`KeysError::Revoked`] for a revoked key,
+    /// [`KeysError::AlreadyRotated`] for a key rotated before.
+    pub fn rotate(
+        &mut self,
+        id: &str,
+        now_ms: i64,
+        grace_ms: i64,
+    ) -> Result<(String, StoredKey), KeysError> {
+        let (account, old) = self
+            .accounts
+            .iter()
+            .find_map(|a| Some((a.name.clone(), a.keys.iter().find(|k| k.id == id)?.clone())))
+            .ok_or_else(|| KeysError::UnknownKeyId(id.to_owned()))?;
+        if old.revoked {
+            return Err(KeysError::Revoked(id.to_owned()));
+        }
+        if let Some(rotation) = &old.rotated {
+            return Err(KeysError::AlreadyRotated {
+                id: id.to_owned(),
+                by: rotation.replaced_by.clone(),
+            });
+        }
+        let (key, mut stored) = self.add_key(&account, now_ms)?;
+        stored.allow_list = old.allow_list;
+        stored.quota = old.quota;
+        stored.rotated_from = Some(id.to_owned());
+        *self.key_mut(&stored.id)? = stored.clone();
+        self.key_mut(id)?.rotated = Some(Rotation {
+            at_ms: now_ms,
+            replaced_by: stored.id.clone(),
+            grace_until_ms: now_ms.saturating_add(grace_ms.max(0)),
+        });
+        Ok((key, stored))
+    }
+
+    /// Sets the quota of the key with `id` (replacing any it had), or
+    /// removes it with `None`.
+    ///
+    /// # Errors
+    /// [`KeysError::BadQuota`] for a quota capping nothing or capping at
+    /// zero, [`KeysError::UnknownKeyId`] when no key has that id.
+    pub fn set_quota(&mut self, id: &str, quota: Option<Quota>) -> Result<(), KeysError> {
+        if let Some(problem) = quota.as_ref().and_then(Quota::problem) {
+            return Err(KeysError::BadQuota(problem));
+        }
+        self.key_mut(id)?.quota = quota;
         Ok(())
     }
 
@@ -468,13 +583,18 @@ impl KeysFile {
     }
 }
 
-/// A usable key: who owns it and where it may be used from.
+/// A usable key: who owns it, where it may be used from, its quota, and
+/// whether it was rotated (then it works until its grace period ends).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyEntry {
     /// Owner.
     pub principal: Principal,
     /// Source networks allowed to use it.
     pub allow_list: AllowList,
+    /// Its usage quota, if it has one.
+    pub quota: Option<Quota>,
+    /// Its rotation, if it was rotated.
+    pub rotation: Option<Rotation>,
 }
 
 /// Per-account limits from the keys file; `None` = the server default.
@@ -495,6 +615,8 @@ pub struct KeyStore {
     /// Key id → hash, for re-checking open streams after a reload.
     by_id: HashMap<String, String>,
     limits: HashMap<String, AccountLimits>,
+    /// Grace ends of the rotated keys in force, sorted.
+    grace_ends: Vec<i64>,
 }
 
 impl KeyStore {
@@ -503,6 +625,7 @@ impl KeyStore {
         let mut by_hash = HashMap::new();
         let mut by_id = HashMap::new();
         let mut limits = HashMap::new();
+        let mut grace_ends = Vec::new();
         for account in &file.accounts {
             limits.insert(
                 account.name.clone(),
@@ -522,15 +645,38 @@ impl KeyStore {
                             key_id: key.id.clone(),
                         },
                         allow_list: AllowList::from_entries(&key.allow_list),
+                        quota: key.quota,
+                        rotation: key.rotated.clone(),
                     },
                 );
+                grace_ends.extend(key.rotated.as_ref().map(|r| r.grace_until_ms));
             }
         }
+        grace_ends.sort_unstable();
         Self {
             by_hash,
             by_id,
             limits,
+            grace_ends,
         }
+    }
+
+    /// The quota of the key with id `key_id`, if it is in force and has one.
+    pub fn quota(&self, key_id: &str) -> Option<Quota> {
+        self.entry_by_id(key_id)?.quota
+    }
+
+    /// Whether a rotated key's grace period ends in `(after_ms, upto_ms]`.
+    pub fn grace_ends_within(&self, after_ms: i64, upto_ms: i64) -> bool {
+        let first_after = self.grace_ends.partition_point(|&end| end <= after_ms);
+        self.grace_ends
+            .get(first_after)
+            .is_some_and(|&end| end <= upto_ms)
+    }
+
+    /// Every key in force: its entry.
+    pub fn entries(&self) -> impl Iterator<Item = &KeyEntry> {
+        self.by_hash.values()
     }
 
     /// The entry of the key with id `key_id`, if it is in force.
@@ -710,6 +856,118 @@ mod tests {
                 request_burst: Some(7),
                 max_streams: None
             }
+        );
+    }
+
+    #[test]
+    fn rotation_creates_a_replacement_and_records_it_on_the_old_key() {
+        let mut file = KeysFile::default();
+        let (old_key, old) = file.add_key("alice", 1).unwrap();
+        file.allow(&old.id, "10.0.0.0/8").unwrap();
+        let quota = Quota {
+            period: crate::access::quota::Period::Day,
+            requests: Some(10),
+            bytes: None,
+        };
+        file.set_quota(&old.id, Some(quota)).unwrap();
+        let (new_key, new) = file.rotate(&old.id, 1_000, 60_000).unwrap();
+        assert_ne!(new_key, old_key);
+        assert_eq!(new.allow_list, vec!["10.0.0.0/8".to_owned()]);
+        assert_eq!(new.quota, Some(quota));
+        assert_eq!(new.rotated_from.as_deref(), Some(old.id.as_str()));
+        let stored_old = &file.accounts[0].keys[0];
+        assert_eq!(
+            stored_old.rotated,
+            Some(Rotation {
+                at_ms: 1_000,
+                replaced_by: new.id.clone(),
+                grace_until_ms: 61_000,
+            })
+        );
+        assert_eq!(file.accounts[0].keys.len(), 2, "same account");
+        // Both work in the store; the old one carries its rotation.
+        let store = KeyStore::new(&file);
+        assert_eq!(store.lookup(&new_key).unwrap().rotation, None);
+        assert!(store.lookup(&old_key).unwrap().rotation.is_some());
+        assert!(store.grace_ends_within(60_999, 61_000));
+        assert!(!store.grace_ends_within(61_000, 70_000));
+        assert!(!store.grace_ends_within(0, 60_999));
+        assert_eq!(store.quota(&new.id), Some(quota));
+        // Once only; revoked keys are not rotated.
+        assert!(matches!(
+            file.rotate(&old.id, 2_000, 0),
+            Err(KeysError::AlreadyRotated { by, .. }) if by == new.id
+        ));
+        file.revoke(&new.id).unwrap();
+        assert!(matches!(
+            file.rotate(&new.id, 2_000, 0),
+            Err(KeysError::Revoked(_))
+        ));
+        assert!(matches!(
+            file.rotate("k_nope", 2_000, 0),
+            Err(KeysError::UnknownKeyId(_))
+        ));
+    }
+
+    #[test]
+    fn quotas_are_set_cleared_validated_and_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keys.toml");
+        let mut file = KeysFile::default();
+        let (_, key) = file.add_key("alice", 1).unwrap();
+        let quota = Quota {
+            period: crate::access::quota::Period::Month,
+            requests: None,
+            bytes: Some(10_000_000_000),
+        };
+        file.set_quota(&key.id, Some(quota)).unwrap();
+        file.rotate(&key.id, 5, 10).unwrap();
+        file.save(&path).unwrap();
+        assert_eq!(KeysFile::load(&path).unwrap(), file);
+        let text = fs::read_to_string(&path).unwrap();
+        assert!(text.contains("period = \"month\""), "{text}");
+        assert!(matches!(
+            file.set_quota(
+                &key.id,
+                Some(Quota {
+                    bytes: None,
+                    ..quota
+                })
+            ),
+            Err(KeysError::BadQuota(_))
+        ));
+        file.set_quota(&key.id, None).unwrap();
+        assert_eq!(file.accounts[0].keys[0].quota, None);
+        // A quota capping nothing in the file is named.
+        fs::write(
+            &path,
+            "[[accounts]]\nname = \"a\"\n[[accounts.keys]]\nid = \"k_1\"\nsha256 = \"00\"\n[accounts.keys.quota]\nperiod = \"day\"\n",
+        )
+        .unwrap();
+        let err = KeysFile::load(&path).unwrap_err().to_string();
+        assert!(err.contains("accounts[a].keys[k_1].quota"), "{err}");
+    }
+
+    #[test]
+    fn a_keys_file_from_before_rotation_and_quotas_loads_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keys.toml");
+        fs::write(
+            &path,
+            "[[accounts]]\nname = \"a\"\nmax_streams = 2\n\n[[accounts.keys]]\nid = \"k_3f9a1c2b7d4e\"\nsha256 = \"3f9a1c2b7d4e00\"\ncreated_ms = 1779000000000\nrevoked = false\nallow_list = []\n",
+        )
+        .unwrap();
+        let file = KeysFile::load(&path).unwrap();
+        let key = &file.accounts[0].keys[0];
+        assert_eq!(
+            (&key.rotated, &key.quota, &key.rotated_from),
+            (&None, &None, &None)
+        );
+        file.save(&path).unwrap();
+        let text = fs::read_to_string(&path).unwrap();
+        assert!(
+            !text.contains("quota") && !text.contains("rotated"),
+            "no new fields are written for keys without them:\n{text}"
         );
     }
 

@@ -30,9 +30,16 @@
 //! or the connection closes is the HTTP/2 stream's send buffer.
 //!
 //! - **Keys no longer admitted.** When the keys file's reload changes the
-//!   keys in force, every stream is re-checked: one whose key was revoked
-//!   (or removed) ends with UNAUTHENTICATED, one whose key's allow-list no
-//!   longer admits its source address with PERMISSION_DENIED.
+//!   keys in force, when a rotated key's grace period ends, and when a key
+//!   reaches its byte quota ([`Access::recheck_due`]), every stream is
+//!   re-checked: one whose key was revoked (or removed) ends with
+//!   UNAUTHENTICATED, one whose key was rotated and whose grace period
+//!   ended with UNAUTHENTICATED saying so, one whose key's allow-list no
+//!   longer admits its source address with PERMISSION_DENIED, and one
+//!   whose key's byte quota is used up with RESOURCE_EXHAUSTED naming the
+//!   quota and when it resets.
+//! - **Byte quota.** The stream whose message reaches its key's byte quota
+//!   delivers that message and then ends with RESOURCE_EXHAUSTED at once.
 //!
 //! Each end is counted (`l1gate_streams_ended_total{service, view,
 //! reason}`) and logged once with the key id.
@@ -80,6 +87,10 @@ pub enum EndReason {
     Revoked,
     /// Its key's allow-list no longer admits the stream's source address.
     Forbidden,
+    /// Its key was rotated and the grace period ended.
+    Rotated,
+    /// Its key's byte quota for the period is used up.
+    Quota,
 }
 
 impl EndReason {
@@ -90,6 +101,8 @@ impl EndReason {
             EndReason::Lag => "lag",
             EndReason::Revoked => "revoked",
             EndReason::Forbidden => "forbidden",
+            EndReason::Rotated => "rotated",
+            EndReason::Quota => "quota",
         }
     }
 }
@@ -125,8 +138,9 @@ impl Supervisor {
 
     /// A supervisor counting into `metrics`, and its sweeper task (on the
     /// current runtime). With `access`, the sweeper also re-checks every
-    /// stream's key and source when the keys in force change, and ends the
-    /// streams they no longer admit.
+    /// stream's key, source and byte quota when the keys in force change or
+    /// [`Access::recheck_due`] says so, and ends the streams they no longer
+    /// admit.
     pub fn spawn(
         settings: FlowSettings,
         metrics: Arc<Metrics>,
@@ -148,11 +162,16 @@ impl Supervisor {
             let mut keys = access.as_ref().map(|a| a.auth().changes());
             loop {
                 tick.tick().await;
-                if let (Some(access), Some(keys)) = (&access, &mut keys)
-                    && keys.has_changed().unwrap_or(false)
-                {
-                    keys.mark_unchanged();
-                    sweeper.recheck(access);
+                if let (Some(access), Some(keys)) = (&access, &mut keys) {
+                    let changed = keys.has_changed().unwrap_or(false);
+                    if changed {
+                        keys.mark_unchanged();
+                    }
+                    // Asked every tick: it also notes that it looked.
+                    let due = access.recheck_due();
+                    if changed || due {
+                        sweeper.recheck(access);
+                    }
                 }
                 sweeper.sweep(crate::unix_now_ms(), engine.as_deref());
             }
@@ -213,20 +232,27 @@ impl Supervisor {
         }
     }
 
-    /// Ends every stream whose key or source `access` no longer admits:
-    /// UNAUTHENTICATED for a revoked key, PERMISSION_DENIED for a source
-    /// off the key's allow-list.
+    /// Ends every stream whose key, source or quota `access` no longer
+    /// admits: UNAUTHENTICATED for a revoked key or a rotated one past its
+    /// grace period, PERMISSION_DENIED for a source off the key's
+    /// allow-list, RESOURCE_EXHAUSTED for a used-up byte quota.
     pub fn recheck(&self, access: &Access) {
         for slot in self.live() {
             let verdict = slot.held.lock().guard.as_ref().map(|g| access.recheck(g));
             let Some(Err(denial)) = verdict else {
                 continue;
             };
+            let ended = |status: fn(String) -> Status| {
+                status(format!("stream ended: {}", denial.message()))
+            };
             let (reason, status) = match denial {
-                Denial::Forbidden { .. } => (
-                    EndReason::Forbidden,
-                    Status::permission_denied(format!("stream ended: {}", denial.message())),
-                ),
+                Denial::Forbidden { .. } => {
+                    (EndReason::Forbidden, ended(Status::permission_denied))
+                }
+                Denial::RotatedKey { .. } => (EndReason::Rotated, ended(Status::unauthenticated)),
+                Denial::QuotaExhausted { .. } => {
+                    (EndReason::Quota, ended(Status::resource_exhausted))
+                }
                 _ => (
                     EndReason::Revoked,
                     Status::unauthenticated(format!(
@@ -383,11 +409,14 @@ impl Slot {
     }
 
     /// Counts `bytes` sent on the stream (block time when known) under the
-    /// account's usage.
-    fn sent(&self, bytes: usize, block_time_ms: Option<i64>) {
-        if let Some(guard) = &self.held.lock().guard {
-            guard.sent(bytes, block_time_ms);
-        }
+    /// account's usage; the refusal to end with once the key's byte quota
+    /// is used up.
+    fn sent(&self, bytes: usize, block_time_ms: Option<i64>) -> Option<Denial> {
+        self.held
+            .lock()
+            .guard
+            .as_ref()
+            .and_then(|guard| guard.sent_within_quota(bytes, block_time_ms).err())
     }
 
     /// Ends the stream with `status` for `reason`: releases what it holds,
@@ -419,12 +448,19 @@ impl Slot {
                 %message,
                 "stream ended: subscriber too slow"
             ),
-            EndReason::Revoked | EndReason::Forbidden => tracing::info!(
+            EndReason::Revoked | EndReason::Forbidden | EndReason::Rotated => tracing::info!(
                 key_id = %self.key_id,
                 service = self.service,
                 view = self.view,
                 reason = reason.label(),
                 "stream ended: its key is no longer admitted"
+            ),
+            EndReason::Quota => tracing::info!(
+                key_id = %self.key_id,
+                service = self.service,
+                view = self.view,
+                reason = reason.label(),
+                "stream ended: its key's byte quota is used up"
             ),
         }
     }
@@ -432,13 +468,22 @@ impl Slot {
     /// The transport took a message that carries `measured`: counts its
     /// bytes under the account's usage and notes its block and when. Edges
     /// whose bodies are not [`Watched`] call it themselves.
+    ///
+    /// The message that uses up the key's byte quota is the stream's last:
+    /// the stream is ended with RESOURCE_EXHAUSTED naming the quota.
     pub fn took(&self, measured: Measured) {
-        self.sent(measured.bytes, measured.block_time_ms);
+        let exhausted = self.sent(measured.bytes, measured.block_time_ms);
         if let (Some(block), Some(time)) = (measured.block, measured.block_time_ms) {
             self.note_block(block, time);
         }
         self.handed_ms
             .store(crate::unix_now_ms(), Ordering::Release);
+        if let Some(denial) = exhausted {
+            self.end(
+                EndReason::Quota,
+                Status::resource_exhausted(format!("stream ended: {}", denial.message())),
+            );
+        }
     }
 
     /// The status the stream was ended with, once (later calls: `None`).

@@ -26,6 +26,7 @@ use tonic::{Code, Status};
 use super::protocol::{self, ClientMessage, Subscription};
 use super::render;
 use crate::access::gcra::Gcra;
+use crate::access::keys::Principal;
 use crate::access::{Access, StreamGuard};
 use crate::grpc::flow::{EndReason, Measured, Slot, Supervisor};
 use crate::grpc::relay::RelaySource;
@@ -68,6 +69,8 @@ pub mod close {
     pub const LAGGING: u16 = 4001;
     /// The connection took nothing for `send_timeout_ms`.
     pub const STALLED: u16 = 4002;
+    /// The key's byte quota for the period is used up.
+    pub const QUOTA: u16 = 4003;
 }
 
 /// The per-connection limits the exchange documents.
@@ -155,7 +158,8 @@ pub async fn run(
     held: Option<HeldConnection>,
 ) {
     // The connection's own slot holds the account's stream slot and is
-    // what a key revocation ends.
+    // what a key revocation (or a used-up byte quota) ends.
+    let principal = guard.principal();
     let connection = service
         .flow
         .watch("websocket", "connection", None, Some(guard));
@@ -207,6 +211,7 @@ pub async fn run(
         service,
         out,
         ends,
+        principal,
         open: BTreeMap::new(),
         budget,
         posts: Arc::new(AtomicUsize::new(0)),
@@ -286,6 +291,7 @@ fn close_code(status: &Status) -> u16 {
         Code::Aborted => close::LAGGING,
         Code::DeadlineExceeded => close::STALLED,
         Code::Unauthenticated | Code::PermissionDenied => close::POLICY,
+        Code::ResourceExhausted => close::QUOTA,
         Code::Unavailable if status.message().contains("stopped") => close::INTERNAL,
         Code::Unavailable => close::TRY_AGAIN_LATER,
         _ => close::INTERNAL,
@@ -310,6 +316,9 @@ struct Session {
     service: WsService,
     out: mpsc::Sender<Outgoing>,
     ends: mpsc::UnboundedSender<Ended>,
+    /// Whose key the connection was opened with (subscribes and posts
+    /// count toward its quota).
+    principal: Principal,
     open: BTreeMap<Subscription, Open>,
     budget: Budget,
     posts: Arc<AtomicUsize>,
@@ -357,7 +366,18 @@ impl Session {
             .await;
             return;
         }
-        match protocol::parse(text) {
+        let message = protocol::parse(text);
+        if matches!(
+            message,
+            Ok(ClientMessage::Subscribe { .. } | ClientMessage::Post { .. })
+        ) && let Err(denial) = self.service.access.charge_quota(&self.principal)
+        {
+            // Refused, so not counted; the connection stays up.
+            self.service.access.record_denial("websocket", &denial);
+            self.error(&denial.message()).await;
+            return;
+        }
+        match message {
             Err(why) => self.error(&why).await,
             Ok(ClientMessage::Ping) => {
                 self.send(Utf8Bytes::from_static(r#"{"channel":"pong"}"#))
@@ -668,6 +688,10 @@ mod tests {
         assert_eq!(
             close_code(&Status::unavailable("market data is stale")),
             close::TRY_AGAIN_LATER
+        );
+        assert_eq!(
+            close_code(&Status::resource_exhausted("usage quota exhausted")),
+            close::QUOTA
         );
     }
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Empty};
 use hyper_util::rt::TokioIo;
+use l1gate::access::clock::Clock;
 use l1gate::access::keys::KeysFile;
 use l1gate::config::ServeArgs;
 use l1gate::serve::Running;
@@ -20,6 +21,10 @@ pub struct Gate {
     pub running: Running,
     pub keys_file: PathBuf,
     pub keys: KeysFile,
+    /// The access clock the server judges grace periods and quota periods
+    /// by.
+    pub clock: Clock,
+    args: ServeArgs,
     _dir: tempfile::TempDir,
 }
 
@@ -42,6 +47,15 @@ impl Gate {
     /// Starts a server over a small real capture with `keys` and settings
     /// changed by `tune`.
     pub async fn start(keys: KeysFile, tune: impl FnOnce(&mut ServeArgs)) -> Self {
+        Self::start_with_clock(keys, Clock::System, tune).await
+    }
+
+    /// [`Gate::start`] with `clock` as the access clock.
+    pub async fn start_with_clock(
+        keys: KeysFile,
+        clock: Clock,
+        tune: impl FnOnce(&mut ServeArgs),
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let keys_file = dir.path().join("keys.toml");
         keys.save(&keys_file).unwrap();
@@ -55,15 +69,49 @@ impl Gate {
             ..ServeArgs::default()
         };
         tune(&mut args);
-        let running = l1gate::serve::start(&args.resolve().unwrap())
-            .await
-            .unwrap();
+        let running = serve(&args, &clock).await;
         Self {
             running,
             keys_file,
             keys,
+            clock,
+            args,
             _dir: dir,
         }
+    }
+
+    /// Stops the server and starts a new one with the same settings, keys
+    /// file, state directory and clock.
+    pub async fn restart(self) -> Self {
+        self.restart_with(|| {}).await
+    }
+
+    /// [`Gate::restart`], running `between` while no server runs.
+    pub async fn restart_with(self, between: impl FnOnce()) -> Self {
+        let Self {
+            running,
+            keys_file,
+            keys,
+            clock,
+            args,
+            _dir,
+        } = self;
+        drop(running);
+        between();
+        let running = serve(&args, &clock).await;
+        Self {
+            running,
+            keys_file,
+            keys,
+            clock,
+            args,
+            _dir,
+        }
+    }
+
+    /// The server's state directory.
+    pub fn state_dir(&self) -> PathBuf {
+        self.args.state_dir.clone().unwrap()
     }
 
     /// Edits the keys file in place; the server reloads it within seconds.
@@ -93,6 +141,13 @@ impl Gate {
         assert_eq!(reply.status, 200);
         reply.text
     }
+}
+
+/// Starts a server with `args` and `clock` as its access clock.
+async fn serve(args: &ServeArgs, clock: &Clock) -> Running {
+    let mut settings = args.clone().resolve().unwrap();
+    settings.access.clock = clock.clone();
+    l1gate::serve::start(&settings).await.unwrap()
 }
 
 /// `GET path` on the HTTP edge at `addr`, with `key` in the `X-Api-Key`
