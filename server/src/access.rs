@@ -326,6 +326,7 @@ impl Access {
             access: self.clone(),
             account: principal.account.clone(),
             key_id: principal.key_id.clone(),
+            admin: principal.admin,
             peer,
             usage,
             meter,
@@ -590,6 +591,7 @@ pub struct StreamGuard {
     access: Access,
     account: String,
     key_id: String,
+    admin: bool,
     /// The TCP peer the stream was admitted from.
     peer: Option<IpAddr>,
     usage: Arc<KeyUsage>,
@@ -617,6 +619,7 @@ impl StreamGuard {
         Principal {
             account: self.account.clone(),
             key_id: self.key_id.clone(),
+            admin: self.admin,
         }
     }
 

@@ -432,6 +432,16 @@ pub enum KeysCommand {
         #[arg(long = "default")]
         reset: bool,
     },
+    /// Set an account's role: `admin` accounts may also open the status
+    /// page (`/{key}/status`); `user` is the default.
+    Role {
+        /// Account name.
+        #[arg(long)]
+        account: String,
+        /// The role.
+        #[arg(value_enum)]
+        role: crate::access::keys::Role,
+    },
     /// Replace a key: prints a new key for the same account (with the old
     /// key's allow-list and quota) once, alone on the last line of stdout,
     /// and records on the old key that it was rotated. The old key keeps

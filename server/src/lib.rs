@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod node;
 pub mod registry;
 pub mod serve;
+pub mod status;
 pub mod upstream;
 pub mod ws;
 

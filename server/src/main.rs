@@ -26,15 +26,21 @@ fn main() -> anyhow::Result<()> {
 /// plain text).
 fn init_logging() {
     use std::io::IsTerminal as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let filter = ["L1GATE_LOG", "RUST_LOG"]
         .into_iter()
         .filter(|name| std::env::var_os(name).is_some())
         .find_map(|name| tracing_subscriber::EnvFilter::try_from_env(name).ok())
         .unwrap_or_else(|| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let output = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
+        .with_ansi(std::io::stderr().is_terminal());
+    // The status page's recent warnings see what the log shows.
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(output)
+        .with(l1gate::status::warnings::WarningLayer)
         .init();
 }
 
@@ -385,6 +391,14 @@ fn run_keys(args: KeysArgs) -> anyhow::Result<()> {
             edit(&mut |file| file.set_limits(&account, limits, reset))?;
             println!("limits of account {account} updated");
         }
+        KeysCommand::Role { account, role } => {
+            edit(&mut |file| file.set_role(&account, role))?;
+            let role = match role {
+                l1gate::access::keys::Role::Admin => "admin",
+                l1gate::access::keys::Role::User => "user",
+            };
+            println!("account {account} is now {role}");
+        }
         KeysCommand::Rotate { key_id, grace } => {
             let now = l1gate::unix_now_ms();
             let grace_ms = i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
@@ -499,6 +513,9 @@ fn list_keys(file: &KeysFile) {
                 })
                 .collect();
             println!("{}\tlimits\t{}", account.name, shown.join("\t"));
+        }
+        if account.role == l1gate::access::keys::Role::Admin {
+            println!("{}\trole\tadmin", account.name);
         }
         for key in &account.keys {
             let state = match &key.rotated {

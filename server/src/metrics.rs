@@ -203,6 +203,24 @@ impl Metrics {
         self.open_streams.lock().insert(account.to_owned(), open);
     }
 
+    /// Open streams per account (the status page).
+    pub fn open_streams(&self) -> Vec<(String, u64)> {
+        self.open_streams
+            .lock()
+            .iter()
+            .map(|(account, open)| (account.clone(), *open))
+            .collect()
+    }
+
+    /// Streams ended by l1gate so far, by (service, view, reason).
+    pub fn streams_ended(&self) -> Vec<((&'static str, &'static str, &'static str), u64)> {
+        self.streams_ended
+            .lock()
+            .iter()
+            .map(|(key, count)| (*key, *count))
+            .collect()
+    }
+
     /// The Prometheus text exposition (format 0.0.4) of every counter, with
     /// data ages measured from `now_ms` (Unix ms).
     pub fn render(&self, now_ms: i64) -> String {

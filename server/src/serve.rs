@@ -283,6 +283,19 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         .with_stale_after(settings.market_stale_after)
         .with_access(access.clone())
         .with_info(info_feed.clone());
+    // The operator status page, for admin accounts (crate::status).
+    let api = api.merge(
+        crate::status::StatusPage::new(
+            live.clone(),
+            settings.max_data_age,
+            engine.status().clone(),
+            access.clone(),
+            flow.clone(),
+            Some(networks.health()),
+            info_feed.clone(),
+        )
+        .routes(),
+    );
     // The exchange's WebSocket API on the HTTP address (crate::ws).
     let api = api.merge(
         crate::ws::WsService {

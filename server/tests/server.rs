@@ -32,10 +32,10 @@ mod server {
     mod info_local;
     mod info_lookup;
     mod info_streams;
-    mod networks;
     pub mod jsonrpc_node;
     pub mod market_live;
     pub mod market_views;
+    mod networks;
     pub mod python;
     mod python_sdk;
     mod raw_feed_errors;
@@ -45,6 +45,7 @@ mod server {
     pub mod revocation;
     pub mod slow_subscribers;
     pub mod standin;
+    mod status_page;
     mod transaction_stream;
     mod untrusted_text;
     mod ws_api;

@@ -171,9 +171,30 @@ pub struct Account {
     /// the server default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_streams: Option<u32>,
+    /// What the account may do beyond the data APIs.
+    #[serde(default, skip_serializing_if = "Role::is_user")]
+    pub role: Role,
     /// Its keys.
     #[serde(default)]
     pub keys: Vec<StoredKey>,
+}
+
+/// An account's role.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The data APIs.
+    #[default]
+    User,
+    /// Also the operator status page (`/{key}/status`).
+    Admin,
+}
+
+impl Role {
+    /// Whether this is the default role.
+    pub fn is_user(&self) -> bool {
+        *self == Role::User
+    }
 }
 
 /// The whole keys file.
@@ -191,6 +212,8 @@ pub struct Principal {
     pub account: String,
     /// Key id (safe to log).
     pub key_id: String,
+    /// Whether the account has the admin role.
+    pub admin: bool,
 }
 
 /// `path` with `.suffix` appended to its file name (`keys.toml.lock`).
@@ -426,6 +449,7 @@ impl KeysFile {
                 requests_per_second: None,
                 request_burst: None,
                 max_streams: None,
+                role: Role::User,
                 keys: Vec::new(),
             });
             self.accounts.len() - 1
@@ -567,6 +591,20 @@ impl KeysFile {
         Ok(())
     }
 
+    /// Sets an account's role.
+    ///
+    /// # Errors
+    /// [`KeysError::UnknownAccount`] when no account has that name.
+    pub fn set_role(&mut self, account: &str, role: Role) -> Result<(), KeysError> {
+        let entry = self
+            .accounts
+            .iter_mut()
+            .find(|a| a.name == account)
+            .ok_or_else(|| KeysError::UnknownAccount(account.to_owned()))?;
+        entry.role = role;
+        Ok(())
+    }
+
     /// Removes a network from a key's allow-list; returns whether it was
     /// listed. Removing the last one leaves the key unrestricted.
     ///
@@ -643,6 +681,7 @@ impl KeyStore {
                         principal: Principal {
                             account: account.name.clone(),
                             key_id: key.id.clone(),
+                            admin: account.role == Role::Admin,
                         },
                         allow_list: AllowList::from_entries(&key.allow_list),
                         quota: key.quota,
@@ -729,7 +768,8 @@ mod tests {
             store.authenticate(&key),
             Some(&Principal {
                 account: "alice".into(),
-                key_id: stored.id.clone()
+                key_id: stored.id.clone(),
+                admin: false,
             })
         );
         assert_eq!(store.authenticate("l1g_wrong"), None);

@@ -179,6 +179,15 @@ impl Supervisor {
         (supervisor, task)
     }
 
+    /// Every open supervised stream: (service, view, key id).
+    pub fn open_streams(&self) -> Vec<(&'static str, &'static str, String)> {
+        self.live()
+            .iter()
+            .filter(|slot| !slot.is_ended())
+            .map(|slot| (slot.service, slot.view, slot.key_id.clone()))
+            .collect()
+    }
+
     /// The settings.
     pub fn settings(&self) -> FlowSettings {
         self.inner.settings

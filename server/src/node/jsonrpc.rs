@@ -20,10 +20,12 @@
 //! [`MAX_WS_MESSAGE`] bytes (1009 beyond). The connection counts as one
 //! stream against the account's cap; every client message is charged one
 //! request of the account's rate, and one over the rate is answered with a
-//! JSON-RPC error instead of being relayed. When the key is revoked (or its
-//! allow-list stops admitting the source) the connection is closed with
-//! 1008; when the node closes or cannot be reached, with 1011 (or the
-//! node's own close code).
+//! JSON-RPC error instead of being relayed. The node's messages count toward
+//! the key's byte quota; the one that uses it up is delivered, then the
+//! connection is closed with 4003. When the key is revoked, rotated past
+//! its grace, or its allow-list stops admitting the source, the connection
+//! is closed with 1008; when the node closes or cannot be reached, with 1011
+//! (or the node's own close code).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -56,6 +58,10 @@ pub const MAX_RESPONSE_BODY: usize = 64 << 20;
 
 /// Largest WebSocket message either way.
 pub const MAX_WS_MESSAGE: usize = 16 << 20;
+
+/// The close code when the key's byte quota is used up (as the exchange's
+/// WebSocket API closes).
+const QUOTA_CLOSE: u16 = 4003;
 
 /// How often an open WebSocket re-checks its key and allow-list.
 const RECHECK_EVERY: Duration = Duration::from_secs(1);
@@ -245,6 +251,9 @@ async fn upgrade(
     let guard = match rpc.access.open_stream(&principal, peer) {
         Ok(guard) => guard,
         Err(denial) => {
+            // The upgrade request took a unit of the key's quota; refused,
+            // it is not counted.
+            rpc.access.refund_quota(&principal);
             rpc.access.record_denial("websocket", &denial);
             return crate::http::denial_response(&denial);
         }
@@ -354,13 +363,23 @@ async fn pump(
             },
             message = from_node.next() => match message {
                 Some(Ok(NodeMessage::Text(text))) => {
+                    let within = guard.sent_within_quota(text.len(), None);
                     if to_client.send(ClientMessage::Text(text.as_str().into())).await.is_err() {
                         break None;
                     }
+                    if let Err(denial) = within {
+                        let _ = to_node.send(NodeMessage::Close(None)).await;
+                        break Some(close(QUOTA_CLOSE, denial.message().as_str()));
+                    }
                 }
                 Some(Ok(NodeMessage::Binary(data))) => {
+                    let within = guard.sent_within_quota(data.len(), None);
                     if to_client.send(ClientMessage::Binary(data)).await.is_err() {
                         break None;
+                    }
+                    if let Err(denial) = within {
+                        let _ = to_node.send(NodeMessage::Close(None)).await;
+                        break Some(close(QUOTA_CLOSE, denial.message().as_str()));
                     }
                 }
                 Some(Ok(NodeMessage::Close(frame))) => {
@@ -377,7 +396,8 @@ async fn pump(
                 if let Err(denial) = rpc.access.recheck(&guard) {
                     rpc.access.record_denial("websocket", &denial);
                     let _ = to_node.send(NodeMessage::Close(None)).await;
-                    break Some(close(1008, denial.message().as_str()));
+                    let code = if denial.quota().is_some() { QUOTA_CLOSE } else { 1008 };
+                    break Some(close(code, denial.message().as_str()));
                 }
             }
         }

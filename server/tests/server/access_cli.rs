@@ -354,3 +354,25 @@ fn keys_quota_is_set_listed_cleared_and_validated() {
     assert!(stdout(&keys(&["quota", "--key-id", &id, "--clear"], &file)).contains("no quota"));
     assert!(!stdout(&keys(&["list"], &file)).contains("quota="));
 }
+
+#[test]
+fn keys_role_makes_an_account_admin_and_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("keys.toml");
+    stdout(&keys(&["add", "--account", "ops"], &file));
+    let set = stdout(&keys(&["role", "--account", "ops", "admin"], &file));
+    assert!(set.contains("ops is now admin"), "{set}");
+    assert!(
+        std::fs::read_to_string(&file)
+            .unwrap()
+            .contains("role = \"admin\"")
+    );
+    assert!(stdout(&keys(&["list"], &file)).contains("ops\trole\tadmin"));
+    stdout(&keys(&["role", "--account", "ops", "user"], &file));
+    assert!(!std::fs::read_to_string(&file).unwrap().contains("role"));
+    let unknown = keys(&["role", "--account", "nobody", "admin"], &file);
+    assert!(!unknown.status.success());
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("nobody"));
+    let bad = keys(&["role", "--account", "ops", "root"], &file);
+    assert!(!bad.status.success());
+}

@@ -1,0 +1,357 @@
+//! The operator status page: one page on the HTTP address showing the
+//! state of this server, updated live, for admin accounts only.
+//!
+//! | Route | What |
+//! |---|---|
+//! | `GET /{key}/status` | the page (HTML, CSS and script in the binary; no build step, no other request but its event stream) |
+//! | `GET /{key}/status/events` | server-sent events: an `status` event with the JSON snapshot now and every second |
+//! | `GET /{key}/status.json` (or `/status.json` with `X-Api-Key`) | the snapshot once |
+//!
+//! Access: the key forms of every route (401 without a valid key, 403
+//! outside its allow-list, 429 over the rate), then the account's role:
+//! an account without `role = "admin"` in the keys file gets 403. The
+//! event stream counts as one of the account's streams while it is open,
+//! and ends within a second when the key stops being admitted. Browsers
+//! cannot send headers, so the page is opened with the key in the path;
+//! the page sends no `Referer`, and shows key ids only — never a key or a
+//! hash.
+//!
+//! What the snapshot holds: each feed's newest block on disk, its age and
+//! the freshness verdict of `/healthz`; the engine's position, blocks per
+//! second and how far it is behind the newest block on disk; the streams
+//! open per view and per account, and the streams l1gate ended (lag,
+//! stall, revocation, quota); per key its usage this period, its quota and
+//! a pending rotation; the upstreams (Info source, each node gateway
+//! network); the recent warnings ([`warnings`]).
+
+pub mod warnings;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::{ConnectInfo, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{Html, IntoResponse as _, Json, Response};
+use axum::routing::get;
+use axum::{Extension, Router};
+use feeds::Source;
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+
+use crate::access::Access;
+use crate::access::keys::Principal;
+use crate::grpc::flow::Supervisor;
+use crate::host::engine::EngineStatus;
+use crate::host::feeds::LiveFeeds;
+
+/// The page.
+const PAGE: &str = include_str!("status/page.html");
+
+/// How often the event stream sends a snapshot.
+const EVERY: Duration = Duration::from_secs(1);
+
+/// Everything the page reads.
+#[derive(Debug, Clone)]
+pub struct StatusPage {
+    /// The node's feeds.
+    pub live: Arc<LiveFeeds>,
+    /// The freshness bound of `/healthz`.
+    pub max_data_age: Duration,
+    /// The engine thread's position.
+    pub engine: Arc<EngineStatus>,
+    /// Keys, usage, metrics.
+    pub access: Access,
+    /// Every supervised stream.
+    pub flow: Supervisor,
+    /// The node gateway's networks.
+    pub networks: Option<crate::http::NetworkProbe>,
+    /// The Info source's poller, when configured.
+    pub info: Option<crate::info::poller::InfoFeed>,
+    /// Blocks-per-second sampling.
+    rate: Arc<Mutex<Option<(Instant, u64, f64)>>>,
+}
+
+impl StatusPage {
+    /// A page over these sources.
+    pub fn new(
+        live: Arc<LiveFeeds>,
+        max_data_age: Duration,
+        engine: Arc<EngineStatus>,
+        access: Access,
+        flow: Supervisor,
+        networks: Option<crate::http::NetworkProbe>,
+        info: Option<crate::info::poller::InfoFeed>,
+    ) -> Self {
+        Self {
+            live,
+            max_data_age,
+            engine,
+            access,
+            flow,
+            networks,
+            info,
+            rate: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    /// The authenticated routes (see the module docs).
+    pub fn routes(self) -> Router {
+        Router::new()
+            .route("/status", get(page))
+            .route("/status/", get(page))
+            .route("/status/events", get(events))
+            .route("/status.json", get(once))
+            .with_state(self)
+    }
+
+    /// Blocks per second of the engine, over the time since the last call
+    /// at least a second ago.
+    fn blocks_per_second(&self, height: u64) -> Option<f64> {
+        let mut rate = self.rate.lock();
+        let now = Instant::now();
+        match *rate {
+            None => {
+                *rate = Some((now, height, f64::NAN));
+                None
+            }
+            Some((at, then, last)) => {
+                let elapsed = now.duration_since(at).as_secs_f64();
+                if elapsed < 0.9 {
+                    return (!last.is_nan()).then_some(last);
+                }
+                let per_second = height.saturating_sub(then) as f64 / elapsed;
+                *rate = Some((now, height, per_second));
+                Some(per_second)
+            }
+        }
+    }
+
+    /// The snapshot the page renders.
+    pub async fn snapshot(&self) -> Value {
+        let now = crate::unix_now_ms();
+        let bound = i64::try_from(self.max_data_age.as_millis()).unwrap_or(i64::MAX);
+        let newest_age = crate::http::newest_data_age_ms(&self.live, now);
+        let mut feeds = Vec::new();
+        let mut newest_block = None::<u64>;
+        for &source in &Source::ALL {
+            let Some(feed) = self.live.feed(source) else {
+                continue;
+            };
+            let newest = feed.newest();
+            let block = newest.and_then(|h| h.block_number);
+            if source != Source::OrderbookSnapshots {
+                newest_block = newest_block.max(block);
+            }
+            let time = newest.and_then(|h| h.timestamp_ms);
+            feeds.push(json!({
+                "id": source.feed_id(),
+                "source": self.live.source_name(source),
+                "block_number": block,
+                "block_time": time.map(feeds::time::format_iso8601_ms),
+                "age_ms": time.map(|t| now - t),
+            }));
+        }
+        let height = self.engine.height();
+        let engine = json!({
+            "ready": self.engine.ready(),
+            "error": self.engine.error(),
+            "block_number": (height > 0).then_some(height),
+            "block_time": (height > 0).then(|| feeds::time::format_iso8601_ms(self.engine.block_time_ms())),
+            "blocks_per_second": self.blocks_per_second(height),
+            "behind_blocks": newest_block.map(|newest| newest.saturating_sub(height)),
+            "coins": self.engine.coins().len(),
+        });
+        let usage = self.access.usage_report();
+        let mut by_view = std::collections::BTreeMap::<String, u64>::new();
+        let mut streams_of_key = std::collections::HashMap::<String, u64>::new();
+        for (service, view, key_id) in self.flow.open_streams() {
+            *by_view.entry(format!("{service} {view}")).or_default() += 1;
+            *streams_of_key.entry(key_id).or_default() += 1;
+        }
+        let metrics = self.access.metrics();
+        let by_account = metrics.open_streams();
+        let open: u64 = by_account.iter().map(|(_, n)| n).sum();
+        let ended: Vec<Value> = metrics
+            .streams_ended()
+            .into_iter()
+            .map(|((service, view, reason), count)| {
+                json!({"service": service, "view": view, "reason": reason, "count": count})
+            })
+            .collect();
+        let keys: Vec<Value> = usage
+            .keys
+            .iter()
+            .map(|key| {
+                let quota = key.quota.map(|q| q.describe());
+                let exhausted = key.quota.is_some_and(|q| {
+                    q.requests.is_some_and(|cap| key.requests >= cap)
+                        || q.bytes.is_some_and(|cap| key.bytes >= cap)
+                });
+                let rotation = key.rotation.as_ref().map(|r| {
+                    if now < r.grace_until_ms {
+                        format!(
+                            "rotated → {}, grace until {}",
+                            r.replaced_by,
+                            feeds::time::format_iso8601_ms(r.grace_until_ms)
+                        )
+                    } else {
+                        format!("rotated → {}, grace over", r.replaced_by)
+                    }
+                });
+                json!({
+                    "key_id": key.key_id,
+                    "account": key.account,
+                    "requests": key.requests,
+                    "streams": streams_of_key.get(&key.key_id).copied().unwrap_or(0),
+                    "bytes": key.bytes,
+                    "period_end": feeds::time::format_iso8601_ms(key.period_end_ms),
+                    "quota": quota,
+                    "quota_exhausted": exhausted,
+                    "rotation": rotation,
+                })
+            })
+            .collect();
+        let mut upstreams = Vec::new();
+        match &self.info {
+            None => upstreams.push(json!({
+                "name": "Info source",
+                "status": "off",
+                "detail": "no info_url: Info answered locally and derived",
+            })),
+            Some(info) => {
+                let failure = info.ctxs_failure();
+                upstreams.push(json!({
+                    "name": "Info source",
+                    "status": if failure.is_some() { "error" } else { "ok" },
+                    "detail": failure,
+                }));
+            }
+        }
+        if let Some(networks) = &self.networks
+            && let Value::Object(verdicts) = (networks.0)().await
+        {
+            for (name, verdict) in verdicts {
+                upstreams.push(json!({
+                    "name": format!("node gateway {name}"),
+                    "status": verdict["status"],
+                    "detail": verdict.get("problem").cloned().unwrap_or_else(|| {
+                        json!(format!(
+                            "ledger {} s behind",
+                            verdict["ledger_age_ms"].as_i64().unwrap_or(0) / 1000
+                        ))
+                    }),
+                }));
+            }
+        }
+        json!({
+            "now": feeds::time::format_iso8601_ms(now),
+            "fresh": crate::http::is_fresh(newest_age, bound),
+            "max_data_age_ms": bound,
+            "feeds": feeds,
+            "engine": engine,
+            "streams": {
+                "open": open,
+                "by_view": by_view.into_iter().map(|(view, open)| json!({"view": view, "open": open})).collect::<Vec<_>>(),
+                "by_account": by_account.into_iter().filter(|(_, n)| *n > 0).map(|(account, open)| json!({"account": account, "open": open})).collect::<Vec<_>>(),
+                "ended": ended,
+            },
+            "keys": keys,
+            "upstreams": upstreams,
+            "warnings": warnings::recent(),
+        })
+    }
+}
+
+/// 403 unless `principal` is an admin account's.
+fn admin_only(principal: &Principal) -> Result<(), Box<Response>> {
+    if principal.admin {
+        Ok(())
+    } else {
+        let body = json!({
+            "error": "forbidden",
+            "message": format!(
+                "the status page is for admin accounts; account {} has no role = \"admin\" in the keys file",
+                crate::quoted(&principal.account)
+            ),
+        });
+        Err(Box::new((StatusCode::FORBIDDEN, Json(body)).into_response()))
+    }
+}
+
+async fn page(Extension(principal): Extension<Principal>) -> Response {
+    if let Err(refusal) = admin_only(&principal) {
+        return *refusal;
+    }
+    let mut response = Html(PAGE).into_response();
+    let headers = response.headers_mut();
+    // The page's URL holds the key: keep it out of caches and referrers.
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'",
+        ),
+    );
+    response
+}
+
+async fn once(
+    State(status): State<StatusPage>,
+    Extension(principal): Extension<Principal>,
+) -> Response {
+    if let Err(refusal) = admin_only(&principal) {
+        return *refusal;
+    }
+    let mut response = Json(status.snapshot().await).into_response();
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+async fn events(
+    State(status): State<StatusPage>,
+    Extension(principal): Extension<Principal>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+) -> Response {
+    if let Err(refusal) = admin_only(&principal) {
+        return *refusal;
+    }
+    let peer = peer.map(|Extension(ConnectInfo(addr))| addr.ip());
+    let guard = match status.access.open_stream(&principal, peer) {
+        Ok(guard) => guard,
+        Err(denial) => {
+            status.access.record_denial("http", &denial);
+            return crate::http::denial_response(&denial);
+        }
+    };
+    let stream =
+        futures_util::stream::unfold((status, guard, true), |(status, guard, first)| async move {
+            if !first {
+                tokio::time::sleep(EVERY).await;
+            }
+            if let Err(denial) = status.access.recheck(&guard) {
+                status.access.record_denial("http", &denial);
+                return None;
+            }
+            let data = status.snapshot().await.to_string();
+            let event = Event::default().event("status").data(data);
+            Some((
+                Ok::<_, std::convert::Infallible>(event),
+                (status, guard, false),
+            ))
+        });
+    let mut response = Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response();
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
