@@ -329,7 +329,7 @@ async fn pump(
     let ending = loop {
         tokio::select! {
             message = from_client.next() => match message {
-                Some(Ok(ClientMessage::Text(text))) => {
+                Some(Ok(message @ (ClientMessage::Text(_) | ClientMessage::Binary(_)))) => {
                     if let Err(denial) = rpc.access.charge_request(&principal) {
                         rpc.access.record_denial("websocket", &denial);
                         let refusal = serde_json::json!({
@@ -341,12 +341,12 @@ async fn pump(
                         }
                         continue;
                     }
-                    if to_node.send(NodeMessage::Text(text.as_str().into())).await.is_err() {
-                        break Some(close(1011, "the node closed the connection"));
-                    }
-                }
-                Some(Ok(ClientMessage::Binary(data))) => {
-                    if to_node.send(NodeMessage::Binary(data)).await.is_err() {
+                    let relayed = match message {
+                        ClientMessage::Text(text) => NodeMessage::Text(text.as_str().into()),
+                        ClientMessage::Binary(data) => NodeMessage::Binary(data),
+                        _ => continue,
+                    };
+                    if to_node.send(relayed).await.is_err() {
                         break Some(close(1011, "the node closed the connection"));
                     }
                 }

@@ -14,12 +14,7 @@ const RAW_FEED: &str = "venue_l1_gateway.v3.VenueL1Gateway";
 
 /// Polls the health of `service` until it is `want`, for up to 10 s.
 async fn until_status(server: &TestServer, service: &str, want: ServingStatus) {
-    let channel =
-        tonic::transport::Channel::from_shared(format!("http://{}", server.running.grpc_addr))
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
+    let channel = server.channel().await;
     let mut client = HealthClient::new(channel);
     let started = Instant::now();
     loop {

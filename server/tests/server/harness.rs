@@ -79,14 +79,18 @@ impl TestServer {
         }
     }
 
-    /// A raw feed client (large messages allowed: snapshots are tens of MB).
-    pub async fn client(&self) -> VenueL1GatewayClient<Channel> {
-        let channel = Channel::from_shared(format!("http://{}", self.running.grpc_addr))
+    /// A connected channel to the gRPC address.
+    pub async fn channel(&self) -> Channel {
+        Channel::from_shared(format!("http://{}", self.running.grpc_addr))
             .unwrap()
             .connect()
             .await
-            .unwrap();
-        VenueL1GatewayClient::new(channel).max_decoding_message_size(256 << 20)
+            .unwrap()
+    }
+
+    /// A raw feed client (large messages allowed: snapshots are tens of MB).
+    pub async fn client(&self) -> VenueL1GatewayClient<Channel> {
+        VenueL1GatewayClient::new(self.channel().await).max_decoding_message_size(256 << 20)
     }
 
     /// Wraps a message with this server's key.

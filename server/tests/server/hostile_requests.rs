@@ -57,12 +57,7 @@ impl Decoder for RawBytes {
 
 /// Calls `path` with `bytes` as the request body; the status it ends with.
 async fn call_raw(server: &TestServer, path: &'static str, bytes: Vec<u8>) -> tonic::Status {
-    let channel =
-        tonic::transport::Channel::from_shared(format!("http://{}", server.running.grpc_addr))
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
+    let channel = server.channel().await;
     let mut grpc = tonic::client::Grpc::new(channel);
     grpc.ready().await.unwrap();
     let answer = grpc
@@ -115,12 +110,7 @@ async fn quoted_input_is_bounded() {
     let server = TestServer::start(&real("btc-985148182"), |_| {}).await;
     super::market_live::ready(&server).await;
     let huge = "X".repeat(3 << 20);
-    let channel =
-        tonic::transport::Channel::from_shared(format!("http://{}", server.running.grpc_addr))
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
+    let channel = server.channel().await;
     let mut market = MarketStreamingClient::new(channel).max_encoding_message_size(8 << 20);
     let status = market
         .stream_bbo(server.req(pb::BboRequest {

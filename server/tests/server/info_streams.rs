@@ -19,11 +19,7 @@ const WAIT: Duration = Duration::from_secs(10);
 const QUIET: Duration = Duration::from_millis(1_200);
 
 async fn client(server: &TestServer) -> MarketStreamingClient<Channel> {
-    let channel = Channel::from_shared(format!("http://{}", server.running.grpc_addr))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let channel = server.channel().await;
     MarketStreamingClient::new(channel)
 }
 

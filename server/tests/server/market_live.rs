@@ -151,11 +151,7 @@ pub fn live_node_holding_back(
 }
 
 pub async fn client(server: &TestServer) -> MarketStreamingClient<Channel> {
-    let channel = Channel::from_shared(format!("http://{}", server.running.grpc_addr))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let channel = server.channel().await;
     MarketStreamingClient::new(channel).max_decoding_message_size(256 << 20)
 }
 

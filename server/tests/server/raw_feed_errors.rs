@@ -179,12 +179,7 @@ async fn reflection_lists_the_services_with_a_key() {
     use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
 
     let server = TestServer::start(&real("btc-985148182"), |_| {}).await;
-    let channel =
-        tonic::transport::Channel::from_shared(format!("http://{}", server.running.grpc_addr))
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
+    let channel = server.channel().await;
     let mut client = ServerReflectionClient::new(channel);
     let request = ServerReflectionRequest {
         host: String::new(),

@@ -162,11 +162,7 @@ async fn a_v1_reflection_client_calls_with_fetched_descriptors_only() {
     let node = live_node(60, 60, Duration::from_millis(1));
     let server = TestServer::start(node.dir.path(), |_| {}).await;
     ready(&server).await;
-    let channel = Channel::from_shared(format!("http://{}", server.running.grpc_addr))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let channel = server.channel().await;
     let mut pool = DescriptorPool::new();
     let mut files = files_for(&channel, &server.key, "venue_l1_gateway.v3.VenueL1Gateway").await;
     files.extend(files_for(&channel, &server.key, "venue_l1_gateway.v3.MarketStreaming").await);

@@ -331,12 +331,7 @@ async fn a_real_browser_renders_the_page_and_its_counts_move() {
         .unwrap();
 
     // Open a market stream with the same key: the counts move.
-    let channel =
-        tonic::transport::Channel::from_shared(format!("http://{}", server.running.grpc_addr))
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
+    let channel = server.channel().await;
     let mut client = proto::market_streaming_client::MarketStreamingClient::new(channel);
     let stream = client
         .stream_bbo(super::harness::with_key(

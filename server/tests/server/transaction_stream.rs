@@ -783,11 +783,7 @@ async fn reflection_and_health_list_the_transaction_stream() {
 
     // No upstream: the service is served (and reflected) all the same.
     let server = l1gate(Vec::new()).await;
-    let channel = Channel::from_shared(format!("http://{}", server.running.grpc_addr))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let channel = server.channel().await;
     let mut reflection = ServerReflectionClient::new(channel.clone());
     let requests = [
         MessageRequest::ListServices(String::new()),
