@@ -6,6 +6,7 @@
 //! Access: an admin key works, a normal key gets 403, no key 401.
 
 use std::net::SocketAddr;
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -54,6 +55,18 @@ struct Driver {
 
 impl Drop for Driver {
     fn drop(&mut self) {
+        // ChromeDriver leads its own process group, Chromium's processes
+        // included: end them all, even when the test failed midway.
+        let _ = Command::new("kill")
+            .arg("-KILL")
+            .arg(format!("-{}", self.child.id()))
+            .status();
+        // Chromium's helpers may leave the group; each names the profile.
+        let _ = Command::new("pkill")
+            .arg("-KILL")
+            .arg("-f")
+            .arg(self._profile.path())
+            .status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -68,6 +81,7 @@ impl Driver {
             .unwrap()
             .port();
         let child = Command::new(chromedriver)
+            .process_group(0)
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -119,7 +133,7 @@ impl Driver {
 
     async fn call(&self, method: &str, path: &str, body: Value) -> Value {
         let host = self.addr.to_string();
-        let body = if method == "GET" {
+        let body = if method == "GET" || method == "DELETE" {
             String::new()
         } else {
             body.to_string()
@@ -139,6 +153,12 @@ impl Driver {
             reply.text
         );
         value
+    }
+
+    /// Ends the browser session (Chromium quits).
+    async fn quit(&self) {
+        self.call("DELETE", &format!("/session/{}", self.session), Value::Null)
+            .await;
     }
 
     async fn open(&self, url: &str) {
@@ -369,4 +389,5 @@ async fn a_real_browser_renders_the_page_and_its_counts_move() {
     driver.screenshot(&shot).await;
     assert!(std::fs::metadata(&shot).unwrap().len() > 10_000);
     drop(stream);
+    driver.quit().await;
 }
