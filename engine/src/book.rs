@@ -5,4 +5,6 @@ pub mod l2;
 pub mod l4;
 mod oids;
 
+pub(crate) use self::oids::prefetch_all;
+
 pub use l4::{Books, L4Book, L4Error, Level, RestingOrder};

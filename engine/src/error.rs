@@ -7,6 +7,7 @@ use crate::align::AlignIssue;
 use crate::block::BlockDecodeError;
 use crate::book::l2::L2Error;
 use crate::book::l4::L4Error;
+use crate::checkpoint::CheckpointError;
 use crate::replay::ReplayError;
 use crate::snapshot::SnapshotError;
 use crate::views::ViewError;
@@ -36,6 +37,9 @@ pub enum Error {
     /// A replay.
     #[error(transparent)]
     Replay(#[from] ReplayError),
+    /// An engine checkpoint.
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
 }
 
 #[cfg(test)]

@@ -303,6 +303,20 @@ pub struct Engine {
     book_coins: Option<BTreeSet<String>>,
 }
 
+/// What an [`Engine`] carries from block to block, to rebuild one from a
+/// checkpoint (the per-block scratch tables start empty).
+#[derive(Debug, Default)]
+pub(crate) struct EngineParts {
+    pub(crate) books: Books,
+    pub(crate) height: Option<u64>,
+    pub(crate) time_ms: i64,
+    pub(crate) unknown: BTreeMap<String, UnknownIds>,
+    pub(crate) pending_resets: Vec<CoinReset>,
+    pub(crate) blocks: u64,
+    pub(crate) events: u64,
+    pub(crate) book_coins: Option<BTreeSet<String>>,
+}
+
 /// How many diffs ahead of the one being applied the fold asks for book
 /// memory: the index line of the diff this far ahead, the order and link
 /// of the one half as far (whose index line has arrived by then), and the
@@ -349,6 +363,32 @@ impl Engine {
             height: Some(snapshot.height),
             ..Self::default()
         }
+    }
+
+    /// An engine as a checkpoint left it (see [`crate::checkpoint`]).
+    pub(crate) fn restored(parts: EngineParts) -> Self {
+        Self {
+            books: parts.books,
+            height: parts.height,
+            time_ms: parts.time_ms,
+            unknown: parts.unknown,
+            pending_resets: parts.pending_resets,
+            blocks: parts.blocks,
+            events: parts.events,
+            book_coins: parts.book_coins,
+            ..Self::default()
+        }
+    }
+
+    /// Resets found by [`Engine::check_snapshot`] that the next block
+    /// surfaces.
+    pub(crate) fn pending_resets(&self) -> &[CoinReset] {
+        &self.pending_resets
+    }
+
+    /// The coins whose books are kept (`None`: every coin).
+    pub(crate) fn book_coins(&self) -> Option<&BTreeSet<String>> {
+        self.book_coins.as_ref()
     }
 
     /// Keeps the books of `coins` only, for a run that reads no other book

@@ -6,11 +6,13 @@
 //! [`market`] folds each block once, [`views`] turn the market into frames
 //! per subscription (found by name in [`views::registry`]), and [`hub`] fans
 //! a key's frames out to its subscribers. [`replay`] drives it over captured
-//! files; the server drives it live.
+//! files; the server drives it live. [`checkpoint`] archives the market
+//! state so that a fold can resume from it.
 
 pub mod align;
 pub mod block;
 pub mod book;
+pub mod checkpoint;
 pub mod coin;
 mod digits;
 pub mod error;

@@ -143,6 +143,21 @@ pub struct Position {
     pub time: i64,
 }
 
+/// What a [`Market`] carries from block to block, to rebuild one from a
+/// checkpoint.
+#[derive(Debug)]
+pub(crate) struct MarketParts {
+    pub(crate) needs: Needs,
+    pub(crate) fold: Engine,
+    pub(crate) height: Option<u64>,
+    pub(crate) time_ms: i64,
+    pub(crate) trades: TradesView,
+    pub(crate) fills: FillsView,
+    pub(crate) tpsl: TpslView,
+    pub(crate) candles: CandlesView,
+    pub(crate) universe: BTreeSet<String>,
+}
+
 /// The single-writer market state. See the module docs.
 #[derive(Debug)]
 pub struct Market {
@@ -207,6 +222,35 @@ impl Market {
             universe_grew: false,
         };
         market.follow_universe();
+        market
+    }
+
+    /// A market as a checkpoint left it (see [`crate::checkpoint`]): no
+    /// subscription watches anything yet, so the tops of book, mids and L2
+    /// books are rebuilt from the books when one does, as after any start.
+    pub(crate) fn restored(parts: MarketParts) -> Self {
+        let mut market = Self {
+            needs: parts.needs,
+            height: parts.height,
+            time_ms: parts.time_ms,
+            fold: parts.fold,
+            tops_watchers: 0,
+            bbo: BboView::default(),
+            l2: L2Tracker::default(),
+            raw: L4BookView::default(),
+            statuses: StatusesView::default(),
+            orders: L4UpdatesView::default(),
+            mids: MidsView::default(),
+            trades: parts.trades,
+            fills: parts.fills,
+            tpsl: parts.tpsl,
+            candles: parts.candles,
+            universe: parts.universe,
+            universe_books: 0,
+            universe_grew: false,
+        };
+        market.follow_universe();
+        market.universe_grew = false;
         market
     }
 

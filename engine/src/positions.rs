@@ -86,6 +86,30 @@ impl Positions {
         Self::default()
     }
 
+    /// Positions as a checkpoint left them: `(lowercased user, coin,
+    /// position)` entries (flat ones are dropped) and the mismatch count.
+    pub(crate) fn restored(
+        entries: impl IntoIterator<Item = (String, String, Decimal)>,
+        mismatches: u64,
+    ) -> Self {
+        Self {
+            positions: entries
+                .into_iter()
+                .filter(|(_, _, position)| !position.is_zero())
+                .map(|(user, coin, position)| ((user, coin), position))
+                .collect(),
+            mismatches,
+        }
+    }
+
+    /// Every open position: `(lowercased user, coin, position)`, in no
+    /// particular order.
+    pub(crate) fn entries(&self) -> impl Iterator<Item = (&str, &str, Decimal)> + '_ {
+        self.positions
+            .iter()
+            .map(|((user, coin), position)| (user.as_str(), coin.as_str(), *position))
+    }
+
     /// Folds one perp fill. Returns the new position, or `None` for spot
     /// and outcome fills (which are not tracked).
     ///

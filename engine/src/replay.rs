@@ -1,6 +1,7 @@
 //! The library behind `l1gate replay`: a thin driver of the one pipeline —
 //! the [`BlockSource`] reads the captured node files as blocks, a
-//! [`Market`] folds them from a snapshot (or from empty), and the view's
+//! [`Market`] folds them from a snapshot, an engine checkpoint
+//! ([`ReplayOptions::checkpoint`]) or from empty, and the view's
 //! subscriptions, opened through the [`registry`](crate::views::registry),
 //! print their frames as JSON, one object per line, numbered for one
 //! subscriber ([`crate::views::numbering`]). The same input always gives
@@ -30,6 +31,7 @@ use thiserror::Error;
 use crate::align::AlignReport;
 use crate::block::Block;
 use crate::book::l4::Books;
+use crate::checkpoint::{self, CheckpointError};
 use crate::fold::{CoinReset, UnknownIds};
 use crate::market::{Market, Needs};
 use crate::snapshot::{self, L4Snapshot, SnapshotError};
@@ -60,6 +62,9 @@ pub enum ReplayError {
         /// The I/O error's text.
         message: String,
     },
+    /// The starting checkpoint is not usable.
+    #[error("replay: {0}")]
+    Checkpoint(#[from] CheckpointError),
     /// A snapshot file is not usable.
     #[error("replay: snapshot {path}: {error}")]
     Snapshot {
@@ -85,6 +90,10 @@ pub struct ReplayOptions {
     pub data_dir: PathBuf,
     /// Explicit starting snapshot; else the latest one before the start.
     pub snapshot: Option<PathBuf>,
+    /// Start from this engine checkpoint ([`crate::checkpoint`]) instead
+    /// of a snapshot: the fold resumes after its block, exactly as the
+    /// market that wrote it would have gone on.
+    pub checkpoint: Option<PathBuf>,
     /// First block to print frames for (inclusive). The fold starts at the
     /// starting snapshot (the newest one below this block), so the books
     /// are whole when printing starts.
@@ -103,6 +112,7 @@ impl ReplayOptions {
         Self {
             data_dir: data_dir.into(),
             snapshot: None,
+            checkpoint: None,
             from_block: None,
             to_block: None,
             view,
@@ -129,6 +139,8 @@ pub struct ReplayProgress {
 pub struct ReplaySummary {
     /// The starting snapshot's height, if one was loaded.
     pub snapshot_height: Option<u64>,
+    /// The starting checkpoint's block, if the replay started from one.
+    pub checkpoint_block: Option<u64>,
     /// First block printed (the subscriptions opened at it).
     pub first_block: Option<u64>,
     /// Last block folded and printed.
@@ -260,18 +272,28 @@ pub fn run(
     }
     let keys = opts.view.keys(&opts.selection)?;
     let scope = book_scope(&keys);
-    let probe = BlockSource::new(feeds.clone(), SourceOptions::from_block(0))?;
-    let (start_snapshot, later, listed) =
-        snapshots(opts, probe.first_block()?, needs, scope.as_ref())?;
-    let snapshot_height = start_snapshot.as_ref().map(|s| s.height);
-    let mut market = match start_snapshot {
-        Some(snapshot) => Market::from_snapshot(snapshot, needs),
-        None => Market::new(needs),
-    };
+    let (mut market, snapshot_height, checkpoint_block, later, listed) =
+        if let Some(path) = &opts.checkpoint {
+            let loaded = checkpoint::load(path, needs)?;
+            let listed = Snapshots::open_at_rest(&opts.data_dir)?;
+            let later = later_snapshots(listed.list(), loaded.market.height(), opts.to_block);
+            let block = loaded.block_number;
+            (loaded.market, None, Some(block), later, listed)
+        } else {
+            let probe = BlockSource::new(feeds.clone(), SourceOptions::from_block(0))?;
+            let (start_snapshot, later, listed) =
+                snapshots(opts, probe.first_block()?, needs, scope.as_ref())?;
+            let snapshot_height = start_snapshot.as_ref().map(|s| s.height);
+            let market = match start_snapshot {
+                Some(snapshot) => Market::from_snapshot(snapshot, needs),
+                None => Market::new(needs),
+            };
+            (market, snapshot_height, None, later, listed)
+        };
     if let Some(coins) = &scope {
         market = market.keeping_books_of(coins.clone());
     }
-    let start = snapshot_height.map_or(0, |h| h + 1);
+    let start = market.height().map_or(0, |h| h + 1);
     let mut source = BlockSource::new(
         feeds,
         SourceOptions {
@@ -286,6 +308,7 @@ pub fn run(
         sink: FrameSink { out, frames: 0 },
         summary: ReplaySummary {
             snapshot_height,
+            checkpoint_block,
             first_block: None,
             last_block: None,
             blocks: 0,
@@ -468,12 +491,22 @@ fn snapshots(
             None => None,
         }
     };
-    let start_height = start.as_ref().map_or(0, |s| s.height);
-    let later = files
-        .into_iter()
-        .filter(|f| f.height > start_height && opts.to_block.is_none_or(|to| f.height <= to))
-        .collect();
+    let later = later_snapshots(files, start.as_ref().map(|s| s.height), opts.to_block);
     Ok((start, later, listed))
+}
+
+/// The snapshots after the starting height, up to `to_block`, to compare
+/// the folded books with.
+fn later_snapshots(
+    files: Vec<SnapshotFile>,
+    start_height: Option<u64>,
+    to_block: Option<u64>,
+) -> Vec<SnapshotFile> {
+    let start_height = start_height.unwrap_or(0);
+    files
+        .into_iter()
+        .filter(|f| f.height > start_height && to_block.is_none_or(|to| f.height <= to))
+        .collect()
 }
 
 /// The only coins whose books the keys read, when every key names them

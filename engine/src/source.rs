@@ -323,6 +323,30 @@ impl BlockSource {
     }
 }
 
+/// The first block from which every feed of `feeds` that has lines holds
+/// them: the latest of their first blocks (`None`: no feed has a line). A
+/// fold that resumes after block `H` needs this to be at most `H + 1`.
+///
+/// # Errors
+/// [`FeedError`] when a feed cannot be read.
+pub fn common_first_block(feeds: &[Feed]) -> Result<Option<u64>, FeedError> {
+    let mut latest: Option<u64> = None;
+    for feed in feeds {
+        if feed.source_dir_name().is_none() {
+            continue;
+        }
+        let mut cursor = feed.seek(Start::BlockNumber(0))?;
+        if let Some(first) = feed
+            .read(&mut cursor, 1)?
+            .first()
+            .and_then(|record| record.block_number)
+        {
+            latest = Some(latest.map_or(first, |latest| latest.max(first)));
+        }
+    }
+    Ok(latest)
+}
+
 /// The snapshot a fold of blocks from `first_block` on starts from: the
 /// newest one below it; with no first block (nothing written yet), the
 /// newest of all.

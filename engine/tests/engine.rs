@@ -9,6 +9,8 @@ mod align_real;
 mod book_props;
 #[path = "engine/candles.rs"]
 mod candles;
+#[path = "engine/checkpoint.rs"]
+mod checkpoint;
 #[path = "engine/common.rs"]
 mod common;
 #[path = "engine/fills.rs"]

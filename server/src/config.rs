@@ -176,6 +176,19 @@ pub struct ServeArgs {
     /// `l1gate-state`; demo mode uses its temporary directory unless set.
     #[arg(long, env = "L1GATE_STATE_DIR", value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
+    /// Engine checkpoints (`state_dir/checkpoints/`, what a restart resumes
+    /// from): one every this many folded blocks. Default 10000; with
+    /// `checkpoint_every_ms` also 0, no checkpoint is written.
+    #[arg(long, env = "L1GATE_CHECKPOINT_EVERY_BLOCKS", value_name = "N")]
+    pub checkpoint_every_blocks: Option<u64>,
+    /// Engine checkpoints: also one once this much time passed since the
+    /// last, if a block was folded since. Default 600000 (10 min); 0 = no
+    /// time bound.
+    #[arg(long, env = "L1GATE_CHECKPOINT_EVERY_MS", value_name = "MS")]
+    pub checkpoint_every_ms: Option<u64>,
+    /// Engine checkpoints: how many of the newest are kept. Default 3.
+    #[arg(long, env = "L1GATE_CHECKPOINT_KEEP", value_name = "N")]
+    pub checkpoint_keep: Option<usize>,
 
     /// Candle lookups: the oldest bucket served, ISO-8601 UTC; earlier
     /// buckets are 404 and trades before it are not stored. Default
@@ -277,6 +290,11 @@ impl ServeArgs {
         }
     }
 }
+            checkpoint_every_blocks: self
+                .checkpoint_every_blocks
+                .or(lower.checkpoint_every_blocks),
+            checkpoint_every_ms: self.checkpoint_every_ms.or(lower.checkpoint_every_ms),
+            checkpoint_keep: self.checkpoint_keep.or(lower.checkpoint_keep),
 
 /// Errors loading the config file or resolving settings.
 #[derive(Debug, thiserror::Error)]
@@ -382,6 +400,8 @@ pub struct Settings {
 
 /// Limits of the raw feed service.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    /// When engine checkpoints are written under `state_dir/checkpoints/`.
+    pub checkpoints: engine::checkpoint::CheckpointPolicy,
 pub struct RawFeedSettings {
     /// No new record for this long ends a stream with UNAVAILABLE.
     pub idle_timeout: Duration,
@@ -535,6 +555,17 @@ impl ServeArgs {
                 header: positive(
                     "http_header_timeout_ms",
                     self.http_header_timeout_ms,
+            checkpoints: {
+                use engine::checkpoint::CheckpointPolicy as Policy;
+                Policy {
+                    every_blocks: self
+                        .checkpoint_every_blocks
+                        .unwrap_or(Policy::DEFAULT_EVERY_BLOCKS),
+                    every_ms: self.checkpoint_every_ms.unwrap_or(Policy::DEFAULT_EVERY_MS),
+                    keep: at_least_one("checkpoint_keep", self.checkpoint_keep)?
+                        .unwrap_or(Policy::DEFAULT_KEEP),
+                }
+            },
                     Duration::from_secs(10),
                 )?,
                 idle: positive(

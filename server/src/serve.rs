@@ -195,6 +195,10 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     )
     .context("market engine thread")?;
     {
+            checkpoints: Some(crate::host::engine::Checkpoints::under(
+                &settings.state_dir,
+                settings.checkpoints,
+            )),
         let status = Arc::clone(engine.status());
         access
             .metrics()

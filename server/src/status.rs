@@ -276,7 +276,9 @@ fn admin_only(principal: &Principal) -> Result<(), Box<Response>> {
                 crate::quoted(&principal.account)
             ),
         });
-        Err(Box::new((StatusCode::FORBIDDEN, Json(body)).into_response()))
+        Err(Box::new(
+            (StatusCode::FORBIDDEN, Json(body)).into_response(),
+        ))
     }
 }
 

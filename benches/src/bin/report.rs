@@ -22,7 +22,9 @@
 //! 8. fan-out to 100 / 1,000 / 10,000 streams, then with 1% stalled ones, and what stalled
 //!    streams hold (`fanout`);
 //! 9. HTTP candle lookups from a separate load process (`candles_http`);
-//! 10. the criterion benches (`cargo bench -p benches --bench '*'`, release profile) and their
+//! 10. engine checkpoints: loading the full book from one beside the node's JSON snapshot of
+//!     the same book, and what taking one costs the engine thread (`checkpoint`);
+//! 11. the criterion benches (`cargo bench -p benches --bench '*'`, release profile) and their
 //!     table (`criterion_report`).
 //!
 //! A harness binary this checkout does not have is reported as not built. Each harness hands
@@ -427,6 +429,17 @@ fn plan(quick: bool, l1gate: &str) -> Vec<Step> {
         "candles_http",
         candles,
         Some("candles_http"),
+    ));
+    let checkpoint: &[&str] = if quick {
+        &["--scale", "0.05", "--blocks", "20", "--runs", "1"]
+    } else {
+        &["--runs", "5"]
+    };
+    steps.push(Step::new(
+        "Engine checkpoints",
+        "checkpoint",
+        checkpoint,
+        Some("checkpoint"),
     ));
     steps
 }
@@ -1041,6 +1054,32 @@ fn raw_feed_target(run: &Run) -> Target {
     }
 }
 
+fn checkpoint_target(run: &Run) -> Target {
+    let (what, goal) = ("Load the full book from an engine checkpoint", "≤ 200 ms");
+    let Some(v) = run.summary("checkpoint") else {
+        return Target::missing(what, goal, run.missing("checkpoint"));
+    };
+    let load = num(v, "checkpoint_load_ms").unwrap_or(f64::NAN);
+    let json = num(v, "json_load_ms").unwrap_or(f64::NAN);
+    Target {
+        what: what.to_owned(),
+        goal: goal.to_owned(),
+        measured: format!(
+            "{load:.0} ms ({:.0} orders, {:.0} coins, {:.0} MB file); taking one cost the engine thread {:.0} ms",
+            num(v, "orders").unwrap_or(f64::NAN),
+            num(v, "coins").unwrap_or(f64::NAN),
+            num(v, "checkpoint_mb").unwrap_or(f64::NAN),
+            num(v, "take_ms").unwrap_or(f64::NAN),
+        ),
+        reference: format!(
+            "the node's JSON snapshot of the same book ({:.0} MB): read + parse + `Market::from_snapshot` {json:.0} ms",
+            num(v, "json_mb").unwrap_or(f64::NAN)
+        ),
+        ratio: times(load / json),
+        verdict: verdict(load <= 200.0).to_owned(),
+    }
+}
+
 fn candles_target(run: &Run) -> Target {
     let (what, goal) = ("HTTP candle lookups", "≥ 50,000 req/s");
     let Some(v) = run.summary("candles_http") else {
@@ -1338,6 +1377,7 @@ fn render(
     targets.extend(memory_targets(run));
     targets.push(raw_feed_target(run));
     targets.push(candles_target(run));
+    targets.push(checkpoint_target(run));
     let _ = writeln!(
         s,
         "| target | goal | measured | reference (same run, same data) | ratio | verdict |"
@@ -1518,6 +1558,7 @@ mod tests {
             "latency",
             "fanout",
             "candles_http",
+            "checkpoint",
         ] {
             assert!(bins.contains(&bin), "{bin} missing");
         }

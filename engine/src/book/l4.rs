@@ -210,6 +210,12 @@ impl<'a> Level<'a> {
         self.data.len == 0
     }
 
+    /// The running total as kept (at the largest scale seen; `None` once a
+    /// step overflowed), for a checkpoint to carry over exactly.
+    pub(crate) fn running_total(self) -> Option<Sz> {
+        self.data.total
+    }
+
     /// Exact total size, canonically printed; `None` on overflow.
     pub fn total_sz(self) -> Option<Sz> {
         if let Some(total) = self.data.total {
@@ -759,6 +765,71 @@ impl L4Book {
     /// inside each level.
     pub fn orders(&self) -> impl Iterator<Item = &RestingOrder> + '_ {
         self.bids().chain(self.asks()).flat_map(Level::orders)
+    }
+
+    /// Rebuilding a book level by level in book order (from a checkpoint):
+    /// opens a level at `px` on `side`, which must be worse than every
+    /// level of that side so far; its number, or `None` when it is not
+    /// (the levels were not in book order, or the price repeats).
+    pub(crate) fn append_level(&mut self, side: Side, px: Px) -> Option<u32> {
+        let worse = match side {
+            Side::Bid => self
+                .bids
+                .last_key_value()
+                .is_none_or(|(last, _)| px < last.0),
+            Side::Ask => self
+                .asks
+                .last_key_value()
+                .is_none_or(|(last, _)| px > *last),
+        };
+        if !worse {
+            return None;
+        }
+        let level = self.levels.add(side, px);
+        match side {
+            Side::Bid => self.bids.insert(Reverse(px), level),
+            Side::Ask => self.asks.insert(px, level),
+        };
+        Some(level)
+    }
+
+    /// Rebuilding: makes room for `orders` more orders up front.
+    pub(crate) fn reserve(&mut self, orders: usize) {
+        self.index.reserve(orders);
+    }
+
+    /// Rebuilding: rests `order` at the back of `level` (from
+    /// [`L4Book::append_level`]); false, with nothing changed, when its
+    /// side or price is not the level's or its oid already rests.
+    pub(crate) fn append_order(&mut self, level: u32, order: RestingOrder) -> bool {
+        let Some(data) = self.levels.get(level) else {
+            return false;
+        };
+        if order.side != data.side
+            || order.limit_px != data.px
+            || self.index.get(order.oid).is_some()
+        {
+            return false;
+        }
+        let (oid, sz) = (order.oid, order.sz);
+        let at = self.slots.put(order);
+        self.index.insert(oid, at);
+        if let Some(data) = self.levels.get_mut(level) {
+            data.push_back(&mut self.slots, at, level, sz);
+        }
+        true
+    }
+
+    /// Rebuilding: sets a level's running total as it was kept (see
+    /// [`Level::running_total`]); false for an unknown level.
+    pub(crate) fn set_running_total(&mut self, level: u32, total: Option<Sz>) -> bool {
+        match self.levels.get_mut(level) {
+            Some(data) => {
+                data.total = total;
+                true
+            }
+            None => false,
+        }
     }
 
     fn level(&self, at: u32) -> Option<Level<'_>> {

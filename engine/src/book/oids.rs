@@ -115,6 +115,14 @@ impl OidIndex {
         }
     }
 
+    /// Makes room for `more` oids without growing on the way (a book being
+    /// rebuilt whole).
+    pub(crate) fn reserve(&mut self, more: usize) {
+        while (self.len + more) * 4 > self.entries.len() * 3 {
+            self.grow();
+        }
+    }
+
     /// Drops `oid`, returning its slot.
     pub(crate) fn remove(&mut self, oid: u64) -> Option<usize> {
         let mut hole = self.find(oid)?;

@@ -491,12 +491,12 @@ pub struct CandleUpdate {
 /// One (coin, interval) series: its live bucket and the open time below
 /// which trades are late.
 #[derive(Debug, Clone, Default)]
-struct Series {
-    live: Option<Candle>,
-    floor: i64,
+pub(crate) struct Series {
+    pub(crate) live: Option<Candle>,
+    pub(crate) floor: i64,
     /// The fold count of the block that last changed it (listed once per
     /// block in `changed`).
-    changed_at: u64,
+    pub(crate) changed_at: u64,
 }
 
 /// Shared state: the live candle of every (coin, interval) with trades, and
@@ -614,6 +614,53 @@ impl CandlesView {
             late_trades: 0,
             errors: Vec::new(),
         }
+    }
+
+    /// A view as a checkpoint left it: the intervals tracked (sorted,
+    /// distinct), every coin's series (one per interval, in that order), its
+    /// position, fold count and late trades. The last block's closed and
+    /// changed lists are not carried (the next block replaces them); which
+    /// candles close when is rebuilt from the live ones.
+    pub(crate) fn restored(
+        intervals: Vec<Interval>,
+        series: BTreeMap<String, Vec<Series>>,
+        position: (u64, i64),
+        folds: u64,
+        late_trades: u64,
+    ) -> Self {
+        let closing = series
+            .iter()
+            .flat_map(|(coin, list)| {
+                list.iter()
+                    .filter_map(|series| series.live.as_ref())
+                    .map(move |live| (live.next_open, coin.clone(), live.interval))
+            })
+            .collect();
+        Self {
+            intervals,
+            series,
+            closing,
+            closed: Vec::new(),
+            changed: BTreeSet::new(),
+            block_number: position.0,
+            time: position.1,
+            folds,
+            late_trades,
+            errors: Vec::new(),
+        }
+    }
+
+    /// Every coin's series, one per tracked interval (in
+    /// [`CandlesView::intervals`] order).
+    pub(crate) fn all_series(&self) -> impl Iterator<Item = (&str, &[Series])> + '_ {
+        self.series
+            .iter()
+            .map(|(coin, list)| (coin.as_str(), list.as_slice()))
+    }
+
+    /// Blocks folded so far (the stamp of a series' last change).
+    pub(crate) fn folds(&self) -> u64 {
+        self.folds
     }
 
     /// Folds the trades of the block the trades view last folded.

@@ -144,6 +144,16 @@ impl FillsView {
         Self::default()
     }
 
+    /// A view as a checkpoint left it: its position (the last block's
+    /// fills are not carried: the next block replaces them).
+    pub(crate) fn restored(block_number: u64, time: i64) -> Self {
+        Self {
+            block_number,
+            time,
+            fills: Vec::new(),
+        }
+    }
+
     /// Folds one decoded block.
     pub fn apply(&mut self, block: &DecodedBlock<'_>) {
         self.apply_fills(

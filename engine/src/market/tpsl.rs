@@ -235,6 +235,42 @@ impl TpslView {
         Self::default()
     }
 
+    /// A tracker as a checkpoint left it: its tracked orders, the highest
+    /// oid it ever tracked, the positions and its position (the last
+    /// block's diffs and issues are not carried: the next block replaces
+    /// them, and a subscription opens on the tracked orders).
+    pub(crate) fn restored(
+        orders: Vec<TriggerOrder>,
+        max_oid: u64,
+        positions: Positions,
+        block_number: u64,
+        time: i64,
+    ) -> Self {
+        let mut view = Self {
+            max_oid,
+            positions,
+            block_number,
+            time,
+            ..Self::default()
+        };
+        for order in orders {
+            *view.oids.entry(order.oid).or_default() += 1;
+            view.max_oid = view.max_oid.max(order.oid);
+            let key = (
+                order.coin.clone(),
+                order.user.to_ascii_lowercase(),
+                order.oid,
+            );
+            view.orders.insert(key, order);
+        }
+        view
+    }
+
+    /// The highest oid ever tracked.
+    pub(crate) fn max_oid(&self) -> u64 {
+        self.max_oid
+    }
+
     /// Folds one decoded block: fills, then statuses, then resolved-size
     /// moves.
     pub fn apply(&mut self, block: &DecodedBlock<'_>) {

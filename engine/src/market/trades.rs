@@ -381,6 +381,22 @@ impl TradesView {
         Self::default()
     }
 
+    /// A view as a checkpoint left it: its position and running counts
+    /// (the last block's trades are not carried: the next block replaces
+    /// them, and no subscription opens on them).
+    pub(crate) fn restored(
+        block_number: u64,
+        time: i64,
+        counts: BTreeMap<String, CoinCounts>,
+    ) -> Self {
+        Self {
+            block_number,
+            time,
+            last: PairedBlock::default(),
+            counts,
+        }
+    }
+
     /// Folds one decoded block.
     pub fn apply(&mut self, block: &DecodedBlock<'_>) {
         self.apply_fills(

@@ -6,12 +6,29 @@
 //!
 //! # Start-up
 //!
-//! The newest L4 snapshot in the data directory (if any) is loaded, the
-//! files after it are folded (catch-up), then the files are tailed. With a
-//! candle store, the fills from the store's resume point are folded into
-//! trades and candles first (see [`crate::host::candles`]). Until catch-up
-//! first reaches the end of the files the views are not ready and
-//! subscribing fails with [`SubscribeError::NotReady`].
+//! The market starts from the newest engine checkpoint in
+//! `state_dir/checkpoints/` ([`engine::checkpoint`]) that is newer than the
+//! newest L4 snapshot in the data directory, lies before the candle store's
+//! resume point (the candles it carries are then whole, and the store gets
+//! every candle it lacks) and whose next block the node's files still hold;
+//! a damaged one, or one of another format version, is logged and passed
+//! over for the next older. Without a usable checkpoint the newest L4
+//! snapshot (if any) is loaded, as before, and why no checkpoint was used is
+//! logged. The files after the starting point are folded (catch-up), then
+//! the files are tailed. From a snapshot, with a candle store, the fills
+//! from the store's resume point are folded into trades and candles first
+//! (see [`crate::host::candles`]). Until catch-up first reaches the end of
+//! the files the views are not ready and subscribing fails with
+//! [`SubscribeError::NotReady`].
+//!
+//! # Checkpoints
+//!
+//! After each folded block the thread asks its [`Checkpointer`] whether a
+//! checkpoint is due ([`CheckpointPolicy`]: every so many blocks, or so much
+//! time); when one is, the thread copies the market state out (the only
+//! part it pays) and a writer thread serialises it, writes it atomically and
+//! keeps the newest few. One is written at a time; a checkpoint that falls
+//! due while the previous is being written waits for the block after it.
 //!
 //! # Waiting
 //!
@@ -34,6 +51,7 @@
 //! last receiver goes away.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
@@ -41,9 +59,10 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 use engine::block::Block;
+use engine::checkpoint::{Bounds, CheckpointPolicy, Checkpointer, PassedOver, Progress};
 use engine::hub::{Hub, Receiver as HubReceiver};
 use engine::market::{Market, Needs};
-use engine::source::{BlockSource, SourceOptions};
+use engine::source::{BlockSource, SourceOptions, common_first_block};
 use engine::views::ViewError;
 use engine::views::ViewSettings;
 use engine::views::registry::{Batch, Key, Producer};
@@ -56,7 +75,7 @@ use crate::host::feeds::{LiveFeeds, Pending, Wake};
 use crate::host::wakeups::{Signal, Wakeups};
 
 /// Engine thread settings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EngineSettings {
     /// Frames (blocks' worth of one key's frames) each ring retains; rounded
     /// up to a power of two.
@@ -68,6 +87,9 @@ pub struct EngineSettings {
     pub align_grace: Duration,
     /// How views run (coalescing, candle throttle, candles on or off).
     pub views: ViewSettings,
+    /// Where engine checkpoints are read at start and written (`None`:
+    /// neither).
+    pub checkpoints: Option<Checkpoints>,
 }
 
 impl Default for EngineSettings {
@@ -77,6 +99,26 @@ impl Default for EngineSettings {
             backup_poll: Duration::from_secs(1),
             align_grace: Duration::from_secs(1),
             views: ViewSettings::default(),
+            checkpoints: None,
+        }
+    }
+}
+
+/// Engine checkpoints: where, and when they are written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkpoints {
+    /// Their directory (`state_dir/checkpoints`).
+    pub dir: PathBuf,
+    /// When one is written and how many are kept.
+    pub policy: CheckpointPolicy,
+}
+
+impl Checkpoints {
+    /// Checkpoints in `state_dir`'s checkpoint directory.
+    pub fn under(state_dir: &Path, policy: CheckpointPolicy) -> Self {
+        Self {
+            dir: state_dir.join(engine::checkpoint::DIR_NAME),
+            policy,
         }
     }
 }
@@ -395,6 +437,8 @@ struct Writer<'s> {
     last_listing: Instant,
     /// The block source's alignment counters already added to the status.
     aligned: AlignCounts,
+    /// Takes checkpoints as the market folds (`None`: off).
+    checkpointer: Option<Checkpointer>,
 }
 
 /// The cumulative counters of the block source's alignment report.
@@ -432,29 +476,41 @@ impl<'s> Writer<'s> {
         wakeups: Wakeups,
         status: &'s EngineStatus,
     ) -> Result<Self, String> {
-        let mut market = match live.snapshots().latest() {
-            Some(file) => {
-                let bytes = live.snapshots().read(&file).map_err(|e| e.to_string())?;
-                let snapshot = engine::snapshot::parse(&bytes)
-                    .map_err(|e| format!("snapshot {}: {e}", file.path.display()))?;
-                Market::from_snapshot(snapshot, Needs::ALL)
-            }
-            None => Market::new(Needs::ALL),
-        };
-        let from_block = market.height().map_or(0, |h| h + 1);
+        let latest_snapshot = live.snapshots().latest();
         let feeds: Vec<_> = Needs::ALL
             .sources()
             .into_iter()
             .filter_map(|source| live.feed(source))
             .collect();
+        let (sink, candle_start) = match candles {
+            Some(feed) => (Some(feed.sink), first_block_at(live, feed.from)),
+            None => (None, None),
+        };
+        let resumed = settings.checkpoints.as_ref().and_then(|checkpoints| {
+            let bounds = Bounds {
+                above: latest_snapshot.as_ref().map(|file| file.height),
+                below: candle_start,
+                files_from: common_first_block(&feeds).unwrap_or(None),
+            };
+            resume(&checkpoints.dir, bounds)
+        });
+        let mut market = match resumed {
+            Some(market) => market,
+            None => match latest_snapshot {
+                Some(file) => {
+                    let bytes = live.snapshots().read(&file).map_err(|e| e.to_string())?;
+                    let snapshot = engine::snapshot::parse(&bytes)
+                        .map_err(|e| format!("snapshot {}: {e}", file.path.display()))?;
+                    Market::from_snapshot(snapshot, Needs::ALL)
+                }
+                None => Market::new(Needs::ALL),
+            },
+        };
+        let from_block = market.height().map_or(0, |h| h + 1);
         let grace_ms = i64::try_from(settings.align_grace.as_millis()).unwrap_or(i64::MAX);
         let mut options = SourceOptions {
             grace_ms,
             ..SourceOptions::from_block(from_block)
-        };
-        let (sink, candle_start) = match candles {
-            Some(feed) => (Some(feed.sink), first_block_at(live, feed.from)),
-            None => (None, None),
         };
         if let Some(first) = candle_start.filter(|&first| first < from_block) {
             options.fills_from = Some(Start::BlockNumber(first));
@@ -462,6 +518,18 @@ impl<'s> Writer<'s> {
         }
         let source = BlockSource::new(feeds, options).map_err(|e| e.to_string())?;
         status.publish_coins(market.universe());
+        let checkpointer = settings
+            .checkpoints
+            .as_ref()
+            .filter(|checkpoints| checkpoints.policy.enabled())
+            .map(|checkpoints| {
+                Checkpointer::new(
+                    checkpoints.dir.clone(),
+                    checkpoints.policy,
+                    market.height(),
+                    crate::unix_now_ms(),
+                )
+            });
         Ok(Self {
             settings,
             status,
@@ -473,6 +541,7 @@ impl<'s> Writer<'s> {
             wakeups,
             last_listing: Instant::now(),
             aligned: AlignCounts::default(),
+            checkpointer,
         })
     }
 
@@ -624,6 +693,9 @@ impl<'s> Writer<'s> {
         let at = self.market.position();
         self.status.block_time_ms.store(at.time, Ordering::Release);
         self.status.height.store(at.block_number, Ordering::Release);
+        if let Some(checkpointer) = &mut self.checkpointer {
+            log_checkpoint(checkpointer.after_block(&self.market, crate::unix_now_ms()));
+        }
     }
 
     /// Adds what the block source's aligner counted since the last look to
@@ -764,9 +836,182 @@ impl<'s> Writer<'s> {
     }
 }
 
+/// The market of the newest usable checkpoint in `dir` within `bounds`,
+/// logging which was used and why newer ones were not; `None` (logged) when
+/// none is usable.
+fn resume(dir: &Path, bounds: Bounds) -> Option<Market> {
+    let choice = match engine::checkpoint::newest_usable(dir, Needs::ALL, bounds) {
+        Ok(choice) => choice,
+        Err(error) => {
+            tracing::warn!(%error, "engine checkpoints: cannot list them; starting from the node snapshot");
+            return None;
+        }
+    };
+    for (file, why) in &choice.passed_over {
+        match why {
+            PassedOver::Refused(error) if error.is_damage() => tracing::warn!(
+                path = %file.path.display(),
+                block = file.block_number,
+                "engine checkpoint not used: {why}"
+            ),
+            _ => tracing::info!(
+                path = %file.path.display(),
+                block = file.block_number,
+                "engine checkpoint not used: {why}"
+            ),
+        }
+    }
+    if let Some(loaded) = choice.loaded {
+        tracing::info!(
+            path = %loaded.path.display(),
+            block = loaded.block_number,
+            bytes = loaded.bytes,
+            orders = loaded.market.books().order_count(),
+            load_ms = choice.elapsed.as_millis() as u64,
+            "engine: resuming from checkpoint; folding the node files after it"
+        );
+        return Some(loaded.market);
+    }
+    if !choice.passed_over.is_empty() {
+        tracing::info!(
+            dir = %dir.display(),
+            "engine: no usable checkpoint; starting from the node snapshot"
+        );
+    }
+    None
+}
+
+/// Logs what the checkpointer did after a block.
+fn log_checkpoint(progress: Progress) {
+    if let Some(taken) = progress.taken {
+        tracing::debug!(
+            block = taken.block_number,
+            orders = taken.orders,
+            engine_thread_us = taken.cost.as_micros() as u64,
+            "engine checkpoint captured; writing"
+        );
+    }
+    match progress.finished {
+        Some(Ok(finished)) => tracing::info!(
+            path = %finished.written.path.display(),
+            block = finished.written.block_number,
+            bytes = finished.written.bytes,
+            serialize_ms = finished.written.serialize.as_millis() as u64,
+            write_ms = finished.written.write.as_millis() as u64,
+            pruned = finished.pruned.len(),
+            "engine checkpoint written"
+        ),
+        Some(Err(error)) => tracing::warn!(%error, "engine checkpoint not written"),
+        None => {}
+    }
+}
+
 /// The first block of the fills feed at or after `from`.
 fn first_block_at(live: &LiveFeeds, from: Start) -> Option<u64> {
     let feed = live.feed(Source::Fills)?;
     let mut cursor = feed.seek(from).ok()?;
     feed.read(&mut cursor, 1).ok()?.first()?.block_number
+}
+
+#[cfg(test)]
+mod tests {
+    use engine::checkpoint::{capture, file};
+    use fixtures::{RunOptions, SimConfig};
+
+    use super::*;
+
+    /// The simulator's small profile, 250 blocks (snapshots at its start and
+    /// every 100 blocks), and the feeds over it.
+    fn node(dir: &Path) -> (Arc<LiveFeeds>, u64) {
+        let run = RunOptions {
+            blocks: Some(250),
+            no_replica_cmds: true,
+            ..RunOptions::default()
+        };
+        let summary = fixtures::generate(&SimConfig::small(5), dir, &run, &mut |_| {}).unwrap();
+        let live = LiveFeeds::open(dir).unwrap();
+        live.refresh(Pending::ALL);
+        (live, summary.last_height)
+    }
+
+    /// Folds everything readable, block by block, letting each checkpoint
+    /// be written before the next block (as the blocks' pace would).
+    fn fold_all(writer: &mut Writer<'_>) {
+        for _ in 0..200 {
+            let read = writer.source.read(crate::unix_now_ms()).unwrap();
+            let mut folded = 0;
+            while let Some(block) = writer.source.pop(crate::unix_now_ms()) {
+                writer.fold(&block);
+                folded += 1;
+                if let Some(checkpointer) = writer.checkpointer.as_mut()
+                    && let Some(finished) = checkpointer.finish()
+                {
+                    finished.unwrap();
+                }
+            }
+            if read == 0 && folded == 0 && writer.source.pending() == 0 {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        panic!("the files never ran out");
+    }
+
+    #[tokio::test]
+    async fn a_restart_resumes_from_the_newest_usable_checkpoint() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (live, last) = node(&tmp.path().join("node"));
+        let newest_snapshot = live.snapshots().latest().unwrap().height;
+        let (wakeups, _dispatcher) = crate::host::wakeups::Wakeups::spawn();
+        let status = EngineStatus::default();
+        let checkpoints = Checkpoints::under(
+            &tmp.path().join("state"),
+            CheckpointPolicy {
+                every_blocks: 15,
+                every_ms: 0,
+                keep: 2,
+            },
+        );
+        let settings = EngineSettings {
+            align_grace: Duration::from_millis(1),
+            checkpoints: Some(checkpoints.clone()),
+            ..EngineSettings::default()
+        };
+
+        // First start: no checkpoint yet, so the newest node snapshot.
+        let mut first =
+            Writer::new(&live, settings.clone(), None, wakeups.clone(), &status).unwrap();
+        assert_eq!(first.market.height(), Some(newest_snapshot));
+        fold_all(&mut first);
+        assert_eq!(first.market.height(), Some(last));
+        let written = file::list(&checkpoints.dir).unwrap();
+        assert_eq!(written.len(), 2, "the newest two kept: {written:?}");
+        let newest = written[1].block_number;
+        assert!(newest > newest_snapshot && newest < last, "{written:?}");
+
+        // A restart resumes from the newest checkpoint and ends where the
+        // first run did, in exactly the same state.
+        let mut second =
+            Writer::new(&live, settings.clone(), None, wakeups.clone(), &status).unwrap();
+        assert_eq!(second.market.height(), Some(newest));
+        fold_all(&mut second);
+        assert_eq!(capture(&second.market), capture(&first.market));
+
+        // A damaged newest one is passed over for the one before it.
+        let newest_path = file::list(&checkpoints.dir).unwrap().pop().unwrap();
+        let mut bytes = std::fs::read(&newest_path.path).unwrap();
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 0x55;
+        std::fs::write(&newest_path.path, &bytes).unwrap();
+        let older = file::list(&checkpoints.dir).unwrap()[0].block_number;
+        let third = Writer::new(&live, settings.clone(), None, wakeups.clone(), &status).unwrap();
+        assert_eq!(third.market.height(), Some(older));
+
+        // None usable (all damaged): the newest node snapshot, as before.
+        for listed in file::list(&checkpoints.dir).unwrap() {
+            std::fs::write(&listed.path, b"L1GCKPT\0").unwrap();
+        }
+        let fourth = Writer::new(&live, settings, None, wakeups, &status).unwrap();
+        assert_eq!(fourth.market.height(), Some(newest_snapshot));
+    }
 }

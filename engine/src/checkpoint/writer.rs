@@ -1,0 +1,241 @@
+//! Taking checkpoints while the market folds: [`Checkpointer`] decides when
+//! one is due ([`CheckpointPolicy`]: every so many blocks, or so much wall
+//! time), copies the state out of the market on the caller's thread
+//! ([`capture`]: the only part the market's writer pays), and serialises,
+//! writes and prunes on a thread of its own, one checkpoint at a time.
+//!
+//! The engine holds no clock: callers pass "now" (Unix ms) for the time
+//! bound. `Instant` is read only to report how long each step took.
+
+use std::path::{Path, PathBuf};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::error::CheckpointError;
+use super::file::{self, Written};
+use super::state::{CheckpointState, capture};
+use crate::market::Market;
+
+/// When checkpoints are taken and how many are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CheckpointPolicy {
+    /// A checkpoint is due once this many blocks were folded since the last
+    /// one (0: never by count).
+    pub every_blocks: u64,
+    /// … or once this much wall time passed since the last one, if a block
+    /// was folded since (0: never by time).
+    pub every_ms: u64,
+    /// How many of the newest checkpoints are kept (at least 1).
+    pub keep: usize,
+}
+
+impl CheckpointPolicy {
+    /// Default [`CheckpointPolicy::every_blocks`]: about 11 minutes of
+    /// mainnet blocks.
+    pub const DEFAULT_EVERY_BLOCKS: u64 = 10_000;
+    /// Default [`CheckpointPolicy::every_ms`]: 10 minutes.
+    pub const DEFAULT_EVERY_MS: u64 = 600_000;
+    /// Default [`CheckpointPolicy::keep`].
+    pub const DEFAULT_KEEP: usize = 3;
+
+    /// Whether checkpoints are taken at all.
+    pub fn enabled(&self) -> bool {
+        self.every_blocks > 0 || self.every_ms > 0
+    }
+}
+
+impl Default for CheckpointPolicy {
+    fn default() -> Self {
+        Self {
+            every_blocks: Self::DEFAULT_EVERY_BLOCKS,
+            every_ms: Self::DEFAULT_EVERY_MS,
+            keep: Self::DEFAULT_KEEP,
+        }
+    }
+}
+
+/// A checkpoint just captured; its writing runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Taken {
+    /// Its block.
+    pub block_number: u64,
+    /// Resting orders captured.
+    pub orders: usize,
+    /// What the caller's thread paid: the capture and starting the writer.
+    pub cost: Duration,
+}
+
+/// A checkpoint written, and the old ones removed after it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finished {
+    /// The checkpoint.
+    pub written: Written,
+    /// Older checkpoints (and stale temporary files) removed.
+    pub pruned: Vec<PathBuf>,
+}
+
+/// What [`Checkpointer::after_block`] did.
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// The previous checkpoint's writing ended (written, or why not).
+    pub finished: Option<Result<Finished, CheckpointError>>,
+    /// A checkpoint was captured (its writing started).
+    pub taken: Option<Taken>,
+}
+
+/// Takes checkpoints of a market as it folds. See the module docs.
+#[derive(Debug)]
+pub struct Checkpointer {
+    dir: PathBuf,
+    policy: CheckpointPolicy,
+    /// The block of the last checkpoint taken (or where the market started).
+    last_block: Option<u64>,
+    /// When it was taken (or the checkpointer made), Unix ms.
+    last_at_ms: i64,
+    running: Option<JoinHandle<Result<Finished, CheckpointError>>>,
+    /// Why the last checkpoint's writer thread could not start.
+    unstarted: Option<CheckpointError>,
+}
+
+impl Checkpointer {
+    /// Checkpoints into `dir` as `policy` says, counting from a market at
+    /// `start_block` now.
+    pub fn new(
+        dir: impl Into<PathBuf>,
+        policy: CheckpointPolicy,
+        start_block: Option<u64>,
+        now_ms: i64,
+    ) -> Self {
+        Self {
+            dir: dir.into(),
+            policy,
+            last_block: start_block,
+            last_at_ms: now_ms,
+            running: None,
+            unstarted: None,
+        }
+    }
+
+    /// The directory checkpoints go to.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> CheckpointPolicy {
+        self.policy
+    }
+
+    /// Whether a checkpoint of `market` is due at `now_ms`.
+    pub fn due(&self, market: &Market, now_ms: i64) -> bool {
+        let Some(height) = market.height() else {
+            return false;
+        };
+        let since = self
+            .last_block
+            .map_or(height.saturating_add(1), |last| height.saturating_sub(last));
+        let by_count = self.policy.every_blocks > 0 && since >= self.policy.every_blocks;
+        let by_time = self.policy.every_ms > 0
+            && since > 0
+            && u64::try_from(now_ms.saturating_sub(self.last_at_ms))
+                .is_ok_and(|elapsed| elapsed >= self.policy.every_ms);
+        by_count || by_time
+    }
+
+    /// Whether a checkpoint is being written.
+    pub fn writing(&self) -> bool {
+        self.running.is_some()
+    }
+
+    /// Called after each folded block: collects the previous checkpoint's
+    /// outcome once it is written, and takes a checkpoint when one is due
+    /// and none is being written (a due checkpoint waits for the block
+    /// after the write ends).
+    pub fn after_block(&mut self, market: &Market, now_ms: i64) -> Progress {
+        let mut progress = Progress {
+            finished: self.collect(false),
+            taken: None,
+        };
+        if self.running.is_none() && self.due(market, now_ms) {
+            progress.taken = Some(self.take(market, now_ms));
+        }
+        progress
+    }
+
+    /// Takes a checkpoint of `market` now, after waiting for the one being
+    /// written (whose outcome is returned).
+    pub fn take_now(&mut self, market: &Market, now_ms: i64) -> Progress {
+        Progress {
+            finished: self.collect(true),
+            taken: Some(self.take(market, now_ms)),
+        }
+    }
+
+    /// Waits for the checkpoint being written, if any; its outcome.
+    pub fn finish(&mut self) -> Option<Result<Finished, CheckpointError>> {
+        self.collect(true)
+    }
+
+    fn take(&mut self, market: &Market, now_ms: i64) -> Taken {
+        let started = Instant::now();
+        let state = capture(market);
+        let block_number = state.block_number();
+        let orders = state.order_count();
+        self.last_block = market.height();
+        self.last_at_ms = now_ms;
+        let dir = self.dir.clone();
+        let keep = self.policy.keep;
+        let spawned = std::thread::Builder::new()
+            .name("l1gate-checkpoint".into())
+            .spawn(move || write_and_prune(&dir, &state, keep));
+        match spawned {
+            Ok(handle) => self.running = Some(handle),
+            Err(error) => {
+                self.unstarted = Some(CheckpointError::io(
+                    &self.dir,
+                    "start a writer thread for",
+                    &error,
+                ));
+            }
+        }
+        Taken {
+            block_number,
+            orders,
+            cost: started.elapsed(),
+        }
+    }
+
+    fn collect(&mut self, wait: bool) -> Option<Result<Finished, CheckpointError>> {
+        if let Some(error) = self.unstarted.take() {
+            return Some(Err(error));
+        }
+        if !wait && !self.running.as_ref().is_some_and(JoinHandle::is_finished) {
+            return None;
+        }
+        let handle = self.running.take()?;
+        Some(handle.join().unwrap_or_else(|_| {
+            Err(CheckpointError::Serialize(
+                "the checkpoint writer thread panicked".to_owned(),
+            ))
+        }))
+    }
+}
+
+impl Drop for Checkpointer {
+    /// A checkpoint being written is finished first.
+    fn drop(&mut self) {
+        let _ = self.collect(true);
+    }
+}
+
+fn write_and_prune(
+    dir: &Path,
+    state: &CheckpointState,
+    keep: usize,
+) -> Result<Finished, CheckpointError> {
+    let written = file::write(dir, state)?;
+    let pruned = file::prune(dir, keep)?;
+    Ok(Finished { written, pruned })
+}
