@@ -38,6 +38,29 @@ pub enum Command {
     /// List what `serve` with the same settings exposes: every gRPC method,
     /// every HTTP route, how each takes the API key, and the upstreams.
     Routes(Box<RoutesCommand>),
+    /// Serve the raw feed from a NATS JetStream bus that `serve --publish`
+    /// fills, with no node files: the same keys, limits and guarantees as
+    /// the node host (docs/scale-out.md).
+    Edge(Box<EdgeCommand>),
+}
+
+/// `l1gate edge`.
+#[derive(Debug, clap::Args)]
+pub struct EdgeCommand {
+    /// The bus: `nats://HOST:PORT`, `nats://USER:PASS@HOST:PORT` or
+    /// `nats://TOKEN@HOST:PORT`.
+    #[arg(long = "nats", env = "L1GATE_NATS_URL", value_name = "URL")]
+    pub nats: String,
+
+    /// TOML config file, as for `serve` (keys, limits, addresses,
+    /// `state_dir`; `data` and `publish_url` do not apply).
+    #[arg(long, env = "L1GATE_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// The same settings as `serve` (the raw feed's limits, access,
+    /// connection limits, `--state-dir` for the edge's copy of the bus).
+    #[command(flatten)]
+    pub settings: ServeArgs,
 }
 
 /// `l1gate endpoints`.

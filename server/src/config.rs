@@ -231,6 +231,23 @@ pub struct ServeArgs {
     /// `testnet`), as `l1gate endpoints` names it. Default `mainnet`.
     #[arg(long, env = "L1GATE_CHAIN_NETWORK", value_name = "NAME")]
     pub chain_network: Option<String>,
+    /// Scale-out: also append every record read from the node's files to
+    /// this NATS JetStream bus, one stream per feed (`nats://HOST:PORT`,
+    /// `nats://USER:PASS@HOST:PORT` or `nats://TOKEN@HOST:PORT`; see
+    /// docs/scale-out.md). Default: none. An unreachable bus does not stop
+    /// serving: publishing retries and resumes where the streams end.
+    #[arg(long = "publish", env = "L1GATE_PUBLISH_URL", value_name = "URL")]
+    pub publish_url: Option<String>,
+    /// Scale-out: how long the bus keeps each record, counted from when it
+    /// was published: `30m`, `24h`, `7d`. Default 24h.
+    #[arg(long, env = "L1GATE_PUBLISH_MAX_AGE", value_name = "DURATION")]
+    pub publish_max_age: Option<String>,
+    /// Scale-out: the most bytes each feed's stream keeps (oldest records
+    /// go first): a count or a size such as `4GiB`; 0 = no size bound.
+    /// JetStream reserves it for each of the six streams. Default 4GiB.
+    #[arg(long, env = "L1GATE_PUBLISH_MAX_BYTES", value_name = "SIZE")]
+    #[serde(default, deserialize_with = "number_or_text")]
+    pub publish_max_bytes: Option<String>,
     /// The other chains this deployment offers, with their networks and
     /// nodes (`[[chains]]`, config file only; see docs/endpoints.md).
     #[arg(skip)]
@@ -273,6 +290,11 @@ impl ServeArgs {
             node_wait_timeout_ms: self.node_wait_timeout_ms.or(lower.node_wait_timeout_ms),
             ledger_cache_ms: self.ledger_cache_ms.or(lower.ledger_cache_ms),
             state_dir: self.state_dir.or(lower.state_dir),
+            checkpoint_every_blocks: self
+                .checkpoint_every_blocks
+                .or(lower.checkpoint_every_blocks),
+            checkpoint_every_ms: self.checkpoint_every_ms.or(lower.checkpoint_every_ms),
+            checkpoint_keep: self.checkpoint_keep.or(lower.checkpoint_keep),
             candle_history_start: self.candle_history_start.or(lower.candle_history_start),
             max_data_age_ms: self.max_data_age_ms.or(lower.max_data_age_ms),
             max_connections: self.max_connections.or(lower.max_connections),
@@ -282,6 +304,9 @@ impl ServeArgs {
             public_http_url: self.public_http_url.or(lower.public_http_url),
             public_grpc_url: self.public_grpc_url.or(lower.public_grpc_url),
             chain_network: self.chain_network.or(lower.chain_network),
+            publish_url: self.publish_url.or(lower.publish_url),
+            publish_max_age: self.publish_max_age.or(lower.publish_max_age),
+            publish_max_bytes: self.publish_max_bytes.or(lower.publish_max_bytes),
             chains: if self.chains.is_empty() {
                 lower.chains
             } else {
@@ -290,11 +315,6 @@ impl ServeArgs {
         }
     }
 }
-            checkpoint_every_blocks: self
-                .checkpoint_every_blocks
-                .or(lower.checkpoint_every_blocks),
-            checkpoint_every_ms: self.checkpoint_every_ms.or(lower.checkpoint_every_ms),
-            checkpoint_keep: self.checkpoint_keep.or(lower.checkpoint_keep),
 
 /// Errors loading the config file or resolving settings.
 #[derive(Debug, thiserror::Error)]
@@ -380,6 +400,8 @@ pub struct Settings {
     pub upstreams: crate::upstream::UpstreamSettings,
     /// Directory of the candle store.
     pub state_dir: PathBuf,
+    /// When engine checkpoints are written under `state_dir/checkpoints/`.
+    pub checkpoints: engine::checkpoint::CheckpointPolicy,
     /// Oldest candle bucket served, Unix ms.
     pub candle_history_start_ms: i64,
     /// Data older than this makes `/healthz` answer 503.
@@ -396,12 +418,13 @@ pub struct Settings {
     pub chain_network: String,
     /// The configured chains (checked).
     pub chains: Vec<crate::registry::ChainConfig>,
+    /// Where the node's records are published for edges (`None`: not
+    /// published).
+    pub publish: Option<crate::bus::settings::PublishSettings>,
 }
 
 /// Limits of the raw feed service.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-    /// When engine checkpoints are written under `state_dir/checkpoints/`.
-    pub checkpoints: engine::checkpoint::CheckpointPolicy,
 pub struct RawFeedSettings {
     /// No new record for this long ends a stream with UNAVAILABLE.
     pub idle_timeout: Duration,
@@ -532,6 +555,17 @@ impl ServeArgs {
             state_dir: self
                 .state_dir
                 .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR)),
+            checkpoints: {
+                use engine::checkpoint::CheckpointPolicy as Policy;
+                Policy {
+                    every_blocks: self
+                        .checkpoint_every_blocks
+                        .unwrap_or(Policy::DEFAULT_EVERY_BLOCKS),
+                    every_ms: self.checkpoint_every_ms.unwrap_or(Policy::DEFAULT_EVERY_MS),
+                    keep: at_least_one("checkpoint_keep", self.checkpoint_keep)?
+                        .unwrap_or(Policy::DEFAULT_KEEP),
+                }
+            },
             candle_history_start_ms,
             max_data_age: positive(
                 "max_data_age_ms",
@@ -555,17 +589,6 @@ impl ServeArgs {
                 header: positive(
                     "http_header_timeout_ms",
                     self.http_header_timeout_ms,
-            checkpoints: {
-                use engine::checkpoint::CheckpointPolicy as Policy;
-                Policy {
-                    every_blocks: self
-                        .checkpoint_every_blocks
-                        .unwrap_or(Policy::DEFAULT_EVERY_BLOCKS),
-                    every_ms: self.checkpoint_every_ms.unwrap_or(Policy::DEFAULT_EVERY_MS),
-                    keep: at_least_one("checkpoint_keep", self.checkpoint_keep)?
-                        .unwrap_or(Policy::DEFAULT_KEEP),
-                }
-            },
                     Duration::from_secs(10),
                 )?,
                 idle: positive(
@@ -599,6 +622,24 @@ impl ServeArgs {
                 }
                 Some(name) => name,
                 None => "mainnet".into(),
+            },
+            publish: match &self.publish_url {
+                Some(url) => Some(
+                    crate::bus::settings::PublishSettings::resolve(
+                        url,
+                        self.publish_max_age.as_deref(),
+                        self.publish_max_bytes.as_deref(),
+                    )
+                    .map_err(|(name, message)| ConfigError::Invalid { name, message })?,
+                ),
+                None if self.publish_max_age.is_some() || self.publish_max_bytes.is_some() => {
+                    return Err(ConfigError::Invalid {
+                        name: "publish_url",
+                        message: "publish_max_age and publish_max_bytes need publish_url"
+                            .to_owned(),
+                    });
+                }
+                None => None,
             },
             chains: {
                 crate::registry::check(&self.chains).map_err(|message| ConfigError::Invalid {

@@ -66,6 +66,18 @@ pub struct Health {
     pub auth: Option<crate::access::auth::Auth>,
     /// The node gateway's networks, whose freshness is reported.
     pub networks: Option<NetworkProbe>,
+    /// The message bus (publisher or edge), whose state is reported.
+    pub bus: Option<BusProbe>,
+}
+
+/// The message bus's state for `/healthz` (`crate::bus::status`).
+#[derive(Clone)]
+pub struct BusProbe(pub Arc<dyn Fn() -> serde_json::Value + Send + Sync>);
+
+impl std::fmt::Debug for BusProbe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BusProbe")
+    }
 }
 
 /// Asks each node gateway network for its freshness verdict:
@@ -332,6 +344,11 @@ async fn healthz(State(health): State<Health>) -> Response {
             "in_force": auth.keys_in_force(),
             "problem": auth.problem(),
         });
+    }
+    if let Some(bus) = &health.bus {
+        // Serving the node does not depend on the bus: reported, not a
+        // reason for 503 (an edge's staleness shows in its data's age).
+        body["bus"] = (bus.0)();
     }
     if let Some(networks) = &health.networks {
         // A network's node is the node's business: reported per network,

@@ -18,7 +18,39 @@ fn main() -> anyhow::Result<()> {
         Command::Replay(replay) => run_replay(replay),
         Command::Endpoints(endpoints) => run_endpoints(*endpoints),
         Command::Routes(routes) => run_routes(*routes),
+        Command::Edge(edge) => run_edge(*edge),
     }
+}
+
+fn run_edge(command: l1gate::cli::EdgeCommand) -> anyhow::Result<()> {
+    let file = match &command.config {
+        Some(path) => config::load_file(path)?,
+        None => config::ServeArgs::default(),
+    };
+    let merged = command.settings.or(file);
+    anyhow::ensure!(
+        merged.data.is_none() && merged.publish_url.is_none(),
+        "edge: `data` and `publish_url` are settings of `l1gate serve`; an edge reads only the bus"
+    );
+    let url = l1gate::bus::url::BusUrl::parse(&command.nats)
+        .map_err(|message| anyhow::anyhow!("--nats: {message}"))?;
+    let settings = merged.resolve()?;
+    init_logging();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("tokio runtime")?;
+    runtime.block_on(async move {
+        let running = l1gate::bus::edge::start(&url, &settings).await?;
+        println!(
+            "l1gate edge serving the raw feed from {url}: gRPC on {} and HTTP on {}",
+            running.grpc_addr, running.http_addr
+        );
+        shutdown_signal().await?;
+        tracing::info!("shutting down");
+        drop(running);
+        Ok(())
+    })
 }
 
 /// Logs to stderr: the filter from `L1GATE_LOG`, else `RUST_LOG`, else

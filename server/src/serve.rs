@@ -119,6 +119,15 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         auth.spawn_reloader(settings.keys_file.clone(), KEYS_RELOAD_EVERY),
     ];
 
+    // Scale-out: the node's records to the bus, beside serving them
+    // (crate::bus::publisher); never in the serving path.
+    let bus = settings.publish.clone().map(|publish| {
+        let (status, task) = crate::bus::publisher::spawn(publish, live.clone());
+        tasks.push(task);
+        let families = status.clone();
+        access.metrics().render_also(move || families.families());
+        crate::http::BusProbe(Arc::new(move || status.json(crate::unix_now_ms())))
+    });
     let raw_feed = RawFeedService::new(live.clone(), settings.raw_feed).with_access(access.clone());
     // Reflection in both protocol versions: grpcurl and most clients speak
     // v1, older ones (Python's grpc_requests, GUI clients) only v1alpha.
@@ -186,6 +195,10 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
                     .unwrap_or(i64::MAX),
                 candles: settings.candle_streaming,
             },
+            checkpoints: Some(crate::host::engine::Checkpoints::under(
+                &settings.state_dir,
+                settings.checkpoints,
+            )),
         },
         Some(CandleFeed {
             from: candles_from,
@@ -195,10 +208,6 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     )
     .context("market engine thread")?;
     {
-            checkpoints: Some(crate::host::engine::Checkpoints::under(
-                &settings.state_dir,
-                settings.checkpoints,
-            )),
         let status = Arc::clone(engine.status());
         access
             .metrics()
@@ -386,6 +395,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         candles: Some(candles.clone()),
         auth: Some(access.auth().clone()),
         networks: Some(networks.health()),
+        bus,
     };
     let metrics = access.metrics().clone();
     let http = networks.serve(crate::http::router(health, access, api));

@@ -18,6 +18,7 @@ mod server {
     pub mod aptos_node;
     mod aptos_sdk;
     mod bad_node_data;
+    mod bus;
     mod candles;
     mod cli;
     mod connection_limits;

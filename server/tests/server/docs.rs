@@ -332,6 +332,7 @@ fn every_l1gate_command_line_parses() {
             Command::Routes(routes) => {
                 ("routes", routes.config.is_none().then_some(routes.settings))
             }
+            Command::Edge(edge) => ("edge", edge.config.is_none().then_some(edge.settings)),
             Command::Keys(_) => ("keys", None),
             Command::Replay(_) => ("replay", None),
             Command::Simulate(_) => ("simulate", None),
@@ -347,7 +348,15 @@ fn every_l1gate_command_line_parses() {
     assert!(parsed >= 30, "only {parsed} l1gate command lines found");
     assert_eq!(
         seen,
-        BTreeSet::from(["endpoints", "keys", "replay", "routes", "serve", "simulate"]),
+        BTreeSet::from([
+            "edge",
+            "endpoints",
+            "keys",
+            "replay",
+            "routes",
+            "serve",
+            "simulate"
+        ]),
         "every subcommand has an example"
     );
 }

@@ -1,0 +1,21 @@
+//! Scale-out over a message bus (NATS JetStream): the node host appends
+//! every record it reads from the node's files to one stream per feed
+//! ([`publisher`], `l1gate serve --publish`), and edge servers with no node
+//! files serve the raw feed from those streams ([`edge`], `l1gate edge`).
+//!
+//! - [`url`]: the bus address with its credential kept apart and hidden;
+//! - [`settings`]: `publish_url` and the streams' retention;
+//! - [`subjects`]: stream and subject names, headers, message ids;
+//! - [`status`]: connection and per-feed progress for `/healthz` and
+//!   `/metrics`;
+//! - [`mirror`]: the edge's copy of the records in the node's layout.
+//!
+//! `docs/scale-out.md` is the operator's page.
+
+pub mod edge;
+pub mod mirror;
+pub mod publisher;
+pub mod settings;
+pub mod status;
+pub mod subjects;
+pub mod url;
