@@ -309,6 +309,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         )
         .routes(),
     );
+    let transaction_flow = flow.clone();
     // The exchange's WebSocket API on the HTTP address (crate::ws).
     let api = api.merge(
         crate::ws::WsService {
@@ -347,7 +348,8 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     // every call is then FAILED_PRECONDITION).
     let transaction_stream =
         crate::grpc::transaction_stream::TransactionStreamService::new(&settings.chains)
-            .with_access(access.clone());
+            .with_access(access.clone())
+            .with_flow(transaction_flow);
     let router = tonic::transport::Server::builder()
         .add_service(health)
         .add_service(InterceptedService::new(reflection, check.clone()))

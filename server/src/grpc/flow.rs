@@ -388,6 +388,15 @@ impl Slot {
         self.front_made_ms.store(made, Ordering::Release);
     }
 
+    /// The transport asked for another message of a stream that hands its
+    /// messages over only when asked (the Transaction Stream relay): the
+    /// one handed before counts as taken. See [`Pulled`].
+    pub fn asked_again(&self) {
+        let _ = self
+            .unsent
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+    }
+
     /// The raw feed's reader task queued one record for the transport.
     pub fn queued_record(&self) {
         if self.unsent.fetch_add(1, Ordering::AcqRel) == 0 {
@@ -695,5 +704,52 @@ impl<S, T> Drop for Watched<S, T> {
     fn drop(&mut self) {
         // The client went away (or the stream ended): free the slot now.
         self.slot.finish();
+    }
+}
+
+/// A stream whose producer is pulled only when the transport asks (the
+/// Transaction Stream relay reads its upstream that way), made visible to
+/// the stall check: from the moment a message is handed over until the
+/// transport asks for the next, the stream counts as having something the
+/// transport has not taken. A transport that asks for nothing for
+/// `send_timeout_ms` (the client's HTTP/2 window is full because it reads
+/// nothing) ends the stream with DEADLINE_EXCEEDED, as the raw feed's and
+/// market streams' are; a stream waiting on a quiet upstream is being
+/// asked, so it is not stalled. Wrap a [`Watched`] in it.
+pub struct Pulled<S> {
+    inner: S,
+    slot: Arc<Slot>,
+    handed: bool,
+}
+
+impl<S> Pulled<S> {
+    /// `inner` (a [`Watched`] of `slot`) under the stall check.
+    pub fn new(inner: S, slot: Arc<Slot>) -> Self {
+        Self {
+            inner,
+            slot,
+            handed: false,
+        }
+    }
+}
+
+impl<S, T> Stream for Pulled<S>
+where
+    S: Stream<Item = Result<T, Status>> + Unpin,
+{
+    type Item = Result<T, Status>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        if this.handed {
+            this.handed = false;
+            this.slot.asked_again();
+        }
+        let next = Pin::new(&mut this.inner).poll_next(cx);
+        if let Poll::Ready(Some(Ok(_))) = &next {
+            this.slot.queued_record();
+            this.handed = true;
+        }
+        next
     }
 }

@@ -32,10 +32,15 @@
 //! counted under the key's usage. A stream whose key is no longer admitted
 //! ([`Access::recheck`]: revoked, expired after a rotation, its source off
 //! the key's allow-list, its byte quota used up) ends with the status that
-//! refusal has, looked at before each batch, when the keys file changes and
-//! every second. The seed's rule: the Transaction Stream takes no bearer
-//! `authorization` header; a call carrying one is UNAUTHENTICATED, saying
-//! the key goes in `x-api-key`, before anything else is looked at.
+//! refusal has. On a server, streams are under its stream supervisor
+//! ([`crate::grpc::flow`], through [`Pulled`]): the supervisor's re-checks
+//! end those of keys no longer admitted, and a client whose transport asks
+//! for nothing for `send_timeout_ms` is ended with DEADLINE_EXCEEDED;
+//! without a supervisor the keys are looked at before each batch, when the
+//! keys file changes and every second. The seed's rule: the Transaction
+//! Stream takes no bearer `authorization` header; a call carrying one is
+//! UNAUTHENTICATED, saying the key goes in `x-api-key`, before anything
+//! else is looked at.
 //!
 //! Upstream, l1gate presents its own credential, the node's
 //! `transaction_stream_token`, as `authorization: Bearer …` (never logged).
@@ -78,6 +83,8 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_util::{Stream, StreamExt as _};
+
+use crate::grpc::flow::{Measured, Pulled, Watched};
 use prost::Message as _;
 use proto::aptos::indexer::v1::raw_data_server::{RawData, RawDataServer};
 use proto::aptos::indexer::v1::{GetTransactionsRequest, TransactionsResponse};
@@ -130,6 +137,7 @@ pub type TransactionsStream =
 pub struct TransactionStreamService {
     routes: Arc<Routes>,
     access: Option<Access>,
+    flow: Option<crate::grpc::flow::Supervisor>,
 }
 
 impl TransactionStreamService {
@@ -139,7 +147,18 @@ impl TransactionStreamService {
         Self {
             routes: Arc::new(Routes::new(chains)),
             access: None,
+            flow: None,
         }
+    }
+
+    /// Puts every stream under `flow`, the server's stream supervisor: a
+    /// client that reads nothing for `send_timeout_ms` is ended with
+    /// DEADLINE_EXCEEDED and its stream slot freed, and the supervisor's
+    /// re-checks of keys end the streams of keys no longer admitted.
+    #[must_use]
+    pub fn with_flow(mut self, flow: crate::grpc::flow::Supervisor) -> Self {
+        self.flow = Some(flow);
+        self
     }
 
     /// Holds one of the caller's account stream slots per stream (and
@@ -205,8 +224,20 @@ impl RawData for TransactionStreamService {
         let network = Arc::clone(&upstream.network);
         let node = Arc::clone(&upstream.node);
         let batches = batches.map(move |item| item.map_err(|s| mapped(&s, &network, &node)));
-        Ok(Response::new(match (guard, &self.access) {
-            (Some(guard), Some(access)) => admitted_only(batches, guard, access.clone()),
+        Ok(Response::new(match (guard, &self.access, &self.flow) {
+            (Some(guard), Some(_), Some(flow)) => {
+                let slot = flow.watch("transaction_stream", "transactions", None, Some(guard));
+                let watched =
+                    Watched::new(batches, slot.clone(), |batch: &TransactionsResponse| {
+                        Measured {
+                            bytes: batch.encoded_len(),
+                            block: None,
+                            block_time_ms: None,
+                        }
+                    });
+                Box::pin(Pulled::new(watched, slot))
+            }
+            (Some(guard), Some(access), None) => admitted_only(batches, guard, access.clone()),
             _ => Box::pin(batches),
         }))
     }

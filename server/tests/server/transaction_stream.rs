@@ -30,6 +30,7 @@ use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Request, Response, Status};
 
 use super::harness::{TestServer, end_status, real, with_key};
+use super::standin::http;
 
 /// The token l1gate is configured with, and the stand-in accepts.
 const TOKEN: &str = "aptos-upstream-token-1234";
@@ -734,6 +735,72 @@ async fn a_slow_client_does_not_make_l1gate_buffer_the_upstream_stream() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(stand_in.seen.produced.load(Ordering::SeqCst) < BATCHES);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_reads_nothing_is_ended_after_the_send_timeout() {
+    let stand_in = StandIn::start(1, 32 << 10).await;
+    let chains = one_network(&stand_in, TOKEN);
+    let server = TestServer::start(&real("btc-985148182"), move |args| {
+        args.chains = chains;
+        args.send_timeout_ms = Some(1000);
+    })
+    .await;
+    let mut stalled = client(&server, None).await;
+    let mut stream = stalled
+        .get_transactions(server.req(from(0, 3000, 1)))
+        .await
+        .unwrap()
+        .into_inner();
+    stream.message().await.unwrap().unwrap();
+    // Reading nothing: the windows fill, the transport asks for nothing.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let metrics = http(server.running.http_addr, "GET", "/metrics", &[], "").await;
+        if metrics.text.lines().any(|line| {
+            line.starts_with("l1gate_streams_ended_total")
+                && line.contains("service=\"transaction_stream\"")
+                && line.contains("reason=\"stall\"")
+        }) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the stalled stream was not ended"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // What the transport had buffered arrives, then the status.
+    let status = loop {
+        match stream.message().await {
+            Ok(Some(_)) => {}
+            Ok(None) => panic!("ended without a status"),
+            Err(status) => break status,
+        }
+    };
+    assert_eq!(status.code(), tonic::Code::DeadlineExceeded, "{status:?}");
+    assert!(status.message().contains("send_timeout_ms"), "{status:?}");
+
+    // A client that reads slowly while its window has room keeps being
+    // asked for (the transport waits on the upstream): not a stall.
+    let quiet = StandIn::start(1, 0).await;
+    let chains = one_network(&quiet, TOKEN);
+    let server = TestServer::start(&real("btc-985148182"), move |args| {
+        args.chains = chains;
+        args.send_timeout_ms = Some(1000);
+    })
+    .await;
+    let mut slow = client(&server, None).await;
+    let mut stream = slow
+        .get_transactions(server.req(from(0, 3, 1)))
+        .await
+        .unwrap()
+        .into_inner();
+    for _ in 0..3 {
+        stream.message().await.unwrap().unwrap();
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+    }
+    assert!(stream.message().await.unwrap().is_none(), "ended cleanly");
 }
 
 #[tokio::test]
