@@ -111,6 +111,46 @@ pub fn is_fresh(newest_age_ms: Option<i64>, bound_ms: i64) -> bool {
     newest_age_ms.is_some_and(|age| age <= bound_ms)
 }
 
+/// Keeps gRPC health in step with the data's freshness as `/healthz`
+/// judges it: `services` (and the server as a whole, the empty service
+/// name) are `NOT_SERVING` while the newest block on disk is older than
+/// `max_data_age`, `SERVING` otherwise. Checked every second; changes are
+/// logged.
+pub async fn follow_freshness(
+    reporter: tonic_health::server::HealthReporter,
+    live: Arc<LiveFeeds>,
+    max_data_age: std::time::Duration,
+    services: Vec<&'static str>,
+) {
+    use tonic_health::ServingStatus;
+    let bound = i64::try_from(max_data_age.as_millis()).unwrap_or(i64::MAX);
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+    let mut last = None;
+    loop {
+        tick.tick().await;
+        let age = newest_data_age_ms(&live, crate::unix_now_ms());
+        let fresh = is_fresh(age, bound);
+        if last == Some(fresh) {
+            continue;
+        }
+        last = Some(fresh);
+        let status = if fresh {
+            tracing::info!("data fresh: gRPC health SERVING");
+            ServingStatus::Serving
+        } else {
+            tracing::warn!(
+                newest_age_ms = ?age,
+                max_data_age_ms = bound,
+                "data stale: gRPC health NOT_SERVING"
+            );
+            ServingStatus::NotServing
+        };
+        for name in std::iter::once("").chain(services.iter().copied()) {
+            reporter.set_service_status(name, status).await;
+        }
+    }
+}
+
 /// Routes of the HTTP edge; `more` are further authenticated API routes
 /// (the Info lookup, the node gateway), served behind the same key check
 /// after l1gate's own.

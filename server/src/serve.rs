@@ -334,10 +334,14 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
             crate::grpc::transaction_stream::TransactionStreamService,
         >>()
         .await;
-    tasks.push(tokio::spawn(follow_freshness(
+    tasks.push(tokio::spawn(crate::http::follow_freshness(
         health_reporter,
         live.clone(),
         settings.max_data_age,
+        vec![
+            <proto::venue_l1_gateway_server::VenueL1GatewayServer<RawFeedService> as tonic::server::NamedService>::NAME,
+            <proto::encoded::market_streaming_server::MarketStreamingServer<MarketService> as tonic::server::NamedService>::NAME,
+        ],
     )));
 
     let check = {
@@ -435,49 +439,6 @@ fn data_before(live: &LiveFeeds, history_start_ms: i64) -> bool {
         .ok()
         .and_then(|records| records.first().and_then(|record| record.timestamp_ms))
         .is_some_and(|time| time < history_start_ms)
-}
-
-/// gRPC health follows the data's freshness as `/healthz` judges it: both
-/// services (and the server as a whole, the empty service name) are
-/// `NOT_SERVING` while the newest block on disk is older than
-/// `max_data_age_ms`, `SERVING` otherwise. Checked every second; changes are
-/// logged.
-async fn follow_freshness(
-    reporter: tonic_health::server::HealthReporter,
-    live: Arc<LiveFeeds>,
-    max_data_age: Duration,
-) {
-    use tonic_health::ServingStatus;
-    let bound = i64::try_from(max_data_age.as_millis()).unwrap_or(i64::MAX);
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
-    let mut last = None;
-    loop {
-        tick.tick().await;
-        let age = crate::http::newest_data_age_ms(&live, crate::unix_now_ms());
-        let fresh = crate::http::is_fresh(age, bound);
-        if last == Some(fresh) {
-            continue;
-        }
-        last = Some(fresh);
-        let status = if fresh {
-            tracing::info!("data fresh: gRPC health SERVING");
-            ServingStatus::Serving
-        } else {
-            tracing::warn!(
-                newest_age_ms = ?age,
-                max_data_age_ms = bound,
-                "data stale: gRPC health NOT_SERVING"
-            );
-            ServingStatus::NotServing
-        };
-        for name in [
-            "",
-            <proto::venue_l1_gateway_server::VenueL1GatewayServer<RawFeedService> as tonic::server::NamedService>::NAME,
-            <proto::encoded::market_streaming_server::MarketStreamingServer<MarketService> as tonic::server::NamedService>::NAME,
-        ] {
-            reporter.set_service_status(name, status).await;
-        }
-    }
 }
 
 /// Says so when `data` holds no node output yet (a mistyped `--data`, or a

@@ -207,10 +207,11 @@ pub async fn start(url: &BusUrl, settings: &Settings) -> anyhow::Result<RunningE
         .context("gRPC reflection (v1alpha)")?;
     let reflection = reflection().build_v1().context("gRPC reflection")?;
     let (health_reporter, health) = tonic_health::server::health_reporter();
-    tasks.push(tokio::spawn(follow_freshness(
+    tasks.push(tokio::spawn(crate::http::follow_freshness(
         health_reporter,
         live.clone(),
         settings.max_data_age,
+        vec![<proto::venue_l1_gateway_server::VenueL1GatewayServer<RawFeedService> as tonic::server::NamedService>::NAME],
     )));
     let check = {
         let access = access.clone();
@@ -290,45 +291,6 @@ fn fresh_dir(dir: &Path) -> anyhow::Result<()> {
     }
     std::fs::create_dir_all(dir.join("hl").join("data"))
         .with_context(|| format!("creating {}", dir.display()))
-}
-
-/// gRPC health follows the mirrored data's freshness as `/healthz` judges
-/// it (the server as a whole and the raw feed service).
-async fn follow_freshness(
-    reporter: tonic_health::server::HealthReporter,
-    live: Arc<LiveFeeds>,
-    max_data_age: Duration,
-) {
-    use tonic_health::ServingStatus;
-    let bound = i64::try_from(max_data_age.as_millis()).unwrap_or(i64::MAX);
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
-    let mut last = None;
-    loop {
-        tick.tick().await;
-        let age = crate::http::newest_data_age_ms(&live, crate::unix_now_ms());
-        let fresh = crate::http::is_fresh(age, bound);
-        if last == Some(fresh) {
-            continue;
-        }
-        last = Some(fresh);
-        let status = if fresh {
-            tracing::info!("edge data fresh: gRPC health SERVING");
-            ServingStatus::Serving
-        } else {
-            tracing::warn!(
-                newest_age_ms = ?age,
-                max_data_age_ms = bound,
-                "edge data stale: gRPC health NOT_SERVING"
-            );
-            ServingStatus::NotServing
-        };
-        for name in [
-            "",
-            <proto::venue_l1_gateway_server::VenueL1GatewayServer<RawFeedService> as tonic::server::NamedService>::NAME,
-        ] {
-            reporter.set_service_status(name, status).await;
-        }
-    }
 }
 
 /// Consumes one feed's stream into its mirror.
