@@ -6,7 +6,6 @@
 //! Access: an admin key works, a normal key gets 403, no key 401.
 
 use std::net::SocketAddr;
-use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -45,7 +44,8 @@ fn browser() -> (PathBuf, PathBuf) {
     (PathBuf::from(CHROMIUM), PathBuf::from(CHROMEDRIVER))
 }
 
-/// A ChromeDriver process, killed when dropped.
+/// A ChromeDriver process, killed when dropped (the test ends its session
+/// first, which makes Chromium quit).
 struct Driver {
     child: Child,
     addr: SocketAddr,
@@ -55,18 +55,6 @@ struct Driver {
 
 impl Drop for Driver {
     fn drop(&mut self) {
-        // ChromeDriver leads its own process group, Chromium's processes
-        // included: end them all, even when the test failed midway.
-        let _ = Command::new("kill")
-            .arg("-KILL")
-            .arg(format!("-{}", self.child.id()))
-            .status();
-        // Chromium's helpers may leave the group; each names the profile.
-        let _ = Command::new("pkill")
-            .arg("-KILL")
-            .arg("-f")
-            .arg(self._profile.path())
-            .status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -81,7 +69,6 @@ impl Driver {
             .unwrap()
             .port();
         let child = Command::new(chromedriver)
-            .process_group(0)
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
