@@ -13,3 +13,51 @@ pub mod raw_feed;
 pub mod relay;
 pub mod render;
 pub mod transaction_stream;
+
+use std::sync::Arc;
+
+use futures_util::{Stream, StreamExt as _};
+use tokio::net::{TcpListener, TcpStream};
+use tonic::transport::server::TcpIncoming;
+
+use crate::access::connections::Connections;
+use crate::metrics::SocketWrites;
+
+/// gRPC reflection over l1gate's contract and health, for both protocol
+/// versions: grpcurl and most clients speak v1, older ones (Python's
+/// grpc_requests, GUI clients) only v1alpha. Build each with
+/// `build_v1()` / `build_v1alpha()`.
+pub fn reflection() -> tonic_reflection::server::Builder<'static> {
+    tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+}
+
+/// The connections of the gRPC address: each admitted under the
+/// connection limits before a byte is read (over a limit it is closed at
+/// once), without Nagle delay (frames are small and latency-bound), its
+/// writes gathered across its streams ([`batched`]) and counted in
+/// `writes`.
+pub fn admitted_incoming(
+    listener: TcpListener,
+    connections: Connections,
+    writes: Arc<SocketWrites>,
+) -> impl Stream<Item = std::io::Result<batched::BatchedWrites<TcpStream>>> {
+    TcpIncoming::from(listener)
+        .with_nodelay(Some(true))
+        .filter_map(move |accepted| {
+            let admitted =
+                match accepted {
+                    Ok(socket) => socket
+                        .peer_addr()
+                        .ok()
+                        .and_then(|peer| connections.admit("grpc", peer.ip()).ok())
+                        .map(|guard| {
+                            Ok(batched::BatchedWrites::new(socket, Arc::clone(&writes))
+                                .admitted(guard))
+                        }),
+                    Err(error) => Some(Err(error)),
+                };
+            std::future::ready(admitted)
+        })
+}

@@ -7,12 +7,10 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use tokio::net::TcpListener;
-use tokio_stream::StreamExt as _;
 use tonic::service::interceptor::InterceptedService;
 
 use engine::views::ViewSettings;
 use feeds::Source;
-use tonic::transport::server::TcpIncoming;
 
 use crate::access::Access;
 use crate::access::auth::Auth;
@@ -21,7 +19,6 @@ use crate::access::keys::{KeyStore, KeysFile};
 use crate::candles::Candles;
 use crate::candles::store::CandleStore;
 use crate::config::Settings;
-use crate::grpc::batched::BatchedWrites;
 use crate::grpc::flow::{FlowSettings, Supervisor};
 use crate::grpc::market::MarketService;
 use crate::grpc::raw_feed::RawFeedService;
@@ -129,17 +126,12 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         crate::http::BusProbe(Arc::new(move || status.json(crate::unix_now_ms())))
     });
     let raw_feed = RawFeedService::new(live.clone(), settings.raw_feed).with_access(access.clone());
-    // Reflection in both protocol versions: grpcurl and most clients speak
-    // v1, older ones (Python's grpc_requests, GUI clients) only v1alpha.
-    let reflection = || {
-        tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-    };
-    let reflection_v1alpha = reflection()
+    let reflection_v1alpha = crate::grpc::reflection()
         .build_v1alpha()
         .context("gRPC reflection (v1alpha)")?;
-    let reflection = reflection().build_v1().context("gRPC reflection")?;
+    let reflection = crate::grpc::reflection()
+        .build_v1()
+        .context("gRPC reflection")?;
     let (mut candle_store, recovery) =
         CandleStore::open(&settings.state_dir, settings.candle_history_start_ms)
             .context("candle store (state_dir)")?;
@@ -371,24 +363,11 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
                 .max_encoding_message_size(256 << 20),
             check,
         ));
-    // Frames are small and latency-bound: no Nagle delay on any stream;
-    // the frames of a connection's streams leave together.
-    // Each connection is admitted under the connection limits before a
-    // byte is read; over a limit, it is closed at once.
-    let writes = access.metrics().grpc_writes();
-    let admit = connections.clone();
-    let incoming = TcpIncoming::from(grpc_listener)
-        .with_nodelay(Some(true))
-        .filter_map(move |accepted| match accepted {
-            Ok(socket) => {
-                let peer = socket.peer_addr().ok()?.ip();
-                let guard = admit.admit("grpc", peer).ok()?;
-                Some(Ok(
-                    BatchedWrites::new(socket, Arc::clone(&writes)).admitted(guard)
-                ))
-            }
-            Err(error) => Some(Err(error)),
-        });
+    let incoming = crate::grpc::admitted_incoming(
+        grpc_listener,
+        connections.clone(),
+        access.metrics().grpc_writes(),
+    );
     tasks.push(tokio::spawn(async move {
         if let Err(error) = router.serve_with_incoming(incoming).await {
             tracing::error!(%error, "gRPC server stopped");

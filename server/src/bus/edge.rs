@@ -43,7 +43,6 @@ use feeds::{Source, SourceSet};
 use futures_util::{FutureExt as _, StreamExt as _};
 use tokio::net::TcpListener;
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::server::TcpIncoming;
 
 use crate::access::Access;
 use crate::access::auth::Auth;
@@ -54,7 +53,6 @@ use crate::bus::status::{BusStatus, FeedState, Role};
 use crate::bus::subjects::{BUS_FEEDS, Placement, stream_name};
 use crate::bus::url::BusUrl;
 use crate::config::Settings;
-use crate::grpc::batched::BatchedWrites;
 use crate::grpc::flow::{FlowSettings, Supervisor};
 use crate::grpc::raw_feed::RawFeedService;
 use crate::host::feeds::{LiveFeeds, Pending};
@@ -197,15 +195,12 @@ pub async fn start(url: &BusUrl, settings: &Settings) -> anyhow::Result<RunningE
     let raw_feed = RawFeedService::new(live.clone(), settings.raw_feed)
         .with_access(access.clone())
         .with_flow(flow);
-    let reflection = || {
-        tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-    };
-    let reflection_v1alpha = reflection()
+    let reflection_v1alpha = crate::grpc::reflection()
         .build_v1alpha()
         .context("gRPC reflection (v1alpha)")?;
-    let reflection = reflection().build_v1().context("gRPC reflection")?;
+    let reflection = crate::grpc::reflection()
+        .build_v1()
+        .context("gRPC reflection")?;
     let (health_reporter, health) = tonic_health::server::health_reporter();
     tasks.push(tokio::spawn(crate::http::follow_freshness(
         health_reporter,
@@ -225,23 +220,11 @@ pub async fn start(url: &BusUrl, settings: &Settings) -> anyhow::Result<RunningE
             proto::venue_l1_gateway_server::VenueL1GatewayServer::new(raw_feed),
             check,
         ));
-    let writes = access.metrics().grpc_writes();
-    let admit = connections.clone();
-    let incoming = TcpIncoming::from(grpc_listener)
-        .with_nodelay(Some(true))
-        .filter_map(move |accepted| {
-            let admitted = match accepted {
-                Ok(socket) => socket
-                    .peer_addr()
-                    .ok()
-                    .and_then(|peer| admit.admit("grpc", peer.ip()).ok())
-                    .map(|guard| {
-                        Ok(BatchedWrites::new(socket, Arc::clone(&writes)).admitted(guard))
-                    }),
-                Err(error) => Some(Err(error)),
-            };
-            std::future::ready(admitted)
-        });
+    let incoming = crate::grpc::admitted_incoming(
+        grpc_listener,
+        connections.clone(),
+        access.metrics().grpc_writes(),
+    );
     tasks.push(tokio::spawn(async move {
         if let Err(error) = router.serve_with_incoming(incoming).await {
             tracing::error!(%error, "gRPC server stopped");
