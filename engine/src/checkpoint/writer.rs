@@ -128,14 +128,14 @@ impl Checkpointer {
         self.policy
     }
 
-    /// Whether a checkpoint of `market` is due at `now_ms`.
+    /// Whether a checkpoint of `market` is due at `now_ms`. A market that
+    /// started from empty books counts from the first block it folded
+    /// ([`Checkpointer::after_block`] notes it), not from block 0.
     pub fn due(&self, market: &Market, now_ms: i64) -> bool {
-        let Some(height) = market.height() else {
+        let (Some(height), Some(last)) = (market.height(), self.last_block) else {
             return false;
         };
-        let since = self
-            .last_block
-            .map_or(height.saturating_add(1), |last| height.saturating_sub(last));
+        let since = height.saturating_sub(last);
         let by_count = self.policy.every_blocks > 0 && since >= self.policy.every_blocks;
         let by_time = self.policy.every_ms > 0
             && since > 0
@@ -154,6 +154,9 @@ impl Checkpointer {
     /// and none is being written (a due checkpoint waits for the block
     /// after the write ends).
     pub fn after_block(&mut self, market: &Market, now_ms: i64) -> Progress {
+        if self.last_block.is_none() {
+            self.last_block = market.height();
+        }
         let mut progress = Progress {
             finished: self.collect(false),
             taken: None,

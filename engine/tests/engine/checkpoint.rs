@@ -1007,11 +1007,17 @@ fn the_checkpointer_writes_every_n_blocks_keeps_the_newest_and_leaves_no_tempora
         } {
             market.apply(&block);
             let progress = checkpointer.after_block(&market, 0);
-            if let Some(t) = progress.taken {
-                taken.push(t.block_number);
-            }
             if let Some(done) = progress.finished {
                 written.push(done.unwrap().written.block_number);
+            }
+            if let Some(t) = progress.taken {
+                taken.push(t.block_number);
+                // Waited for at once: how many are taken then does not
+                // depend on how fast a loaded machine writes (a due one
+                // waits for the write before it to end).
+                if let Some(done) = checkpointer.finish() {
+                    written.push(done.unwrap().written.block_number);
+                }
             }
         }
         if at_end {
@@ -1087,5 +1093,18 @@ fn a_checkpoint_is_due_by_count_or_by_time_once_a_block_was_folded() {
         0,
     );
     assert!(!off.due(&market, i64::MAX), "off");
+    // From empty books: nothing is due until counted from the first block
+    // folded (not from block 0), however high its number.
+    let mut empty = Checkpointer::new(&dir, policy, None, 5_000);
+    assert!(!empty.due(&market, 5_000), "nothing folded yet");
+    let progress = empty.after_block(&market, 5_000);
+    assert!(
+        progress.taken.is_none(),
+        "the first block folded is no reason"
+    );
+    assert!(
+        !empty.due(&market, 60_000),
+        "counted from the first block: none since, as for a fresh one"
+    );
     assert!(CheckpointPolicy::default().enabled());
 }
