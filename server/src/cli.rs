@@ -166,6 +166,11 @@ pub struct ReplayCommand {
     /// directory at or before --from-block, else an empty book.
     #[arg(long, value_name = "FILE")]
     pub snapshot: Option<PathBuf>,
+    /// Start from this engine checkpoint (`state_dir/checkpoints/…`, or one
+    /// an edge copied from the bus) instead of a snapshot: the fold goes on
+    /// after its block.
+    #[arg(long, value_name = "FILE", conflicts_with = "snapshot")]
+    pub checkpoint: Option<PathBuf>,
     /// First block to print frames for.
     #[arg(long, value_name = "N")]
     pub from_block: Option<u64>,

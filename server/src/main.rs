@@ -598,6 +598,7 @@ fn run_replay(command: ReplayCommand) -> anyhow::Result<()> {
             })?;
     let mut options = engine::replay::ReplayOptions::new(command.data, view);
     options.snapshot = command.snapshot;
+    options.checkpoint = command.checkpoint;
     options.from_block = command.from_block;
     options.to_block = command.to_block;
     options.selection.coins = command.coins;
