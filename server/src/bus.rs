@@ -1,7 +1,9 @@
 //! Scale-out over a message bus (NATS JetStream): the node host appends
 //! every record it reads from the node's files to one stream per feed
 //! ([`publisher`], `l1gate serve --publish`), and edge servers with no node
-//! files serve the raw feed from those streams ([`edge`], `l1gate edge`).
+//! files fold and serve those streams ([`edge`], `l1gate edge`), starting
+//! from the engine checkpoints the node host puts on the bus too
+//! ([`checkpoints`]).
 //!
 //! - [`url`]: the bus address with its credential kept apart and hidden;
 //! - [`settings`]: `publish_url` and the streams' retention;
@@ -12,6 +14,7 @@
 //!
 //! `docs/scale-out.md` is the operator's page.
 
+pub mod checkpoints;
 pub mod edge;
 pub mod mirror;
 pub mod publisher;

@@ -1,5 +1,8 @@
-//! `l1gate serve`: wires the feeds, the gRPC services (raw feed, reflection,
-//! health) and the HTTP edge, and runs them until Ctrl-C.
+//! `l1gate serve`: wires the feeds, the engine and candle store threads, the
+//! gRPC services (raw feed, market streaming, Transaction Stream,
+//! reflection, health) and the HTTP edge, and runs them until Ctrl-C. An
+//! edge (`l1gate edge`, [`crate::bus::edge`]) runs the same server over its
+//! copy of the bus ([`start_with`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -72,16 +75,44 @@ impl Drop for Running {
     }
 }
 
+/// What an edge (`l1gate edge`) brings to [`start_with`] in place of the
+/// node's files.
+#[derive(Debug)]
+pub struct FromBus {
+    /// The bus mirror, in the node's layout, written by the edge's
+    /// consumers.
+    pub live: Arc<LiveFeeds>,
+    /// The checkpoint the engine starts from: its directory holds it alone.
+    pub checkpoints: std::path::PathBuf,
+    /// The checkpoint's block.
+    pub block: u64,
+    /// The edge's own candle store directory (empty: primed from the
+    /// mirror's fills up to `block`).
+    pub candles: std::path::PathBuf,
+    /// The edge's bus connection and progress (`/healthz`, `/metrics`).
+    pub status: Arc<crate::bus::status::BusStatus>,
+}
+
 /// Starts serving `settings.data` (which must be set) and returns once the
 /// listeners are bound.
 ///
 /// # Errors
 /// When the keys file, the data directory or a listen address is unusable.
 pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
-    let data = settings
-        .data
-        .as_deref()
-        .context("serve: no data directory")?;
+    start_with(settings, None).await
+}
+
+/// [`start`], or with `from_bus` an edge's server: every API the node host
+/// serves, over the bus mirror, its market started from a checkpoint.
+///
+/// # Errors
+/// As [`start`]; an edge's checkpoint that cannot be used.
+pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyhow::Result<Running> {
+    let data_dir = match &from_bus {
+        Some(edge) => edge.live.data_dir().to_owned(),
+        None => settings.data.clone().context("serve: no data directory")?,
+    };
+    let data = data_dir.as_path();
     let keys = KeysFile::load(&settings.keys_file)?;
     let store = KeyStore::new(&keys);
     if store.is_empty() {
@@ -97,10 +128,15 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         Arc::new(Metrics::default()),
     );
     let connections = Connections::new(settings.connections, access.metrics().clone());
-    let live =
-        LiveFeeds::open(data).with_context(|| format!("data directory {}", data.display()))?;
-    live.refresh(crate::host::feeds::Pending::ALL);
-    warn_without_node_output(data, &live);
+    let live = if let Some(edge) = &from_bus {
+        edge.live.clone()
+    } else {
+        let live =
+            LiveFeeds::open(data).with_context(|| format!("data directory {}", data.display()))?;
+        live.refresh(crate::host::feeds::Pending::ALL);
+        warn_without_node_output(data, &live);
+        live
+    };
 
     let grpc_listener = TcpListener::bind(settings.grpc_addr)
         .await
@@ -118,9 +154,25 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
 
     // Scale-out: the node's records to the bus, beside serving them
     // (crate::bus::publisher); never in the serving path.
-    let bus = settings.publish.clone().map(|publish| {
-        let (status, task) = crate::bus::publisher::spawn(publish, live.clone());
-        tasks.push(task);
+    let publish = settings.publish.clone().filter(|_| from_bus.is_none());
+    if publish.is_some() {
+        anyhow::ensure!(
+            settings.checkpoints.enabled(),
+            "--publish: edges start from the engine checkpoints the publisher puts on the bus; \
+             set checkpoint_every_blocks or checkpoint_every_ms above 0"
+        );
+    }
+    let checkpoint_dir = settings.state_dir.join(engine::checkpoint::DIR_NAME);
+    let bus = match &from_bus {
+        Some(edge) => Some(edge.status.clone()),
+        None => publish.map(|publish| {
+            let (status, task) =
+                crate::bus::publisher::spawn(publish, live.clone(), checkpoint_dir.clone());
+            tasks.push(task);
+            status
+        }),
+    };
+    let bus = bus.map(|status| {
         let families = status.clone();
         access.metrics().render_also(move || families.families());
         crate::http::BusProbe(Arc::new(move || status.json(crate::unix_now_ms())))
@@ -132,8 +184,11 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
     let reflection = crate::grpc::reflection()
         .build_v1()
         .context("gRPC reflection")?;
+    let candle_dir = from_bus
+        .as_ref()
+        .map_or(settings.state_dir.as_path(), |edge| edge.candles.as_path());
     let (mut candle_store, recovery) =
-        CandleStore::open(&settings.state_dir, settings.candle_history_start_ms)
+        CandleStore::open(candle_dir, settings.candle_history_start_ms)
             .context("candle store (state_dir)")?;
     // Key usage beside it, under the same one-server-per-state_dir lock.
     let usage = access.keep_usage(&settings.state_dir);
@@ -173,6 +228,38 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
         },
     )
     .context("candle store thread")?;
+    let checkpoints = match &from_bus {
+        // The edge's candle store learns the candles of the mirror's fills
+        // up to the checkpoint before the engine goes on from it.
+        Some(edge) => {
+            let (dir, through, sink) = (data.to_owned(), edge.block, candle_sink.clone());
+            let primed = tokio::task::spawn_blocking(move || {
+                crate::host::candles::prime(&dir, through, &sink)
+            })
+            .await
+            .context("priming the candle store")?
+            .map_err(|error| anyhow::anyhow!("priming the candle store: {error}"))?;
+            tracing::info!(
+                blocks = primed,
+                through = edge.block,
+                "edge: candle store primed from the mirrored fills"
+            );
+            crate::host::engine::Checkpoints {
+                dir: edge.checkpoints.clone(),
+                policy: engine::checkpoint::CheckpointPolicy {
+                    every_blocks: 0,
+                    every_ms: 0,
+                    keep: 1,
+                },
+                at_catch_up: false,
+                origin: crate::host::engine::Origin::Checkpoint,
+            }
+        }
+        None => crate::host::engine::Checkpoints {
+            at_catch_up: settings.publish.is_some(),
+            ..crate::host::engine::Checkpoints::under(&settings.state_dir, settings.checkpoints)
+        },
+    };
     let (wakeups, dispatcher) = crate::host::wakeups::Wakeups::spawn();
     tasks.push(dispatcher);
     let engine = EngineThread::start(
@@ -187,10 +274,7 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
                     .unwrap_or(i64::MAX),
                 candles: settings.candle_streaming,
             },
-            checkpoints: Some(crate::host::engine::Checkpoints::under(
-                &settings.state_dir,
-                settings.checkpoints,
-            )),
+            checkpoints: Some(checkpoints),
         },
         Some(CandleFeed {
             from: candles_from,

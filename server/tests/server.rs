@@ -18,7 +18,8 @@ mod server {
     pub mod aptos_node;
     mod aptos_sdk;
     mod bad_node_data;
-    mod bus;
+    pub mod bus;
+    mod bus_views;
     mod candles;
     mod cli;
     mod connection_limits;

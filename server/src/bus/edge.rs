@@ -1,18 +1,27 @@
-//! `l1gate edge --nats nats://…`: a server with no node files that serves
-//! the raw feed (`VenueL1Gateway`) from the bus, with the node host's keys,
-//! limits and guarantees.
+//! `l1gate edge --nats nats://…`: a server with no node files that folds
+//! the bus and serves every API of the node host from it — the raw feed,
+//! the market streams, the exchange's WebSocket API, candles and Info —
+//! with the node host's keys, limits and guarantees.
 //!
 //! # How it serves
 //!
 //! One task per feed consumes the feed's JetStream stream (an ephemeral
 //! pull consumer, no acks) and appends each record, as one line, to a copy
-//! of the node's files under `<state_dir>/bus-mirror` ([`crate::bus::mirror`]);
-//! the raw feed service reads that copy exactly as the node host reads the
-//! node's files. Every record is the node's line byte for byte, positioned
-//! by the same block numbers and times, with the same filters, replay
-//! permits, idle timeout, slow-subscriber cut-offs and statuses. The copy
-//! starts empty at each start: an edge catches up from the first record the
-//! stream still holds.
+//! of the node's files under `<state_dir>/bus-mirror` ([`crate::bus::mirror`]).
+//! Every record is the node's line byte for byte, positioned by the same
+//! block numbers and times. The copy starts empty at each start: an edge
+//! copies from the first record the streams still hold.
+//!
+//! The server over that copy is the node host's own ([`crate::serve`]),
+//! with two differences: its market starts from the newest engine
+//! checkpoint the publisher put on the bus ([`crate::bus::checkpoints`]),
+//! copied into `<state_dir>/bus-checkpoints`, and its candle store
+//! (`<state_dir>/bus-candles`, also new at each start) is primed from the
+//! copied fills up to that checkpoint before the engine goes on after it
+//! ([`crate::host::candles::prime`]). Start-up waits for a checkpoint to
+//! exist and for the copy to reach the streams' ends, then listens. The
+//! raw feed reads the copy as the node host reads the node's files; the
+//! engine is woken by the copy's writes as by the node's.
 //!
 //! # Outages
 //!
@@ -26,10 +35,8 @@
 //! retention removed meanwhile are counted in `l1gate_bus_gaps_total` and
 //! logged).
 //!
-//! Not served here: order-book snapshots (whole files, not carried by the
-//! bus; their RPCs find none) and everything the market engine feeds
-//! (market streams, the WebSocket API, candles, Info), which needs the
-//! engine fed from the bus.
+//! Not served here: order-book snapshot files (whole files, not carried by
+//! the bus; their RPCs find none).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -41,25 +48,20 @@ use anyhow::Context as _;
 use async_nats::jetstream::{self, consumer};
 use feeds::{Source, SourceSet};
 use futures_util::{FutureExt as _, StreamExt as _};
-use tokio::net::TcpListener;
-use tonic::service::interceptor::InterceptedService;
 
-use crate::access::Access;
-use crate::access::auth::Auth;
-use crate::access::connections::Connections;
-use crate::access::keys::{KeyStore, KeysFile};
+use crate::access::keys::KeysFile;
+use crate::bus::checkpoints::OnBus;
 use crate::bus::mirror::{Mirror, Written};
 use crate::bus::status::{BusStatus, FeedState, Role};
 use crate::bus::subjects::{BUS_FEEDS, Placement, stream_name};
 use crate::bus::url::BusUrl;
 use crate::config::Settings;
-use crate::grpc::flow::{FlowSettings, Supervisor};
-use crate::grpc::raw_feed::RawFeedService;
 use crate::host::feeds::{LiveFeeds, Pending};
-use crate::metrics::Metrics;
 
-/// How often the keys file is checked for changes.
-const KEYS_RELOAD_EVERY: Duration = Duration::from_secs(1);
+/// How often the bucket is asked again while no checkpoint is there.
+const CHECKPOINT_POLL: Duration = Duration::from_millis(500);
+/// How often a wait at start-up says where it stands.
+const WAIT_LOG_EVERY: Duration = Duration::from_secs(10);
 /// Messages written per batch before readers are told.
 const WRITE_BATCH: usize = 1024;
 /// First wait after a consumer failure; doubled up to [`MAX_BACKOFF`].
@@ -83,6 +85,10 @@ pub struct RunningEdge {
     pub live: Arc<LiveFeeds>,
     /// The bus connection and each feed's progress.
     pub status: Arc<BusStatus>,
+    /// The block of the checkpoint the market started from.
+    pub started_from: u64,
+    /// The server over the mirror (every API of `l1gate serve`).
+    pub server: crate::serve::Running,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -94,25 +100,23 @@ impl Drop for RunningEdge {
     }
 }
 
-/// Connects to the bus and starts serving; returns once listening.
+/// Connects to the bus, copies its streams, waits for the publisher's
+/// newest checkpoint and for the copy to reach the streams' ends, then
+/// serves; returns once listening.
 ///
 /// # Errors
 /// The bus refuses the credentials, cannot be reached, or has no
 /// JetStream (each naming the URL, credential hidden); the keys file, the
-/// state directory or a listen address is unusable.
+/// state directory or a listen address is unusable; the checkpoint cannot
+/// be used.
 pub async fn start(url: &BusUrl, settings: &Settings) -> anyhow::Result<RunningEdge> {
     anyhow::ensure!(
         settings.data.is_none(),
         "edge: --data is for `l1gate serve`; an edge reads no node files, only the bus"
     );
-    let keys = KeysFile::load(&settings.keys_file)?;
-    let store = KeyStore::new(&keys);
-    if store.is_empty() {
-        tracing::warn!(
-            keys_file = %settings.keys_file.display(),
-            "no usable API key: every request will be rejected; create one with `l1gate keys add --account NAME`"
-        );
-    }
+    // The keys file is read again by the server below; a broken one is
+    // refused before the bus is even asked.
+    KeysFile::load(&settings.keys_file)?;
     let client = url.connect("l1gate edge").await?;
     // JetStream answers its API subject; a plain NATS server has no
     // responder there.
@@ -140,26 +144,7 @@ pub async fn start(url: &BusUrl, settings: &Settings) -> anyhow::Result<RunningE
     let live = LiveFeeds::open(&mirror_root)
         .with_context(|| format!("edge mirror {}", mirror_root.display()))?;
 
-    let auth = Auth::new(store);
-    let access = Access::new(
-        auth.clone(),
-        settings.access.clone(),
-        Arc::new(Metrics::default()),
-    );
-    let connections = Connections::new(settings.connections, access.metrics().clone());
-    let grpc_listener = TcpListener::bind(settings.grpc_addr)
-        .await
-        .with_context(|| format!("gRPC listen address {}", settings.grpc_addr))?;
-    let http_listener = TcpListener::bind(settings.http_addr)
-        .await
-        .with_context(|| format!("HTTP listen address {}", settings.http_addr))?;
-    let grpc_addr = grpc_listener.local_addr()?;
-    let http_addr = http_listener.local_addr()?;
-
-    let mut tasks = vec![
-        live.spawn_refresher(settings.raw_feed.poll_interval),
-        auth.spawn_reloader(settings.keys_file.clone(), KEYS_RELOAD_EVERY),
-    ];
+    let mut tasks = Vec::new();
     for source in BUS_FEEDS {
         let Some(state) = status.feed(source) else {
             continue;
@@ -177,94 +162,125 @@ pub async fn start(url: &BusUrl, settings: &Settings) -> anyhow::Result<RunningE
         };
         tasks.push(tokio::spawn(consumer.run()));
     }
-    {
-        let status = status.clone();
-        access.metrics().render_also(move || status.families());
+
+    // The market's starting state: the newest checkpoint on the bus, and
+    // the copy of the streams up to at least where they end now.
+    let checkpoint = newest_checkpoint(&context, url).await;
+    caught_up(&context, &status, url).await;
+    let checkpoint_dir = settings.state_dir.join("bus-checkpoints");
+    let candle_dir = settings.state_dir.join("bus-candles");
+    for dir in [&checkpoint_dir, &candle_dir] {
+        empty_dir(dir)?;
     }
-
-    let (flow, sweeper) = Supervisor::spawn(
-        FlowSettings {
-            send_timeout: settings.raw_feed.send_timeout,
-            market_max_lag: settings.market_max_lag,
-        },
-        access.metrics().clone(),
-        None,
-        Some(access.clone()),
+    let path = crate::bus::checkpoints::download(&context, &checkpoint, &checkpoint_dir)
+        .await
+        .map_err(|error| url.error(format!("{error:#}")))?;
+    tracing::info!(
+        path = %path.display(),
+        block = checkpoint.block,
+        bytes = checkpoint.bytes,
+        "edge: starting from the publisher's engine checkpoint"
     );
-    tasks.push(sweeper);
-    let raw_feed = RawFeedService::new(live.clone(), settings.raw_feed)
-        .with_access(access.clone())
-        .with_flow(flow);
-    let reflection_v1alpha = crate::grpc::reflection()
-        .build_v1alpha()
-        .context("gRPC reflection (v1alpha)")?;
-    let reflection = crate::grpc::reflection()
-        .build_v1()
-        .context("gRPC reflection")?;
-    let (health_reporter, health) = tonic_health::server::health_reporter();
-    tasks.push(tokio::spawn(crate::http::follow_freshness(
-        health_reporter,
-        live.clone(),
-        settings.max_data_age,
-        vec![<proto::venue_l1_gateway_server::VenueL1GatewayServer<RawFeedService> as tonic::server::NamedService>::NAME],
-    )));
-    let check = {
-        let access = access.clone();
-        move |request| access.intercept(request)
-    };
-    let router = tonic::transport::Server::builder()
-        .add_service(health)
-        .add_service(InterceptedService::new(reflection, check.clone()))
-        .add_service(InterceptedService::new(reflection_v1alpha, check.clone()))
-        .add_service(InterceptedService::new(
-            proto::venue_l1_gateway_server::VenueL1GatewayServer::new(raw_feed),
-            check,
-        ));
-    let incoming = crate::grpc::admitted_incoming(
-        grpc_listener,
-        connections.clone(),
-        access.metrics().grpc_writes(),
+    status
+        .checkpoint_block
+        .store(checkpoint.block, Ordering::Release);
+    let server = crate::serve::start_with(
+        settings,
+        Some(crate::serve::FromBus {
+            live: live.clone(),
+            checkpoints: checkpoint_dir,
+            block: checkpoint.block,
+            candles: candle_dir,
+            status: status.clone(),
+        }),
+    )
+    .await?;
+    tracing::info!(
+        grpc_addr = %server.grpc_addr,
+        http_addr = %server.http_addr,
+        bus = %url,
+        "edge serving from the bus"
     );
-    tasks.push(tokio::spawn(async move {
-        if let Err(error) = router.serve_with_incoming(incoming).await {
-            tracing::error!(%error, "gRPC server stopped");
-        }
-    }));
-
-    let bus_probe = {
-        let status = status.clone();
-        crate::http::BusProbe(Arc::new(move || status.json(crate::unix_now_ms())))
-    };
-    let health = crate::http::Health {
-        live: live.clone(),
-        max_data_age: settings.max_data_age,
-        candles: None,
-        auth: Some(access.auth().clone()),
-        networks: None,
-        bus: Some(bus_probe),
-    };
-    let metrics = access.metrics().clone();
-    let http = crate::http::router(health, access, axum::Router::new());
-    tasks.push(tokio::spawn(crate::http::listen::serve(
-        http_listener,
-        http,
-        connections,
-        settings.http_timeouts,
-        metrics,
-    )));
-    tracing::info!(%grpc_addr, %http_addr, bus = %url, "edge serving the raw feed from the bus");
     Ok(RunningEdge {
-        grpc_addr,
-        http_addr,
+        grpc_addr: server.grpc_addr,
+        http_addr: server.http_addr,
         live,
         status,
+        started_from: checkpoint.block,
+        server,
         tasks,
     })
 }
 
-/// Empties (or creates) the edge's mirror directory: it is the edge's own,
-/// rebuilt from the bus at every start.
-fn fresh_dir(dir: &Path) -> anyhow::Result<()> {
+/// Waits for a checkpoint on the bus (a publisher puts its first one there
+/// once its fold catches up with the node); the newest.
+async fn newest_checkpoint(context: &jetstream::Context, url: &BusUrl) -> OnBus {
+    let waiting_since = Instant::now();
+    let mut last_log: Option<Instant> = None;
+    loop {
+        let why = match crate::bus::checkpoints::newest(context).await {
+            Ok(Some(newest)) => return newest,
+            Ok(None) => "the bucket holds none yet".to_owned(),
+            Err(error) => url.redact(&format!("{error:#}")),
+        };
+        if last_log.is_none_or(|at| at.elapsed() >= WAIT_LOG_EVERY) {
+            last_log = Some(Instant::now());
+            tracing::warn!(
+                bucket = crate::bus::checkpoints::BUCKET,
+                waited_s = waiting_since.elapsed().as_secs(),
+                %why,
+                "edge: waiting for the publisher's first engine checkpoint on the bus \
+                 (`l1gate serve --publish` puts one there once it has caught up with the node)"
+            );
+        }
+        tokio::time::sleep(CHECKPOINT_POLL).await;
+    }
+}
+
+/// Waits until the copy holds every record the streams held when asked.
+async fn caught_up(context: &jetstream::Context, status: &BusStatus, url: &BusUrl) {
+    let mut ends = Vec::new();
+    for source in BUS_FEEDS {
+        // A feed the node does not write has no stream.
+        if let Ok(mut stream) = context.get_stream(stream_name(source)).await
+            && let Ok(info) = stream.info().await
+            && info.state.last_sequence > 0
+            && let Some(state) = status.feed(source)
+        {
+            ends.push((source, state, info.state.last_sequence));
+        }
+    }
+    let waiting_since = Instant::now();
+    let mut last_log = Instant::now();
+    while ends
+        .iter()
+        .any(|(_, state, end)| state.last_sequence.load(Ordering::Acquire) < *end)
+    {
+        if last_log.elapsed() >= WAIT_LOG_EVERY {
+            last_log = Instant::now();
+            let behind: Vec<String> = ends
+                .iter()
+                .map(|(source, state, end)| {
+                    format!(
+                        "{} {}/{end}",
+                        source.feed_id(),
+                        state.last_sequence.load(Ordering::Acquire)
+                    )
+                })
+                .collect();
+            tracing::info!(
+                bus = %url,
+                waited_s = waiting_since.elapsed().as_secs(),
+                progress = %behind.join(", "),
+                "edge: copying the streams before serving"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Empties (or creates) one of the edge's own directories.
+fn empty_dir(dir: &Path) -> anyhow::Result<()> {
     match std::fs::remove_dir_all(dir) {
         Ok(()) => {}
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
@@ -272,8 +288,15 @@ fn fresh_dir(dir: &Path) -> anyhow::Result<()> {
             return Err(error).with_context(|| format!("emptying {}", dir.display()));
         }
     }
-    std::fs::create_dir_all(dir.join("hl").join("data"))
-        .with_context(|| format!("creating {}", dir.display()))
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))
+}
+
+/// Empties (or creates) the edge's mirror directory: it is the edge's own,
+/// rebuilt from the bus at every start.
+fn fresh_dir(dir: &Path) -> anyhow::Result<()> {
+    empty_dir(dir)?;
+    let data = dir.join("hl").join("data");
+    std::fs::create_dir_all(&data).with_context(|| format!("creating {}", data.display()))
 }
 
 /// Consumes one feed's stream into its mirror.

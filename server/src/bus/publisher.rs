@@ -76,13 +76,19 @@ type PublishError = jetstream::context::PublishError;
 pub fn spawn(
     settings: PublishSettings,
     live: Arc<LiveFeeds>,
+    checkpoints: std::path::PathBuf,
 ) -> (Arc<BusStatus>, tokio::task::JoinHandle<()>) {
     let status = BusStatus::new(Role::Publisher, &settings.url);
-    let task = tokio::spawn(run(settings, live, status.clone()));
+    let task = tokio::spawn(run(settings, live, checkpoints, status.clone()));
     (status, task)
 }
 
-async fn run(settings: PublishSettings, live: Arc<LiveFeeds>, status: Arc<BusStatus>) {
+async fn run(
+    settings: PublishSettings,
+    live: Arc<LiveFeeds>,
+    checkpoints: std::path::PathBuf,
+    status: Arc<BusStatus>,
+) {
     let url = &settings.url;
     let mut backoff = FIRST_BACKOFF;
     let mut attempts = 0u32;
@@ -123,6 +129,12 @@ async fn run(settings: PublishSettings, live: Arc<LiveFeeds>, status: Arc<BusSta
     let mut context = jetstream::new(client);
     context.set_timeout(ACK_TIMEOUT);
     let mut tasks = JoinSet::new();
+    tasks.spawn(crate::bus::checkpoints::upload(
+        context.clone(),
+        settings.clone(),
+        checkpoints,
+        status.clone(),
+    ));
     for source in BUS_FEEDS {
         let (Some(feed), Some(state)) = (live.feed(source), status.feed(source)) else {
             continue;

@@ -38,6 +38,10 @@ pub struct BusStatus {
     client: Mutex<Option<async_nats::Client>>,
     error: Mutex<Option<String>>,
     feeds: BTreeMap<Source, Arc<FeedState>>,
+    /// Block of the newest engine checkpoint put on the bus (publisher) or
+    /// started from (edge); 0 before any.
+    pub checkpoint_block: AtomicU64,
+    checkpoint_error: Mutex<Option<String>>,
 }
 
 /// One feed's progress on the bus.
@@ -99,7 +103,14 @@ impl BusStatus {
                 .iter()
                 .map(|&source| (source, Arc::new(FeedState::default())))
                 .collect(),
+            checkpoint_block: AtomicU64::new(0),
+            checkpoint_error: Mutex::new(None),
         })
+    }
+
+    /// Sets or clears the problem putting checkpoints on the bus.
+    pub fn set_checkpoint_error(&self, error: Option<String>) {
+        *self.checkpoint_error.lock() = error;
     }
 
     /// The connected client (its state says whether it is up).
@@ -150,6 +161,10 @@ impl BusStatus {
             "connected": self.connected(),
             "error": self.error.lock().clone(),
             "feeds": feeds,
+            "checkpoint": {
+                "block": Some(self.checkpoint_block.load(Ordering::Acquire)).filter(|&b| b > 0),
+                "error": self.checkpoint_error.lock().clone(),
+            },
         })
     }
 
@@ -203,6 +218,12 @@ impl BusStatus {
                 kind: "gauge",
                 help: "JetStream stream sequence of the last record moved, by feed.",
                 samples: per_feed(&|s| load(&s.last_sequence)),
+            },
+            Family {
+                name: "l1gate_bus_checkpoint_block",
+                kind: "gauge",
+                help: "Block of the newest engine checkpoint put on the bus (publisher) or started from (edge).",
+                samples: vec![(String::new(), load(&self.checkpoint_block))],
             },
             Family {
                 name: "l1gate_bus_rejected_total",

@@ -191,17 +191,6 @@ fn rebuild(
     let oldest_open = Interval::Minute5
         .bucket_open(after)
         .max(watermark.coverage_start_ms);
-    let feed = Feed::open(data_dir, Source::Fills).map_err(|e| e.to_string())?;
-    let mut source = BlockSource::new(
-        vec![feed],
-        SourceOptions {
-            fills_from: Some(Start::Timestamp(
-                oldest_open.saturating_sub(REPLAY_MARGIN_MS),
-            )),
-            ..SourceOptions::from_block(0)
-        },
-    )
-    .map_err(|e| e.to_string())?;
     let mut market = Market::new(Needs {
         trades: true,
         candles: true,
@@ -209,43 +198,32 @@ fn rebuild(
     });
     let mut first_ms = None;
     let mut rebuilt: Vec<Candle> = Vec::new();
-    let mut fold = |block: engine::block::Block, rebuilt: &mut Vec<Candle>| -> bool {
-        if block.time_ms > span.through_ms {
-            return false;
-        }
-        let first = *first_ms.get_or_insert(block.time_ms);
-        market.apply(&block);
-        // Complete buckets only: none that opened before the first block
-        // read.
-        rebuilt.extend(
-            market
-                .candles()
-                .closed()
-                .iter()
-                .filter(|c| {
-                    INTERVALS.contains(&c.interval)
-                        && c.open_time >= first
-                        && c.open_time >= oldest_open
-                })
-                .cloned(),
-        );
-        true
-    };
-    let now = crate::unix_now_ms();
-    'read: loop {
-        let read = source.read(now).map_err(|e| e.to_string())?;
-        while let Some(block) = source.pop(now) {
-            if !fold(block, &mut rebuilt) {
-                break 'read;
+    fold_fills(
+        data_dir,
+        Start::Timestamp(oldest_open.saturating_sub(REPLAY_MARGIN_MS)),
+        |block| {
+            if block.time_ms > span.through_ms {
+                return false;
             }
-        }
-        if read == 0 {
-            if let Some(block) = source.finish() {
-                fold(block, &mut rebuilt);
-            }
-            break;
-        }
-    }
+            let first = *first_ms.get_or_insert(block.time_ms);
+            market.apply(&block);
+            // Complete buckets only: none that opened before the first block
+            // read.
+            rebuilt.extend(
+                market
+                    .candles()
+                    .closed()
+                    .iter()
+                    .filter(|c| {
+                        INTERVALS.contains(&c.interval)
+                            && c.open_time >= first
+                            && c.open_time >= oldest_open
+                    })
+                    .cloned(),
+            );
+            true
+        },
+    )?;
     if first_ms.is_none_or(|first| first > oldest_open) {
         return Ok(None);
     }
@@ -253,6 +231,72 @@ fn rebuild(
         .commit(&rebuilt, watermark)
         .map(Some)
         .map_err(|e| e.to_string())
+}
+
+/// Primes an edge's candle store: folds the trades of `data_dir`'s fills
+/// from the first block through block `through` and hands each block's
+/// candles to the store thread through `sink`, as the engine thread would
+/// have, had it folded from there. The engine then starts from the
+/// checkpoint at `through` and goes on with the next block, so the store
+/// covers what the files hold, not only what came after the checkpoint.
+/// Returns the blocks folded.
+///
+/// # Errors
+/// When the fills cannot be read.
+pub fn prime(
+    data_dir: &std::path::Path,
+    through: u64,
+    sink: &crossbeam_channel::Sender<CandleMessage>,
+) -> Result<u64, String> {
+    let mut market = Market::new(Needs {
+        trades: true,
+        candles: true,
+        ..Needs::NONE
+    });
+    let mut folded = 0;
+    fold_fills(data_dir, Start::BlockNumber(0), |block| {
+        if block.number > through {
+            return false;
+        }
+        market.apply(&block);
+        folded += 1;
+        sink.send(CandleMessage::Block(CandleBlock::of(market.candles())))
+            .is_ok()
+    })?;
+    Ok(folded)
+}
+
+/// Reads `data_dir`'s fills block by block from `from`, handing each to
+/// `each` until it answers `false` or the files end.
+fn fold_fills(
+    data_dir: &std::path::Path,
+    from: Start,
+    mut each: impl FnMut(engine::block::Block) -> bool,
+) -> Result<(), String> {
+    let feed = Feed::open(data_dir, Source::Fills).map_err(|e| e.to_string())?;
+    let mut source = BlockSource::new(
+        vec![feed],
+        SourceOptions {
+            fills_from: Some(from),
+            ..SourceOptions::from_block(0)
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    let now = crate::unix_now_ms();
+    loop {
+        let read = source.read(now).map_err(|e| e.to_string())?;
+        while let Some(block) = source.pop(now) {
+            if !each(block) {
+                return Ok(());
+            }
+        }
+        if read == 0 {
+            if let Some(block) = source.finish() {
+                each(block);
+            }
+            return Ok(());
+        }
+    }
 }
 
 /// Handle to the store thread; dropping it stops the thread (after a last

@@ -111,6 +111,25 @@ pub struct Checkpoints {
     pub dir: PathBuf,
     /// When one is written and how many are kept.
     pub policy: CheckpointPolicy,
+    /// Also take one as soon as the fold first catches up with the files
+    /// (a publisher does, so that edges have a starting state at once).
+    pub at_catch_up: bool,
+    /// Where the market must start from.
+    pub origin: Origin,
+}
+
+/// Where the market starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// The node host: the newest usable checkpoint, else the newest node
+    /// snapshot (else empty books), with the candle store's resume point
+    /// bounding which checkpoint is usable.
+    NodeFiles,
+    /// An edge: a checkpoint, which must be usable (the bus carries no node
+    /// snapshots); the candle store was primed up to it
+    /// ([`crate::host::candles::prime`]), so its resume point does not
+    /// apply.
+    Checkpoint,
 }
 
 impl Checkpoints {
@@ -119,6 +138,8 @@ impl Checkpoints {
         Self {
             dir: state_dir.join(engine::checkpoint::DIR_NAME),
             policy,
+            at_catch_up: false,
+            origin: Origin::NodeFiles,
         }
     }
 }
@@ -482,8 +503,15 @@ impl<'s> Writer<'s> {
             .into_iter()
             .filter_map(|source| live.feed(source))
             .collect();
+        let origin = settings
+            .checkpoints
+            .as_ref()
+            .map_or(Origin::NodeFiles, |checkpoints| checkpoints.origin);
         let (sink, candle_start) = match candles {
-            Some(feed) => (Some(feed.sink), first_block_at(live, feed.from)),
+            Some(feed) if origin == Origin::NodeFiles => {
+                (Some(feed.sink), first_block_at(live, feed.from))
+            }
+            Some(feed) => (Some(feed.sink), None),
             None => (None, None),
         };
         let resumed = settings.checkpoints.as_ref().and_then(|checkpoints| {
@@ -496,6 +524,16 @@ impl<'s> Writer<'s> {
         });
         let mut market = match resumed {
             Some(market) => market,
+            None if origin == Origin::Checkpoint => {
+                return Err(format!(
+                    "no usable engine checkpoint in {} to start from (the reasons are logged \
+                     above)",
+                    settings
+                        .checkpoints
+                        .as_ref()
+                        .map_or_else(String::new, |c| c.dir.display().to_string())
+                ));
+            }
             None => match latest_snapshot {
                 Some(file) => {
                     let bytes = live.snapshots().read(&file).map_err(|e| e.to_string())?;
@@ -554,6 +592,7 @@ impl<'s> Writer<'s> {
                     if let Some(sink) = &self.candles {
                         let _ = sink.send(CandleMessage::CaughtUp);
                     }
+                    self.checkpoint_at_catch_up();
                 }
                 // Idle, or a read failed: wait for the next change (or the
                 // backup poll) and read again.
@@ -569,6 +608,21 @@ impl<'s> Writer<'s> {
                     }
                 }
             }
+        }
+    }
+
+    /// Takes a checkpoint on first catching up, when asked to (after the
+    /// one being written, if any: that one was captured on the way).
+    fn checkpoint_at_catch_up(&mut self) {
+        let asked = self
+            .settings
+            .checkpoints
+            .as_ref()
+            .is_some_and(|checkpoints| checkpoints.at_catch_up);
+        if let Some(checkpointer) = self.checkpointer.as_mut().filter(|_| asked)
+            && self.market.height().is_some()
+        {
+            log_checkpoint(checkpointer.take_now(&self.market, crate::unix_now_ms()));
         }
     }
 

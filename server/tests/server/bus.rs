@@ -203,8 +203,10 @@ impl Drop for Nats {
 
 /// A node directory grown by a background writer from the simulator's
 /// output (all six line feeds, by-block layout, `replica_cmds` included).
-struct GrowingNode {
+pub struct GrowingNode {
     dir: tempfile::TempDir,
+    /// The first block written.
+    first: u64,
     /// Last block written per node directory.
     last: BTreeMap<String, u64>,
     stop: Arc<AtomicBool>,
@@ -213,7 +215,7 @@ struct GrowingNode {
 
 impl GrowingNode {
     /// `blocks` blocks; the first `initial` at once, then one every `every`.
-    fn start(blocks: u64, initial: u64, every: Duration) -> GrowingNode {
+    pub fn start(blocks: u64, initial: u64, every: Duration) -> GrowingNode {
         let source = tempfile::tempdir().unwrap();
         let mut cfg = fixtures::SimConfig::small(21);
         cfg.mode = fixtures::OutputMode::ByBlock;
@@ -288,20 +290,26 @@ impl GrowingNode {
         };
         GrowingNode {
             dir,
+            first,
             last,
             stop,
             writer: Some(writer),
         }
     }
 
-    fn path(&self) -> &Path {
+    pub fn path(&self) -> &Path {
         self.dir.path()
     }
 
-    fn finished(&self) -> bool {
+    pub fn finished(&self) -> bool {
         self.writer
             .as_ref()
             .is_none_or(std::thread::JoinHandle::is_finished)
+    }
+
+    /// The first block written.
+    pub fn first_block(&self) -> u64 {
+        self.first
     }
 
     /// The last block of a feed (`None` when the simulator wrote none).
@@ -346,7 +354,7 @@ fn files(root: &Path) -> Vec<PathBuf> {
 // ---------------------------------------------------------------- servers
 
 /// A node host publishing `node` to `nats`.
-async fn publisher(node: &Path, nats: &str) -> TestServer {
+pub async fn publisher(node: &Path, nats: &str) -> TestServer {
     let url = nats.to_owned();
     TestServer::start(node, move |args| {
         args.publish_url = Some(url);
@@ -358,13 +366,13 @@ async fn publisher(node: &Path, nats: &str) -> TestServer {
 }
 
 /// An edge on `nats` with the node host's keys.
-struct Edge {
-    running: RunningEdge,
-    _state: tempfile::TempDir,
+pub struct Edge {
+    pub running: RunningEdge,
+    pub state: tempfile::TempDir,
 }
 
 impl Edge {
-    async fn start(nats: &str, keys_file: &Path) -> anyhow::Result<Edge> {
+    pub async fn start(nats: &str, keys_file: &Path) -> anyhow::Result<Edge> {
         let state = tempfile::tempdir().unwrap();
         let settings = ServeArgs {
             keys_file: Some(keys_file.to_owned()),
@@ -377,10 +385,7 @@ impl Edge {
         .unwrap();
         let url = BusUrl::parse(nats).map_err(anyhow::Error::msg)?;
         let running = l1gate::bus::edge::start(&url, &settings).await?;
-        Ok(Edge {
-            running,
-            _state: state,
-        })
+        Ok(Edge { running, state })
     }
 }
 
@@ -724,13 +729,33 @@ async fn bad_credentials_and_unreachable_buses_are_named_without_the_password() 
         "{error}"
     );
 
-    // The right password connects.
-    let edge = Edge::start(&nats.url(), &keys_file).await.unwrap();
+    // The right password connects; with no publisher yet, the edge waits
+    // for an engine checkpoint on the bus and starts once one is there.
+    let waiting = {
+        let (url, keys_file) = (nats.url(), keys_file.clone());
+        tokio::spawn(async move { Edge::start(&url, &keys_file).await })
+    };
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        !waiting.is_finished(),
+        "the edge started with nothing to start from"
+    );
+    let node = GrowingNode::start(5, 5, Duration::ZERO);
+    let _right = publisher(node.path(), &nats.url()).await;
+    let edge = tokio::time::timeout(WAIT, waiting)
+        .await
+        .expect("the edge starts once a checkpoint is on the bus")
+        .unwrap()
+        .unwrap();
     assert_eq!(bus_health(edge.running.http_addr).await["connected"], true);
+    assert_eq!(
+        Some(edge.running.started_from),
+        node.last_block(Source::Fills),
+        "the edge starts from the publisher's checkpoint at its catch-up"
+    );
 
     // A node host with a wrong password serves anyway and says why it
     // does not publish.
-    let node = GrowingNode::start(5, 5, Duration::ZERO);
     let host = publisher(node.path(), &wrong).await;
     let mut client = host.client().await;
     let mut fills = open(&mut client, Source::Fills, host.req(from_block(1))).await;

@@ -29,7 +29,7 @@ const INITIAL: u64 = 60;
 
 /// A received message as `l1gate replay` prints it: proto field names,
 /// every field, enum names, 64-bit integers as numbers; nulls dropped.
-fn json<M: Message>(pool: &DescriptorPool, name: &str, message: &M) -> Value {
+pub fn json<M: Message>(pool: &DescriptorPool, name: &str, message: &M) -> Value {
     let desc = pool
         .get_message_by_name(&format!("venue_l1_gateway.v3.{name}"))
         .unwrap();
@@ -60,7 +60,7 @@ fn clean(value: Value) -> Value {
 }
 
 /// Removes `keys` from an object (and from each entry of its `diffs`).
-fn without(mut value: Value, keys: &[&str]) -> Value {
+pub fn without(mut value: Value, keys: &[&str]) -> Value {
     if let Some(map) = value.as_object_mut() {
         for key in keys {
             map.remove(*key);
@@ -121,7 +121,7 @@ fn assert_frames_equal(view: &str, live: &[Value], expected: &[Value]) {
 }
 
 /// Collects a stream's messages until `done` is set and the stream is quiet.
-fn collect<M: Send + 'static>(
+pub fn collect<M: Send + 'static>(
     mut stream: tonic::Streaming<M>,
     done: Arc<AtomicBool>,
 ) -> tokio::task::JoinHandle<Vec<M>> {

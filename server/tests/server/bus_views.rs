@@ -1,0 +1,444 @@
+//! An edge's market against the node host's, over a real NATS JetStream
+//! server: an edge started while the node writes begins from the engine
+//! checkpoint the publisher put on the bus, and from then on every market
+//! view it streams equals the node host's stream of the same subscription,
+//! frame for frame, and its candle history (primed from the bus before the
+//! checkpoint) answers Info's `candleSnapshot` as the node host does. The
+//! checkpoint it copied replays with `l1gate replay --checkpoint`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use prost_reflect::DescriptorPool;
+use proto::market_streaming_client::MarketStreamingClient;
+use proto::v3 as pb;
+use serde_json::{Value, json};
+use tokio::task::JoinHandle;
+
+use super::bus::{Edge, GrowingNode, Nats, publisher};
+use super::market_views::{actors, collect, json, without};
+use super::standin::post_json;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// Where a frame sits: its block (or, for mids, its time).
+fn position(frame: &Value) -> i64 {
+    frame
+        .get("block_number")
+        .or_else(|| frame.get("snapshot").and_then(|s| s.get("block_number")))
+        .or_else(|| frame.get("diff").and_then(|d| d.get("block_number")))
+        .or_else(|| frame.get("time"))
+        .and_then(Value::as_i64)
+        .unwrap_or_else(|| panic!("no position in {frame}"))
+}
+
+/// Numbering a subscriber's own frames carry: not part of the comparison.
+const NUMBERING: [&str; 3] = ["sequence", "seq", "prev_seq"];
+
+/// Every block-derived view, subscribed the same way on `addr`.
+async fn subscribe_all(
+    addr: std::net::SocketAddr,
+    key: &str,
+    user: &str,
+    builder: &str,
+    done: &Arc<AtomicBool>,
+) -> Vec<(&'static str, JoinHandle<Vec<Value>>)> {
+    let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut client = MarketStreamingClient::new(channel).max_decoding_message_size(256 << 20);
+    let pool = Arc::new(DescriptorPool::decode(proto::FILE_DESCRIPTOR_SET).unwrap());
+    let coins = vec!["BTC".to_owned(), "ETH".to_owned()];
+    let mut views = Vec::new();
+    macro_rules! open {
+        ($name:literal, $rpc:ident, $message:literal, $request:expr) => {{
+            let mut request = tonic::Request::new($request);
+            request
+                .metadata_mut()
+                .insert("x-api-key", key.parse().unwrap());
+            let stream = client.$rpc(request).await.unwrap().into_inner();
+            let frames = collect(stream, done.clone());
+            let pool = pool.clone();
+            views.push((
+                $name,
+                tokio::spawn(async move {
+                    frames
+                        .await
+                        .unwrap()
+                        .iter()
+                        .map(|m| without(json(&pool, $message, m), &NUMBERING))
+                        .collect()
+                }),
+            ));
+        }};
+    }
+    open!(
+        "bbo",
+        stream_bbo,
+        "BboUpdate",
+        pb::BboRequest {
+            coins: coins.clone()
+        }
+    );
+    open!(
+        "l2book",
+        stream_l2_book,
+        "L2BookUpdate",
+        pb::L2BookRequest {
+            coin: "BTC".into(),
+            n_levels: Some(5),
+            ..pb::L2BookRequest::default()
+        }
+    );
+    open!(
+        "l2diff",
+        stream_l2_book_diff,
+        "L2BookDiffUpdate",
+        pb::L2BookDiffRequest {
+            coins: coins.clone(),
+            n_levels: Some(5),
+            ..pb::L2BookDiffRequest::default()
+        }
+    );
+    open!(
+        "l4book",
+        stream_l4_book,
+        "L4BookUpdate",
+        pb::L4BookRequest {
+            coin: "ETH".into(),
+            ..pb::L4BookRequest::default()
+        }
+    );
+    open!(
+        "l4updates",
+        stream_l4_order_updates,
+        "L4OrderUpdate",
+        pb::L4OrderUpdatesRequest {
+            coins: vec!["BTC".into()],
+            ..pb::L4OrderUpdatesRequest::default()
+        }
+    );
+    open!(
+        "tpsl",
+        stream_tpsl_updates,
+        "TpslUpdate",
+        pb::TpslUpdatesRequest::default()
+    );
+    open!(
+        "trades",
+        stream_trades,
+        "TradesUpdate",
+        pb::TradesRequest {
+            coins: coins.clone()
+        }
+    );
+    open!(
+        "all fills",
+        stream_all_fills,
+        "FillsUpdate",
+        pb::AllFillsRequest::default()
+    );
+    open!(
+        "user fills",
+        stream_user_fills,
+        "FillsUpdate",
+        pb::UserFillsRequest {
+            user: user.to_owned(),
+            ..pb::UserFillsRequest::default()
+        }
+    );
+    open!(
+        "builder fills",
+        stream_builder_fills,
+        "FillsUpdate",
+        pb::BuilderFillsRequest {
+            builder: builder.to_owned(),
+            ..pb::BuilderFillsRequest::default()
+        }
+    );
+    open!(
+        "liquidation fills",
+        stream_liquidation_fills,
+        "FillsUpdate",
+        pb::LiquidationFillsRequest::default()
+    );
+    open!(
+        "order updates",
+        stream_order_updates,
+        "OrderStatusesUpdate",
+        pb::OrderUpdatesRequest {
+            users: vec![user.to_owned()]
+        }
+    );
+    open!(
+        "mids",
+        stream_all_mids,
+        "AllMidsUpdate",
+        pb::AllMidsRequest {}
+    );
+    open!(
+        "candles",
+        stream_candle,
+        "CandleUpdate",
+        pb::CandleRequest {
+            coin: "BTC".into(),
+            interval: "1s".into(),
+        }
+    );
+    views
+}
+
+/// Waits until the node wrote everything and both engines folded it all;
+/// the last block.
+async fn settled(node: &GrowingNode, heights: &[&dyn Fn() -> u64]) -> u64 {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let mut last = (Vec::new(), std::time::Instant::now());
+    loop {
+        let now: Vec<u64> = heights.iter().map(|height| height()).collect();
+        if now != last.0 {
+            last = (now.clone(), std::time::Instant::now());
+        } else if node.finished()
+            && last.1.elapsed() > Duration::from_millis(800)
+            && now.windows(2).all(|pair| pair[0] == pair[1])
+        {
+            return now[0];
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the engines did not settle: heights {now:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edges_market_views_candles_and_info_equal_the_node_hosts() {
+    let nats = Nats::start();
+    let node = GrowingNode::start(420, 150, Duration::from_millis(25));
+    let host = publisher(node.path(), &nats.url()).await;
+    let edge = Edge::start(&nats.url(), &host.keys_file).await.unwrap();
+    // It started from a checkpoint of the publisher's, taken while the
+    // node was still writing.
+    let started = edge.running.started_from;
+    let first = node.first_block();
+    assert!(
+        started >= first + 150,
+        "edge started from block {started}, the node's first is {first}"
+    );
+    let bus: Value = serde_json::from_str(
+        &super::access_support::http_get(edge.running.http_addr, "/healthz", None)
+            .await
+            .text,
+    )
+    .unwrap();
+    assert_eq!(bus["bus"]["checkpoint"]["block"], started, "{bus:#}");
+
+    // Both engines past their start (the edge's folds its copy after the
+    // checkpoint first).
+    for engine in [&host.running.engine, &edge.running.server.engine] {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while !engine.status().ready() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "an engine never caught up"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let acts = actors(node.path());
+    let done = Arc::new(AtomicBool::new(false));
+    let on_host = subscribe_all(
+        host.running.grpc_addr,
+        &host.key,
+        &acts.user,
+        &acts.builder,
+        &done,
+    )
+    .await;
+    let on_edge = subscribe_all(
+        edge.running.grpc_addr,
+        &host.key,
+        &acts.user,
+        &acts.builder,
+        &done,
+    )
+    .await;
+    let host_engine = host.running.engine.status().clone();
+    let edge_engine = edge.running.server.engine.status().clone();
+    let last = settled(&node, &[&|| host_engine.height(), &|| edge_engine.height()]).await;
+    assert!(
+        last > started + 100,
+        "too few blocks after the edge started"
+    );
+    done.store(true, Ordering::SeqCst);
+
+    let mut compared = 0;
+    for ((view, host_frames), (_, edge_frames)) in on_host.into_iter().zip(on_edge) {
+        let host_frames = host_frames.await.unwrap();
+        let edge_frames = edge_frames.await.unwrap();
+        // From the first block both subscriptions had opened by on.
+        let opened = |frames: &[Value]| frames.first().map_or(i64::MAX, position);
+        let from = opened(&host_frames).max(opened(&edge_frames));
+        let mut host_frames: Vec<Value> = host_frames
+            .into_iter()
+            .filter(|f| position(f) > from)
+            .collect();
+        let mut edge_frames: Vec<Value> = edge_frames
+            .into_iter()
+            .filter(|f| position(f) > from)
+            .collect();
+        if view == "candles" {
+            // Throttled by when each subscription opened: the final states
+            // of closed buckets are what both must agree on.
+            host_frames.retain(|f| f["closed"] == true);
+            edge_frames.retain(|f| f["closed"] == true);
+        }
+        assert_eq!(
+            edge_frames.len(),
+            host_frames.len(),
+            "{view}: frame count on the edge vs the node host after {from}"
+        );
+        for (index, (got, want)) in edge_frames.iter().zip(&host_frames).enumerate() {
+            assert_eq!(got, want, "{view}: frame {index} differs");
+        }
+        if !host_frames.is_empty() {
+            compared += 1;
+        }
+    }
+    // Liquidations and builder fills may be rare in a short run; the rest
+    // always have frames.
+    assert!(
+        compared >= 11,
+        "only {compared} views had frames to compare"
+    );
+
+    // Candle history: the edge's store, primed from the bus up to its
+    // checkpoint and fed by its engine after it, answers as the host's.
+    for candles in [&host.running.candles, &edge.running.server.candles] {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while !matches!(candles.progress(), (block, _, true, _) if block >= last) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "candle store behind: {:?}",
+                candles.progress()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let checkpoint = edge
+        .state
+        .path()
+        .join("bus-checkpoints")
+        .join(engine::checkpoint::file::file_name(started));
+    let checkpoint_time =
+        engine::checkpoint::file::Header::decode(&std::fs::read(&checkpoint).unwrap(), &checkpoint)
+            .unwrap()
+            .time_ms;
+    // The coin traded most before the checkpoint: its candles there are the
+    // edge's primed history.
+    let mut early: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+    for path in super::market_views::files_named(node.path(), "node_fills") {
+        for line in std::fs::read(&path).unwrap().split(|&b| b == b'\n') {
+            if line.is_empty() {
+                continue;
+            }
+            let envelope: Value = serde_json::from_slice(line).unwrap();
+            if feeds::envelope::decode(line).unwrap().block_time_ms >= checkpoint_time - 2_000 {
+                continue;
+            }
+            for event in envelope["events"].as_array().unwrap() {
+                *early
+                    .entry(event[1]["coin"].as_str().unwrap().to_owned())
+                    .or_default() += 1;
+            }
+        }
+    }
+    let coin = early
+        .into_iter()
+        .max_by_key(|(_, fills)| *fills)
+        .map(|(coin, _)| coin)
+        .expect("no fills in the blocks before the checkpoint");
+    for interval in ["1s", "1m", "5m"] {
+        let body = json!({"type": "candleSnapshot",
+                          "req": {"coin": coin, "interval": interval, "startTime": 0}})
+        .to_string();
+        let from_host = post_json(host.running.http_addr, "/info", Some(&host.key), &body).await;
+        let from_edge = post_json(edge.running.http_addr, "/info", Some(&host.key), &body).await;
+        assert_eq!(from_host.status, 200, "{}", from_host.text);
+        assert_eq!(from_edge.status, 200, "{}", from_edge.text);
+        if interval == "1s" {
+            // A short run: 1s buckets only are sure to have closed, some of
+            // them before the checkpoint.
+            let candles: Value = serde_json::from_str(&from_host.text).unwrap();
+            let closes: Vec<i64> = candles
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["T"].as_i64().unwrap())
+                .collect();
+            assert!(
+                closes.iter().any(|&close| close < checkpoint_time),
+                "{coin}: no candle before the checkpoint at {checkpoint_time}: {candles}"
+            );
+        }
+        assert_eq!(
+            from_edge.text, from_host.text,
+            "{coin} {interval} candle history"
+        );
+    }
+    // Books through Info too.
+    let body = json!({"type": "l2Book", "coin": "ETH"}).to_string();
+    let from_host = post_json(host.running.http_addr, "/info", Some(&host.key), &body).await;
+    let from_edge = post_json(edge.running.http_addr, "/info", Some(&host.key), &body).await;
+    assert_eq!(from_edge.status, 200, "{}", from_edge.text);
+    assert_eq!(from_edge.text, from_host.text, "l2Book through Info");
+
+    // The checkpoint the edge copied replays from the command line: the
+    // fold goes on after its block exactly as a replay from the start.
+    let replay = |extra: &[&std::ffi::OsStr]| -> Vec<Value> {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_l1gate"))
+            .args([
+                "replay",
+                "--view",
+                "l2book",
+                "--coins",
+                "ETH",
+                "--n-levels",
+                "5",
+            ])
+            .arg("--data")
+            .arg(node.path())
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+            .split(|&b| b == b'\n')
+            .filter(|line| !line.is_empty())
+            .map(|line| serde_json::from_slice(line).unwrap())
+            // After the first block: a replay opens with the book's state
+            // there, changed or not.
+            .filter(|frame| position(frame) > i64::try_from(started + 1).unwrap())
+            .collect()
+    };
+    let resumed = replay(&["--checkpoint".as_ref(), checkpoint.as_os_str()]);
+    let whole = replay(&[]);
+    assert!(resumed.len() > 50, "{} frames", resumed.len());
+    let differ = resumed.iter().zip(&whole).position(|(a, b)| a != b);
+    assert!(
+        differ.is_none() && resumed.len() == whole.len(),
+        "replay --checkpoint vs from the start: {} vs {} frames; first difference at {differ:?}: \
+         {:?} vs {:?}",
+        resumed.len(),
+        whole.len(),
+        differ.map(|i| &resumed[i]),
+        differ.map(|i| &whole[i]),
+    );
+}
