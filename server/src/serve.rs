@@ -38,6 +38,15 @@ const KEYS_RELOAD_EVERY: Duration = Duration::from_secs(1);
 /// KB; user-state types can be larger).
 const INFO_MAX_BODY: usize = 32 << 20;
 
+/// The least an edge's block waits for its lines (`align_grace_ms` on the
+/// node host is the node's writing skew). Each feed reaches an edge's copy
+/// through its own stream and consumer, so one can fall behind another by
+/// more than the node's skew (a busy bus, a starved process); a block
+/// folded at a short grace would then miss that feed's line for good.
+/// Waiting up to this long keeps an edge's books equal to the node host's
+/// through such lags: its data turns late, not wrong.
+const EDGE_ALIGN_GRACE: Duration = Duration::from_secs(30);
+
 /// A running server: its bound addresses and the tasks behind it.
 #[derive(Debug)]
 pub struct Running {
@@ -267,7 +276,11 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
         EngineSettings {
             ring_capacity: settings.market_ring_capacity,
             backup_poll: settings.raw_feed.poll_interval,
-            align_grace: settings.align_grace,
+            align_grace: if from_bus.is_some() {
+                settings.align_grace.max(EDGE_ALIGN_GRACE)
+            } else {
+                settings.align_grace
+            },
             views: ViewSettings {
                 l2_coalesce_ms: i64::try_from(settings.l2_coalesce.as_millis()).unwrap_or(i64::MAX),
                 candle_throttle_ms: i64::try_from(settings.candle_throttle.as_millis())

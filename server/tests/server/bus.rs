@@ -29,6 +29,7 @@ use tonic::transport::Channel;
 
 use super::access_support::{eventually, http_get, sample};
 use super::harness::{TestServer, from_block, with_key};
+use super::standin::post_json;
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -677,6 +678,23 @@ async fn the_edge_resumes_after_a_bus_restart_without_gap_or_duplicate() {
         .await
         .text;
     assert_eq!(sample(&metrics, "l1gate_bus_gaps_total{feed=\"fills\"}"), 0);
+    // The edge's market folded the outage's blocks too: it ends where the
+    // node host's does, with the same books.
+    let (host_engine, edge_engine) = (
+        host.running.engine.status().clone(),
+        edge.running.server.engine.status().clone(),
+    );
+    eventually(WAIT, "the edge's engine ends where the host's does", || {
+        let (host_engine, edge_engine) = (host_engine.clone(), edge_engine.clone());
+        let finished = node.finished();
+        async move { finished && edge_engine.height() == host_engine.height() }
+    })
+    .await;
+    let book = r#"{"type":"l2Book","coin":"ETH"}"#;
+    let on_host = post_json(host.running.http_addr, "/info", Some(&host.key), book).await;
+    let on_edge = post_json(edge.running.http_addr, "/info", Some(&host.key), book).await;
+    assert_eq!(on_edge.status, 200, "{}", on_edge.text);
+    assert_eq!(on_edge.text, on_host.text, "the books after the outage");
     // No record twice in the stream either (the publisher's queued
     // publishes went out after the reconnect, or it resumed from the end).
     for &(source, _) in &feeds {
