@@ -5,6 +5,7 @@
 //! runtime, one RSS or one CPU account, and which answers the height of its market engine on
 //! request; and the latency summaries the harnesses print.
 
+use std::ffi::OsString;
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
@@ -306,8 +307,34 @@ pub struct ServerOptions {
     pub ring: Option<usize>,
 }
 
-/// The `l1gate` server in a child process (this binary re-executed with [`SERVE_FLAG`]). It
-/// exits when its standard input closes, so it never outlives the harness.
+/// A keys file holding one key for the harness, in a temporary directory of its own.
+#[derive(Debug)]
+pub struct HarnessKey {
+    dir: tempfile::TempDir,
+    /// The keys file.
+    pub file: PathBuf,
+    /// The key (`l1g_…`).
+    pub key: String,
+}
+
+impl HarnessKey {
+    /// Writes a keys file with one fresh key, unlimited.
+    ///
+    /// # Errors
+    /// When the directory or the file cannot be written.
+    pub fn new() -> anyhow::Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let file = dir.path().join("keys.toml");
+        let mut keys = l1gate::access::keys::KeysFile::default();
+        let (key, _) = keys.add_key("bench", 0)?;
+        keys.save(&file)?;
+        Ok(Self { dir, file, key })
+    }
+}
+
+/// The `l1gate` server in a child process (this binary re-executed with [`SERVE_FLAG`], or with
+/// a harness's own arguments: [`ServerProcess::spawn_child`]). It exits when its standard input
+/// closes, so it never outlives the harness.
 #[derive(Debug)]
 pub struct ServerProcess {
     child: Child,
@@ -325,25 +352,31 @@ pub struct ServerProcess {
 impl ServerProcess {
     /// Starts the server over `data` and waits until its market engine has caught up.
     pub fn spawn(data: &Path, options: &ServerOptions) -> anyhow::Result<Self> {
-        let keys = tempfile::tempdir()?;
-        let keys_file = keys.path().join("keys.toml");
-        let mut file = l1gate::access::keys::KeysFile::default();
-        let (key, _) = file.add_key("bench", 0)?;
-        file.save(&keys_file)?;
+        let keys = HarnessKey::new()?;
+        let args: Vec<OsString> = vec![
+            SERVE_FLAG.into(),
+            data.into(),
+            keys.file.clone().into(),
+            options
+                .poll_ms
+                .map_or_else(|| DEFAULT.to_owned(), |ms| ms.to_string())
+                .into(),
+            options
+                .ring
+                .map_or_else(|| DEFAULT.to_owned(), |n| n.to_string())
+                .into(),
+        ];
+        Self::spawn_child(&args, keys)
+    }
+
+    /// Starts this binary re-executed with `args` as a server child that speaks as
+    /// [`serve_child`] does: one `ready GRPC_ADDR HTTP_ADDR` line once it serves (see
+    /// [`answer_parent`]), then `height N` for each `height` line it is sent, until its standard
+    /// input closes. `keys` holds the key the harness opens its streams with; its keys file
+    /// lives as long as the child.
+    pub fn spawn_child(args: &[OsString], keys: HarnessKey) -> anyhow::Result<Self> {
         let mut child = Command::new(std::env::current_exe()?)
-            .arg(SERVE_FLAG)
-            .arg(data)
-            .arg(&keys_file)
-            .arg(
-                options
-                    .poll_ms
-                    .map_or_else(|| DEFAULT.to_owned(), |ms| ms.to_string()),
-            )
-            .arg(
-                options
-                    .ring
-                    .map_or_else(|| DEFAULT.to_owned(), |n| n.to_string()),
-            )
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -369,8 +402,8 @@ impl ServerProcess {
             replies,
             addr,
             http_addr,
-            key,
-            _keys: keys,
+            key: keys.key,
+            _keys: keys.dir,
         })
     }
 
@@ -512,7 +545,33 @@ pub fn serve_child(args: &[String]) -> anyhow::Result<()> {
     } else {
         Some(poll_ms.parse().context("POLL_MS")?)
     };
-    // Silent unless asked: `RUST_LOG=info` (or `L1GATE_LOG`) logs the server to stderr.
+    init_child_log();
+    let state = tempfile::tempdir()?;
+    let settings = l1gate::config::ServeArgs {
+        data: Some(PathBuf::from(data)),
+        poll_interval_ms,
+        market_ring_capacity: if ring == DEFAULT {
+            None
+        } else {
+            Some(ring.parse().context("RING")?)
+        },
+        ..child_serve_args(Path::new(keys_file), state.path())
+    }
+    .resolve()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let running = runtime.block_on(l1gate::serve::start(&settings))?;
+    wait_caught_up(&running)?;
+    answer_parent(&running)?;
+    drop(running);
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    Ok(())
+}
+
+/// Logs a server child to its standard error when asked (`RUST_LOG=info` or `L1GATE_LOG`);
+/// silent otherwise.
+pub fn init_child_log() {
     if let Some(filter) = ["L1GATE_LOG", "RUST_LOG"]
         .into_iter()
         .filter(|name| std::env::var_os(name).is_some())
@@ -524,23 +583,21 @@ pub fn serve_child(args: &[String]) -> anyhow::Result<()> {
             .with_ansi(false)
             .init();
     }
-    let state = tempfile::tempdir()?;
-    let settings = l1gate::config::ServeArgs {
-        data: Some(PathBuf::from(data)),
-        keys_file: Some(PathBuf::from(keys_file)),
-        grpc_addr: Some("127.0.0.1:0".parse()?),
-        http_addr: Some("127.0.0.1:0".parse()?),
-        poll_interval_ms,
-        market_ring_capacity: if ring == DEFAULT {
-            None
-        } else {
-            Some(ring.parse().context("RING")?)
-        },
+}
+
+/// The settings every server child shares: loopback on free ports, `keys_file`, `state_dir`,
+/// no staleness check, a long idle timeout, and limits wide enough for one key to open every
+/// stream of the harness.
+pub fn child_serve_args(keys_file: &Path, state_dir: &Path) -> l1gate::config::ServeArgs {
+    l1gate::config::ServeArgs {
+        keys_file: Some(keys_file.to_owned()),
+        grpc_addr: "127.0.0.1:0".parse().ok(),
+        http_addr: "127.0.0.1:0".parse().ok(),
         idle_timeout_ms: Some(600_000),
         // Simulated block times lie in the past: no staleness check.
         market_stale_after_ms: Some(0),
         // The candle store lives and dies with the child, not in the working directory.
-        state_dir: Some(state.path().to_owned()),
+        state_dir: Some(state_dir.to_owned()),
         // One key opens every stream of the harness, over as many connections as it likes.
         max_streams: Some(1_000_000),
         max_connections: Some(1_000_000),
@@ -549,11 +606,13 @@ pub fn serve_child(args: &[String]) -> anyhow::Result<()> {
         request_burst: Some(1_000_000),
         ..l1gate::config::ServeArgs::default()
     }
-    .resolve()?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    let running = runtime.block_on(l1gate::serve::start(&settings))?;
+}
+
+/// Waits until `running`'s market engine has caught up with its files once.
+///
+/// # Errors
+/// When that takes longer than 300 s.
+pub fn wait_caught_up(running: &l1gate::serve::Running) -> anyhow::Result<()> {
     let started = Instant::now();
     while !running.engine.status().ready() {
         if started.elapsed() > Duration::from_secs(300) {
@@ -561,9 +620,19 @@ pub fn serve_child(args: &[String]) -> anyhow::Result<()> {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    println!("ready {} {}", running.grpc_addr, running.http_addr);
-    // Serve until the parent closes our stdin (or dies), answering its questions.
+    Ok(())
+}
+
+/// A server child's side of [`ServerProcess`]: prints `ready GRPC_ADDR HTTP_ADDR`, then
+/// answers each `height` line on standard input with `height N` (the engine's last folded
+/// block) until standard input closes (the parent ended or dropped its [`ServerProcess`]).
+///
+/// # Errors
+/// When standard output cannot be written.
+pub fn answer_parent(running: &l1gate::serve::Running) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout();
+    writeln!(stdout, "ready {} {}", running.grpc_addr, running.http_addr)?;
+    stdout.flush()?;
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { break };
         if line.trim() == "height" {
@@ -571,8 +640,6 @@ pub fn serve_child(args: &[String]) -> anyhow::Result<()> {
             stdout.flush()?;
         }
     }
-    drop(running);
-    runtime.shutdown_timeout(Duration::from_secs(1));
     Ok(())
 }
 
