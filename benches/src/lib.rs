@@ -91,6 +91,21 @@ impl Machine {
     }
 }
 
+/// A comma-separated list of counts given to `flag` (e.g. `--streams 1000,4000`); zeros are
+/// left out, so `0` asks for none.
+///
+/// # Errors
+/// When an entry is not a count, naming the flag.
+pub fn counts(text: &str, flag: &str) -> anyhow::Result<Vec<usize>> {
+    text.split(',')
+        .map(|n| n.trim().parse::<usize>())
+        .filter(|n| n != &Ok(0))
+        .collect::<Result<_, _>>()
+        .map_err(|error| {
+            anyhow::anyhow!("{flag}: a comma-separated list of counts (0: none): {error}")
+        })
+}
+
 /// The command line that reproduces this run, as `cargo run --release -p benches --bin NAME -- ARGS`.
 pub fn cargo_command(bin: &str) -> String {
     let mut s = format!("cargo run --release -p benches --bin {bin}");

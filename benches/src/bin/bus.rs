@@ -119,14 +119,7 @@ fn parse_args(argv: &[String]) -> anyhow::Result<Args> {
             "--blocks" => a.blocks = value()?.parse().context("bad --blocks")?,
             "--scale" => a.scale = value()?.parse().context("bad --scale")?,
             "--seconds" => a.seconds = value()?.parse().context("bad --seconds")?,
-            "--streams" => {
-                a.streams = value()?
-                    .split(',')
-                    .map(|n| n.trim().parse::<usize>())
-                    .filter(|n| n != &Ok(0))
-                    .collect::<Result<_, _>>()
-                    .context("--streams: a comma-separated list of counts (0: none)")?;
-            }
+            "--streams" => a.streams = benches::counts(value()?, "--streams")?,
             "--window" => a.window = value()?.parse().context("bad --window")?,
             "--connections" => a.connections = value()?.parse().context("bad --connections")?,
             "--no-write" => a.write = false,

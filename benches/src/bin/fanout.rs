@@ -98,21 +98,8 @@ fn parse_args(argv: &[String]) -> anyhow::Result<Args> {
     while let Some(flag) = it.next() {
         let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
         match flag.as_str() {
-            "--streams" => {
-                args.streams = value()?
-                    .split(',')
-                    .map(|n| n.trim().parse::<usize>())
-                    .collect::<Result<_, _>>()
-                    .context("--streams: a comma-separated list of counts")?;
-            }
-            "--ws" => {
-                args.ws = value()?
-                    .split(',')
-                    .map(|n| n.trim().parse::<usize>())
-                    .filter(|n| n != &Ok(0))
-                    .collect::<Result<_, _>>()
-                    .context("--ws: a comma-separated list of counts (0: none)")?;
-            }
+            "--streams" => args.streams = benches::counts(value()?, "--streams")?,
+            "--ws" => args.ws = benches::counts(value()?, "--ws")?,
             "--seconds" => args.seconds = value()?.parse().context("--seconds")?,
             "--connections" => args.connections = value()?.parse().context("--connections")?,
             "--stalled" => args.stalled = value()?.parse().context("--stalled")?,
