@@ -2,7 +2,8 @@
 //! server: an edge started while the node writes begins from the engine
 //! checkpoint the publisher put on the bus, and from then on every market
 //! view it streams equals the node host's stream of the same subscription,
-//! frame for frame, and its candle history (primed from the bus before the
+//! frame for frame (over gRPC and the exchange's WebSocket API), and its
+//! candle history (primed from the bus before the
 //! checkpoint) answers Info's `candleSnapshot` as the node host does. The
 //! checkpoint it copied replays with `l1gate replay --checkpoint`.
 
@@ -191,6 +192,58 @@ async fn subscribe_all(
     views
 }
 
+/// The exchange's WebSocket API on `addr`: an `l2Book` and a `trades`
+/// subscription, every message collected (per channel) until `done` is set
+/// and the socket is quiet.
+async fn ws_collect(
+    addr: std::net::SocketAddr,
+    key: &str,
+    done: &Arc<AtomicBool>,
+) -> JoinHandle<Vec<(String, Value)>> {
+    use futures_util::{SinkExt as _, StreamExt as _};
+    use tokio_tungstenite::tungstenite::Message;
+    let (mut socket, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/{key}/ws"))
+        .await
+        .unwrap();
+    for subscription in [
+        json!({"type": "l2Book", "coin": "ETH", "nLevels": 5}),
+        json!({"type": "trades", "coin": "BTC"}),
+    ] {
+        let message = json!({"method": "subscribe", "subscription": subscription});
+        socket
+            .send(Message::Text(message.to_string().into()))
+            .await
+            .unwrap();
+    }
+    let done = done.clone();
+    tokio::spawn(async move {
+        let mut out = Vec::new();
+        loop {
+            match tokio::time::timeout(Duration::from_millis(300), socket.next()).await {
+                Ok(Some(Ok(Message::Text(text)))) => {
+                    let message: Value = serde_json::from_str(&text).unwrap();
+                    let channel = message["channel"].as_str().unwrap().to_owned();
+                    if channel != "subscriptionResponse" {
+                        out.push((channel, message["data"].clone()));
+                    }
+                }
+                Ok(Some(Ok(_))) => {}
+                Ok(other) => panic!("the WebSocket ended: {other:?}"),
+                Err(_) if done.load(Ordering::SeqCst) => return out,
+                Err(_) => {}
+            }
+        }
+    })
+}
+
+/// A WebSocket message's block time (`trades`: its first trade's).
+fn ws_time(data: &Value) -> i64 {
+    data.get("time")
+        .or_else(|| data.get(0).and_then(|trade| trade.get("time")))
+        .and_then(Value::as_i64)
+        .unwrap_or_else(|| panic!("no time in {data}"))
+}
+
 /// Waits until the node wrote everything and both engines folded it all;
 /// the last block.
 async fn settled(node: &GrowingNode, heights: &[&dyn Fn() -> u64]) -> u64 {
@@ -266,6 +319,8 @@ async fn an_edges_market_views_candles_and_info_equal_the_node_hosts() {
         &done,
     )
     .await;
+    let ws_on_host = ws_collect(host.running.http_addr, &host.key, &done).await;
+    let ws_on_edge = ws_collect(edge.running.http_addr, &host.key, &done).await;
     let host_engine = host.running.engine.status().clone();
     let edge_engine = edge.running.server.engine.status().clone();
     let last = settled(&node, &[&|| host_engine.height(), &|| edge_engine.height()]).await;
@@ -314,6 +369,27 @@ async fn an_edges_market_views_candles_and_info_equal_the_node_hosts() {
         compared >= 11,
         "only {compared} views had frames to compare"
     );
+
+    // The exchange's WebSocket API on the edge: the same messages.
+    let (ws_host, ws_edge) = (ws_on_host.await.unwrap(), ws_on_edge.await.unwrap());
+    for channel in ["l2Book", "trades"] {
+        let of = |messages: &[(String, Value)]| -> Vec<Value> {
+            messages
+                .iter()
+                .filter(|(c, _)| c == channel)
+                .map(|(_, data)| data.clone())
+                .collect()
+        };
+        let (on_host, on_edge) = (of(&ws_host), of(&ws_edge));
+        let opened = |messages: &[Value]| messages.first().map_or(i64::MAX, ws_time);
+        let from = opened(&on_host).max(opened(&on_edge));
+        let after = |messages: Vec<Value>| -> Vec<Value> {
+            messages.into_iter().filter(|m| ws_time(m) > from).collect()
+        };
+        let (on_host, on_edge) = (after(on_host), after(on_edge));
+        assert!(on_host.len() > 10, "{channel}: {} messages", on_host.len());
+        assert_eq!(on_edge, on_host, "{channel} over the WebSocket API");
+    }
 
     // Candle history: the edge's store, primed from the bus up to its
     // checkpoint and fed by its engine after it, answers as the host's.
