@@ -60,6 +60,8 @@ use crate::host::feeds::{LiveFeeds, Pending};
 
 /// How often the bucket is asked again while no checkpoint is there.
 const CHECKPOINT_POLL: Duration = Duration::from_millis(500);
+/// The lock file an edge holds in its state directory.
+const STATE_LOCK: &str = "edge.lock";
 /// How often a wait at start-up says where it stands.
 const WAIT_LOG_EVERY: Duration = Duration::from_secs(10);
 /// Messages written per batch before readers are told.
@@ -90,6 +92,8 @@ pub struct RunningEdge {
     /// The server over the mirror (every API of `l1gate serve`).
     pub server: crate::serve::Running,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// `state_dir/edge.lock`, locked for as long as the edge runs.
+    _state_lock: std::fs::File,
 }
 
 impl Drop for RunningEdge {
@@ -117,6 +121,7 @@ pub async fn start(url: &BusUrl, settings: &Settings) -> anyhow::Result<RunningE
     // The keys file is read again by the server below; a broken one is
     // refused before the bus is even asked.
     KeysFile::load(&settings.keys_file)?;
+    let state_lock = lock_state_dir(&settings.state_dir)?;
     let client = url.connect("l1gate edge").await?;
     // JetStream answers its API subject; a plain NATS server has no
     // responder there.
@@ -209,7 +214,35 @@ pub async fn start(url: &BusUrl, settings: &Settings) -> anyhow::Result<RunningE
         started_from: checkpoint.block,
         server,
         tasks,
+        _state_lock: state_lock,
     })
+}
+
+/// Takes an exclusive `flock` on `state_dir/edge.lock`: the edge empties
+/// its copy, checkpoint and candle directories at start, so a second edge
+/// on the same state directory must be refused before it touches them.
+fn lock_state_dir(state_dir: &Path) -> anyhow::Result<std::fs::File> {
+    std::fs::create_dir_all(state_dir)
+        .with_context(|| format!("creating the state directory {}", state_dir.display()))?;
+    let path = state_dir.join(STATE_LOCK);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(file),
+        Err(rustix::io::Errno::WOULDBLOCK) => Err(anyhow::anyhow!(
+            "state_dir {} is in use by another edge ({} is locked): give each edge a state \
+             directory of its own",
+            state_dir.display(),
+            path.display()
+        )),
+        Err(errno) => {
+            Err(std::io::Error::from(errno)).with_context(|| format!("locking {}", path.display()))
+        }
+    }
 }
 
 /// Waits for a checkpoint on the bus (a publisher puts its first one there

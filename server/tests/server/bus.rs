@@ -766,6 +766,31 @@ async fn bad_credentials_and_unreachable_buses_are_named_without_the_password() 
         .unwrap()
         .unwrap();
     assert_eq!(bus_health(edge.running.http_addr).await["connected"], true);
+    // A second edge on the same state directory would empty the first
+    // one's copy: refused, naming the directory.
+    let settings = ServeArgs {
+        keys_file: Some(keys_file.clone()),
+        grpc_addr: Some("127.0.0.1:0".parse().unwrap()),
+        http_addr: Some("127.0.0.1:0".parse().unwrap()),
+        state_dir: Some(edge.state.path().to_owned()),
+        ..ServeArgs::default()
+    }
+    .resolve()
+    .unwrap();
+    let url = BusUrl::parse(&nats.url()).unwrap();
+    let error = l1gate::bus::edge::start(&url, &settings)
+        .await
+        .expect_err("a second edge on the same state_dir does not start")
+        .to_string();
+    assert!(
+        error.contains("in use by another edge")
+            && error.contains(&edge.state.path().display().to_string()),
+        "{error}"
+    );
+    assert!(
+        !files(&edge.state.path().join("bus-mirror")).is_empty(),
+        "the first edge's copy is left alone"
+    );
     assert_eq!(
         Some(edge.running.started_from),
         node.last_block(Source::Fills),
