@@ -396,6 +396,7 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
             Some(networks.health()),
             info_feed.clone(),
         )
+        .with_bus(bus.clone())
         .routes(),
     );
     let transaction_flow = flow.clone();

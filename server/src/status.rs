@@ -69,6 +69,8 @@ pub struct StatusPage {
     pub networks: Option<crate::http::NetworkProbe>,
     /// The Info source's poller, when configured.
     pub info: Option<crate::info::poller::InfoFeed>,
+    /// The message bus, on a publishing node host or an edge.
+    pub bus: Option<crate::http::BusProbe>,
     /// Blocks-per-second sampling.
     rate: Arc<Mutex<Option<(Instant, u64, f64)>>>,
 }
@@ -92,8 +94,16 @@ impl StatusPage {
             flow,
             networks,
             info,
+            bus: None,
             rate: Arc::new(Mutex::new(None)),
         }
+    }
+
+    /// Also shows the message bus (`serve --publish`, or an edge).
+    #[must_use]
+    pub fn with_bus(mut self, bus: Option<crate::http::BusProbe>) -> Self {
+        self.bus = bus;
+        self
     }
 
     /// The authenticated routes (see the module docs).
@@ -245,6 +255,9 @@ impl StatusPage {
                 }));
             }
         }
+        if let Some(bus) = &self.bus {
+            upstreams.push(bus_row(&(bus.0)()));
+        }
         json!({
             "now": feeds::time::format_iso8601_ms(now),
             "fresh": crate::http::is_fresh(newest_age, bound),
@@ -262,6 +275,49 @@ impl StatusPage {
             "warnings": warnings::recent(),
         })
     }
+}
+
+/// The bus's row among the upstreams: the connection, the first feed in
+/// trouble, the newest record's age and the engine checkpoint.
+fn bus_row(bus: &Value) -> Value {
+    let feeds = bus["feeds"].as_object();
+    let failing = feeds.and_then(|feeds| {
+        feeds
+            .iter()
+            .find_map(|(feed, state)| state["error"].as_str().map(|e| format!("{feed}: {e}")))
+    });
+    let newest_age_s = feeds
+        .and_then(|feeds| feeds.values().filter_map(|f| f["age_ms"].as_i64()).min())
+        .map(|ms| ms / 1000);
+    let problem = bus["error"]
+        .as_str()
+        .map(str::to_owned)
+        .or(failing)
+        .or_else(|| {
+            bus["checkpoint"]["error"]
+                .as_str()
+                .map(|e| format!("checkpoint: {e}"))
+        });
+    let status = match (bus["connected"].as_bool(), &problem) {
+        (Some(true), None) => "ok",
+        (Some(true), Some(_)) => "error",
+        _ => "unreachable",
+    };
+    let mut detail = vec![bus["url"].as_str().unwrap_or("").to_owned()];
+    if let Some(age) = newest_age_s {
+        detail.push(format!("newest record {age} s old"));
+    }
+    if let Some(block) = bus["checkpoint"]["block"].as_u64() {
+        detail.push(format!("checkpoint at block {block}"));
+    }
+    if let Some(problem) = problem {
+        detail.push(problem);
+    }
+    json!({
+        "name": format!("bus ({})", bus["role"].as_str().unwrap_or("?")),
+        "status": status,
+        "detail": detail.join("; "),
+    })
 }
 
 /// 403 unless `principal` is an admin account's.
@@ -356,4 +412,50 @@ async fn events(
         .headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bus_row_says_what_is_wrong_first() {
+        let healthy = json!({
+            "role": "edge", "url": "nats://127.0.0.1:4222", "connected": true, "error": null,
+            "feeds": {"fills": {"age_ms": 2_500, "error": null},
+                      "blocks": {"age_ms": 900, "error": null}},
+            "checkpoint": {"block": 985_148_300, "error": null},
+        });
+        let row = bus_row(&healthy);
+        assert_eq!(row["name"], "bus (edge)");
+        assert_eq!(row["status"], "ok");
+        assert_eq!(
+            row["detail"],
+            "nats://127.0.0.1:4222; newest record 0 s old; checkpoint at block 985148300"
+        );
+
+        let mut feed_stuck = healthy.clone();
+        feed_stuck["feeds"]["fills"]["error"] = json!("record larger than max_payload");
+        let row = bus_row(&feed_stuck);
+        assert_eq!(row["status"], "error");
+        assert!(
+            row["detail"]
+                .as_str()
+                .unwrap()
+                .ends_with("fills: record larger than max_payload"),
+            "{row}"
+        );
+
+        let mut down = healthy;
+        down["connected"] = json!(false);
+        down["error"] = json!("connection refused");
+        let row = bus_row(&down);
+        assert_eq!(row["status"], "unreachable");
+        assert!(
+            row["detail"]
+                .as_str()
+                .unwrap()
+                .ends_with("connection refused")
+        );
+    }
 }

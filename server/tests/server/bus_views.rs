@@ -272,6 +272,12 @@ async fn an_edges_market_views_candles_and_info_equal_the_node_hosts() {
     let nats = Nats::start();
     let node = GrowingNode::start(420, 150, Duration::from_millis(25));
     let host = publisher(node.path(), &nats.url()).await;
+    // An operator's key, for the status page.
+    let mut keys = l1gate::access::keys::KeysFile::load(&host.keys_file).unwrap();
+    let (admin, _) = keys.add_key("ops", 0).unwrap();
+    keys.set_role("ops", l1gate::access::keys::Role::Admin)
+        .unwrap();
+    keys.save(&host.keys_file).unwrap();
     let edge = Edge::start(&nats.url(), &host.keys_file).await.unwrap();
     // It started from a checkpoint of the publisher's, taken while the
     // node was still writing.
@@ -288,6 +294,26 @@ async fn an_edges_market_views_candles_and_info_equal_the_node_hosts() {
     )
     .unwrap();
     assert_eq!(bus["bus"]["checkpoint"]["block"], started, "{bus:#}");
+    // The operator status page shows the bus among the upstreams.
+    let status =
+        super::access_support::http_get(edge.running.http_addr, "/status.json", Some(&admin)).await;
+    assert_eq!(status.status, 200, "{}", status.text);
+    let status: Value = serde_json::from_str(&status.text).unwrap();
+    let row = status["upstreams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|row| row["name"] == "bus (edge)")
+        .unwrap_or_else(|| panic!("no bus row: {status:#}"))
+        .clone();
+    assert_eq!(row["status"], "ok", "{row}");
+    assert!(
+        row["detail"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("checkpoint at block {started}")),
+        "{row}"
+    );
 
     // Both engines past their start (the edge's folds its copy after the
     // checkpoint first).
