@@ -51,7 +51,7 @@ pub struct OnBus {
     pub bytes: usize,
 }
 
-/// The bucket, created with the streams' retention when missing.
+/// The bucket, created when missing (bounded by `publish_max_bytes`).
 async fn bucket(
     context: &jetstream::Context,
     settings: &PublishSettings,
@@ -63,7 +63,8 @@ async fn bucket(
         .create_object_store(object_store::Config {
             bucket: BUCKET.to_owned(),
             description: Some("l1gate engine checkpoints: where edges start".to_owned()),
-            max_age: settings.max_age,
+            // No age bound: the publisher deletes what the engine pruned,
+            // and a quiet spell must not empty the bucket edges start from.
             max_bytes: i64::try_from(settings.max_bytes).unwrap_or(i64::MAX),
             ..object_store::Config::default()
         })

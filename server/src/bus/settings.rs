@@ -9,7 +9,7 @@ use crate::bus::url::BusUrl;
 /// Default `publish_max_age`: a day of records.
 pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(24 * 3600);
 /// Default `publish_max_bytes`, per stream: 4 GiB (JetStream reserves it
-/// for each of the six streams).
+/// for each of the six streams and the checkpoint bucket).
 pub const DEFAULT_MAX_BYTES: u64 = 4 << 30;
 /// Longest JetStream duplicate window (`Nats-Msg-Id` memory); shorter when
 /// `publish_max_age` is.
