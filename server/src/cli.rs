@@ -38,9 +38,10 @@ pub enum Command {
     /// List what `serve` with the same settings exposes: every gRPC method,
     /// every HTTP route, how each takes the API key, and the upstreams.
     Routes(Box<RoutesCommand>),
-    /// Serve the raw feed from a NATS JetStream bus that `serve --publish`
-    /// fills, with no node files: the same keys, limits and guarantees as
-    /// the node host (docs/scale-out.md).
+    /// Serve every API of the node host from a NATS JetStream bus that
+    /// `serve --publish` fills, with no node files: the market starts from
+    /// the publisher's newest engine checkpoint; the same keys, limits and
+    /// guarantees as the node host (docs/scale-out.md).
     Edge(Box<EdgeCommand>),
 }
 
@@ -57,8 +58,9 @@ pub struct EdgeCommand {
     #[arg(long, env = "L1GATE_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
 
-    /// The same settings as `serve` (the raw feed's limits, access,
-    /// connection limits, `--state-dir` for the edge's copy of the bus).
+    /// The same settings as `serve` (limits, access, connection limits,
+    /// upstreams, `--state-dir` for the edge's copy of the bus, its
+    /// checkpoint and its candle store).
     #[command(flatten)]
     pub settings: ServeArgs,
 }
