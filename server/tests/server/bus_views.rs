@@ -207,7 +207,7 @@ async fn ws_collect(
         .unwrap();
     for subscription in [
         json!({"type": "l2Book", "coin": "ETH", "nLevels": 5}),
-        json!({"type": "trades", "coin": "BTC"}),
+        json!({"type": "trades", "coin": "ETH"}),
     ] {
         let message = json!({"method": "subscribe", "subscription": subscription});
         socket
@@ -413,7 +413,13 @@ async fn an_edges_market_views_candles_and_info_equal_the_node_hosts() {
             messages.into_iter().filter(|m| ws_time(m) > from).collect()
         };
         let (on_host, on_edge) = (after(on_host), after(on_edge));
-        assert!(on_host.len() > 10, "{channel}: {} messages", on_host.len());
+        // Trades come in only some blocks: fewer messages, but some.
+        let least = if channel == "trades" { 3 } else { 10 };
+        assert!(
+            on_host.len() >= least,
+            "{channel}: {} messages",
+            on_host.len()
+        );
         assert_eq!(on_edge, on_host, "{channel} over the WebSocket API");
     }
 
