@@ -236,7 +236,7 @@ pub struct SimulateCommand {
     #[arg(long, value_name = "N")]
     pub blocks: Option<u64>,
     /// Simulated block time to cover, e.g. `90s`, `10m`, `1h`.
-    #[arg(long, value_name = "D", value_parser = parse_duration)]
+    #[arg(long, value_name = "D", value_parser = crate::parse_duration)]
     pub duration: Option<std::time::Duration>,
     /// Pace blocks in real time (block times start now and follow the wall
     /// clock) and flush every line, for tailing.
@@ -265,29 +265,6 @@ pub enum SimMode {
     Both,
 }
 
-/// Parses `500ms`, `90s`, `10m`, `2h`, `1d`.
-///
-/// # Errors
-/// A message naming the accepted units.
-pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (digits, unit) = text.split_at(split);
-    let value: u64 = digits
-        .parse()
-        .map_err(|_| format!("{text:?}: expected a number followed by ms, s, m, h or d"))?;
-    let secs = |n: u64| std::time::Duration::from_secs(value.saturating_mul(n));
-    match unit {
-        "ms" => Ok(std::time::Duration::from_millis(value)),
-        "s" => Ok(secs(1)),
-        "m" => Ok(secs(60)),
-        "h" => Ok(secs(3_600)),
-        "d" => Ok(secs(86_400)),
-        _ => Err(format!("{text:?}: unit must be ms, s, m, h or d")),
-    }
-}
-
 /// `l1gate serve`.
 #[derive(Debug, clap::Args)]
 pub struct ServeCommand {
@@ -308,35 +285,6 @@ pub struct ServeCommand {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_parse_with_units_and_reject_garbage() {
-        assert_eq!(
-            parse_duration("90s"),
-            Ok(std::time::Duration::from_secs(90))
-        );
-        assert_eq!(
-            parse_duration("2h"),
-            Ok(std::time::Duration::from_secs(7_200))
-        );
-        assert_eq!(
-            parse_duration("250ms"),
-            Ok(std::time::Duration::from_millis(250))
-        );
-        // Grace periods of `keys rotate`.
-        for (text, secs) in [("30m", 1_800), ("24h", 86_400), ("7d", 604_800), ("0s", 0)] {
-            assert_eq!(
-                parse_duration(text),
-                Ok(std::time::Duration::from_secs(secs)),
-                "{text}"
-            );
-        }
-        assert!(parse_duration("10").is_err());
-        assert!(parse_duration("-1h").is_err());
-        assert!(parse_duration("1.5h").is_err());
-        assert!(parse_duration("h").is_err());
-        assert!(parse_duration("5y").is_err());
-    }
 
     #[test]
     fn keys_quota_takes_caps_with_a_period_or_clear_alone() {
@@ -483,7 +431,7 @@ pub enum KeysCommand {
         key_id: String,
         /// How long the old key keeps working: `30m`, `24h`, `7d`; `0s`
         /// refuses it at once.
-        #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = parse_duration)]
+        #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = crate::parse_duration)]
         grace: std::time::Duration,
     },
     /// Set or clear a key's usage quota: at most N admitted requests and/or

@@ -98,6 +98,63 @@ pub fn unix_now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
+/// Parses `500ms`, `90s`, `10m`, `2h`, `1d`.
+///
+/// # Errors
+/// A message naming the accepted units.
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let value: u64 = digits
+        .parse()
+        .map_err(|_| format!("{text:?}: expected a number followed by ms, s, m, h or d"))?;
+    let secs = |n: u64| std::time::Duration::from_secs(value.saturating_mul(n));
+    match unit {
+        "ms" => Ok(std::time::Duration::from_millis(value)),
+        "s" => Ok(secs(1)),
+        "m" => Ok(secs(60)),
+        "h" => Ok(secs(3_600)),
+        "d" => Ok(secs(86_400)),
+        _ => Err(format!("{text:?}: unit must be ms, s, m, h or d")),
+    }
+}
+
+#[cfg(test)]
+mod duration_tests {
+    use super::parse_duration;
+
+    #[test]
+    fn durations_parse_with_units_and_reject_garbage() {
+        assert_eq!(
+            parse_duration("90s"),
+            Ok(std::time::Duration::from_secs(90))
+        );
+        assert_eq!(
+            parse_duration("2h"),
+            Ok(std::time::Duration::from_secs(7_200))
+        );
+        assert_eq!(
+            parse_duration("250ms"),
+            Ok(std::time::Duration::from_millis(250))
+        );
+        // Grace periods of `keys rotate`.
+        for (text, secs) in [("30m", 1_800), ("24h", 86_400), ("7d", 604_800), ("0s", 0)] {
+            assert_eq!(
+                parse_duration(text),
+                Ok(std::time::Duration::from_secs(secs)),
+                "{text}"
+            );
+        }
+        assert!(parse_duration("10").is_err());
+        assert!(parse_duration("-1h").is_err());
+        assert!(parse_duration("1.5h").is_err());
+        assert!(parse_duration("h").is_err());
+        assert!(parse_duration("5y").is_err());
+    }
+}
+
 #[cfg(test)]
 mod quote_tests {
     #[test]

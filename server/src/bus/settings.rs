@@ -42,7 +42,7 @@ impl PublishSettings {
         let url = BusUrl::parse(url).map_err(|message| ("publish_url", message))?;
         let max_age = match max_age {
             None => DEFAULT_MAX_AGE,
-            Some(text) => match parse_age(text) {
+            Some(text) => match crate::parse_duration(text.trim()) {
                 Ok(age) if age >= Duration::from_secs(60) => age,
                 Ok(_) => return Err(("publish_max_age", "must be at least 1m".to_owned())),
                 Err(message) => return Err(("publish_max_age", message)),
@@ -60,26 +60,6 @@ impl PublishSettings {
             duplicate_window: max_age.min(DUPLICATE_WINDOW),
         })
     }
-}
-
-/// `90s`, `30m`, `24h`, `7d`.
-fn parse_age(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (digits, unit) = text.split_at(split);
-    let value: u64 = digits
-        .parse()
-        .map_err(|_| format!("{text:?}: expected a number followed by s, m, h or d"))?;
-    let unit_secs = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3_600,
-        "d" => 86_400,
-        _ => return Err(format!("{text:?}: the unit must be s, m, h or d")),
-    };
-    Ok(Duration::from_secs(value.saturating_mul(unit_secs)))
 }
 
 #[cfg(test)]
