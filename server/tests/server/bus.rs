@@ -14,8 +14,6 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use feeds::Source;
@@ -29,6 +27,7 @@ use tonic::transport::Channel;
 
 use super::access_support::{eventually, http_get, sample};
 use super::harness::{TestServer, from_block, with_key};
+use super::market_live::{NodeLine, PacedWriter, files};
 use super::standin::post_json;
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -205,13 +204,14 @@ impl Drop for Nats {
 /// A node directory grown by a background writer from the simulator's
 /// output (all six line feeds, by-block layout, `replica_cmds` included).
 pub struct GrowingNode {
+    /// First, so that it stops before the directory goes (fields drop in
+    /// order).
+    writer: PacedWriter,
     dir: tempfile::TempDir,
     /// The first block written.
     first: u64,
     /// Last block written per node directory.
     last: BTreeMap<String, u64>,
-    stop: Arc<AtomicBool>,
-    writer: Option<std::thread::JoinHandle<()>>,
 }
 
 impl GrowingNode {
@@ -229,7 +229,7 @@ impl GrowingNode {
         };
         fixtures::generate(&cfg, source.path(), &run, &mut |_| {}).unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let mut lines: Vec<(u64, PathBuf, Vec<u8>)> = Vec::new();
+        let mut lines: Vec<NodeLine> = Vec::new();
         let mut last = BTreeMap::new();
         for path in files(source.path()) {
             let relative = path.strip_prefix(source.path()).unwrap().to_owned();
@@ -265,36 +265,13 @@ impl GrowingNode {
                 lines.push((block, target.clone(), line.to_vec()));
             }
         }
-        lines.sort_by_key(|(block, ..)| *block);
-        let first = lines.first().unwrap().0;
-        let split = lines.partition_point(|(block, ..)| *block < first + initial);
-        for line in &lines[..split] {
-            append(line);
-        }
-        let rest = lines[split..].to_vec();
-        let stop = Arc::new(AtomicBool::new(false));
-        let writer = {
-            let stop = stop.clone();
-            std::thread::spawn(move || {
-                let mut current = None;
-                for line in &rest {
-                    if stop.load(Ordering::SeqCst) {
-                        return;
-                    }
-                    if current != Some(line.0) {
-                        current = Some(line.0);
-                        std::thread::sleep(every);
-                    }
-                    append(line);
-                }
-            })
-        };
+        let first = lines.iter().map(|line| line.0).min().unwrap();
+        let writer = PacedWriter::start(lines, initial, every, |_| false);
         GrowingNode {
+            writer,
             dir,
             first,
             last,
-            stop,
-            writer: Some(writer),
         }
     }
 
@@ -303,9 +280,7 @@ impl GrowingNode {
     }
 
     pub fn finished(&self) -> bool {
-        self.writer
-            .as_ref()
-            .is_none_or(std::thread::JoinHandle::is_finished)
+        self.writer.finished()
     }
 
     /// The first block written.
@@ -317,39 +292,6 @@ impl GrowingNode {
     fn last_block(&self, source: Source) -> Option<u64> {
         self.last.get(source.dir_names()[0]).copied()
     }
-}
-
-impl Drop for GrowingNode {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(writer) = self.writer.take() {
-            let _ = writer.join();
-        }
-    }
-}
-
-fn append((_, path, line): &(u64, PathBuf, Vec<u8>)) {
-    use std::io::Write as _;
-    let mut file = std::fs::OpenOptions::new().append(true).open(path).unwrap();
-    let mut bytes = line.clone();
-    bytes.push(b'\n');
-    file.write_all(&bytes).unwrap();
-}
-
-fn files(root: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![root.to_owned()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                out.push(path);
-            }
-        }
-    }
-    out
 }
 
 // ---------------------------------------------------------------- servers

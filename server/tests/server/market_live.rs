@@ -19,38 +19,116 @@ const WAIT: Duration = Duration::from_secs(30);
 /// A node directory grown by a background writer: the simulator's files are
 /// generated up front, then appended one block at a time.
 pub struct LiveNode {
+    /// First, so that it stops before the directory goes (fields drop in
+    /// order).
+    writer: PacedWriter,
     pub dir: tempfile::TempDir,
-    stop: Arc<AtomicBool>,
-    writer: Option<std::thread::JoinHandle<()>>,
 }
 
 impl LiveNode {
     /// Whether the writer appended every block.
     pub fn finished(&self) -> bool {
-        self.writer
+        self.writer.finished()
+    }
+}
+
+/// One line of a node file: its block, the file it goes to, the line.
+pub type NodeLine = (u64, PathBuf, Vec<u8>);
+
+/// Appends node lines block by block in the background; stopped (and
+/// joined) when dropped.
+pub struct PacedWriter {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl PacedWriter {
+    /// Sorts `lines` by block, writes those of the first `initial` blocks
+    /// at once, then appends the rest one block every `every` on a thread
+    /// of its own, leaving out the lines whose file `skip` names.
+    pub fn start(
+        mut lines: Vec<NodeLine>,
+        initial: u64,
+        every: Duration,
+        skip: impl Fn(&Path) -> bool,
+    ) -> PacedWriter {
+        lines.sort_by_key(|(block, ..)| *block);
+        let first = lines.first().map_or(0, |line| line.0);
+        let split = lines.partition_point(|(block, ..)| *block < first + initial);
+        for line in &lines[..split] {
+            append(line);
+        }
+        let rest: Vec<NodeLine> = lines
+            .split_off(split)
+            .into_iter()
+            .filter(|(_, path, _)| !skip(path))
+            .collect();
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut current = None;
+                for line in &rest {
+                    if stop.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    if current != Some(line.0) {
+                        current = Some(line.0);
+                        std::thread::sleep(every);
+                    }
+                    append(line);
+                }
+            })
+        };
+        PacedWriter {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Whether every line was appended.
+    pub fn finished(&self) -> bool {
+        self.thread
             .as_ref()
             .is_none_or(std::thread::JoinHandle::is_finished)
     }
 }
 
-impl Drop for LiveNode {
+impl Drop for PacedWriter {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
-        if let Some(writer) = self.writer.take() {
-            writer.join().unwrap();
+        if let Some(thread) = self.thread.take()
+            && thread.join().is_err()
+            && !std::thread::panicking()
+        {
+            panic!("the node writer failed");
         }
     }
 }
 
-fn files(root: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(root).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            files(&path, out);
-        } else {
-            out.push(path);
+fn append((_, path, line): &NodeLine) {
+    use std::io::Write as _;
+    let mut file = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+    let mut bytes = line.clone();
+    bytes.push(b'\n');
+    file.write_all(&bytes).unwrap();
+}
+
+/// Every file under `root`.
+pub fn files(root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_owned()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                out.push(path);
+            }
         }
     }
+    out
 }
 
 /// Generates `blocks` blocks, writes the first `initial` at once and the rest
@@ -78,11 +156,9 @@ pub fn live_node_holding_back(
     };
     fixtures::generate(&cfg, source.path(), &run, &mut |_| {}).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let mut all = Vec::new();
-    files(source.path(), &mut all);
     // (block, target file, line) of every line file; other files whole.
-    let mut lines: Vec<(u64, PathBuf, Vec<u8>)> = Vec::new();
-    for path in all {
+    let mut lines: Vec<NodeLine> = Vec::new();
+    for path in files(source.path()) {
         let target = dir.path().join(path.strip_prefix(source.path()).unwrap());
         std::fs::create_dir_all(target.parent().unwrap()).unwrap();
         let bytes = std::fs::read(&path).unwrap();
@@ -97,57 +173,16 @@ pub fn live_node_holding_back(
             lines.push((number, target.clone(), line.to_vec()));
         }
     }
-    lines.sort_by_key(|(number, ..)| *number);
-    let first = lines.first().unwrap().0;
-    let append = |(_, path, line): &(u64, PathBuf, Vec<u8>)| {
-        use std::io::Write;
-        let mut file = std::fs::OpenOptions::new().append(true).open(path).unwrap();
-        let mut bytes = line.clone();
-        bytes.push(b'\n');
-        file.write_all(&bytes).unwrap();
-    };
-    let split = lines.partition_point(|(n, ..)| *n < first + initial);
-    for line in &lines[..split] {
-        append(line);
-    }
-    let held = |path: &Path| {
-        path.strip_prefix(dir.path())
-            .unwrap()
-            .components()
-            .any(|c| {
-                held_back
-                    .iter()
-                    .any(|name| c.as_os_str() == std::ffi::OsStr::new(name))
-            })
-    };
-    let rest: Vec<_> = lines[split..]
-        .iter()
-        .filter(|(_, path, _)| !held(path))
-        .cloned()
-        .collect();
-    let stop = Arc::new(AtomicBool::new(false));
-    let writer = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            let mut current = None;
-            for line in &rest {
-                if stop.load(Ordering::SeqCst) {
-                    return;
-                }
-                if current != Some(line.0) {
-                    current = Some(line.0);
-                    std::thread::sleep(every);
-                }
-                append(line);
-            }
-            drop(source);
+    let root = dir.path().to_owned();
+    let held = move |path: &Path| {
+        path.strip_prefix(&root).unwrap().components().any(|c| {
+            held_back
+                .iter()
+                .any(|name| c.as_os_str() == std::ffi::OsStr::new(name))
         })
     };
-    LiveNode {
-        dir,
-        stop,
-        writer: Some(writer),
-    }
+    let writer = PacedWriter::start(lines, initial, every, held);
+    LiveNode { writer, dir }
 }
 
 pub async fn client(server: &TestServer) -> MarketStreamingClient<Channel> {

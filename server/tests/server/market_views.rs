@@ -178,19 +178,10 @@ pub fn actors(dir: &Path) -> Actors {
 }
 
 pub fn files_named(dir: &Path, part: &str) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_owned()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.to_string_lossy().contains(part) {
-                out.push(path);
-            }
-        }
-    }
-    out
+    super::market_live::files(dir)
+        .into_iter()
+        .filter(|path| path.to_string_lossy().contains(part))
+        .collect()
 }
 
 /// Waits until the writer appended every block and the engine folded it.
