@@ -26,7 +26,7 @@ use serde_json::Value;
 use tonic::transport::Channel;
 
 use super::access_support::{eventually, http_get, sample};
-use super::harness::{TestServer, from_block, with_key};
+use super::harness::{TestServer, free_port, from_block, install_debian_packages, with_key};
 use super::market_live::{NodeLine, PacedWriter, files};
 use super::standin::post_json;
 
@@ -45,43 +45,8 @@ fn nats_server_binary() -> PathBuf {
     if let Some(path) = find() {
         return path;
     }
-    static INSTALL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _one_at_a_time = INSTALL.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(path) = find() {
-        return path;
-    }
-    let root = Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|out| out.stdout.starts_with(b"0"));
-    assert!(
-        root,
-        "the bus tests need nats-server (Debian package `nats-server`): install it with \
-         `apt-get install -y nats-server` (not root here, so not installed automatically)"
-    );
-    let install = || {
-        Command::new("apt-get")
-            .args(["install", "-y", "-qq", "nats-server"])
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if !install() {
-        let _ = Command::new("apt-get").args(["update", "-qq"]).status();
-        assert!(
-            install(),
-            "the bus tests need nats-server: `apt-get install -y nats-server` failed"
-        );
-    }
+    install_debian_packages(&["nats-server"], "the bus tests");
     find().expect("nats-server installed but not found in /usr/sbin or /usr/bin")
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// A `nats-server -js` on loopback with its own store.

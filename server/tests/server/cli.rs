@@ -8,7 +8,7 @@ use std::time::Duration;
 use proto::StreamRequest;
 use proto::venue_l1_gateway_client::VenueL1GatewayClient;
 
-use super::harness::{block_number, next, with_key};
+use super::harness::{block_number, free_port, next, with_key};
 
 const L1GATE: &str = env!("CARGO_BIN_EXE_l1gate");
 
@@ -34,14 +34,6 @@ fn lines_of(from: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Recei
         }
     });
     rx
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 #[tokio::test]

@@ -159,3 +159,52 @@ pub fn block_time_ms(line: &[u8]) -> i64 {
 pub fn block_number(line: &[u8]) -> u64 {
     feeds::envelope::decode(line).unwrap().block_number
 }
+
+/// A loopback port free when asked.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Installs Debian `packages` that `what` needs (one install at a time in
+/// this process; the package lists are refreshed if the first attempt
+/// fails). Fails the test saying what to install when this is not root or
+/// the install fails.
+pub fn install_debian_packages(packages: &[&str], what: &str) {
+    static INSTALL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = INSTALL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let wanted = packages.join(" ");
+    let root = std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|out| out.stdout.starts_with(b"0"));
+    assert!(
+        root,
+        "{what} needs the Debian packages {wanted}: install them with `apt-get install -y \
+         {wanted}` (not root here, so not installed automatically)"
+    );
+    let install = || {
+        std::process::Command::new("apt-get")
+            .args(["install", "-y", "-qq"])
+            .args(packages)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .output()
+    };
+    let mut outcome = install();
+    if !outcome.as_ref().is_ok_and(|out| out.status.success()) {
+        let _ = std::process::Command::new("apt-get")
+            .args(["update", "-qq"])
+            .status();
+        outcome = install();
+    }
+    assert!(
+        outcome.as_ref().is_ok_and(|out| out.status.success()),
+        "{what} needs the Debian packages {wanted}; `apt-get install -y {wanted}` failed: {:?}",
+        outcome.map(|out| String::from_utf8_lossy(&out.stderr).into_owned())
+    );
+}

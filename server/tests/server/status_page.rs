@@ -24,21 +24,10 @@ const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 /// missing (as root, which CI is); otherwise the test fails saying what to
 /// install.
 fn browser() -> (PathBuf, PathBuf) {
-    static INSTALL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _one = INSTALL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
     if !Path::new(CHROMIUM).exists() || !Path::new(CHROMEDRIVER).exists() {
-        let installed = Command::new("sh")
-            .arg("-c")
-            .arg("apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver")
-            .output();
-        let ok = installed.as_ref().is_ok_and(|o| o.status.success());
-        assert!(
-            ok && Path::new(CHROMEDRIVER).exists(),
-            "the status page test needs headless Chromium and ChromeDriver (Debian packages \
-             chromium and chromium-driver); installing them failed: {:?}",
-            installed.map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
+        super::harness::install_debian_packages(
+            &["chromium", "chromium-driver"],
+            "the status page test (headless Chromium and ChromeDriver)",
         );
     }
     (PathBuf::from(CHROMIUM), PathBuf::from(CHROMEDRIVER))
