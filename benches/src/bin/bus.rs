@@ -586,6 +586,18 @@ type LatencyTask = (
     tokio::task::JoinHandle<anyhow::Result<Tail>>,
 );
 
+/// Spawns [`tail`] of the stream `opening` opens, as `stream` on `server`.
+fn spawn_tail<T: Numbered + Send + 'static>(
+    stream: &'static str,
+    server: &'static str,
+    opening: impl Future<Output = Result<tonic::Response<Streaming<T>>, tonic::Status>> + Send + 'static,
+    since: Since,
+    (log, window, opened): (Arc<AppendLog>, Arc<AtomicU8>, Arc<AtomicUsize>),
+) -> LatencyTask {
+    let task = tokio::spawn(async move { tail(opening.await, since, log, window, opened).await });
+    (stream, server, task)
+}
+
 /// Opens [`LATENCY_STREAMS`] on every server of `cluster` (one connection per server) and
 /// times them over one window of `seconds`.
 async fn append_latency(cluster: &Cluster, seconds: u64) -> anyhow::Result<Vec<LatencyRow>> {
@@ -604,56 +616,34 @@ async fn append_latency(cluster: &Cluster, seconds: u64) -> anyhow::Result<Vec<L
         // No position: the live tail. A fills record's latency counts from the write of its
         // block's fills line.
         let request = server.request(pb::StreamRequest::default())?;
-        let (log, w, o) = shared();
-        tasks.push((
+        tasks.push(spawn_tail(
             fills,
             server_label,
-            tokio::spawn(async move {
-                tail(
-                    raw.stream_fills(request).await,
-                    AppendLog::since_fills,
-                    log,
-                    w,
-                    o,
-                )
-                .await
-            }),
+            async move { raw.stream_fills(request).await },
+            AppendLog::since_fills,
+            shared(),
         ));
         let request = server.request(pb::BboRequest {
             coins: coins.clone(),
         })?;
-        let (mut client, (log, w, o)) = (market.clone(), shared());
-        tasks.push((
+        let mut client = market.clone();
+        tasks.push(spawn_tail(
             bbo,
             server_label,
-            tokio::spawn(async move {
-                tail(
-                    client.stream_bbo(request).await,
-                    AppendLog::since_folded,
-                    log,
-                    w,
-                    o,
-                )
-                .await
-            }),
+            async move { client.stream_bbo(request).await },
+            AppendLog::since_folded,
+            shared(),
         ));
         let request = server.request(pb::TradesRequest {
             coins: coins.clone(),
         })?;
-        let (mut client, (log, w, o)) = (market, shared());
-        tasks.push((
+        let mut client = market;
+        tasks.push(spawn_tail(
             trades,
             server_label,
-            tokio::spawn(async move {
-                tail(
-                    client.stream_trades(request).await,
-                    AppendLog::since_folded,
-                    log,
-                    w,
-                    o,
-                )
-                .await
-            }),
+            async move { client.stream_trades(request).await },
+            AppendLog::since_folded,
+            shared(),
         ));
     }
     let started = Instant::now();
