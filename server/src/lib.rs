@@ -91,6 +91,25 @@ pub fn address(field: &str, value: &str) -> Result<String, String> {
     }
 }
 
+/// Opens (creating it) the lock file at `path` and takes an exclusive
+/// `flock` on it without waiting; `None` when another process holds it.
+/// The lock lasts as long as the returned file is open.
+///
+/// # Errors
+/// The file cannot be opened or locked for another reason.
+pub fn lock_exclusive(path: &std::path::Path) -> std::io::Result<Option<std::fs::File>> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)?;
+    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(Some(file)),
+        Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
+        Err(errno) => Err(errno.into()),
+    }
+}
+
 /// The wall clock in Unix milliseconds (0 if the clock is before 1970).
 pub fn unix_now_ms() -> i64 {
     std::time::SystemTime::now()

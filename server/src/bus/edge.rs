@@ -225,24 +225,16 @@ fn lock_state_dir(state_dir: &Path) -> anyhow::Result<std::fs::File> {
     std::fs::create_dir_all(state_dir)
         .with_context(|| format!("creating the state directory {}", state_dir.display()))?;
     let path = state_dir.join(STATE_LOCK);
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .with_context(|| format!("opening {}", path.display()))?;
-    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
-        Ok(()) => Ok(file),
-        Err(rustix::io::Errno::WOULDBLOCK) => Err(anyhow::anyhow!(
-            "state_dir {} is in use by another edge ({} is locked): give each edge a state \
-             directory of its own",
-            state_dir.display(),
-            path.display()
-        )),
-        Err(errno) => {
-            Err(std::io::Error::from(errno)).with_context(|| format!("locking {}", path.display()))
-        }
-    }
+    crate::lock_exclusive(&path)
+        .with_context(|| format!("locking {}", path.display()))?
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "state_dir {} is in use by another edge ({} is locked): give each edge a state \
+                 directory of its own",
+                state_dir.display(),
+                path.display()
+            )
+        })
 }
 
 /// Waits for a checkpoint on the bus (a publisher puts its first one there

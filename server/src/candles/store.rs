@@ -252,24 +252,16 @@ impl CandleStore {
         };
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
         let lock_path = dir.join(LOCK_NAME);
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(io_err(&lock_path))?;
-        match rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => {}
-            Err(rustix::io::Errno::WOULDBLOCK) => {
-                return Err(StoreError::Locked { path: lock_path });
-            }
-            Err(errno) => {
+        let lock = match crate::lock_exclusive(&lock_path) {
+            Ok(Some(lock)) => lock,
+            Ok(None) => return Err(StoreError::Locked { path: lock_path }),
+            Err(source) => {
                 return Err(StoreError::Io {
                     path: lock_path,
-                    source: errno.into(),
+                    source,
                 });
             }
-        }
+        };
         let path = dir.join(FILE_NAME);
         let file = OpenOptions::new()
             .create(true)
