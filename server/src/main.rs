@@ -43,8 +43,9 @@ fn run_edge(command: l1gate::cli::EdgeCommand) -> anyhow::Result<()> {
     runtime.block_on(async move {
         let running = l1gate::bus::edge::start(&url, &settings).await?;
         println!(
-            "l1gate edge serving the raw feed from {url}: gRPC on {} and HTTP on {}",
-            running.grpc_addr, running.http_addr
+            "l1gate edge serving from {url} (market from the checkpoint of block {}): gRPC on {} \
+             and HTTP on {}",
+            running.started_from, running.server.grpc_addr, running.server.http_addr
         );
         shutdown_signal().await?;
         tracing::info!("shutting down");

@@ -38,7 +38,6 @@
 //! Not served here: order-book snapshot files (whole files, not carried by
 //! the bus; their RPCs find none).
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -79,17 +78,12 @@ const PRUNE_EVERY: Duration = Duration::from_secs(60);
 /// A running edge: its addresses and tasks (stopped when dropped).
 #[derive(Debug)]
 pub struct RunningEdge {
-    /// Bound gRPC address.
-    pub grpc_addr: SocketAddr,
-    /// Bound HTTP address.
-    pub http_addr: SocketAddr,
-    /// The mirrored feeds being served.
-    pub live: Arc<LiveFeeds>,
     /// The bus connection and each feed's progress.
     pub status: Arc<BusStatus>,
     /// The block of the checkpoint the market started from.
     pub started_from: u64,
-    /// The server over the mirror (every API of `l1gate serve`).
+    /// The server over the mirror (every API of `l1gate serve`; its
+    /// addresses and feeds).
     pub server: crate::serve::Running,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     /// `state_dir/edge.lock`, locked for as long as the edge runs.
@@ -207,9 +201,6 @@ pub async fn start(url: &BusUrl, settings: &Settings) -> anyhow::Result<RunningE
         "edge serving from the bus"
     );
     Ok(RunningEdge {
-        grpc_addr: server.grpc_addr,
-        http_addr: server.http_addr,
-        live,
         status,
         started_from: checkpoint.block,
         server,

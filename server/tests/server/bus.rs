@@ -423,7 +423,7 @@ async fn an_edge_serves_every_feed_byte_identical_to_the_node_host_while_the_nod
     );
     let host = publisher(node.path(), &nats.url()).await;
     let edge = Edge::start(&nats.url(), &host.keys_file).await.unwrap();
-    let edge_addr = edge.running.grpc_addr;
+    let edge_addr = edge.running.server.grpc_addr;
     // Streams from block 1 on both, opened while the node still writes.
     assert_same_records(&host, edge_addr, &feeds).await;
 
@@ -474,7 +474,7 @@ async fn an_edge_serves_every_feed_byte_identical_to_the_node_host_while_the_nod
     assert_eq!(bus["role"], "publisher");
     assert_eq!(bus["connected"], true);
     assert_eq!(bus["url"], nats.url());
-    let edge_bus = bus_health(edge.running.http_addr).await;
+    let edge_bus = bus_health(edge.running.server.http_addr).await;
     assert_eq!(edge_bus["role"], "edge");
     assert_eq!(edge_bus["connected"], true);
     let metrics = http_get(host.running.http_addr, "/metrics", None)
@@ -496,7 +496,7 @@ async fn an_edge_started_late_catches_up_from_the_start_of_the_stream() {
     let host = publisher(node.path(), &nats.url()).await;
     published(host.running.http_addr, &feeds).await;
     let edge = Edge::start(&nats.url(), &host.keys_file).await.unwrap();
-    assert_same_records(&host, edge.running.grpc_addr, &feeds).await;
+    assert_same_records(&host, edge.running.server.grpc_addr, &feeds).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -541,7 +541,7 @@ async fn a_publisher_restarted_mid_run_leaves_no_duplicate_and_no_gap() {
     let resumed = sample(&metrics, "l1gate_bus_records_total{feed=\"fills\"}");
     assert!(resumed > 0 && resumed < messages, "{resumed} of {messages}");
     let edge = Edge::start(&nats.url(), &second.keys_file).await.unwrap();
-    assert_same_records(&second, edge.running.grpc_addr, &feeds).await;
+    assert_same_records(&second, edge.running.server.grpc_addr, &feeds).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -551,7 +551,7 @@ async fn the_edge_resumes_after_a_bus_restart_without_gap_or_duplicate() {
     let feeds = feeds_of(&node);
     let host = publisher(node.path(), &nats.url()).await;
     let edge = Edge::start(&nats.url(), &host.keys_file).await.unwrap();
-    let edge_addr = edge.running.grpc_addr;
+    let edge_addr = edge.running.server.grpc_addr;
     // Live streams from block 1 on the edge, across the outage.
     let mut readers = Vec::new();
     for &(source, last) in &feeds {
@@ -566,7 +566,7 @@ async fn the_edge_resumes_after_a_bus_restart_without_gap_or_duplicate() {
     assert!(!node.finished(), "the outage falls while the node writes");
     nats.stop();
     eventually(WAIT, "the edge reported the bus down", || async {
-        bus_health(edge.running.http_addr).await["connected"] == false
+        bus_health(edge.running.server.http_addr).await["connected"] == false
     })
     .await;
     // The node keeps writing while the bus is down.
@@ -581,7 +581,7 @@ async fn the_edge_resumes_after_a_bus_restart_without_gap_or_duplicate() {
         assert_eq!(blocks(&got), blocks(&want), "{}: blocks", source.feed_id());
         assert_eq!(got, want, "{}: records", source.feed_id());
     }
-    let metrics = http_get(edge.running.http_addr, "/metrics", None)
+    let metrics = http_get(edge.running.server.http_addr, "/metrics", None)
         .await
         .text;
     assert_eq!(sample(&metrics, "l1gate_bus_gaps_total{feed=\"fills\"}"), 0);
@@ -599,7 +599,13 @@ async fn the_edge_resumes_after_a_bus_restart_without_gap_or_duplicate() {
     .await;
     let book = r#"{"type":"l2Book","coin":"ETH"}"#;
     let on_host = post_json(host.running.http_addr, "/info", Some(&host.key), book).await;
-    let on_edge = post_json(edge.running.http_addr, "/info", Some(&host.key), book).await;
+    let on_edge = post_json(
+        edge.running.server.http_addr,
+        "/info",
+        Some(&host.key),
+        book,
+    )
+    .await;
     assert_eq!(on_edge.status, 200, "{}", on_edge.text);
     assert_eq!(on_edge.text, on_host.text, "the books after the outage");
     // No record twice in the stream either (the publisher's queued
@@ -672,7 +678,10 @@ async fn bad_credentials_and_unreachable_buses_are_named_without_the_password() 
         .expect("the edge starts once a checkpoint is on the bus")
         .unwrap()
         .unwrap();
-    assert_eq!(bus_health(edge.running.http_addr).await["connected"], true);
+    assert_eq!(
+        bus_health(edge.running.server.http_addr).await["connected"],
+        true
+    );
     // A second edge on the same state directory would empty the first
     // one's copy: refused, naming the directory.
     let settings = ServeArgs {

@@ -288,15 +288,19 @@ async fn an_edges_market_views_candles_and_info_equal_the_node_hosts() {
         "edge started from block {started}, the node's first is {first}"
     );
     let bus: Value = serde_json::from_str(
-        &super::access_support::http_get(edge.running.http_addr, "/healthz", None)
+        &super::access_support::http_get(edge.running.server.http_addr, "/healthz", None)
             .await
             .text,
     )
     .unwrap();
     assert_eq!(bus["bus"]["checkpoint"]["block"], started, "{bus:#}");
     // The operator status page shows the bus among the upstreams.
-    let status =
-        super::access_support::http_get(edge.running.http_addr, "/status.json", Some(&admin)).await;
+    let status = super::access_support::http_get(
+        edge.running.server.http_addr,
+        "/status.json",
+        Some(&admin),
+    )
+    .await;
     assert_eq!(status.status, 200, "{}", status.text);
     let status: Value = serde_json::from_str(&status.text).unwrap();
     let row = status["upstreams"]
@@ -338,7 +342,7 @@ async fn an_edges_market_views_candles_and_info_equal_the_node_hosts() {
     )
     .await;
     let on_edge = subscribe_all(
-        edge.running.grpc_addr,
+        edge.running.server.grpc_addr,
         &host.key,
         &acts.user,
         &acts.builder,
@@ -346,7 +350,7 @@ async fn an_edges_market_views_candles_and_info_equal_the_node_hosts() {
     )
     .await;
     let ws_on_host = ws_collect(host.running.http_addr, &host.key, &done).await;
-    let ws_on_edge = ws_collect(edge.running.http_addr, &host.key, &done).await;
+    let ws_on_edge = ws_collect(edge.running.server.http_addr, &host.key, &done).await;
     let host_engine = host.running.engine.status().clone();
     let edge_engine = edge.running.server.engine.status().clone();
     let last = settled(&node, &[&|| host_engine.height(), &|| edge_engine.height()]).await;
@@ -474,7 +478,13 @@ async fn an_edges_market_views_candles_and_info_equal_the_node_hosts() {
                           "req": {"coin": coin, "interval": interval, "startTime": 0}})
         .to_string();
         let from_host = post_json(host.running.http_addr, "/info", Some(&host.key), &body).await;
-        let from_edge = post_json(edge.running.http_addr, "/info", Some(&host.key), &body).await;
+        let from_edge = post_json(
+            edge.running.server.http_addr,
+            "/info",
+            Some(&host.key),
+            &body,
+        )
+        .await;
         assert_eq!(from_host.status, 200, "{}", from_host.text);
         assert_eq!(from_edge.status, 200, "{}", from_edge.text);
         if interval == "1s" {
@@ -500,7 +510,13 @@ async fn an_edges_market_views_candles_and_info_equal_the_node_hosts() {
     // Books through Info too.
     let body = json!({"type": "l2Book", "coin": "ETH"}).to_string();
     let from_host = post_json(host.running.http_addr, "/info", Some(&host.key), &body).await;
-    let from_edge = post_json(edge.running.http_addr, "/info", Some(&host.key), &body).await;
+    let from_edge = post_json(
+        edge.running.server.http_addr,
+        "/info",
+        Some(&host.key),
+        &body,
+    )
+    .await;
     assert_eq!(from_edge.status, 200, "{}", from_edge.text);
     assert_eq!(from_edge.text, from_host.text, "l2Book through Info");
 
