@@ -201,32 +201,22 @@ impl Market {
     }
 
     fn starting(fold: Engine, needs: Needs) -> Self {
-        let mut market = Self {
+        Self::restored(MarketParts {
             needs,
             height: fold.height(),
             time_ms: 0,
             fold,
-            tops_watchers: 0,
-            bbo: BboView::default(),
-            l2: L2Tracker::default(),
-            raw: L4BookView::default(),
-            statuses: StatusesView::default(),
-            orders: L4UpdatesView::default(),
-            mids: MidsView::default(),
             trades: TradesView::new(),
             fills: FillsView::new(),
             tpsl: TpslView::new(),
             candles: CandlesView::new(),
             universe: BTreeSet::new(),
-            universe_books: 0,
-            universe_grew: false,
-        };
-        market.follow_universe();
-        market
+        })
     }
 
-    /// A market as a checkpoint left it (see [`crate::checkpoint`]): no
-    /// subscription watches anything yet, so the tops of book, mids and L2
+    /// A market as a checkpoint left it (see [`crate::checkpoint`]), or,
+    /// from fresh parts, a starting one: no subscription watches anything
+    /// yet, so the tops of book, mids and L2
     /// books are rebuilt from the books when one does, as after any start.
     pub(crate) fn restored(parts: MarketParts) -> Self {
         let mut market = Self {
