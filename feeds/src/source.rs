@@ -56,6 +56,17 @@ impl Source {
         Source::OrderbookSnapshots,
     ];
 
+    /// Every line feed ([`Source::is_line_feed`]): all but snapshots, in
+    /// the order of [`Source::ALL`].
+    pub const LINE_FEEDS: [Source; 6] = [
+        Source::Blocks,
+        Source::Fills,
+        Source::RawBookDiffs,
+        Source::OrderStatuses,
+        Source::MiscEvents,
+        Source::TwapStatuses,
+    ];
+
     /// The sources whose lines are block envelopes of events, in the order
     /// the engine assembles a block from them.
     pub const EVENT_STREAMS: [Source; 5] = [
@@ -279,5 +290,14 @@ mod tests {
             Source::OrderbookSnapshots.position_kinds(),
             [PositionKind::Timestamp]
         );
+    }
+
+    #[test]
+    fn line_feeds_are_every_source_but_snapshots() {
+        let filtered: Vec<Source> = Source::ALL
+            .into_iter()
+            .filter(|s| s.is_line_feed())
+            .collect();
+        assert_eq!(filtered, Source::LINE_FEEDS);
     }
 }

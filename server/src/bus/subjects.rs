@@ -11,14 +11,7 @@ use async_nats::HeaderMap;
 use feeds::Source;
 
 /// The feeds carried by the bus: every line feed.
-pub const BUS_FEEDS: [Source; 6] = [
-    Source::Blocks,
-    Source::Fills,
-    Source::RawBookDiffs,
-    Source::OrderStatuses,
-    Source::MiscEvents,
-    Source::TwapStatuses,
-];
+pub const BUS_FEEDS: [Source; 6] = Source::LINE_FEEDS;
 
 /// Header: the record's block number (decimal).
 pub const HEADER_BLOCK: &str = "L1gate-Block";
