@@ -598,9 +598,18 @@ impl Slot {
         }
     }
 
+    /// Where the subscriber goes on from: the last block its connection
+    /// took, and for the raw feed (whose requests take a position) the
+    /// position to reconnect from.
     fn resume(&self) -> String {
-        self.last_block()
-            .map_or_else(String::new, |block| format!("; last block sent {block}"))
+        match (self.last_block(), self.on_lag) {
+            (None, _) => String::new(),
+            (Some(block), Some(_)) => format!("; last block sent {block}"),
+            (Some(block), None) => format!(
+                "; last block sent {block}, reconnect from block_number {}",
+                block + 1
+            ),
+        }
     }
 }
 
