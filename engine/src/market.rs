@@ -131,6 +131,39 @@ impl Needs {
     fn decodes_fills(self) -> bool {
         self.trades || self.fills || self.tpsl || self.candles
     }
+
+    /// The step of a block's fold after which every part named here is
+    /// folded: a driver can publish a view's frames then, before the rest
+    /// of the block is folded.
+    pub fn ready_after(self) -> Step {
+        if self.tpsl {
+            Step::Done
+        } else if self.books {
+            Step::Books
+        } else {
+            Step::Fills
+        }
+    }
+}
+
+/// The steps of one block's fold, in the order [`Market::apply_in_steps`]
+/// takes them. The fills alone make trades, fills and candles, so they come
+/// first and their frames need not wait for the books (the costliest part);
+/// TP/SL reads the fills and the trigger statuses the book fold found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Step {
+    /// The fills are decoded; trades, fills and candles are folded.
+    Fills,
+    /// The books are folded, with everything derived from them (top of
+    /// book, mids, L2, raw L4 events, order changes, order statuses).
+    Books,
+    /// TP/SL is folded: the whole block is.
+    Done,
+}
+
+impl Step {
+    /// Every step, in order.
+    pub const ALL: [Step; 3] = [Step::Fills, Step::Books, Step::Done];
 }
 
 /// Where the market stands: the last folded block and its time (0 and 0
@@ -402,6 +435,19 @@ impl Market {
     /// Folds one block. Blocks at or below the market's height are skipped;
     /// a jump past `height + 1` is reported as a [`Gap`] and folded anyway.
     pub fn apply(&mut self, block: &Block) -> BlockReport {
+        self.apply_in_steps(block, |_, _| {})
+    }
+
+    /// [`Market::apply`], calling `after` with the market at the end of
+    /// each [`Step`] (every step, in order, unless the block is skipped).
+    /// From the first step on, [`Market::position`] is the block's; a
+    /// part is final for the block once the step it is
+    /// [`ready after`](Needs::ready_after) has been passed to `after`.
+    pub fn apply_in_steps(
+        &mut self,
+        block: &Block,
+        mut after: impl FnMut(Step, &Market),
+    ) -> BlockReport {
         let mut report = BlockReport {
             block: block.number,
             ..BlockReport::default()
@@ -428,6 +474,19 @@ impl Market {
         };
         report.events += fills.len();
         let (number, time) = (block.number, block.time_ms);
+        self.height = Some(number);
+        self.time_ms = time;
+        if needs.trades || needs.candles {
+            self.trades.apply_fills(number, time, &fills);
+            if needs.candles {
+                self.candles.apply_trades_view(&self.trades);
+            }
+        }
+        if needs.fills && books_due {
+            self.fills.apply_fills(number, time, &fills);
+        }
+        after(Step::Fills, self);
+        let mut triggers = None;
         if books_due && (needs.books || needs.tpsl) {
             let tpsl = &self.tpsl;
             let tracks = |oid: u64| tpsl.tracks(oid);
@@ -451,23 +510,15 @@ impl Market {
                 self.statuses.update(&mut folded.changes);
                 self.orders.update(&mut folded.changes);
             }
-            if needs.tpsl {
-                self.tpsl
-                    .apply_events(number, time, &fills, &folded.trigger_statuses);
-            }
+            triggers = needs.tpsl.then_some(folded);
         }
-        if needs.trades || needs.candles {
-            self.trades.apply_fills(number, time, &fills);
-            if needs.candles {
-                self.candles.apply_trades_view(&self.trades);
-            }
+        after(Step::Books, self);
+        if let Some(folded) = triggers {
+            self.tpsl
+                .apply_events(number, time, &fills, &folded.trigger_statuses);
         }
-        if needs.fills && books_due {
-            self.fills.apply_fills(number, time, &fills);
-        }
-        self.height = Some(number);
-        self.time_ms = time;
         self.follow_universe();
+        after(Step::Done, self);
         report
     }
 

@@ -27,6 +27,8 @@ mod replay;
 mod simulator_truth;
 #[path = "engine/source.rs"]
 mod source;
+#[path = "engine/steps.rs"]
+mod steps;
 #[path = "engine/tpsl.rs"]
 mod tpsl;
 #[path = "engine/trades.rs"]

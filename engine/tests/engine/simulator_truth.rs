@@ -17,7 +17,7 @@ use fixtures::{OutputMode, RunOptions, SimConfig};
 
 const BLOCKS: u64 = 300;
 
-fn generate(dir: &Path, profile_small: bool) {
+pub(crate) fn generate(dir: &Path, profile_small: bool) {
     let mut config = if profile_small {
         SimConfig::small(11)
     } else {
@@ -34,7 +34,7 @@ fn generate(dir: &Path, profile_small: bool) {
 }
 
 /// Every block of the by-block files, joined across sources.
-fn blocks(dir: &Path) -> BTreeMap<u64, Block> {
+pub(crate) fn blocks(dir: &Path) -> BTreeMap<u64, Block> {
     let mut blocks: BTreeMap<u64, Block> = BTreeMap::new();
     for source in [Source::OrderStatuses, Source::RawBookDiffs, Source::Fills] {
         let feed = Feed::open(dir, source).unwrap();
@@ -61,7 +61,7 @@ fn blocks(dir: &Path) -> BTreeMap<u64, Block> {
     blocks
 }
 
-fn snapshots(dir: &Path) -> Vec<snapshot::L4Snapshot> {
+pub(crate) fn snapshots(dir: &Path) -> Vec<snapshot::L4Snapshot> {
     let mut files: Vec<_> = std::fs::read_dir(dir.join("l4_snapshots"))
         .unwrap()
         .map(|e| e.unwrap().path())

@@ -49,6 +49,14 @@
 //! key exists only while it has receivers; it is dropped (and what its
 //! subscription holds in the market released) at the next block after its
 //! last receiver goes away.
+//!
+//! # Publishing in steps
+//!
+//! A block is folded in [`Step`]s (`Market::apply_in_steps`): the fills
+//! first (trades, fills, candles), then the books (and what derives from
+//! them), then TP/SL. Each key's frames are published at the end of the
+//! step that makes its view final for the block, so a trade frame does not
+//! wait for the book fold and a top of book does not wait for TP/SL.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -61,7 +69,7 @@ use crossbeam_channel::{Receiver, Sender};
 use engine::block::Block;
 use engine::checkpoint::{Bounds, CheckpointPolicy, Checkpointer, PassedOver, Progress};
 use engine::hub::{Hub, Receiver as HubReceiver};
-use engine::market::{Market, Needs};
+use engine::market::{Market, Needs, Step};
 use engine::source::{BlockSource, SourceOptions, common_first_block};
 use engine::views::ViewError;
 use engine::views::ViewSettings;
@@ -444,6 +452,8 @@ struct Entry {
     producer: Producer,
     hub: Hub<Batch>,
     signal: Arc<Signal>,
+    /// The step of a block's fold after which its frames are published.
+    step: Step,
 }
 
 struct Writer<'s> {
@@ -705,7 +715,11 @@ impl<'s> Writer<'s> {
     }
 
     fn fold(&mut self, block: &Block) {
-        let report = self.market.apply(block);
+        self.drop_unread_keys();
+        let keys = &mut self.keys;
+        let report = self
+            .market
+            .apply_in_steps(block, |step, market| publish(keys, step, market));
         if report.skipped {
             return;
         }
@@ -743,7 +757,6 @@ impl<'s> Writer<'s> {
         if self.market.universe_grew() {
             self.status.publish_coins(self.market.universe());
         }
-        self.publish();
         let at = self.market.position();
         self.status.block_time_ms.store(at.time, Ordering::Release);
         self.status.height.store(at.block_number, Ordering::Release);
@@ -799,9 +812,8 @@ impl<'s> Writer<'s> {
         self.aligned = now;
     }
 
-    /// Drops keys nobody reads any more, then publishes every other key's
-    /// frames of the block just folded.
-    fn publish(&mut self) {
+    /// Drops keys nobody reads any more.
+    fn drop_unread_keys(&mut self) {
         let gone: Vec<Key> = self
             .keys
             .iter()
@@ -816,14 +828,6 @@ impl<'s> Writer<'s> {
         self.status
             .keys
             .store(self.keys.len() as u64, Ordering::Release);
-        let at = self.market.position();
-        let made = crate::unix_now_ms();
-        for entry in self.keys.values_mut() {
-            let frames = entry.producer.on_block(&self.market);
-            if !frames.is_empty() {
-                entry.hub.publish(Batch::new(at, frames).made_at(made));
-            }
-        }
     }
 
     fn command(&mut self, command: Command) {
@@ -871,12 +875,14 @@ impl<'s> Writer<'s> {
             self.wakeups.hook(Arc::clone(&signal)),
         );
         let receiver = hub.subscribe();
+        let step = key.kind().needs().ready_after();
         self.keys.insert(
             key,
             Entry {
                 producer,
                 hub,
                 signal: Arc::clone(&signal),
+                step,
             },
         );
         self.status
@@ -893,6 +899,19 @@ impl<'s> Writer<'s> {
 /// The market of the newest usable checkpoint in `dir` within `bounds`,
 /// logging which was used and why newer ones were not; `None` (logged) when
 /// none is usable.
+/// Publishes the frames of the block being folded for every key whose view
+/// is final at the end of `step`.
+fn publish(keys: &mut BTreeMap<Key, Entry>, step: Step, market: &Market) {
+    let at = market.position();
+    let made = crate::unix_now_ms();
+    for entry in keys.values_mut().filter(|entry| entry.step == step) {
+        let frames = entry.producer.on_block(market);
+        if !frames.is_empty() {
+            entry.hub.publish(Batch::new(at, frames).made_at(made));
+        }
+    }
+}
+
 fn resume(dir: &Path, bounds: Bounds) -> Option<Market> {
     let choice = match engine::checkpoint::newest_usable(dir, Needs::ALL, bounds) {
         Ok(choice) => choice,
