@@ -77,12 +77,19 @@ impl Subscribed {
     }
 }
 
-#[test]
-fn every_view_is_final_at_the_end_of_its_step() {
+/// A small simulator run: its starting snapshot and its blocks.
+fn simulated() -> (
+    engine::snapshot::L4Snapshot,
+    BTreeMap<u64, engine::block::Block>,
+) {
     let dir = tempfile::tempdir().unwrap();
     generate(dir.path(), true);
-    let start = snapshots(dir.path()).swap_remove(0);
-    let blocks = blocks(dir.path());
+    (snapshots(dir.path()).swap_remove(0), blocks(dir.path()))
+}
+
+#[test]
+fn every_view_is_final_at_the_end_of_its_step() {
+    let (start, blocks) = simulated();
     let users = busiest_users(&blocks, 3);
     let keys: Vec<Key> = ViewKind::ALL
         .iter()
@@ -150,10 +157,7 @@ fn every_view_is_final_at_the_end_of_its_step() {
 
 #[test]
 fn a_block_at_or_below_the_height_calls_no_step() {
-    let dir = tempfile::tempdir().unwrap();
-    generate(dir.path(), true);
-    let start = snapshots(dir.path()).swap_remove(0);
-    let blocks = blocks(dir.path());
+    let (start, blocks) = simulated();
     let first = blocks.values().next().unwrap();
     let mut market = Market::from_snapshot(start, Needs::ALL);
     market.apply(first);
