@@ -896,9 +896,6 @@ impl<'s> Writer<'s> {
     }
 }
 
-/// The market of the newest usable checkpoint in `dir` within `bounds`,
-/// logging which was used and why newer ones were not; `None` (logged) when
-/// none is usable.
 /// Publishes the frames of the block being folded for every key whose view
 /// is final at the end of `step`.
 fn publish(keys: &mut BTreeMap<Key, Entry>, step: Step, market: &Market) {
@@ -912,6 +909,9 @@ fn publish(keys: &mut BTreeMap<Key, Entry>, step: Step, market: &Market) {
     }
 }
 
+/// The market of the newest usable checkpoint in `dir` within `bounds`,
+/// logging which was used and why newer ones were not; `None` (logged) when
+/// none is usable.
 fn resume(dir: &Path, bounds: Bounds) -> Option<Market> {
     let choice = match engine::checkpoint::newest_usable(dir, Needs::ALL, bounds) {
         Ok(choice) => choice,
