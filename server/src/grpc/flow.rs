@@ -603,14 +603,25 @@ impl Slot {
     /// position to reconnect from.
     fn resume(&self) -> String {
         match (self.last_block(), self.on_lag) {
-            (None, _) => String::new(),
+            (None, Some(_)) => String::new(),
             (Some(block), Some(_)) => format!("; last block sent {block}"),
-            (Some(block), None) => format!(
-                "; last block sent {block}, reconnect from block_number {}",
-                block + 1
-            ),
+            (last_block, None) => resume_from(last_block),
         }
     }
+}
+
+/// What a raw-feed stream ended early says about where to go on from: the
+/// last block its connection took and the position to reconnect from.
+pub fn resume_from(last_block: Option<u64>) -> String {
+    last_block.map_or_else(
+        || "; no record was sent".to_owned(),
+        |block| {
+            format!(
+                "; last block sent {block}, reconnect from block_number {}",
+                block + 1
+            )
+        },
+    )
 }
 
 /// Milliseconds of `duration`, saturating.

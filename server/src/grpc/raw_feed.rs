@@ -35,7 +35,7 @@ use tonic::{Request, Response, Status};
 
 use crate::access::Access;
 use crate::config::RawFeedSettings;
-use crate::grpc::flow::{EndReason, Measured, Slot, Supervisor, Watched};
+use crate::grpc::flow::{self, EndReason, Measured, Slot, Supervisor, Watched};
 use crate::host::feeds::LiveFeeds;
 
 /// Records per read from a feed before yielding to the runtime.
@@ -420,10 +420,7 @@ impl Pump {
                     "{}: a node file shrank under the stream (rewritten or truncated; the \
                      node only appends){}",
                     self.source.feed_id(),
-                    self.order.last_block.map_or_else(String::new, |b| format!(
-                        "; last block sent {b}, resubscribe from block_number {}",
-                        b + 1
-                    ))
+                    flow::resume_from(self.order.last_block)
                 ))));
             }
             let batch = self
@@ -515,18 +512,10 @@ impl From<Status> for Ended {
 }
 
 fn too_slow(source: Source, last_block: Option<u64>) -> Status {
-    let resume = last_block.map_or_else(
-        || "no record was delivered".to_owned(),
-        |b| {
-            format!(
-                "last block delivered {b}; reconnect from block_number {}",
-                b + 1
-            )
-        },
-    );
     Status::deadline_exceeded(format!(
-        "{}: subscriber too slow, fell behind the live tail ({resume})",
-        source.feed_id()
+        "{}: subscriber too slow, fell behind the live tail{}",
+        source.feed_id(),
+        flow::resume_from(last_block)
     ))
 }
 

@@ -18,8 +18,9 @@ use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
 use super::bus::{Edge, GrowingNode, Nats, publisher};
+use super::harness::TestServer;
 use super::market_views::{actors, collect, json, without};
-use super::standin::post_json;
+use super::standin::{HttpReply, post_json};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -246,6 +247,15 @@ fn ws_time(data: &Value) -> i64 {
 
 /// Waits until the node wrote everything and both engines folded it all;
 /// the last block.
+/// The same Info request (`body`) answered by the node host and by the
+/// edge, with the host's key.
+async fn info_of_both(host: &TestServer, edge: &Edge, body: &str) -> (HttpReply, HttpReply) {
+    let key = Some(host.key.as_str());
+    let from_host = post_json(host.running.http_addr, "/info", key, body).await;
+    let from_edge = post_json(edge.running.server.http_addr, "/info", key, body).await;
+    (from_host, from_edge)
+}
+
 async fn settled(node: &GrowingNode, heights: &[&dyn Fn() -> u64]) -> u64 {
     let deadline = tokio::time::Instant::now() + WAIT;
     let mut last = (Vec::new(), std::time::Instant::now());
@@ -477,14 +487,7 @@ async fn an_edges_market_views_candles_and_info_equal_the_node_hosts() {
         let body = json!({"type": "candleSnapshot",
                           "req": {"coin": coin, "interval": interval, "startTime": 0}})
         .to_string();
-        let from_host = post_json(host.running.http_addr, "/info", Some(&host.key), &body).await;
-        let from_edge = post_json(
-            edge.running.server.http_addr,
-            "/info",
-            Some(&host.key),
-            &body,
-        )
-        .await;
+        let (from_host, from_edge) = info_of_both(&host, &edge, &body).await;
         assert_eq!(from_host.status, 200, "{}", from_host.text);
         assert_eq!(from_edge.status, 200, "{}", from_edge.text);
         if interval == "1s" {
@@ -509,14 +512,7 @@ async fn an_edges_market_views_candles_and_info_equal_the_node_hosts() {
     }
     // Books through Info too.
     let body = json!({"type": "l2Book", "coin": "ETH"}).to_string();
-    let from_host = post_json(host.running.http_addr, "/info", Some(&host.key), &body).await;
-    let from_edge = post_json(
-        edge.running.server.http_addr,
-        "/info",
-        Some(&host.key),
-        &body,
-    )
-    .await;
+    let (from_host, from_edge) = info_of_both(&host, &edge, &body).await;
     assert_eq!(from_edge.status, 200, "{}", from_edge.text);
     assert_eq!(from_edge.text, from_host.text, "l2Book through Info");
 
