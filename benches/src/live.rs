@@ -17,10 +17,23 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use engine::market::Needs;
 use feeds::Source;
-use fixtures::{NodeWriter, OutputMode, SimConfig, Simulator, WriterOptions, write_snapshot_file};
+use fixtures::{
+    NodeWriter, OutputMode, RenderedBlock, SimConfig, Simulator, WriterOptions, write_snapshot_file,
+};
 use hdrhistogram::Histogram;
 use tonic::metadata::MetadataValue;
 use tonic::transport::{Channel, Endpoint};
+
+/// How the stand-in node paces its own work, for the harnesses' method lines.
+pub const WRITER_PACING: &str = "the writer makes and renders each block in the middle of the interval before its append, then only appends (a node does that work on cores of its own; here it would otherwise take a core from the server while the server folds and sends the block just appended)";
+
+/// Sleeps until `at` (returns at once when it has passed).
+fn sleep_until(at: Instant) {
+    let now = Instant::now();
+    if at > now {
+        std::thread::sleep(at - now);
+    }
+}
 
 /// First argument that makes a harness binary run as the server child (see [`serve_child`]).
 pub const SERVE_FLAG: &str = "--serve-child";
@@ -190,6 +203,9 @@ impl LiveNode {
                     let mut written = 0;
                     let mut last_time = sim.block_time_ns();
                     let mut due = Instant::now();
+                    let mut rendered = RenderedBlock::default();
+                    // Half the last block interval at the current pace.
+                    let mut half_gap = Duration::ZERO;
                     while written < max_blocks && !stop.load(Ordering::Relaxed) {
                         if pause.load(Ordering::Acquire) {
                             holding.store(true, Ordering::Release);
@@ -201,11 +217,20 @@ impl LiveNode {
                             due = Instant::now();
                             continue;
                         }
+                        // The stand-in node's own work, making and rendering the next block,
+                        // waits for the middle of the interval since the last append: a node
+                        // does it on cores of its own, and on a small machine it would
+                        // otherwise take a core from the server exactly while the server folds
+                        // and sends the block just appended.
+                        sleep_until(due + half_gap);
                         let block = sim.next_block();
+                        writer.render(&block, &mut rendered);
                         let gap = u64::try_from(block.block_time_ns - last_time).unwrap_or(0);
                         last_time = block.block_time_ns;
                         let speedup = speedup_milli.load(Ordering::Relaxed).max(1);
-                        due += Duration::from_nanos(gap.saturating_mul(1000) / speedup);
+                        let interval = Duration::from_nanos(gap.saturating_mul(1000) / speedup);
+                        half_gap = interval / 2;
+                        due += interval;
                         let now = Instant::now();
                         if due > now {
                             std::thread::sleep(due - now);
@@ -214,7 +239,7 @@ impl LiveNode {
                             due = now;
                         }
                         log.note_time(block.number, block.block_time_ns / 1_000_000);
-                        writer.write_block_observed(&block, &mut |source| {
+                        writer.write_rendered(&rendered, &mut |source| {
                             log.record(block.number, source, Instant::now());
                         })?;
                         written += 1;

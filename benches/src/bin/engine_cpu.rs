@@ -440,8 +440,9 @@ fn render(
     s.push_str(&live::load_line(load_before, machine.cores));
     let _ = writeln!(
         s,
-        "- Data: simulator `SimConfig::mainnet(seed 1, scale {})`, by-block layout, every line flushed, appended at mainnet pace ({MAINNET_BLOCKS_PER_S} blocks/s); {written} live blocks in the whole run",
-        args.scale
+        "- Data: simulator `SimConfig::mainnet(seed 1, scale {})`, by-block layout, every line flushed, appended at mainnet pace ({MAINNET_BLOCKS_PER_S} blocks/s); {written} live blocks in the whole run; {}",
+        args.scale,
+        live::WRITER_PACING
     );
     let _ = writeln!(
         s,

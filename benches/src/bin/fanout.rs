@@ -587,8 +587,9 @@ fn render(
     s.push_str(&live::load_line(load_before, machine.cores));
     let _ = writeln!(
         s,
-        "- Data: simulator `SimConfig::mainnet(seed 1, scale {})` appended one block at a time at mainnet pace (≈ 14.8 blocks/s; {written} live blocks over the whole run), by-block layout, every line flushed",
-        args.scale
+        "- Data: simulator `SimConfig::mainnet(seed 1, scale {})` appended one block at a time at mainnet pace (≈ 14.8 blocks/s; {written} live blocks over the whole run), by-block layout, every line flushed; {}",
+        args.scale,
+        live::WRITER_PACING
     );
     let _ = writeln!(
         s,

@@ -534,13 +534,14 @@ fn render(
     s.push_str(&live::load_line(load_before, machine.cores));
     let _ = writeln!(
         s,
-        "- Data: simulator `SimConfig::mainnet(seed 1, scale {})`, by-block layout, every line flushed; {written} live blocks appended at {} × mainnet pace ({MAINNET_BLOCKS_PER_S} blocks/s)",
+        "- Data: simulator `SimConfig::mainnet(seed 1, scale {})`, by-block layout, every line flushed; {written} live blocks appended at {} × mainnet pace ({MAINNET_BLOCKS_PER_S} blocks/s); {}",
         args.scale,
         args.rates
             .iter()
             .map(|r| format!("{r}"))
             .collect::<Vec<_>>()
-            .join(" and ")
+            .join(" and "),
+        live::WRITER_PACING
     );
     let extra = args.polls.iter().any(Option::is_some);
     let _ = writeln!(
