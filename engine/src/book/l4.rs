@@ -617,11 +617,17 @@ impl Levels {
 /// through it, and an oid index (`oids`, which can prefetch) points at the
 /// slots: an order rests, changes size or leaves without moving any other
 /// order, and levels are found by price in an ordered map per side, which
-/// holds their numbers (see `Levels`).
+/// holds their numbers (see `Levels`). The best level of each side is kept
+/// beside the maps, so reading the top of a book walks no map: a block
+/// touches hundreds of books, and their maps' first leaves are rarely in
+/// cache.
 #[derive(Debug, Clone, Default)]
 pub struct L4Book {
     bids: BTreeMap<Reverse<Px>, u32>,
     asks: BTreeMap<Px, u32>,
+    /// The first level of `bids` and of `asks`, by number.
+    best_bid: Option<u32>,
+    best_ask: Option<u32>,
     levels: Levels,
     slots: Slots,
     /// Order id → slot.
@@ -652,13 +658,18 @@ impl L4Book {
             self.slots.order(old).cloned()
         });
         let levels = &mut self.levels;
-        let level = match side {
-            Side::Bid => *self
-                .bids
-                .entry(Reverse(px))
-                .or_insert_with(|| levels.add(side, px)),
-            Side::Ask => *self.asks.entry(px).or_insert_with(|| levels.add(side, px)),
+        let mut opened = false;
+        let open = || {
+            opened = true;
+            levels.add(side, px)
         };
+        let level = match side {
+            Side::Bid => *self.bids.entry(Reverse(px)).or_insert_with(open),
+            Side::Ask => *self.asks.entry(px).or_insert_with(open),
+        };
+        if opened {
+            self.note_opened(side, px, level);
+        }
         if let Some(data) = self.levels.get_mut(level) {
             data.push_back(&mut self.slots, at, level, sz);
         }
@@ -709,11 +720,42 @@ impl L4Book {
         };
         level.unlink(&mut self.slots, link.prev(), link.next(), sz);
         if level.len == 0 {
+            // The map's path to the level was just walked: finding the next
+            // best there is cheap.
             match level.side {
-                Side::Bid => self.bids.remove(&Reverse(level.px)),
-                Side::Ask => self.asks.remove(&level.px),
-            };
+                Side::Bid => {
+                    self.bids.remove(&Reverse(level.px));
+                    if self.best_bid == Some(link.level) {
+                        self.best_bid = self.bids.values().next().copied();
+                    }
+                }
+                Side::Ask => {
+                    self.asks.remove(&level.px);
+                    if self.best_ask == Some(link.level) {
+                        self.best_ask = self.asks.values().next().copied();
+                    }
+                }
+            }
             self.levels.release(link.level);
+        }
+    }
+
+    /// Takes a level just opened at `px` on `side`, number `level`, as the
+    /// side's best when it betters it.
+    fn note_opened(&mut self, side: Side, px: Px, level: u32) {
+        let levels = &self.levels;
+        let best = match side {
+            Side::Bid => &mut self.best_bid,
+            Side::Ask => &mut self.best_ask,
+        };
+        let better = best
+            .and_then(|at| levels.get(at))
+            .is_none_or(|held| match side {
+                Side::Bid => px > held.px,
+                Side::Ask => px < held.px,
+            });
+        if better {
+            *best = Some(level);
         }
     }
 
@@ -743,12 +785,12 @@ impl L4Book {
 
     /// Best bid level.
     pub fn best_bid(&self) -> Option<Level<'_>> {
-        self.bids().next()
+        self.level(self.best_bid?)
     }
 
     /// Best ask level.
     pub fn best_ask(&self) -> Option<Level<'_>> {
-        self.asks().next()
+        self.level(self.best_ask?)
     }
 
     /// Number of resting orders.
@@ -790,6 +832,7 @@ impl L4Book {
             Side::Bid => self.bids.insert(Reverse(px), level),
             Side::Ask => self.asks.insert(px, level),
         };
+        self.note_opened(side, px, level);
         Some(level)
     }
 
@@ -1223,5 +1266,77 @@ mod tests {
         assert!(book.best_ask().is_none());
         assert!(book.remove(2).is_none());
         assert!(book.set_sz(2, px("1")).is_none());
+    }
+
+    mod best {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        #[derive(Debug, Clone)]
+        enum Op {
+            Insert { oid: u64, bid: bool, tick: u8 },
+            Remove { oid: u64 },
+            Discard { oid: u64 },
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            prop_oneof![
+                3 => (0..40u64, any::<bool>(), 0..24u8)
+                    .prop_map(|(oid, bid, tick)| Op::Insert { oid, bid, tick }),
+                1 => (0..40u64).prop_map(|oid| Op::Remove { oid }),
+                1 => (0..40u64).prop_map(|oid| Op::Discard { oid }),
+            ]
+        }
+
+        fn tops(book: &L4Book) -> (Option<Px>, Option<Px>) {
+            (
+                book.best_bid().map(Level::px),
+                book.best_ask().map(Level::px),
+            )
+        }
+
+        fn first_of_maps(book: &L4Book) -> (Option<Px>, Option<Px>) {
+            (
+                book.bids().next().map(Level::px),
+                book.asks().next().map(Level::px),
+            )
+        }
+
+        proptest! {
+            /// The kept best levels are the maps' first ones after every
+            /// step, whatever opens and empties levels (a re-placed oid
+            /// included), and in a copy rebuilt level by level.
+            #[test]
+            fn the_kept_best_levels_are_the_maps_first(ops in proptest::collection::vec(op(), 0..300)) {
+                let mut book = L4Book::new();
+                for op in ops {
+                    match op {
+                        Op::Insert { oid, bid, tick } => {
+                            let side = if bid { Side::Bid } else { Side::Ask };
+                            book.insert(order(oid, side, &format!("{}.5", 100 + u32::from(tick)), "1"));
+                        }
+                        Op::Remove { oid } => {
+                            book.remove(oid);
+                        }
+                        Op::Discard { oid } => {
+                            book.discard(oid);
+                        }
+                    }
+                    prop_assert_eq!(tops(&book), first_of_maps(&book));
+                }
+                let mut rebuilt = L4Book::new();
+                for side in [Side::Bid, Side::Ask] {
+                    for level in book.side(side) {
+                        let at = rebuilt.append_level(side, level.px()).unwrap();
+                        for order in level.orders() {
+                            prop_assert!(rebuilt.append_order(at, order.clone()));
+                        }
+                    }
+                }
+                prop_assert_eq!(tops(&rebuilt), tops(&book));
+                prop_assert!(rebuilt == book);
+            }
+        }
     }
 }
