@@ -14,6 +14,10 @@ use serde_json::{Value, json};
 /// Environment variable naming the file a harness writes its summary to.
 pub const ENV: &str = "L1GATE_BENCH_SUMMARY";
 
+/// The label of the fan-out harness's `StreamBbo` rows (its section also compares edges at the
+/// same stream counts under other labels).
+pub const FANOUT_BBO: &str = "gRPC StreamBbo";
+
 /// Quantiles of the latency curves the harnesses export (the maximum is added separately).
 pub const CURVE_QUANTILES: [f64; 12] = [
     0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9995, 0.9999,

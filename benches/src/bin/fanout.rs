@@ -55,6 +55,7 @@ use benches::streams::{
     BBO, Costs, END_WAIT, L2_BOOK, Readers, Shared, Totals, WsChannel, ended, open_stalled,
     summarize, tally_window, wait_ended,
 };
+use benches::summary::FANOUT_BBO;
 use fixtures::SimConfig;
 use proto::v3 as pb;
 
@@ -323,7 +324,7 @@ fn main() -> anyhow::Result<()> {
                     args.seconds,
                     &fast,
                     &reference,
-                    "gRPC StreamBbo",
+                    FANOUT_BBO,
                     open_s,
                     rss_before_kib,
                 )
@@ -372,7 +373,7 @@ fn main() -> anyhow::Result<()> {
                     tally_window(&fast.tallies, &reference.tallies, usize::from(window - 1))?;
                 measured.push(Measured::of(
                     Window {
-                        label: "gRPC StreamBbo",
+                        label: FANOUT_BBO,
                         streams: n,
                         slow: slow_n,
                         open_s,
@@ -608,10 +609,7 @@ fn render(
         s,
         "|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|"
     );
-    let bbo_runs: Vec<&Measured> = measured
-        .iter()
-        .filter(|r| r.label == "gRPC StreamBbo")
-        .collect();
+    let bbo_runs: Vec<&Measured> = measured.iter().filter(|r| r.label == FANOUT_BBO).collect();
     for r in &bbo_runs {
         let [p50, p90, p99, p999, max] = live::percentiles_ms(&r.histogram);
         let opened = r.streams.max(1) as f64;
@@ -698,7 +696,7 @@ fn render(
     }
     let edges: Vec<&Measured> = measured
         .iter()
-        .filter(|r| r.label != "gRPC StreamBbo" || (r.slow == 0 && args.ws.contains(&r.streams)))
+        .filter(|r| r.label != FANOUT_BBO || (r.slow == 0 && args.ws.contains(&r.streams)))
         .collect();
     if edges.iter().any(|r| r.label.starts_with("WebSocket")) {
         let _ = writeln!(

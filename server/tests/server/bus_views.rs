@@ -245,8 +245,6 @@ fn ws_time(data: &Value) -> i64 {
         .unwrap_or_else(|| panic!("no time in {data}"))
 }
 
-/// Waits until the node wrote everything and both engines folded it all;
-/// the last block.
 /// The same Info request (`body`) answered by the node host and by the
 /// edge, with the host's key.
 async fn info_of_both(host: &TestServer, edge: &Edge, body: &str) -> (HttpReply, HttpReply) {
@@ -256,6 +254,8 @@ async fn info_of_both(host: &TestServer, edge: &Edge, body: &str) -> (HttpReply,
     (from_host, from_edge)
 }
 
+/// Waits until the node wrote everything and both engines folded it all;
+/// the last block.
 async fn settled(node: &GrowingNode, heights: &[&dyn Fn() -> u64]) -> u64 {
     let deadline = tokio::time::Instant::now() + WAIT;
     let mut last = (Vec::new(), std::time::Instant::now());
