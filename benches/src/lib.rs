@@ -12,6 +12,7 @@
 //! starts.
 
 pub mod cargo;
+pub mod floor;
 pub mod live;
 pub mod plot;
 pub mod streams;

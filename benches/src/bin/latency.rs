@@ -22,6 +22,11 @@
 //! frames; its start for fills records, since the writer appends the fills line first) and its
 //! latency goes into an hdrhistogram per stream.
 //!
+//! After the server runs, with the writer stopped, the machine's own floor ([`benches::floor`]):
+//! the same number of appends as one window at the 1× interval, each timed from its write to
+//! its receipt through two thread wake-ups and a loopback TCP hop with no l1gate code — what
+//! any live path on this machine costs before it does anything.
+//!
 //! Prints the table and rewrites the `latency` section of `benches/BENCHMARKS.md`.
 
 use std::fmt::Write as _;
@@ -30,6 +35,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
+use benches::floor::Floor;
 use benches::live::{
     self, AppendLog, LiveNode, Numbered, SERVE_FLAG, ServerOptions, ServerProcess,
 };
@@ -447,8 +453,26 @@ fn main() -> anyhow::Result<()> {
     }
     drop(runtime);
     let written = node.stop()?;
+    // The machine's own floor, with the writer and the server gone: as many appends as one
+    // server run's window holds at 1×, at the 1× interval.
+    let appends = (args.seconds * MAINNET_BLOCKS_PER_S).ceil().max(20.0) as u32;
+    eprintln!("latency: machine floor, {appends} appends");
+    let scratch = tempfile::tempdir()?;
+    let floor = benches::floor::measure(
+        scratch.path(),
+        appends,
+        Duration::from_secs_f64(1.0 / MAINNET_BLOCKS_PER_S),
+    )?;
 
-    let s = render(&args, &machine, &command, &load_before, written, &rows);
+    let s = render(
+        &args,
+        &machine,
+        &command,
+        &load_before,
+        written,
+        &rows,
+        &floor,
+    );
     println!("{s}");
     if args.write {
         let path = benches::benchmarks_md();
@@ -488,8 +512,23 @@ fn main() -> anyhow::Result<()> {
             "p99_10x_ms": TARGET_P99_10X_MS,
         },
         "rows": rows,
+        "machine_floor": floor_json(&floor),
     }))?;
     Ok(())
+}
+
+/// The machine floor's percentiles for the summary.
+fn floor_json(floor: &Floor) -> serde_json::Value {
+    let [p50, p90, p99, p999, max] = live::percentiles_ms(&floor.histogram);
+    serde_json::json!({
+        "appends": floor.histogram.len() + floor.early,
+        "early": floor.early,
+        "p50_ms": p50,
+        "p90_ms": p90,
+        "p99_ms": p99,
+        "p999_ms": p999,
+        "max_ms": max,
+    })
 }
 
 /// The worst (p50, p99) over the market views of `poll` at `rate` with frames, and the view
@@ -528,6 +567,7 @@ fn render(
     load_before: &str,
     written: u64,
     rows: &[Row],
+    floor: &Floor,
 ) -> String {
     let mut s = String::from("## End-to-end latency, append → client (`latency`)\n\n");
     s.push_str(&machine.markdown(command));
@@ -582,6 +622,17 @@ fn render(
         );
     }
     let _ = writeln!(s);
+    let [f50, f90, f99, _, fmax] = live::percentiles_ms(&floor.histogram);
+    let _ = writeln!(
+        s,
+        "- The machine's floor, same run, after the server runs (no l1gate code: an append wakes a reader thread blocked on inotify, which reads the line and sends it over loopback TCP to a receiver thread; `benches/src/floor.rs`), {} appends at the 1× interval: p50 {f50:.3} ms, p90 {f90:.3} ms, p99 {f99:.3} ms, max {fmax:.3} ms{}.",
+        floor.histogram.len() + floor.early,
+        if floor.early > 0 {
+            format!(" ({} early, not timed)", floor.early)
+        } else {
+            String::new()
+        }
+    );
     let verdict = |value: f64, target: f64| if value <= target { "met" } else { "not met" };
     let ratio = |value: f64, reference: Option<&Row>, q: usize| {
         reference.map_or_else(String::new, |r| {
@@ -629,11 +680,12 @@ fn render(
         let Some(&median) = p50s.get(p50s.len() / 2) else {
             continue;
         };
+        let machine = live::percentiles_ms(&floor.histogram)[0];
         let floor = raw.percentiles()[0];
         let added = median - floor;
         let _ = writeln!(
             s,
-            "- Where the time goes at {rate}× ({}): the raw feed's p50 is {floor:.3} ms (its fills line appended → record decoded: notification, read, gRPC); the median market view's p50 is {median:.3} ms (the block's order statuses, raw book diffs and fills appended → frame decoded). {}",
+            "- Where the time goes at {rate}× ({}): the machine's floor p50 is {machine:.3} ms; the raw feed's p50 is {floor:.3} ms (its fills line appended → record decoded: notification, read, gRPC); the median market view's p50 is {median:.3} ms (the block's order statuses, raw book diffs and fills appended → frame decoded). {}",
             config_text(poll),
             if added > 0.0 {
                 format!(

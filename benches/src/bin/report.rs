@@ -770,7 +770,7 @@ fn latency_targets(run: &Run) -> Vec<Target> {
                 );
             };
             let quantile = key.trim_end_matches("_ms");
-            let (reference, ratio) = latency_reference(v, rate, key).map_or_else(
+            let (mut reference, ratio) = latency_reference(v, rate, key).map_or_else(
                 || ("–".to_owned(), "–".to_owned()),
                 |r| {
                     (
@@ -781,6 +781,12 @@ fn latency_targets(run: &Run) -> Vec<Target> {
                     )
                 },
             );
+            if let Some(floor) = v.get("machine_floor").and_then(|f| num(f, key)) {
+                let _ = write!(
+                    reference,
+                    "; machine floor {floor:.3} ms (append → inotify → read → loopback TCP, no l1gate code, at the 1× interval)"
+                );
+            }
             Target {
                 what: what.to_owned(),
                 goal: goal.to_owned(),
@@ -1480,7 +1486,7 @@ mod tests {
             {"poll_ms": null, "rate": 10, "stream": "raw", "reference": true, "frames": 10, "p50_ms": 1.0, "p99_ms": 4.0},
             {"poll_ms": 5, "rate": 1, "stream": "bbo", "reference": false, "frames": 10, "p50_ms": 9.0, "p99_ms": 9.0},
             {"poll_ms": null, "rate": 10, "stream": "bbo", "reference": false, "frames": 0, "p50_ms": 99.0, "p99_ms": 99.0},
-        ]});
+        ], "machine_floor": {"p50_ms": 0.17, "p99_ms": 0.4}});
         let t = latency_targets(&run_with("latency", v));
         assert_eq!(t.len(), 3);
         assert!(t[0].measured.starts_with("0.400 ms"), "{}", t[0].measured);
@@ -1488,6 +1494,16 @@ mod tests {
         assert_eq!(t[0].ratio, "2.00×");
         assert!(t[1].measured.contains("worst: l4"), "{}", t[1].measured);
         assert!(t[1].reference.starts_with("1.500 ms"), "{}", t[1].reference);
+        assert!(
+            t[0].reference.contains("machine floor 0.170 ms"),
+            "{}",
+            t[0].reference
+        );
+        assert!(
+            t[1].reference.contains("machine floor 0.400 ms"),
+            "{}",
+            t[1].reference
+        );
         assert_eq!(t[1].verdict, "**not met**");
         assert!(t[2].measured.starts_with("8.000 ms"), "{}", t[2].measured);
         assert_eq!(t[2].ratio, "2.00×");
