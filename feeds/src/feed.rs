@@ -196,6 +196,33 @@ impl Feed {
         self.inner.state.read().clone()
     }
 
+    /// Lets go of this process's resident pages of the feed's files except
+    /// the newest file's last `keep` bytes (see [`Segment::release_below`]):
+    /// pages read once stay mapped otherwise, so a reader that went through
+    /// an hour of node output would show all of it in its resident memory,
+    /// though the kernel holds it in the page cache either way. The work (a
+    /// walk of the mappings' page tables) is done on the reaper thread
+    /// (`crate::reaper`), never in the caller's.
+    pub fn release_read(&self, keep: u64) {
+        let state = self.state();
+        let newest = state.segments.len().saturating_sub(1);
+        let jobs = state
+            .segments
+            .iter()
+            .enumerate()
+            .map(|(at, segment)| {
+                let below = if at == newest {
+                    segment.complete_len().saturating_sub(keep)
+                } else {
+                    segment.complete_len()
+                };
+                (Arc::clone(segment), below)
+            })
+            .filter(|(_, below)| *below > 0)
+            .collect();
+        crate::reaper::release(jobs);
+    }
+
     /// How many times a file of this feed was found shorter than what had
     /// been read from it (each was then read anew).
     pub fn shrinks(&self) -> u64 {

@@ -11,8 +11,9 @@
 //!   [`Feed::refresh`] alone is also correct.
 //!
 //! No async runtime and no network: callers drive refresh and read from
-//! whatever thread or task they like. The only `unsafe` is the audited
-//! mapping function in [`segment`].
+//! whatever thread or task they like. The `unsafe` is the audited mapping
+//! code in [`segment`] (mapping, and page advice on a mapping) and the SIGBUS
+//! handler in [`fault`].
 
 pub mod envelope;
 pub mod error;

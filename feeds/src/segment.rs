@@ -8,7 +8,8 @@
 //! mapping become readable as the file grows). The file is mapped again only
 //! when its complete prefix outgrows the reservation.
 //!
-//! This module holds the crate's only `unsafe` code, in `map_file`.
+//! This module holds the crate's `unsafe` mapping code: `map_file`, and
+//! the page advice of `Segment::defuse_past` and `Segment::release_below`.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -237,6 +238,50 @@ impl Segment {
             Ok(_) => end - from,
             Err(_) => 0,
         }
+    }
+}
+
+impl Segment {
+    /// Lets go of this process's resident pages of the mapping that hold
+    /// bytes below `below` (capped at the complete prefix), so that bytes
+    /// every reader has long passed stop counting in the server's resident
+    /// memory. The pages stay in the page cache: a reader that comes back to
+    /// them (a replay, a lagging subscriber) maps them again on first touch,
+    /// from the same file. Returns the length of the range released, whole
+    /// pages (0 when `below` is 0 or nothing is mapped).
+    #[allow(unsafe_code)]
+    pub fn release_below(&self, below: u64) -> usize {
+        let map = &self.map;
+        let page = rustix::param::page_size();
+        let upto = usize::try_from(below.min(self.complete_len()))
+            .unwrap_or(usize::MAX)
+            .min(map.len());
+        // The mapping covers whole pages, so the page holding `upto` is in it.
+        let len = upto.div_ceil(page) * page;
+        if len == 0 {
+            return 0;
+        }
+        // SAFETY: `map` owns a read-only shared mapping of the file starting
+        // at `map.as_ptr()` (the whole mapping `map_file` made, page-aligned)
+        // and keeps it alive while any view of it exists; `[start, start +
+        // len)` is a whole number of pages inside it. MADV_DONTNEED on a
+        // shared file mapping only removes this process's page-table entries:
+        // the address range stays mapped with the same protection, and the
+        // next read of any of it faults the page in again from the file. The
+        // bytes below the complete prefix are final (the files are append
+        // only), so a view reads the same bytes before and after; a file
+        // shortened by hand behaves as it does for any first read (the
+        // SIGBUS guard, `crate::fault`). Pages `defuse_past` replaced with
+        // private zero pages read as zeros again. This process never writes
+        // through the mapping, so nothing is discarded.
+        let released = unsafe {
+            rustix::mm::madvise(
+                map.as_ptr().cast_mut().cast(),
+                len,
+                rustix::mm::Advice::LinuxDontNeed,
+            )
+        };
+        if released.is_ok() { len } else { 0 }
     }
 }
 

@@ -38,6 +38,7 @@ mod server {
     pub mod market_live;
     pub mod market_views;
     mod networks;
+    mod node_pages;
     pub mod python;
     mod python_sdk;
     mod raw_feed_errors;

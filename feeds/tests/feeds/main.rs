@@ -7,5 +7,6 @@ mod common;
 mod filters;
 mod index;
 mod real_data;
+mod resident;
 mod snapshots;
 mod tail;

@@ -456,6 +456,12 @@ struct Entry {
     step: Step,
 }
 
+/// How often, at most, the engine thread has the feeds release the pages
+/// read long ago ([`LiveFeeds::release_read`]):
+/// each release walks the page tables of the current files' mappings on the
+/// reaper thread.
+const RELEASE_EVERY: Duration = Duration::from_secs(1);
+
 struct Writer<'s> {
     settings: EngineSettings,
     status: &'s EngineStatus,
@@ -466,6 +472,8 @@ struct Writer<'s> {
     candles: Option<Sender<CandleMessage>>,
     wakeups: Wakeups,
     last_listing: Instant,
+    /// When the feeds last let go of pages read long ago (`None`: never).
+    last_release: Option<Instant>,
     /// The block source's alignment counters already added to the status.
     aligned: AlignCounts,
     /// Takes checkpoints as the market folds (`None`: off).
@@ -588,6 +596,7 @@ impl<'s> Writer<'s> {
             candles: sink,
             wakeups,
             last_listing: Instant::now(),
+            last_release: None,
             aligned: AlignCounts::default(),
             checkpointer,
         })
@@ -603,10 +612,12 @@ impl<'s> Writer<'s> {
                         let _ = sink.send(CandleMessage::CaughtUp);
                     }
                     self.checkpoint_at_catch_up();
+                    self.release_read();
                 }
-                // Idle, or a read failed: wait for the next change (or the
-                // backup poll) and read again.
-                Drained::Idle | Drained::Failed => {}
+                Drained::Idle => self.release_read(),
+                // A read failed: wait for the next change (or the backup
+                // poll) and read again.
+                Drained::Failed => {}
             }
             match self.wait(inbox, wake) {
                 Woken::Command(Command::Stop) | Woken::Disconnected => return Ok(()),
@@ -618,6 +629,19 @@ impl<'s> Writer<'s> {
                     }
                 }
             }
+        }
+    }
+
+    /// With everything readable folded: lets the feeds release the pages
+    /// read long ago, at most once per [`RELEASE_EVERY`] (the first time at
+    /// once, after the catch-up read the files after the snapshot).
+    fn release_read(&mut self) {
+        if self
+            .last_release
+            .is_none_or(|at| at.elapsed() >= RELEASE_EVERY)
+        {
+            self.live.release_read();
+            self.last_release = Some(Instant::now());
         }
     }
 

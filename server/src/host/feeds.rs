@@ -24,6 +24,12 @@ use feeds::{Change, Feed, FeedError, Snapshots, Source, SourceSet};
 use parking_lot::Mutex;
 use tokio::sync::{Notify, watch};
 
+/// How much of each source's newest file stays resident after
+/// [`LiveFeeds::release_read`]: several mainnet blocks' worth, what the live
+/// readers read next or have just read (a reader further behind maps its
+/// pages again from the page cache).
+pub const RESIDENT_TAIL: u64 = 2 << 20;
+
 /// Every feed of one data directory, with change signals.
 pub struct LiveFeeds {
     data_dir: PathBuf,
@@ -302,6 +308,18 @@ impl LiveFeeds {
             *seen = generation;
             moved
         })
+    }
+
+    /// Lets go of the resident pages of every feed's files but the newest
+    /// file's last [`RESIDENT_TAIL`] bytes (see [`Feed::release_read`]; the
+    /// work runs on the feeds' reaper thread). Without it the server's
+    /// resident memory would carry every page of node output read this hour
+    /// — at mainnet pace, gigabytes the kernel holds in the page cache
+    /// anyway.
+    pub fn release_read(&self) {
+        for feed in self.feeds.values() {
+            feed.release_read(RESIDENT_TAIL);
+        }
     }
 
     /// Signals every source whose feed grew through someone else's

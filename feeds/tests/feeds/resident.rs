@@ -1,0 +1,163 @@
+//! Letting go of pages read long ago: after a release, the mappings hold no
+//! resident pages below the cut, and every byte reads back the same.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use feeds::segment::Segment;
+use feeds::{Feed, SegmentKey, Source, Start};
+
+use crate::common::NodeDir;
+
+/// This process's resident bytes of the mapping that holds `at` (`Rss` of
+/// its entry in `/proc/self/smaps`).
+fn resident_bytes(at: *const u8) -> u64 {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+    let at = at as u64;
+    let mut inside = false;
+    for line in smaps.lines() {
+        let range = line
+            .split_whitespace()
+            .next()
+            .and_then(|head| head.split_once('-'))
+            .and_then(|(a, b)| {
+                Some((
+                    u64::from_str_radix(a, 16).ok()?,
+                    u64::from_str_radix(b, 16).ok()?,
+                ))
+            });
+        if let Some((start, end)) = range {
+            inside = (start..end).contains(&at);
+        } else if inside && let Some(kib) = line.strip_prefix("Rss:") {
+            let kib: u64 = kib.trim().trim_end_matches("kB").trim().parse().unwrap();
+            return kib * 1024;
+        }
+    }
+    panic!("no mapping holds {at:#x}");
+}
+
+/// `lines` numbered lines of 64 bytes each, as written to `path`.
+fn numbered_lines(path: &Path, lines: usize) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(lines * 64);
+    for n in 0..lines {
+        bytes.extend_from_slice(format!("{n:063}\n").as_bytes());
+    }
+    std::fs::write(path, &bytes).unwrap();
+    bytes
+}
+
+#[test]
+fn released_pages_leave_the_resident_set_and_read_back_the_same() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("0");
+    let written = numbered_lines(&path, 64 * 1024); // 4 MiB
+    let key = SegmentKey::Hourly {
+        date: 20_260_101,
+        hour: 0,
+    };
+    let seg = Segment::new(key.clone(), path, false);
+    let view = seg.grow(seg.current_len().unwrap()).unwrap().unwrap();
+    assert_eq!(&view.data()[..], &written[..]);
+    let at = view.data().as_ptr();
+    let before = resident_bytes(at);
+    assert!(before >= 4 << 20, "every page was read: {before}");
+
+    let page = rustix::param::page_size();
+    let below: usize = (3 << 20) + 100;
+    assert_eq!(
+        view.release_below(below as u64),
+        below.div_ceil(page) * page
+    );
+    let after = resident_bytes(at);
+    assert!(
+        after <= before - (3 << 20),
+        "{before} bytes resident before, {after} after"
+    );
+    // Read again through the same view: the same bytes, from the file.
+    assert_eq!(&view.data()[..], &written[..]);
+    assert!(resident_bytes(at) >= 4 << 20);
+    // Never past the complete prefix; whole pages; nothing below 0.
+    assert_eq!(view.release_below(u64::MAX), 4 << 20);
+    assert_eq!(view.release_below(10), page);
+    assert_eq!(view.release_below(0), 0);
+    let unmapped = Segment::new(key, tmp.path().join("absent"), false);
+    assert_eq!(unmapped.release_below(1 << 20), 0);
+}
+
+/// Polls `resident` until it is at most `limit` bytes (the release runs on
+/// the reaper thread).
+fn settles_at_most(what: &str, limit: u64, resident: impl Fn() -> u64) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let now = resident();
+        if now <= limit {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: {now} bytes resident, expected at most {limit}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_feed_releases_all_but_the_newest_files_tail() {
+    let node = NodeDir::new();
+    let old = node.hour_file("node_fills_by_block", 20_260_101, 9);
+    let new = node.hour_file("node_fills_by_block", 20_260_101, 10);
+    let lines = |block_from: u64, count: u64| -> String {
+        let mut out = String::new();
+        for b in block_from..block_from + count {
+            let event = format!(
+                r#"["0xabc",{{"coin":"BTC","px":"1.0","sz":"1.0","tid":{b},"pad":"{}"}}]"#,
+                "x".repeat(900)
+            );
+            let ms = 1_767_225_600_000 + i64::try_from(b).unwrap();
+            out.push_str(&crate::common::envelope(b, ms, &event));
+            out.push('\n');
+        }
+        out
+    };
+    std::fs::write(&old, lines(1, 3000)).unwrap();
+    std::fs::write(&new, lines(3001, 3000)).unwrap();
+    let feed = Feed::open(node.path(), Source::Fills).unwrap();
+    let mut cursor = feed.seek(Start::BlockNumber(0)).unwrap();
+    let mut first_pass = Vec::new();
+    loop {
+        let batch = feed.read(&mut cursor, 1000).unwrap();
+        if batch.is_empty() {
+            break;
+        }
+        first_pass.extend(batch);
+    }
+    assert_eq!(first_pass.len(), 6000);
+    let old_at = first_pass[0].data.as_ptr();
+    let new_at = first_pass[3000].data.as_ptr();
+    let new_len = std::fs::metadata(&new).unwrap().len();
+    assert!(resident_bytes(old_at) >= std::fs::metadata(&old).unwrap().len() / 4096 * 4096);
+    assert!(resident_bytes(new_at) >= new_len / 4096 * 4096);
+
+    let keep = 256 * 1024;
+    feed.release_read(keep);
+    // The older file: nothing left; the newest: at most its last `keep`
+    // bytes.
+    settles_at_most("older file", 0, || resident_bytes(old_at));
+    settles_at_most("newest file", keep, || resident_bytes(new_at));
+
+    // Every record reads back the same.
+    let mut cursor = feed.seek(Start::BlockNumber(0)).unwrap();
+    let mut second_pass = Vec::new();
+    loop {
+        let batch = feed.read(&mut cursor, 1000).unwrap();
+        if batch.is_empty() {
+            break;
+        }
+        second_pass.extend(batch);
+    }
+    assert_eq!(second_pass.len(), first_pass.len());
+    for (a, b) in first_pass.iter().zip(&second_pass) {
+        assert_eq!(a.data, b.data);
+        assert_eq!(a.block_number, b.block_number);
+    }
+}
