@@ -54,25 +54,25 @@ fn sender() -> Option<&'static Mutex<Sender<Job>>> {
         .as_ref()
 }
 
-/// Sends `job` to the reaper thread; `false` when it could not start (the
-/// job is then dropped unrun).
-fn send(job: Job) -> bool {
+/// Sends `job` to the reaper thread. If the thread could not start, the
+/// job is dropped here unrun: segments are then let go of in the caller's
+/// thread, and pages stay resident.
+fn send(job: Job) {
     let Some(sender) = sender() else {
-        return false;
+        return;
     };
     let sender = sender
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    sender.send(job).is_ok()
+    // A closed channel hands the job back: it is dropped here.
+    let _ = sender.send(job);
 }
 
 /// Drops `segments` on the reaper thread (here, if it could not start).
 pub(crate) fn reap(segments: Batch) {
-    if segments.is_empty() {
-        return;
+    if !segments.is_empty() {
+        send(Job::Drop(segments));
     }
-    // A job the thread cannot take comes back and is dropped here.
-    send(Job::Drop(segments));
 }
 
 /// Releases each segment's resident pages below its offset on the reaper

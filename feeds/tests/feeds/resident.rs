@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use feeds::segment::Segment;
-use feeds::{Feed, SegmentKey, Source, Start};
+use feeds::{Feed, Record, SegmentKey, Source, Start};
 
 use crate::common::NodeDir;
 
@@ -101,6 +101,19 @@ fn settles_at_most(what: &str, limit: u64, resident: impl Fn() -> u64) {
     }
 }
 
+/// Every record of `feed`, from its first.
+fn read_all(feed: &Feed) -> Vec<Record> {
+    let mut cursor = feed.seek(Start::BlockNumber(0)).unwrap();
+    let mut records = Vec::new();
+    loop {
+        let batch = feed.read(&mut cursor, 1000).unwrap();
+        if batch.is_empty() {
+            return records;
+        }
+        records.extend(batch);
+    }
+}
+
 #[test]
 fn a_feed_releases_all_but_the_newest_files_tail() {
     let node = NodeDir::new();
@@ -122,15 +135,7 @@ fn a_feed_releases_all_but_the_newest_files_tail() {
     std::fs::write(&old, lines(1, 3000)).unwrap();
     std::fs::write(&new, lines(3001, 3000)).unwrap();
     let feed = Feed::open(node.path(), Source::Fills).unwrap();
-    let mut cursor = feed.seek(Start::BlockNumber(0)).unwrap();
-    let mut first_pass = Vec::new();
-    loop {
-        let batch = feed.read(&mut cursor, 1000).unwrap();
-        if batch.is_empty() {
-            break;
-        }
-        first_pass.extend(batch);
-    }
+    let first_pass = read_all(&feed);
     assert_eq!(first_pass.len(), 6000);
     let old_at = first_pass[0].data.as_ptr();
     let new_at = first_pass[3000].data.as_ptr();
@@ -146,15 +151,7 @@ fn a_feed_releases_all_but_the_newest_files_tail() {
     settles_at_most("newest file", keep, || resident_bytes(new_at));
 
     // Every record reads back the same.
-    let mut cursor = feed.seek(Start::BlockNumber(0)).unwrap();
-    let mut second_pass = Vec::new();
-    loop {
-        let batch = feed.read(&mut cursor, 1000).unwrap();
-        if batch.is_empty() {
-            break;
-        }
-        second_pass.extend(batch);
-    }
+    let second_pass = read_all(&feed);
     assert_eq!(second_pass.len(), first_pass.len());
     for (a, b) in first_pass.iter().zip(&second_pass) {
         assert_eq!(a.data, b.data);

@@ -457,9 +457,8 @@ struct Entry {
 }
 
 /// How often, at most, the engine thread has the feeds release the pages
-/// read long ago ([`LiveFeeds::release_read`]):
-/// each release walks the page tables of the current files' mappings on the
-/// reaper thread.
+/// read long ago ([`LiveFeeds::release_read`]): each release walks the page
+/// tables of the files' mappings, on the feeds' reaper thread.
 const RELEASE_EVERY: Duration = Duration::from_secs(1);
 
 struct Writer<'s> {
