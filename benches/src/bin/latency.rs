@@ -521,7 +521,7 @@ fn main() -> anyhow::Result<()> {
 fn floor_json(floor: &Floor) -> serde_json::Value {
     let [p50, p90, p99, p999, max] = live::percentiles_ms(&floor.histogram);
     serde_json::json!({
-        "appends": floor.histogram.len() + floor.early,
+        "appends": floor.appends(),
         "early": floor.early,
         "p50_ms": p50,
         "p90_ms": p90,
@@ -626,7 +626,7 @@ fn render(
     let _ = writeln!(
         s,
         "- The machine's floor, same run, after the server runs (no l1gate code: an append wakes a reader thread blocked on inotify, which reads the line and sends it over loopback TCP to a receiver thread; `benches/src/floor.rs`), {} appends at the 1× interval: p50 {f50:.3} ms, p90 {f90:.3} ms, p99 {f99:.3} ms, max {fmax:.3} ms{}.",
-        floor.histogram.len() + floor.early,
+        floor.appends(),
         if floor.early > 0 {
             format!(" ({} early, not timed)", floor.early)
         } else {
@@ -681,11 +681,11 @@ fn render(
             continue;
         };
         let machine = live::percentiles_ms(&floor.histogram)[0];
-        let floor = raw.percentiles()[0];
-        let added = median - floor;
+        let raw_p50 = raw.percentiles()[0];
+        let added = median - raw_p50;
         let _ = writeln!(
             s,
-            "- Where the time goes at {rate}× ({}): the machine's floor p50 is {machine:.3} ms; the raw feed's p50 is {floor:.3} ms (its fills line appended → record decoded: notification, read, gRPC); the median market view's p50 is {median:.3} ms (the block's order statuses, raw book diffs and fills appended → frame decoded). {}",
+            "- Where the time goes at {rate}× ({}): the machine's floor p50 is {machine:.3} ms; the raw feed's p50 is {raw_p50:.3} ms (its fills line appended → record decoded: notification, read, gRPC); the median market view's p50 is {median:.3} ms (the block's order statuses, raw book diffs and fills appended → frame decoded). {}",
             config_text(poll),
             if added > 0.0 {
                 format!(
