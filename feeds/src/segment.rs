@@ -239,9 +239,7 @@ impl Segment {
             Err(_) => 0,
         }
     }
-}
 
-impl Segment {
     /// Lets go of this process's resident pages of the mapping that hold
     /// bytes below `below` (capped at the complete prefix), so that bytes
     /// every reader has long passed stop counting in the server's resident

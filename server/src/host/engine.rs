@@ -605,15 +605,16 @@ impl<'s> Writer<'s> {
         loop {
             match self.drain(inbox)? {
                 Drained::Stop => return Ok(()),
-                Drained::Idle if !self.status.ready() => {
-                    self.status.ready.store(true, Ordering::Release);
-                    if let Some(sink) = &self.candles {
-                        let _ = sink.send(CandleMessage::CaughtUp);
+                Drained::Idle => {
+                    if !self.status.ready() {
+                        self.status.ready.store(true, Ordering::Release);
+                        if let Some(sink) = &self.candles {
+                            let _ = sink.send(CandleMessage::CaughtUp);
+                        }
+                        self.checkpoint_at_catch_up();
                     }
-                    self.checkpoint_at_catch_up();
                     self.release_read();
                 }
-                Drained::Idle => self.release_read(),
                 // A read failed: wait for the next change (or the backup
                 // poll) and read again.
                 Drained::Failed => {}
