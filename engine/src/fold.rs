@@ -321,9 +321,11 @@ pub(crate) struct EngineParts {
 /// memory: the index line of the diff this far ahead, the order and link
 /// of the one half as far (whose index line has arrived by then), and the
 /// level and neighbours' links of the one a quarter as far (named by the
-/// link that has arrived by then). A
-/// deep book is far larger than the caches, and each diff's lookups are
-/// trips to memory that would otherwise run one after another.
+/// link that has arrived by then). For a `new` diff: the price index line
+/// of the one half as far, and the level and its last order's link of the
+/// one a quarter as far. A deep book is far larger than the caches, and
+/// each diff's lookups are trips to memory that would otherwise run one
+/// after another.
 const DIFF_LOOKAHEAD: usize = 8;
 
 /// A decoded diff waiting to be applied, with its line and exact bytes (for
@@ -583,15 +585,21 @@ impl Engine {
             if let Some(ahead) = diffs.get(at + DIFF_LOOKAHEAD) {
                 self.books.prefetch_index(ahead.book, ahead.diff.oid);
             }
-            if let Some(near) = diffs.get(at + DIFF_LOOKAHEAD / 2)
-                && !matches!(near.diff.raw_book_diff, RawBookDiff::New { .. })
-            {
-                self.books.prefetch_order(near.book, near.diff.oid);
+            if let Some(near) = diffs.get(at + DIFF_LOOKAHEAD / 2) {
+                let diff = &near.diff;
+                if matches!(diff.raw_book_diff, RawBookDiff::New { .. }) {
+                    self.books.prefetch_price(near.book, diff.side, diff.px);
+                } else {
+                    self.books.prefetch_order(near.book, diff.oid);
+                }
             }
-            if let Some(next) = diffs.get(at + DIFF_LOOKAHEAD / 4)
-                && !matches!(next.diff.raw_book_diff, RawBookDiff::New { .. })
-            {
-                self.books.prefetch_neighbours(next.book, next.diff.oid);
+            if let Some(next) = diffs.get(at + DIFF_LOOKAHEAD / 4) {
+                let diff = &next.diff;
+                if matches!(diff.raw_book_diff, RawBookDiff::New { .. }) {
+                    self.books.prefetch_level(next.book, diff.side, diff.px);
+                } else {
+                    self.books.prefetch_neighbours(next.book, diff.oid);
+                }
             }
             let diff = &pending.diff;
             if raw_coins.contains(diff.coin) {

@@ -616,11 +616,13 @@ impl Levels {
 /// grows without moving what it holds), each level is a doubly linked list
 /// through it, and an oid index (`oids`, which can prefetch) points at the
 /// slots: an order rests, changes size or leaves without moving any other
-/// order, and levels are found by price in an ordered map per side, which
-/// holds their numbers (see `Levels`). The best level of each side is kept
-/// beside the maps, so reading the top of a book walks no map: a block
-/// touches hundreds of books, and their maps' first leaves are rarely in
-/// cache.
+/// order. Levels are kept in book order in an ordered map per side, which
+/// holds their numbers (see `Levels`); an order resting at a price that
+/// has a level finds it through a price index instead (one probe, which
+/// the fold can prefetch, rather than a walk down the ordered map). The
+/// best level of each side is kept beside the maps, so reading the top of
+/// a book walks no map: a block touches hundreds of books, and their maps'
+/// first leaves are rarely in cache.
 #[derive(Debug, Clone, Default)]
 pub struct L4Book {
     bids: BTreeMap<Reverse<Px>, u32>,
@@ -632,6 +634,27 @@ pub struct L4Book {
     slots: Slots,
     /// Order id → slot.
     index: OidIndex,
+    /// [`level_key`] → level number, for every level whose price has a key.
+    at_price: OidIndex,
+}
+
+/// A level's key in the price index: its side and its price (trailing
+/// zeros dropped, so equal prices written differently share it) packed into
+/// 64 bits; `None` for a price that does not pack (negative, or 2^57 units
+/// or more), whose level is then found in the ordered map alone.
+fn level_key(side: Side, px: Px) -> Option<u64> {
+    let (mut units, mut scale) = (px.units(), px.scale());
+    while scale > 0 && units % 10 == 0 {
+        units /= 10;
+        scale -= 1;
+    }
+    let units = u64::try_from(units).ok().filter(|&units| units < 1 << 57)?;
+    let side = match side {
+        Side::Bid => 0,
+        Side::Ask => 1,
+    };
+    // Scale ≤ 18 takes 6 bits, the side one.
+    Some(units << 7 | u64::from(scale) << 1 | side)
 }
 
 impl PartialEq for L4Book {
@@ -657,6 +680,21 @@ impl L4Book {
             self.slots.free(old);
             self.slots.order(old).cloned()
         });
+        let level = self.level_at(side, px);
+        if let Some(data) = self.levels.get_mut(level) {
+            data.push_back(&mut self.slots, at, level, sz);
+        }
+        replaced
+    }
+
+    /// The number of the level at `px` on `side`, opened if there is none.
+    fn level_at(&mut self, side: Side, px: Px) -> u32 {
+        let key = level_key(side, px);
+        if let Some(level) = key.and_then(|key| self.at_price.get(key)) {
+            // Level numbers are `u32`s (see `Levels`).
+            #[allow(clippy::cast_possible_truncation)]
+            return level as u32;
+        }
         let levels = &mut self.levels;
         let mut opened = false;
         let open = || {
@@ -670,10 +708,10 @@ impl L4Book {
         if opened {
             self.note_opened(side, px, level);
         }
-        if let Some(data) = self.levels.get_mut(level) {
-            data.push_back(&mut self.slots, at, level, sz);
+        if let Some(key) = key {
+            self.at_price.insert(key, level as usize);
         }
-        replaced
+        level
     }
 
     /// Sets the resting size of `oid`, keeping its time priority.
@@ -735,6 +773,9 @@ impl L4Book {
                         self.best_ask = self.asks.values().next().copied();
                     }
                 }
+            }
+            if let Some(key) = level_key(level.side, level.px) {
+                self.at_price.remove(key);
             }
             self.levels.release(link.level);
         }
@@ -833,6 +874,9 @@ impl L4Book {
             Side::Ask => self.asks.insert(px, level),
         };
         self.note_opened(side, px, level);
+        if let Some(key) = level_key(side, px) {
+            self.at_price.insert(key, level as usize);
+        }
         Some(level)
     }
 
@@ -1004,6 +1048,34 @@ impl Books {
         }
     }
 
+    /// Asks for the line of the price index where the level of `px` on
+    /// `side` is looked up, in the book at `position` (a hint, like
+    /// [`Books::prefetch_index`]).
+    pub(crate) fn prefetch_price(&self, position: Option<usize>, side: Side, px: Px) {
+        if let Some((_, book)) = position.and_then(|at| self.coins.get(at))
+            && let Some(key) = level_key(side, px)
+        {
+            book.at_price.prefetch(key);
+        }
+    }
+
+    /// Asks for what resting an order at `px` on `side` rewrites in the
+    /// book at `position`, when the price has a level: the level and the
+    /// link of its last order. Reads the price index, so it pays once
+    /// [`Books::prefetch_price`] has brought that in.
+    pub(crate) fn prefetch_level(&self, position: Option<usize>, side: Side, px: Px) {
+        if let Some((_, book)) = position.and_then(|at| self.coins.get(at))
+            && let Some(key) = level_key(side, px)
+            && let Some(level) = book.at_price.get(key)
+            && let Some(level) = u32::try_from(level).ok().and_then(|at| book.levels.get(at))
+        {
+            prefetch(level);
+            if let Some(link) = book.slots.link_ref(level.tail()) {
+                prefetch(link);
+            }
+        }
+    }
+
     /// Positions and names of the coins whose stamp is `stamp`, sorted.
     pub(crate) fn stamped(&self, stamp: u64) -> impl Iterator<Item = (usize, &str)> + '_ {
         self.coins
@@ -1100,6 +1172,60 @@ mod tests {
             book.bids().nth(1).unwrap().total_sz().unwrap().to_string(),
             "3.0"
         );
+    }
+
+    #[test]
+    fn equal_prices_written_differently_share_one_level_key() {
+        assert_eq!(
+            level_key(Side::Bid, px("100")),
+            level_key(Side::Bid, px("100.000"))
+        );
+        assert_ne!(
+            level_key(Side::Bid, px("100")),
+            level_key(Side::Ask, px("100"))
+        );
+        assert_ne!(
+            level_key(Side::Bid, px("10.0")),
+            level_key(Side::Bid, px("1.00"))
+        );
+        assert_ne!(
+            level_key(Side::Ask, px("0.0001")),
+            level_key(Side::Ask, px("0.001"))
+        );
+        assert_eq!(level_key(Side::Ask, px("-1.5")), None);
+        let huge = Decimal::new(1 << 57, 0).unwrap();
+        assert_eq!(level_key(Side::Ask, huge), None);
+        let largest = Decimal::new((1 << 57) - 1, 0).unwrap();
+        assert!(level_key(Side::Ask, largest).is_some());
+    }
+
+    #[test]
+    fn levels_are_found_by_price_whatever_its_writing_or_its_key() {
+        let mut book = L4Book::new();
+        // One level whatever the writing of the price.
+        book.insert(order(1, Side::Bid, "100", "1"));
+        book.insert(order(2, Side::Bid, "100.00", "2"));
+        // Prices the price index cannot hold still share their level.
+        let huge = Decimal::new(1 << 60, 1).unwrap();
+        let mut big = order(3, Side::Ask, "1", "1");
+        big.limit_px = huge;
+        book.insert(big.clone());
+        big.oid = 4;
+        book.insert(big);
+        let levels: Vec<_> = book.bids().chain(book.asks()).map(oids).collect();
+        assert_eq!(levels, [vec![1, 2], vec![3, 4]]);
+        // An emptied level leaves the index: a new order at its price opens
+        // a fresh level, behind nobody.
+        assert!(book.discard(1) && book.discard(2));
+        assert_eq!(book.bids().count(), 0);
+        book.insert(order(5, Side::Bid, "100.0", "1"));
+        assert_eq!(book.bids().map(oids).collect::<Vec<_>>(), [vec![5]]);
+        assert!(book.discard(3) && book.discard(4));
+        assert_eq!(book.asks().count(), 0);
+        // A copy keeps its index.
+        let mut copy = book.clone();
+        copy.insert(order(6, Side::Bid, "100", "1"));
+        assert_eq!(copy.bids().map(oids).collect::<Vec<_>>(), [vec![5, 6]]);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! A book's order-id index: oid → slot of the order in the book's slot
-//! table.
+//! table. The book keeps a second one as its price index (a level's packed
+//! side and price → level number).
 //!
 //! Every raw diff probes it once, and a deep book's index is far larger than
 //! the CPU's near caches, so the probe is usually a trip to memory. Unlike a
