@@ -25,7 +25,9 @@
 //! After the server runs, with the writer stopped, the machine's own floor ([`benches::floor`]):
 //! the same number of appends as one window at the 1× interval, each timed from its write to
 //! its receipt through two thread wake-ups and a loopback TCP hop with no l1gate code — what
-//! any live path on this machine costs before it does anything.
+//! any live path on this machine costs before it does anything; then the gRPC floor
+//! ([`benches::floor::measure_grpc`]): the same appends carried by a tonic server-streaming call
+//! between two tokio runtimes, still with no l1gate code — what any gRPC stream costs here.
 //!
 //! Prints the table and rewrites the `latency` section of `benches/BENCHMARKS.md`.
 
@@ -458,11 +460,10 @@ fn main() -> anyhow::Result<()> {
     let appends = (args.seconds * MAINNET_BLOCKS_PER_S).ceil().max(20.0) as u32;
     eprintln!("latency: machine floor, {appends} appends");
     let scratch = tempfile::tempdir()?;
-    let floor = benches::floor::measure(
-        scratch.path(),
-        appends,
-        Duration::from_secs_f64(1.0 / MAINNET_BLOCKS_PER_S),
-    )?;
+    let interval = Duration::from_secs_f64(1.0 / MAINNET_BLOCKS_PER_S);
+    let floor = benches::floor::measure(scratch.path(), appends, interval)?;
+    eprintln!("latency: gRPC floor, {appends} appends");
+    let grpc_floor = benches::floor::measure_grpc(scratch.path(), appends, interval)?;
 
     let s = render(
         &args,
@@ -471,7 +472,7 @@ fn main() -> anyhow::Result<()> {
         &load_before,
         written,
         &rows,
-        &floor,
+        [&floor, &grpc_floor],
     );
     println!("{s}");
     if args.write {
@@ -513,6 +514,7 @@ fn main() -> anyhow::Result<()> {
         },
         "rows": rows,
         "machine_floor": floor_json(&floor),
+        "grpc_floor": floor_json(&grpc_floor),
     }))?;
     Ok(())
 }
@@ -567,7 +569,7 @@ fn render(
     load_before: &str,
     written: u64,
     rows: &[Row],
-    floor: &Floor,
+    [floor, grpc_floor]: [&Floor; 2],
 ) -> String {
     let mut s = String::from("## End-to-end latency, append → client (`latency`)\n\n");
     s.push_str(&machine.markdown(command));
@@ -633,6 +635,17 @@ fn render(
             String::new()
         }
     );
+    let [g50, g90, g99, _, gmax] = live::percentiles_ms(&grpc_floor.histogram);
+    let _ = writeln!(
+        s,
+        "- The gRPC floor, same run, after it (still no l1gate code: a tonic server-streaming call whose response stream waits on the inotify descriptor in the server's tokio runtime, read by a tonic client on a runtime of its own, both with `TCP_NODELAY`; `benches/src/floor.rs`), {} appends at the 1× interval: p50 {g50:.3} ms, p90 {g90:.3} ms, p99 {g99:.3} ms, max {gmax:.3} ms{}. No gRPC frame can arrive sooner than this; a market frame also waits for its block's fold.",
+        grpc_floor.appends(),
+        if grpc_floor.early > 0 {
+            format!(" ({} early, not timed)", grpc_floor.early)
+        } else {
+            String::new()
+        }
+    );
     let verdict = |value: f64, target: f64| if value <= target { "met" } else { "not met" };
     let ratio = |value: f64, reference: Option<&Row>, q: usize| {
         reference.map_or_else(String::new, |r| {
@@ -681,11 +694,12 @@ fn render(
             continue;
         };
         let machine = live::percentiles_ms(&floor.histogram)[0];
+        let grpc = live::percentiles_ms(&grpc_floor.histogram)[0];
         let raw_p50 = raw.percentiles()[0];
         let added = median - raw_p50;
         let _ = writeln!(
             s,
-            "- Where the time goes at {rate}× ({}): the machine's floor p50 is {machine:.3} ms; the raw feed's p50 is {raw_p50:.3} ms (its fills line appended → record decoded: notification, read, gRPC); the median market view's p50 is {median:.3} ms (the block's order statuses, raw book diffs and fills appended → frame decoded). {}",
+            "- Where the time goes at {rate}× ({}): the machine's floor p50 is {machine:.3} ms, the gRPC floor's {grpc:.3} ms; the raw feed's p50 is {raw_p50:.3} ms (its fills line appended → record decoded: notification, read, gRPC); the median market view's p50 is {median:.3} ms (the block's order statuses, raw book diffs and fills appended → frame decoded). {}",
             config_text(poll),
             if added > 0.0 {
                 format!(

@@ -787,6 +787,12 @@ fn latency_targets(run: &Run) -> Vec<Target> {
                     "; machine floor {floor:.3} ms (append → inotify → read → loopback TCP, no l1gate code, at the 1× interval)"
                 );
             }
+            if let Some(floor) = v.get("grpc_floor").and_then(|f| num(f, key)) {
+                let _ = write!(
+                    reference,
+                    "; gRPC floor {floor:.3} ms (the same through a tonic stream between two tokio runtimes, no l1gate code)"
+                );
+            }
             Target {
                 what: what.to_owned(),
                 goal: goal.to_owned(),
@@ -1486,7 +1492,7 @@ mod tests {
             {"poll_ms": null, "rate": 10, "stream": "raw", "reference": true, "frames": 10, "p50_ms": 1.0, "p99_ms": 4.0},
             {"poll_ms": 5, "rate": 1, "stream": "bbo", "reference": false, "frames": 10, "p50_ms": 9.0, "p99_ms": 9.0},
             {"poll_ms": null, "rate": 10, "stream": "bbo", "reference": false, "frames": 0, "p50_ms": 99.0, "p99_ms": 99.0},
-        ], "machine_floor": {"p50_ms": 0.17, "p99_ms": 0.4}});
+        ], "machine_floor": {"p50_ms": 0.17, "p99_ms": 0.4}, "grpc_floor": {"p50_ms": 0.31, "p99_ms": 0.9}});
         let t = latency_targets(&run_with("latency", v));
         assert_eq!(t.len(), 3);
         assert!(t[0].measured.starts_with("0.400 ms"), "{}", t[0].measured);
@@ -1501,6 +1507,16 @@ mod tests {
         );
         assert!(
             t[1].reference.contains("machine floor 0.400 ms"),
+            "{}",
+            t[1].reference
+        );
+        assert!(
+            t[0].reference.contains("gRPC floor 0.310 ms"),
+            "{}",
+            t[0].reference
+        );
+        assert!(
+            t[1].reference.contains("gRPC floor 0.900 ms"),
             "{}",
             t[1].reference
         );
