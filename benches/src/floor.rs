@@ -117,8 +117,15 @@ pub fn measure_grpc(dir: &Path, appends: u32, interval: Duration) -> anyhow::Res
     let receiver = client.spawn(receive_grpc(addr, appends, opened));
     // The stream is open (the server has added its watch) before the first append.
     if open.recv_timeout(Duration::from_secs(10)).is_err() {
-        let failed = client.block_on(receiver);
-        bail!("the gRPC floor's stream did not open: {failed:?}");
+        // The client gave up (its error says why) or is still waiting on the server.
+        if receiver.is_finished() {
+            let failed = client
+                .block_on(receiver)
+                .context("gRPC floor client task")?;
+            bail!("the gRPC floor's stream did not open: {failed:?}");
+        }
+        receiver.abort();
+        bail!("the gRPC floor's stream did not open within 10 s");
     }
     let written = append_timed(&mut out, appends, interval)?;
     let received = client

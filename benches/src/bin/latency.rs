@@ -519,7 +519,21 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The machine floor's percentiles for the summary.
+/// A floor's appends and percentiles, as the text shows them.
+fn floor_figures(floor: &Floor) -> String {
+    let [p50, p90, p99, _, max] = live::percentiles_ms(&floor.histogram);
+    let early = if floor.early > 0 {
+        format!(" ({} early, not timed)", floor.early)
+    } else {
+        String::new()
+    };
+    format!(
+        "{} appends at the 1× interval: p50 {p50:.3} ms, p90 {p90:.3} ms, p99 {p99:.3} ms, max {max:.3} ms{early}",
+        floor.appends()
+    )
+}
+
+/// A floor's percentiles for the summary.
 fn floor_json(floor: &Floor) -> serde_json::Value {
     let [p50, p90, p99, p999, max] = live::percentiles_ms(&floor.histogram);
     serde_json::json!({
@@ -624,27 +638,15 @@ fn render(
         );
     }
     let _ = writeln!(s);
-    let [f50, f90, f99, _, fmax] = live::percentiles_ms(&floor.histogram);
     let _ = writeln!(
         s,
-        "- The machine's floor, same run, after the server runs (no l1gate code: an append wakes a reader thread blocked on inotify, which reads the line and sends it over loopback TCP to a receiver thread; `benches/src/floor.rs`), {} appends at the 1× interval: p50 {f50:.3} ms, p90 {f90:.3} ms, p99 {f99:.3} ms, max {fmax:.3} ms{}.",
-        floor.appends(),
-        if floor.early > 0 {
-            format!(" ({} early, not timed)", floor.early)
-        } else {
-            String::new()
-        }
+        "- The machine's floor, same run, after the server runs (no l1gate code: an append wakes a reader thread blocked on inotify, which reads the line and sends it over loopback TCP to a receiver thread; `benches/src/floor.rs`), {}.",
+        floor_figures(floor)
     );
-    let [g50, g90, g99, _, gmax] = live::percentiles_ms(&grpc_floor.histogram);
     let _ = writeln!(
         s,
-        "- The gRPC floor, same run, after it (still no l1gate code: a tonic server-streaming call whose response stream waits on the inotify descriptor in the server's tokio runtime, read by a tonic client on a runtime of its own, both with `TCP_NODELAY`; `benches/src/floor.rs`), {} appends at the 1× interval: p50 {g50:.3} ms, p90 {g90:.3} ms, p99 {g99:.3} ms, max {gmax:.3} ms{}. No gRPC frame can arrive sooner than this; a market frame also waits for its block's fold.",
-        grpc_floor.appends(),
-        if grpc_floor.early > 0 {
-            format!(" ({} early, not timed)", grpc_floor.early)
-        } else {
-            String::new()
-        }
+        "- The gRPC floor, same run, after it (still no l1gate code: a tonic server-streaming call whose response stream waits on the inotify descriptor in the server's tokio runtime, read by a tonic client on a runtime of its own, both with `TCP_NODELAY`; `benches/src/floor.rs`), {}. No gRPC frame can arrive sooner than this; a market frame also waits for its block's fold.",
+        floor_figures(grpc_floor)
     );
     let verdict = |value: f64, target: f64| if value <= target { "met" } else { "not met" };
     let ratio = |value: f64, reference: Option<&Row>, q: usize| {

@@ -213,7 +213,7 @@ fn generate_child(raw: &[String]) -> Result<()> {
 #[derive(Debug, Clone)]
 struct Row {
     name: &'static str,
-    what: &'static str,
+    what: String,
     bytes: u64,
     events: u64,
     elapsed: Duration,
@@ -434,7 +434,8 @@ fn scan(dir: &Path) -> Result<Row> {
     std::hint::black_box(lines);
     Ok(Row {
         name: "memchr scan",
-        what: "count `\\n` over the raw node files in memory (best of 5; events = lines)",
+        what: "count `\\n` over the raw node files in memory (best of 5; events = lines)"
+            .to_owned(),
         bytes,
         events: lines,
         elapsed: best,
@@ -468,7 +469,7 @@ fn value_parse(blocks: &[Block]) -> Result<Row> {
     }
     Ok(Row {
         name: "serde_json::Value",
-        what: "`serde_json::from_slice::<Value>` of every line (events = lines)",
+        what: "`serde_json::from_slice::<Value>` of every line (events = lines)".to_owned(),
         bytes,
         events: lines,
         elapsed: started.elapsed(),
@@ -496,7 +497,9 @@ fn fold(start: &L4Snapshot, blocks: &[Block]) -> Result<Row> {
     }
     Ok(Row {
         name: "fold",
-        what: "`Engine::apply` over blocks read and aligned beforehand (fastest of `--repeat` passes)",
+        what:
+            "`Engine::apply` over blocks read and aligned beforehand (fastest of `--repeat` passes)"
+                .to_owned(),
         bytes: blocks.iter().map(block_bytes).sum(),
         events,
         elapsed,
@@ -536,7 +539,9 @@ fn cold_fold(start: &L4Snapshot, blocks: &[Block]) -> Result<Row> {
     }
     Ok(Row {
         name: "fold, cold caches",
-        what: "`Engine::apply` over the first blocks (at most 300), a 256 MB buffer written before each (untimed) so that every block starts with the caches emptied, as the live server's one block every ≈ 68 ms does",
+        what: format!(
+            "`Engine::apply` over the first blocks (at most {COLD_BLOCKS}), a {EVICT_MB} MB buffer written before each (untimed) so that every block starts with the caches emptied, as the live server's one block every ≈ 68 ms does"
+        ),
         bytes: blocks.iter().map(block_bytes).sum(),
         events,
         elapsed,
@@ -545,7 +550,7 @@ fn cold_fold(start: &L4Snapshot, blocks: &[Block]) -> Result<Row> {
 }
 
 /// `engine::replay::run` with `opts`, output to a sink.
-fn replay(name: &'static str, what: &'static str, opts: &ReplayOptions) -> Result<Row> {
+fn replay(name: &'static str, what: &str, opts: &ReplayOptions) -> Result<Row> {
     let mut hist = histogram()?;
     let mut last = Instant::now();
     let summary = engine::replay::run(opts, &mut io::sink(), &mut |_| {
@@ -556,7 +561,7 @@ fn replay(name: &'static str, what: &'static str, opts: &ReplayOptions) -> Resul
     eprintln!("replay: {name}: {summary}");
     Ok(Row {
         name,
-        what,
+        what: what.to_owned(),
         bytes: summary.bytes,
         events: summary.events,
         elapsed: summary.elapsed,

@@ -1500,26 +1500,14 @@ mod tests {
         assert_eq!(t[0].ratio, "2.00×");
         assert!(t[1].measured.contains("worst: l4"), "{}", t[1].measured);
         assert!(t[1].reference.starts_with("1.500 ms"), "{}", t[1].reference);
-        assert!(
-            t[0].reference.contains("machine floor 0.170 ms"),
-            "{}",
-            t[0].reference
-        );
-        assert!(
-            t[1].reference.contains("machine floor 0.400 ms"),
-            "{}",
-            t[1].reference
-        );
-        assert!(
-            t[0].reference.contains("gRPC floor 0.310 ms"),
-            "{}",
-            t[0].reference
-        );
-        assert!(
-            t[1].reference.contains("gRPC floor 0.900 ms"),
-            "{}",
-            t[1].reference
-        );
+        for (at, floor) in [
+            (0, "machine floor 0.170 ms"),
+            (1, "machine floor 0.400 ms"),
+            (0, "gRPC floor 0.310 ms"),
+            (1, "gRPC floor 0.900 ms"),
+        ] {
+            assert!(t[at].reference.contains(floor), "{}", t[at].reference);
+        }
         assert_eq!(t[1].verdict, "**not met**");
         assert!(t[2].measured.starts_with("8.000 ms"), "{}", t[2].measured);
         assert_eq!(t[2].ratio, "2.00×");
