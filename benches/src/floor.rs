@@ -394,7 +394,16 @@ async fn receive_grpc(
     opened.send(()).context("the floor's writer is gone")?;
     let mut arrivals = Arrivals::new(appends);
     while !arrivals.complete() {
-        let Some(record) = records.message().await? else {
+        // A lost line would otherwise leave the harness waiting for ever.
+        let next = tokio::time::timeout(Duration::from_secs(10), records.message())
+            .await
+            .with_context(|| {
+                format!(
+                    "no record from the gRPC floor for 10 s after {} of {appends} lines",
+                    arrivals.seen
+                )
+            })?;
+        let Some(record) = next? else {
             bail!(
                 "the gRPC floor's stream ended after {} of {appends} lines",
                 arrivals.seen
