@@ -160,14 +160,11 @@ fn append_timed(out: &mut File, appends: u32, interval: Duration) -> anyhow::Res
 
 /// Each append's latency, from its write to its receipt.
 fn floor(written: &[Instant], received: &[Instant]) -> anyhow::Result<Floor> {
-    let mut histogram = Histogram::new_with_bounds(1, 60_000_000, 3)?;
+    let mut histogram = crate::live::histogram()?;
     let mut early = 0;
     for (at, got) in written.iter().zip(received) {
         match got.checked_duration_since(*at) {
-            Some(latency) => {
-                let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
-                histogram.record(us.max(1))?;
-            }
+            Some(latency) => crate::live::record(&mut histogram, latency),
             None => early += 1,
         }
     }

@@ -781,17 +781,21 @@ fn latency_targets(run: &Run) -> Vec<Target> {
                     )
                 },
             );
-            if let Some(floor) = v.get("machine_floor").and_then(|f| num(f, key)) {
-                let _ = write!(
-                    reference,
-                    "; machine floor {floor:.3} ms (append → inotify → read → loopback TCP, no l1gate code, at the 1× interval)"
-                );
-            }
-            if let Some(floor) = v.get("grpc_floor").and_then(|f| num(f, key)) {
-                let _ = write!(
-                    reference,
-                    "; gRPC floor {floor:.3} ms (the same through a tonic stream between two tokio runtimes, no l1gate code)"
-                );
+            for (field, name, what) in [
+                (
+                    "machine_floor",
+                    "machine floor",
+                    "append → inotify → read → loopback TCP, no l1gate code, at the 1× interval",
+                ),
+                (
+                    "grpc_floor",
+                    "gRPC floor",
+                    "the same through a tonic stream between two tokio runtimes, no l1gate code",
+                ),
+            ] {
+                if let Some(floor) = v.get(field).and_then(|f| num(f, key)) {
+                    let _ = write!(reference, "; {name} {floor:.3} ms ({what})");
+                }
             }
             Target {
                 what: what.to_owned(),
