@@ -331,7 +331,15 @@ pub fn run(
         },
     };
     loop {
-        let at_end = source.read(0)? == 0;
+        let mut at_end = source.read(0)? == 0;
+        let damage = source.take_damage().into_iter().next();
+        if damage.is_some() && source.feeds_read() > 1 {
+            // Only the blocks every stream delivered are folded: the others
+            // would lack the damaged file's lines.
+            at_end = false;
+        } else if damage.is_some() {
+            at_end = true;
+        }
         loop {
             let block = if at_end {
                 source.finish()
@@ -346,6 +354,15 @@ pub fn run(
                 bytes: source.bytes(),
                 frames: run.sink.frames,
             });
+        }
+        if let Some(damage) = damage {
+            // What came before the damage is written; then the replay
+            // stops, naming the file and where it stops.
+            run.sink
+                .out
+                .flush()
+                .map_err(|e| ReplayError::Output(e.to_string()))?;
+            return Err(ReplayError::Feed(damage));
         }
         if at_end {
             break;

@@ -72,6 +72,8 @@ pub struct BlockSource {
     mode: Option<AlignMode>,
     options: SourceOptions,
     bytes: u64,
+    /// Damaged compressed files met by reads and not taken yet.
+    damage: Vec<FeedError>,
 }
 
 impl std::fmt::Debug for BlockSource {
@@ -125,6 +127,7 @@ impl BlockSource {
             mode: None,
             options,
             bytes: 0,
+            damage: Vec::new(),
         };
         source.join_new_feeds()?;
         Ok(source)
@@ -184,7 +187,18 @@ impl BlockSource {
             let Some(cursor) = input.cursor.as_mut() else {
                 continue;
             };
-            for record in input.feed.read(cursor, READ_BATCH)? {
+            let records = match input.feed.read(cursor, READ_BATCH) {
+                Ok(records) => records,
+                // The cursor is past the damaged file's sound lines: the
+                // feed goes on with the next file; the caller decides
+                // what the damage means for it.
+                Err(damage @ FeedError::Damaged { .. }) => {
+                    self.damage.push(damage);
+                    continue;
+                }
+                Err(error) => return Err(error),
+            };
+            for record in records {
                 if self
                     .options
                     .to_block
@@ -199,6 +213,22 @@ impl BlockSource {
             }
         }
         Ok(read)
+    }
+
+    /// The damaged compressed files reads met since the last call, each a
+    /// [`FeedError::Damaged`] naming the file and where it stops. The
+    /// lines before the damage were read; the reads went on with the next
+    /// file.
+    pub fn take_damage(&mut self) -> Vec<FeedError> {
+        std::mem::take(&mut self.damage)
+    }
+
+    /// How many event-stream feeds are read.
+    pub fn feeds_read(&self) -> usize {
+        self.inputs
+            .iter()
+            .filter(|input| input.cursor.is_some())
+            .count()
     }
 
     /// Adds one line as if read from `source` (tests and tools that feed

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
+use crate::codec::Damage;
 use crate::envelope::EnvelopeError;
 
 /// Anything that can go wrong discovering, mapping, indexing or reading the
@@ -77,6 +78,16 @@ pub enum FeedError {
         feed: &'static str,
         /// The feed the cursor came from.
         cursor_feed: &'static str,
+    },
+    /// A compressed file stops decoding part-way (see [`crate::codec`]): the
+    /// lines before the damage were read, and the rest of the file is
+    /// skipped; a reader that goes on continues with the next file.
+    #[error("feeds: {}: {damage}", path.display())]
+    Damaged {
+        /// The compressed file.
+        path: PathBuf,
+        /// Where and why it stops.
+        damage: Damage,
     },
     /// An event filter could not be compiled or applied.
     #[error(transparent)]

@@ -40,6 +40,11 @@ use crate::source::Source;
 /// pruned files); in between only the newest dates are listed.
 const FULL_LIST_EVERY: Duration = Duration::from_secs(1);
 
+/// A reader of a decoded compressed file lets go of the pages behind it
+/// each time it has read this much more of it, so that its resident memory
+/// does not grow with the file.
+const RELEASE_BEHIND: u64 = 64 * 1024 * 1024;
+
 /// Where a read starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Start {
@@ -56,11 +61,32 @@ pub enum Start {
 /// When a [`Start`] lies beyond the newest record, the cursor sits at the
 /// tail and remembers the target: later records before it are skipped, so a
 /// read starts exactly at the requested block or time once it is written.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone)]
 pub struct Cursor {
     source: Source,
     at: Option<(SegmentKey, u64)>,
     target: Option<Target>,
+    /// The decoded view of the compressed file the cursor is in, held while
+    /// the cursor is there (see [`Segment::live`]).
+    pin: Option<Arc<Segment>>,
+    /// The damaged compressed file whose damage this cursor reported.
+    reported: Option<SegmentKey>,
+    /// How far the pinned view's pages were let go behind the cursor.
+    released: u64,
+}
+
+impl PartialEq for Cursor {
+    fn eq(&self, other: &Self) -> bool {
+        (self.source, &self.at, self.target) == (other.source, &other.at, other.target)
+    }
+}
+
+impl Eq for Cursor {}
+
+impl std::hash::Hash for Cursor {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (self.source, &self.at, self.target).hash(state);
+    }
 }
 
 impl Cursor {
@@ -288,11 +314,10 @@ impl Feed {
                 segments.push(old.segments[i].clone());
             } else {
                 set_changed = true;
-                segments.push(Arc::new(Segment::new(
-                    file.key,
-                    file.path,
-                    source == Source::Blocks,
-                )));
+                segments.push(Arc::new(match file.codec {
+                    Some(codec) => Segment::compressed(file.key, file.path, codec),
+                    None => Segment::new(file.key, file.path, source == Source::Blocks),
+                }));
             }
         }
         set_changed |= segments.len() != old.segments.len();
@@ -316,7 +341,9 @@ impl Feed {
             };
             match slot.grow(len) {
                 Ok(Some(next)) => {
-                    readable |= next.complete_len() != slot.complete_len();
+                    // A compressed file (new, or of a new size) holds lines
+                    // nobody read yet, though none is decoded.
+                    readable |= next.complete_len() != slot.complete_len() || next.is_dormant();
                     grew = true;
                     *slot = Arc::new(next);
                 }
@@ -368,7 +395,7 @@ impl Feed {
                 .filter(|h| *h != Header::default());
             firsts.push(cached.unwrap_or_else(|| first_header(source, segment)));
             bases.push(total);
-            total += segment.complete_len();
+            total += segment.weight();
         }
         // Files gone from the listing: their last references here are let
         // go on the reaper thread (see crate::reaper).
@@ -431,7 +458,7 @@ impl Feed {
         let readable = next.complete_len() != last.complete_len();
         let mut segments = old.segments.clone();
         let at = segments.len() - 1;
-        let total = old.bases[at] + next.complete_len();
+        let total = old.bases[at] + next.weight();
         segments[at] = Arc::new(next);
         let mut firsts = old.firsts.clone();
         if firsts[at] == Header::default() {
@@ -479,21 +506,45 @@ impl Feed {
             Start::Timestamp(t) => Target::TimestampMs(t),
         };
         let state = self.state();
+        let source = self.inner.source;
         let filled: Vec<usize> = (0..state.segments.len())
-            .filter(|&i| state.segments[i].complete_len() > 0)
+            .filter(|&i| state.segments[i].complete_len() > 0 || state.segments[i].is_dormant())
             .collect();
-        let k = filled.partition_point(|&i| !target.reached(&state.firsts[i]));
+        // A compressed file whose first line does not decode (damaged) says
+        // nothing of where it lies: it sides with the next file that does,
+        // so that the search stays a search over ordered headers.
+        let before = |at: usize| {
+            filled[at..]
+                .iter()
+                .map(|&i| first_of(source, &state, i))
+                .find(|header| *header != Header::default())
+                .is_some_and(|header| !target.reached(&header))
+        };
+        let (mut k, mut end) = (0, filled.len());
+        while k < end {
+            let mid = k + (end - k) / 2;
+            if before(mid) {
+                k = mid + 1;
+            } else {
+                end = mid;
+            }
+        }
         if k > 0 {
-            let segment = &state.segments[filled[k - 1]];
-            let offset = find_in_segment(self.inner.source, segment, target);
+            let segment = state.segments[filled[k - 1]].live()?;
+            let offset = find_in_segment(source, &segment, target);
             if offset < segment.complete_len() {
-                return Ok(self.cursor_at(segment.key().clone(), offset, None));
+                let mut cursor = self.cursor_at(segment.key().clone(), offset, None);
+                cursor.pin = segment.codec().map(|_| segment);
+                return Ok(cursor);
             }
         }
         if let Some(&i) = filled.get(k) {
-            return Ok(self.cursor_at(state.segments[i].key().clone(), 0, None));
+            // A compressed file's lines may start before the target when its
+            // first line did not decode: the read skips them.
+            let pending = state.segments[i].is_dormant().then_some(target);
+            return Ok(self.cursor_at(state.segments[i].key().clone(), 0, pending));
         }
-        let mut cursor = head_of(self.inner.source, &state);
+        let mut cursor = head_of(source, &state);
         cursor.target = Some(target);
         Ok(cursor)
     }
@@ -503,6 +554,23 @@ impl Feed {
             source: self.inner.source,
             at: Some((key, offset)),
             target,
+            pin: None,
+            reported: None,
+            released: 0,
+        }
+    }
+
+    /// The view of `state`'s segment `index` a read goes through: the
+    /// segment itself, or for a compressed file the cursor's pinned view of
+    /// it, else a live one (decoded now unless another reader holds it).
+    fn readable(state: &State, index: usize, cursor: &Cursor) -> Result<Arc<Segment>, FeedError> {
+        let slot = &state.segments[index];
+        if !slot.is_dormant() {
+            return Ok(Arc::clone(slot));
+        }
+        match &cursor.pin {
+            Some(pin) if pin.same_file(slot) => Ok(Arc::clone(pin)),
+            _ => slot.live(),
         }
     }
 
@@ -539,21 +607,40 @@ impl Feed {
             },
         };
         let mut records = Vec::new();
+        let mut segment = Self::readable(&state, index, cursor)?;
         while records.len() < max_records {
-            let segment = &state.segments[index];
             let data = segment.data();
             let Some((line, next)) = usize::try_from(offset)
                 .ok()
                 .and_then(|start| line_at(data, start))
             else {
+                if let Some(damage) = segment.damage()
+                    && cursor.reported.as_ref() != Some(segment.key())
+                {
+                    if !records.is_empty() {
+                        // Reported by the next call, after these records.
+                        break;
+                    }
+                    cursor.reported = Some(segment.key().clone());
+                    cursor.at = Some((segment.key().clone(), offset));
+                    return Err(FeedError::Damaged {
+                        path: segment.path().to_path_buf(),
+                        damage: damage.clone(),
+                    });
+                }
                 if index + 1 < state.segments.len() {
+                    if !records.is_empty() && state.segments[index + 1].is_dormant() {
+                        // Decoding the next file waits for the next call.
+                        break;
+                    }
                     index += 1;
                     offset = 0;
+                    segment = Self::readable(&state, index, cursor)?;
                     continue;
                 }
                 break;
             };
-            let header = record_header(source, segment, offset, &data[line.clone()]);
+            let header = record_header(source, &segment, offset, &data[line.clone()]);
             offset = next as u64;
             if let Some(target) = cursor.target {
                 if !target.reached(&header) {
@@ -567,7 +654,24 @@ impl Feed {
                 data: data.slice(line),
             });
         }
-        cursor.at = Some((state.segments[index].key().clone(), offset));
+        let key = segment.key().clone();
+        if cursor
+            .pin
+            .as_ref()
+            .is_none_or(|pin| !Arc::ptr_eq(pin, &segment))
+        {
+            cursor.released = 0;
+        }
+        if segment.codec().is_some() {
+            if offset >= cursor.released.saturating_add(RELEASE_BEHIND) {
+                segment.release_below(offset);
+                cursor.released = offset;
+            }
+            cursor.pin = Some(segment);
+        } else {
+            cursor.pin = None;
+        }
+        cursor.at = Some((key, offset));
         Ok(records)
     }
 
@@ -580,7 +684,15 @@ impl Feed {
             .segments
             .iter()
             .rev()
-            .find(|segment| segment.complete_len() > 0)?;
+            .find(|segment| segment.complete_len() > 0 || segment.is_dormant())?;
+        if segment.is_dormant() {
+            // Remembered once the file was decoded; decoded now otherwise.
+            let line = match segment.last_line() {
+                Some(line) => line,
+                None => segment.live().ok()?.last_line()?,
+            };
+            return Some(record_header(self.inner.source, segment, 0, &line));
+        }
         let data = segment.data();
         // The complete prefix ends with `\n`: the last line starts after the
         // newline before it.
@@ -606,7 +718,7 @@ impl Feed {
         let position = match &cursor.at {
             None => 0,
             Some((key, offset)) => match state.locate(key) {
-                Ok(i) => state.bases[i] + offset,
+                Ok(i) => state.bases[i].saturating_add(*offset),
                 Err(i) => state.bases.get(i).copied().unwrap_or(state.total),
             },
         };
@@ -617,11 +729,20 @@ impl Feed {
 fn head_of(source: Source, state: &State) -> Cursor {
     Cursor {
         source,
-        at: state
-            .segments
-            .last()
-            .map(|s| (s.key().clone(), s.complete_len())),
+        // Past a compressed file's end, which is not known until decoded:
+        // a compressed file is finished, so nothing is ever written past it.
+        at: state.segments.last().map(|s| {
+            let end = if s.is_dormant() {
+                u64::MAX
+            } else {
+                s.complete_len()
+            };
+            (s.key().clone(), end)
+        }),
         target: None,
+        pin: None,
+        reported: None,
+        released: 0,
     }
 }
 
@@ -640,9 +761,28 @@ fn record_header(source: Source, segment: &Segment, offset: u64, line: &[u8]) ->
     }
 }
 
+/// The header of a segment's first record; unknown (the default) for a
+/// dormant compressed file, whose first line is decoded only when a seek
+/// asks for it ([`first_of`]).
 fn first_header(source: Source, segment: &Segment) -> Header {
+    if segment.is_dormant() {
+        return Header::default();
+    }
     line_at(segment.data(), 0).map_or(Header::default(), |(line, _)| {
         record_header(source, segment, 0, &segment.data()[line])
+    })
+}
+
+/// The header of segment `i`'s first record, decoding a dormant compressed
+/// file's first line when it is not known yet.
+fn first_of(source: Source, state: &State, i: usize) -> Header {
+    let known = state.firsts[i];
+    let segment = &state.segments[i];
+    if known != Header::default() || !segment.is_dormant() {
+        return known;
+    }
+    segment.first_line().map_or(Header::default(), |line| {
+        record_header(source, segment, 0, &line)
     })
 }
 

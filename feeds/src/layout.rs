@@ -9,6 +9,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use crate::codec::Codec;
 use crate::error::FeedError;
 use crate::source::Source;
 
@@ -61,6 +62,9 @@ pub struct SegmentFile {
     pub key: SegmentKey,
     /// Its full path.
     pub path: PathBuf,
+    /// The codec its name announces (`H.lz4`, `H.zst`, `H.gz`; `None` for
+    /// the node's plain `H`).
+    pub codec: Option<Codec>,
 }
 
 /// The chosen directory of a source under the node root.
@@ -99,12 +103,16 @@ pub fn list_segments(
     } else {
         list_hourly(dir, min_date)?
     };
-    files.sort_by(|a, b| a.key.cmp(&b.key));
+    // One file per key: the plain file (the one the node may still write)
+    // before a compressed copy of the same hour.
+    files.sort_by(|a, b| (&a.key, a.codec.is_some()).cmp(&(&b.key, b.codec.is_some())));
+    files.dedup_by(|later, first| later.key == first.key);
     Ok(files)
 }
 
 /// Hourly files `<dir>/hourly/YYYYMMDD/H` (or `<dir>/YYYYMMDD/H` when the
-/// `hourly` level is absent, as the node's README shows for TWAP statuses).
+/// `hourly` level is absent, as the node's README shows for TWAP statuses),
+/// plain or compressed (`H.lz4`, `H.zst`, `H.gz`).
 fn list_hourly(dir: &Path, min_date: Option<u32>) -> Result<Vec<SegmentFile>, FeedError> {
     let hourly = dir.join("hourly");
     let base = if hourly.is_dir() {
@@ -121,10 +129,12 @@ fn list_hourly(dir: &Path, min_date: Option<u32>) -> Result<Vec<SegmentFile>, Fe
             continue;
         }
         for (hour_name, path) in list_dir(&date_path, false)? {
-            if let Some(hour) = parse_hour(&hour_name) {
+            let (stem, codec) = Codec::split_name(&hour_name);
+            if let Some(hour) = parse_hour(stem) {
                 files.push(SegmentFile {
                     key: SegmentKey::Hourly { date, hour },
                     path,
+                    codec,
                 });
             }
         }
@@ -148,6 +158,7 @@ fn list_replica(dir: &Path) -> Result<Vec<SegmentFile>, FeedError> {
                             session: session.clone(),
                         },
                         path,
+                        codec: None,
                     });
                 }
             }
@@ -289,6 +300,32 @@ mod tests {
         );
         let later = list_segments(&dir, Source::Fills, Some(20_260_101)).unwrap();
         assert_eq!(later.len(), 3);
+    }
+
+    #[test]
+    fn compressed_hours_list_in_order_and_a_plain_file_wins_its_hour() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("node_fills_by_block");
+        for rel in [
+            "20250727/8.lz4",
+            "20250727/9.zst",
+            "20250727/10.gz",
+            "20250727/10",
+            "20250727/11.lz4.part",
+            "20250727/12.bz2",
+        ] {
+            touch(&dir.join("hourly").join(rel));
+        }
+        let files = list_segments(&dir, Source::Fills, None).unwrap();
+        let listed: Vec<_> = files.iter().map(|f| (f.key.to_string(), f.codec)).collect();
+        assert_eq!(
+            listed,
+            [
+                ("hourly/20250727/8".to_owned(), Some(Codec::Lz4)),
+                ("hourly/20250727/9".to_owned(), Some(Codec::Zstd)),
+                ("hourly/20250727/10".to_owned(), None),
+            ]
+        );
     }
 
     #[test]

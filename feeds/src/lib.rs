@@ -15,6 +15,7 @@
 //! code in [`segment`] (mapping, and page advice on a mapping) and the SIGBUS
 //! handler in [`fault`].
 
+pub mod codec;
 pub mod envelope;
 pub mod error;
 pub mod fault;
@@ -26,6 +27,7 @@ mod reaper;
 pub mod segment;
 pub mod snapshot;
 pub mod source;
+mod spool;
 mod structural;
 pub mod time;
 pub mod watch;

@@ -8,18 +8,32 @@
 //! mapping become readable as the file grows). The file is mapped again only
 //! when its complete prefix outgrows the reservation.
 //!
+//! A compressed file (`H.lz4`, `H.zst`, `H.gz`, see [`crate::codec`]) is a
+//! finished file: it starts *dormant*, with nothing decoded but, on demand,
+//! its first line, and is made [live](Segment::live) when a reader needs its
+//! lines: decoded whole into a temporary file ([`crate::spool`]) that is
+//! mapped like a node file. The feed's own list keeps only dormant views;
+//! readers hold the live one while they read it, and share it.
+//!
 //! This module holds the crate's `unsafe` mapping code: `map_file`, and
 //! the page advice of `Segment::defuse_past` and `Segment::release_below`.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, Weak};
 
 use bytes::Bytes;
 use memmap2::MmapOptions;
+use parking_lot::Mutex;
 
+use crate::codec::{self, Codec, Damage};
 use crate::error::FeedError;
+use crate::index::line_at;
 use crate::layout::SegmentKey;
+
+/// Longest first line decoded from a dormant compressed file to learn its
+/// first record's position.
+const FIRST_LINE_LIMIT: usize = 256 * 1024 * 1024;
 
 /// How far past a growing file's end its mapping reaches: the file is
 /// mapped again each time this much more of it is complete. Address space
@@ -48,6 +62,40 @@ pub struct Segment {
     /// Start offsets of every complete line, kept only for files whose
     /// records are addressed by line index (`replica_cmds`).
     line_starts: Option<Vec<u64>>,
+    /// For a compressed file: what is known of it, shared by every view of
+    /// it (`None` for a plain file).
+    packed: Option<Arc<Packed>>,
+    /// Whether this view of a compressed file holds its decoded lines.
+    materialized: bool,
+}
+
+/// What is learnt of one compressed file (of one size), shared by its
+/// dormant and materialized views.
+#[derive(Debug)]
+struct Packed {
+    codec: Codec,
+    /// Its first line, decoded alone (`None`: none within the limit, or it
+    /// does not decode).
+    first_line: OnceLock<Option<Bytes>>,
+    /// Its last complete line, once materialized.
+    last_line: OnceLock<Option<Bytes>>,
+    /// Bytes decoded and the damage, once materialized.
+    decoded: OnceLock<(u64, Option<Damage>)>,
+    /// The materialized view while anybody holds it, so that readers of the
+    /// same file share one decoding.
+    live: Mutex<Weak<Segment>>,
+}
+
+impl Packed {
+    fn new(codec: Codec) -> Self {
+        Packed {
+            codec,
+            first_line: OnceLock::new(),
+            last_line: OnceLock::new(),
+            decoded: OnceLock::new(),
+            live: Mutex::new(Weak::new()),
+        }
+    }
 }
 
 impl Segment {
@@ -61,7 +109,127 @@ impl Segment {
             data: Bytes::new(),
             seen_len: 0,
             line_starts: index_lines.then(Vec::new),
+            packed: None,
+            materialized: false,
         }
+    }
+
+    /// An empty, dormant view of a file compressed with `codec`.
+    pub fn compressed(key: SegmentKey, path: PathBuf, codec: Codec) -> Segment {
+        Segment {
+            packed: Some(Arc::new(Packed::new(codec))),
+            ..Segment::new(key, path, false)
+        }
+    }
+
+    /// The codec of a compressed file (`None` for a plain one).
+    pub fn codec(&self) -> Option<Codec> {
+        self.packed.as_ref().map(|packed| packed.codec)
+    }
+
+    /// Whether this is a compressed file whose lines are not decoded in
+    /// this view ([`Segment::data`] is empty; see [`Segment::live`]).
+    pub fn is_dormant(&self) -> bool {
+        self.packed.is_some() && !self.materialized
+    }
+
+    /// Whether `other` is a view of the same compressed file, of the same
+    /// size, as this one.
+    pub fn same_file(&self, other: &Segment) -> bool {
+        match (&self.packed, &other.packed) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+
+    /// The damage found when this compressed file was decoded (`None` for
+    /// a plain file, a sound one, or one not decoded yet).
+    pub fn damage(&self) -> Option<&Damage> {
+        self.packed
+            .as_ref()
+            .and_then(|packed| packed.decoded.get())
+            .and_then(|(_, damage)| damage.as_ref())
+    }
+
+    /// The file's first complete line: read from the data, or for a dormant
+    /// compressed file decoded alone (once; later calls reuse it).
+    pub fn first_line(&self) -> Option<Bytes> {
+        match &self.packed {
+            Some(packed) if !self.materialized => packed
+                .first_line
+                .get_or_init(|| {
+                    codec::first_line(&self.path, packed.codec, FIRST_LINE_LIMIT)
+                        .ok()
+                        .flatten()
+                        .map(Bytes::from)
+                })
+                .clone(),
+            _ => line_at(&self.data, 0).map(|(line, _)| self.data.slice(line)),
+        }
+    }
+
+    /// The file's last complete line: read from the data, or for a dormant
+    /// compressed file remembered from its last materialization (`None`
+    /// when it never was).
+    pub fn last_line(&self) -> Option<Bytes> {
+        match &self.packed {
+            Some(packed) if !self.materialized => packed.last_line.get().cloned().flatten(),
+            _ => last_line_of(&self.data),
+        }
+    }
+
+    /// Bytes this file counts for in a feed's lag: its complete prefix, or
+    /// for a dormant compressed file its decoded length once known and its
+    /// size on disk before.
+    pub fn weight(&self) -> u64 {
+        match &self.packed {
+            Some(packed) if !self.materialized => packed
+                .decoded
+                .get()
+                .map_or(self.seen_len, |(decoded, _)| *decoded),
+            _ => self.complete_len(),
+        }
+    }
+
+    /// The view whose lines a reader reads: for a dormant compressed file,
+    /// its materialized view — decoded whole into a temporary file (see
+    /// [`crate::spool`]) unless another reader holds one already, which is
+    /// then shared; any other segment as it is. The decoded lines live as
+    /// long as the returned view or a slice of its data.
+    ///
+    /// # Errors
+    /// [`FeedError::Io`] when the file cannot be read or the temporary file
+    /// written. Damage is not an error: see [`Segment::damage`].
+    pub fn live(&self) -> Result<Arc<Segment>, FeedError> {
+        let Some(packed) = self.packed.as_ref().filter(|_| !self.materialized) else {
+            return Ok(Arc::new(self.clone()));
+        };
+        let mut live = packed.live.lock();
+        if let Some(segment) = live.upgrade() {
+            return Ok(segment);
+        }
+        let spooled = crate::spool::spool(&self.path, packed.codec)?;
+        // A copy: a slice would hold the whole decoded file.
+        let _ = packed
+            .last_line
+            .set(last_line_of(&spooled.data).map(|line| Bytes::copy_from_slice(&line)));
+        let damaged = spooled.damage.is_some();
+        if packed
+            .decoded
+            .set((spooled.decoded, spooled.damage))
+            .is_ok()
+            && damaged
+        {
+            codec::count_damaged_file();
+        }
+        let segment = Arc::new(Segment {
+            map: spooled.data.clone(),
+            data: spooled.data,
+            materialized: true,
+            ..self.clone()
+        });
+        *live = Arc::downgrade(&segment);
+        Ok(segment)
     }
 
     /// The file's identity and order.
@@ -107,6 +275,9 @@ impl Segment {
     /// # Errors
     /// [`FeedError::Io`] when the file cannot be mapped again.
     pub fn sealed(&self) -> Result<Segment, FeedError> {
+        if self.packed.is_some() {
+            return Ok(self.clone());
+        }
         let mut sealed = Segment {
             file: None,
             ..self.clone()
@@ -145,6 +316,17 @@ impl Segment {
     /// [`FeedError::Truncated`] when the file is shorter than the exposed
     /// prefix; [`FeedError::Io`] when it cannot be opened or mapped.
     pub fn grow(&self, len: u64) -> Result<Option<Segment>, FeedError> {
+        if let Some(packed) = &self.packed {
+            // A compressed file is read whole; one of another size (still
+            // being copied in, or replaced) is another file.
+            if len == self.seen_len {
+                return Ok(None);
+            }
+            return Ok(Some(Segment {
+                seen_len: len,
+                ..Segment::compressed(self.key.clone(), self.path.clone(), packed.codec)
+            }));
+        }
         let complete = self.complete_len();
         if len < complete {
             return Err(FeedError::Truncated {
@@ -283,6 +465,13 @@ impl Segment {
     }
 }
 
+/// The last complete line of newline-terminated `data`.
+fn last_line_of(data: &Bytes) -> Option<Bytes> {
+    let end = data.len().checked_sub(1)?;
+    let start = memchr::memrchr(b'\n', &data[..end]).map_or(0, |at| at + 1);
+    Some(data.slice(start..end))
+}
+
 fn to_usize(len: u64, path: &Path) -> Result<usize, FeedError> {
     usize::try_from(len).map_err(|_| FeedError::Io {
         op: "map",
@@ -293,7 +482,8 @@ fn to_usize(len: u64, path: &Path) -> Result<usize, FeedError> {
 }
 
 /// Maps the first `len` bytes of a whole file that does not change (a
-/// verified snapshot) read-only, as [`Bytes`] that own the mapping.
+/// verified snapshot, a decoded compressed file) read-only, as [`Bytes`]
+/// that own the mapping.
 ///
 /// # Errors
 /// [`FeedError::Io`] when the mapping fails.
@@ -330,7 +520,9 @@ fn map_file(file: &File, len: u64, path: &Path) -> Result<Bytes, FeedError> {
     // SIGBUS guard (`crate::fault`), which answers such a fault by replacing
     // the pages from the faulting one on with zero pages; refresh notices
     // the shrink, does the same for the views handed out earlier
-    // (`Segment::defuse_past`) and maps the file anew.
+    // (`Segment::defuse_past`) and maps the file anew. A decoded compressed
+    // file (`crate::spool`) is a temporary file with no name that only this
+    // process holds, written whole before it is mapped and never again.
     // The map is read-only, so this process never writes through it.
     let map = unsafe { MmapOptions::new().len(len).map(file) }
         .map_err(|e| FeedError::io("map", path, &e))?;

@@ -311,6 +311,12 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
                     samples: vec![(String::new(), feeds::fault::faults())],
                 },
                 crate::metrics::Family {
+                    name: "l1gate_feed_damaged_files_total",
+                    kind: "counter",
+                    help: "Compressed node files found damaged (truncated, corrupt, or failing their checksum) when decoded; their lines before the damage are read, the rest is skipped.",
+                    samples: vec![(String::new(), feeds::codec::damaged_files())],
+                },
+                crate::metrics::Family {
                     name: "l1gate_feed_unguarded_mappings_total",
                     kind: "counter",
                     help: "Node-file mappings made without the SIGBUS guard because its table was full (a fault in one ends the process).",

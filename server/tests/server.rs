@@ -22,6 +22,7 @@ mod server {
     mod bus_views;
     mod candles;
     mod cli;
+    pub mod compressed_files;
     mod connection_limits;
     mod docs;
     mod endpoints;

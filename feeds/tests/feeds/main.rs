@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+mod compressed;
 mod filters;
 mod index;
 mod real_data;

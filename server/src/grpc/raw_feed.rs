@@ -423,10 +423,19 @@ impl Pump {
                     flow::resume_from(self.order.last_block)
                 ))));
             }
-            let batch = self
-                .feed
-                .read(&mut self.cursor, READ_BATCH)
-                .map_err(|e| feed_status(self.source, &e))?;
+            let batch = match self.feed.read(&mut self.cursor, READ_BATCH) {
+                Ok(batch) => batch,
+                // A damaged compressed file: what the stream sent before the
+                // damage stands; a resumed stream goes on after it.
+                Err(damage @ FeedError::Damaged { .. }) => {
+                    return Err(Ended::Failed(Status::data_loss(format!(
+                        "{}: {damage}{}",
+                        self.source.feed_id(),
+                        flow::resume_from(self.order.last_block)
+                    ))));
+                }
+                Err(error) => return Err(Ended::Failed(feed_status(self.source, &error))),
+            };
             if batch.is_empty() {
                 // Caught up with the tail: this is a live subscriber now.
                 self.permit = None;

@@ -711,7 +711,13 @@ impl<'s> Writer<'s> {
             }
             let now = crate::unix_now_ms();
             let read = match self.source.read(now) {
-                Ok(read) => read,
+                Ok(read) => {
+                    for damage in self.source.take_damage() {
+                        // Read up to the damage, then on with the next file.
+                        tracing::error!(error = %damage, "engine: a compressed node file is damaged; its lines before the damage were folded, the rest is skipped");
+                    }
+                    read
+                }
                 Err(error) => {
                     // A file pruned under the cursor, for example: start
                     // again after the last block folded (the aligner drops

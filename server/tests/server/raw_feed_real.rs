@@ -56,7 +56,22 @@ async fn collect(stream: &mut tonic::Streaming<Record>, count: usize) -> Vec<Rec
 
 #[tokio::test]
 async fn streams_replay_every_line_byte_identical_in_order() {
-    let server = TestServer::start(&real("btc-985148182"), |_| {}).await;
+    streams_every_line(&real("btc-985148182")).await;
+}
+
+#[tokio::test]
+async fn compressed_hours_stream_and_position_as_the_plain_files() {
+    // The capture's hour files compressed as the exchange's archive is.
+    let packed = super::compressed_files::compressed_copy(
+        &real("btc-985148182"),
+        super::compressed_files::Tool::Lz4,
+    );
+    streams_every_line(packed.path()).await;
+    positions_land(packed.path()).await;
+}
+
+async fn streams_every_line(data: &std::path::Path) {
+    let server = TestServer::start(data, |_| {}).await;
     let mut client = server.client().await;
     for (dir, rpc) in [
         ("node_fills_by_block", "fills"),
@@ -82,7 +97,11 @@ async fn streams_replay_every_line_byte_identical_in_order() {
 
 #[tokio::test]
 async fn positions_land_on_the_right_line() {
-    let server = TestServer::start(&real("btc-985148182"), |_| {}).await;
+    positions_land(&real("btc-985148182")).await;
+}
+
+async fn positions_land(data: &std::path::Path) {
+    let server = TestServer::start(data, |_| {}).await;
     let mut client = server.client().await;
     let lines = real_lines("btc-985148182", "node_fills_by_block");
     let cases = [

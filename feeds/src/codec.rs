@@ -1,0 +1,533 @@
+//! Compressed node files: the codec a file name announces, and streaming
+//! decompression that says where a damaged file stops being readable.
+//!
+//! An hour file may be stored compressed, `H.lz4` (the LZ4 frame format of
+//! the exchange's public archive and of the `lz4` tool), `H.zst` (zstd) or
+//! `H.gz` (gzip), beside or instead of the plain `H` the node writes. A
+//! compressed file is read whole, front to back, as a finished file: it
+//! never grows the way the node's newest plain file does.
+//!
+//! # Damage
+//!
+//! [`decompress`] hands out decoded bytes as it goes and stops at the first
+//! thing it cannot decode, saying what and where ([`Damage`]): the
+//! compressed file's byte offset and how many decoded bytes came before.
+//!
+//! - **Truncated** (the file ends inside a frame or a block): every block
+//!   decoded before the cut is whole and is kept.
+//! - **Corrupt** (a block or header that does not decode): the blocks
+//!   before it decoded and are kept.
+//! - **Checksum mismatch** (every block decoded, but the frame's content
+//!   checksum disagrees): some decoded byte is wrong and nothing says which,
+//!   so nothing of the file can be trusted; callers keep none of it.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::error::FeedError;
+
+/// Bytes asked of a decoder per call.
+const READ_CHUNK: usize = 1 << 20;
+
+/// Damaged files found by this process (see [`damaged_files`]).
+static DAMAGED_FILES: AtomicU64 = AtomicU64::new(0);
+
+/// How many compressed files this process found damaged so far (each file,
+/// of each size it had, counted once).
+pub fn damaged_files() -> u64 {
+    DAMAGED_FILES.load(Ordering::Relaxed)
+}
+
+pub(crate) fn count_damaged_file() {
+    DAMAGED_FILES.fetch_add(1, Ordering::Relaxed);
+}
+
+/// A compression format of node files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Codec {
+    /// LZ4 frame format (`.lz4`), one or more frames.
+    Lz4,
+    /// Zstandard (`.zst`), one or more frames.
+    Zstd,
+    /// gzip (`.gz`), one or more members.
+    Gzip,
+}
+
+impl Codec {
+    /// Every codec.
+    pub const ALL: [Codec; 3] = [Codec::Lz4, Codec::Zstd, Codec::Gzip];
+
+    /// The file-name extension, without the dot.
+    pub fn extension(self) -> &'static str {
+        match self {
+            Codec::Lz4 => "lz4",
+            Codec::Zstd => "zst",
+            Codec::Gzip => "gz",
+        }
+    }
+
+    /// A file name split into its stem and the codec its extension names:
+    /// `"9.lz4"` is `("9", Some(Lz4))`, `"9"` is `("9", None)`; an unknown
+    /// extension is part of the stem.
+    pub fn split_name(name: &str) -> (&str, Option<Codec>) {
+        for codec in Codec::ALL {
+            if let Some(stem) = name
+                .strip_suffix(codec.extension())
+                .and_then(|rest| rest.strip_suffix('.'))
+            {
+                return (stem, Some(codec));
+            }
+        }
+        (name, None)
+    }
+}
+
+/// How a compressed file is damaged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DamageKind {
+    /// The file ends inside a frame: what decoded before the cut is sound.
+    Truncated,
+    /// A block or header does not decode: what decoded before it is sound.
+    Corrupt,
+    /// The content checksum disagrees with the decoded bytes: none of them
+    /// can be trusted.
+    ChecksumMismatch,
+}
+
+/// Where and why a compressed file stopped decoding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Damage {
+    /// What went wrong.
+    pub kind: DamageKind,
+    /// Bytes of the compressed file consumed when it was found.
+    pub compressed_offset: u64,
+    /// Decoded bytes handed out before it.
+    pub decoded_offset: u64,
+    /// The decoder's own words.
+    pub reason: String,
+}
+
+impl std::fmt::Display for Damage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let what = match self.kind {
+            DamageKind::Truncated => "truncated",
+            DamageKind::Corrupt => "corrupt",
+            DamageKind::ChecksumMismatch => "content checksum mismatch",
+        };
+        write!(
+            f,
+            "{what} at compressed byte {} (after {} decoded bytes): {}",
+            self.compressed_offset, self.decoded_offset, self.reason
+        )
+    }
+}
+
+/// What [`decompress`] read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decoded {
+    /// Decoded bytes handed to the sink.
+    pub len: u64,
+    /// Why decoding stopped before the end of the file, if it did.
+    pub damage: Option<Damage>,
+}
+
+/// Decompresses the file at `path` as `codec`, handing the decoded bytes
+/// to `sink` piece by piece (memory stays bounded whatever the file's size).
+/// Decoding stops at the first damage, which is returned rather than raised.
+///
+/// # Errors
+/// [`FeedError::Io`] when the file cannot be opened or read (op `read`), or
+/// when `sink` fails (op `spool`).
+pub fn decompress(
+    path: &Path,
+    codec: Codec,
+    mut sink: impl FnMut(&[u8]) -> io::Result<()>,
+) -> Result<Decoded, FeedError> {
+    let file = File::open(path).map_err(|e| FeedError::io("open", path, &e))?;
+    let mut counted = Counted {
+        inner: file,
+        consumed: 0,
+        failed: None,
+    };
+    let mut buffer = vec![0u8; READ_CHUNK];
+    let mut len = 0u64;
+    let damage = {
+        let mut decoder: Box<dyn Read + '_> = match codec {
+            Codec::Lz4 => Box::new(lz4_flex::frame::FrameDecoder::new(&mut counted)),
+            Codec::Zstd => Box::new(
+                zstd::stream::read::Decoder::new(&mut counted)
+                    .map_err(|e| FeedError::io("read", path, &e))?,
+            ),
+            Codec::Gzip => Box::new(flate2::read::MultiGzDecoder::new(io::BufReader::new(
+                &mut counted,
+            ))),
+        };
+        loop {
+            match decoder.read(&mut buffer) {
+                Ok(0) => break None,
+                Ok(n) => {
+                    sink(&buffer[..n]).map_err(|e| FeedError::io("spool", path, &e))?;
+                    len += n as u64;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => break Some(e),
+            }
+        }
+    };
+    if let Some(error) = counted.failed.take() {
+        return Err(FeedError::io("read", path, &error));
+    }
+    let mut damage = damage.map(|error| Damage {
+        kind: classify(&error),
+        compressed_offset: counted.consumed,
+        decoded_offset: len,
+        reason: error.to_string(),
+    });
+    if damage.is_none() && codec == Codec::Lz4 {
+        // The decoder takes a file that ends between two blocks for a
+        // finished frame; the frames' own structure says whether it is.
+        let file = File::open(path).map_err(|e| FeedError::io("open", path, &e))?;
+        let walked = lz4_unfinished_frame(io::BufReader::new(file))
+            .map_err(|e| FeedError::io("read", path, &e))?;
+        damage = walked.map(|(offset, reason)| Damage {
+            kind: DamageKind::Truncated,
+            compressed_offset: offset,
+            decoded_offset: len,
+            reason: reason.to_owned(),
+        });
+    }
+    Ok(Decoded { len, damage })
+}
+
+/// LZ4 frame format constants (the format's specification).
+const LZ4_MAGIC: u32 = 0x184D_2204;
+const LZ4_SKIPPABLE_MASK: u32 = 0xFFFF_FFF0;
+const LZ4_SKIPPABLE_MAGIC: u32 = 0x184D_2A50;
+
+/// Walks the LZ4 frames of a file by their headers and block sizes alone
+/// (nothing is decoded) and says where the file ends before a frame does:
+/// `(compressed offset, what was missing)`, or `None` when every frame is
+/// whole. Bytes that do not start a frame are the decoder's business, not
+/// this walk's: it stops there.
+fn lz4_unfinished_frame(mut file: impl Read) -> io::Result<Option<(u64, &'static str)>> {
+    let mut at = 0u64;
+    loop {
+        let mut magic = [0u8; 4];
+        match read_full(&mut file, &mut magic)? {
+            0 => return Ok(None),
+            4 => {}
+            _ => return Ok(Some((at, "the file ends inside a frame's magic number"))),
+        }
+        at += 4;
+        let magic = u32::from_le_bytes(magic);
+        if magic & LZ4_SKIPPABLE_MASK == LZ4_SKIPPABLE_MAGIC {
+            let Some(size) = read_u32(&mut file)? else {
+                return Ok(Some((at, "the file ends inside a skippable frame")));
+            };
+            at += 4;
+            if !skip(&mut file, u64::from(size))? {
+                return Ok(Some((at, "the file ends inside a skippable frame")));
+            }
+            at += u64::from(size);
+            continue;
+        }
+        if magic != LZ4_MAGIC {
+            return Ok(None);
+        }
+        let mut descriptor = [0u8; 2];
+        if read_full(&mut file, &mut descriptor)? != 2 {
+            return Ok(Some((at, "the file ends inside a frame descriptor")));
+        }
+        let flags = descriptor[0];
+        let block_checksums = flags & 0x10 != 0;
+        let content_size = flags & 0x08 != 0;
+        let content_checksum = flags & 0x04 != 0;
+        let dictionary = flags & 0x01 != 0;
+        // Content size, dictionary id, then the header checksum byte.
+        let rest = 8 * u64::from(content_size) + 4 * u64::from(dictionary) + 1;
+        if !skip(&mut file, rest)? {
+            return Ok(Some((at, "the file ends inside a frame descriptor")));
+        }
+        at += 2 + rest;
+        loop {
+            let Some(word) = read_u32(&mut file)? else {
+                return Ok(Some((at, "the file ends before the frame's end mark")));
+            };
+            at += 4;
+            if word == 0 {
+                break;
+            }
+            let size = u64::from(word & 0x7FFF_FFFF) + 4 * u64::from(block_checksums);
+            if !skip(&mut file, size)? {
+                return Ok(Some((at, "the file ends inside a block")));
+            }
+            at += size;
+        }
+        if content_checksum {
+            if !skip(&mut file, 4)? {
+                return Ok(Some((at, "the file ends inside the content checksum")));
+            }
+            at += 4;
+        }
+    }
+}
+
+/// Reads until `buf` is full or the file ends; the bytes read.
+fn read_full(file: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match file.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
+}
+
+fn read_u32(file: &mut impl Read) -> io::Result<Option<u32>> {
+    let mut word = [0u8; 4];
+    Ok((read_full(file, &mut word)? == 4).then(|| u32::from_le_bytes(word)))
+}
+
+/// Skips `n` bytes; `false` when the file ends first.
+fn skip(file: &mut impl Read, n: u64) -> io::Result<bool> {
+    Ok(io::copy(&mut file.take(n), &mut io::sink())? == n)
+}
+
+/// The first line of a compressed file (without its `\n`), decoding no
+/// more than `limit` bytes; `None` when no line ends within them or the
+/// file does not decode that far.
+///
+/// # Errors
+/// [`FeedError::Io`] when the file cannot be opened or read.
+pub fn first_line(path: &Path, codec: Codec, limit: usize) -> Result<Option<Vec<u8>>, FeedError> {
+    let file = File::open(path).map_err(|e| FeedError::io("open", path, &e))?;
+    let mut decoder: Box<dyn Read> = match codec {
+        Codec::Lz4 => Box::new(lz4_flex::frame::FrameDecoder::new(file)),
+        Codec::Zstd => match zstd::stream::read::Decoder::new(file) {
+            Ok(decoder) => Box::new(decoder),
+            Err(_) => return Ok(None),
+        },
+        Codec::Gzip => Box::new(flate2::read::MultiGzDecoder::new(io::BufReader::new(file))),
+    };
+    let mut line = Vec::new();
+    let mut chunk = [0u8; 64 * 1024];
+    while line.len() < limit {
+        let n = match decoder.read(&mut chunk) {
+            Ok(0) | Err(_) => return Ok(None),
+            Ok(n) => n,
+        };
+        if let Some(at) = memchr::memchr(b'\n', &chunk[..n]) {
+            line.extend_from_slice(&chunk[..at]);
+            return Ok(Some(line));
+        }
+        line.extend_from_slice(&chunk[..n]);
+    }
+    Ok(None)
+}
+
+/// Sorts a decoder's error into a [`DamageKind`].
+fn classify(error: &io::Error) -> DamageKind {
+    if let Some(lz4) = error
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<lz4_flex::frame::Error>())
+    {
+        return match lz4 {
+            lz4_flex::frame::Error::ContentChecksumError => DamageKind::ChecksumMismatch,
+            lz4_flex::frame::Error::IoError(inner)
+                if inner.kind() == io::ErrorKind::UnexpectedEof =>
+            {
+                DamageKind::Truncated
+            }
+            _ => DamageKind::Corrupt,
+        };
+    }
+    if error.kind() == io::ErrorKind::UnexpectedEof {
+        return DamageKind::Truncated;
+    }
+    let text = error.to_string().to_ascii_lowercase();
+    if text.contains("checksum") {
+        DamageKind::ChecksumMismatch
+    } else if text.contains("incomplete") || text.contains("unexpected end") {
+        DamageKind::Truncated
+    } else {
+        DamageKind::Corrupt
+    }
+}
+
+/// A reader that counts the bytes it hands out and keeps its own I/O
+/// error apart from the decoder's complaints about the bytes.
+struct Counted<R> {
+    inner: R,
+    consumed: u64,
+    failed: Option<io::Error>,
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self.inner.read(buf) {
+            Ok(n) => {
+                self.consumed += n as u64;
+                Ok(n)
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Err(e),
+            Err(e) => {
+                let kind = e.kind();
+                self.failed = Some(e);
+                Err(io::Error::new(
+                    kind,
+                    "the compressed file could not be read",
+                ))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    fn lines(n: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        for i in 0..n {
+            writeln!(
+                out,
+                r#"{{"block_number":{i},"events":[["0xabc",{{"px":"{i}.5"}}]]}}"#
+            )
+            .unwrap();
+        }
+        out
+    }
+
+    pub(crate) fn compress(codec: Codec, data: &[u8]) -> Vec<u8> {
+        match codec {
+            Codec::Lz4 => {
+                let mut info = lz4_flex::frame::FrameInfo::new();
+                info.content_checksum = true;
+                info.block_size = lz4_flex::frame::BlockSize::Max64KB;
+                let mut enc = lz4_flex::frame::FrameEncoder::with_frame_info(info, Vec::new());
+                enc.write_all(data).unwrap();
+                enc.finish().unwrap()
+            }
+            Codec::Zstd => {
+                // With a content checksum, as the `zstd` tool writes by default.
+                let mut enc = zstd::stream::write::Encoder::new(Vec::new(), 3).unwrap();
+                enc.include_checksum(true).unwrap();
+                enc.write_all(data).unwrap();
+                enc.finish().unwrap()
+            }
+            Codec::Gzip => {
+                let mut enc =
+                    flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+                enc.write_all(data).unwrap();
+                enc.finish().unwrap()
+            }
+        }
+    }
+
+    fn decode(path: &Path, codec: Codec) -> (Vec<u8>, Decoded) {
+        let mut out = Vec::new();
+        let decoded = decompress(path, codec, |piece| {
+            out.extend_from_slice(piece);
+            Ok(())
+        })
+        .unwrap();
+        (out, decoded)
+    }
+
+    #[test]
+    fn names_split_into_stem_and_codec() {
+        assert_eq!(Codec::split_name("9.lz4"), ("9", Some(Codec::Lz4)));
+        assert_eq!(Codec::split_name("23.zst"), ("23", Some(Codec::Zstd)));
+        assert_eq!(Codec::split_name("0.gz"), ("0", Some(Codec::Gzip)));
+        assert_eq!(Codec::split_name("9"), ("9", None));
+        assert_eq!(Codec::split_name("9.lz4.tmp"), ("9.lz4.tmp", None));
+        assert_eq!(Codec::split_name("lz4"), ("lz4", None));
+    }
+
+    #[test]
+    fn every_codec_round_trips_and_reads_the_first_line() {
+        let data = lines(5_000);
+        let tmp = tempfile::tempdir().unwrap();
+        for codec in Codec::ALL {
+            let path = tmp.path().join(format!("7.{}", codec.extension()));
+            std::fs::write(&path, compress(codec, &data)).unwrap();
+            let (out, decoded) = decode(&path, codec);
+            assert_eq!(decoded.damage, None, "{codec:?}");
+            assert_eq!(out, data, "{codec:?}");
+            let first = first_line(&path, codec, 1 << 20).unwrap().unwrap();
+            assert_eq!(&first[..], &data[..memchr::memchr(b'\n', &data).unwrap()]);
+        }
+    }
+
+    #[test]
+    fn a_cut_file_keeps_what_decoded_before_the_cut() {
+        let data = lines(20_000);
+        let tmp = tempfile::tempdir().unwrap();
+        for codec in Codec::ALL {
+            let whole = compress(codec, &data);
+            let path = tmp.path().join(format!("cut.{}", codec.extension()));
+            std::fs::write(&path, &whole[..whole.len() * 2 / 3]).unwrap();
+            let (out, decoded) = decode(&path, codec);
+            let damage = decoded.damage.expect("a cut file is reported");
+            assert_eq!(damage.kind, DamageKind::Truncated, "{codec:?}: {damage}");
+            assert_eq!(damage.decoded_offset, out.len() as u64);
+            assert!(damage.compressed_offset <= (whole.len() * 2 / 3) as u64);
+            assert_eq!(&data[..out.len()], &out[..], "{codec:?}: a sound prefix");
+        }
+    }
+
+    #[test]
+    fn an_lz4_file_cut_at_a_block_boundary_is_still_truncated() {
+        // Cut right before the end mark: every block is whole, but the frame
+        // is not finished.
+        let data = lines(3_000);
+        let whole = compress(Codec::Lz4, &data);
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("8.lz4");
+        // End mark (4 bytes) and content checksum (4 bytes).
+        std::fs::write(&path, &whole[..whole.len() - 8]).unwrap();
+        let (out, decoded) = decode(&path, Codec::Lz4);
+        assert_eq!(out, data);
+        assert_eq!(
+            decoded.damage.map(|d| d.kind),
+            Some(DamageKind::Truncated),
+            "a frame without its end mark is not a whole file"
+        );
+    }
+
+    #[test]
+    fn a_flipped_bit_is_never_silent() {
+        let data = lines(20_000);
+        let tmp = tempfile::tempdir().unwrap();
+        for codec in Codec::ALL {
+            let whole = compress(codec, &data);
+            for at in [whole.len() / 3, whole.len() / 2, whole.len() - 6] {
+                let mut bad = whole.clone();
+                bad[at] ^= 0x10;
+                let path = tmp.path().join(format!("flip.{}", codec.extension()));
+                std::fs::write(&path, &bad).unwrap();
+                let (out, decoded) = decode(&path, codec);
+                let damage = decoded
+                    .damage
+                    .unwrap_or_else(|| panic!("{codec:?}: flip at {at} went unnoticed"));
+                if damage.kind != DamageKind::ChecksumMismatch {
+                    assert_eq!(&data[..out.len()], &out[..], "{codec:?}: {damage}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn an_unreadable_file_is_an_io_error() {
+        let tmp = tempfile::tempdir().unwrap();
+        let error = decompress(&tmp.path().join("absent.lz4"), Codec::Lz4, |_| Ok(())).unwrap_err();
+        assert!(matches!(error, FeedError::Io { op: "open", .. }), "{error}");
+    }
+}
