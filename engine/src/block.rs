@@ -9,8 +9,9 @@ use feeds::envelope;
 
 use crate::event::{
     BookDiffEvent, EventError, FillEvent, OrderStatusEvent, decode_book_diff, decode_fill,
-    decode_order_status,
+    decode_order_status, decode_trade_line,
 };
+use crate::market::trades::WholeTrade;
 
 /// The raw lines of one block, per source, in file order. In by-block mode a
 /// source has one line per block; in streaming mode it may have many (or none
@@ -147,27 +148,43 @@ impl Block {
     }
 }
 
-/// Decodes every fill of `block`, in file order; broken lines and events
-/// are added to `errors` and skipped.
+/// A block's fill events, and the whole trades of the older `node_trades`
+/// format (an object per trade where fills are `[user, fill]` pairs; see
+/// `feeds::legacy`).
+#[derive(Debug, Default)]
+pub(crate) struct BlockFills<'a> {
+    /// `[user, fill]` events in file order.
+    pub fills: Vec<FillEvent<'a>>,
+    /// Whole trades in file order.
+    pub trades: Vec<WholeTrade>,
+}
+
+/// Decodes every fill (or whole trade) of `block`, in file order; broken
+/// lines and events are added to `errors` and skipped.
 pub(crate) fn decode_fills<'a>(
     block: &'a Block,
     errors: &mut Vec<BlockDecodeError>,
-) -> Vec<FillEvent<'a>> {
-    let mut fills = Vec::new();
+) -> BlockFills<'a> {
+    let mut out = BlockFills::default();
     let number = block.number;
-    for_each_event(
-        number,
-        &block.lines.fills,
-        errors,
-        |raw, errors| match decode_fill(raw) {
-            Ok(event) => fills.push(event),
-            Err(error) => errors.push(BlockDecodeError::Event {
+    for_each_event(number, &block.lines.fills, errors, |raw, errors| {
+        let decoded = if raw.first() == Some(&b'{') {
+            decode_trade_line(raw)
+                .and_then(|line| {
+                    WholeTrade::of_line(&line).ok_or_else(|| EventError::unreadable_time("trades"))
+                })
+                .map(|trade| out.trades.push(trade))
+        } else {
+            decode_fill(raw).map(|event| out.fills.push(event))
+        };
+        if let Err(error) = decoded {
+            errors.push(BlockDecodeError::Event {
                 block: number,
                 error,
-            }),
-        },
-    );
-    fills
+            });
+        }
+    });
+    out
 }
 
 fn for_each_event<'a>(

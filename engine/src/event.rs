@@ -20,6 +20,14 @@ pub struct EventError {
 }
 
 impl EventError {
+    /// A trade line whose time is not the node's time text.
+    pub(crate) fn unreadable_time(source_name: &'static str) -> Self {
+        Self {
+            source_name,
+            reason: "time is not a UTC time like 2025-03-22T23:00:00.000984711".to_owned(),
+        }
+    }
+
     fn from_serde(source_name: &'static str, error: &serde_json::Error) -> Self {
         Self {
             source_name,
@@ -387,6 +395,54 @@ pub fn decode_book_diff(span: &[u8]) -> Result<BookDiffEvent<'_>, EventError> {
 /// [`EventError`] when the span is not a fill pair.
 pub fn decode_fill(span: &[u8]) -> Result<FillEvent<'_>, EventError> {
     serde_json::from_slice(span).map_err(|e| EventError::from_serde("fills", &e))
+}
+
+/// One party of a `node_trades` line (the node's older trade format; see
+/// `feeds::legacy`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct TradeParty<'a> {
+    /// The party's account.
+    pub user: &'a str,
+    /// Its position before the trade (signed).
+    pub start_pos: Decimal,
+    /// Its order id.
+    pub oid: u64,
+    /// Its TWAP id, when the order was a TWAP slice.
+    #[serde(default)]
+    pub twap_id: Option<u64>,
+    /// Its client order id.
+    #[serde(default)]
+    pub cloid: Option<&'a str>,
+}
+
+/// One `node_trades` line: a whole trade, both parties in `side_info`
+/// (the buyer first, as the exchange's documentation of the format says).
+/// It has no trade id, fees, PnL or direction.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct TradeLine<'a> {
+    /// Market.
+    pub coin: &'a str,
+    /// The taker's side.
+    pub side: Side,
+    /// The node's time text (UTC, nanoseconds, no zone).
+    pub time: &'a str,
+    /// Price.
+    pub px: Decimal,
+    /// Size.
+    pub sz: Decimal,
+    /// The taker's transaction hash.
+    pub hash: &'a str,
+    /// `[buyer, seller]`.
+    #[serde(borrow)]
+    pub side_info: [TradeParty<'a>; 2],
+}
+
+/// Decodes one `node_trades` line.
+///
+/// # Errors
+/// [`EventError`] when the span is not a trade line.
+pub fn decode_trade_line(span: &[u8]) -> Result<TradeLine<'_>, EventError> {
+    serde_json::from_slice(span).map_err(|e| EventError::from_serde("trades", &e))
 }
 
 /// A fast path for the exact compact layout the node writes, tried before

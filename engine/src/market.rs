@@ -467,17 +467,21 @@ impl Market {
         let needs = self.needs;
         let books_due = self.fold.height().is_none_or(|h| block.number > h);
         self.statuses.clear();
-        let fills = if needs.decodes_fills() {
+        let block::BlockFills {
+            fills,
+            trades: whole_trades,
+        } = if needs.decodes_fills() {
             block::decode_fills(block, &mut report.decode_errors)
         } else {
-            Vec::new()
+            block::BlockFills::default()
         };
-        report.events += fills.len();
+        report.events += fills.len() + whole_trades.len();
         let (number, time) = (block.number, block.time_ms);
         self.height = Some(number);
         self.time_ms = time;
         if needs.trades || needs.candles {
-            self.trades.apply_fills(number, time, &fills);
+            self.trades
+                .apply_fills_and_trades(number, time, &fills, whole_trades);
             if needs.candles {
                 self.candles.apply_trades_view(&self.trades);
             }

@@ -21,6 +21,8 @@ mod fold_real;
 mod golden;
 #[path = "engine/hub.rs"]
 mod hub;
+#[path = "engine/legacy_formats.rs"]
+mod legacy_formats;
 #[path = "engine/replay.rs"]
 mod replay;
 #[path = "engine/simulator_truth.rs"]

@@ -33,6 +33,7 @@ use crate::index::{
     replica_time_ms,
 };
 use crate::layout::{self, SegmentKey, SourceDir};
+use crate::legacy::{self, LineFormat};
 use crate::segment::Segment;
 use crate::source::Source;
 
@@ -384,6 +385,7 @@ impl Feed {
             }
         }
 
+        let format = LineFormat::of_dir(dir.name);
         let mut firsts = Vec::with_capacity(segments.len());
         let mut bases = Vec::with_capacity(segments.len());
         let mut total = 0u64;
@@ -393,7 +395,7 @@ impl Feed {
                 .ok()
                 .map(|i| old.firsts[i])
                 .filter(|h| *h != Header::default());
-            firsts.push(cached.unwrap_or_else(|| first_header(source, segment)));
+            firsts.push(cached.unwrap_or_else(|| first_header(format, segment)));
             bases.push(total);
             total += segment.weight();
         }
@@ -462,7 +464,7 @@ impl Feed {
         segments[at] = Arc::new(next);
         let mut firsts = old.firsts.clone();
         if firsts[at] == Header::default() {
-            firsts[at] = first_header(self.inner.source, &segments[at]);
+            firsts[at] = first_header(format_of(self.inner.source, &old), &segments[at]);
         }
         *self.inner.state.write() = Arc::new(State {
             dir: old.dir.clone(),
@@ -507,6 +509,7 @@ impl Feed {
         };
         let state = self.state();
         let source = self.inner.source;
+        let format = format_of(source, &state);
         let filled: Vec<usize> = (0..state.segments.len())
             .filter(|&i| state.segments[i].complete_len() > 0 || state.segments[i].is_dormant())
             .collect();
@@ -516,7 +519,7 @@ impl Feed {
         let before = |at: usize| {
             filled[at..]
                 .iter()
-                .map(|&i| first_of(source, &state, i))
+                .map(|&i| first_of(format, &state, i))
                 .find(|header| *header != Header::default())
                 .is_some_and(|header| !target.reached(&header))
         };
@@ -531,7 +534,7 @@ impl Feed {
         }
         if k > 0 {
             let segment = state.segments[filled[k - 1]].live()?;
-            let offset = find_in_segment(source, &segment, target);
+            let offset = find_in_segment(format, &segment, target);
             if offset < segment.complete_len() {
                 let mut cursor = self.cursor_at(segment.key().clone(), offset, None);
                 cursor.pin = segment.codec().map(|_| segment);
@@ -594,6 +597,7 @@ impl Feed {
         if state.segments.is_empty() || max_records == 0 {
             return Ok(Vec::new());
         }
+        let format = format_of(source, &state);
         let (mut index, mut offset) = match &cursor.at {
             None => (0, 0u64),
             Some((key, offset)) => match state.locate(key) {
@@ -640,7 +644,7 @@ impl Feed {
                 }
                 break;
             };
-            let header = record_header(source, &segment, offset, &data[line.clone()]);
+            let header = record_header(format, &segment, offset, &data[line.clone()]);
             offset = next as u64;
             if let Some(target) = cursor.target {
                 if !target.reached(&header) {
@@ -648,10 +652,20 @@ impl Feed {
                 }
                 cursor.target = None;
             }
+            // An older format's line is handed out inside an envelope (see
+            // crate::legacy); one without a time as it is, for the reader
+            // to count as a bad line.
+            let data = match format {
+                LineFormat::Fill | LineFormat::Trade => {
+                    legacy::envelope(format, &data[line.clone()])
+                        .unwrap_or_else(|| data.slice(line))
+                }
+                LineFormat::Envelope | LineFormat::Replica => data.slice(line),
+            };
             records.push(Record {
                 block_number: header.block_number,
                 timestamp_ms: header.timestamp_ms,
-                data: data.slice(line),
+                data,
             });
         }
         let key = segment.key().clone();
@@ -680,6 +694,7 @@ impl Feed {
     /// `None` while the feed has no record. Fields the line lacks are `None`.
     pub fn newest(&self) -> Option<Header> {
         let state = self.state();
+        let format = format_of(self.inner.source, &state);
         let segment = state
             .segments
             .iter()
@@ -691,19 +706,14 @@ impl Feed {
                 Some(line) => line,
                 None => segment.live().ok()?.last_line()?,
             };
-            return Some(record_header(self.inner.source, segment, 0, &line));
+            return Some(record_header(format, segment, 0, &line));
         }
         let data = segment.data();
         // The complete prefix ends with `\n`: the last line starts after the
         // newline before it.
         let start = line_start_containing(data, data.len().saturating_sub(1));
         let (line, _) = line_at(data, start)?;
-        Some(record_header(
-            self.inner.source,
-            segment,
-            start as u64,
-            &data[line],
-        ))
+        Some(record_header(format, segment, start as u64, &data[line]))
     }
 
     /// The position just past the newest complete record.
@@ -747,7 +757,7 @@ fn head_of(source: Source, state: &State) -> Cursor {
 }
 
 /// Header of the record starting at `offset` of `segment`.
-fn record_header(source: Source, segment: &Segment, offset: u64, line: &[u8]) -> Header {
+fn record_header(format: LineFormat, segment: &Segment, offset: u64, line: &[u8]) -> Header {
     match (segment.key(), segment.line_starts()) {
         (SegmentKey::Replica { height, .. }, Some(starts)) => Header {
             block_number: starts
@@ -756,39 +766,52 @@ fn record_header(source: Source, segment: &Segment, offset: u64, line: &[u8]) ->
                 .map(|index| height + index as u64),
             timestamp_ms: replica_time_ms(line),
         },
-        _ if source.is_envelope() => envelope_header(line),
-        _ => Header::default(),
+        _ => match format {
+            LineFormat::Envelope => envelope_header(line),
+            LineFormat::Fill | LineFormat::Trade => legacy::header(format, line),
+            LineFormat::Replica => Header::default(),
+        },
+    }
+}
+
+/// How `state`'s files are written: by the directory in use, else by the
+/// source's own kind.
+fn format_of(source: Source, state: &State) -> LineFormat {
+    match &state.dir {
+        Some(dir) => LineFormat::of_dir(dir.name),
+        None if source.is_envelope() => LineFormat::Envelope,
+        None => LineFormat::Replica,
     }
 }
 
 /// The header of a segment's first record; unknown (the default) for a
 /// dormant compressed file, whose first line is decoded only when a seek
 /// asks for it ([`first_of`]).
-fn first_header(source: Source, segment: &Segment) -> Header {
+fn first_header(format: LineFormat, segment: &Segment) -> Header {
     if segment.is_dormant() {
         return Header::default();
     }
     line_at(segment.data(), 0).map_or(Header::default(), |(line, _)| {
-        record_header(source, segment, 0, &segment.data()[line])
+        record_header(format, segment, 0, &segment.data()[line])
     })
 }
 
 /// The header of segment `i`'s first record, decoding a dormant compressed
 /// file's first line when it is not known yet.
-fn first_of(source: Source, state: &State, i: usize) -> Header {
+fn first_of(format: LineFormat, state: &State, i: usize) -> Header {
     let known = state.firsts[i];
     let segment = &state.segments[i];
     if known != Header::default() || !segment.is_dormant() {
         return known;
     }
     segment.first_line().map_or(Header::default(), |line| {
-        record_header(source, segment, 0, &line)
+        record_header(format, segment, 0, &line)
     })
 }
 
 /// Offset of the first record of `segment` at or after `target`, or its
 /// complete length when none is.
-fn find_in_segment(source: Source, segment: &Segment, target: Target) -> u64 {
+fn find_in_segment(format: LineFormat, segment: &Segment, target: Target) -> u64 {
     let data = segment.data();
     match (segment.key(), segment.line_starts()) {
         (SegmentKey::Replica { height, .. }, Some(starts)) => {
@@ -812,7 +835,7 @@ fn find_in_segment(source: Source, segment: &Segment, target: Target) -> u64 {
             starts.get(index).copied().unwrap_or(segment.complete_len())
         }
         _ => first_line_where(data, |line| {
-            target.reached(&record_header(source, segment, 0, line))
+            target.reached(&record_header(format, segment, 0, line))
         }) as u64,
     }
 }

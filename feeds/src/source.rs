@@ -101,7 +101,13 @@ impl Source {
     pub fn dir_names(self) -> &'static [&'static str] {
         match self {
             Source::Blocks => &["replica_cmds"],
-            Source::Fills => &["node_fills_by_block", "node_fills_streaming"],
+            // The older non-batched formats last (see crate::legacy).
+            Source::Fills => &[
+                "node_fills_by_block",
+                "node_fills_streaming",
+                "node_fills",
+                "node_trades",
+            ],
             Source::RawBookDiffs => &[
                 "node_raw_book_diffs_by_block",
                 "node_raw_book_diffs_streaming",
@@ -277,7 +283,16 @@ mod tests {
             Source::MiscEvents.mode_of_dir("misc_events_by_block"),
             Some(Mode::ByBlock)
         );
-        assert_eq!(Source::Fills.mode_of_dir("node_fills"), None);
+        // The older formats, one event per line, align as streaming lines.
+        assert_eq!(
+            Source::Fills.mode_of_dir("node_fills"),
+            Some(Mode::Streaming)
+        );
+        assert_eq!(
+            Source::Fills.mode_of_dir("node_trades"),
+            Some(Mode::Streaming)
+        );
+        assert_eq!(Source::OrderStatuses.mode_of_dir("node_fills"), None);
     }
 
     #[test]

@@ -46,7 +46,7 @@ use thiserror::Error;
 
 use crate::block::DecodedBlock;
 use crate::coin;
-use crate::event::{Fill, FillEvent, Side};
+use crate::event::{Fill, FillEvent, Side, TradeLine};
 use crate::num::{Px, Sz};
 
 /// `dir` of the node's spot dust sweep.
@@ -88,6 +88,39 @@ pub struct TradesUpdate {
     pub block_number: u64,
     /// Trades in the order of their first fill in the block.
     pub trades: Vec<Trade>,
+}
+
+/// A trade written whole by the node's older `node_trades` format (see
+/// `feeds::legacy`), with what identifies it among a block's trades.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WholeTrade {
+    /// The trade: `side` is the line's taker side, `users` its
+    /// `side_info` order (buyer, seller), `tid` 0 (the format has none).
+    pub trade: Trade,
+    /// The buyer's and the seller's order ids.
+    pub oids: [u64; 2],
+}
+
+impl WholeTrade {
+    /// The trade of one `node_trades` line; `None` when its time is not
+    /// the node's time text.
+    pub fn of_line(line: &TradeLine<'_>) -> Option<WholeTrade> {
+        let time = feeds::time::parse_node_time_ms(line.time.as_bytes()).ok()?;
+        let [buyer, seller] = &line.side_info;
+        Some(WholeTrade {
+            trade: Trade {
+                coin: line.coin.to_owned(),
+                side: line.side,
+                px: line.px,
+                sz: line.sz,
+                time,
+                hash: line.hash.to_owned(),
+                tid: 0,
+                users: [buyer.user.to_owned(), seller.user.to_owned()],
+            },
+            oids: [buyer.oid, seller.oid],
+        })
+    }
 }
 
 /// A group of fills under one `(coin, tid)` that is not a trade.
@@ -318,6 +351,40 @@ pub fn pair_fills<'e, 'a: 'e>(
 
 /// Builds the trade of two fills sharing `(coin, tid)`; the flag is true
 /// when the taker came from the fallback rule.
+/// Appends a block's whole trades to its frames, each once.
+fn add_whole_trades(
+    paired: &mut PairedBlock,
+    block_number: u64,
+    time: i64,
+    whole: Vec<WholeTrade>,
+) {
+    let mut seen: Vec<(&str, Px, Sz, i64, [u64; 2])> = Vec::new();
+    let mut kept: Vec<Trade> = Vec::with_capacity(whole.len());
+    for item in &whole {
+        let t = &item.trade;
+        let key = (t.coin.as_str(), t.px, t.sz, t.time, item.oids);
+        if !seen.contains(&key) {
+            seen.push(key);
+            kept.push(t.clone());
+        }
+    }
+    for trade in kept {
+        let at = match paired.frames.iter().position(|f| f.coin == trade.coin) {
+            Some(at) => at,
+            None => {
+                paired.frames.push(TradesUpdate {
+                    coin: trade.coin.clone(),
+                    time,
+                    block_number,
+                    trades: Vec::new(),
+                });
+                paired.frames.len() - 1
+            }
+        };
+        paired.frames[at].trades.push(trade);
+    }
+}
+
 fn trade_of(
     block: u64,
     first: &FillEvent<'_>,
@@ -413,7 +480,23 @@ impl TradesView {
         time: i64,
         fills: impl IntoIterator<Item = &'e FillEvent<'a>>,
     ) {
-        let paired = pair_fills(block_number, time, fills);
+        self.apply_fills_and_trades(block_number, time, fills, Vec::new());
+    }
+
+    /// Folds one block given as its fills and its whole trades (the older
+    /// `node_trades` format). A whole trade the block holds twice (the same
+    /// coin, price, size, time and order ids: a file listing each trade
+    /// once per party) counts once; the first copy's taker side is kept.
+    /// Whole trades come after the paired ones in their coin's frame.
+    pub fn apply_fills_and_trades<'e, 'a: 'e>(
+        &mut self,
+        block_number: u64,
+        time: i64,
+        fills: impl IntoIterator<Item = &'e FillEvent<'a>>,
+        whole: Vec<WholeTrade>,
+    ) {
+        let mut paired = pair_fills(block_number, time, fills);
+        add_whole_trades(&mut paired, block_number, time, whole);
         for frame in &paired.frames {
             self.counts.entry(frame.coin.clone()).or_default().trades += frame.trades.len() as u64;
         }
