@@ -43,6 +43,9 @@ pub enum Command {
     /// the publisher's newest engine checkpoint; the same keys, limits and
     /// guarantees as the node host (docs/scale-out.md).
     Edge(Box<EdgeCommand>),
+    /// Download hour files of the exchange's public, requester-pays S3
+    /// archive of node output (`archive fetch`).
+    Archive(crate::archive::ArchiveCommand),
 }
 
 /// `l1gate edge`.

@@ -3,6 +3,7 @@
 //! `main` over this library so integration tests can start real servers.
 
 pub mod access;
+pub mod archive;
 pub mod bus;
 pub mod candles;
 pub mod cli;

@@ -19,6 +19,7 @@ fn main() -> anyhow::Result<()> {
         Command::Endpoints(endpoints) => run_endpoints(*endpoints),
         Command::Routes(routes) => run_routes(*routes),
         Command::Edge(edge) => run_edge(*edge),
+        Command::Archive(archive) => Ok(l1gate::archive::run(archive)?),
     }
 }
 
