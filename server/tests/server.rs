@@ -17,6 +17,7 @@ mod server {
     pub mod access_support;
     pub mod aptos_node;
     mod aptos_sdk;
+    mod archive_fetch;
     mod bad_node_data;
     pub mod bus;
     mod bus_views;
