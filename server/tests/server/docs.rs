@@ -336,6 +336,7 @@ fn every_l1gate_command_line_parses() {
             Command::Keys(_) => ("keys", None),
             Command::Replay(_) => ("replay", None),
             Command::Simulate(_) => ("simulate", None),
+            Command::Archive(_) => ("archive", None),
         };
         if let Some(settings) = settings
             && let Err(error) = settings.resolve()
@@ -349,6 +350,7 @@ fn every_l1gate_command_line_parses() {
     assert_eq!(
         seen,
         BTreeSet::from([
+            "archive",
             "edge",
             "endpoints",
             "keys",
