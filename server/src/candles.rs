@@ -8,6 +8,7 @@
 //! Prices are the node's exact text; volume and VWAP are exact sums in
 //! canonical decimal form (see [`engine::market::candles`]).
 
+pub mod chunk;
 pub mod store;
 
 use std::borrow::Cow;
