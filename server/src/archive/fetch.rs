@@ -39,9 +39,11 @@ use http_body_util::BodyExt as _;
 use hyper::StatusCode;
 use tokio::io::AsyncWriteExt as _;
 
+use super::command::{ArchiveError, FetchArgs, known_region};
+use super::credentials;
+use super::dataset::Dataset;
 use super::hours::{Hour, HourRange};
 use super::s3::{self, Client, Endpoint, Object, S3Error};
-use super::{ArchiveError, Dataset, FetchArgs, credentials, known_region};
 
 /// Runs `archive fetch` with `env` as the environment.
 ///

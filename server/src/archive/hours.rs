@@ -10,7 +10,7 @@
 
 use std::fmt;
 
-use super::Dataset;
+use super::dataset::Dataset;
 
 /// One hour in milliseconds.
 pub const HOUR_MS: i64 = 3_600_000;
