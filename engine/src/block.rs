@@ -8,10 +8,9 @@ use bytes::Bytes;
 use feeds::envelope;
 
 use crate::event::{
-    BookDiffEvent, EventError, FillEvent, OrderStatusEvent, decode_book_diff, decode_fill,
-    decode_order_status, decode_trade_line,
+    BookDiffEvent, EventError, FillEvent, OrderStatusEvent, TradeLine, decode_book_diff,
+    decode_fill, decode_order_status, decode_trade_line,
 };
-use crate::market::trades::WholeTrade;
 
 /// The raw lines of one block, per source, in file order. In by-block mode a
 /// source has one line per block; in streaming mode it may have many (or none
@@ -156,7 +155,7 @@ pub(crate) struct BlockFills<'a> {
     /// `[user, fill]` events in file order.
     pub fills: Vec<FillEvent<'a>>,
     /// Whole trades in file order.
-    pub trades: Vec<WholeTrade>,
+    pub trades: Vec<TradeLine<'a>>,
 }
 
 /// Decodes every fill (or whole trade) of `block`, in file order; broken
@@ -169,11 +168,7 @@ pub(crate) fn decode_fills<'a>(
     let number = block.number;
     for_each_event(number, &block.lines.fills, errors, |raw, errors| {
         let decoded = if raw.first() == Some(&b'{') {
-            decode_trade_line(raw)
-                .and_then(|line| {
-                    WholeTrade::of_line(&line).ok_or_else(|| EventError::unreadable_time("trades"))
-                })
-                .map(|trade| out.trades.push(trade))
+            decode_trade_line(raw).map(|line| out.trades.push(line))
         } else {
             decode_fill(raw).map(|event| out.fills.push(event))
         };

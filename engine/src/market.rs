@@ -49,7 +49,7 @@ use crate::fold::{BlockReport, CoinReset, Engine, FoldWants, Gap, UnknownIds};
 use crate::snapshot::{L4Snapshot, SnapshotError};
 
 use self::bbo::BboView;
-use self::candles::CandlesView;
+use self::candles::{CandlesView, Interval};
 use self::fills::FillsView;
 use self::l2::L2Tracker;
 use self::mids::MidsView;
@@ -57,7 +57,7 @@ use self::orders::L4UpdatesView;
 use self::raw::L4BookView;
 use self::statuses::StatusesView;
 use self::tpsl::TpslView;
-use self::trades::TradesView;
+use self::trades::{TradesView, WholeTrade};
 
 /// Which parts of the market a [`Market`] folds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -288,6 +288,14 @@ impl Market {
         self
     }
 
+    /// Tracks the candles of `intervals` only (every interval by default):
+    /// for a fold that keeps a few, a candle store or an import.
+    #[must_use]
+    pub fn with_candle_intervals(mut self, intervals: &[Interval]) -> Self {
+        self.candles = CandlesView::with_intervals(intervals);
+        self
+    }
+
     /// Also folds trades and candles from `first_block` on (blocks below the
     /// books' start included), so a candle store that resumes before the
     /// snapshot the books start from misses nothing. Does nothing when the
@@ -469,19 +477,29 @@ impl Market {
         self.statuses.clear();
         let block::BlockFills {
             fills,
-            trades: whole_trades,
+            trades: trade_lines,
         } = if needs.decodes_fills() {
             block::decode_fills(block, &mut report.decode_errors)
         } else {
             block::BlockFills::default()
         };
-        report.events += fills.len() + whole_trades.len();
+        report.events += fills.len() + trade_lines.len();
+        let mut whole_trades = Vec::with_capacity(trade_lines.len());
+        for line in &trade_lines {
+            match WholeTrade::of_line(line) {
+                Some(trade) => whole_trades.push(trade),
+                None => report.decode_errors.push(block::BlockDecodeError::Event {
+                    block: block.number,
+                    error: crate::event::EventError::unreadable_time("trades"),
+                }),
+            }
+        }
         let (number, time) = (block.number, block.time_ms);
         self.height = Some(number);
         self.time_ms = time;
         if needs.trades || needs.candles {
             self.trades
-                .apply_fills_and_trades(number, time, &fills, whole_trades);
+                .apply_fills_and_trades(number, time, &fills, &whole_trades);
             if needs.candles {
                 self.candles.apply_trades_view(&self.trades);
             }

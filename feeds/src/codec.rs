@@ -27,6 +27,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::FeedError;
+pub use crate::error::{Damage, DamageKind};
 
 /// Bytes asked of a decoder per call.
 const READ_CHUNK: usize = 1 << 20;
@@ -81,46 +82,6 @@ impl Codec {
             }
         }
         (name, None)
-    }
-}
-
-/// How a compressed file is damaged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DamageKind {
-    /// The file ends inside a frame: what decoded before the cut is sound.
-    Truncated,
-    /// A block or header does not decode: what decoded before it is sound.
-    Corrupt,
-    /// The content checksum disagrees with the decoded bytes: none of them
-    /// can be trusted.
-    ChecksumMismatch,
-}
-
-/// Where and why a compressed file stopped decoding.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Damage {
-    /// What went wrong.
-    pub kind: DamageKind,
-    /// Bytes of the compressed file consumed when it was found.
-    pub compressed_offset: u64,
-    /// Decoded bytes handed out before it.
-    pub decoded_offset: u64,
-    /// The decoder's own words.
-    pub reason: String,
-}
-
-impl std::fmt::Display for Damage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let what = match self.kind {
-            DamageKind::Truncated => "truncated",
-            DamageKind::Corrupt => "corrupt",
-            DamageKind::ChecksumMismatch => "content checksum mismatch",
-        };
-        write!(
-            f,
-            "{what} at compressed byte {} (after {} decoded bytes): {}",
-            self.compressed_offset, self.decoded_offset, self.reason
-        )
     }
 }
 
@@ -315,7 +276,7 @@ pub fn first_line(path: &Path, codec: Codec, limit: usize) -> Result<Option<Vec<
         Codec::Gzip => Box::new(flate2::read::MultiGzDecoder::new(io::BufReader::new(file))),
     };
     let mut line = Vec::new();
-    let mut chunk = [0u8; 64 * 1024];
+    let mut chunk = vec![0u8; 64 * 1024];
     while line.len() < limit {
         let n = match decoder.read(&mut chunk) {
             Ok(0) | Err(_) => return Ok(None),

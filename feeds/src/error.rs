@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
-use crate::codec::Damage;
 use crate::envelope::EnvelopeError;
 
 /// Anything that can go wrong discovering, mapping, indexing or reading the
@@ -71,6 +70,14 @@ pub enum FeedError {
         /// The segment the cursor was in.
         segment: String,
     },
+    /// A directory that is not one of the feed's was asked for.
+    #[error("feeds: {dir:?} is not a directory of the {feed} feed")]
+    UnknownDirectory {
+        /// The feed id.
+        feed: &'static str,
+        /// The name asked for.
+        dir: String,
+    },
     /// A cursor from another feed was passed in.
     #[error("feeds: a {cursor_feed} cursor was used on the {feed} feed")]
     ForeignCursor {
@@ -103,5 +110,45 @@ impl FeedError {
             kind: error.kind(),
             message: error.to_string(),
         }
+    }
+}
+
+/// How a compressed file is damaged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DamageKind {
+    /// The file ends inside a frame: what decoded before the cut is sound.
+    Truncated,
+    /// A block or header does not decode: what decoded before it is sound.
+    Corrupt,
+    /// The content checksum disagrees with the decoded bytes: none of them
+    /// can be trusted.
+    ChecksumMismatch,
+}
+
+/// Where and why a compressed file stopped decoding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Damage {
+    /// What went wrong.
+    pub kind: DamageKind,
+    /// Bytes of the compressed file consumed when it was found.
+    pub compressed_offset: u64,
+    /// Decoded bytes handed out before it.
+    pub decoded_offset: u64,
+    /// The decoder's own words.
+    pub reason: String,
+}
+
+impl std::fmt::Display for Damage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let what = match self.kind {
+            DamageKind::Truncated => "truncated",
+            DamageKind::Corrupt => "corrupt",
+            DamageKind::ChecksumMismatch => "content checksum mismatch",
+        };
+        write!(
+            f,
+            "{what} at compressed byte {} (after {} decoded bytes): {}",
+            self.compressed_offset, self.decoded_offset, self.reason
+        )
     }
 }

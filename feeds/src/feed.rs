@@ -139,6 +139,9 @@ pub struct Feed {
 struct Inner {
     source: Source,
     data_dir: PathBuf,
+    /// The one directory this feed reads, when its opener chose it
+    /// ([`Feed::open_dir`]); else the first of [`Source::dir_names`] found.
+    only_dir: Option<&'static str>,
     state: RwLock<Arc<State>>,
     refresh: Mutex<RefreshState>,
     /// Refreshes that made new complete records readable, whoever ran them.
@@ -189,6 +192,36 @@ impl Feed {
             inner: Arc::new(Inner {
                 source,
                 data_dir: data_dir.to_path_buf(),
+                only_dir: None,
+                state: RwLock::new(Arc::new(State::default())),
+                refresh: Mutex::new(RefreshState::default()),
+                readable_generation: AtomicU64::new(0),
+                shrinks: AtomicU64::new(0),
+            }),
+        };
+        feed.refresh()?;
+        Ok(feed)
+    }
+
+    /// Opens `source` reading only its directory `dir_name` (one of
+    /// [`Source::dir_names`]: `node_fills`, say, in an archive that also
+    /// holds `node_fills_by_block`), as [`Feed::open`] otherwise.
+    ///
+    /// # Errors
+    /// [`FeedError::UnknownDirectory`] when `dir_name` is not one of the
+    /// source's; as [`Feed::open`] otherwise.
+    pub fn open_dir(data_dir: &Path, source: Source, dir_name: &str) -> Result<Feed, FeedError> {
+        let Some(&name) = source.dir_names().iter().find(|n| **n == dir_name) else {
+            return Err(FeedError::UnknownDirectory {
+                feed: source.feed_id(),
+                dir: dir_name.to_owned(),
+            });
+        };
+        let feed = Feed {
+            inner: Arc::new(Inner {
+                source,
+                data_dir: data_dir.to_path_buf(),
+                only_dir: Some(name),
                 state: RwLock::new(Arc::new(State::default())),
                 refresh: Mutex::new(RefreshState::default()),
                 readable_generation: AtomicU64::new(0),
@@ -277,7 +310,14 @@ impl Feed {
             dir.clone()
         } else {
             let root = layout::node_root(&self.inner.data_dir);
-            let Some(dir) = layout::find_source_dir(&root, source) else {
+            let found = match self.inner.only_dir {
+                Some(name) => {
+                    let path = root.join(name);
+                    path.is_dir().then_some(SourceDir { name, path })
+                }
+                None => layout::find_source_dir(&root, source),
+            };
+            let Some(dir) = found else {
                 return Ok(false);
             };
             dir

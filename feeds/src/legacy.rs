@@ -58,6 +58,13 @@ impl LineFormat {
     }
 }
 
+/// Whether a block number is a time standing in for one (an older
+/// format's line; see the module docs): 13 digits or more, where the
+/// chain's heights have 9.
+pub fn is_time_number(number: u64) -> bool {
+    number >= 1_000_000_000_000
+}
+
 /// The position of an older-format line: its time in Unix ms, which also
 /// stands in for its block number; empty when the line has no readable
 /// time.
@@ -159,6 +166,7 @@ mod tests {
         );
         assert_eq!(LineFormat::of_dir("replica_cmds"), LineFormat::Replica);
         assert!(LineFormat::Fill.is_legacy() && !LineFormat::Envelope.is_legacy());
+        assert!(is_time_number(1_753_574_400_031) && !is_time_number(985_148_182));
     }
 
     #[test]

@@ -209,10 +209,22 @@ impl Segment {
             return Ok(segment);
         }
         let spooled = crate::spool::spool(&self.path, packed.codec)?;
+        // The temporary file has no name and only this process holds it:
+        // its bytes are final once written, which is all a mapping needs.
+        let data =
+            map_file(&spooled.file, spooled.lines, &self.path).map_err(|error| match error {
+                FeedError::Io { kind, message, .. } => FeedError::Io {
+                    op: "spool",
+                    path: self.path.clone(),
+                    kind,
+                    message,
+                },
+                other => other,
+            })?;
         // A copy: a slice would hold the whole decoded file.
         let _ = packed
             .last_line
-            .set(last_line_of(&spooled.data).map(|line| Bytes::copy_from_slice(&line)));
+            .set(last_line_of(&data).map(|line| Bytes::copy_from_slice(&line)));
         let damaged = spooled.damage.is_some();
         if packed
             .decoded
@@ -223,8 +235,8 @@ impl Segment {
             codec::count_damaged_file();
         }
         let segment = Arc::new(Segment {
-            map: spooled.data.clone(),
-            data: spooled.data,
+            map: data.clone(),
+            data,
             materialized: true,
             ..self.clone()
         });

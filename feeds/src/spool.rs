@@ -16,32 +16,32 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
-use bytes::Bytes;
-
 use crate::codec::{self, Codec, Damage, DamageKind};
 use crate::error::FeedError;
-use crate::segment::map_prefix;
 
 /// Bytes buffered before each write to the temporary file.
 const WRITE_BUFFER: usize = 1 << 20;
 
 /// A decoded compressed file.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct Spooled {
-    /// Every complete line, mapped from the temporary file.
-    pub data: Bytes,
+    /// The temporary file; its first `lines` bytes are every complete line
+    /// (the caller maps them, `crate::segment`).
+    pub file: File,
+    /// Bytes of complete lines.
+    pub lines: u64,
     /// Bytes decoded (including a partial last line not exposed).
     pub decoded: u64,
     /// Why decoding stopped early, if it did.
     pub damage: Option<Damage>,
 }
 
-/// Decodes `path` as `codec` into a temporary file and maps its complete
+/// Decodes `path` as `codec` into a temporary file, keeping its complete
 /// lines.
 ///
 /// # Errors
 /// [`FeedError::Io`] when the file cannot be read, or the temporary file
-/// cannot be made, written or mapped (op `spool`: a full `$TMPDIR`, say).
+/// cannot be made or written (op `spool`: a full `$TMPDIR`, say).
 pub(crate) fn spool(path: &Path, codec: Codec) -> Result<Spooled, FeedError> {
     let temporary = tempfile::tempfile().map_err(|e| FeedError::io("spool", path, &e))?;
     let mut writer = BufWriter::with_capacity(WRITE_BUFFER, temporary);
@@ -67,32 +67,31 @@ pub(crate) fn spool(path: &Path, codec: Codec) -> Result<Spooled, FeedError> {
         file.set_len(keep)
             .map_err(|e| FeedError::io("spool", path, &e))?;
     }
-    let data = map_spool(&file, keep, path)?;
     Ok(Spooled {
-        data,
+        file,
+        lines: keep,
         decoded: decoded.len,
         damage: decoded.damage,
     })
 }
 
-fn map_spool(file: &File, len: u64, path: &Path) -> Result<Bytes, FeedError> {
-    // The temporary file has no name and only this process holds it: its
-    // bytes are final once written, which is all a mapping needs.
-    map_prefix(file, len, path).map_err(|error| match error {
-        FeedError::Io { kind, message, .. } => FeedError::Io {
-            op: "spool",
-            path: path.to_path_buf(),
-            kind,
-            message,
-        },
-        other => other,
-    })
-}
-
 #[cfg(test)]
 mod tests {
+    use std::io::{Read as _, Seek as _};
+
     use super::*;
     use crate::codec::tests::compress;
+
+    /// The complete lines a spool kept.
+    fn kept(spooled: &mut Spooled) -> Vec<u8> {
+        let mut out = Vec::new();
+        spooled.file.rewind().unwrap();
+        (&spooled.file)
+            .take(spooled.lines)
+            .read_to_end(&mut out)
+            .unwrap();
+        out
+    }
 
     fn text(n: usize) -> Vec<u8> {
         (0..n)
@@ -108,10 +107,10 @@ mod tests {
         for codec in Codec::ALL {
             let path = tmp.path().join(format!("5.{}", codec.extension()));
             std::fs::write(&path, compress(codec, &data)).unwrap();
-            let spooled = spool(&path, codec).unwrap();
+            let mut spooled = spool(&path, codec).unwrap();
             assert_eq!(spooled.damage, None);
             assert_eq!(spooled.decoded, data.len() as u64);
-            assert_eq!(&spooled.data[..], &data[..data.len() - 11], "{codec:?}");
+            assert_eq!(kept(&mut spooled), &data[..data.len() - 11], "{codec:?}");
         }
     }
 
@@ -122,11 +121,12 @@ mod tests {
         let whole = compress(Codec::Lz4, &data);
         let path = tmp.path().join("6.lz4");
         std::fs::write(&path, &whole[..whole.len() / 2]).unwrap();
-        let cut = spool(&path, Codec::Lz4).unwrap();
+        let mut cut = spool(&path, Codec::Lz4).unwrap();
         assert_eq!(cut.damage.as_ref().unwrap().kind, DamageKind::Truncated);
-        assert!(!cut.data.is_empty());
-        assert!(cut.data.ends_with(b"\n"));
-        assert_eq!(&data[..cut.data.len()], &cut.data[..]);
+        let lines = kept(&mut cut);
+        assert!(!lines.is_empty());
+        assert!(lines.ends_with(b"\n"));
+        assert_eq!(&data[..lines.len()], &lines[..]);
 
         // The content checksum is the last 4 bytes: flipping one there
         // leaves every block decodable and the whole file untrustworthy.
@@ -134,11 +134,11 @@ mod tests {
         let last = flipped.len() - 1;
         flipped[last] ^= 1;
         std::fs::write(&path, &flipped).unwrap();
-        let bad = spool(&path, Codec::Lz4).unwrap();
+        let mut bad = spool(&path, Codec::Lz4).unwrap();
         assert_eq!(
             bad.damage.as_ref().unwrap().kind,
             DamageKind::ChecksumMismatch
         );
-        assert!(bad.data.is_empty());
+        assert!(kept(&mut bad).is_empty());
     }
 }

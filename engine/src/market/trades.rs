@@ -349,18 +349,11 @@ pub fn pair_fills<'e, 'a: 'e>(
     out
 }
 
-/// Builds the trade of two fills sharing `(coin, tid)`; the flag is true
-/// when the taker came from the fallback rule.
 /// Appends a block's whole trades to its frames, each once.
-fn add_whole_trades(
-    paired: &mut PairedBlock,
-    block_number: u64,
-    time: i64,
-    whole: Vec<WholeTrade>,
-) {
+fn add_whole_trades(paired: &mut PairedBlock, block_number: u64, time: i64, whole: &[WholeTrade]) {
     let mut seen: Vec<(&str, Px, Sz, i64, [u64; 2])> = Vec::new();
     let mut kept: Vec<Trade> = Vec::with_capacity(whole.len());
-    for item in &whole {
+    for item in whole {
         let t = &item.trade;
         let key = (t.coin.as_str(), t.px, t.sz, t.time, item.oids);
         if !seen.contains(&key) {
@@ -369,22 +362,23 @@ fn add_whole_trades(
         }
     }
     for trade in kept {
-        let at = match paired.frames.iter().position(|f| f.coin == trade.coin) {
-            Some(at) => at,
-            None => {
-                paired.frames.push(TradesUpdate {
-                    coin: trade.coin.clone(),
-                    time,
-                    block_number,
-                    trades: Vec::new(),
-                });
-                paired.frames.len() - 1
-            }
+        let at = if let Some(at) = paired.frames.iter().position(|f| f.coin == trade.coin) {
+            at
+        } else {
+            paired.frames.push(TradesUpdate {
+                coin: trade.coin.clone(),
+                time,
+                block_number,
+                trades: Vec::new(),
+            });
+            paired.frames.len() - 1
         };
         paired.frames[at].trades.push(trade);
     }
 }
 
+/// Builds the trade of two fills sharing `(coin, tid)`; the flag is true
+/// when the taker came from the fallback rule.
 fn trade_of(
     block: u64,
     first: &FillEvent<'_>,
@@ -480,7 +474,7 @@ impl TradesView {
         time: i64,
         fills: impl IntoIterator<Item = &'e FillEvent<'a>>,
     ) {
-        self.apply_fills_and_trades(block_number, time, fills, Vec::new());
+        self.apply_fills_and_trades(block_number, time, fills, &[]);
     }
 
     /// Folds one block given as its fills and its whole trades (the older
@@ -493,7 +487,7 @@ impl TradesView {
         block_number: u64,
         time: i64,
         fills: impl IntoIterator<Item = &'e FillEvent<'a>>,
-        whole: Vec<WholeTrade>,
+        whole: &[WholeTrade],
     ) {
         let mut paired = pair_fills(block_number, time, fills);
         add_whole_trades(&mut paired, block_number, time, whole);
