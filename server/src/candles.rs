@@ -9,6 +9,7 @@
 //! canonical decimal form (see [`engine::market::candles`]).
 
 pub mod chunk;
+pub mod import;
 pub mod store;
 
 use std::borrow::Cow;
@@ -19,7 +20,7 @@ use engine::market::candles::{Amount, Candle, Interval};
 use engine::num::Px;
 use parking_lot::RwLock;
 
-use store::{StoreReader, interval_code};
+use store::{Gap, Span, StoreReader, interval_code};
 
 /// Default oldest bucket served: 2025-07-27T08:00:00Z.
 pub const DEFAULT_HISTORY_START_MS: i64 = 1_753_603_200_000;
@@ -37,8 +38,11 @@ pub struct LiveState {
     pub block_number: u64,
     /// Its block time, Unix ms.
     pub block_time_ms: i64,
-    /// Buckets opening before this are not covered.
-    pub coverage_start_ms: Option<i64>,
+    /// The block time the writer has folded whole since it started (its
+    /// span may not be committed yet).
+    pub session: Option<Span>,
+    /// Gaps the writer found and has not committed yet.
+    pub gaps: Vec<Gap>,
     /// Whether the writer has read to the end of the files at least once.
     pub caught_up: bool,
     /// The last store error, until a commit succeeds again.
@@ -82,6 +86,12 @@ impl LiveState {
             .get(code)?
             .iter()
             .find(|c| c.open_time == open_time)
+    }
+
+    fn series(&self, coin: &str, interval: Interval) -> &[Candle] {
+        interval_code(interval)
+            .and_then(|code| self.coins.get(coin).map(|slots| &slots[code]))
+            .map_or(&[], Vec::as_slice)
     }
 }
 
@@ -140,10 +150,24 @@ pub enum Miss {
     },
     /// No trade of this market was ever seen and no resolver knows it.
     UnknownMarket,
-    /// The bucket opens before the data the store was built from.
+    /// The bucket lies outside the data this server has folded or
+    /// imported.
     NotCovered {
-        /// First covered bucket open, Unix ms.
-        coverage_start_ms: i64,
+        /// The stretches of block time held whole, oldest first.
+        spans: Vec<Span>,
+    },
+    /// Trades of the bucket may be missing: it touches a known gap (blocks
+    /// missing from the files, an hour missing or damaged in the archive,
+    /// the hand-over between two archive formats, files pruned while the
+    /// server was stopped).
+    Gap(Gap),
+    /// The stored candles of the bucket's stretch failed their checks and
+    /// are not rebuilt yet.
+    Damaged {
+        /// The damaged stretch's start, Unix ms.
+        from_ms: i64,
+        /// Its end, Unix ms.
+        to_ms: i64,
     },
     /// No trade in the bucket.
     NoTrades {
@@ -194,11 +218,16 @@ impl Candles {
         )
     }
 
-    /// What the candles cover: the oldest bucket open served (`None`
-    /// before the writer's first block) and the newest block time folded.
-    pub fn covered(&self) -> (Option<i64>, i64) {
+    /// What the candles cover: the stretches of block time held whole
+    /// (stored and this run's), oldest first, and the newest block time
+    /// folded.
+    pub fn covered(&self) -> (Vec<Span>, i64) {
         let live = self.live.read();
-        (live.coverage_start_ms, live.block_time_ms)
+        let mut coverage = self.store.coverage();
+        if let Some(session) = live.session {
+            coverage.add_span(session);
+        }
+        (coverage.spans, live.block_time_ms)
     }
 
     /// The node coin a market name stands for.
@@ -234,46 +263,167 @@ impl Candles {
         // Live state first: a candle leaves it only after its commit made it
         // visible in the store, so a miss here and then in the store is a
         // real miss as of the progress read here.
-        let (known_live, coverage, processed_ms, error) = {
+        let (known_live, session, gaps, processed_ms, error) = {
             let live = self.live.read();
             if let Some(candle) = live.get(&coin, interval, open_time) {
                 return Ok(live_values(candle, live.block_time_ms));
             }
             (
                 live.coins.contains_key(coin.as_ref()),
-                live.coverage_start_ms,
+                live.session,
+                live.gaps.clone(),
                 live.block_time_ms,
                 live.error.clone(),
             )
         };
-        if let Some(stored) = self.store.get(&coin, interval, open_time) {
-            return Ok(CandleValues {
-                open_time: stored.open_time,
-                open: stored.open,
-                high: stored.high,
-                low: stored.low,
-                close: stored.close,
-                volume: stored.volume,
-                vwap: stored.vwap,
-                trades_count: stored.trades_count,
-                closed: true,
-            });
+        match self.store.get(&coin, interval, open_time) {
+            Ok(Some(stored)) => {
+                return Ok(CandleValues {
+                    open_time: stored.open_time,
+                    open: stored.open,
+                    high: stored.high,
+                    low: stored.low,
+                    close: stored.close,
+                    volume: stored.volume,
+                    vwap: stored.vwap,
+                    trades_count: stored.trades_count,
+                    closed: true,
+                });
+            }
+            Ok(None) => {}
+            Err(damaged) => {
+                // Damage matters inside what the store holds; outside, the
+                // bucket was never stored anyway.
+                let next_open = interval.next_open(open_time);
+                let held = session.is_some_and(|s| s.holds(open_time, next_open))
+                    || self
+                        .store
+                        .coverage()
+                        .holding(open_time, next_open)
+                        .is_some();
+                if held {
+                    return Err(Miss::Damaged {
+                        from_ms: damaged.from_ms,
+                        to_ms: damaged.to_ms,
+                    });
+                }
+            }
         }
         if let Some(error) = error {
             return Err(Miss::Unavailable(error));
         }
-        if let Some(coverage_start_ms) = coverage
-            && open_time < coverage_start_ms
+        let next_open = interval.next_open(open_time);
+        let stored = self.store.coverage();
+        if let Some(gap) = gaps
+            .iter()
+            .chain(&stored.gaps)
+            .find(|gap| gap.touches(open_time, next_open))
         {
-            return Err(Miss::NotCovered { coverage_start_ms });
+            return Err(Miss::Gap(gap.clone()));
+        }
+        let complete = session.is_some_and(|s| s.holds(open_time, next_open))
+            || stored.holding(open_time, next_open).is_some();
+        // A bucket the running fold entered but has not closed yet.
+        let open_now = session.is_some_and(|s| open_time >= s.from_ms && next_open > s.to_ms);
+        if !complete && !open_now {
+            let mut coverage = stored;
+            if let Some(session) = session {
+                coverage.add_span(session);
+            }
+            return Err(Miss::NotCovered {
+                spans: coverage.spans,
+            });
         }
         if !known_live && !self.store.knows(&coin) {
             return Err(Miss::UnknownMarket);
         }
         Err(Miss::NoTrades {
-            complete: interval.next_open(open_time) <= processed_ms,
+            complete: next_open <= processed_ms,
             processed_ms,
         })
+    }
+
+    /// The candles of `market`'s `interval` (a stored one: `1s`, `1m`,
+    /// `5m`) opening in `[from, to)`, stored and live, oldest first: the
+    /// oldest `limit`, or with `newest` the newest `limit`. Buckets without
+    /// trades have none.
+    ///
+    /// # Errors
+    /// [`Miss::Damaged`] when stored candles of the range are damaged.
+    pub fn range(
+        &self,
+        market: &str,
+        interval: Interval,
+        from: i64,
+        to: i64,
+        limit: usize,
+        newest: bool,
+    ) -> Result<Vec<CandleValues>, Miss> {
+        let coin = self.resolve(market);
+        let (live, processed_ms) = {
+            let live = self.live.read();
+            let series: Vec<Candle> = live
+                .series(&coin, interval)
+                .iter()
+                .filter(|c| c.open_time >= from && c.open_time < to)
+                .cloned()
+                .collect();
+            (series, live.block_time_ms)
+        };
+        let stored = self
+            .store
+            .range(&coin, interval, from, to, limit, newest)
+            .map_err(|damaged| Miss::Damaged {
+                from_ms: damaged.from_ms,
+                to_ms: damaged.to_ms,
+            })?;
+        let mut out: Vec<CandleValues> = stored
+            .iter()
+            .map(|s| CandleValues {
+                open_time: s.open_time,
+                open: s.open,
+                high: s.high,
+                low: s.low,
+                close: s.close,
+                volume: s.volume,
+                vwap: s.vwap,
+                trades_count: s.trades_count,
+                closed: true,
+            })
+            .collect();
+        for candle in &live {
+            if out.iter().all(|c| c.open_time != candle.open_time) {
+                out.push(live_values(candle, processed_ms));
+            }
+        }
+        out.sort_by_key(|c| c.open_time);
+        if out.len() > limit {
+            if newest {
+                out.drain(..out.len() - limit);
+            } else {
+                out.truncate(limit);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether a candle built for the bucket `[open, next_open)` from
+    /// stored ones is whole: every trade of it folded (the bucket lies in
+    /// the stored coverage or this run's span, or this run's fold is inside
+    /// it still) and none may be missing (it touches no gap).
+    pub fn bucket_usable(&self, open: i64, next_open: i64) -> bool {
+        let (session, gaps) = {
+            let live = self.live.read();
+            (live.session, live.gaps.clone())
+        };
+        let stored = self.store.coverage();
+        let held = session.is_some_and(|s| {
+            s.holds(open, next_open) || (open >= s.from_ms && next_open > s.to_ms)
+        }) || stored.holding(open, next_open).is_some();
+        held && !gaps
+            .iter()
+            .chain(&stored.gaps)
+            .any(|gap| gap.touches(open, next_open))
     }
 }
 

@@ -46,6 +46,55 @@ pub enum Command {
     /// Download hour files of the exchange's public, requester-pays S3
     /// archive of node output (`archive fetch`).
     Archive(crate::archive::ArchiveCommand),
+    /// The candle store: backfill it from archive hours (`candles import`).
+    Candles(CandlesCommand),
+}
+
+/// `l1gate candles`.
+#[derive(Debug, clap::Args)]
+pub struct CandlesCommand {
+    /// What to do.
+    #[command(subcommand)]
+    pub action: CandlesAction,
+}
+
+/// `l1gate candles` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum CandlesAction {
+    /// Backfill the candle store from fill hours: archive files (`.lz4`,
+    /// `.zst`, `.gz` or plain) or directories in the archive's layout
+    /// (`node_fills_by_block/hourly/YYYYMMDD/H.lz4`, and the older
+    /// `node_fills`, `node_trades`). Folds only what the store does not hold
+    /// yet, from the candle history start on; resumable; refused while a
+    /// server holds the store. Ends with a report of hours, blocks, fills,
+    /// candles and every gap.
+    Import(CandlesImportArgs),
+}
+
+/// `l1gate candles import`.
+#[derive(Debug, clap::Args)]
+pub struct CandlesImportArgs {
+    /// Hour files, or directories searched for them.
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    /// TOML config file, as for `serve` (`state_dir`,
+    /// `candle_history_start`).
+    #[arg(long, env = "L1GATE_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Directory of the server's own state, holding the candle store.
+    /// Default `l1gate-state`.
+    #[arg(long, env = "L1GATE_STATE_DIR", value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// The oldest bucket stored, ISO-8601 UTC. Default 2025-07-27T08:00:00Z.
+    #[arg(long, env = "L1GATE_CANDLE_HISTORY_START", value_name = "TIME")]
+    pub candle_history_start: Option<String>,
+    /// No progress bar (the report is printed either way).
+    #[arg(long)]
+    pub quiet: bool,
+    /// Commit to the store at least this often (durable progress: a killed
+    /// import resumes from its last commit). Default 10000.
+    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    pub commit_every_ms: u64,
 }
 
 /// `l1gate edge`.

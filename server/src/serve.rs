@@ -25,7 +25,7 @@ use crate::config::Settings;
 use crate::grpc::flow::{FlowSettings, Supervisor};
 use crate::grpc::market::MarketService;
 use crate::grpc::raw_feed::RawFeedService;
-use crate::host::candles::{CandleWriter, WriterSettings, resume_point};
+use crate::host::candles::{CandleWriter, WriterSettings};
 use crate::host::engine::{CandleFeed, EngineSettings, EngineThread};
 use crate::host::feeds::LiveFeeds;
 use crate::metrics::Metrics;
@@ -201,42 +201,29 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
             .context("candle store (state_dir)")?;
     // Key usage beside it, under the same one-server-per-state_dir lock.
     let usage = access.keep_usage(&settings.state_dir);
-    if !recovery.damaged_records.is_empty() {
-        tracing::error!(
+    if let Some(carried) = &recovery.carried_over {
+        tracing::info!(
             path = %candle_store.path().display(),
-            damaged_records = recovery.damaged_records.len(),
-            first_offsets = ?recovery.damaged_records.iter().take(8).collect::<Vec<_>>(),
-            "candle store: damaged records (corruption, not a crash) skipped; every other \
-             candle is kept, and the lost ones are rebuilt from the node's files where they \
-             are still on disk"
+            candles = carried.candles,
+            damaged_records = carried.damaged_records,
+            "candle store: the first release's store was carried over"
         );
-        for outcome in
-            crate::host::candles::repair(&mut candle_store, data, &recovery.damaged_spans)
-        {
-            log_repair(&outcome);
-        }
     }
-    if recovery.dropped_bytes > 0 {
-        tracing::warn!(
-            path = %candle_store.path().display(),
-            dropped_bytes = recovery.dropped_bytes,
-            "candle store: dropped an uncommitted tail left by a crash"
-        );
+    // Damaged chunks and known gaps the node's files still reach are folded
+    // again before the server serves.
+    for outcome in crate::host::candles::repair(&mut candle_store, data) {
+        log_repair(&outcome);
     }
     let candles = Arc::new(Candles::new(
         candle_store.reader().clone(),
         settings.candle_history_start_ms,
     ));
-    let candles_from = resume_point(&candle_store, settings.candle_history_start_ms);
-    let (candle_writer, candle_sink) = CandleWriter::start(
-        candle_store,
-        candles.clone(),
-        WriterSettings {
-            history_start_ms: settings.candle_history_start_ms,
-            data_before_history: data_before(&live, settings.candle_history_start_ms),
-        },
-    )
-    .context("candle store thread")?;
+    let writer_settings =
+        WriterSettings::for_store(&candle_store, settings.candle_history_start_ms);
+    let candles_from = writer_settings.fold_start();
+    let (candle_writer, candle_sink) =
+        CandleWriter::start(candle_store, candles.clone(), writer_settings)
+            .context("candle store thread")?;
     let checkpoints = match &from_bus {
         // The edge's candle store learns the candles of the mirror's fills
         // up to the checkpoint before the engine goes on from it.
@@ -511,19 +498,6 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
 
 /// Whether the node's fills reach back before `history_start_ms` (then the
 /// candle store covers buckets from the history start on).
-fn data_before(live: &LiveFeeds, history_start_ms: i64) -> bool {
-    let Some(feed) = live.feed(Source::Fills) else {
-        return false;
-    };
-    let Ok(mut cursor) = feed.seek(feeds::Start::BlockNumber(0)) else {
-        return false;
-    };
-    feed.read(&mut cursor, 1)
-        .ok()
-        .and_then(|records| records.first().and_then(|record| record.timestamp_ms))
-        .is_some_and(|time| time < history_start_ms)
-}
-
 /// Says so when `data` holds no node output yet (a mistyped `--data`, or a
 /// node that has not started writing): the server starts anyway and picks
 /// the feeds up as they appear.
@@ -559,30 +533,25 @@ fn warn_without_node_output(data: &std::path::Path, live: &LiveFeeds) {
 /// Logs what rebuilding one damaged stretch of the candle store did.
 fn log_repair(outcome: &crate::host::candles::Repair) {
     use crate::host::candles::Repair;
-    let iso = |ms: i64| feeds::time::format_iso8601_ms(ms);
     match outcome {
-        Repair::Rebuilt { span, written } => tracing::info!(
-            after = span.after_ms.map(iso),
-            through = %iso(span.through_ms),
+        Repair::Rebuilt { what, written } => tracing::info!(
+            what,
             written,
-            "candle store: damaged candles rebuilt from the node's fills (0: rebuilt at an \
-             earlier start)"
+            "candle store: folded again from the node's fills (0 written: already rebuilt)"
         ),
         Repair::FilesGone {
-            span,
+            what,
             files_from_ms,
-        } => tracing::error!(
-            after = span.after_ms.map(iso),
-            through = %iso(span.through_ms),
-            files_from = files_from_ms.map(iso),
-            records = span.records,
-            "candle store: damaged candles cannot be rebuilt: the node's fills no longer reach \
-             back that far; they stay lost"
+        } => tracing::warn!(
+            what,
+            files_from = files_from_ms.map(feeds::time::format_iso8601_ms),
+            "candle store: the node's fills no longer reach back to it; an import of the \
+             archive's hours fills it (l1gate candles import)"
         ),
-        Repair::Failed { span, error } => tracing::error!(
-            through = %iso(span.through_ms),
+        Repair::Failed { what, error } => tracing::error!(
+            what,
             %error,
-            "candle store: rebuilding damaged candles failed"
+            "candle store: folding it again failed"
         ),
     }
 }

@@ -21,7 +21,8 @@ mod server {
     mod bad_node_data;
     pub mod bus;
     mod bus_views;
-    mod candles;
+    mod candle_import;
+    pub mod candles;
     mod cli;
     pub mod compressed_files;
     mod connection_limits;

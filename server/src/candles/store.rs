@@ -1,74 +1,94 @@
-//! The persistent candle store: one append-only file of fixed-width,
-//! checksummed records, memory-mapped for lookups.
+//! The persistent candle store: every closed `1s`, `1m` and `5m` candle
+//! l1gate folded from node files or imported from the exchange's archive,
+//! in one embedded database file, `candles.redb` in the state directory.
 //!
-//! # File layout (`candles-v1.dat`)
+//! # Layout
 //!
-//! A 64-byte header (magic `L1GCNDL\0`, format version, record size, the
-//! history start it was created with, creation time, CRC-32 of the rest),
-//! then 128-byte records, each starting with the CRC-32 of its other 124
-//! bytes and a kind byte:
+//! The storage engine is [redb](https://www.redb.org): one file of
+//! copy-on-write B-trees with checksummed, atomic commits. Three tables:
 //!
-//! - **coin**: a market name (up to [`MAX_COIN_LEN`] bytes) and the id the
-//!   candle records of that market use;
-//! - **candle**: coin id, interval, bucket open, trade count, open / high /
-//!   low / close (exact decimals), volume, Σ px·sz and the VWAP (exact
-//!   128-bit decimals);
-//! - **commit**: the block number and block time the writer had folded when
-//!   it wrote the batch, and the start of the store's coverage.
+//! - `coins`: market name → a 32-bit id;
+//! - `chunks`: `(coin id, interval code, span start)` (13 bytes, big-endian,
+//!   so a market's chunks of one interval lie in time order) → one *chunk*:
+//!   the candles of that market and interval opening in one fixed span of
+//!   time, in the compact columnar encoding of [`super::chunk`] (with its
+//!   own CRC-32);
+//! - `counts`: the same keys → the chunk's candle count, kept apart so that
+//!   the store's count stays exact when a damaged chunk is written anew;
+//! - `meta`: the format version, the history start, the watermark (the
+//!   last block folded and committed), the candle count, the coverage
+//!   ([`Coverage`]: which stretches of block time are complete, and the
+//!   gaps known between them with their reasons), and the chunks found
+//!   damaged and not rebuilt yet.
 //!
-//! All integers are little-endian.
+//! Nothing is held in memory per candle or per chunk: a lookup reads one
+//! chunk through redb's page cache ([`CACHE_BYTES`]), so the resident memory
+//! does not grow with the history stored. Only the market names (a few
+//! hundred) and the coverage lists are kept in memory.
 //!
-//! # Crash safety
+//! # Writing
 //!
-//! A batch is one positioned write of its coin and candle records followed
-//! by a commit record, then `fdatasync`; only then does it become visible to
-//! lookups. Records are never rewritten. On open, records are checked in
-//! order; everything after the last good commit record (a torn batch,
-//! garbage, the zeroed preallocation) is dropped and the file is cut there.
-//! A record before the last good commit that fails its checksum, kind or
-//! content check is damage, not a crash: it is skipped and reported, and
-//! every other record is kept (one flipped byte costs one candle, not the
-//! store).
-//! The file grows in preallocated steps, so the mapping is replaced only when
-//! it grows; readers keep the mapping they started with, which stays valid
-//! because committed bytes are never truncated.
+//! [`CandleStore::commit`] merges closed candles into their chunks (a
+//! bucket already stored is never rewritten), updates the watermark and
+//! the coverage, and commits: durable (`fsync`) when it returns, visible to
+//! lookups after. A crash leaves the last commit (redb's commit protocol,
+//! with quick repair: reopening after a crash does not walk the file).
+//!
+//! # Damage
+//!
+//! A chunk whose checksum or structure fails is damage, not a crash: the
+//! lookups into it answer that the candles of its span are damaged (not
+//! that there were no trades), it is recorded in `meta`, and the candle
+//! store thread rebuilds it from the node's files when they still reach
+//! back that far ([`crate::host::candles::repair`]), as an import of the
+//! archive's hours does. A byte flipped in a chunk costs that chunk's span
+//! until then, never the store. redb checks its own pages when it repairs
+//! after a crash; damage to them is a start-up error naming the file.
+//!
+//! # The first store
+//!
+//! A `candles-v1.dat` file (the fixed-record store of earlier releases) in
+//! the state directory is carried over on open, candle for candle, with its
+//! watermark, its coverage and its damaged batches (as gaps the node files
+//! may still fill), then renamed `candles-v1.dat.carried-over`.
 //!
 //! One writer at a time: the store takes an exclusive `flock` on
 //! `candles.lock` in the state directory for as long as it is open.
 
-use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
+pub mod v1;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use engine::market::candles::{Amount, Candle, Interval};
 use engine::num::Px;
-use memmap2::Mmap;
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
+use redb::{ReadableDatabase, ReadableTable, TableDefinition};
+
+use super::chunk::{self, Chunk, ChunkCandle};
 
 /// Name of the store file in the state directory.
-pub const FILE_NAME: &str = "candles-v1.dat";
+pub const FILE_NAME: &str = "candles.redb";
 /// Name of the lock file in the state directory.
 pub const LOCK_NAME: &str = "candles.lock";
-/// Bytes of the file header.
-pub const HEADER_LEN: u64 = 64;
-/// Bytes of one record.
-pub const RECORD_LEN: usize = 128;
 /// Longest market name the store holds.
 pub const MAX_COIN_LEN: usize = 112;
-/// The intervals the store keeps, in their on-disk code order.
+/// The intervals the store keeps, in their code order.
 pub const INTERVALS: [Interval; 3] = [Interval::Second1, Interval::Minute1, Interval::Minute5];
+/// Memory redb may use to cache the file's pages.
+pub const CACHE_BYTES: usize = 16 * 1024 * 1024;
+/// The layout version in `meta`.
+const FORMAT: u32 = 2;
 
-const MAGIC: &[u8; 8] = b"L1GCNDL\0";
-const VERSION: u32 = 1;
-const KIND_COIN: u8 = 1;
-const KIND_CANDLE: u8 = 2;
-const KIND_COMMIT: u8 = 3;
-/// Smallest preallocation step; later steps double up to [`MAX_GROW`].
-const MIN_GROW: u64 = 1 << 20;
-const MAX_GROW: u64 = 1 << 30;
+const COINS: TableDefinition<&str, u32> = TableDefinition::new("coins");
+const CHUNKS: TableDefinition<[u8; 13], &[u8]> = TableDefinition::new("chunks");
+const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+/// Rows of each chunk, kept apart from it: a damaged chunk's count is
+/// still known when it is written anew.
+const COUNTS: TableDefinition<[u8; 13], u32> = TableDefinition::new("counts");
 
 /// Why the store cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -96,6 +116,15 @@ pub enum StoreError {
         /// What is wrong.
         message: String,
     },
+    /// The storage engine failed (an I/O error, or a page failing its
+    /// checks).
+    #[error("candle store {path}: {message}")]
+    Engine {
+        /// The file.
+        path: PathBuf,
+        /// redb's words.
+        message: String,
+    },
 }
 
 /// The code of a stored interval (`None` for intervals the store does not
@@ -104,20 +133,155 @@ pub fn interval_code(interval: Interval) -> Option<usize> {
     INTERVALS.iter().position(|i| *i == interval)
 }
 
-/// How far the committed data reaches.
+/// The last block folded and committed: where a fold resumes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Watermark {
-    /// The last block folded before the commit.
+    /// The block number (for the older fill formats, the time standing in
+    /// for it).
     pub block_number: u64,
-    /// Its block time, Unix ms. Every candle whose bucket ended at or
-    /// before it (and that had trades) is in the store.
+    /// Its block time, Unix ms.
     pub block_time_ms: i64,
-    /// Buckets opening at or after this time (Unix ms) are complete in the
-    /// store; earlier ones are not covered.
-    pub coverage_start_ms: i64,
 }
 
-/// One stored candle, decoded from its record.
+/// A stretch of block time folded whole: every bucket lying inside it
+/// (opening at or after `from_ms`, ending by `to_ms`) is complete in the
+/// store — stored when it had trades.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Span {
+    /// First block time folded, Unix ms.
+    pub from_ms: i64,
+    /// Last block time folded, Unix ms.
+    pub to_ms: i64,
+}
+
+impl Span {
+    /// Whether the bucket `[open, next_open)` lies inside.
+    pub fn holds(&self, open: i64, next_open: i64) -> bool {
+        open >= self.from_ms && next_open <= self.to_ms
+    }
+}
+
+/// A stretch of block time whose trades may be missing: between two blocks
+/// folded at `from_ms` and `to_ms` something was not read (blocks missing
+/// from the files, an hour file missing or damaged, a hand-over between
+/// two archive formats, files pruned while l1gate was stopped).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gap {
+    /// The block time before it, Unix ms (exclusive).
+    pub from_ms: i64,
+    /// The block time after it, Unix ms (exclusive).
+    pub to_ms: i64,
+    /// Why.
+    pub reason: String,
+}
+
+impl Gap {
+    /// Whether trades of the bucket `[open, next_open)` may lie in it.
+    pub fn touches(&self, open: i64, next_open: i64) -> bool {
+        open < self.to_ms && next_open > self.from_ms.saturating_add(1)
+    }
+}
+
+/// What the store holds whole, and what it knows it lacks.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Coverage {
+    /// Disjoint spans folded whole, in time order (touching spans merge).
+    pub spans: Vec<Span>,
+    /// Known gaps, in time order; none overlaps a span.
+    pub gaps: Vec<Gap>,
+}
+
+impl Coverage {
+    /// The span holding the bucket `[open, next_open)`, if one does.
+    pub fn holding(&self, open: i64, next_open: i64) -> Option<Span> {
+        self.spans
+            .iter()
+            .find(|span| span.holds(open, next_open))
+            .copied()
+    }
+
+    /// The first gap the bucket `[open, next_open)` touches.
+    pub fn gap_touching(&self, open: i64, next_open: i64) -> Option<&Gap> {
+        self.gaps.iter().find(|gap| gap.touches(open, next_open))
+    }
+
+    /// Adds a span folded whole: it merges with the spans it touches and
+    /// fills (removes) the gaps it covers.
+    pub fn add_span(&mut self, span: Span) {
+        if span.to_ms < span.from_ms {
+            return;
+        }
+        let mut merged = span;
+        self.spans.retain(|s| {
+            let touches = s.from_ms <= merged.to_ms && merged.from_ms <= s.to_ms;
+            if touches {
+                merged.from_ms = merged.from_ms.min(s.from_ms);
+                merged.to_ms = merged.to_ms.max(s.to_ms);
+            }
+            !touches
+        });
+        self.spans.push(merged);
+        self.spans.sort();
+        // A gap is filled where the new span reaches over both its ends.
+        self.gaps
+            .retain(|gap| !(merged.from_ms <= gap.from_ms && merged.to_ms >= gap.to_ms));
+    }
+
+    /// Adds a gap: spans it falls inside are split around it.
+    pub fn add_gap(&mut self, gap: Gap) {
+        if gap.to_ms <= gap.from_ms.saturating_add(1) {
+            return;
+        }
+        let mut spans = Vec::with_capacity(self.spans.len() + 1);
+        for span in self.spans.drain(..) {
+            if span.to_ms <= gap.from_ms || span.from_ms >= gap.to_ms {
+                spans.push(span);
+                continue;
+            }
+            if span.from_ms <= gap.from_ms {
+                spans.push(Span {
+                    from_ms: span.from_ms,
+                    to_ms: gap.from_ms,
+                });
+            }
+            if span.to_ms >= gap.to_ms {
+                spans.push(Span {
+                    from_ms: gap.to_ms,
+                    to_ms: span.to_ms,
+                });
+            }
+        }
+        self.spans = spans;
+        if !self.gaps.contains(&gap) {
+            self.gaps.push(gap);
+            self.gaps.sort_by_key(|g| (g.from_ms, g.to_ms));
+        }
+    }
+
+    /// The stretches of `[from_ms, to_ms)` no span covers, in time order.
+    pub fn uncovered(&self, from_ms: i64, to_ms: i64) -> Vec<(i64, i64)> {
+        let mut out = Vec::new();
+        let mut at = from_ms;
+        for span in &self.spans {
+            if span.to_ms < at {
+                continue;
+            }
+            if span.from_ms >= to_ms {
+                break;
+            }
+            if span.from_ms > at {
+                out.push((at, span.from_ms));
+            }
+            at = at.max(span.to_ms);
+        }
+        if at < to_ms {
+            out.push((at, to_ms));
+        }
+        out
+    }
+}
+
+/// One stored candle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StoredCandle {
     /// Interval.
@@ -142,115 +306,408 @@ pub struct StoredCandle {
     pub vwap: Amount,
 }
 
+impl StoredCandle {
+    fn of(interval: Interval, c: &ChunkCandle) -> StoredCandle {
+        StoredCandle {
+            interval,
+            open_time: c.open_time,
+            trades_count: c.trades_count,
+            open: c.open,
+            high: c.high,
+            low: c.low,
+            close: c.close,
+            volume: c.volume,
+            notional: c.notional,
+            vwap: as_candle("", interval, c).vwap().unwrap_or_default(),
+        }
+    }
+}
+
+/// The engine's candle of a stored one (block fields zero), for the VWAP
+/// the engine computes.
+fn as_candle(coin: &str, interval: Interval, c: &ChunkCandle) -> Candle {
+    Candle {
+        coin: coin.to_owned(),
+        interval,
+        open_time: c.open_time,
+        next_open: interval.next_open(c.open_time),
+        open: c.open,
+        high: c.high,
+        low: c.low,
+        close: c.close,
+        volume: c.volume,
+        notional: c.notional,
+        trades_count: c.trades_count,
+        price_scale: c.price_scale,
+        block_number: 0,
+        time: 0,
+    }
+}
+
+/// A chunk that failed its checks: the candles of one market and interval
+/// opening in `[from_ms, to_ms)` are lost until rebuilt (a rebuild from
+/// node files that do not reach back to the chunk's start leaves the part
+/// before them lost).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct DamagedChunk {
+    /// Market.
+    pub coin: String,
+    /// Interval.
+    pub interval: Interval,
+    /// Span start, Unix ms.
+    pub from_ms: i64,
+    /// Span end, Unix ms.
+    pub to_ms: i64,
+}
+
+/// A lookup that found its chunk damaged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the stored {interval} candles of {coin} opening from {from_ms} to {to_ms} (Unix ms) are damaged and not rebuilt yet"
+)]
+pub struct Damaged {
+    /// Market.
+    pub coin: String,
+    /// Interval.
+    pub interval: Interval,
+    /// Span start, Unix ms.
+    pub from_ms: i64,
+    /// Span end, Unix ms.
+    pub to_ms: i64,
+}
+
 /// What opening the store found.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Recovery {
-    /// Candle records committed.
+    /// Candles stored.
     pub candles: u64,
-    /// Bytes after the last commit that were dropped (a torn batch or
-    /// garbage; the zeroed preallocation is not counted).
-    pub dropped_bytes: u64,
-    /// Offsets of records before the last commit that failed their checks
-    /// (corruption, not a crash): skipped, their candles lost, everything
-    /// around them kept. They stay in the file and are reported again at
-    /// every open.
-    pub damaged_records: Vec<u64>,
-    /// Where the damaged records' candles belong: the block time each
-    /// damaged batch covered, one span per batch, oldest first.
-    pub damaged_spans: Vec<DamagedSpan>,
+    /// Chunks known damaged and not rebuilt yet.
+    pub damaged: Vec<DamagedChunk>,
+    /// What was carried over from a first-release `candles-v1.dat`.
+    pub carried_over: Option<CarriedOver>,
 }
 
-/// The stretch of block time one damaged batch covered: its candles closed
-/// in blocks after `after_ms` (the previous commit's block time; `None`:
-/// the first commit) up to `through_ms` (its own commit's).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DamagedSpan {
-    /// The previous commit's block time, Unix ms.
-    pub after_ms: Option<i64>,
-    /// The batch's commit block time, Unix ms.
-    pub through_ms: i64,
-    /// Damaged records in the batch.
-    pub records: usize,
+/// A `candles-v1.dat` carried over into the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CarriedOver {
+    /// Candles it held (all now stored).
+    pub candles: usize,
+    /// Records it held damaged; their batches' stretches are gaps.
+    pub damaged_records: usize,
+}
+
+/// What one commit says besides its candles.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CommitInfo {
+    /// The last block folded (`None`: unchanged).
+    pub watermark: Option<Watermark>,
+    /// Block time folded whole by the writer that commits (the span it
+    /// folded since it started; it merges with the stored coverage).
+    pub covered: Option<Span>,
+    /// Gaps the writer found.
+    pub gaps: Vec<Gap>,
+    /// Block time the writer folded from its start to this commit having
+    /// handed every closed candle of it to the store: a damaged chunk whose
+    /// span lies inside is whole again.
+    pub rebuilt: Option<Span>,
 }
 
 /// The lookup side of the store: shared with every request handler.
 #[derive(Debug)]
 pub struct StoreReader {
-    index: RwLock<Index>,
+    /// The database while the store is open (its writer holds it open; the
+    /// file and its lock are let go when the writer is dropped and the last
+    /// lookup under way ends).
+    db: RwLock<Option<Arc<redb::Database>>>,
+    path: PathBuf,
+    state: RwLock<Meta>,
+    /// Chunks found damaged by lookups, for the writer to record.
+    found_damaged: Mutex<BTreeSet<[u8; 13]>>,
 }
 
-#[derive(Debug)]
-struct Index {
-    map: Arc<Mmap>,
+/// The store's metadata, mirrored in memory.
+#[derive(Debug, Clone, Default)]
+struct Meta {
     coins: HashMap<Box<str>, u32>,
-    /// Per coin id, per interval code: `(open_time, record offset)` sorted
-    /// by open time.
-    series: Vec<[Vec<(i64, u64)>; 3]>,
+    names: Vec<Box<str>>,
     watermark: Option<Watermark>,
+    coverage: Coverage,
+    /// Damaged chunks: the key, and from when on (Unix ms) their candles are
+    /// whole again (`i64::MAX`: none is).
+    damaged: BTreeMap<[u8; 13], i64>,
     candles: u64,
+    history_start_ms: i64,
+}
+
+/// The chunk key of `(coin id, interval code, span start)`.
+fn chunk_key(id: u32, code: usize, span_start: i64) -> [u8; 13] {
+    let mut key = [0u8; 13];
+    key[0..4].copy_from_slice(&id.to_be_bytes());
+    key[4] = code as u8;
+    // Offset binary: negative times sort before positive ones.
+    key[5..13].copy_from_slice(&((span_start as u64) ^ (1 << 63)).to_be_bytes());
+    key
+}
+
+fn key_parts(key: &[u8; 13]) -> (u32, usize, i64) {
+    let mut id = [0u8; 4];
+    id.copy_from_slice(&key[0..4]);
+    let mut span = [0u8; 8];
+    span.copy_from_slice(&key[5..13]);
+    (
+        u32::from_be_bytes(id),
+        usize::from(key[4]),
+        (u64::from_be_bytes(span) ^ (1 << 63)) as i64,
+    )
 }
 
 impl StoreReader {
-    /// The committed candle of `coin`'s `interval` bucket opening at
-    /// `open_time`.
-    pub fn get(&self, coin: &str, interval: Interval, open_time: i64) -> Option<StoredCandle> {
-        let code = interval_code(interval)?;
-        let index = self.index.read();
-        let id = *index.coins.get(coin)?;
-        let series = &index.series.get(id as usize)?[code];
-        let at = series
-            .binary_search_by_key(&open_time, |(time, _)| *time)
-            .ok()?;
-        let offset = usize::try_from(series[at].1).ok()?;
-        let record = index.map.get(offset..offset + RECORD_LEN)?;
-        decode_candle(record)
+    /// The stored candle of `coin`'s `interval` bucket opening at
+    /// `open_time` (`Ok(None)`: none stored).
+    ///
+    /// # Errors
+    /// [`Damaged`] when the chunk holding it failed its checks.
+    pub fn get(
+        &self,
+        coin: &str,
+        interval: Interval,
+        open_time: i64,
+    ) -> Result<Option<StoredCandle>, Damaged> {
+        let Some(key) = self.key_of(coin, interval, open_time) else {
+            return Ok(None);
+        };
+        let damaged = self
+            .state
+            .read()
+            .damaged
+            .get(&key)
+            .is_some_and(|whole_from| open_time < *whole_from);
+        let found = self.with_chunk(&key, |chunk| chunk.get(open_time));
+        match found {
+            Ok(Some(Some(c))) => Ok(Some(StoredCandle::of(interval, &c))),
+            Ok(_) if damaged => Err(Self::damaged(coin, interval, &key)),
+            Ok(_) => Ok(None),
+            Err(()) => Err(Self::damaged(coin, interval, &key)),
+        }
     }
 
-    /// Whether `coin` has any committed candle.
+    /// The stored candles of `coin`'s `interval` opening in `[from, to)`, in
+    /// time order: the oldest `limit`, or with `newest` the newest `limit`.
+    ///
+    /// # Errors
+    /// [`Damaged`] when a chunk of the range failed its checks.
+    pub fn range(
+        &self,
+        coin: &str,
+        interval: Interval,
+        from: i64,
+        to: i64,
+        limit: usize,
+        newest: bool,
+    ) -> Result<Vec<StoredCandle>, Damaged> {
+        let (Some(code), Some(first), Some(last)) = (
+            interval_code(interval),
+            chunk::span_start(interval, from),
+            chunk::span_start(interval, to.saturating_sub(1)),
+        ) else {
+            return Ok(Vec::new());
+        };
+        let Some(id) = self.state.read().coins.get(coin).copied() else {
+            return Ok(Vec::new());
+        };
+        if to <= from {
+            return Ok(Vec::new());
+        }
+        let (low, high) = (chunk_key(id, code, first), chunk_key(id, code, last));
+        let mut out = Vec::new();
+        let Some(db) = self.db.read().clone() else {
+            return Ok(out);
+        };
+        let Ok(txn) = db.begin_read() else {
+            return Ok(out);
+        };
+        let Ok(table) = txn.open_table(CHUNKS) else {
+            return Ok(out);
+        };
+        let Ok(entries) = table.range(low..=high) else {
+            return Ok(out);
+        };
+        let damaged = self.state.read().damaged.clone();
+        let entries: Box<dyn Iterator<Item = _>> = if newest {
+            Box::new(entries.rev())
+        } else {
+            Box::new(entries)
+        };
+        for entry in entries {
+            let Ok((key, value)) = entry else {
+                break;
+            };
+            let key = key.value();
+            let Ok(chunk) = Chunk::parse(value.value()) else {
+                self.found_damaged.lock().insert(key);
+                return Err(Self::damaged(coin, interval, &key));
+            };
+            if damaged
+                .get(&key)
+                .is_some_and(|whole_from| from < *whole_from)
+            {
+                return Err(Self::damaged(coin, interval, &key));
+            }
+            let rows: Vec<ChunkCandle> = chunk.range(from, to).collect();
+            if newest {
+                for c in rows.iter().rev() {
+                    if out.len() >= limit {
+                        break;
+                    }
+                    out.push(StoredCandle::of(interval, c));
+                }
+            } else {
+                for c in &rows {
+                    if out.len() >= limit {
+                        break;
+                    }
+                    out.push(StoredCandle::of(interval, c));
+                }
+            }
+            if out.len() >= limit {
+                break;
+            }
+        }
+        if newest {
+            out.reverse();
+        }
+        Ok(out)
+    }
+
+    fn key_of(&self, coin: &str, interval: Interval, open_time: i64) -> Option<[u8; 13]> {
+        let code = interval_code(interval)?;
+        let span = chunk::span_start(interval, open_time)?;
+        let id = *self.state.read().coins.get(coin)?;
+        Some(chunk_key(id, code, span))
+    }
+
+    /// Runs `f` over the chunk at `key` (`Ok(None)`: no chunk); `Err` when
+    /// it fails its checks (and notes it for the writer).
+    fn with_chunk<T>(
+        &self,
+        key: &[u8; 13],
+        f: impl FnOnce(&Chunk<'_>) -> T,
+    ) -> Result<Option<T>, ()> {
+        let Some(db) = self.db.read().clone() else {
+            return Ok(None);
+        };
+        let Ok(txn) = db.begin_read() else {
+            return Ok(None);
+        };
+        let Ok(table) = txn.open_table(CHUNKS) else {
+            return Ok(None);
+        };
+        let Ok(Some(value)) = table.get(key) else {
+            return Ok(None);
+        };
+        if let Ok(chunk) = Chunk::parse(value.value()) {
+            Ok(Some(f(&chunk)))
+        } else {
+            self.found_damaged.lock().insert(*key);
+            Err(())
+        }
+    }
+
+    fn damaged(coin: &str, interval: Interval, key: &[u8; 13]) -> Damaged {
+        let (_, _, from_ms) = key_parts(key);
+        Damaged {
+            coin: coin.to_owned(),
+            interval,
+            from_ms,
+            to_ms: from_ms + chunk::span_ms(interval).unwrap_or(0),
+        }
+    }
+
+    /// Whether `coin` has any stored candle.
     pub fn knows(&self, coin: &str) -> bool {
-        self.index.read().coins.contains_key(coin)
+        self.state.read().coins.contains_key(coin)
     }
 
     /// The last commit's watermark (`None` for an empty store).
     pub fn watermark(&self) -> Option<Watermark> {
-        self.index.read().watermark
+        self.state.read().watermark
     }
 
-    /// Candles committed.
+    /// What the store holds whole and the gaps it knows.
+    pub fn coverage(&self) -> Coverage {
+        self.state.read().coverage.clone()
+    }
+
+    /// Candles stored.
     pub fn candles(&self) -> u64 {
-        self.index.read().candles
+        self.state.read().candles
+    }
+
+    /// The oldest bucket the store serves (Unix ms), as created.
+    pub fn history_start_ms(&self) -> i64 {
+        self.state.read().history_start_ms
+    }
+
+    /// Chunks known damaged and not rebuilt yet.
+    pub fn damaged_chunks(&self) -> Vec<DamagedChunk> {
+        let state = self.state.read();
+        state
+            .damaged
+            .iter()
+            .map(|(key, whole_from)| describe(&state, key, *whole_from))
+            .collect()
+    }
+
+    /// The store file.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 }
 
-/// The writing side of the store: owned by the candle writer thread.
+impl Drop for CandleStore {
+    fn drop(&mut self) {
+        // Lookups still under way keep the database until they end; then
+        // the file and redb's lock on it are let go, with the writer's lock.
+        *self.reader.db.write() = None;
+    }
+}
+
+fn describe(meta: &Meta, key: &[u8; 13], whole_from: i64) -> DamagedChunk {
+    let (id, code, from_ms) = key_parts(key);
+    let interval = INTERVALS.get(code).copied().unwrap_or(Interval::Minute1);
+    DamagedChunk {
+        coin: meta
+            .names
+            .get(id as usize)
+            .map_or_else(|| format!("#{id}"), ToString::to_string),
+        interval,
+        from_ms,
+        to_ms: (from_ms + chunk::span_ms(interval).unwrap_or(0)).min(whole_from),
+    }
+}
+
+/// The writing side of the store: owned by the candle writer thread (or
+/// the import).
 #[derive(Debug)]
 pub struct CandleStore {
-    path: PathBuf,
-    file: File,
+    reader: Arc<StoreReader>,
     /// Held (with its `flock`) for as long as the store is open.
     _lock: File,
-    /// End of the committed records.
-    end: u64,
-    /// Bytes the file has been preallocated to.
-    capacity: u64,
-    /// The writer's copy of the coin ids (readers learn a coin at commit).
-    coins: HashMap<String, u32>,
-    reader: Arc<StoreReader>,
 }
 
 impl CandleStore {
-    /// Opens (or creates) the store in `dir`, recovering from a torn tail.
-    /// `history_start_ms` is recorded in a new file's header.
+    /// Opens (or creates) the store in `dir`, carrying over a
+    /// `candles-v1.dat` found there. `history_start_ms` is recorded in a new
+    /// store.
     ///
     /// # Errors
     /// [`StoreError`] when the directory or file is unusable, another
     /// process holds the store, or the file is not a candle store.
     pub fn open(dir: &Path, history_start_ms: i64) -> Result<(Self, Recovery), StoreError> {
-        let io_err = |path: &Path| {
-            let path = path.to_owned();
-            move |source| StoreError::Io { path, source }
-        };
-        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
+            path: dir.to_owned(),
+            source,
+        })?;
         let lock_path = dir.join(LOCK_NAME);
         let lock = match crate::lock_exclusive(&lock_path) {
             Ok(Some(lock)) => lock,
@@ -263,73 +720,34 @@ impl CandleStore {
             }
         };
         let path = dir.join(FILE_NAME);
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(&path)
-            .map_err(io_err(&path))?;
-        let len = file.metadata().map_err(io_err(&path))?.len();
-        if len < HEADER_LEN || is_zero_header(&file, &path)? {
-            // New, or a creation that crashed before its header was durable.
-            file.set_len(0).map_err(io_err(&path))?;
-            file.write_all_at(&header(history_start_ms), 0)
-                .map_err(io_err(&path))?;
-            file.sync_all().map_err(io_err(&path))?;
-        } else {
-            check_header(&file, &path)?;
-        }
-        let len = file.metadata().map_err(io_err(&path))?.len();
-        let map = map_file(&file, len).map_err(io_err(&path))?;
-        let scanned = scan(&map);
-        // Past the last commit: a torn batch or garbage, then the zeroed
-        // preallocation (which is not worth reporting).
-        let tail = map.get(scanned.end as usize..).unwrap_or_default();
-        let dropped_bytes = tail
-            .iter()
-            .rposition(|b| *b != 0)
-            .map_or(0, |at| at as u64 + 1);
-        drop(map);
-        let recovery = Recovery {
-            candles: scanned.candles,
-            dropped_bytes,
-            damaged_records: scanned.damaged.clone(),
-            damaged_spans: scanned.spans.clone(),
-        };
-        if scanned.end < len {
-            file.set_len(scanned.end).map_err(io_err(&path))?;
-            file.sync_all().map_err(io_err(&path))?;
-        }
-        let capacity = scanned.end + MIN_GROW;
-        file.set_len(capacity).map_err(io_err(&path))?;
-        let map = Arc::new(map_file(&file, capacity).map_err(io_err(&path))?);
-        let coins: HashMap<String, u32> = scanned
-            .coins
-            .iter()
-            .map(|(name, id)| (name.to_string(), *id))
-            .collect();
+        let db = redb::Database::builder()
+            .set_cache_size(CACHE_BYTES)
+            .create(&path)
+            .engine(&path)?;
         let reader = Arc::new(StoreReader {
-            index: RwLock::new(Index {
-                map,
-                coins: scanned.coins,
-                series: scanned.series,
-                watermark: scanned.watermark,
-                candles: scanned.candles,
-            }),
+            db: RwLock::new(Some(Arc::new(db))),
+            path: path.clone(),
+            state: RwLock::new(Meta::default()),
+            found_damaged: Mutex::new(BTreeSet::new()),
         });
-        Ok((
-            Self {
-                path,
-                file,
-                _lock: lock,
-                end: scanned.end,
-                capacity,
-                coins,
-                reader,
-            },
-            recovery,
-        ))
+        let mut store = CandleStore {
+            reader,
+            _lock: lock,
+        };
+        store.load_or_init(history_start_ms)?;
+        let carried_over = store.carry_over_v1(dir)?;
+        let state = store.reader.state.read();
+        let recovery = Recovery {
+            candles: state.candles,
+            damaged: state
+                .damaged
+                .iter()
+                .map(|(key, whole_from)| describe(&state, key, *whole_from))
+                .collect(),
+            carried_over,
+        };
+        drop(state);
+        Ok((store, recovery))
     }
 
     /// The lookup side.
@@ -337,394 +755,445 @@ impl CandleStore {
         &self.reader
     }
 
+    fn db(&self) -> Result<Arc<redb::Database>, StoreError> {
+        self.reader
+            .db
+            .read()
+            .clone()
+            .ok_or_else(|| StoreError::Engine {
+                path: self.reader.path.clone(),
+                message: "the store is closed".to_owned(),
+            })
+    }
+
     /// The store file.
     pub fn path(&self) -> &Path {
-        &self.path
+        &self.reader.path
     }
 
-    /// Appends `candles` (closed buckets, final state) and a commit record
-    /// for `watermark`, makes them durable, then visible to lookups.
-    /// Candles of intervals the store does not keep, with names longer than
-    /// [`MAX_COIN_LEN`], or already stored are skipped. Returns how many
-    /// were written.
+    fn load_or_init(&mut self, history_start_ms: i64) -> Result<(), StoreError> {
+        let path = self.reader.path.clone();
+        let txn = self.db()?.begin_write().engine(&path)?;
+        let meta_state = {
+            let mut meta = txn.open_table(META).engine(&path)?;
+            let coins_table = txn.open_table(COINS).engine(&path)?;
+            txn.open_table(CHUNKS).engine(&path)?;
+            txn.open_table(COUNTS).engine(&path)?;
+            let format = meta
+                .get("format")
+                .engine(&path)?
+                .map(|v| read_u32(v.value()));
+            match format {
+                None => {
+                    meta.insert("format", FORMAT.to_le_bytes().as_slice())
+                        .engine(&path)?;
+                    meta.insert("history_start", history_start_ms.to_le_bytes().as_slice())
+                        .engine(&path)?;
+                }
+                Some(Some(FORMAT)) => {}
+                Some(other) => {
+                    return Err(StoreError::Format {
+                        path,
+                        message: format!(
+                            "format version {}; this build reads {FORMAT}",
+                            other.map_or_else(|| "unreadable".to_owned(), |v| v.to_string())
+                        ),
+                    });
+                }
+            }
+            let mut state = Meta::default();
+            for entry in coins_table.iter().engine(&path)? {
+                let (name, id) = entry.engine(&path)?;
+                let (name, id) = (name.value(), id.value());
+                state.coins.insert(name.into(), id);
+                let slot = id as usize;
+                if state.names.len() <= slot {
+                    state.names.resize(slot + 1, Box::from(""));
+                }
+                state.names[slot] = name.into();
+            }
+            let get = |key: &str| -> Result<Option<Vec<u8>>, StoreError> {
+                Ok(meta.get(key).engine(&path)?.map(|v| v.value().to_vec()))
+            };
+            state.history_start_ms = get("history_start")?
+                .and_then(|v| read_i64(&v))
+                .unwrap_or(history_start_ms);
+            state.watermark = get("watermark")?.and_then(|v| decode_watermark(&v));
+            state.candles = get("candles")?.and_then(|v| read_u64(&v)).unwrap_or(0);
+            state.coverage = match get("coverage")? {
+                Some(bytes) => decode_coverage(&bytes).ok_or_else(|| StoreError::Format {
+                    path: path.clone(),
+                    message: "unreadable coverage record".to_owned(),
+                })?,
+                None => Coverage::default(),
+            };
+            state.damaged = get("damaged")?
+                .map(|v| {
+                    v.chunks_exact(21)
+                        .filter_map(|entry| {
+                            let mut key = [0u8; 13];
+                            key.copy_from_slice(&entry[..13]);
+                            Some((key, read_i64(&entry[13..])?))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            state
+        };
+        txn.commit().engine(&path)?;
+        *self.reader.state.write() = meta_state;
+        Ok(())
+    }
+
+    /// Carries a first-release store over, once.
+    fn carry_over_v1(&mut self, dir: &Path) -> Result<Option<CarriedOver>, StoreError> {
+        let old = dir.join(v1::FILE_NAME);
+        if !old.is_file() {
+            return Ok(None);
+        }
+        let contents = v1::read(&old).map_err(|error| match error {
+            v1::ReadError::Io(source) => StoreError::Io {
+                path: old.clone(),
+                source,
+            },
+            v1::ReadError::Format(message) => StoreError::Format {
+                path: old.clone(),
+                message: message.to_owned(),
+            },
+        })?;
+        let mut info = CommitInfo::default();
+        if let Some((block_number, block_time_ms, coverage_start_ms)) = contents.watermark {
+            info.watermark = Some(Watermark {
+                block_number,
+                block_time_ms,
+            });
+            info.covered = Some(Span {
+                from_ms: coverage_start_ms,
+                to_ms: block_time_ms,
+            });
+            info.gaps = contents
+                .damaged_spans
+                .iter()
+                .map(|&(after, through)| Gap {
+                    from_ms: Interval::Minute5.bucket_open(after),
+                    to_ms: Interval::Minute5.next_open(Interval::Minute5.bucket_open(through)),
+                    reason: "records of the first candle store (candles-v1.dat) were damaged"
+                        .to_owned(),
+                })
+                .collect();
+        }
+        self.commit(&contents.candles, &info)?;
+        let moved = dir.join(format!("{}.carried-over", v1::FILE_NAME));
+        std::fs::rename(&old, &moved).map_err(|source| StoreError::Io { path: old, source })?;
+        tracing::info!(
+            candles = contents.candles.len(),
+            damaged_records = contents.damaged_records,
+            file = %moved.display(),
+            "candle store: carried over the first store's candles"
+        );
+        Ok(Some(CarriedOver {
+            candles: contents.candles.len(),
+            damaged_records: contents.damaged_records,
+        }))
+    }
+
+    /// Merges closed `candles` into their chunks (a bucket already stored
+    /// stays as it is), records `info` (watermark, coverage, gaps, chunks
+    /// whose damage is rebuilt), and commits durably, then makes it visible
+    /// to lookups. Candles of intervals the store does not keep, or with
+    /// names longer than [`MAX_COIN_LEN`], are skipped. Returns how many
+    /// candles were added.
     ///
     /// # Errors
-    /// [`StoreError::Io`] when writing, growing or syncing fails; nothing
-    /// of the batch is visible then, and a later commit may retry it.
-    pub fn commit(
-        &mut self,
-        candles: &[Candle],
-        watermark: Watermark,
-    ) -> Result<usize, StoreError> {
-        let mut bytes = Vec::with_capacity((candles.len() + 1) * RECORD_LEN);
-        let mut new_coins: Vec<(String, u32)> = Vec::new();
-        let mut placed: Vec<(u32, usize, i64, u64)> = Vec::with_capacity(candles.len());
-        for candle in candles {
-            let Some(code) = interval_code(candle.interval) else {
-                continue;
-            };
-            if candle.coin.len() > MAX_COIN_LEN {
-                tracing::warn!(
-                    coin_len = candle.coin.len(),
-                    "candle store: market name too long to store; candle skipped"
-                );
-                continue;
+    /// [`StoreError::Engine`] when the commit fails; nothing of it is
+    /// visible then, and a later commit may retry it.
+    pub fn commit(&mut self, candles: &[Candle], info: &CommitInfo) -> Result<usize, StoreError> {
+        let path = self.reader.path.clone();
+        let mut state = self.reader.state.read().clone();
+        let found = std::mem::take(&mut *self.reader.found_damaged.lock());
+        let mut meta_changed = !found.is_empty();
+        for key in found {
+            state.damaged.insert(key, i64::MAX);
+        }
+
+        let mut txn = self.db()?.begin_write().engine(&path)?;
+        txn.set_quick_repair(true);
+        // Candles written, and those the rewritten chunks held before.
+        let (mut added, mut removed) = (0u64, 0u64);
+        {
+            let mut coins = txn.open_table(COINS).engine(&path)?;
+            let mut chunks = txn.open_table(CHUNKS).engine(&path)?;
+            let mut counts = txn.open_table(COUNTS).engine(&path)?;
+            let mut groups: BTreeMap<[u8; 13], Vec<ChunkCandle>> = BTreeMap::new();
+            for candle in candles {
+                let (Some(code), Some(span)) = (
+                    interval_code(candle.interval),
+                    chunk::span_start(candle.interval, candle.open_time),
+                ) else {
+                    continue;
+                };
+                if candle.coin.len() > MAX_COIN_LEN || candle.coin.is_empty() {
+                    tracing::warn!(
+                        coin_len = candle.coin.len(),
+                        "candle store: market name unusable (empty or too long); candle skipped"
+                    );
+                    continue;
+                }
+                let id = if let Some(id) = state.coins.get(candle.coin.as_str()) {
+                    *id
+                } else {
+                    let id = state.names.len() as u32;
+                    coins.insert(candle.coin.as_str(), id).engine(&path)?;
+                    state.coins.insert(candle.coin.as_str().into(), id);
+                    state.names.push(candle.coin.as_str().into());
+                    id
+                };
+                groups
+                    .entry(chunk_key(id, code, span))
+                    .or_default()
+                    .push(ChunkCandle::from(candle));
             }
-            let id = if let Some(id) = self.coins.get(&candle.coin) {
-                *id
-            } else if let Some((_, id)) = new_coins.iter().find(|(c, _)| *c == candle.coin) {
-                *id
-            } else {
-                let id = (self.coins.len() + new_coins.len()) as u32;
-                bytes.extend_from_slice(&coin_record(id, &candle.coin));
-                new_coins.push((candle.coin.clone(), id));
-                id
-            };
-            let duplicate = self.reader.contains(id, code, candle.open_time)
-                || placed
+            for (key, mut new) in groups {
+                new.sort_by_key(|c| c.open_time);
+                new.dedup_by_key(|c| c.open_time);
+                let (_, code, span) = key_parts(&key);
+                let interval = INTERVALS[code];
+                let existing: Vec<ChunkCandle> = match chunks.get(&key).engine(&path)? {
+                    Some(value) => match Chunk::parse(value.value()) {
+                        Ok(chunk) => chunk.iter().collect(),
+                        Err(error) => {
+                            // Its candles are lost: the chunk is written anew
+                            // and stays known damaged until a rebuild.
+                            tracing::warn!(%error, "candle store: a damaged chunk is written anew");
+                            state.damaged.insert(key, i64::MAX);
+                            meta_changed = true;
+                            Vec::new()
+                        }
+                    },
+                    None => Vec::new(),
+                };
+                let merged = chunk::merge(&existing, &new);
+                if merged.len() == existing.len() {
+                    continue;
+                }
+                let before = counts
+                    .get(&key)
+                    .engine(&path)?
+                    .map_or(existing.len() as u64, |v| u64::from(v.value()));
+                added += merged.len() as u64;
+                removed += before;
+                counts
+                    .insert(&key, u32::try_from(merged.len()).unwrap_or(u32::MAX))
+                    .engine(&path)?;
+                let bytes =
+                    chunk::encode(interval, span, &merged).map_err(|e| StoreError::Format {
+                        path: path.clone(),
+                        message: format!("cannot encode a chunk: {e}"),
+                    })?;
+                chunks.insert(&key, bytes.as_slice()).engine(&path)?;
+            }
+            let mut meta = txn.open_table(META).engine(&path)?;
+            if let Some(rebuilt) = info.rebuilt {
+                // Every closed candle from `rebuilt.from_ms` on was handed
+                // over: a damaged chunk it reaches is whole from there on
+                // (whole again when that is its start).
+                let before = state.damaged.clone();
+                state.damaged.retain(|key, whole_from| {
+                    let (_, code, from) = key_parts(key);
+                    let Some(&interval) = INTERVALS.get(code) else {
+                        return true;
+                    };
+                    let to = from + chunk::span_ms(interval).unwrap_or(0);
+                    if rebuilt.to_ms < from || rebuilt.from_ms >= to {
+                        return true;
+                    }
+                    // The first bucket of the interval opening in the span.
+                    let open = interval.bucket_open(rebuilt.from_ms);
+                    let first = if open < rebuilt.from_ms {
+                        interval.next_open(open)
+                    } else {
+                        open
+                    };
+                    if first <= from {
+                        return false;
+                    }
+                    *whole_from = (*whole_from).min(first);
+                    true
+                });
+                meta_changed |= state.damaged != before;
+            }
+            if let Some(watermark) = info.watermark {
+                state.watermark = Some(watermark);
+                meta.insert("watermark", encode_watermark(watermark).as_slice())
+                    .engine(&path)?;
+            }
+            // The span first: the gaps the same fold found are holes in it.
+            if let Some(span) = info.covered {
+                state.coverage.add_span(span);
+                meta_changed = true;
+            }
+            for gap in &info.gaps {
+                state.coverage.add_gap(gap.clone());
+                meta_changed = true;
+            }
+            if meta_changed {
+                meta.insert("coverage", encode_coverage(&state.coverage).as_slice())
+                    .engine(&path)?;
+                let damaged: Vec<u8> = state
+                    .damaged
                     .iter()
-                    .any(|(i, c, t, _)| (*i, *c, *t) == (id, code, candle.open_time));
-            if duplicate {
-                tracing::debug!(coin = %candle.coin, interval = %candle.interval, open_time = candle.open_time,
-                    "candle store: bucket already stored; skipped");
-                continue;
+                    .flat_map(|(key, whole_from)| {
+                        key.iter().copied().chain(whole_from.to_le_bytes())
+                    })
+                    .collect();
+                meta.insert("damaged", damaged.as_slice()).engine(&path)?;
             }
-            let offset = self.end + bytes.len() as u64;
-            bytes.extend_from_slice(&candle_record(id, code, candle));
-            placed.push((id, code, candle.open_time, offset));
+            state.candles = (state.candles + added).saturating_sub(removed);
+            if added > 0 {
+                meta.insert("candles", state.candles.to_le_bytes().as_slice())
+                    .engine(&path)?;
+            }
         }
-        bytes.extend_from_slice(&commit_record(watermark));
-        let needed = self.end + bytes.len() as u64;
-        if needed > self.capacity {
-            let step = self.capacity.clamp(MIN_GROW, MAX_GROW);
-            let capacity = needed.max(self.capacity + step);
-            self.file.set_len(capacity).map_err(self.io())?;
-            let map = map_file(&self.file, capacity).map_err(self.io())?;
-            // Readers only look at committed bytes, which both maps hold.
-            self.reader.index.write().map = Arc::new(map);
-            self.capacity = capacity;
-        }
-        self.file
-            .write_all_at(&bytes, self.end)
-            .map_err(self.io())?;
-        self.file.sync_data().map_err(self.io())?;
-        self.end = needed;
-        for (coin, id) in &new_coins {
-            self.coins.insert(coin.clone(), *id);
-        }
-        let mut index = self.reader.index.write();
-        for (coin, id) in new_coins {
-            index.coins.insert(coin.into_boxed_str(), id);
-        }
-        for &(id, code, open_time, offset) in &placed {
-            index.insert(id, code, open_time, offset);
-        }
-        index.watermark = Some(watermark);
-        index.candles += placed.len() as u64;
-        Ok(placed.len())
+        txn.commit().engine(&path)?;
+        *self.reader.state.write() = state;
+        Ok(added.saturating_sub(removed) as usize)
     }
 
-    fn io(&self) -> impl FnOnce(io::Error) -> StoreError + use<> {
-        let path = self.path.clone();
-        move |source| StoreError::Io { path, source }
+    /// Checks every chunk opening in `[from_ms, ∞)` and records those that
+    /// fail (lookups answer that they are damaged; a rebuild clears them).
+    /// Returns the chunks known damaged.
+    ///
+    /// # Errors
+    /// [`StoreError::Engine`] when the file cannot be read or the result
+    /// recorded.
+    pub fn verify_from(&mut self, from_ms: i64) -> Result<Vec<DamagedChunk>, StoreError> {
+        let path = self.reader.path.clone();
+        let ids: Vec<u32> = self.reader.state.read().coins.values().copied().collect();
+        let mut found = BTreeSet::new();
+        {
+            let txn = self.db()?.begin_read().engine(&path)?;
+            let table = txn.open_table(CHUNKS).engine(&path)?;
+            for id in ids {
+                for (code, interval) in INTERVALS.iter().enumerate() {
+                    let first = chunk::span_start(*interval, from_ms).unwrap_or(from_ms);
+                    let low = chunk_key(id, code, first);
+                    let high = chunk_key(id, code, i64::MAX);
+                    for entry in table.range(low..=high).engine(&path)? {
+                        let (key, value) = entry.engine(&path)?;
+                        if Chunk::parse(value.value()).is_err() {
+                            found.insert(key.value());
+                        }
+                    }
+                }
+            }
+        }
+        if !found.is_empty() {
+            self.reader.found_damaged.lock().extend(found);
+            self.commit(&[], &CommitInfo::default())?;
+        }
+        Ok(self.reader.damaged_chunks())
     }
 }
 
-impl StoreReader {
-    fn contains(&self, id: u32, code: usize, open_time: i64) -> bool {
-        let index = self.index.read();
-        index.series.get(id as usize).is_some_and(|series| {
-            series[code]
-                .binary_search_by_key(&open_time, |(time, _)| *time)
-                .is_ok()
+/// redb's errors as [`StoreError`]s naming the file.
+trait EngineResult<T> {
+    fn engine(self, path: &Path) -> Result<T, StoreError>;
+}
+
+impl<T, E: Into<redb::Error>> EngineResult<T> for Result<T, E> {
+    fn engine(self, path: &Path) -> Result<T, StoreError> {
+        self.map_err(|error| match error.into() {
+            redb::Error::DatabaseAlreadyOpen => StoreError::Locked {
+                path: path.to_owned(),
+            },
+            other => StoreError::Engine {
+                path: path.to_owned(),
+                message: other.to_string(),
+            },
         })
     }
 }
 
-impl Index {
-    fn insert(&mut self, id: u32, code: usize, open_time: i64, offset: u64) {
-        insert_series(&mut self.series, id, code, open_time, offset);
-    }
+fn read_u32(bytes: &[u8]) -> Option<u32> {
+    Some(u32::from_le_bytes(bytes.get(..4)?.try_into().ok()?))
 }
 
-/// Adds one candle's place to a series index, keeping it sorted by open
-/// time (buckets close in order, so this is almost always a push).
-fn insert_series(
-    series: &mut Vec<[Vec<(i64, u64)>; 3]>,
-    id: u32,
-    code: usize,
-    open_time: i64,
-    offset: u64,
-) {
-    let id = id as usize;
-    if series.len() <= id {
-        series.resize_with(id + 1, Default::default);
-    }
-    let series = &mut series[id][code];
-    match series.last() {
-        Some((last, _)) if *last >= open_time => {
-            if let Err(at) = series.binary_search_by_key(&open_time, |(time, _)| *time) {
-                series.insert(at, (open_time, offset));
-            }
-        }
-        _ => series.push((open_time, offset)),
-    }
+fn read_u64(bytes: &[u8]) -> Option<u64> {
+    Some(u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?))
 }
 
-/// Maps the first `len` bytes of `file` read-only.
-#[allow(unsafe_code)]
-fn map_file(file: &File, len: u64) -> io::Result<Mmap> {
-    let len = usize::try_from(len).map_err(|_| io::Error::other("store larger than memory"))?;
-    // SAFETY: a mapping is only unsound if the mapped bytes change or vanish
-    // under it. The store file lives in l1gate's own state directory and is
-    // written only by this process under an exclusive lock: committed bytes
-    // are never rewritten, and the file is only cut (on open, before any
-    // reader exists) past the last commit, which no reader maps into. Bytes
-    // past the committed end may be written while mapped; readers never look
-    // at them. An outside process truncating the file would fault readers,
-    // as it would for any memory-mapped database.
-    unsafe { memmap2::MmapOptions::new().len(len).map(file) }
+fn read_i64(bytes: &[u8]) -> Option<i64> {
+    Some(i64::from_le_bytes(bytes.get(..8)?.try_into().ok()?))
 }
 
-fn is_zero_header(file: &File, path: &Path) -> Result<bool, StoreError> {
-    let mut bytes = [0u8; HEADER_LEN as usize];
-    file.read_exact_at(&mut bytes, 0)
-        .map_err(|source| StoreError::Io {
-            path: path.to_owned(),
-            source,
-        })?;
-    Ok(bytes.iter().all(|b| *b == 0))
+fn encode_watermark(w: Watermark) -> [u8; 16] {
+    let mut out = [0u8; 16];
+    out[..8].copy_from_slice(&w.block_number.to_le_bytes());
+    out[8..].copy_from_slice(&w.block_time_ms.to_le_bytes());
+    out
 }
 
-fn header(history_start_ms: i64) -> [u8; HEADER_LEN as usize] {
-    let mut h = [0u8; HEADER_LEN as usize];
-    h[0..8].copy_from_slice(MAGIC);
-    h[8..12].copy_from_slice(&VERSION.to_le_bytes());
-    h[12..16].copy_from_slice(&(RECORD_LEN as u32).to_le_bytes());
-    h[16..24].copy_from_slice(&history_start_ms.to_le_bytes());
-    h[24..32].copy_from_slice(&crate::unix_now_ms().to_le_bytes());
-    let crc = crc32fast::hash(&h[..60]);
-    h[60..64].copy_from_slice(&crc.to_le_bytes());
-    h
+fn decode_watermark(bytes: &[u8]) -> Option<Watermark> {
+    Some(Watermark {
+        block_number: read_u64(bytes)?,
+        block_time_ms: read_i64(bytes.get(8..)?)?,
+    })
 }
 
-fn check_header(file: &File, path: &Path) -> Result<(), StoreError> {
-    let mut h = [0u8; HEADER_LEN as usize];
-    file.read_exact_at(&mut h, 0)
-        .map_err(|source| StoreError::Io {
-            path: path.to_owned(),
-            source,
-        })?;
-    let format = |message: String| StoreError::Format {
-        path: path.to_owned(),
-        message,
-    };
-    if &h[0..8] != MAGIC {
-        return Err(format("not a candle store (bad magic)".into()));
+/// `spans: u32, (from i64, to i64)*, gaps: u32, (from i64, to i64, reason
+/// length u16, reason)*`, little-endian.
+fn encode_coverage(coverage: &Coverage) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&(coverage.spans.len() as u32).to_le_bytes());
+    for span in &coverage.spans {
+        out.extend_from_slice(&span.from_ms.to_le_bytes());
+        out.extend_from_slice(&span.to_ms.to_le_bytes());
     }
-    if crc32fast::hash(&h[..60]) != u32_at(&h, 60) {
-        return Err(format("header checksum mismatch".into()));
-    }
-    let version = u32_at(&h, 8);
-    if version != VERSION {
-        return Err(format(format!(
-            "format version {version}; this build reads {VERSION}"
-        )));
-    }
-    let record_len = u32_at(&h, 12);
-    if record_len as usize != RECORD_LEN {
-        return Err(format(format!(
-            "record size {record_len}, expected {RECORD_LEN}"
-        )));
-    }
-    Ok(())
-}
-
-struct Scanned {
-    end: u64,
-    coins: HashMap<Box<str>, u32>,
-    series: Vec<[Vec<(i64, u64)>; 3]>,
-    watermark: Option<Watermark>,
-    candles: u64,
-    /// Offsets of damaged records before the last good commit.
-    damaged: Vec<u64>,
-    /// The batches they were in.
-    spans: Vec<DamagedSpan>,
-}
-
-/// Reads every record; keeps what the last good commit covers. A record
-/// whose checksum, kind or content is wrong is skipped, not an end: before
-/// the last good commit it is damage (counted in `damaged`, its candle is
-/// lost, the records around it are kept); after it, it belongs to the tail
-/// a crash left (a torn batch, then the zeroed preallocation).
-fn scan(map: &[u8]) -> Scanned {
-    let mut out = Scanned {
-        end: HEADER_LEN,
-        coins: HashMap::new(),
-        series: Vec::new(),
-        watermark: None,
-        candles: 0,
-        damaged: Vec::new(),
-        spans: Vec::new(),
-    };
-    let mut pending_coins: Vec<(Box<str>, u32)> = Vec::new();
-    let mut pending: Vec<(u32, usize, i64, u64)> = Vec::new();
-    let mut pending_bad: Vec<u64> = Vec::new();
-    let mut offset = HEADER_LEN as usize;
-    while let Some(record) = map.get(offset..offset + RECORD_LEN) {
-        let at = offset as u64;
-        offset += RECORD_LEN;
-        if record[0..4] != crc32fast::hash(&record[4..]).to_le_bytes() {
-            pending_bad.push(at);
-            continue;
-        }
-        match record[4] {
-            KIND_COIN => match decode_coin(record) {
-                Some(name) => pending_coins.push((name.into(), u32_at(record, 8))),
-                None => pending_bad.push(at),
-            },
-            KIND_CANDLE => {
-                let code = usize::from(record[12]);
-                if code >= INTERVALS.len() || decode_candle(record).is_none() {
-                    pending_bad.push(at);
-                } else {
-                    pending.push((u32_at(record, 8), code, i64_at(record, 16), at));
-                }
-            }
-            KIND_COMMIT => {
-                for (name, id) in pending_coins.drain(..) {
-                    out.coins.insert(name, id);
-                }
-                for (id, code, open_time, at) in pending.drain(..) {
-                    insert_series(&mut out.series, id, code, open_time, at);
-                    out.candles += 1;
-                }
-                let watermark = Watermark {
-                    block_number: u64_at(record, 8),
-                    block_time_ms: i64_at(record, 16),
-                    coverage_start_ms: i64_at(record, 24),
-                };
-                if !pending_bad.is_empty() {
-                    out.spans.push(DamagedSpan {
-                        after_ms: out.watermark.map(|w| w.block_time_ms),
-                        through_ms: watermark.block_time_ms,
-                        records: pending_bad.len(),
-                    });
-                }
-                out.damaged.append(&mut pending_bad);
-                out.watermark = Some(watermark);
-                out.end = at + RECORD_LEN as u64;
-            }
-            _ => pending_bad.push(at),
-        }
+    out.extend_from_slice(&(coverage.gaps.len() as u32).to_le_bytes());
+    for gap in &coverage.gaps {
+        out.extend_from_slice(&gap.from_ms.to_le_bytes());
+        out.extend_from_slice(&gap.to_ms.to_le_bytes());
+        let reason = &gap.reason.as_bytes()[..gap.reason.len().min(u16::MAX as usize)];
+        out.extend_from_slice(&(reason.len() as u16).to_le_bytes());
+        out.extend_from_slice(reason);
     }
     out
 }
 
-fn seal(mut record: [u8; RECORD_LEN]) -> [u8; RECORD_LEN] {
-    let crc = crc32fast::hash(&record[4..]);
-    record[0..4].copy_from_slice(&crc.to_le_bytes());
-    record
-}
-
-fn coin_record(id: u32, name: &str) -> [u8; RECORD_LEN] {
-    let mut r = [0u8; RECORD_LEN];
-    r[4] = KIND_COIN;
-    r[8..12].copy_from_slice(&id.to_le_bytes());
-    r[12] = name.len() as u8;
-    r[16..16 + name.len()].copy_from_slice(name.as_bytes());
-    seal(r)
-}
-
-fn decode_coin(r: &[u8]) -> Option<&str> {
-    let len = usize::from(r[12]);
-    if len == 0 || len > MAX_COIN_LEN {
-        return None;
-    }
-    std::str::from_utf8(&r[16..16 + len]).ok()
-}
-
-fn candle_record(id: u32, code: usize, c: &Candle) -> [u8; RECORD_LEN] {
-    let mut r = [0u8; RECORD_LEN];
-    r[4] = KIND_CANDLE;
-    r[8..12].copy_from_slice(&id.to_le_bytes());
-    r[12] = code as u8;
-    r[13] = c.price_scale;
-    r[16..24].copy_from_slice(&c.open_time.to_le_bytes());
-    r[24..32].copy_from_slice(&c.trades_count.to_le_bytes());
-    for (i, px) in [c.open, c.high, c.low, c.close].into_iter().enumerate() {
-        r[32 + 8 * i..40 + 8 * i].copy_from_slice(&px.units().to_le_bytes());
-        r[64 + i] = px.scale();
-    }
-    let vwap = c.vwap().unwrap_or_default();
-    for (i, amount) in [c.volume, c.notional, vwap].into_iter().enumerate() {
-        r[68 + i] = amount.scale();
-        r[72 + 16 * i..88 + 16 * i].copy_from_slice(&amount.units().to_le_bytes());
-    }
-    seal(r)
-}
-
-fn decode_candle(r: &[u8]) -> Option<StoredCandle> {
-    if r.len() != RECORD_LEN || r[4] != KIND_CANDLE {
-        return None;
-    }
-    let interval = *INTERVALS.get(usize::from(r[12]))?;
-    let px = |i: usize| Px::new(i64_at(r, 32 + 8 * i), r[64 + i]).ok();
-    let amount = |i: usize| {
-        let scale = r[68 + i];
-        (scale <= 36).then(|| Amount::new(i128_at(r, 72 + 16 * i), scale))
+fn decode_coverage(bytes: &[u8]) -> Option<Coverage> {
+    let mut at = 0usize;
+    let mut take = |n: usize| -> Option<&[u8]> {
+        let slice = bytes.get(at..at + n)?;
+        at += n;
+        Some(slice)
     };
-    Some(StoredCandle {
-        interval,
-        open_time: i64_at(r, 16),
-        trades_count: u64_at(r, 24),
-        open: px(0)?,
-        high: px(1)?,
-        low: px(2)?,
-        close: px(3)?,
-        volume: amount(0)?,
-        notional: amount(1)?,
-        vwap: amount(2)?,
-    })
-}
-
-fn commit_record(w: Watermark) -> [u8; RECORD_LEN] {
-    let mut r = [0u8; RECORD_LEN];
-    r[4] = KIND_COMMIT;
-    r[8..16].copy_from_slice(&w.block_number.to_le_bytes());
-    r[16..24].copy_from_slice(&w.block_time_ms.to_le_bytes());
-    r[24..32].copy_from_slice(&w.coverage_start_ms.to_le_bytes());
-    seal(r)
-}
-
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    let mut x = [0u8; 4];
-    x.copy_from_slice(&b[at..at + 4]);
-    u32::from_le_bytes(x)
-}
-
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    let mut x = [0u8; 8];
-    x.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(x)
-}
-
-fn i64_at(b: &[u8], at: usize) -> i64 {
-    let mut x = [0u8; 8];
-    x.copy_from_slice(&b[at..at + 8]);
-    i64::from_le_bytes(x)
-}
-
-fn i128_at(b: &[u8], at: usize) -> i128 {
-    let mut x = [0u8; 16];
-    x.copy_from_slice(&b[at..at + 16]);
-    i128::from_le_bytes(x)
+    let mut coverage = Coverage::default();
+    let spans = read_u32(take(4)?)?;
+    for _ in 0..spans {
+        let from_ms = read_i64(take(8)?)?;
+        let to_ms = read_i64(take(8)?)?;
+        coverage.spans.push(Span { from_ms, to_ms });
+    }
+    let gaps = read_u32(take(4)?)?;
+    for _ in 0..gaps {
+        let from_ms = read_i64(take(8)?)?;
+        let to_ms = read_i64(take(8)?)?;
+        let len = u16::from_le_bytes(take(2)?.try_into().ok()?);
+        let reason = String::from_utf8_lossy(take(usize::from(len))?).into_owned();
+        coverage.gaps.push(Gap {
+            from_ms,
+            to_ms,
+            reason,
+        });
+    }
+    Some(coverage)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// A one-trade candle of `coin` at `px` (its exact text), 0.25 in size.
     fn candle(coin: &str, interval: Interval, open_time: i64, px: &str) -> Candle {
         let px = Px::parse(px).unwrap();
         let sz = Px::parse("0.25").unwrap();
@@ -747,176 +1216,350 @@ mod tests {
         }
     }
 
-    fn mark(block_number: u64) -> Watermark {
-        Watermark {
-            block_number,
-            block_time_ms: block_number as i64 * 1_000,
-            coverage_start_ms: 0,
+    /// What a stored candle says, scales included (`Px` compares values).
+    fn text(c: &StoredCandle) -> String {
+        let px = |p: Px| format!("{}e-{}", p.units(), p.scale());
+        format!(
+            "{} {} {} {} {} {} {}:{} {}:{} {}",
+            c.interval,
+            c.open_time,
+            px(c.open),
+            px(c.high),
+            px(c.low),
+            px(c.close),
+            c.volume.units(),
+            c.volume.scale(),
+            c.notional.units(),
+            c.notional.scale(),
+            c.trades_count
+        )
+    }
+
+    fn of(c: &Candle) -> String {
+        let vwap = c.vwap().unwrap_or_default();
+        text(&StoredCandle {
+            interval: c.interval,
+            open_time: c.open_time,
+            trades_count: c.trades_count,
+            open: c.open,
+            high: c.high,
+            low: c.low,
+            close: c.close,
+            volume: c.volume,
+            notional: c.notional,
+            vwap,
+        })
+    }
+
+    fn info(block: u64, time: i64, from: i64) -> CommitInfo {
+        CommitInfo {
+            watermark: Some(Watermark {
+                block_number: block,
+                block_time_ms: time,
+            }),
+            covered: Some(Span {
+                from_ms: from,
+                to_ms: time,
+            }),
+            ..CommitInfo::default()
         }
     }
 
+    const T0: i64 = 1_753_603_200_000;
+
     #[test]
-    fn grows_past_its_preallocation_and_reopens_with_everything() {
+    fn commits_are_kept_across_opens_and_a_stored_bucket_is_never_rewritten() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut store, recovery) = CandleStore::open(dir.path(), 0).unwrap();
-        assert_eq!(recovery, Recovery::default());
-        // 12,000 records of 128 bytes: past the first 1 MiB step.
-        for batch in 0..12 {
-            let candles: Vec<Candle> = (0..1_000)
-                .map(|i| {
-                    let second = batch * 1_000 + i;
-                    candle("xyz:NVDA", Interval::Second1, second * 1_000, "181.25")
-                })
-                .collect();
+        let first = vec![
+            candle("BTC", Interval::Second1, T0, "81307.0"),
+            candle("BTC", Interval::Second1, T0 + 1_000, "81308.5"),
+            candle("PURR/USDC", Interval::Minute1, T0, "0.10"),
+            candle("@107", Interval::Minute5, T0, "36.773"),
+            // Not a stored interval: skipped.
+            candle("BTC", Interval::Hour1, T0, "1.0"),
+        ];
+        {
+            let (mut store, recovery) = CandleStore::open(dir.path(), T0).unwrap();
+            assert_eq!(recovery, Recovery::default());
             assert_eq!(
-                store.commit(&candles, mark(batch as u64 + 1)).unwrap(),
-                1_000
+                store.commit(&first, &info(10, T0 + 400_000, T0)).unwrap(),
+                4
+            );
+            // The same buckets again, with other prices: kept as stored.
+            let again = vec![candle("BTC", Interval::Second1, T0, "1.0")];
+            assert_eq!(
+                store.commit(&again, &info(11, T0 + 401_000, T0)).unwrap(),
+                0
             );
         }
-        let reader = store.reader().clone();
-        let got = reader
-            .get("xyz:NVDA", Interval::Second1, 11_999_000)
-            .unwrap();
-        assert_eq!(got.open.to_string(), "181.25");
-        assert_eq!(got.vwap.to_string(), "181.25");
-        assert_eq!(got.volume.to_string(), "0.25");
-        assert_eq!(reader.candles(), 12_000);
-        drop(store);
         let (store, recovery) = CandleStore::open(dir.path(), 0).unwrap();
-        assert_eq!(recovery.dropped_bytes, 0);
-        assert_eq!(store.reader().candles(), 12_000);
-        assert_eq!(store.reader().watermark(), Some(mark(12)));
-        for second in [0, 5_000, 11_999] {
-            assert!(
-                store
-                    .reader()
-                    .get("xyz:NVDA", Interval::Second1, second * 1_000)
-                    .is_some()
-            );
-        }
-        assert!(
-            store
-                .reader()
-                .get("xyz:NVDA", Interval::Minute1, 0)
-                .is_none()
-        );
-        assert!(store.reader().get("BTC", Interval::Second1, 0).is_none());
-    }
-
-    #[test]
-    fn a_flipped_byte_costs_one_candle_not_the_store() {
-        let dir = tempfile::tempdir().unwrap();
-        let (mut store, _) = CandleStore::open(dir.path(), 0).unwrap();
-        for batch in 0..10i64 {
-            let candles: Vec<Candle> = (0..10)
-                .map(|i| candle("BTC", Interval::Second1, (batch * 10 + i) * 1_000, "1.0"))
-                .collect();
-            store.commit(&candles, mark(batch as u64 + 1)).unwrap();
-        }
-        assert_eq!(store.reader().candles(), 100);
-        drop(store);
-        // One byte of a candle record of the third batch: header, a coin
-        // record, then batches of 10 candles and a commit.
-        let path = dir.path().join(FILE_NAME);
-        let mut bytes = std::fs::read(&path).unwrap();
-        let victim = HEADER_LEN as usize + RECORD_LEN * (1 + 2 * 11 + 3) + 40;
-        bytes[victim] ^= 0x20;
-        std::fs::write(&path, &bytes).unwrap();
-        let (store, recovery) = CandleStore::open(dir.path(), 0).unwrap();
-        assert_eq!(recovery.damaged_records.len(), 1, "{recovery:?}");
+        assert_eq!(recovery.candles, 4);
+        let reader = store.reader();
+        assert_eq!(reader.history_start_ms(), T0, "as created");
         assert_eq!(
-            recovery.damaged_spans,
-            vec![DamagedSpan {
-                after_ms: Some(mark(2).block_time_ms),
-                through_ms: mark(3).block_time_ms,
-                records: 1
+            reader.watermark(),
+            Some(Watermark {
+                block_number: 11,
+                block_time_ms: T0 + 401_000
+            })
+        );
+        for c in &first[..4] {
+            let got = reader
+                .get(&c.coin, c.interval, c.open_time)
+                .unwrap()
+                .unwrap();
+            assert_eq!(text(&got), of(c), "{}", c.coin);
+            assert_eq!(got.vwap, c.vwap().unwrap());
+        }
+        assert_eq!(
+            reader.get("BTC", Interval::Second1, T0 + 2_000).unwrap(),
+            None
+        );
+        assert_eq!(reader.get("ETH", Interval::Second1, T0).unwrap(), None);
+        assert!(reader.knows("@107") && !reader.knows("ETH"));
+        let range = reader
+            .range("BTC", Interval::Second1, T0, T0 + 60_000, 10, false)
+            .unwrap();
+        assert_eq!(range.len(), 2);
+        let newest = reader
+            .range("BTC", Interval::Second1, T0, T0 + 60_000, 1, true)
+            .unwrap();
+        assert_eq!(newest[0].open_time, T0 + 1_000);
+        assert_eq!(
+            reader.coverage().spans,
+            [Span {
+                from_ms: T0,
+                to_ms: T0 + 401_000
             }]
         );
-        assert_eq!(recovery.dropped_bytes, 0);
-        assert_eq!(store.reader().candles(), 99);
-        assert_eq!(store.reader().watermark(), Some(mark(10)));
-        let lost = (0..100)
-            .filter(|i| {
-                store
-                    .reader()
-                    .get("BTC", Interval::Second1, i * 1_000)
-                    .is_none()
-            })
-            .count();
-        assert_eq!(lost, 1);
-        // Still writable after it, and the damage is reported again.
-        let (mut store, _) = {
-            drop(store);
-            CandleStore::open(dir.path(), 0).unwrap()
+        // One writer: a second opener is refused.
+        let error = CandleStore::open(dir.path(), 0).unwrap_err();
+        assert!(matches!(error, StoreError::Locked { .. }), "{error}");
+    }
+
+    #[test]
+    fn coverage_merges_spans_splits_them_at_gaps_and_fills_gaps() {
+        let span = |from_ms, to_ms| Span { from_ms, to_ms };
+        let mut c = Coverage::default();
+        c.add_span(span(100, 200));
+        c.add_span(span(300, 400));
+        c.add_span(span(200, 250));
+        assert_eq!(c.spans, [span(100, 250), span(300, 400)]);
+        assert_eq!(c.uncovered(0, 500), [(0, 100), (250, 300), (400, 500)]);
+        assert_eq!(c.uncovered(120, 240), []);
+        let gap = Gap {
+            from_ms: 150,
+            to_ms: 180,
+            reason: "blocks missing".into(),
         };
-        store
-            .commit(
-                &[candle("BTC", Interval::Second1, 500_000, "2.0")],
-                mark(11),
-            )
-            .unwrap();
-        drop(store);
-        let (store, recovery) = CandleStore::open(dir.path(), 0).unwrap();
-        assert_eq!(recovery.damaged_records.len(), 1);
-        assert_eq!(store.reader().candles(), 100);
-    }
-
-    #[test]
-    fn a_bucket_is_stored_once_and_other_intervals_are_skipped() {
-        let dir = tempfile::tempdir().unwrap();
-        let (mut store, _) = CandleStore::open(dir.path(), 0).unwrap();
-        let first = candle("BTC", Interval::Minute1, 60_000, "81307.0");
-        let again = candle("BTC", Interval::Minute1, 60_000, "99999.0");
-        let hourly = candle("BTC", Interval::Hour1, 0, "1.0");
-        assert_eq!(store.commit(&[first, hourly], mark(1)).unwrap(), 1);
-        assert_eq!(store.commit(&[again.clone(), again], mark(2)).unwrap(), 0);
-        let got = store
-            .reader()
-            .get("BTC", Interval::Minute1, 60_000)
-            .unwrap();
-        assert_eq!(got.close.to_string(), "81307.0");
-        assert_eq!(store.reader().watermark(), Some(mark(2)));
-    }
-
-    #[test]
-    fn an_uncommitted_tail_is_dropped_and_a_foreign_file_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let (mut store, _) = CandleStore::open(dir.path(), 0).unwrap();
-        store
-            .commit(
-                &[candle("@107", Interval::Minute5, 300_000, "37.826")],
-                mark(1),
-            )
-            .unwrap();
-        let end = store.end;
-        drop(store);
-        // A torn batch: a valid coin record, half a candle, no commit.
-        let file = OpenOptions::new()
-            .write(true)
-            .open(dir.path().join(FILE_NAME))
-            .unwrap();
-        let mut torn = coin_record(9, "PURR/USDC").to_vec();
-        torn.extend_from_slice(
-            &candle_record(9, 0, &candle("PURR/USDC", Interval::Second1, 0, "0.1"))[..60],
+        c.add_gap(gap.clone());
+        assert_eq!(c.spans, [span(100, 150), span(180, 250), span(300, 400)]);
+        assert_eq!(c.gap_touching(170, 175), Some(&gap));
+        assert_eq!(
+            c.gap_touching(140, 151),
+            None,
+            "ends at the block before it"
         );
-        torn.push(0xEE);
-        file.write_all_at(&torn, end).unwrap();
-        drop(file);
-        let (store, recovery) = CandleStore::open(dir.path(), 0).unwrap();
-        assert_eq!(recovery.dropped_bytes, torn.len() as u64);
-        assert_eq!(store.reader().candles(), 1);
-        assert!(!store.reader().knows("PURR/USDC"));
+        assert_eq!(c.gap_touching(140, 152), Some(&gap));
+        assert_eq!(c.holding(180, 250), Some(span(180, 250)));
+        assert_eq!(c.holding(140, 160), None);
+        // A fold over the gap fills it.
+        c.add_span(span(140, 260));
+        assert_eq!(c.spans, [span(100, 260), span(300, 400)]);
+        assert!(c.gaps.is_empty());
+        let bytes = encode_coverage(&c);
+        assert_eq!(decode_coverage(&bytes), Some(c));
+    }
+
+    #[test]
+    fn a_first_release_store_is_carried_over_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let batch1 = vec![
+            candle("BTC", Interval::Second1, T0 + 1_000, "81307.0"),
+            candle("PURR/USDC", Interval::Minute1, T0, "0.19247"),
+        ];
+        let batch2 = vec![candle("BTC", Interval::Minute5, T0, "81310.50")];
+        let old = dir.path().join(v1::FILE_NAME);
+        v1::write(
+            &old,
+            T0,
+            &[
+                (&batch1, (100, T0 + 61_000, T0)),
+                (&batch2, (200, T0 + 301_000, T0)),
+            ],
+        );
+        {
+            let (store, recovery) = CandleStore::open(dir.path(), T0).unwrap();
+            assert_eq!(
+                recovery.carried_over,
+                Some(CarriedOver {
+                    candles: 3,
+                    damaged_records: 0
+                })
+            );
+            let reader = store.reader();
+            for c in batch1.iter().chain(&batch2) {
+                let got = reader
+                    .get(&c.coin, c.interval, c.open_time)
+                    .unwrap()
+                    .unwrap();
+                assert_eq!(text(&got), of(c));
+            }
+            assert_eq!(reader.watermark().unwrap().block_number, 200);
+            assert_eq!(
+                reader.coverage().spans,
+                [Span {
+                    from_ms: T0,
+                    to_ms: T0 + 301_000
+                }]
+            );
+        }
+        assert!(!old.exists());
+        assert!(dir.path().join("candles-v1.dat.carried-over").exists());
+        let (_, again) = CandleStore::open(dir.path(), T0).unwrap();
+        assert_eq!(again.carried_over, None, "once");
+        assert_eq!(again.candles, 3);
+
+        // A damaged record: its batch's stretch becomes a gap.
+        let other = tempfile::tempdir().unwrap();
+        let path = other.path().join(v1::FILE_NAME);
+        v1::write(
+            &path,
+            T0,
+            &[
+                (&batch1, (100, T0 + 61_000, T0)),
+                (&batch2, (200, T0 + 301_000, T0)),
+            ],
+        );
+        let mut bytes = std::fs::read(&path).unwrap();
+        // The second record (BTC's 1s candle) of the first batch.
+        bytes[v1::HEADER_LEN + v1::RECORD_LEN + 40] ^= 0x10;
+        std::fs::write(&path, bytes).unwrap();
+        let (store, recovery) = CandleStore::open(other.path(), T0).unwrap();
+        assert_eq!(
+            recovery.carried_over,
+            Some(CarriedOver {
+                candles: 2,
+                damaged_records: 1
+            })
+        );
+        let coverage = store.reader().coverage();
+        assert_eq!(coverage.gaps.len(), 1, "{coverage:?}");
+        assert!(coverage.gap_touching(T0 + 1_000, T0 + 2_000).is_some());
+    }
+
+    /// Flips a byte in the middle of every stored chunk of the file.
+    fn damage_every_chunk(dir: &Path) -> usize {
+        let path = dir.join(FILE_NAME);
+        let values: Vec<Vec<u8>> = {
+            let db = redb::Database::builder().open_read_only(&path).unwrap();
+            let txn = db.begin_read().unwrap();
+            let table = txn.open_table(CHUNKS).unwrap();
+            table
+                .iter()
+                .unwrap()
+                .map(|entry| entry.unwrap().1.value().to_vec())
+                .collect()
+        };
+        let mut bytes = std::fs::read(&path).unwrap();
+        let mut damaged = 0;
+        for value in &values {
+            if let Some(at) = bytes
+                .windows(value.len())
+                .position(|w| w == value.as_slice())
+            {
+                bytes[at + value.len() / 2] ^= 0x20;
+                damaged += 1;
+            }
+        }
+        std::fs::write(&path, bytes).unwrap();
+        damaged
+    }
+
+    #[test]
+    fn a_damaged_chunk_is_said_so_kept_apart_and_whole_again_once_rebuilt() {
+        let dir = tempfile::tempdir().unwrap();
+        let candles: Vec<Candle> = (0..50)
+            .map(|i| candle("BTC", Interval::Second1, T0 + i * 1_000, "81307.0"))
+            .collect();
+        {
+            let (mut store, _) = CandleStore::open(dir.path(), T0).unwrap();
+            store.commit(&candles, &info(1, T0 + 60_000, T0)).unwrap();
+            let other = [candle("ETH", Interval::Second1, T0, "3000.0")];
+            store.commit(&other, &info(2, T0 + 61_000, T0)).unwrap();
+        }
+        assert_eq!(damage_every_chunk(dir.path()), 2);
+        let (mut store, _) = CandleStore::open(dir.path(), T0).unwrap();
+        let damaged = store
+            .reader()
+            .get("BTC", Interval::Second1, T0)
+            .unwrap_err();
+        assert_eq!(
+            damaged.from_ms,
+            chunk::span_start(Interval::Second1, T0).unwrap()
+        );
+        assert_eq!(
+            store.verify_from(0).unwrap().len(),
+            2,
+            "both chunks found and recorded"
+        );
+        // New candles merged into a damaged chunk: written, but the chunk
+        // stays damaged (its older candles are lost).
+        let late = [candle("BTC", Interval::Second1, T0 + 100_000, "81300.0")];
+        store.commit(&late, &info(3, T0 + 101_000, T0)).unwrap();
+        assert!(store.reader().get("BTC", Interval::Second1, T0).is_err());
         assert!(
             store
                 .reader()
-                .get("@107", Interval::Minute5, 300_000)
+                .get("BTC", Interval::Second1, T0 + 100_000)
+                .unwrap()
                 .is_some()
         );
-        drop(store);
-
-        let other = tempfile::tempdir().unwrap();
-        std::fs::write(other.path().join(FILE_NAME), vec![7u8; 4096]).unwrap();
-        let error = CandleStore::open(other.path(), 0).unwrap_err();
-        assert!(error.to_string().contains("not a candle store"), "{error}");
+        // A fold over the chunk's stretch from T0 + 20 s on: whole from there.
+        let rebuilt_from = T0 + 20_000;
+        store
+            .commit(
+                &candles[20..],
+                &CommitInfo {
+                    rebuilt: Some(Span {
+                        from_ms: rebuilt_from,
+                        to_ms: T0 + 200_000,
+                    }),
+                    ..CommitInfo::default()
+                },
+            )
+            .unwrap();
+        let reader = store.reader();
+        assert!(reader.get("BTC", Interval::Second1, T0 + 10_000).is_err());
+        assert!(
+            reader
+                .get("BTC", Interval::Second1, T0 + 30_000)
+                .unwrap()
+                .is_some()
+        );
+        assert_eq!(
+            reader.get("BTC", Interval::Second1, T0 + 55_000).unwrap(),
+            None
+        );
+        // From the chunk's start (a fold hands over every market's candles):
+        // whole again.
+        let mut all = candles.clone();
+        all.push(candle("ETH", Interval::Second1, T0, "3000.0"));
+        store
+            .commit(
+                &all,
+                &CommitInfo {
+                    rebuilt: Some(Span {
+                        from_ms: chunk::span_start(Interval::Second1, T0).unwrap(),
+                        to_ms: T0 + 200_000,
+                    }),
+                    ..CommitInfo::default()
+                },
+            )
+            .unwrap();
+        let reader = store.reader();
+        assert!(reader.get("BTC", Interval::Second1, T0).unwrap().is_some());
+        assert!(reader.get("ETH", Interval::Second1, T0).unwrap().is_some());
+        assert!(reader.damaged_chunks().is_empty());
     }
 }

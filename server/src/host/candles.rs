@@ -4,38 +4,47 @@
 //! that changed or closed ([`CandleBlock`]); this thread keeps open buckets
 //! (and closed ones not yet committed) in [`Candles`]' live state for
 //! lookups, and commits closed buckets to the [`CandleStore`] in batches.
-//! Nothing here reads node files or folds trades.
+//! Nothing here reads node files or folds trades, but [`repair`] before
+//! the thread starts. The same [`Writer`] stores what `l1gate candles
+//! import` folds from the archive ([`crate::candles::import`]).
 //!
-//! # Where it starts
+//! # Where it starts, and what it covers
 //!
 //! [`resume_point`] tells the engine where its fold of trades must start
-//! for the store:
+//! for the store, and the writer records, with each commit, the stretch of
+//! block time it has folded whole since it started (its *span*, merged
+//! into the store's coverage) and the gaps it found:
 //!
-//! - empty store: at the history start (the first block at or after it).
-//!   Coverage starts at the history start when the node files reach back
-//!   before it, else at the first block's time: a bucket that opened
-//!   before the first block on disk would be partial, so it is neither
-//!   stored nor served;
+//! - empty store: the fold starts at the history start (the first block at
+//!   or after it). The span starts at the history start when the node files
+//!   reach back before it, else at the first block's time: a bucket that
+//!   opened before the first block on disk would be partial, so it is
+//!   neither stored nor served;
 //! - store with a watermark (block `B` at time `T`): every bucket that ended
 //!   by `T` is stored; the buckets still open at `T` all opened at or after
 //!   the `5m` bucket holding `T`. The engine folds trades from that bucket's
-//!   open (less [`REPLAY_MARGIN_MS`]) and this thread stores only candles
-//!   whose bucket ends after `T`, so nothing is counted twice and the open
-//!   buckets are rebuilt whole. The store also refuses a bucket it already
-//!   holds.
+//!   open (less [`REPLAY_MARGIN_MS`]), so the open buckets are rebuilt
+//!   whole and the span continues the stored one; the store keeps the
+//!   buckets it holds as they are, so nothing is counted twice. When the
+//!   node's files no longer reach back that far (pruned while l1gate was
+//!   stopped), the stretch from `T` to the first block read is a gap:
+//!   buckets touching it are partial, neither stored nor served, and
+//!   lookups of them say so;
+//! - blocks missing between two blocks read (the numbers jump) are a gap
+//!   the same way.
 //!
 //! Batches are committed at most every [`COMMIT_EVERY`] (or when
 //! [`MAX_PENDING`] candles wait), and once more when the thread stops.
 //!
 //! # Damage
 //!
-//! A record that fails its checks is skipped when the store opens (see
-//! [`crate::candles::store`]). Before the thread starts, [`repair`] folds
-//! the node's fills again over each damaged batch's stretch of block time,
-//! while the files still reach back that far, and commits the candles of
-//! those buckets: the store keeps what it already holds, so only the lost
-//! candles are written. A stretch whose files were pruned stays lost, and
-//! says so.
+//! Before the thread starts, [`repair`] checks the stored chunks the node's
+//! files still reach and folds those files again over every damaged chunk
+//! and every known gap they cover, and commits: the store keeps what it
+//! holds, so only the lost candles are written, and a damaged chunk folded
+//! again whole is whole again. A stretch whose files were pruned stays
+//! damaged (or a gap), and says so; an import of the archive's hours fills
+//! it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -49,7 +58,7 @@ use engine::source::{BlockSource, SourceOptions};
 use feeds::{Feed, Source, Start};
 
 use crate::candles::Candles;
-use crate::candles::store::{CandleStore, DamagedSpan, INTERVALS, Watermark};
+use crate::candles::store::{CandleStore, CommitInfo, Gap, INTERVALS, Span, StoreError, Watermark};
 
 /// Longest time closed candles wait before they are committed.
 pub const COMMIT_EVERY: Duration = Duration::from_millis(500);
@@ -96,77 +105,191 @@ pub enum CandleMessage {
     CaughtUp,
 }
 
-/// Where the store starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Where a writer's span starts (see the module docs).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriterSettings {
     /// Oldest bucket stored (Unix ms).
     pub history_start_ms: i64,
-    /// Whether the node files reach back before the history start (then
-    /// coverage starts at the history start; else at the first block).
-    pub data_before_history: bool,
+    /// The earliest the span may start (Unix ms). The fold starts
+    /// [`REPLAY_MARGIN_MS`] before it ([`WriterSettings::fold_start`]); the
+    /// span starts here when the first block read is not later, else at
+    /// that block.
+    pub from_ms: i64,
+    /// When the span continues the stored coverage, where that ends (Unix
+    /// ms): a first block later than `from_ms` then leaves a gap from here
+    /// to it, for `gap_reason`.
+    pub continues_at_ms: Option<i64>,
+    /// Why such a gap is one.
+    pub gap_reason: String,
 }
 
-/// Where the engine's fold of trades must start for `store`: the history
-/// start for an empty store, else shortly before the oldest bucket still
-/// open at its watermark.
-pub fn resume_point(store: &CandleStore, history_start_ms: i64) -> Start {
-    match store.reader().watermark() {
-        Some(w) => {
-            let oldest_open = Interval::Minute5.bucket_open(w.block_time_ms);
-            Start::Timestamp(oldest_open.saturating_sub(REPLAY_MARGIN_MS))
+impl WriterSettings {
+    /// A writer continuing `store`'s watermark over the node's files (or
+    /// starting at the history start for an empty store).
+    pub fn for_store(store: &CandleStore, history_start_ms: i64) -> Self {
+        match store.reader().watermark() {
+            Some(w) => Self {
+                history_start_ms,
+                from_ms: Interval::Minute5.bucket_open(w.block_time_ms),
+                continues_at_ms: Some(w.block_time_ms),
+                gap_reason: "the node's files no longer reach back to the buckets open at the \
+                             last commit (pruned while l1gate was stopped)"
+                    .to_owned(),
+            },
+            None => Self::fresh(history_start_ms, history_start_ms),
         }
-        None => Start::Timestamp(history_start_ms),
+    }
+
+    /// A writer covering from `from_ms` on, continuing nothing.
+    pub fn fresh(history_start_ms: i64, from_ms: i64) -> Self {
+        Self {
+            history_start_ms,
+            from_ms,
+            continues_at_ms: None,
+            gap_reason: String::new(),
+        }
+    }
+
+    /// Where the fold of trades must start for this writer.
+    pub fn fold_start(&self) -> Start {
+        Start::Timestamp(self.from_ms.saturating_sub(REPLAY_MARGIN_MS))
     }
 }
 
-/// What [`repair`] did for one damaged span.
+/// Where the engine's fold of trades must start for `store`: shortly before
+/// the history start for an empty store, else shortly before the oldest
+/// bucket still open at its watermark.
+pub fn resume_point(store: &CandleStore, history_start_ms: i64) -> Start {
+    WriterSettings::for_store(store, history_start_ms).fold_start()
+}
+
+/// Where a fold must start to continue coverage that ends at `at_ms`: the
+/// `5m` bucket holding it, less [`REPLAY_MARGIN_MS`].
+pub fn resume_from(at_ms: i64) -> i64 {
+    Interval::Minute5
+        .bucket_open(at_ms)
+        .saturating_sub(REPLAY_MARGIN_MS)
+}
+
+/// What [`repair`] did for one damaged chunk or gap.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Repair {
-    /// The span's buckets were folded again from the node's fills;
-    /// `written` candles were missing and are stored again.
+    /// The stretch was folded again from the node's fills; `written`
+    /// candles were missing and are stored again.
     Rebuilt {
-        /// The span.
-        span: DamagedSpan,
+        /// What was repaired (a damaged chunk or a gap, in words).
+        what: String,
         /// Candles written (0: an earlier start already rebuilt them).
         written: usize,
     },
-    /// The node's fills no longer reach back to the span's oldest bucket
-    /// (they start at `files_from_ms`, or there are none): its lost
-    /// candles stay lost.
+    /// The node's fills no longer reach back to the stretch (they start at
+    /// `files_from_ms`, or there are none): it stays as it is.
     FilesGone {
-        /// The span.
-        span: DamagedSpan,
+        /// What could not be repaired.
+        what: String,
         /// Block time of the oldest fills on disk, if any.
         files_from_ms: Option<i64>,
     },
     /// Reading the files or writing the store failed.
     Failed {
-        /// The span.
-        span: DamagedSpan,
+        /// What could not be repaired.
+        what: String,
         /// Why.
         error: String,
     },
 }
 
-/// Rebuilds the candles of `spans` (the store's damaged batches) from the
-/// node's fills in `data_dir`, where they still reach back far enough. See
+/// Folds the node's fills in `data_dir` again over every stored chunk found
+/// damaged and every gap the files reach, and commits what was lost. See
 /// the module docs.
-pub fn repair(
-    store: &mut CandleStore,
-    data_dir: &std::path::Path,
-    spans: &[DamagedSpan],
-) -> Vec<Repair> {
-    spans
-        .iter()
-        .map(|&span| match rebuild(store, data_dir, span) {
-            Ok(Some(written)) => Repair::Rebuilt { span, written },
+pub fn repair(store: &mut CandleStore, data_dir: &std::path::Path) -> Vec<Repair> {
+    let files_from = oldest_fills_ms(data_dir);
+    let damaged = match files_from {
+        Some(from) => store.verify_from(Interval::Minute5.bucket_open(from)),
+        None => Ok(store.reader().damaged_chunks()),
+    };
+    let mut wanted: Vec<(String, i64, i64)> = match damaged {
+        Ok(chunks) => chunks
+            .into_iter()
+            .map(|c| {
+                (
+                    format!(
+                        "damaged {} candles of {} from {} to {}",
+                        c.interval,
+                        c.coin,
+                        feeds::time::format_iso8601_ms(c.from_ms),
+                        feeds::time::format_iso8601_ms(c.to_ms)
+                    ),
+                    c.from_ms,
+                    c.to_ms,
+                )
+            })
+            .collect(),
+        Err(error) => {
+            return vec![Repair::Failed {
+                what: "checking the stored chunks".to_owned(),
+                error: error.to_string(),
+            }];
+        }
+    };
+    wanted.extend(store.reader().coverage().gaps.iter().map(|gap| {
+        (
+            format!(
+                "gap from {} to {} ({})",
+                feeds::time::format_iso8601_ms(gap.from_ms),
+                feeds::time::format_iso8601_ms(gap.to_ms),
+                gap.reason
+            ),
+            gap.from_ms,
+            gap.to_ms,
+        )
+    }));
+    let Some(files_from) = files_from else {
+        return wanted
+            .into_iter()
+            .map(|(what, _, _)| Repair::FilesGone {
+                what,
+                files_from_ms: None,
+            })
+            .collect();
+    };
+    // Buckets opening before the files' first block cannot be rebuilt.
+    let earliest = files_from;
+    let mut out = Vec::new();
+    let mut stretches: Vec<(i64, i64, Vec<String>)> = Vec::new();
+    for (what, from_ms, to_ms) in wanted {
+        if to_ms <= earliest {
+            out.push(Repair::FilesGone {
+                what,
+                files_from_ms: Some(files_from),
+            });
+            continue;
+        }
+        let from = from_ms.max(earliest);
+        match stretches
+            .iter_mut()
+            .find(|(a, b, _)| from <= *b && *a <= to_ms)
+        {
+            Some((a, b, names)) => {
+                *a = (*a).min(from);
+                *b = (*b).max(to_ms);
+                names.push(what);
+            }
+            None => stretches.push((from, to_ms, vec![what])),
+        }
+    }
+    for (from_ms, to_ms, names) in stretches {
+        let what = names.join("; ");
+        out.push(match rebuild(store, data_dir, from_ms, to_ms) {
+            Ok(Some(written)) => Repair::Rebuilt { what, written },
             Ok(None) => Repair::FilesGone {
-                span,
-                files_from_ms: oldest_fills_ms(data_dir),
+                what,
+                files_from_ms: Some(files_from),
             },
-            Err(error) => Repair::Failed { span, error },
-        })
-        .collect()
+            Err(error) => Repair::Failed { what, error },
+        });
+    }
+    out
 }
 
 /// Block time of the oldest fills on disk.
@@ -176,59 +299,67 @@ fn oldest_fills_ms(data_dir: &std::path::Path) -> Option<i64> {
     feed.read(&mut cursor, 1).ok()?.first()?.timestamp_ms
 }
 
-/// One span: the candles written, or `None` when the files start too late.
+/// Folds `[from_ms, to_ms)` again (from before the `5m` bucket holding
+/// `from_ms`, or the files' first block, to past the one holding `to_ms`)
+/// and commits the closed candles of buckets opening at or after both
+/// `from_ms` and the first block read, with that stretch as folded whole;
+/// `None` when the files hold nothing there or blocks are missing in it.
 fn rebuild(
     store: &mut CandleStore,
     data_dir: &std::path::Path,
-    span: DamagedSpan,
+    from_ms: i64,
+    to_ms: i64,
 ) -> Result<Option<usize>, String> {
-    let Some(watermark) = store.reader().watermark() else {
-        return Ok(Some(0));
-    };
-    // The batch's candles closed in blocks after `after`; the oldest of
-    // them opened at or after the 5m bucket holding it.
-    let after = span.after_ms.unwrap_or(watermark.coverage_start_ms);
-    let oldest_open = Interval::Minute5
-        .bucket_open(after)
-        .max(watermark.coverage_start_ms);
+    let end = Interval::Minute5.next_open(Interval::Minute5.bucket_open(to_ms));
     let mut market = Market::new(Needs {
         trades: true,
         candles: true,
         ..Needs::NONE
-    });
-    let mut first_ms = None;
+    })
+    .with_candle_intervals(&INTERVALS);
+    let mut whole_from = None;
+    let mut last: Option<(u64, i64)> = None;
+    let mut whole = true;
     let mut rebuilt: Vec<Candle> = Vec::new();
-    fold_fills(
-        data_dir,
-        Start::Timestamp(oldest_open.saturating_sub(REPLAY_MARGIN_MS)),
-        |block| {
-            if block.time_ms > span.through_ms {
-                return false;
-            }
-            let first = *first_ms.get_or_insert(block.time_ms);
-            market.apply(&block);
-            // Complete buckets only: none that opened before the first block
-            // read.
-            rebuilt.extend(
-                market
-                    .candles()
-                    .closed()
-                    .iter()
-                    .filter(|c| {
-                        INTERVALS.contains(&c.interval)
-                            && c.open_time >= first
-                            && c.open_time >= oldest_open
-                    })
-                    .cloned(),
-            );
-            true
-        },
-    )?;
-    if first_ms.is_none_or(|first| first > oldest_open) {
+    fold_fills(data_dir, Start::Timestamp(resume_from(from_ms)), |block| {
+        if let Some((number, _)) = last
+            && block.number > number + 1
+            && !feeds::legacy::is_time_number(block.number)
+        {
+            whole = false;
+        }
+        let from = *whole_from.get_or_insert(block.time_ms.max(from_ms));
+        last = Some((block.number, block.time_ms));
+        market.apply(&block);
+        rebuilt.extend(
+            market
+                .candles()
+                .closed()
+                .iter()
+                .filter(|c| INTERVALS.contains(&c.interval) && c.open_time >= from)
+                .cloned(),
+        );
+        block.time_ms < end
+    })?;
+    let (Some((_, last_ms)), Some(from)) = (last, whole_from) else {
+        return Ok(None);
+    };
+    if !whole || last_ms <= from {
         return Ok(None);
     }
+    let span = Span {
+        from_ms: from,
+        to_ms: last_ms.min(end),
+    };
     store
-        .commit(&rebuilt, watermark)
+        .commit(
+            &rebuilt,
+            &CommitInfo {
+                covered: Some(span),
+                rebuilt: Some(span),
+                ..CommitInfo::default()
+            },
+        )
         .map(Some)
         .map_err(|e| e.to_string())
 }
@@ -325,7 +456,10 @@ impl CandleWriter {
             let stop = Arc::clone(&stop);
             std::thread::Builder::new()
                 .name("l1gate-candles".into())
-                .spawn(move || Writer::new(store, candles, settings).run(&receiver, &stop))?
+                .spawn(move || {
+                    let mut writer = Writer::new(store, candles, settings);
+                    writer.run(&receiver, &stop);
+                })?
         };
         Ok((
             Self {
@@ -346,18 +480,20 @@ impl Drop for CandleWriter {
     }
 }
 
-struct Writer {
+/// Keeps the candles of a fold, in the live state for lookups and in the
+/// store once closed, with the span folded and the gaps found. Driven by
+/// the candle store thread, or directly by an import.
+#[derive(Debug)]
+pub struct Writer {
     store: CandleStore,
     candles: Arc<Candles>,
     settings: WriterSettings,
-    /// Candles whose bucket ended by this block time are already stored.
-    stored_through_ms: i64,
-    /// Buckets opening before this are not covered.
-    coverage_start_ms: Option<i64>,
-    /// Buckets opening in this span are partial and neither stored nor
-    /// served: the node's files no longer reached back to the buckets open
-    /// at the watermark when the fold resumed.
-    partial: Option<(i64, i64)>,
+    /// Where this writer's span starts (set by its first block).
+    span_from: Option<i64>,
+    /// Gaps found and not committed yet.
+    gaps: Vec<Gap>,
+    /// Gaps found since the start (buckets touching them are not kept).
+    all_gaps: Vec<Gap>,
     pending: Vec<Candle>,
     last: Option<(u64, i64)>,
     committed: Option<(u64, i64)>,
@@ -365,7 +501,8 @@ struct Writer {
 }
 
 impl Writer {
-    fn new(store: CandleStore, candles: Arc<Candles>, settings: WriterSettings) -> Self {
+    /// A writer into `store`, publishing into `candles`' live state.
+    pub fn new(store: CandleStore, candles: Arc<Candles>, settings: WriterSettings) -> Self {
         let watermark = store.reader().watermark();
         if let Some(w) = watermark {
             tracing::info!(
@@ -375,15 +512,13 @@ impl Writer {
                 "candle store: resuming after its last commit"
             );
         }
-        let coverage_start_ms = watermark.map(|w| w.coverage_start_ms);
-        candles.live.write().coverage_start_ms = coverage_start_ms;
         Self {
             store,
             candles,
             settings,
-            stored_through_ms: watermark.map_or(i64::MIN, |w| w.block_time_ms),
-            coverage_start_ms,
-            partial: None,
+            span_from: None,
+            gaps: Vec::new(),
+            all_gaps: Vec::new(),
             pending: Vec::new(),
             last: None,
             committed: watermark.map(|w| (w.block_number, w.block_time_ms)),
@@ -391,7 +526,27 @@ impl Writer {
         }
     }
 
-    fn run(mut self, messages: &Receiver<CandleMessage>, stop: &AtomicBool) {
+    /// The store.
+    pub fn store(&self) -> &CandleStore {
+        &self.store
+    }
+
+    /// The last block folded: `(number, time)`.
+    pub fn last(&self) -> Option<(u64, i64)> {
+        self.last
+    }
+
+    /// The gaps found since the writer started.
+    pub fn gaps_found(&self) -> &[Gap] {
+        &self.all_gaps
+    }
+
+    /// Candles waiting for a commit.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    fn run(&mut self, messages: &Receiver<CandleMessage>, stop: &AtomicBool) {
         while !stop.load(Ordering::Acquire) {
             let wait = COMMIT_EVERY.saturating_sub(self.last_commit.elapsed());
             match messages.recv_timeout(wait.max(Duration::from_millis(1))) {
@@ -401,47 +556,66 @@ impl Writer {
                 Err(RecvTimeoutError::Disconnected) => break,
             }
             if self.last_commit.elapsed() >= COMMIT_EVERY || self.pending.len() >= MAX_PENDING {
-                self.commit();
+                self.commit_logged();
             }
         }
-        self.commit();
+        self.commit_logged();
     }
 
-    fn fold(&mut self, block: CandleBlock) {
-        let history_start = self.settings.history_start_ms;
-        let data_before_history = self.settings.data_before_history;
-        let coverage = *self
-            .coverage_start_ms
-            .get_or_insert(if data_before_history {
-                history_start
-            } else {
-                block.time_ms.max(history_start)
-            });
-        let stored_through = self.stored_through_ms;
-        if self.last.is_none() && stored_through != i64::MIN {
-            // The first block after a restart: the buckets open at the
-            // watermark are whole only if the files still reach back to the
-            // oldest of them.
-            let oldest_open = Interval::Minute5.bucket_open(stored_through);
-            if block.time_ms > oldest_open {
-                tracing::warn!(
-                    from = %feeds::time::format_iso8601_ms(oldest_open),
-                    to = %feeds::time::format_iso8601_ms(block.time_ms),
-                    "candle store: the node's files no longer reach back to the buckets open at \
-                     the last commit; buckets opening in this span are partial and not served"
-                );
-                self.partial = Some((oldest_open, block.time_ms));
-            }
+    /// Records a gap the caller found between two blocks (the archive's
+    /// formats changing hands, an hour missing or damaged): buckets
+    /// touching it are neither stored nor served.
+    pub fn gap(&mut self, gap: Gap) {
+        if self
+            .all_gaps
+            .iter()
+            .any(|g| (g.from_ms, g.to_ms) == (gap.from_ms, gap.to_ms))
+        {
+            return;
         }
-        let partial = self.partial;
+        tracing::warn!(
+            from = %feeds::time::format_iso8601_ms(gap.from_ms),
+            to = %feeds::time::format_iso8601_ms(gap.to_ms),
+            reason = %gap.reason,
+            "candle store: a gap in the data"
+        );
+        self.candles.live.write().gaps.push(gap.clone());
+        self.all_gaps.push(gap.clone());
+        self.gaps.push(gap);
+    }
+
+    /// Takes one folded block's candles.
+    pub fn fold(&mut self, block: CandleBlock) {
+        let span_from = if let Some(from) = self.span_from {
+            from
+        } else {
+            let from = self.first_span_start(&block);
+            self.span_from = Some(from);
+            from
+        };
+        if let Some((number, time_ms)) = self.last
+            && block.number > number + 1
+            && !feeds::legacy::is_time_number(block.number)
+        {
+            self.gap(Gap {
+                from_ms: time_ms,
+                to_ms: block.time_ms,
+                reason: format!(
+                    "blocks {} to {} are missing from the node's files",
+                    number + 1,
+                    block.number - 1
+                ),
+            });
+        }
+        let gaps = &self.all_gaps;
         let keep = |candle: &Candle| {
-            candle.open_time >= coverage
-                && candle.next_open > stored_through
-                && partial
-                    .is_none_or(|(from, to)| candle.open_time < from || candle.open_time >= to)
+            candle.open_time >= span_from
+                && candle.open_time >= self.settings.history_start_ms
+                && !gaps
+                    .iter()
+                    .any(|gap| gap.touches(candle.open_time, candle.next_open))
         };
         let mut live = self.candles.live.write();
-        live.coverage_start_ms = Some(coverage);
         for candle in &block.changed {
             if keep(candle) {
                 live.upsert(candle);
@@ -455,39 +629,95 @@ impl Writer {
         }
         live.block_number = block.number;
         live.block_time_ms = block.time_ms;
+        live.session = Some(Span {
+            from_ms: span_from,
+            to_ms: block.time_ms.max(span_from),
+        });
         drop(live);
         self.last = Some((block.number, block.time_ms));
     }
 
-    fn commit(&mut self) {
+    /// Where the span starts, decided by the first block (see the module
+    /// docs).
+    fn first_span_start(&mut self, block: &CandleBlock) -> i64 {
+        let history = self.settings.history_start_ms;
+        if block.time_ms <= self.settings.from_ms {
+            return self.settings.from_ms.max(history);
+        }
+        if let Some(at) = self.settings.continues_at_ms {
+            let reason = self.settings.gap_reason.clone();
+            self.gap(Gap {
+                from_ms: at,
+                to_ms: block.time_ms,
+                reason,
+            });
+        }
+        block.time_ms.max(history)
+    }
+
+    /// Commits the closed candles, the watermark, the span and the gaps.
+    /// Returns the candles added.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the commit fails; the candles wait for the next.
+    pub fn commit(&mut self) -> Result<usize, StoreError> {
         self.last_commit = Instant::now();
         let Some((block_number, block_time_ms)) = self.last else {
-            return;
+            return Ok(0);
         };
-        if self.pending.is_empty() && self.committed == self.last {
-            return;
+        if self.pending.is_empty() && self.committed == self.last && self.gaps.is_empty() {
+            return Ok(0);
         }
-        let watermark = Watermark {
-            block_number,
-            block_time_ms,
-            coverage_start_ms: self.coverage_start_ms.unwrap_or(block_time_ms),
+        // From the newest gap on: the span before it was committed with
+        // it, and a span reaching over a gap would fill it.
+        let span = self.span_from.map(|from| {
+            let from = self
+                .all_gaps
+                .iter()
+                .map(|gap| gap.to_ms)
+                .fold(from, i64::max);
+            Span {
+                from_ms: from,
+                to_ms: block_time_ms.max(from),
+            }
+        });
+        let info = CommitInfo {
+            watermark: Some(Watermark {
+                block_number,
+                block_time_ms,
+            }),
+            covered: span,
+            gaps: self.gaps.clone(),
+            // Every closed candle since the span began was handed over: a
+            // damaged chunk inside it is whole again, unless a gap may
+            // have cut into it.
+            rebuilt: span.filter(|_| self.all_gaps.is_empty()),
         };
-        match self.store.commit(&self.pending, watermark) {
-            Ok(written) => {
-                let mut live = self.candles.live.write();
-                for candle in &self.pending {
-                    live.remove(candle);
-                }
-                live.error = None;
-                drop(live);
-                tracing::debug!(written, block = block_number, "candle store: committed");
-                self.pending.clear();
-                self.committed = self.last;
-            }
-            Err(error) => {
-                tracing::error!(%error, "candle store: commit failed; will retry");
-                self.candles.live.write().error = Some(error.to_string());
-            }
+        let written = self.store.commit(&self.pending, &info)?;
+        let mut live = self.candles.live.write();
+        for candle in &self.pending {
+            live.remove(candle);
         }
+        let committed_gaps = std::mem::take(&mut self.gaps);
+        live.gaps.retain(|gap| !committed_gaps.contains(gap));
+        live.error = None;
+        drop(live);
+        tracing::debug!(written, block = block_number, "candle store: committed");
+        self.pending.clear();
+        self.committed = self.last;
+        Ok(written)
+    }
+
+    fn commit_logged(&mut self) {
+        if let Err(error) = self.commit() {
+            tracing::error!(%error, "candle store: commit failed; will retry");
+            self.candles.live.write().error = Some(error.to_string());
+        }
+    }
+
+    /// The store, once the writer is done (after a last commit by the
+    /// caller).
+    pub fn into_store(self) -> CandleStore {
+        self.store
     }
 }

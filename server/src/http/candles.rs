@@ -330,12 +330,47 @@ fn miss_response(request: &CandleQuery<'_>, miss: &Miss) -> Response {
                 request.market
             ),
         ),
-        Miss::NotCovered { coverage_start_ms } => (
+        Miss::NotCovered { spans } => (
             StatusCode::NOT_FOUND,
             "not_covered",
+            if spans.is_empty() {
+                format!("the {what} is outside the data this server holds: it holds none yet")
+            } else {
+                let held: Vec<String> = spans
+                    .iter()
+                    .take(4)
+                    .map(|s| {
+                        format!(
+                            "{} to {}",
+                            format_iso8601_ms(s.from_ms),
+                            format_iso8601_ms(s.to_ms)
+                        )
+                    })
+                    .collect();
+                format!(
+                    "the {what} is outside the data this server holds ({}{}); `l1gate candles import` backfills history",
+                    held.join(", "),
+                    if spans.len() > 4 { ", …" } else { "" }
+                )
+            },
+        ),
+        Miss::Gap(gap) => (
+            StatusCode::NOT_FOUND,
+            "gap",
             format!(
-                "the {what} is before the data this server holds, which starts at {}",
-                format_iso8601_ms(*coverage_start_ms)
+                "the {what} lies in a known gap of the data (from {} to {}): {}; its trades may be missing, so no candle is served",
+                format_iso8601_ms(gap.from_ms),
+                format_iso8601_ms(gap.to_ms),
+                gap.reason
+            ),
+        ),
+        Miss::Damaged { from_ms, to_ms } => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "damaged",
+            format!(
+                "the stored candles holding the {what} (from {} to {}) are damaged and not rebuilt yet; an import of those hours, or a restart while the node's files reach them, rebuilds them",
+                format_iso8601_ms(*from_ms),
+                format_iso8601_ms(*to_ms)
             ),
         ),
         Miss::NoTrades { complete: true, .. } => (

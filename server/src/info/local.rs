@@ -32,7 +32,7 @@ use engine::market::candles::Interval;
 use serde_json::{Map, Value, json};
 
 use crate::candles::store::INTERVALS;
-use crate::candles::{CandleValues, Candles, Miss};
+use crate::candles::{CandleValues, Candles};
 use crate::host::engine::{Command, EngineStatus, SubscribeError, read, subscribe};
 use crate::ws::protocol;
 use crate::ws::render::{self, Channel};
@@ -191,23 +191,42 @@ impl Local {
         if end < start {
             return Err(invalid("req.endTime: before req.startTime"));
         }
-        // Walk back from the newest bucket with data so at most MAX_CANDLES
-        // are made, down to the oldest covered one.
-        let (coverage, processed_ms) = candles.covered();
-        let Some(coverage) = coverage else {
-            return Ok(Value::Array(Vec::new()));
-        };
-        let mut out = Vec::new();
-        let mut open = interval.bucket_open(end.min(processed_ms));
-        let first = interval
-            .bucket_open(start.max(coverage))
-            .max(candles.history_start_ms());
-        let mut looked = 0_usize;
-        let mut budget = MAX_LOOKUPS;
-        while open >= first && out.len() < MAX_CANDLES && looked < 4 * MAX_CANDLES && budget > 0 {
-            looked += 1;
-            if let Some(values) = bucket(candles, &coin, interval, open, now, &mut budget) {
-                out.push(json!({
+        let part = stored_under(interval);
+        let first = interval.bucket_open(start).max(candles.history_start_ms());
+        let parts = candles
+            .range(&coin, part, first, end.saturating_add(1), MAX_PARTS, true)
+            .unwrap_or_default();
+        // Whole buckets only (a stored interval's candles are whole), and
+        // the one still open at the end of the data.
+        let mut buckets: Vec<CandleValues> = Vec::new();
+        for values in parts {
+            let open = interval.bucket_open(values.open_time);
+            match buckets.last_mut() {
+                Some(sum) if sum.open_time == open => {
+                    sum.high = sum.high.max(values.high);
+                    sum.low = sum.low.min(values.low);
+                    sum.close = values.close;
+                    let Some(volume) = sum.volume.checked_add(values.volume) else {
+                        continue;
+                    };
+                    sum.volume = volume;
+                    sum.trades_count += values.trades_count;
+                    sum.closed = values.closed;
+                }
+                _ => buckets.push(CandleValues {
+                    open_time: open,
+                    ..values
+                }),
+            }
+        }
+        let mut out: Vec<Value> = buckets
+            .into_iter()
+            .filter(|b| {
+                part == interval
+                    || candles.bucket_usable(b.open_time, interval.next_open(b.open_time))
+            })
+            .map(|values| {
+                json!({
                     "t": values.open_time,
                     "T": interval.close_time(values.open_time),
                     "s": coin,
@@ -218,21 +237,19 @@ impl Local {
                     "l": values.low.to_string(),
                     "v": values.volume.to_string(),
                     "n": values.trades_count,
-                }));
-            }
-            let Some(previous) = previous_open(interval, open) else {
-                break;
-            };
-            open = previous;
+                })
+            })
+            .collect();
+        if out.len() > MAX_CANDLES {
+            out.drain(..out.len() - MAX_CANDLES);
         }
-        out.reverse();
         Ok(Value::Array(out))
     }
 }
 
-/// Stored-candle lookups one `candleSnapshot` may make (an interval the
-/// store does not keep is built from many stored buckets).
-const MAX_LOOKUPS: usize = 1_000_000;
+/// Stored candles one `candleSnapshot` reads at most (an interval the store
+/// does not keep is built from many stored buckets): the newest are read.
+const MAX_PARTS: usize = 2_000_000;
 
 /// The stored interval an interval's candles are built from: itself when
 /// the store keeps it, else the longest stored one that divides it.
@@ -244,65 +261,6 @@ fn stored_under(interval: Interval) -> Interval {
     } else {
         Interval::Minute5
     }
-}
-
-/// The candle of `coin`'s `interval` bucket opening at `open`: stored (or
-/// live), or built from the stored buckets inside it. `None` when it has
-/// no trades, or when part of it is not covered (a partial candle is not
-/// given).
-fn bucket(
-    candles: &Candles,
-    coin: &str,
-    interval: Interval,
-    open: i64,
-    now: i64,
-    budget: &mut usize,
-) -> Option<CandleValues> {
-    let part = stored_under(interval);
-    if part == interval {
-        *budget = budget.saturating_sub(1);
-        return candles.lookup(coin, interval, open, now).ok();
-    }
-    let mut built: Option<CandleValues> = None;
-    let end = interval.next_open(open);
-    let mut at = open;
-    while at < end && at <= now {
-        if *budget == 0 {
-            return None;
-        }
-        *budget -= 1;
-        match candles.lookup(coin, part, at, now) {
-            Ok(values) => {
-                built = Some(match built {
-                    None => CandleValues {
-                        open_time: open,
-                        ..values
-                    },
-                    Some(sum) => CandleValues {
-                        high: sum.high.max(values.high),
-                        low: sum.low.min(values.low),
-                        close: values.close,
-                        volume: sum.volume.checked_add(values.volume)?,
-                        trades_count: sum.trades_count + values.trades_count,
-                        closed: values.closed,
-                        ..sum
-                    },
-                });
-            }
-            Err(Miss::NoTrades { .. } | Miss::Future { .. }) => {}
-            // Part of the bucket is before the history or the coverage, or
-            // the market is unknown: no whole candle.
-            Err(_) => return None,
-        }
-        at = part.next_open(at);
-    }
-    built
-}
-
-/// The bucket open before `open`.
-fn previous_open(interval: Interval, open: i64) -> Option<i64> {
-    let before = open.checked_sub(1)?;
-    Some(interval.bucket_open(before))
 }
 
 /// The resting orders of `user` (lowercased) on exchange `dex`, newest

@@ -1,8 +1,9 @@
 //! Candle lookups end to end over loopback HTTP: every market form and
 //! interval against an independent calculation from the fills files,
 //! restarts on the same store (with backfill of what was written while the
-//! server was down, and a torn store tail), the 400/401/404 answers, and
-//! `/healthz` freshness.
+//! server was down, and a server killed mid-commit), damaged chunks rebuilt
+//! from the node's files, the 400/401/404 answers, and `/healthz`
+//! freshness.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -24,7 +25,7 @@ const INTERVALS: [(&str, i64); 3] = [("1s", 1_000), ("1m", 60_000), ("5m", 300_0
 
 /// An exact decimal `units / 10^scale`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Dec {
+pub struct Dec {
     units: i128,
     scale: u32,
 }
@@ -56,7 +57,7 @@ fn cmp(a: Dec, b: Dec) -> std::cmp::Ordering {
 }
 
 /// Trailing zeros trimmed, at least one decimal.
-fn canonical(d: Dec) -> String {
+pub fn canonical(d: Dec) -> String {
     let (mut units, mut scale) = (d.units, d.scale);
     while scale > 1 && units % 10 == 0 {
         units /= 10;
@@ -75,7 +76,7 @@ fn canonical(d: Dec) -> String {
 }
 
 #[derive(Debug, Clone)]
-struct Expected {
+pub struct Expected {
     open: String,
     high: (Dec, String),
     low: (Dec, String),
@@ -145,7 +146,7 @@ fn block_trades(events: &[Value]) -> Vec<Trade> {
         .collect()
 }
 
-type Key = (String, &'static str, i64);
+pub type Key = (String, &'static str, i64);
 
 /// Whether a coin name has one market form.
 type MarketForm = fn(&str) -> bool;
@@ -153,7 +154,7 @@ type MarketForm = fn(&str) -> bool;
 /// Every candle of the given fills lines: (coin, interval, open) → values.
 /// Consecutive lines of one block (the node's streaming mode) are paired
 /// together.
-fn expected_candles(lines: &[Vec<u8>]) -> BTreeMap<Key, Expected> {
+pub fn expected_candles(lines: &[Vec<u8>]) -> BTreeMap<Key, Expected> {
     let mut blocks: Vec<(u64, Vec<Value>)> = Vec::new();
     for line in lines {
         let envelope: Value = serde_json::from_slice(line).unwrap();
@@ -207,18 +208,18 @@ fn expected_candles(lines: &[Vec<u8>]) -> BTreeMap<Key, Expected> {
 // ---------------------------------------------------------------------------
 // HTTP over one keep-alive connection.
 
-struct Http {
+pub struct Http {
     sender: SendRequest<Empty<Bytes>>,
 }
 
-struct Reply {
-    status: u16,
-    cache_control: Option<String>,
-    body: Value,
+pub struct Reply {
+    pub status: u16,
+    pub cache_control: Option<String>,
+    pub body: Value,
 }
 
 impl Http {
-    async fn connect(addr: std::net::SocketAddr) -> Self {
+    pub async fn connect(addr: std::net::SocketAddr) -> Self {
         let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
         let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
@@ -227,7 +228,7 @@ impl Http {
         Self { sender }
     }
 
-    async fn get(&mut self, path: &str, header_key: Option<&str>) -> Reply {
+    pub async fn get(&mut self, path: &str, header_key: Option<&str>) -> Reply {
         let mut request = hyper::Request::get(path).header("host", "l1gate.test");
         if let Some(key) = header_key {
             request = request.header("X-Api-Key", key);
@@ -268,11 +269,11 @@ fn encode(value: &str) -> String {
         .collect()
 }
 
-fn iso(ms: i64) -> String {
+pub fn iso(ms: i64) -> String {
     feeds::time::format_iso8601_ms(ms)
 }
 
-fn candle_path(key: &str, market: &str, interval: &str, open: i64) -> String {
+pub fn candle_path(key: &str, market: &str, interval: &str, open: i64) -> String {
     format!(
         "/{key}/v1/candles?market={}&interval={interval}&time={}",
         encode(market),
@@ -281,7 +282,7 @@ fn candle_path(key: &str, market: &str, interval: &str, open: i64) -> String {
 }
 
 /// Waits until the candle writer has folded `last_block` and read to the end.
-async fn wait_for_writer(server: &TestServer, last_block: u64) {
+pub async fn wait_for_writer(server: &TestServer, last_block: u64) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
     loop {
         let (block, _, caught_up, error) = server.running.candles.progress();
@@ -297,7 +298,7 @@ async fn wait_for_writer(server: &TestServer, last_block: u64) {
     }
 }
 
-fn assert_candle(reply: &Reply, market: &str, interval: &str, open: i64, want: &Expected) {
+pub fn assert_candle(reply: &Reply, market: &str, interval: &str, open: i64, want: &Expected) {
     assert_eq!(
         reply.status,
         200,
@@ -320,7 +321,7 @@ fn assert_candle(reply: &Reply, market: &str, interval: &str, open: i64, want: &
     assert_eq!(got.as_object().unwrap().len(), 10, "{what}: {got}");
 }
 
-fn lines_of(path: &Path) -> Vec<Vec<u8>> {
+pub fn lines_of(path: &Path) -> Vec<Vec<u8>> {
     std::fs::read(path)
         .unwrap()
         .split(|&b| b == b'\n')
@@ -352,13 +353,13 @@ fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-fn header(line: &[u8]) -> (u64, i64) {
+pub fn header(line: &[u8]) -> (u64, i64) {
     let env = feeds::envelope::decode(line).unwrap();
     (env.block_number, env.block_time_ms)
 }
 
 /// These tests send hundreds of lookups in a burst.
-fn unlimited(args: &mut l1gate::config::ServeArgs) {
+pub fn unlimited(args: &mut l1gate::config::ServeArgs) {
     args.requests_per_second = Some(1_000_000);
     args.request_burst = Some(1_000_000);
 }
@@ -630,7 +631,7 @@ async fn reqwest_metrics(http: &mut Http) -> String {
 }
 
 /// Simulated node output: the fills lines of `blocks` blocks.
-fn simulated_fills(
+pub fn simulated_fills(
     blocks: u64,
     mode: fixtures::OutputMode,
 ) -> (tempfile::TempDir, PathBuf, Vec<Vec<u8>>) {
@@ -650,7 +651,7 @@ fn simulated_fills(
     (source, relative, lines)
 }
 
-fn write_lines(path: &Path, lines: &[Vec<u8>], append: bool) {
+pub fn write_lines(path: &Path, lines: &[Vec<u8>], append: bool) {
     use std::io::Write as _;
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     let mut file = std::fs::OpenOptions::new()
@@ -666,7 +667,7 @@ fn write_lines(path: &Path, lines: &[Vec<u8>], append: bool) {
     }
 }
 
-async fn check_all(
+pub async fn check_all(
     server: &TestServer,
     expected: &BTreeMap<Key, Expected>,
     coverage: i64,
@@ -744,48 +745,65 @@ async fn live_tail_then_restarts_serve_the_same_candles_backfill_what_was_missed
         })
         .count() as u64;
     {
-        let (store, recovery) = l1gate::candles::store::CandleStore::open(&state_dir, 0).unwrap();
-        assert_eq!(recovery.dropped_bytes, 0);
+        let (store, _) = l1gate::candles::store::CandleStore::open(&state_dir, 0).unwrap();
         assert_eq!(store.reader().candles(), closed);
         assert!(closed > stored_first);
     }
 
-    // A crash mid-batch: an uncommitted copy of a candle record and garbage
-    // after the last commit. Opening drops them; lookups are unchanged.
-    let path = state_dir.join(l1gate::candles::store::FILE_NAME);
-    let mut bytes = std::fs::read(&path).unwrap();
-    let last_nonzero = bytes.iter().rposition(|b| *b != 0).unwrap();
-    let record = l1gate::candles::store::RECORD_LEN;
-    let header_len = l1gate::candles::store::HEADER_LEN as usize;
-    let end = header_len + (last_nonzero + 1 - header_len).div_ceil(record) * record;
-    if bytes.len() < end + record + 77 {
-        bytes.resize(end + record + 77, 0);
-    }
-    let candle_at = (header_len..end)
-        .step_by(record)
-        .rev()
-        .find(|at| bytes[at + 4] == 2)
-        .unwrap();
-    let copy = bytes[candle_at..candle_at + record].to_vec();
-    bytes[end..end + record].copy_from_slice(&copy);
-    for b in &mut bytes[end + record..end + record + 77] {
-        *b = 0xA5;
-    }
-    std::fs::write(&path, &bytes).unwrap();
-    {
-        let (store, recovery) = l1gate::candles::store::CandleStore::open(&state_dir, 0).unwrap();
-        assert_eq!(recovery.dropped_bytes, (record + 77) as u64);
-        assert_eq!(store.reader().candles(), closed);
-    }
-    std::fs::write(&path, &bytes).unwrap();
-    let server = TestServer::start(node.path(), tune).await;
-    wait_for_writer(&server, header(lines.last().unwrap()).0).await;
-    assert_eq!(check_all(&server, &all, coverage).await, checked_all);
-    assert_eq!(server.running.candles.store().candles(), closed);
-
     // The store is one process's: a second opener is refused while it runs.
+    let server = TestServer::start(node.path(), tune).await;
     let error = l1gate::candles::store::CandleStore::open(&state_dir, 0).unwrap_err();
     assert!(error.to_string().contains("in use"), "{error}");
+    drop(server);
+}
+
+#[test]
+fn a_server_killed_mid_commit_restarts_with_every_candle() {
+    // `l1gate serve` as a process of its own, killed (SIGKILL, by the PID
+    // this test started) while its candle writer commits, three times:
+    // the store opens each time, and the last run serves every candle.
+    let (_source, relative, lines) = simulated_fills(3_000, fixtures::OutputMode::ByBlock);
+    let node = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let fills = node.path().join(&relative);
+    write_lines(&fills, &lines, false);
+    let keys = state.path().join("keys.toml");
+    let mut stored = Vec::new();
+    for wait_ms in [150, 400, 900] {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_l1gate"))
+            .arg("serve")
+            .arg("--data")
+            .arg(node.path())
+            .arg("--state-dir")
+            .arg(state.path().join("state"))
+            .arg("--keys-file")
+            .arg(&keys)
+            .args(["--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(wait_ms));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let (store, _) =
+            l1gate::candles::store::CandleStore::open(&state.path().join("state"), 0).unwrap();
+        stored.push(store.reader().candles());
+    }
+    assert!(stored.windows(2).all(|w| w[0] <= w[1]), "{stored:?}");
+    let (_, coverage) = header(&lines[0]);
+    let all = expected_candles(&lines);
+    let state_dir = state.path().join("state");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let server = TestServer::start(node.path(), |args| {
+            unlimited(args);
+            args.state_dir = Some(state_dir.clone());
+        })
+        .await;
+        wait_for_writer(&server, header(lines.last().unwrap()).0).await;
+        assert!(check_all(&server, &all, coverage).await > 50);
+    });
 }
 
 #[tokio::test]
@@ -859,20 +877,33 @@ async fn healthz_reports_data_age_and_is_503_when_stale() {
     assert!(reply.body["candles"].is_object(), "{}", reply.body);
 }
 
-/// Flips one byte in each of the store's first `n` committed candle records
-/// (they stay in the file, failing their checksum).
-fn damage_candle_records(state_dir: &Path, n: usize) -> usize {
+/// Flips one byte in the middle of each of the store's first `n` chunks
+/// (found in the file by their bytes, read through the storage engine).
+pub fn damage_chunks(state_dir: &Path, n: usize) -> usize {
+    use redb::{ReadableDatabase as _, ReadableTable as _};
     let path = state_dir.join(l1gate::candles::store::FILE_NAME);
+    let values: Vec<Vec<u8>> = {
+        let db = redb::Database::builder().open_read_only(&path).unwrap();
+        let txn = db.begin_read().unwrap();
+        let table = txn
+            .open_table(redb::TableDefinition::<[u8; 13], &[u8]>::new("chunks"))
+            .unwrap();
+        table
+            .iter()
+            .unwrap()
+            .map(|entry| entry.unwrap().1.value().to_vec())
+            .filter(|value| value.len() >= 24)
+            .take(n)
+            .collect()
+    };
     let mut bytes = std::fs::read(&path).unwrap();
-    let record = l1gate::candles::store::RECORD_LEN;
-    let header_len = l1gate::candles::store::HEADER_LEN as usize;
     let mut damaged = 0;
-    for at in (header_len..bytes.len() - record).step_by(record) {
-        if damaged == n {
-            break;
-        }
-        if bytes[at + 4] == 2 {
-            bytes[at + 40] ^= 0x20;
+    for value in &values {
+        if let Some(at) = bytes
+            .windows(value.len())
+            .position(|w| w == value.as_slice())
+        {
+            bytes[at + value.len() / 2] ^= 0x20;
             damaged += 1;
         }
     }
@@ -902,55 +933,62 @@ async fn damaged_candles_are_rebuilt_from_the_node_files_still_on_disk() {
         store.reader().candles()
     };
 
-    // Damage spread over the first batches: those candles are skipped at
-    // open, then rebuilt from the fills before the server serves.
-    assert_eq!(damage_candle_records(&state_dir, 40), 40);
+    // Damage in 10 chunks: lookups into them say so (not "no trades"),
+    // then the server rebuilds them from the fills before it serves.
+    assert_eq!(damage_chunks(&state_dir, 10), 10);
     {
-        let (store, recovery) = l1gate::candles::store::CandleStore::open(&state_dir, 0).unwrap();
-        assert_eq!(recovery.damaged_records.len(), 40);
-        assert!(!recovery.damaged_spans.is_empty());
-        assert_eq!(store.reader().candles(), stored - 40);
+        let (mut store, _) = l1gate::candles::store::CandleStore::open(&state_dir, 0).unwrap();
+        let damaged = store.verify_from(0).unwrap();
+        assert_eq!(damaged.len(), 10, "{damaged:?}");
     }
     let server = TestServer::start(node.path(), tune).await;
     wait_for_writer(&server, header(lines.last().unwrap()).0).await;
     assert_eq!(server.running.candles.store().candles(), stored);
+    // What stays damaged lies before the files (and the coverage) begin:
+    // no candle ever stored there.
+    for chunk in server.running.candles.store().damaged_chunks() {
+        let first = chunk
+            .interval
+            .next_open(chunk.interval.bucket_open(coverage - 1));
+        assert!(chunk.to_ms <= first, "{chunk:?}");
+    }
     let checked = check_all(&server, &all, coverage).await;
     assert!(checked > 50, "{checked}");
     drop(server);
 
-    // Once the node's files no longer reach back to the damage, it stays
-    // reported and nothing else is lost: the rebuilt candles are kept, and
-    // the buckets that ended before the files' new start are all served.
+    // Once the node's files no longer reach back to a damaged chunk, it
+    // stays damaged, and lookups into it say so; nothing else is lost.
+    assert_eq!(damage_chunks(&state_dir, 3), 3);
     let (_, files_from) = header(&lines[2_000]);
     write_lines(&fills, &lines[2_000..], false);
     let server = TestServer::start(node.path(), tune).await;
     wait_for_writer(&server, header(lines.last().unwrap()).0).await;
-    assert_eq!(server.running.candles.store().candles(), stored);
-    let ended_before: BTreeMap<Key, Expected> = all
-        .iter()
-        .filter(|((_, interval, open), _)| {
-            let length = INTERVALS.iter().find(|(i, _)| i == interval).unwrap().1;
-            open + length <= files_from
-        })
-        .map(|(key, value)| (key.clone(), value.clone()))
-        .collect();
-    assert!(check_all(&server, &ended_before, coverage).await > 50);
-    // The buckets still open at the last commit cannot be rebuilt whole from
-    // what is left: they are not served, rather than served partial.
+    let still = server.running.candles.store().damaged_chunks();
+    assert!(
+        !still.is_empty(),
+        "the first chunks lie before the files' new start"
+    );
     let mut http = Http::connect(server.running.http_addr).await;
-    let mut refused = 0;
+    let (mut served, mut refused) = (0, 0);
     for ((market, interval, open), want) in &all {
         let length = INTERVALS.iter().find(|(i, _)| i == interval).unwrap().1;
-        if *open < files_from && open + length > files_from {
-            let reply = http
-                .get(&candle_path(&server.key, market, interval, *open), None)
-                .await;
-            if reply.status == 200 {
-                assert_candle(&reply, market, interval, *open, want);
-            } else {
-                refused += 1;
-            }
+        if open + length > files_from || *open < coverage {
+            continue;
+        }
+        let reply = http
+            .get(&candle_path(&server.key, market, interval, *open), None)
+            .await;
+        if reply.status == 200 {
+            assert_candle(&reply, market, interval, *open, want);
+            served += 1;
+        } else {
+            assert_eq!(reply.status, 503, "{}", reply.body);
+            assert_eq!(reply.body["error"], "damaged", "{}", reply.body);
+            refused += 1;
         }
     }
-    assert!(refused > 0, "no bucket spans the files' new start");
+    assert!(
+        served > 50 && refused > 0,
+        "{served} served, {refused} refused"
+    );
 }

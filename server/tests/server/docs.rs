@@ -337,6 +337,7 @@ fn every_l1gate_command_line_parses() {
             Command::Replay(_) => ("replay", None),
             Command::Simulate(_) => ("simulate", None),
             Command::Archive(_) => ("archive", None),
+            Command::Candles(_) => ("candles", None),
         };
         if let Some(settings) = settings
             && let Err(error) = settings.resolve()
@@ -351,6 +352,7 @@ fn every_l1gate_command_line_parses() {
         seen,
         BTreeSet::from([
             "archive",
+            "candles",
             "edge",
             "endpoints",
             "keys",

@@ -1,0 +1,706 @@
+//! `l1gate candles import`: backfills the candle store from fill hours — the
+//! exchange's public archive (`l1gate archive fetch`), or any node's or
+//! capture's fill files — folding them exactly as the server's engine folds
+//! a node's files, through the same [`Writer`].
+//!
+//! # What it reads
+//!
+//! Each path is an hour file (`…/<dataset>/hourly/YYYYMMDD/H[.lz4|.zst|.gz]`)
+//! or a directory searched for such files, where `<dataset>` is
+//! `node_fills_by_block`, `node_fills_streaming` or the older
+//! `node_fills` and `node_trades` (see `feeds::legacy`). The files found are
+//! linked into a staging directory in the archive's layout and read as one
+//! feed per dataset: a directory of several datasets reads like the bucket.
+//!
+//! # What it folds
+//!
+//! Every stretch of block time from the history start on that the store
+//! does not hold whole yet ([`Coverage::uncovered`]); nothing else is read
+//! twice. Datasets hand over by time: each folds from its first block up to
+//! the first block of the next newer one (the archive's `node_trades` until
+//! 2025-05-25, `node_fills` until 2025-07-27 08:50, then
+//! `node_fills_by_block`). A stretch that continues stored coverage starts
+//! shortly before the `5m` bucket open at its end, so the buckets open there
+//! are rebuilt whole; one that cannot (the next dataset starts later, at
+//! the hand-over) leaves a gap.
+//!
+//! # Gaps
+//!
+//! Recorded in the store with their reason, so that a lookup inside one
+//! answers that trades may be missing rather than that there were none:
+//! blocks missing between two blocks read (by-block numbering), an hour
+//! file missing from an older dataset (which has no block numbers), a
+//! damaged file (read up to its damage, then the next file), and the
+//! hand-over between datasets. Buckets touching a gap are not stored.
+//!
+//! # Safety
+//!
+//! The import takes the store's one-writer lock: beside a running server
+//! on the same state directory it is refused, naming the lock file. It
+//! commits durably every [`COMMIT_EVERY`] and at the end, so a killed
+//! import loses at most that much work: run again, it goes on from the last
+//! commit (the uncovered stretches begin there), and an import of what the
+//! store already holds reads a few minutes and writes nothing.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use engine::market::{Market, Needs};
+use engine::source::{BlockSource, SourceOptions};
+use feeds::layout::SegmentKey;
+use feeds::{Feed, FeedError, LineFormat, Source, Start};
+
+use crate::candles::Candles;
+use crate::candles::store::{CandleStore, Gap, INTERVALS, StoreError};
+use crate::host::candles::{CandleBlock, Writer, WriterSettings};
+
+/// Longest time between two commits of an import, by default.
+pub const COMMIT_EVERY: Duration = Duration::from_secs(10);
+/// The datasets read, oldest format first.
+pub const DATASETS: [&str; 4] = [
+    "node_trades",
+    "node_fills",
+    "node_fills_streaming",
+    "node_fills_by_block",
+];
+/// Block time folded past the end of a stretch that a stored span follows,
+/// so the buckets open at its end close.
+const CLOSE_MARGIN_MS: i64 = 6 * 60_000;
+
+/// What went wrong.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ImportError {
+    /// The candle store cannot be opened (in use by a server, say).
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    /// A path given cannot be read.
+    #[error("import: cannot read {path}: {message}")]
+    Path {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        message: String,
+    },
+    /// No hour file of a fill dataset under the paths given.
+    #[error(
+        "import: no fill hour files under {0}; expected …/node_fills_by_block/hourly/YYYYMMDD/H.lz4 (or node_fills, node_trades)"
+    )]
+    NothingToRead(String),
+    /// A dataset's files cannot be read.
+    #[error("import: {0}")]
+    Feed(#[from] FeedError),
+}
+
+/// What to import, and where.
+#[derive(Debug, Clone)]
+pub struct ImportOptions {
+    /// Hour files and directories.
+    pub paths: Vec<PathBuf>,
+    /// The state directory holding the store.
+    pub state_dir: PathBuf,
+    /// The oldest bucket stored (Unix ms).
+    pub history_start_ms: i64,
+    /// Commit at least this often ([`COMMIT_EVERY`] by default).
+    pub commit_every: Duration,
+}
+
+/// Where an import is, for a progress bar.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ImportProgress {
+    /// Share of the block time to fold that is folded, 0–1.
+    pub done: f64,
+    /// The block time reached, Unix ms.
+    pub at_ms: i64,
+    /// Decoded bytes of fill lines read so far.
+    pub bytes: u64,
+    /// Candles written so far.
+    pub candles: u64,
+}
+
+/// What an import did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImportReport {
+    /// Hour files found, per dataset.
+    pub hours: BTreeMap<String, usize>,
+    /// Blocks folded.
+    pub blocks: u64,
+    /// Fill events (or whole trades) folded.
+    pub fills: u64,
+    /// Decoded bytes of fill lines read.
+    pub bytes: u64,
+    /// Candles written to the store.
+    pub candles: u64,
+    /// Gaps found in what was read.
+    pub gaps: Vec<Gap>,
+    /// Hours missing between a dataset's first and last hour:
+    /// `(dataset, YYYYMMDD, hour)`.
+    pub missing_hours: Vec<(String, u32, u32)>,
+    /// Damaged files, with where they stop.
+    pub damaged: Vec<String>,
+    /// Candles stored after the import.
+    pub stored: u64,
+}
+
+/// One dataset found.
+#[derive(Debug)]
+struct Dataset {
+    name: &'static str,
+    feed: Feed,
+    first_ms: i64,
+    last_ms: i64,
+    /// The stretches of hour files missing, as UTC hours `[start, end)`.
+    missing: Vec<(i64, i64)>,
+}
+
+/// Runs an import. See the module docs.
+///
+/// # Errors
+/// [`ImportError`] when the store cannot be opened, a path cannot be read,
+/// or no fill hours are found. A damaged file is not an error: it is
+/// reported and its gap recorded.
+pub fn run(
+    options: &ImportOptions,
+    progress: &mut dyn FnMut(&ImportProgress),
+) -> Result<ImportReport, ImportError> {
+    let (store, recovery) = CandleStore::open(&options.state_dir, options.history_start_ms)?;
+    tracing::debug!(candles = recovery.candles, "import: store opened");
+    let staging = tempfile::Builder::new()
+        .prefix("import-staging-")
+        .tempdir_in(&options.state_dir)
+        .map_err(|e| ImportError::Path {
+            path: options.state_dir.clone(),
+            message: e.to_string(),
+        })?;
+    let mut report = ImportReport::default();
+    stage(&options.paths, staging.path(), &mut report)?;
+    if report.hours.is_empty() {
+        return Err(ImportError::NothingToRead(
+            options
+                .paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+        ));
+    }
+    let datasets = open_datasets(staging.path(), &mut report)?;
+    let candles = Arc::new(Candles::new(
+        store.reader().clone(),
+        options.history_start_ms,
+    ));
+    let mut store = Some(store);
+    let total: i64 = plan_total(&datasets, options.history_start_ms);
+    let mut folded_ms = 0i64;
+    for (k, dataset) in datasets.iter().enumerate() {
+        let own_end = datasets.get(k + 1).map_or(i64::MAX, |next| next.first_ms);
+        let Some(current) = store.take() else { break };
+        let coverage = current.reader().coverage();
+        let begin = dataset.first_ms.max(options.history_start_ms);
+        let end = own_end.min(dataset.last_ms.saturating_add(1));
+        let mut current = Some(current);
+        for (a, b) in coverage.uncovered(options.history_start_ms, end) {
+            if b <= begin {
+                continue;
+            }
+            let Some(store_now) = current.take() else {
+                break;
+            };
+            let continues = store_now
+                .reader()
+                .coverage()
+                .spans
+                .iter()
+                .any(|span| span.to_ms == a);
+            let start = a.max(begin);
+            // Continuing stored coverage: a first block later than its end
+            // (this dataset starting later, at the hand-over) is a gap.
+            let settings = if continues {
+                WriterSettings {
+                    history_start_ms: options.history_start_ms,
+                    from_ms: engine::market::candles::Interval::Minute5.bucket_open(a),
+                    continues_at_ms: Some(a),
+                    gap_reason: handover_reason(&datasets, k),
+                }
+            } else {
+                WriterSettings::fresh(options.history_start_ms, start)
+            };
+            // A stored span follows at `b`: fold past it so the buckets open
+            // there close; at the hand-over to the next dataset, not past it.
+            let stop = if b < own_end {
+                b.saturating_add(CLOSE_MARGIN_MS).min(own_end)
+            } else {
+                own_end
+            };
+            let mut writer = Writer::new(store_now, candles.clone(), settings.clone());
+            fold_stretch(
+                dataset,
+                &settings,
+                options.commit_every,
+                stop,
+                &mut writer,
+                &mut report,
+                &mut |at_ms, bytes, written| {
+                    let into = (at_ms.min(stop) - start).max(0);
+                    progress(&ImportProgress {
+                        done: if total > 0 {
+                            ((folded_ms + into) as f64 / total as f64).min(1.0)
+                        } else {
+                            1.0
+                        },
+                        at_ms,
+                        bytes,
+                        candles: written,
+                    });
+                },
+            )?;
+            folded_ms += (stop.min(dataset.last_ms) - start).max(0);
+            current = Some(writer.into_store());
+        }
+        store = current;
+    }
+    if let Some(store) = &store {
+        report.stored = store.reader().candles();
+    }
+    Ok(report)
+}
+
+/// The block time an import will fold, for its progress.
+fn plan_total(datasets: &[Dataset], history_start_ms: i64) -> i64 {
+    datasets
+        .iter()
+        .enumerate()
+        .map(|(k, d)| {
+            let end = datasets
+                .get(k + 1)
+                .map_or(d.last_ms, |next| next.first_ms.min(d.last_ms));
+            (end - d.first_ms.max(history_start_ms)).max(0)
+        })
+        .sum()
+}
+
+fn handover_reason(datasets: &[Dataset], k: usize) -> String {
+    match k.checked_sub(1).and_then(|before| datasets.get(before)) {
+        Some(before) => format!(
+            "no fills between the archive's {} (which ends here) and {} (which starts here)",
+            before.name, datasets[k].name
+        ),
+        None => format!(
+            "the {} hours read do not reach back to the end of the stored candles",
+            datasets[k].name
+        ),
+    }
+}
+
+/// Folds one dataset from `settings.fold_start()` to `stop` (exclusive)
+/// into `writer`, committing every [`COMMIT_EVERY`] and at the end.
+fn fold_stretch(
+    dataset: &Dataset,
+    settings: &WriterSettings,
+    commit_every: Duration,
+    stop: i64,
+    writer: &mut Writer,
+    report: &mut ImportReport,
+    progress: &mut dyn FnMut(i64, u64, u64),
+) -> Result<(), ImportError> {
+    let mut source = BlockSource::new(
+        vec![dataset.feed.clone()],
+        SourceOptions {
+            fills_from: Some(settings.fold_start()),
+            ..SourceOptions::from_block(0)
+        },
+    )?;
+    let mut market = Market::new(Needs {
+        trades: true,
+        candles: true,
+        ..Needs::NONE
+    })
+    .with_candle_intervals(&INTERVALS);
+    let mut last_commit = Instant::now();
+    let mut last_time: Option<i64> = None;
+    let mut damaged: Option<String> = None;
+    let mut written = 0u64;
+    let mut bytes_before = source.bytes();
+    let legacy = dataset
+        .feed
+        .source_dir_name()
+        .is_some_and(|name| LineFormat::of_dir(&name).is_legacy());
+    'read: loop {
+        let read = source.read(0)?;
+        for error in source.take_damage() {
+            let text = error.to_string();
+            tracing::error!(error = %text, "import: a damaged file: its lines before the damage are folded, the rest skipped");
+            report.damaged.push(text.clone());
+            damaged = Some(text);
+        }
+        let at_end = read == 0;
+        loop {
+            let block = if at_end {
+                source.finish()
+            } else {
+                source.pop(0)
+            };
+            let Some(block) = block else { break };
+            if block.time_ms >= stop {
+                break 'read;
+            }
+            if let Some(before) = last_time {
+                if let Some(reason) = damaged.take() {
+                    writer.gap(Gap {
+                        from_ms: before,
+                        to_ms: block.time_ms,
+                        reason,
+                    });
+                }
+                if legacy
+                    && let Some((from, _)) = dataset
+                        .missing
+                        .iter()
+                        .find(|(from, to)| before < *to && block.time_ms >= *from)
+                {
+                    writer.gap(Gap {
+                        from_ms: before,
+                        to_ms: block.time_ms,
+                        reason: format!(
+                            "the {} hour file of {} is missing",
+                            dataset.name,
+                            feeds::time::format_iso8601_ms(*from)
+                        ),
+                    });
+                }
+            }
+            let folded = market.apply(&block);
+            report.blocks += 1;
+            report.fills += folded.events as u64;
+            last_time = Some(block.time_ms);
+            writer.fold(CandleBlock::of(market.candles()));
+            if last_commit.elapsed() >= commit_every {
+                written += writer.commit()? as u64;
+                last_commit = Instant::now();
+                let bytes = source.bytes();
+                report.bytes += bytes - bytes_before;
+                bytes_before = bytes;
+                progress(block.time_ms, report.bytes, report.candles + written);
+            }
+        }
+        if at_end {
+            break;
+        }
+    }
+    written += writer.commit()? as u64;
+    report.bytes += source.bytes() - bytes_before;
+    report.candles += written;
+    report.gaps.extend(writer.gaps_found().iter().cloned());
+    progress(last_time.unwrap_or(stop), report.bytes, report.candles);
+    Ok(())
+}
+
+/// Opens the staged datasets that have lines, oldest format first, with
+/// their first and last block times and missing hours.
+fn open_datasets(root: &Path, report: &mut ImportReport) -> Result<Vec<Dataset>, ImportError> {
+    let mut out = Vec::new();
+    for name in DATASETS {
+        if !root.join(name).is_dir() {
+            continue;
+        }
+        let feed = Feed::open_dir(root, Source::Fills, name)?;
+        let mut cursor = feed.seek(Start::BlockNumber(0))?;
+        let first = loop {
+            match feed.read(&mut cursor, 1) {
+                Ok(records) => break records.first().and_then(|r| r.timestamp_ms),
+                Err(FeedError::Damaged { .. }) => {}
+                Err(error) => return Err(error.into()),
+            }
+        };
+        let (Some(first_ms), Some(last_ms)) =
+            (first, feed.newest().and_then(|header| header.timestamp_ms))
+        else {
+            continue;
+        };
+        let hours: Vec<(u32, u32)> = feed
+            .segments()
+            .iter()
+            .filter_map(|(key, _, _)| match key {
+                SegmentKey::Hourly { date, hour } => Some((*date, *hour)),
+                SegmentKey::Replica { .. } => None,
+            })
+            .collect();
+        let mut missing = Vec::new();
+        for pair in hours.windows(2) {
+            let (Some(a), Some(b)) = (hour_start_ms(pair[0]), hour_start_ms(pair[1])) else {
+                continue;
+            };
+            let mut at = a + 3_600_000;
+            while at < b {
+                missing.push((at, at + 3_600_000));
+                if let Some((date, hour)) = date_hour(at) {
+                    report.missing_hours.push((name.to_owned(), date, hour));
+                }
+                at += 3_600_000;
+            }
+        }
+        out.push(Dataset {
+            name,
+            feed,
+            first_ms,
+            last_ms,
+            missing,
+        });
+    }
+    // The by-block and streaming layouts of the same years: keep by-block.
+    if out.iter().any(|d| d.name == "node_fills_by_block") {
+        out.retain(|d| d.name != "node_fills_streaming");
+    }
+    out.sort_by_key(|d| d.first_ms);
+    Ok(out)
+}
+
+/// Unix ms of `(YYYYMMDD, H)` read as UTC.
+fn hour_start_ms((date, hour): (u32, u32)) -> Option<i64> {
+    let text = format!(
+        "{:04}-{:02}-{:02}T{:02}:00:00Z",
+        date / 10_000,
+        date / 100 % 100,
+        date % 100,
+        hour
+    );
+    feeds::time::parse_iso8601_ms(&text).ok()
+}
+
+fn date_hour(ms: i64) -> Option<(u32, u32)> {
+    let text = feeds::time::format_iso8601_ms(ms);
+    let digits: String = text.chars().filter(char::is_ascii_digit).collect();
+    let date = digits.get(0..8)?.parse().ok()?;
+    let hour = digits.get(8..10)?.parse().ok()?;
+    Some((date, hour))
+}
+
+/// Links every fill hour file under `paths` into `root` in the archive's
+/// layout, counting them per dataset. The first file of an hour wins.
+fn stage(paths: &[PathBuf], root: &Path, report: &mut ImportReport) -> Result<(), ImportError> {
+    let mut seen: BTreeSet<PathBuf> = BTreeSet::new();
+    for path in paths {
+        let meta = std::fs::metadata(path).map_err(|e| ImportError::Path {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+        let mut files = Vec::new();
+        if meta.is_dir() {
+            walk(path, &mut files).map_err(|e| ImportError::Path {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
+        } else {
+            files.push(path.clone());
+        }
+        for file in files {
+            let Some((dataset, date, name)) = hour_file_parts(&file) else {
+                continue;
+            };
+            let (stem, _) = feeds::codec::Codec::split_name(&name);
+            let slot = PathBuf::from(dataset).join("hourly").join(&date).join(stem);
+            if !seen.insert(slot) {
+                tracing::warn!(file = %file.display(), "import: this hour was given twice; the first is read");
+                continue;
+            }
+            let dir = root.join(dataset).join("hourly").join(&date);
+            std::fs::create_dir_all(&dir).map_err(|e| ImportError::Path {
+                path: dir.clone(),
+                message: e.to_string(),
+            })?;
+            let target = std::fs::canonicalize(&file).map_err(|e| ImportError::Path {
+                path: file.clone(),
+                message: e.to_string(),
+            })?;
+            std::os::unix::fs::symlink(&target, dir.join(&name)).map_err(|e| {
+                ImportError::Path {
+                    path: file.clone(),
+                    message: e.to_string(),
+                }
+            })?;
+            *report.hours.entry(dataset.to_owned()).or_default() += 1;
+        }
+    }
+    Ok(())
+}
+
+/// `(dataset, YYYYMMDD, file name)` of `…/<dataset>/hourly/<date>/<H[.ext]>`.
+fn hour_file_parts(file: &Path) -> Option<(&'static str, String, String)> {
+    let name = file.file_name()?.to_str()?.to_owned();
+    let date_dir = file.parent()?;
+    let date = date_dir.file_name()?.to_str()?.to_owned();
+    let hourly = date_dir.parent()?;
+    if hourly.file_name()? != "hourly" {
+        return None;
+    }
+    let dataset = hourly.parent()?.file_name()?.to_str()?;
+    let dataset = DATASETS.into_iter().find(|d| *d == dataset)?;
+    let (stem, _) = feeds::codec::Codec::split_name(&name);
+    let hour_ok = !stem.is_empty()
+        && stem.len() <= 2
+        && stem.bytes().all(|b| b.is_ascii_digit())
+        && stem.parse::<u32>().is_ok_and(|h| h < 24);
+    let date_ok = date.len() == 8 && date.bytes().all(|b| b.is_ascii_digit());
+    (hour_ok && date_ok).then_some((dataset, date, name))
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let path = entry.path();
+        let kind = std::fs::metadata(&path)?;
+        if kind.is_dir() {
+            walk(&path, out)?;
+        } else if kind.is_file() {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// A one-line progress bar on standard error: redrawn in place a few times
+/// a second on a terminal, a line every ten seconds otherwise.
+#[derive(Debug)]
+pub struct ProgressBar {
+    enabled: bool,
+    terminal: bool,
+    started: Instant,
+    last: Option<Instant>,
+    drawn: bool,
+}
+
+impl ProgressBar {
+    /// A bar (`enabled`: drawn at all).
+    pub fn new(enabled: bool) -> Self {
+        use std::io::IsTerminal as _;
+        Self {
+            enabled,
+            terminal: std::io::stderr().is_terminal(),
+            started: Instant::now(),
+            last: None,
+            drawn: false,
+        }
+    }
+
+    /// Shows `progress`.
+    pub fn show(&mut self, progress: &ImportProgress) {
+        if !self.enabled {
+            return;
+        }
+        let every = if self.terminal {
+            Duration::from_millis(250)
+        } else {
+            Duration::from_secs(10)
+        };
+        if self.last.is_some_and(|at| at.elapsed() < every) {
+            return;
+        }
+        self.last = Some(Instant::now());
+        let line = progress_line(progress, self.started.elapsed());
+        if self.terminal {
+            eprint!("\r{line}\x1b[K");
+        } else {
+            eprintln!("{line}");
+        }
+        self.drawn = true;
+    }
+
+    /// Ends the bar's line.
+    pub fn finish(&mut self) {
+        if self.enabled && self.terminal && self.drawn {
+            eprintln!();
+        }
+    }
+}
+
+/// `[#####-----]  47.3%  at 2025-08-14T13:00:00.000Z  12.4 GB read (1,02 GB/s)  3.1 M candles  ETA 4m12s`
+fn progress_line(p: &ImportProgress, elapsed: Duration) -> String {
+    const WIDTH: usize = 24;
+    let filled = ((p.done * WIDTH as f64).round() as usize).min(WIDTH);
+    let secs = elapsed.as_secs_f64().max(0.001);
+    let eta = if p.done > 0.0 && p.done < 1.0 {
+        let left = secs / p.done * (1.0 - p.done);
+        format!("ETA {}", duration_text(left))
+    } else {
+        "ETA –".to_owned()
+    };
+    format!(
+        "[{}{}] {:5.1}%  at {}  {:.2} GB read ({:.2} GB/s)  {} candles  {eta}",
+        "#".repeat(filled),
+        "-".repeat(WIDTH - filled),
+        p.done * 100.0,
+        feeds::time::format_iso8601_ms(p.at_ms),
+        p.bytes as f64 / 1e9,
+        p.bytes as f64 / 1e9 / secs,
+        p.candles
+    )
+}
+
+fn duration_text(secs: f64) -> String {
+    let secs = secs.round() as u64;
+    match secs {
+        0..60 => format!("{secs}s"),
+        60..3_600 => format!("{}m{:02}s", secs / 60, secs % 60),
+        _ => format!("{}h{:02}m", secs / 3_600, secs / 60 % 60),
+    }
+}
+
+/// The import's closing report, as printed by `l1gate candles import`.
+pub fn render_report(report: &ImportReport) -> String {
+    use std::fmt::Write as _;
+    let iso = feeds::time::format_iso8601_ms;
+    let mut out = String::new();
+    let hours: Vec<String> = report
+        .hours
+        .iter()
+        .map(|(dataset, n)| format!("{n} {dataset}"))
+        .collect();
+    let _ = writeln!(out, "hours read: {}", hours.join(", "));
+    let _ = writeln!(
+        out,
+        "blocks folded: {}; fills: {}; {:.2} GB of fill lines",
+        report.blocks,
+        report.fills,
+        report.bytes as f64 / 1e9
+    );
+    let _ = writeln!(
+        out,
+        "candles written: {} (the store holds {})",
+        report.candles, report.stored
+    );
+    if report.missing_hours.is_empty() {
+        let _ = writeln!(out, "missing hours: none");
+    } else {
+        let _ = writeln!(out, "missing hours ({}):", report.missing_hours.len());
+        for (dataset, date, hour) in &report.missing_hours {
+            let _ = writeln!(out, "  {dataset}/hourly/{date}/{hour}");
+        }
+    }
+    if report.gaps.is_empty() {
+        let _ = writeln!(out, "gaps: none");
+    } else {
+        let _ = writeln!(
+            out,
+            "gaps ({}; buckets touching them are not stored, and lookups there answer `gap`):",
+            report.gaps.len()
+        );
+        for gap in &report.gaps {
+            let _ = writeln!(
+                out,
+                "  {} to {}: {}",
+                iso(gap.from_ms),
+                iso(gap.to_ms),
+                gap.reason
+            );
+        }
+    }
+    if !report.damaged.is_empty() {
+        let _ = writeln!(out, "damaged files ({}):", report.damaged.len());
+        for damage in &report.damaged {
+            let _ = writeln!(out, "  {damage}");
+        }
+    }
+    out
+}

@@ -1,0 +1,378 @@
+//! `l1gate candles import` end to end, with the real binary: the real
+//! unfiltered fills (crossing an hour boundary) compressed as the archive
+//! is, imported and looked up over HTTP against the independent calculation
+//! of `candles.rs`; the two older formats giving the same store; the
+//! hand-over between formats a gap that lookups name; a second import
+//! adding nothing; an import killed mid-way and resumed giving the same
+//! store as one run; and the refusal beside a running server.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use super::candles::{
+    Expected, Http, Key, assert_candle, candle_path, expected_candles, header, unlimited,
+};
+use super::compressed_files::Tool;
+use super::harness::{TestServer, real_lines};
+
+const L1GATE: &str = env!("CARGO_BIN_EXE_l1gate");
+/// Before every block of the real fills (2026-03-14T23:59:59.991).
+const HISTORY_START: &str = "2026-03-14T00:00:00Z";
+
+fn import(state_dir: &Path, paths: &[&Path], extra: &[&str]) -> Output {
+    Command::new(L1GATE)
+        .args(["candles", "import"])
+        .args(paths)
+        .arg("--state-dir")
+        .arg(state_dir)
+        .args(["--candle-history-start", HISTORY_START, "--quiet"])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+fn import_ok(state_dir: &Path, paths: &[&Path]) -> String {
+    let out = import(state_dir, paths, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "import failed: {stderr}");
+    stderr
+}
+
+/// `lines` written as `<dir>/<dataset>/hourly/…` hour files by block time
+/// (the real blocks straddle midnight: hours 23 and 0), each compressed
+/// with the `lz4` tool as the archive's are.
+fn archive(dir: &Path, dataset: &str, lines: &[(i64, Vec<u8>)]) {
+    let mut hours: BTreeMap<(String, u32), Vec<u8>> = BTreeMap::new();
+    for (time_ms, line) in lines {
+        let iso = feeds::time::format_iso8601_ms(*time_ms);
+        let date: String = iso[..10].chars().filter(char::is_ascii_digit).collect();
+        let hour: u32 = iso[11..13].parse().unwrap();
+        let text = hours.entry((date, hour)).or_default();
+        text.extend_from_slice(line);
+        text.push(b'\n');
+    }
+    for ((date, hour), text) in hours {
+        let plain = dir
+            .join(dataset)
+            .join("hourly")
+            .join(&date)
+            .join(hour.to_string());
+        std::fs::create_dir_all(plain.parent().unwrap()).unwrap();
+        std::fs::write(&plain, text).unwrap();
+        Tool::Lz4.compress(&plain, &plain.with_file_name(format!("{hour}.lz4")));
+        std::fs::remove_file(&plain).unwrap();
+    }
+}
+
+fn by_block() -> Vec<(i64, Vec<u8>)> {
+    real_lines("fills-unfiltered", "node_fills_by_block")
+        .into_iter()
+        .map(|line| (header(&line).1, line))
+        .collect()
+}
+
+/// Every stored candle, by (coin, interval, open time), as the store gives
+/// them back.
+fn stored(state_dir: &Path) -> BTreeMap<(String, String, i64), String> {
+    let (store, _) = l1gate::candles::store::CandleStore::open(state_dir, 0).unwrap();
+    let reader = store.reader();
+    let mut out = BTreeMap::new();
+    for coin in coins_of(&by_block()) {
+        for interval in l1gate::candles::store::INTERVALS {
+            for c in reader
+                .range(&coin, interval, 0, i64::MAX, usize::MAX, false)
+                .unwrap()
+            {
+                out.insert(
+                    (coin.clone(), interval.to_string(), c.open_time),
+                    format!("{c:?}"),
+                );
+            }
+        }
+    }
+    out
+}
+
+fn coins_of(lines: &[(i64, Vec<u8>)]) -> Vec<String> {
+    let mut coins: Vec<String> = lines
+        .iter()
+        .flat_map(|(_, line)| {
+            let env: serde_json::Value = serde_json::from_slice(line).unwrap();
+            env["events"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e[1]["coin"].as_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    coins.sort();
+    coins.dedup();
+    coins
+}
+
+/// The expected candles of buckets lying inside the data (from the first
+/// block on, ended by the last).
+fn expected_inside(lines: &[(i64, Vec<u8>)]) -> BTreeMap<Key, Expected> {
+    let raw: Vec<Vec<u8>> = lines.iter().map(|(_, l)| l.clone()).collect();
+    let (first, last) = (lines[0].0, lines.last().unwrap().0);
+    expected_candles(&raw)
+        .into_iter()
+        .filter(|((_, interval, open), _)| {
+            let length = match *interval {
+                "1s" => 1_000,
+                "1m" => 60_000,
+                _ => 300_000,
+            };
+            *open >= first && open + length <= last
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn imported_archive_hours_answer_lookups_as_the_independent_calculation() {
+    let lines = by_block();
+    let dir = tempfile::tempdir().unwrap();
+    archive(dir.path(), "node_fills_by_block", &lines);
+    let state = tempfile::tempdir().unwrap();
+    let report = import_ok(state.path(), &[dir.path()]);
+    assert!(
+        report.contains("hours read: 2 node_fills_by_block"),
+        "{report}"
+    );
+    assert!(report.contains("blocks folded: 10"), "{report}");
+    assert!(report.contains("fills: 1388"), "{report}");
+    assert!(report.contains("gaps: none"), "{report}");
+
+    let expected = expected_inside(&lines);
+    assert!(expected.len() > 20, "{}", expected.len());
+    let node = tempfile::tempdir().unwrap();
+    let state_dir = state.path().to_owned();
+    let server = TestServer::start(node.path(), |args| {
+        unlimited(args);
+        args.state_dir = Some(state_dir.clone());
+        args.candle_history_start = Some(HISTORY_START.to_owned());
+    })
+    .await;
+    let mut http = Http::connect(server.running.http_addr).await;
+    for ((market, interval, open), want) in &expected {
+        let reply = http
+            .get(&candle_path(&server.key, market, interval, *open), None)
+            .await;
+        assert_candle(&reply, market, interval, *open, want);
+    }
+    drop(server);
+
+    // A second import of the same hours adds nothing.
+    let again = import_ok(state.path(), &[dir.path()]);
+    assert!(again.contains("candles written: 0"), "{again}");
+}
+
+#[test]
+fn the_older_formats_import_into_the_same_store() {
+    let lines = by_block();
+    let one = |dataset: &str, convert: fn(&[u8]) -> Vec<Vec<u8>>| {
+        let dir = tempfile::tempdir().unwrap();
+        let converted: Vec<(i64, Vec<u8>)> = lines
+            .iter()
+            .flat_map(|(time, line)| convert(line).into_iter().map(|l| (*time, l)))
+            .collect();
+        archive(dir.path(), dataset, &converted);
+        let state = tempfile::tempdir().unwrap();
+        import_ok(state.path(), &[dir.path()]);
+        stored(state.path())
+    };
+    let by_block_store = {
+        let dir = tempfile::tempdir().unwrap();
+        archive(dir.path(), "node_fills_by_block", &lines);
+        let state = tempfile::tempdir().unwrap();
+        import_ok(state.path(), &[dir.path()]);
+        stored(state.path())
+    };
+    assert!(!by_block_store.is_empty());
+    // The older formats have no empty blocks: their data ends with the last
+    // fill, so the by-block store may hold buckets a little later.
+    let fills = one("node_fills", fixtures::legacy::node_fills_lines);
+    let trades = one("node_trades", fixtures::legacy::node_trades_lines);
+    for (format, store) in [("node_fills", &fills), ("node_trades", &trades)] {
+        assert!(!store.is_empty(), "{format}");
+        for (key, candle) in store {
+            assert_eq!(by_block_store.get(key), Some(candle), "{format} {key:?}");
+        }
+        assert!(
+            store.len() * 10 >= by_block_store.len() * 9,
+            "{format}: {} of {}",
+            store.len(),
+            by_block_store.len()
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_hand_over_between_formats_is_a_gap_lookups_name() {
+    // node_fills up to the sixth block, by-block from the ninth: the two
+    // blocks between are in neither.
+    let lines = by_block();
+    let dir = tempfile::tempdir().unwrap();
+    let older: Vec<(i64, Vec<u8>)> = lines[..6]
+        .iter()
+        .flat_map(|(time, line)| {
+            fixtures::legacy::node_fills_lines(line)
+                .into_iter()
+                .map(|l| (*time, l))
+        })
+        .collect();
+    archive(dir.path(), "node_fills", &older);
+    archive(dir.path(), "node_fills_by_block", &lines[8..]);
+    let state = tempfile::tempdir().unwrap();
+    let report = import_ok(state.path(), &[dir.path()]);
+    assert!(report.contains("gaps (1;"), "{report}");
+    assert!(report.contains("node_fills"), "{report}");
+    let (store, _) = l1gate::candles::store::CandleStore::open(state.path(), 0).unwrap();
+    let coverage = store.reader().coverage();
+    assert_eq!(coverage.gaps.len(), 1, "{coverage:?}");
+    let gap = coverage.gaps[0].clone();
+    // The gap runs from the last fill of node_fills to the first by-block
+    // block.
+    assert!(gap.to_ms == lines[8].0, "{gap:?}");
+    drop(store);
+
+    let node = tempfile::tempdir().unwrap();
+    let state_dir = state.path().to_owned();
+    let server = TestServer::start(node.path(), |args| {
+        unlimited(args);
+        args.state_dir = Some(state_dir.clone());
+        args.candle_history_start = Some(HISTORY_START.to_owned());
+    })
+    .await;
+    let mut http = Http::connect(server.running.http_addr).await;
+    let inside = (gap.to_ms - 1) - (gap.to_ms - 1).rem_euclid(1_000);
+    let reply = http
+        .get(&candle_path(&server.key, "BTC", "1s", inside), None)
+        .await;
+    assert_eq!(reply.status, 404, "{}", reply.body);
+    assert_eq!(reply.body["error"], "gap", "{}", reply.body);
+    assert!(
+        reply.body["message"]
+            .as_str()
+            .unwrap()
+            .contains("node_fills"),
+        "{}",
+        reply.body
+    );
+}
+
+#[test]
+fn an_import_killed_mid_way_resumes_to_the_same_store() {
+    // A few thousand simulated blocks, so the import takes long enough to
+    // be killed between commits.
+    let source = tempfile::tempdir().unwrap();
+    let mut cfg = fixtures::SimConfig::small(9);
+    cfg.mode = fixtures::OutputMode::ByBlock;
+    cfg.snapshot_every = None;
+    let run = fixtures::RunOptions {
+        blocks: Some(40_000),
+        no_replica_cmds: true,
+        ..fixtures::RunOptions::default()
+    };
+    fixtures::generate(&cfg, source.path(), &run, &mut |_| {}).unwrap();
+    let root = source.path().join("hl/data");
+    let start = "2026-05-05T00:00:00Z";
+    let whole = tempfile::tempdir().unwrap();
+    let once = Command::new(L1GATE)
+        .args(["candles", "import"])
+        .arg(&root)
+        .arg("--state-dir")
+        .arg(whole.path())
+        .args(["--candle-history-start", start, "--quiet"])
+        .output()
+        .unwrap();
+    assert!(
+        once.status.success(),
+        "{}",
+        String::from_utf8_lossy(&once.stderr)
+    );
+
+    let killed = tempfile::tempdir().unwrap();
+    for wait_ms in [300, 700, 1_200] {
+        let mut child = Command::new(L1GATE)
+            .args(["candles", "import"])
+            .arg(&root)
+            .arg("--state-dir")
+            .arg(killed.path())
+            .args([
+                "--candle-history-start",
+                start,
+                "--quiet",
+                "--commit-every-ms",
+                "50",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(wait_ms));
+        // SIGKILL, by the PID this test started.
+        let _ = child.kill();
+        child.wait().unwrap();
+    }
+    let last = Command::new(L1GATE)
+        .args(["candles", "import"])
+        .arg(&root)
+        .arg("--state-dir")
+        .arg(killed.path())
+        .args(["--candle-history-start", start, "--quiet"])
+        .output()
+        .unwrap();
+    assert!(
+        last.status.success(),
+        "{}",
+        String::from_utf8_lossy(&last.stderr)
+    );
+
+    let dump = |dir: &Path| {
+        let (store, _) = l1gate::candles::store::CandleStore::open(dir, 0).unwrap();
+        let reader = store.reader();
+        let mut all = Vec::new();
+        for coin in ["BTC", "ETH", "SOL", "HYPE", "PURR/USDC", "@107"] {
+            for interval in l1gate::candles::store::INTERVALS {
+                for c in reader
+                    .range(coin, interval, 0, i64::MAX, usize::MAX, false)
+                    .unwrap()
+                {
+                    all.push(format!("{coin} {c:?}"));
+                }
+            }
+        }
+        (all, reader.candles(), reader.coverage())
+    };
+    let (want, want_count, want_coverage) = dump(whole.path());
+    let (got, got_count, got_coverage) = dump(killed.path());
+    assert!(want.len() > 100, "{}", want.len());
+    assert_eq!(got_count, want_count);
+    assert_eq!(got, want);
+    assert_eq!(got_coverage, want_coverage);
+}
+
+#[tokio::test]
+async fn an_import_beside_a_running_server_is_refused() {
+    let node = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let state_dir = state.path().to_owned();
+    let server = TestServer::start(node.path(), |args| {
+        args.state_dir = Some(state_dir.clone());
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    archive(dir.path(), "node_fills_by_block", &by_block());
+    let out = import(state.path(), &[dir.path()], &[]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("in use by another l1gate process") && stderr.contains("candles.lock"),
+        "{stderr}"
+    );
+    drop(server);
+    import_ok(state.path(), &[dir.path()]);
+}
