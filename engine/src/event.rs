@@ -394,6 +394,9 @@ pub fn decode_book_diff(span: &[u8]) -> Result<BookDiffEvent<'_>, EventError> {
 /// # Errors
 /// [`EventError`] when the span is not a fill pair.
 pub fn decode_fill(span: &[u8]) -> Result<FillEvent<'_>, EventError> {
+    if let Some(event) = compact::fill(span) {
+        return Ok(event);
+    }
     serde_json::from_slice(span).map_err(|e| EventError::from_serde("fills", &e))
 }
 
@@ -455,7 +458,9 @@ mod compact {
 
     use serde_json::value::RawValue;
 
-    use super::{BookDiffEvent, BuilderInfo, NodeOrder, OrderStatusEvent, RawBookDiff, Side};
+    use super::{
+        BookDiffEvent, BuilderInfo, Fill, FillEvent, NodeOrder, OrderStatusEvent, RawBookDiff, Side,
+    };
     use crate::digits;
     use crate::num::Decimal;
 
@@ -773,6 +778,77 @@ mod compact {
         EMPTY.as_deref()
     }
 
+    /// `["0x…",{"coin":…,"px":…,"sz":…,"side":…,"time":N,"startPosition":…,
+    /// "dir":…,"closedPnl":…,"hash":…,"oid":N,"crossed":B,"fee":…,"tid":N,
+    /// ["cloid":…,]"feeToken":…,["builder":…,]"twapId":null|N}]`, in the
+    /// node's order; anything else (a liquidation, builder or deployer fees,
+    /// another key or order, an older fill without `twapId`) goes through
+    /// serde.
+    pub(super) fn fill(span: &[u8]) -> Option<FillEvent<'_>> {
+        whole(span, fill_at)
+    }
+
+    /// [`fill`] of the event that starts `bytes`, and its length.
+    fn fill_at(bytes: &[u8]) -> Option<(FillEvent<'_>, usize)> {
+        let mut c = Cursor { bytes, at: 0 };
+        let user = c.after(br#"[""#)?.string()?;
+        let coin = c.after(br#",{"coin":""#)?.string()?;
+        let px = c.after(br#","px":""#)?.decimal()?;
+        let sz = c.after(br#","sz":""#)?.decimal()?;
+        let side = c.after(br#","side":""#)?.side()?;
+        let time = c.after(br#","time":"#)?.signed()?;
+        let start_position = c.after(br#","startPosition":""#)?.decimal()?;
+        let dir = c.after(br#","dir":""#)?.string()?;
+        let closed_pnl = c.after(br#","closedPnl":""#)?.decimal()?;
+        let hash = c.after(br#","hash":""#)?.string()?;
+        let oid = c.after(br#","oid":"#)?.unsigned()?;
+        let crossed = c.after(br#","crossed":"#)?.boolean()?;
+        let fee = c.after(br#","fee":""#)?.decimal()?;
+        let tid = c.after(br#","tid":"#)?.unsigned()?;
+        let cloid = if c.literal(br#","cloid":"#).is_some() {
+            c.nullable_string()?
+        } else {
+            None
+        };
+        let fee_token = c.after(br#","feeToken":""#)?.string()?;
+        let builder = if c.literal(br#","builder":"#).is_some() {
+            c.nullable_string()?
+        } else {
+            None
+        };
+        c.literal(br#","twapId":"#)?;
+        let twap_id = if c.literal(b"null").is_some() {
+            None
+        } else {
+            Some(c.unsigned()?)
+        };
+        c.literal(b"}]")?;
+        let fill = Fill {
+            coin,
+            px,
+            sz,
+            side,
+            time,
+            start_position,
+            dir,
+            closed_pnl,
+            hash,
+            oid,
+            crossed,
+            fee,
+            tid,
+            cloid,
+            fee_token,
+            twap_id,
+            builder,
+            builder_fee: None,
+            deployer_fee: None,
+            priority_gas: None,
+            liquidation: None,
+        };
+        Some((FillEvent(user, fill), c.at))
+    }
+
     /// `{"user":"…","oid":N,"coin":"…","side":"B","px":"…","raw_book_diff":…}`.
     pub(super) fn book_diff(span: &[u8]) -> Option<BookDiffEvent<'_>> {
         whole(span, book_diff_at)
@@ -996,6 +1072,90 @@ mod tests {
         // The last one is valid JSON in another key order: serde still decodes it.
         assert_eq!(decode_book_diff(other[7]).unwrap().oid, 1);
         assert!(decode_book_diff(other[5]).is_err());
+    }
+
+    /// Every fill event of the real captures.
+    fn real_fills() -> Vec<Vec<u8>> {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/real");
+        let mut out = Vec::new();
+        for capture in ["fills-unfiltered", "btc-985148182", "btc-978995377"] {
+            let hourly = root
+                .join(capture)
+                .join("hl/data/node_fills_by_block/hourly");
+            for day in std::fs::read_dir(&hourly).unwrap() {
+                for hour in std::fs::read_dir(day.unwrap().path()).unwrap() {
+                    let bytes = std::fs::read(hour.unwrap().path()).unwrap();
+                    for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+                        let env = feeds::envelope::decode(line).unwrap();
+                        for span in env.events() {
+                            out.push(line[span.unwrap()].to_vec());
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn the_compact_fill_path_agrees_with_serde_or_steps_aside() {
+        let mut fills = real_fills();
+        assert!(fills.len() > 1_400, "{}", fills.len());
+        fills.push(FILL.as_bytes().to_vec());
+        // A builder, a TWAP slice, a null cloid.
+        fills.push(
+            FILL.replace(
+                r#""feeToken":"USDC","twapId":null"#,
+                r#""feeToken":"USDC","builder":"0xb841","twapId":568722"#,
+            )
+            .into_bytes(),
+        );
+        fills.push(
+            FILL.replace(
+                r#""cloid":"0x00000000000000000000019ddecca7eb""#,
+                r#""cloid":null"#,
+            )
+            .into_bytes(),
+        );
+        let mut fast_count = 0;
+        for raw in &fills {
+            let slow: FillEvent<'_> = serde_json::from_slice(raw).unwrap();
+            if let Some(fast) = compact::fill(raw) {
+                fast_count += 1;
+                // Debug shows every decimal's units and scale.
+                assert_eq!(format!("{fast:?}"), format!("{slow:?}"));
+            }
+        }
+        assert_eq!(
+            fast_count,
+            fills.len(),
+            "every node-layout fill takes the fast path"
+        );
+        let liquidation = FILL.replace(
+            r#""feeToken":"USDC","#,
+            r#""liquidation":{"liquidatedUser":"0x1","markPx":"1.0","method":"market"},"feeToken":"USDC","#,
+        );
+        let older = FILL.replace(r#","twapId":null"#, "");
+        let others = [
+            liquidation,
+            older,
+            FILL.replace(r#""oid":"#, r#""oid": "#),
+            FILL.replace(r#""side":"A""#, r#""side":"C""#),
+            FILL.replace(r#""time":1777582006008"#, r#""time":1777582006008.5"#),
+            FILL.replace(r#""dir":"Close Long""#, r#""dir":"Close\u0020Long""#),
+            FILL.replace(r#""twapId":null}"#, r#""twapId":null,"extra":1}"#),
+        ];
+        for raw in &others {
+            assert!(compact::fill(raw.as_bytes()).is_none(), "{raw}");
+        }
+        // Serde decides those: the liquidation, the older fill, the spaced
+        // one and the extra key decode; a side that is no side, and an
+        // escape in a borrowed string, do not.
+        for raw in [&others[0], &others[1], &others[2], &others[6]] {
+            assert!(decode_fill(raw.as_bytes()).is_ok(), "{raw}");
+        }
+        assert!(decode_fill(others[3].as_bytes()).is_err());
+        assert!(decode_fill(others[5].as_bytes()).is_err());
     }
 
     #[test]

@@ -297,15 +297,23 @@ impl Amount {
         } else {
             denominator = denominator.checked_mul(pow10_wide(self.scale - divisor.scale)?)?;
         }
-        let mut quotient = numerator / denominator;
-        let mut remainder = numerator % denominator;
-        for _ in 0..scale {
-            let shifted = remainder.checked_mul(10)?;
-            quotient = quotient
-                .checked_mul(10)?
-                .checked_add(shifted / denominator)?;
-            remainder = shifted % denominator;
-        }
+        // One division when the scaled numerator fits 128 bits (nearly
+        // always); else digit by digit, each step's remainder scaled.
+        let (mut quotient, remainder) =
+            if let Some(scaled) = pow10_wide(scale).and_then(|p| numerator.checked_mul(p)) {
+                (scaled / denominator, scaled % denominator)
+            } else {
+                let mut quotient = numerator / denominator;
+                let mut remainder = numerator % denominator;
+                for _ in 0..scale {
+                    let shifted = remainder.checked_mul(10)?;
+                    quotient = quotient
+                        .checked_mul(10)?
+                        .checked_add(shifted / denominator)?;
+                    remainder = shifted % denominator;
+                }
+                (quotient, remainder)
+            };
         if remainder >= denominator - remainder {
             quotient = quotient.checked_add(1)?;
         }
@@ -806,6 +814,48 @@ mod tests {
             numerator.div_round(divisor, scale).unwrap().to_string(),
             printed
         );
+    }
+
+    /// The digit-by-digit division `div_round` must equal.
+    fn div_round_by_digits(dividend: Amount, divisor: Amount, scale: u8) -> Option<Amount> {
+        if divisor.units <= 0 || dividend.units < 0 {
+            return None;
+        }
+        let (mut numerator, mut denominator) = (dividend.units, divisor.units);
+        if divisor.scale >= dividend.scale {
+            numerator = numerator.checked_mul(pow10_wide(divisor.scale - dividend.scale)?)?;
+        } else {
+            denominator = denominator.checked_mul(pow10_wide(dividend.scale - divisor.scale)?)?;
+        }
+        let (mut quotient, mut remainder) = (numerator / denominator, numerator % denominator);
+        for _ in 0..scale {
+            let shifted = remainder.checked_mul(10)?;
+            quotient = quotient
+                .checked_mul(10)?
+                .checked_add(shifted / denominator)?;
+            remainder = shifted % denominator;
+        }
+        if remainder >= denominator - remainder {
+            quotient = quotient.checked_add(1)?;
+        }
+        Some(Amount {
+            units: quotient,
+            scale,
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn one_division_equals_the_digit_by_digit_one(
+            n in proptest::prop_oneof![0i128..1_000_000, 0i128..i128::MAX / 1_000, 0i128..=i128::MAX],
+            d in proptest::prop_oneof![1i128..1_000, 1i128..1_000_000_000_000, 1i128..=i128::MAX],
+            sn in 0u8..=36,
+            sd in 0u8..=36,
+            scale in 0u8..=22,
+        ) {
+            let (a, b) = (Amount::new(n, sn), Amount::new(d, sd));
+            proptest::prop_assert_eq!(a.div_round(b, scale), div_round_by_digits(a, b, scale));
+        }
     }
 
     #[test]
