@@ -296,3 +296,68 @@ fn a_flipped_checksum_keeps_nothing_of_its_hour() {
             .eq((1_000..3_000).chain(5_000..7_000))
     );
 }
+
+/// This process's resident bytes of the mapping that holds `at` (`Rss` of
+/// its entry in `/proc/self/smaps`).
+fn resident_bytes(at: *const u8) -> u64 {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+    let at = at as u64;
+    let mut inside = false;
+    for line in smaps.lines() {
+        let range = line
+            .split_whitespace()
+            .next()
+            .and_then(|head| head.split_once('-'))
+            .and_then(|(a, b)| {
+                Some((
+                    u64::from_str_radix(a, 16).ok()?,
+                    u64::from_str_radix(b, 16).ok()?,
+                ))
+            });
+        if let Some((start, end)) = range {
+            inside = (start..end).contains(&at);
+        } else if inside && let Some(kib) = line.strip_prefix("Rss:") {
+            let kib: u64 = kib.trim().trim_end_matches("kB").trim().parse().unwrap();
+            return kib * 1024;
+        }
+    }
+    panic!("no mapping holds {at:#x}");
+}
+
+#[test]
+fn reading_a_large_compressed_hour_keeps_little_of_it_resident() {
+    // 256 MiB of decoded lines: a reader going through them holds at most
+    // the stretch since its last release (64 MiB) resident, not the hour.
+    let dir = NodeDir::new();
+    let mut text = Vec::with_capacity(256 << 20);
+    let mut block = 0u64;
+    while text.len() < 256 << 20 {
+        text.extend_from_slice(
+            envelope(
+                block,
+                START_MS + block as i64,
+                r#"["0xabc",{"coin":"BTC"}]"#,
+            )
+            .as_bytes(),
+        );
+        text.push(b'\n');
+        block += 1;
+    }
+    let path = hour_file(dir.path(), "node_fills_by_block", 20_250_727, 8);
+    std::fs::write(path.with_file_name("8.lz4"), compress(Codec::Lz4, &text)).unwrap();
+    drop(text);
+    let feed = Feed::open(dir.path(), Source::Fills).unwrap();
+    let mut cursor = feed.seek(Start::BlockNumber(0)).unwrap();
+    let (mut read, mut peak) = (0u64, 0u64);
+    loop {
+        let records = feed.read(&mut cursor, 50_000).unwrap();
+        let Some(last) = records.last() else { break };
+        read += records.len() as u64;
+        peak = peak.max(resident_bytes(last.data.as_ptr()));
+    }
+    assert_eq!(read, block);
+    assert!(
+        peak < 128 << 20,
+        "{peak} bytes of the decoded hour resident at once"
+    );
+}
