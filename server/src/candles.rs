@@ -346,7 +346,7 @@ impl Candles {
     /// The candles of `market`'s `interval` (a stored one: `1s`, `1m`,
     /// `5m`) opening in `[from, to)`, stored and live, oldest first: the
     /// oldest `limit`, or with `newest` the newest `limit`. Buckets without
-    /// trades have none.
+    /// trades have none. The stored ones' VWAP is left out (zero).
     ///
     /// # Errors
     /// [`Miss::Damaged`] when stored candles of the range are damaged.

@@ -608,8 +608,20 @@ impl Packed {
         let base = values.clone().min().unwrap_or(0);
         // Exact: every value is at least the base.
         let offsets = values.map(|value| (value as u128).wrapping_sub(base as u128));
-        let divisor = offsets.clone().fold(0, gcd).max(1);
-        let numbers: Vec<u128> = offsets.map(|offset| offset / divisor).collect();
+        // The common divisor, given up on as soon as it is 1 (most columns).
+        let mut divisor = 0;
+        for offset in offsets.clone() {
+            divisor = gcd(divisor, offset);
+            if divisor == 1 {
+                break;
+            }
+        }
+        let divisor = divisor.max(1);
+        let numbers: Vec<u128> = if divisor == 1 {
+            offsets.collect()
+        } else {
+            offsets.map(|offset| offset / divisor).collect()
+        };
         let width = 128 - numbers.iter().max().copied().unwrap_or(0).leading_zeros();
         Self {
             base,

@@ -37,14 +37,14 @@
 //!
 //! The import takes the store's one-writer lock: beside a running server
 //! on the same state directory it is refused, naming the lock file. It
-//! commits durably every [`COMMIT_EVERY`] and at the end, so a killed
-//! import loses at most that much work: run again, it goes on from the last
+//! commits durably every [`COMMIT_EVERY`], whenever [`MAX_PENDING`] closed
+//! candles wait (so that memory does not grow with the import's speed), and
+//! at the end, so a killed import loses at most that much work: run again, it goes on from the last
 //! commit (the uncovered stretches begin there), and an import of what the
 //! store already holds reads a few minutes and writes nothing.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use engine::market::{Market, Needs};
@@ -52,9 +52,8 @@ use engine::source::{BlockSource, SourceOptions};
 use feeds::layout::SegmentKey;
 use feeds::{Feed, FeedError, LineFormat, Source, Start};
 
-use crate::candles::Candles;
 use crate::candles::store::{CandleStore, Gap, INTERVALS, StoreError};
-use crate::host::candles::{CandleBlock, Writer, WriterSettings};
+use crate::host::candles::{CandleBlock, MAX_PENDING, Writer, WriterSettings};
 
 /// Longest time between two commits of an import, by default.
 pub const COMMIT_EVERY: Duration = Duration::from_secs(10);
@@ -187,10 +186,6 @@ pub fn run(
         ));
     }
     let datasets = open_datasets(staging.path(), &mut report)?;
-    let candles = Arc::new(Candles::new(
-        store.reader().clone(),
-        options.history_start_ms,
-    ));
     let mut store = Some(store);
     let total: i64 = plan_total(&datasets, options.history_start_ms);
     let mut folded_ms = 0i64;
@@ -234,7 +229,7 @@ pub fn run(
             } else {
                 own_end
             };
-            let mut writer = Writer::new(store_now, candles.clone(), settings.clone());
+            let mut writer = Writer::new(store_now, None, settings.clone());
             fold_stretch(
                 dataset,
                 &settings,
@@ -261,7 +256,10 @@ pub fn run(
         }
         store = current;
     }
-    if let Some(store) = &store {
+    if let Some(store) = &mut store {
+        // An import rewrites chunks many times over (each commit merges
+        // into the open ones): give the pages they left behind back.
+        store.compact()?;
         report.stored = store.reader().candles();
     }
     Ok(report)
@@ -375,8 +373,9 @@ fn fold_stretch(
             report.blocks += 1;
             report.fills += folded.events as u64;
             last_time = Some(block.time_ms);
-            writer.fold(CandleBlock::of(market.candles()));
-            if last_commit.elapsed() >= commit_every {
+            writer.fold(CandleBlock::closed_of(market.candles()));
+            // By time (what a kill loses), and by size (what memory holds).
+            if last_commit.elapsed() >= commit_every || writer.pending() >= MAX_PENDING {
                 written += writer.commit()? as u64;
                 last_commit = Instant::now();
                 let bytes = source.bytes();
@@ -414,9 +413,7 @@ fn open_datasets(root: &Path, report: &mut ImportReport) -> Result<Vec<Dataset>,
                 Err(error) => return Err(error.into()),
             }
         };
-        let (Some(first_ms), Some(last_ms)) =
-            (first, feed.newest().and_then(|header| header.timestamp_ms))
-        else {
+        let Some(first_ms) = first else {
             continue;
         };
         let hours: Vec<(u32, u32)> = feed
@@ -427,6 +424,13 @@ fn open_datasets(root: &Path, report: &mut ImportReport) -> Result<Vec<Dataset>,
                 SegmentKey::Replica { .. } => None,
             })
             .collect();
+        // The newest line's time; when it does not decode, the end of the
+        // hour after the newest file's (files spill over by minutes).
+        let last_ms = feed
+            .newest()
+            .and_then(|header| header.timestamp_ms)
+            .or_else(|| Some(hour_start_ms(*hours.last()?)? + 2 * 3_600_000))
+            .unwrap_or(first_ms);
         let mut missing = Vec::new();
         for pair in hours.windows(2) {
             let (Some(a), Some(b)) = (hour_start_ms(pair[0]), hour_start_ms(pair[1])) else {

@@ -307,7 +307,9 @@ pub struct StoredCandle {
 }
 
 impl StoredCandle {
-    fn of(interval: Interval, c: &ChunkCandle) -> StoredCandle {
+    /// A stored candle with its VWAP (`with_vwap`), or with a zero one (a
+    /// range read, whose callers build larger candles and want none).
+    fn of(interval: Interval, c: &ChunkCandle, with_vwap: bool) -> StoredCandle {
         StoredCandle {
             interval,
             open_time: c.open_time,
@@ -318,7 +320,11 @@ impl StoredCandle {
             close: c.close,
             volume: c.volume,
             notional: c.notional,
-            vwap: as_candle("", interval, c).vwap().unwrap_or_default(),
+            vwap: if with_vwap {
+                as_candle("", interval, c).vwap().unwrap_or_default()
+            } else {
+                Amount::default()
+            },
         }
     }
 }
@@ -484,7 +490,7 @@ impl StoreReader {
             .is_some_and(|whole_from| open_time < *whole_from);
         let found = self.with_chunk(&key, |chunk| chunk.get(open_time));
         match found {
-            Ok(Some(Some(c))) => Ok(Some(StoredCandle::of(interval, &c))),
+            Ok(Some(Some(c))) => Ok(Some(StoredCandle::of(interval, &c, true))),
             Ok(_) if damaged => Err(Self::damaged(coin, interval, &key)),
             Ok(_) => Ok(None),
             Err(()) => Err(Self::damaged(coin, interval, &key)),
@@ -493,6 +499,8 @@ impl StoreReader {
 
     /// The stored candles of `coin`'s `interval` opening in `[from, to)`, in
     /// time order: the oldest `limit`, or with `newest` the newest `limit`.
+    /// Their VWAP is left out (zero): a range read builds larger candles,
+    /// whose VWAP is not the stored ones'.
     ///
     /// # Errors
     /// [`Damaged`] when a chunk of the range failed its checks.
@@ -559,14 +567,14 @@ impl StoreReader {
                     if out.len() >= limit {
                         break;
                     }
-                    out.push(StoredCandle::of(interval, c));
+                    out.push(StoredCandle::of(interval, c, false));
                 }
             } else {
                 for c in &rows {
                     if out.len() >= limit {
                         break;
                     }
-                    out.push(StoredCandle::of(interval, c));
+                    out.push(StoredCandle::of(interval, c, false));
                 }
             }
             if out.len() >= limit {
@@ -1057,6 +1065,23 @@ impl CandleStore {
         txn.commit().engine(&path)?;
         *self.reader.state.write() = state;
         Ok(added.saturating_sub(removed) as usize)
+    }
+
+    /// Gives the file's free pages back to the file system (redb's
+    /// compaction: live pages move into the holes that rewritten chunks
+    /// left, then the file is cut), for a writer that rewrote much of the
+    /// store at once (an import). Does nothing while a lookup holds the
+    /// database.
+    ///
+    /// # Errors
+    /// [`StoreError::Engine`] when compacting fails; the store stays whole.
+    pub fn compact(&mut self) -> Result<(), StoreError> {
+        let path = self.reader.path.clone();
+        let mut slot = self.reader.db.write();
+        if let Some(db) = slot.as_mut().and_then(Arc::get_mut) {
+            while db.compact().engine(&path)? {}
+        }
+        Ok(())
     }
 
     /// Checks every chunk opening in `[from_ms, ∞)` and records those that

@@ -96,6 +96,26 @@ impl CandleBlock {
     }
 }
 
+impl CandleBlock {
+    /// The stored intervals' candles that `candles` closed in its last
+    /// block, without the open ones it changed: for a writer that serves no
+    /// lookups (an import).
+    pub fn closed_of(candles: &CandlesView) -> Self {
+        let (number, time_ms) = candles.position();
+        Self {
+            number,
+            time_ms,
+            changed: Vec::new(),
+            closed: candles
+                .closed()
+                .iter()
+                .filter(|candle| INTERVALS.contains(&candle.interval))
+                .cloned()
+                .collect(),
+        }
+    }
+}
+
 /// What the engine thread tells the store thread.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CandleMessage {
@@ -457,7 +477,7 @@ impl CandleWriter {
             std::thread::Builder::new()
                 .name("l1gate-candles".into())
                 .spawn(move || {
-                    let mut writer = Writer::new(store, candles, settings);
+                    let mut writer = Writer::new(store, Some(candles), settings);
                     writer.run(&receiver, &stop);
                 })?
         };
@@ -486,7 +506,9 @@ impl Drop for CandleWriter {
 #[derive(Debug)]
 pub struct Writer {
     store: CandleStore,
-    candles: Arc<Candles>,
+    /// Where lookups read the open buckets and the writer's progress
+    /// (`None`: nobody looks up while this writer runs: an import).
+    candles: Option<Arc<Candles>>,
     settings: WriterSettings,
     /// Where this writer's span starts (set by its first block).
     span_from: Option<i64>,
@@ -501,8 +523,13 @@ pub struct Writer {
 }
 
 impl Writer {
-    /// A writer into `store`, publishing into `candles`' live state.
-    pub fn new(store: CandleStore, candles: Arc<Candles>, settings: WriterSettings) -> Self {
+    /// A writer into `store`, publishing open buckets and progress into
+    /// `candles`' live state for lookups (`None`: for nobody, as an import).
+    pub fn new(
+        store: CandleStore,
+        candles: Option<Arc<Candles>>,
+        settings: WriterSettings,
+    ) -> Self {
         let watermark = store.reader().watermark();
         if let Some(w) = watermark {
             tracing::info!(
@@ -551,7 +578,11 @@ impl Writer {
             let wait = COMMIT_EVERY.saturating_sub(self.last_commit.elapsed());
             match messages.recv_timeout(wait.max(Duration::from_millis(1))) {
                 Ok(CandleMessage::Block(block)) => self.fold(block),
-                Ok(CandleMessage::CaughtUp) => self.candles.live.write().caught_up = true,
+                Ok(CandleMessage::CaughtUp) => {
+                    if let Some(candles) = &self.candles {
+                        candles.live.write().caught_up = true;
+                    }
+                }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break,
             }
@@ -579,7 +610,9 @@ impl Writer {
             reason = %gap.reason,
             "candle store: a gap in the data"
         );
-        self.candles.live.write().gaps.push(gap.clone());
+        if let Some(candles) = &self.candles {
+            candles.live.write().gaps.push(gap.clone());
+        }
         self.all_gaps.push(gap.clone());
         self.gaps.push(gap);
     }
@@ -615,25 +648,27 @@ impl Writer {
                     .iter()
                     .any(|gap| gap.touches(candle.open_time, candle.next_open))
         };
-        let mut live = self.candles.live.write();
-        for candle in &block.changed {
-            if keep(candle) {
-                live.upsert(candle);
+        if let Some(candles) = &self.candles {
+            let mut live = candles.live.write();
+            for candle in &block.changed {
+                if keep(candle) {
+                    live.upsert(candle);
+                }
             }
-        }
-        for candle in block.closed {
-            if keep(&candle) {
-                live.upsert(&candle);
-                self.pending.push(candle);
+            for candle in &block.closed {
+                if keep(candle) {
+                    live.upsert(candle);
+                }
             }
+            live.block_number = block.number;
+            live.block_time_ms = block.time_ms;
+            live.session = Some(Span {
+                from_ms: span_from,
+                to_ms: block.time_ms.max(span_from),
+            });
         }
-        live.block_number = block.number;
-        live.block_time_ms = block.time_ms;
-        live.session = Some(Span {
-            from_ms: span_from,
-            to_ms: block.time_ms.max(span_from),
-        });
-        drop(live);
+        self.pending
+            .extend(block.closed.into_iter().filter(|candle| keep(candle)));
         self.last = Some((block.number, block.time_ms));
     }
 
@@ -694,14 +729,15 @@ impl Writer {
             rebuilt: span.filter(|_| self.all_gaps.is_empty()),
         };
         let written = self.store.commit(&self.pending, &info)?;
-        let mut live = self.candles.live.write();
-        for candle in &self.pending {
-            live.remove(candle);
-        }
         let committed_gaps = std::mem::take(&mut self.gaps);
-        live.gaps.retain(|gap| !committed_gaps.contains(gap));
-        live.error = None;
-        drop(live);
+        if let Some(candles) = &self.candles {
+            let mut live = candles.live.write();
+            for candle in &self.pending {
+                live.remove(candle);
+            }
+            live.gaps.retain(|gap| !committed_gaps.contains(gap));
+            live.error = None;
+        }
         tracing::debug!(written, block = block_number, "candle store: committed");
         self.pending.clear();
         self.committed = self.last;
@@ -711,7 +747,9 @@ impl Writer {
     fn commit_logged(&mut self) {
         if let Err(error) = self.commit() {
             tracing::error!(%error, "candle store: commit failed; will retry");
-            self.candles.live.write().error = Some(error.to_string());
+            if let Some(candles) = &self.candles {
+                candles.live.write().error = Some(error.to_string());
+            }
         }
     }
 

@@ -22,6 +22,7 @@
 //! engine caught up, 503 `not_ready`.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::sync::Arc;
 
 use axum::http::StatusCode;
@@ -88,18 +89,29 @@ fn refused(error: SubscribeError) -> Refusal {
     }
 }
 
+/// A local answer: a JSON value, or JSON text made directly (a long
+/// `candleSnapshot`, where building a value per candle cost more than the
+/// rest of the request).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    /// A JSON value.
+    Value(Value),
+    /// JSON text.
+    Text(String),
+}
+
 impl Local {
     /// The answer to `kind` (one of [`LOCAL_TYPES`]) for the request body
     /// `body`.
     ///
     /// # Errors
     /// A [`Refusal`] naming what is wrong.
-    pub async fn answer(&self, kind: &str, body: &Value) -> Result<Value, Refusal> {
+    pub async fn answer(&self, kind: &str, body: &Value) -> Result<Answer, Refusal> {
         let Some(fields) = body.as_object() else {
             return Err(invalid("the body must be a JSON object"));
         };
         match kind {
-            "l2Book" | "allMids" => self.view_state(fields).await,
+            "l2Book" | "allMids" => self.view_state(fields).await.map(Answer::Value),
             "openOrders" | "frontendOpenOrders" => {
                 let user = crate::address(
                     "user",
@@ -119,9 +131,10 @@ impl Local {
                     open_orders(market, &user, &dex, frontend)
                 })
                 .await
+                .map(Answer::Value)
                 .map_err(refused)
             }
-            "candleSnapshot" => self.candle_snapshot(fields),
+            "candleSnapshot" => self.candle_snapshot(fields).map(Answer::Text),
             other => Err(invalid(format!(
                 "type: {} is not answered locally",
                 crate::quoted(other)
@@ -149,7 +162,7 @@ impl Local {
         })
     }
 
-    fn candle_snapshot(&self, fields: &Map<String, Value>) -> Result<Value, Refusal> {
+    fn candle_snapshot(&self, fields: &Map<String, Value>) -> Result<String, Refusal> {
         let Some(Value::Object(req)) = fields.get("req") else {
             return Err(invalid(
                 "req: required, an object {\"coin\",\"interval\",\"startTime\",\"endTime\"}",
@@ -219,31 +232,38 @@ impl Local {
                 }),
             }
         }
-        let mut out: Vec<Value> = buckets
-            .into_iter()
+        let whole: Vec<&CandleValues> = buckets
+            .iter()
             .filter(|b| {
                 part == interval
                     || candles.bucket_usable(b.open_time, interval.next_open(b.open_time))
             })
-            .map(|values| {
-                json!({
-                    "t": values.open_time,
-                    "T": interval.close_time(values.open_time),
-                    "s": coin,
-                    "i": interval.as_str(),
-                    "o": values.open.to_string(),
-                    "c": values.close.to_string(),
-                    "h": values.high.to_string(),
-                    "l": values.low.to_string(),
-                    "v": values.volume.to_string(),
-                    "n": values.trades_count,
-                })
-            })
             .collect();
-        if out.len() > MAX_CANDLES {
-            out.drain(..out.len() - MAX_CANDLES);
+        let newest = &whole[whole.len().saturating_sub(MAX_CANDLES)..];
+        // `[{"t":…,"T":…,"s":…,"i":…,"o":…,"c":…,"h":…,"l":…,"v":…,"n":…},…]`
+        let name = serde_json::to_string(&coin).unwrap_or_else(|_| "\"\"".to_owned());
+        let mut out = String::with_capacity(newest.len() * 160 + 2);
+        out.push('[');
+        for (i, values) in newest.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            let _ = write!(
+                out,
+                r#"{{"t":{},"T":{},"s":{name},"i":"{}","o":"{}","c":"{}","h":"{}","l":"{}","v":"{}","n":{}}}"#,
+                values.open_time,
+                interval.close_time(values.open_time),
+                interval.as_str(),
+                values.open,
+                values.close,
+                values.high,
+                values.low,
+                values.volume,
+                values.trades_count,
+            );
         }
-        Ok(Value::Array(out))
+        out.push(']');
+        Ok(out)
     }
 }
 

@@ -160,7 +160,17 @@ impl InfoLookup {
         {
             return match local.answer(&kind, &value).await {
                 Ok(answer) => {
-                    let mut response = Json(answer).into_response();
+                    let mut response = match answer {
+                        super::local::Answer::Value(value) => Json(value).into_response(),
+                        super::local::Answer::Text(text) => (
+                            [(
+                                axum::http::header::CONTENT_TYPE,
+                                HeaderValue::from_static("application/json"),
+                            )],
+                            text,
+                        )
+                            .into_response(),
+                    };
                     response
                         .headers_mut()
                         .insert(SOURCE_HEADER, HeaderValue::from_static("local"));

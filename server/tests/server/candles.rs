@@ -688,7 +688,7 @@ pub async fn check_all(
 }
 
 #[tokio::test]
-async fn live_tail_then_restarts_serve_the_same_candles_backfill_what_was_missed_and_survive_a_torn_tail()
+async fn live_tail_then_restarts_serve_the_same_candles_backfill_what_was_missed_and_refuse_a_second_writer()
  {
     // About 3.4 minutes of block time from 17:39:13: 1m buckets close, the
     // 17:40 5m bucket stays open across the restart.
