@@ -22,9 +22,12 @@
 //! 8. fan-out to 100 / 1,000 / 10,000 streams, then with 1% stalled ones, and what stalled
 //!    streams hold (`fanout`);
 //! 9. HTTP candle lookups from a separate load process (`candles_http`);
-//! 10. engine checkpoints: loading the full book from one beside the node's JSON snapshot of
+//! 10. the candle history: importing a simulated day of archive hours beside `lz4 -dc`, the
+//!     store's bytes per candle over seven days, the server's memory and lookups over it
+//!     (`candle_history`);
+//! 11. engine checkpoints: loading the full book from one beside the node's JSON snapshot of
 //!     the same book, and what taking one costs the engine thread (`checkpoint`);
-//! 11. the criterion benches (`cargo bench -p benches --bench '*'`, release profile) and their
+//! 12. the criterion benches (`cargo bench -p benches --bench '*'`, release profile) and their
 //!     table (`criterion_report`).
 //!
 //! A harness binary this checkout does not have is reported as not built. Each harness hands
@@ -430,6 +433,17 @@ fn plan(quick: bool, l1gate: &str) -> Vec<Step> {
         "candles_http",
         candles,
         Some("candles_http"),
+    ));
+    let history: &[&str] = if quick {
+        &["--hours", "1", "--days", "2", "--seconds", "2"]
+    } else {
+        &["--hours", "24", "--days", "7", "--seconds", "10"]
+    };
+    steps.push(Step::new(
+        "Candle history",
+        "candle_history",
+        history,
+        Some("candle_history"),
     ));
     let checkpoint: &[&str] = if quick {
         &["--scale", "0.05", "--blocks", "20", "--runs", "1"]
@@ -1098,6 +1112,95 @@ fn checkpoint_target(run: &Run) -> Target {
     }
 }
 
+fn candle_history_targets(run: &Run) -> Vec<Target> {
+    let what = [
+        "Candle import, per core",
+        "Candle store size",
+        "Memory, long candle history",
+        "Candle lookups, long history",
+        "Info `candleSnapshot`, 5,000 `1m`",
+    ];
+    let goal = [
+        "≥ 1,000 MB/s",
+        "≤ 16 bytes per candle",
+        "RSS within 20 MB of a 1-day store",
+        "≥ 50,000 req/s, p99 ≤ 2 ms",
+        "≤ 10 ms",
+    ];
+    let Some(v) = run.summary("candle_history") else {
+        return (0..what.len())
+            .map(|i| Target::missing(what[i], goal[i], run.missing("candle_history")))
+            .collect();
+    };
+    let n = |k: &str| num(v, k).unwrap_or(f64::NAN);
+    vec![
+        Target {
+            what: what[0].to_owned(),
+            goal: goal[0].to_owned(),
+            measured: format!(
+                "{:.0} MB/s of decompressed fills ({:.0} MB over {:.0} h of simulated mainnet fills, LZ4)",
+                n("import_mb_per_cpu_s"),
+                n("decompressed_mb"),
+                n("hours")
+            ),
+            reference: format!("`lz4 -dc` alone: {:.0} MB/s", n("lz4_mb_per_cpu_s")),
+            ratio: times(n("import_mb_per_cpu_s") / n("lz4_mb_per_cpu_s")),
+            verdict: verdict(n("import_mb_per_cpu_s") >= 1_000.0).to_owned(),
+        },
+        Target {
+            what: what[1].to_owned(),
+            goal: goal[1].to_owned(),
+            measured: format!(
+                "{:.2} bytes per candle over {:.0} days ({:.0} candles); {:.1} GB extrapolated since 2025-07-27",
+                n("bytes_per_candle"),
+                n("days"),
+                n("candles"),
+                n("extrapolated_gb")
+            ),
+            reference: "the first store: 128 bytes on disk + 16 in memory".to_owned(),
+            ratio: times(n("bytes_per_candle") / 144.0),
+            verdict: verdict(n("bytes_per_candle") <= 16.0).to_owned(),
+        },
+        Target {
+            what: what[2].to_owned(),
+            goal: goal[2].to_owned(),
+            measured: format!(
+                "{:.1} MiB RSS over {:.0} days",
+                n("long_rss_mib"),
+                n("days")
+            ),
+            reference: format!("over the 1-day store: {:.1} MiB", n("day_rss_mib")),
+            ratio: format!("{:+.1} MiB", n("long_rss_mib") - n("day_rss_mib")),
+            verdict: verdict((n("long_rss_mib") - n("day_rss_mib")).abs() <= 20.0).to_owned(),
+        },
+        Target {
+            what: what[3].to_owned(),
+            goal: goal[3].to_owned(),
+            measured: format!(
+                "{:.0} req/s, p99 {:.2} ms (random buckets over {:.0} days)",
+                n("long_rps"),
+                n("long_p99_ms"),
+                n("days")
+            ),
+            reference: format!("the 1-day store: {:.0} req/s", n("day_rps")),
+            ratio: times(n("long_rps") / n("day_rps")),
+            verdict: verdict(n("long_rps") >= 50_000.0 && n("long_p99_ms") <= 2.0).to_owned(),
+        },
+        Target {
+            what: what[4].to_owned(),
+            goal: goal[4].to_owned(),
+            measured: format!(
+                "p50 {:.2} ms, p90 {:.2} ms",
+                n("snapshot_p50_ms"),
+                n("snapshot_p90_ms")
+            ),
+            reference: "–".to_owned(),
+            ratio: "–".to_owned(),
+            verdict: verdict(n("snapshot_p50_ms") <= 10.0).to_owned(),
+        },
+    ]
+}
+
 fn candles_target(run: &Run) -> Target {
     let (what, goal) = ("HTTP candle lookups", "≥ 50,000 req/s");
     let Some(v) = run.summary("candles_http") else {
@@ -1395,6 +1498,7 @@ fn render(
     targets.extend(memory_targets(run));
     targets.push(raw_feed_target(run));
     targets.push(candles_target(run));
+    targets.extend(candle_history_targets(run));
     targets.push(checkpoint_target(run));
     let _ = writeln!(
         s,
