@@ -164,6 +164,20 @@ fn git_commit() -> String {
     }
 }
 
+/// Percent-encodes a query-string value: unreserved bytes stay, every other
+/// byte becomes `%XX`.
+pub fn query_escape(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for b in value.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
 /// Current UTC time as `YYYY-MM-DD HH:MM UTC`.
 pub fn utc_now() -> String {
     utc(SystemTime::now())

@@ -183,24 +183,7 @@ impl Feed {
     /// [`crate::Snapshots`]); [`FeedError::Io`] or [`FeedError::Truncated`]
     /// when existing files cannot be listed or mapped.
     pub fn open(data_dir: &Path, source: Source) -> Result<Feed, FeedError> {
-        if !source.is_line_feed() {
-            return Err(FeedError::NotALineFeed {
-                feed: source.feed_id(),
-            });
-        }
-        let feed = Feed {
-            inner: Arc::new(Inner {
-                source,
-                data_dir: data_dir.to_path_buf(),
-                only_dir: None,
-                state: RwLock::new(Arc::new(State::default())),
-                refresh: Mutex::new(RefreshState::default()),
-                readable_generation: AtomicU64::new(0),
-                shrinks: AtomicU64::new(0),
-            }),
-        };
-        feed.refresh()?;
-        Ok(feed)
+        Feed::open_in(data_dir, source, None)
     }
 
     /// Opens `source` reading only its directory `dir_name` (one of
@@ -217,11 +200,25 @@ impl Feed {
                 dir: dir_name.to_owned(),
             });
         };
+        Feed::open_in(data_dir, source, Some(name))
+    }
+
+    /// A line feed of `source`, reading `only_dir` when given, mapped.
+    fn open_in(
+        data_dir: &Path,
+        source: Source,
+        only_dir: Option<&'static str>,
+    ) -> Result<Feed, FeedError> {
+        if !source.is_line_feed() {
+            return Err(FeedError::NotALineFeed {
+                feed: source.feed_id(),
+            });
+        }
         let feed = Feed {
             inner: Arc::new(Inner {
                 source,
                 data_dir: data_dir.to_path_buf(),
-                only_dir: Some(name),
+                only_dir,
                 state: RwLock::new(Arc::new(State::default())),
                 refresh: Mutex::new(RefreshState::default()),
                 readable_generation: AtomicU64::new(0),

@@ -140,7 +140,7 @@ fn main() -> anyhow::Result<()> {
         .map(|(coin, interval, open, _)| {
             format!(
                 "/{key}/v1/candles?market={}&interval={interval}&time={}",
-                encode(coin),
+                benches::query_escape(coin),
                 feeds::time::format_iso8601_ms(*open)
             )
         })
@@ -408,19 +408,6 @@ fn unchunk(mut rest: &str) -> String {
     out
 }
 
-/// Percent-encodes a query value (everything but unreserved characters).
-fn encode(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for b in value.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            let _ = write!(out, "%{b:02X}");
-        }
-    }
-    out
-}
-
 /// The hour files made for this run.
 struct Hours {
     dir: PathBuf,
@@ -646,22 +633,7 @@ fn shifted_store(day: &Path, long: &Path, days: i64) -> anyhow::Result<(u64, Vec
                 .range(coin, interval, 0, i64::MAX, usize::MAX, false)
                 .map_err(|e| anyhow::anyhow!("{e}"))?
             {
-                all.push(Candle {
-                    coin: coin.clone(),
-                    interval,
-                    open_time: c.open_time,
-                    next_open: interval.next_open(c.open_time),
-                    open: c.open,
-                    high: c.high,
-                    low: c.low,
-                    close: c.close,
-                    volume: c.volume,
-                    notional: c.notional,
-                    trades_count: c.trades_count,
-                    price_scale: price_scale_of(&c),
-                    block_number: 0,
-                    time: 0,
-                });
+                all.push(c.candle(coin));
             }
         }
     }
@@ -747,15 +719,6 @@ impl Lcg {
             ((self.0 >> 33) as usize) % n
         }
     }
-}
-
-/// The finest price scale of a stored candle's prices (what the store keeps beside them).
-fn price_scale_of(c: &l1gate::candles::store::StoredCandle) -> u8 {
-    [c.open, c.high, c.low, c.close]
-        .iter()
-        .map(|p| p.scale())
-        .max()
-        .unwrap_or(0)
 }
 
 /// The markets of a store (by walking its coins table).

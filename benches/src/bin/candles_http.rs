@@ -169,7 +169,7 @@ fn main() -> anyhow::Result<()> {
         .map(|(coin, _, interval, open)| {
             format!(
                 "/{key}/v1/candles?market={}&interval={interval}&time={}",
-                encode(coin),
+                benches::query_escape(coin),
                 feeds::time::format_iso8601_ms(*open)
             )
         })
@@ -300,19 +300,6 @@ fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
         }
     }
     Ok(())
-}
-
-/// Percent-encodes a query value (everything but unreserved characters).
-fn encode(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for b in value.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            let _ = write!(out, "%{b:02X}");
-        }
-    }
-    out
 }
 
 #[allow(clippy::too_many_arguments)]

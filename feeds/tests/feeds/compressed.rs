@@ -9,7 +9,7 @@ use std::path::Path;
 use feeds::codec::{Codec, DamageKind};
 use feeds::{Feed, FeedError, Source, Start};
 
-use crate::common::{NodeDir, envelope, hour_file};
+use crate::common::{NodeDir, envelope, hour_file, resident_bytes};
 
 /// Blocks `first..first + n`, 70 ms apart from `start_ms`, one line each.
 fn hour_lines(first: u64, n: u64, start_ms: i64) -> Vec<u8> {
@@ -295,33 +295,6 @@ fn a_flipped_checksum_keeps_nothing_of_its_hour() {
             .copied()
             .eq((1_000..3_000).chain(5_000..7_000))
     );
-}
-
-/// This process's resident bytes of the mapping that holds `at` (`Rss` of
-/// its entry in `/proc/self/smaps`).
-fn resident_bytes(at: *const u8) -> u64 {
-    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-    let at = at as u64;
-    let mut inside = false;
-    for line in smaps.lines() {
-        let range = line
-            .split_whitespace()
-            .next()
-            .and_then(|head| head.split_once('-'))
-            .and_then(|(a, b)| {
-                Some((
-                    u64::from_str_radix(a, 16).ok()?,
-                    u64::from_str_radix(b, 16).ok()?,
-                ))
-            });
-        if let Some((start, end)) = range {
-            inside = (start..end).contains(&at);
-        } else if inside && let Some(kib) = line.strip_prefix("Rss:") {
-            let kib: u64 = kib.trim().trim_end_matches("kB").trim().parse().unwrap();
-            return kib * 1024;
-        }
-    }
-    panic!("no mapping holds {at:#x}");
 }
 
 #[test]

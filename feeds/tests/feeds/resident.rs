@@ -7,34 +7,7 @@ use std::time::{Duration, Instant};
 use feeds::segment::Segment;
 use feeds::{Feed, Record, SegmentKey, Source, Start};
 
-use crate::common::NodeDir;
-
-/// This process's resident bytes of the mapping that holds `at` (`Rss` of
-/// its entry in `/proc/self/smaps`).
-fn resident_bytes(at: *const u8) -> u64 {
-    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-    let at = at as u64;
-    let mut inside = false;
-    for line in smaps.lines() {
-        let range = line
-            .split_whitespace()
-            .next()
-            .and_then(|head| head.split_once('-'))
-            .and_then(|(a, b)| {
-                Some((
-                    u64::from_str_radix(a, 16).ok()?,
-                    u64::from_str_radix(b, 16).ok()?,
-                ))
-            });
-        if let Some((start, end)) = range {
-            inside = (start..end).contains(&at);
-        } else if inside && let Some(kib) = line.strip_prefix("Rss:") {
-            let kib: u64 = kib.trim().trim_end_matches("kB").trim().parse().unwrap();
-            return kib * 1024;
-        }
-    }
-    panic!("no mapping holds {at:#x}");
-}
+use crate::common::{NodeDir, resident_bytes};
 
 /// `lines` numbered lines of 64 bytes each, as written to `path`.
 fn numbered_lines(path: &Path, lines: usize) -> Vec<u8> {

@@ -64,6 +64,8 @@ pub const DATASETS: [&str; 4] = [
     "node_fills_streaming",
     "node_fills_by_block",
 ];
+/// Blocks between two progress reports.
+const PROGRESS_EVERY: u64 = 8_192;
 /// Block time folded past the end of a stretch that a stored span follows,
 /// so the buckets open at its end close.
 const CLOSE_MARGIN_MS: i64 = 6 * 60_000;
@@ -378,6 +380,8 @@ fn fold_stretch(
             if last_commit.elapsed() >= commit_every || writer.pending() >= MAX_PENDING {
                 written += writer.commit()? as u64;
                 last_commit = Instant::now();
+            }
+            if report.blocks.is_multiple_of(PROGRESS_EVERY) {
                 let bytes = source.bytes();
                 report.bytes += bytes - bytes_before;
                 bytes_before = bytes;

@@ -302,6 +302,8 @@ pub struct StoredCandle {
     pub volume: Amount,
     /// Σ px·sz.
     pub notional: Amount,
+    /// Finest price scale folded in (what the VWAP's decimals follow).
+    pub price_scale: u8,
     /// Volume-weighted average price as the engine rounds it.
     pub vwap: Amount,
 }
@@ -310,7 +312,7 @@ impl StoredCandle {
     /// A stored candle with its VWAP (`with_vwap`), or with a zero one (a
     /// range read, whose callers build larger candles and want none).
     fn of(interval: Interval, c: &ChunkCandle, with_vwap: bool) -> StoredCandle {
-        StoredCandle {
+        let mut out = StoredCandle {
             interval,
             open_time: c.open_time,
             trades_count: c.trades_count,
@@ -320,33 +322,34 @@ impl StoredCandle {
             close: c.close,
             volume: c.volume,
             notional: c.notional,
-            vwap: if with_vwap {
-                as_candle("", interval, c).vwap().unwrap_or_default()
-            } else {
-                Amount::default()
-            },
+            price_scale: c.price_scale,
+            vwap: Amount::default(),
+        };
+        if with_vwap {
+            out.vwap = out.candle("").vwap().unwrap_or_default();
         }
+        out
     }
-}
 
-/// The engine's candle of a stored one (block fields zero), for the VWAP
-/// the engine computes.
-fn as_candle(coin: &str, interval: Interval, c: &ChunkCandle) -> Candle {
-    Candle {
-        coin: coin.to_owned(),
-        interval,
-        open_time: c.open_time,
-        next_open: interval.next_open(c.open_time),
-        open: c.open,
-        high: c.high,
-        low: c.low,
-        close: c.close,
-        volume: c.volume,
-        notional: c.notional,
-        trades_count: c.trades_count,
-        price_scale: c.price_scale,
-        block_number: 0,
-        time: 0,
+    /// The engine's candle of `coin` this stored one is (block fields zero:
+    /// the store keeps no block).
+    pub fn candle(&self, coin: &str) -> Candle {
+        Candle {
+            coin: coin.to_owned(),
+            interval: self.interval,
+            open_time: self.open_time,
+            next_open: self.interval.next_open(self.open_time),
+            open: self.open,
+            high: self.high,
+            low: self.low,
+            close: self.close,
+            volume: self.volume,
+            notional: self.notional,
+            trades_count: self.trades_count,
+            price_scale: self.price_scale,
+            block_number: 0,
+            time: 0,
+        }
     }
 }
 
@@ -1272,6 +1275,7 @@ mod tests {
             close: c.close,
             volume: c.volume,
             notional: c.notional,
+            price_scale: c.price_scale,
             vwap,
         })
     }

@@ -72,16 +72,16 @@ fn by_block() -> Vec<(i64, Vec<u8>)> {
         .collect()
 }
 
-/// Every stored candle, by (coin, interval, open time), as the store gives
-/// them back.
-fn stored(state_dir: &Path) -> BTreeMap<(String, String, i64), String> {
+/// The stored candles of `coins`, by (coin, interval, open time), as the
+/// store gives them back.
+fn stored(state_dir: &Path, coins: &[String]) -> BTreeMap<(String, String, i64), String> {
     let (store, _) = l1gate::candles::store::CandleStore::open(state_dir, 0).unwrap();
     let reader = store.reader();
     let mut out = BTreeMap::new();
-    for coin in coins_of(&by_block()) {
+    for coin in coins {
         for interval in l1gate::candles::store::INTERVALS {
             for c in reader
-                .range(&coin, interval, 0, i64::MAX, usize::MAX, false)
+                .range(coin, interval, 0, i64::MAX, usize::MAX, false)
                 .unwrap()
             {
                 out.insert(
@@ -172,6 +172,7 @@ async fn imported_archive_hours_answer_lookups_as_the_independent_calculation() 
 #[test]
 fn the_older_formats_import_into_the_same_store() {
     let lines = by_block();
+    let coins = coins_of(&lines);
     let one = |dataset: &str, convert: fn(&[u8]) -> Vec<Vec<u8>>| {
         let dir = tempfile::tempdir().unwrap();
         let converted: Vec<(i64, Vec<u8>)> = lines
@@ -181,14 +182,14 @@ fn the_older_formats_import_into_the_same_store() {
         archive(dir.path(), dataset, &converted);
         let state = tempfile::tempdir().unwrap();
         import_ok(state.path(), &[dir.path()]);
-        stored(state.path())
+        stored(state.path(), &coins)
     };
     let by_block_store = {
         let dir = tempfile::tempdir().unwrap();
         archive(dir.path(), "node_fills_by_block", &lines);
         let state = tempfile::tempdir().unwrap();
         import_ok(state.path(), &[dir.path()]);
-        stored(state.path())
+        stored(state.path(), &coins)
     };
     assert!(!by_block_store.is_empty());
     // The older formats have no empty blocks: their data ends with the last
@@ -331,21 +332,14 @@ fn an_import_killed_mid_way_resumes_to_the_same_store() {
         String::from_utf8_lossy(&last.stderr)
     );
 
+    let coins = ["BTC", "ETH", "SOL", "HYPE", "PURR/USDC", "@107"].map(String::from);
     let dump = |dir: &Path| {
-        let (store, _) = l1gate::candles::store::CandleStore::open(dir, 0).unwrap();
-        let reader = store.reader();
-        let mut all = Vec::new();
-        for coin in ["BTC", "ETH", "SOL", "HYPE", "PURR/USDC", "@107"] {
-            for interval in l1gate::candles::store::INTERVALS {
-                for c in reader
-                    .range(coin, interval, 0, i64::MAX, usize::MAX, false)
-                    .unwrap()
-                {
-                    all.push(format!("{coin} {c:?}"));
-                }
-            }
-        }
-        (all, reader.candles(), reader.coverage())
+        // One open store at a time: `stored` opens it again.
+        let (count, coverage) = {
+            let (store, _) = l1gate::candles::store::CandleStore::open(dir, 0).unwrap();
+            (store.reader().candles(), store.reader().coverage())
+        };
+        (stored(dir, &coins), count, coverage)
     };
     let (want, want_count, want_coverage) = dump(whole.path());
     let (got, got_count, got_coverage) = dump(killed.path());
