@@ -20,7 +20,7 @@ use engine::market::candles::{Amount, Candle, Interval};
 use engine::num::Px;
 use parking_lot::RwLock;
 
-use store::{Gap, Span, StoreReader, interval_code};
+use store::{Gap, LookupError, Span, StoreReader, interval_code};
 
 /// Default oldest bucket served: 2025-07-27T08:00:00Z.
 pub const DEFAULT_HISTORY_START_MS: i64 = 1_753_603_200_000;
@@ -176,8 +176,22 @@ pub enum Miss {
         /// Block time of the last block folded, Unix ms (0 before any).
         processed_ms: i64,
     },
-    /// The writer stopped on a store error.
+    /// The writer stopped on a store error, or the store cannot be read.
     Unavailable(String),
+}
+
+impl From<LookupError> for Miss {
+    fn from(error: LookupError) -> Self {
+        match error {
+            LookupError::Damaged(damaged) => Miss::Damaged {
+                from_ms: damaged.from_ms,
+                to_ms: damaged.to_ms,
+            },
+            unreadable @ LookupError::Unreadable { .. } => {
+                Miss::Unavailable(unreadable.to_string())
+            }
+        }
+    }
 }
 
 impl Candles {
@@ -291,7 +305,8 @@ impl Candles {
                 });
             }
             Ok(None) => {}
-            Err(damaged) => {
+            Err(error @ LookupError::Unreadable { .. }) => return Err(error.into()),
+            Err(LookupError::Damaged(damaged)) => {
                 // Damage matters inside what the store holds; outside, the
                 // bucket was never stored anyway.
                 let next_open = interval.next_open(open_time);
@@ -310,7 +325,9 @@ impl Candles {
             }
         }
         if let Some(error) = error {
-            return Err(Miss::Unavailable(error));
+            return Err(Miss::Unavailable(format!(
+                "it cannot take new candles: {error}"
+            )));
         }
         let next_open = interval.next_open(open_time);
         let stored = self.store.coverage();
@@ -349,7 +366,8 @@ impl Candles {
     /// trades have none. The stored ones' VWAP is left out (zero).
     ///
     /// # Errors
-    /// [`Miss::Damaged`] when stored candles of the range are damaged.
+    /// [`Miss::Damaged`] when stored candles of the range are damaged,
+    /// [`Miss::Unavailable`] when the store cannot be read.
     pub fn range(
         &self,
         market: &str,
@@ -370,13 +388,7 @@ impl Candles {
                 .collect();
             (series, live.block_time_ms)
         };
-        let stored = self
-            .store
-            .range(&coin, interval, from, to, limit, newest)
-            .map_err(|damaged| Miss::Damaged {
-                from_ms: damaged.from_ms,
-                to_ms: damaged.to_ms,
-            })?;
+        let stored = self.store.range(&coin, interval, from, to, limit, newest)?;
         let mut out: Vec<CandleValues> = stored
             .iter()
             .map(|s| CandleValues {

@@ -5,7 +5,7 @@
 //! # Layout
 //!
 //! The storage engine is [redb](https://www.redb.org): one file of
-//! copy-on-write B-trees with checksummed, atomic commits. Three tables:
+//! copy-on-write B-trees with checksummed, atomic commits. Four tables:
 //!
 //! - `coins`: market name → a 32-bit id;
 //! - `chunks`: `(coin id, interval code, span start)` (13 bytes, big-endian,
@@ -187,7 +187,9 @@ impl Gap {
 pub struct Coverage {
     /// Disjoint spans folded whole, in time order (touching spans merge).
     pub spans: Vec<Span>,
-    /// Known gaps, in time order; none overlaps a span.
+    /// Known gaps, in time order. A gap splits the spans it falls inside;
+    /// one that a later span reaches over only in part stays, and lookups
+    /// answer it first.
     pub gaps: Vec<Gap>,
 }
 
@@ -385,6 +387,28 @@ pub struct Damaged {
     pub to_ms: i64,
 }
 
+/// Why a chunk read failed.
+enum ChunkRead {
+    Damaged,
+    Unreadable(LookupError),
+}
+
+/// Why a lookup has no answer from the store.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LookupError {
+    /// The chunk holding the candles failed its checks.
+    #[error(transparent)]
+    Damaged(#[from] Damaged),
+    /// The file could not be read (an I/O error, or the store closed).
+    #[error("candle store {path}: cannot be read: {message}")]
+    Unreadable {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        message: String,
+    },
+}
+
 /// What opening the store found.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Recovery {
@@ -413,11 +437,14 @@ pub struct CommitInfo {
     /// Block time folded whole by the writer that commits (the span it
     /// folded since it started; it merges with the stored coverage).
     pub covered: Option<Span>,
-    /// Gaps the writer found.
+    /// Gaps the writer found (all since it began: they are holes in
+    /// `covered`).
     pub gaps: Vec<Gap>,
     /// Block time the writer folded from its start to this commit having
-    /// handed every closed candle of it to the store: a damaged chunk whose
-    /// span lies inside is whole again.
+    /// handed every closed candle of it to the store: a damaged chunk is
+    /// whole from the first bucket opening in it on, when the span reaches
+    /// the chunk's end or past all the coverage the chunk had (nothing after
+    /// the span was stored, so nothing after it was lost).
     pub rebuilt: Option<Span>,
 }
 
@@ -475,13 +502,14 @@ impl StoreReader {
     /// `open_time` (`Ok(None)`: none stored).
     ///
     /// # Errors
-    /// [`Damaged`] when the chunk holding it failed its checks.
+    /// [`LookupError::Damaged`] when the chunk holding it failed its
+    /// checks; [`LookupError::Unreadable`] when the file cannot be read.
     pub fn get(
         &self,
         coin: &str,
         interval: Interval,
         open_time: i64,
-    ) -> Result<Option<StoredCandle>, Damaged> {
+    ) -> Result<Option<StoredCandle>, LookupError> {
         let Some(key) = self.key_of(coin, interval, open_time) else {
             return Ok(None);
         };
@@ -491,12 +519,12 @@ impl StoreReader {
             .damaged
             .get(&key)
             .is_some_and(|whole_from| open_time < *whole_from);
-        let found = self.with_chunk(&key, |chunk| chunk.get(open_time));
-        match found {
+        match self.with_chunk(&key, |chunk| chunk.get(open_time)) {
             Ok(Some(Some(c))) => Ok(Some(StoredCandle::of(interval, &c, true))),
-            Ok(_) if damaged => Err(Self::damaged(coin, interval, &key)),
+            Ok(_) if damaged => Err(Self::damaged(coin, interval, &key).into()),
             Ok(_) => Ok(None),
-            Err(()) => Err(Self::damaged(coin, interval, &key)),
+            Err(ChunkRead::Damaged) => Err(Self::damaged(coin, interval, &key).into()),
+            Err(ChunkRead::Unreadable(error)) => Err(error),
         }
     }
 
@@ -506,7 +534,8 @@ impl StoreReader {
     /// whose VWAP is not the stored ones'.
     ///
     /// # Errors
-    /// [`Damaged`] when a chunk of the range failed its checks.
+    /// [`LookupError::Damaged`] when a chunk of the range failed its
+    /// checks; [`LookupError::Unreadable`] when the file cannot be read.
     pub fn range(
         &self,
         coin: &str,
@@ -515,7 +544,7 @@ impl StoreReader {
         to: i64,
         limit: usize,
         newest: bool,
-    ) -> Result<Vec<StoredCandle>, Damaged> {
+    ) -> Result<Vec<StoredCandle>, LookupError> {
         let (Some(code), Some(first), Some(last)) = (
             interval_code(interval),
             chunk::span_start(interval, from),
@@ -531,18 +560,10 @@ impl StoreReader {
         }
         let (low, high) = (chunk_key(id, code, first), chunk_key(id, code, last));
         let mut out = Vec::new();
-        let Some(db) = self.db.read().clone() else {
-            return Ok(out);
-        };
-        let Ok(txn) = db.begin_read() else {
-            return Ok(out);
-        };
-        let Ok(table) = txn.open_table(CHUNKS) else {
-            return Ok(out);
-        };
-        let Ok(entries) = table.range(low..=high) else {
-            return Ok(out);
-        };
+        let db = self.open_db()?;
+        let txn = db.begin_read().map_err(|e| self.unreadable(&e))?;
+        let table = txn.open_table(CHUNKS).map_err(|e| self.unreadable(&e))?;
+        let entries = table.range(low..=high).map_err(|e| self.unreadable(&e))?;
         let damaged = self.state.read().damaged.clone();
         let entries: Box<dyn Iterator<Item = _>> = if newest {
             Box::new(entries.rev())
@@ -550,19 +571,17 @@ impl StoreReader {
             Box::new(entries)
         };
         for entry in entries {
-            let Ok((key, value)) = entry else {
-                break;
-            };
+            let (key, value) = entry.map_err(|e| self.unreadable(&e))?;
             let key = key.value();
             let Ok(chunk) = Chunk::parse(value.value()) else {
                 self.found_damaged.lock().insert(key);
-                return Err(Self::damaged(coin, interval, &key));
+                return Err(Self::damaged(coin, interval, &key).into());
             };
             if damaged
                 .get(&key)
                 .is_some_and(|whole_from| from < *whole_from)
             {
-                return Err(Self::damaged(coin, interval, &key));
+                return Err(Self::damaged(coin, interval, &key).into());
             }
             let rows: Vec<ChunkCandle> = chunk.range(from, to).collect();
             if newest {
@@ -597,30 +616,43 @@ impl StoreReader {
         Some(chunk_key(id, code, span))
     }
 
-    /// Runs `f` over the chunk at `key` (`Ok(None)`: no chunk); `Err` when
-    /// it fails its checks (and notes it for the writer).
+    /// Runs `f` over the chunk at `key` (`Ok(None)`: no chunk); a chunk
+    /// failing its checks is noted for the writer.
     fn with_chunk<T>(
         &self,
         key: &[u8; 13],
         f: impl FnOnce(&Chunk<'_>) -> T,
-    ) -> Result<Option<T>, ()> {
-        let Some(db) = self.db.read().clone() else {
-            return Ok(None);
-        };
-        let Ok(txn) = db.begin_read() else {
-            return Ok(None);
-        };
-        let Ok(table) = txn.open_table(CHUNKS) else {
-            return Ok(None);
-        };
-        let Ok(Some(value)) = table.get(key) else {
+    ) -> Result<Option<T>, ChunkRead> {
+        let unreadable = |e: &dyn std::fmt::Display| ChunkRead::Unreadable(self.unreadable(e));
+        let db = self.open_db().map_err(ChunkRead::Unreadable)?;
+        let txn = db.begin_read().map_err(|e| unreadable(&e))?;
+        let table = txn.open_table(CHUNKS).map_err(|e| unreadable(&e))?;
+        let Some(value) = table.get(key).map_err(|e| unreadable(&e))? else {
             return Ok(None);
         };
         if let Ok(chunk) = Chunk::parse(value.value()) {
             Ok(Some(f(&chunk)))
         } else {
             self.found_damaged.lock().insert(*key);
-            Err(())
+            Err(ChunkRead::Damaged)
+        }
+    }
+
+    /// The database, unless the store was closed.
+    fn open_db(&self) -> Result<Arc<redb::Database>, LookupError> {
+        self.db
+            .read()
+            .clone()
+            .ok_or_else(|| LookupError::Unreadable {
+                path: self.path.clone(),
+                message: "the store is closed".to_owned(),
+            })
+    }
+
+    fn unreadable(&self, error: &dyn std::fmt::Display) -> LookupError {
+        LookupError::Unreadable {
+            path: self.path.clone(),
+            message: error.to_string(),
         }
     }
 
@@ -862,7 +894,18 @@ impl CandleStore {
         if !old.is_file() {
             return Ok(None);
         }
-        let contents = v1::read(&old).map_err(|error| match error {
+        // In batches: the file may hold more candles than memory.
+        let mut failed = None;
+        let contents = v1::read(&old, |candles| {
+            match self.commit(candles, &CommitInfo::default()) {
+                Ok(_) => true,
+                Err(error) => {
+                    failed = Some(error);
+                    false
+                }
+            }
+        })
+        .map_err(|error| match error {
             v1::ReadError::Io(source) => StoreError::Io {
                 path: old.clone(),
                 source,
@@ -872,6 +915,9 @@ impl CandleStore {
                 message: message.to_owned(),
             },
         })?;
+        if let Some(error) = failed {
+            return Err(error);
+        }
         let mut info = CommitInfo::default();
         if let Some((block_number, block_time_ms, coverage_start_ms)) = contents.watermark {
             info.watermark = Some(Watermark {
@@ -893,17 +939,18 @@ impl CandleStore {
                 })
                 .collect();
         }
-        self.commit(&contents.candles, &info)?;
+        // The coverage last, once every candle is in.
+        self.commit(&[], &info)?;
         let moved = dir.join(format!("{}.carried-over", v1::FILE_NAME));
         std::fs::rename(&old, &moved).map_err(|source| StoreError::Io { path: old, source })?;
         tracing::info!(
-            candles = contents.candles.len(),
+            candles = contents.candles,
             damaged_records = contents.damaged_records,
             file = %moved.display(),
             "candle store: carried over the first store's candles"
         );
         Ok(Some(CarriedOver {
-            candles: contents.candles.len(),
+            candles: contents.candles,
             damaged_records: contents.damaged_records,
         }))
     }
@@ -929,8 +976,10 @@ impl CandleStore {
 
         let mut txn = self.db()?.begin_write().engine(&path)?;
         txn.set_quick_repair(true);
-        // Candles written, and those the rewritten chunks held before.
-        let (mut added, mut removed) = (0u64, 0u64);
+        // Candles in the rewritten chunks and those they held before (by
+        // their counts: a damaged chunk's are lost), and the candles new to
+        // the store.
+        let (mut added, mut removed, mut new_candles) = (0u64, 0u64, 0u64);
         {
             let mut coins = txn.open_table(COINS).engine(&path)?;
             let mut chunks = txn.open_table(CHUNKS).engine(&path)?;
@@ -993,13 +1042,21 @@ impl CandleStore {
                     .map_or(existing.len() as u64, |v| u64::from(v.value()));
                 added += merged.len() as u64;
                 removed += before;
+                new_candles += (merged.len() - existing.len()) as u64;
                 counts
                     .insert(&key, u32::try_from(merged.len()).unwrap_or(u32::MAX))
                     .engine(&path)?;
                 let bytes =
                     chunk::encode(interval, span, &merged).map_err(|e| StoreError::Format {
                         path: path.clone(),
-                        message: format!("cannot encode a chunk: {e}"),
+                        message: format!(
+                            "cannot encode the {interval} candles of {} from {}: {e}",
+                            state
+                                .names
+                                .get(key_parts(&key).0 as usize)
+                                .map_or("?", |name| &**name),
+                            feeds::time::format_iso8601_ms(span)
+                        ),
                     })?;
                 chunks.insert(&key, bytes.as_slice()).engine(&path)?;
             }
@@ -1009,6 +1066,7 @@ impl CandleStore {
                 // over: a damaged chunk it reaches is whole from there on
                 // (whole again when that is its start).
                 let before = state.damaged.clone();
+                let coverage = &state.coverage;
                 state.damaged.retain(|key, whole_from| {
                     let (_, code, from) = key_parts(key);
                     let Some(&interval) = INTERVALS.get(code) else {
@@ -1016,6 +1074,16 @@ impl CandleStore {
                     };
                     let to = from + chunk::span_ms(interval).unwrap_or(0);
                     if rebuilt.to_ms < from || rebuilt.from_ms >= to {
+                        return true;
+                    }
+                    // A rebuild ending inside the chunk restored it only if
+                    // nothing after its end was ever stored there: no
+                    // coverage reaches past it into the chunk.
+                    let stored_after = coverage
+                        .spans
+                        .iter()
+                        .any(|s| s.to_ms > rebuilt.to_ms && s.from_ms < to);
+                    if rebuilt.to_ms < to && stored_after {
                         return true;
                     }
                     // The first bucket of the interval opening in the span.
@@ -1033,7 +1101,13 @@ impl CandleStore {
                 });
                 meta_changed |= state.damaged != before;
             }
-            if let Some(watermark) = info.watermark {
+            // The watermark only moves forward: an import of older hours
+            // leaves the server's resume point where it was.
+            if let Some(watermark) = info.watermark.filter(|w| {
+                state
+                    .watermark
+                    .is_none_or(|old| w.block_time_ms >= old.block_time_ms)
+            }) {
                 state.watermark = Some(watermark);
                 meta.insert("watermark", encode_watermark(watermark).as_slice())
                     .engine(&path)?;
@@ -1067,7 +1141,7 @@ impl CandleStore {
         }
         txn.commit().engine(&path)?;
         *self.reader.state.write() = state;
-        Ok(added.saturating_sub(removed) as usize)
+        Ok(new_candles as usize)
     }
 
     /// Gives the file's free pages back to the file system (redb's
@@ -1519,10 +1593,10 @@ mod tests {
         }
         assert_eq!(damage_every_chunk(dir.path()), 2);
         let (mut store, _) = CandleStore::open(dir.path(), T0).unwrap();
-        let damaged = store
-            .reader()
-            .get("BTC", Interval::Second1, T0)
-            .unwrap_err();
+        let Err(LookupError::Damaged(damaged)) = store.reader().get("BTC", Interval::Second1, T0)
+        else {
+            panic!("the damaged chunk answers Damaged");
+        };
         assert_eq!(
             damaged.from_ms,
             chunk::span_start(Interval::Second1, T0).unwrap()
@@ -1544,20 +1618,30 @@ mod tests {
                 .unwrap()
                 .is_some()
         );
-        // A fold over the chunk's stretch from T0 + 20 s on: whole from there.
+        // A fold from T0 + 20 s that ends before what the store covered
+        // (to T0 + 101 s): the candles after it were not handed over, so
+        // nothing changes.
         let rebuilt_from = T0 + 20_000;
+        let chunk_end = T0 + chunk::span_ms(Interval::Second1).unwrap();
+        let rebuilt_to = |to_ms| CommitInfo {
+            rebuilt: Some(Span {
+                from_ms: rebuilt_from,
+                to_ms,
+            }),
+            ..CommitInfo::default()
+        };
         store
-            .commit(
-                &candles[20..],
-                &CommitInfo {
-                    rebuilt: Some(Span {
-                        from_ms: rebuilt_from,
-                        to_ms: T0 + 200_000,
-                    }),
-                    ..CommitInfo::default()
-                },
-            )
+            .commit(&candles[20..], &rebuilt_to(T0 + 90_000))
             .unwrap();
+        assert!(
+            store
+                .reader()
+                .get("BTC", Interval::Second1, T0 + 55_000)
+                .is_err()
+        );
+        // One past all the store ever covered (not to the chunk's end, an
+        // hour on): nothing after it was lost, so whole from T0 + 20 s on.
+        store.commit(&[], &rebuilt_to(T0 + 200_000)).unwrap();
         let reader = store.reader();
         assert!(reader.get("BTC", Interval::Second1, T0 + 10_000).is_err());
         assert!(
@@ -1580,7 +1664,7 @@ mod tests {
                 &CommitInfo {
                     rebuilt: Some(Span {
                         from_ms: chunk::span_start(Interval::Second1, T0).unwrap(),
-                        to_ms: T0 + 200_000,
+                        to_ms: chunk_end,
                     }),
                     ..CommitInfo::default()
                 },
@@ -1590,5 +1674,73 @@ mod tests {
         assert!(reader.get("BTC", Interval::Second1, T0).unwrap().is_some());
         assert!(reader.get("ETH", Interval::Second1, T0).unwrap().is_some());
         assert!(reader.damaged_chunks().is_empty());
+    }
+
+    #[test]
+    fn a_first_release_store_larger_than_a_batch_is_carried_over_in_batches() {
+        let dir = tempfile::tempdir().unwrap();
+        let half = v1::BATCH as i64 / 2 + 7_000;
+        let second: Vec<Candle> = (0..2 * half)
+            .map(|i| candle("BTC", Interval::Second1, T0 + i * 1_000, "81307.0"))
+            .collect();
+        let (early, late) = second.split_at(second.len() / 2);
+        let end = T0 + 2 * half * 1_000;
+        v1::write(
+            &dir.path().join(v1::FILE_NAME),
+            T0,
+            &[(early, (1, T0 + half * 1_000, T0)), (late, (2, end, T0))],
+        );
+        let (store, recovery) = CandleStore::open(dir.path(), T0).unwrap();
+        assert_eq!(recovery.carried_over.map(|c| c.candles), Some(second.len()));
+        let reader = store.reader();
+        assert_eq!(reader.candles(), second.len() as u64);
+        for c in second.iter().step_by(997).chain(second.last()) {
+            let got = reader
+                .get("BTC", Interval::Second1, c.open_time)
+                .unwrap()
+                .unwrap();
+            assert_eq!(text(&got), of(c));
+        }
+        assert_eq!(
+            reader.coverage().spans,
+            [Span {
+                from_ms: T0,
+                to_ms: end
+            }]
+        );
+    }
+
+    #[test]
+    fn the_watermark_only_moves_forward() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut store, _) = CandleStore::open(dir.path(), T0).unwrap();
+        store.commit(&[], &info(500, T0 + 600_000, T0)).unwrap();
+        // An import of older hours commits the blocks it folded.
+        store.commit(&[], &info(300, T0 + 120_000, T0)).unwrap();
+        assert_eq!(store.reader().watermark().unwrap().block_number, 500);
+        store.commit(&[], &info(501, T0 + 600_100, T0)).unwrap();
+        assert_eq!(store.reader().watermark().unwrap().block_number, 501);
+        drop(store);
+        let (store, _) = CandleStore::open(dir.path(), T0).unwrap();
+        assert_eq!(store.reader().watermark().unwrap().block_number, 501);
+    }
+
+    #[test]
+    fn a_lookup_the_file_cannot_answer_is_an_error_not_an_empty_bucket() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut store, _) = CandleStore::open(dir.path(), T0).unwrap();
+        let btc = candle("BTC", Interval::Second1, T0, "81307.0");
+        store.commit(&[btc], &info(1, T0 + 2_000, T0)).unwrap();
+        let reader = Arc::clone(store.reader());
+        assert!(reader.get("BTC", Interval::Second1, T0).unwrap().is_some());
+        drop(store);
+        assert!(matches!(
+            reader.get("BTC", Interval::Second1, T0),
+            Err(LookupError::Unreadable { .. })
+        ));
+        assert!(matches!(
+            reader.range("BTC", Interval::Second1, T0, T0 + 5_000, 10, false),
+            Err(LookupError::Unreadable { .. })
+        ));
     }
 }

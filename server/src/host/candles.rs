@@ -341,12 +341,17 @@ fn rebuild(
     let mut last: Option<(u64, i64)> = None;
     let mut whole = true;
     let mut rebuilt: Vec<Candle> = Vec::new();
+    let mut written = 0;
+    let mut failed: Option<StoreError> = None;
     fold_fills(data_dir, Start::Timestamp(resume_from(from_ms)), |block| {
         if let Some((number, _)) = last
             && block.number > number + 1
             && !feeds::legacy::is_time_number(block.number)
         {
+            // Blocks are missing: the stretch cannot be rebuilt whole (the
+            // batches committed hold buckets that closed before them).
             whole = false;
+            return false;
         }
         let from = *whole_from.get_or_insert(block.time_ms.max(from_ms));
         last = Some((block.number, block.time_ms));
@@ -359,8 +364,23 @@ fn rebuild(
                 .filter(|c| INTERVALS.contains(&c.interval) && c.open_time >= from)
                 .cloned(),
         );
+        // In batches, so that memory does not grow with the stretch; the
+        // coverage goes with the last one.
+        if rebuilt.len() >= MAX_PENDING {
+            match store.commit(&rebuilt, &CommitInfo::default()) {
+                Ok(n) => written += n,
+                Err(error) => {
+                    failed = Some(error);
+                    return false;
+                }
+            }
+            rebuilt.clear();
+        }
         block.time_ms < end
     })?;
+    if let Some(error) = failed {
+        return Err(error.to_string());
+    }
     let (Some((_, last_ms)), Some(from)) = (last, whole_from) else {
         return Ok(None);
     };
@@ -380,7 +400,7 @@ fn rebuild(
                 ..CommitInfo::default()
             },
         )
-        .map(Some)
+        .map(|n| Some(written + n))
         .map_err(|e| e.to_string())
 }
 
@@ -419,6 +439,10 @@ pub fn prime(
 
 /// Reads `data_dir`'s fills block by block from `from`, handing each to
 /// `each` until it answers `false` or the files end.
+///
+/// # Errors
+/// When the fills cannot be read, or a compressed file among them is
+/// damaged.
 fn fold_fills(
     data_dir: &std::path::Path,
     from: Start,
@@ -436,6 +460,11 @@ fn fold_fills(
     let now = crate::unix_now_ms();
     loop {
         let read = source.read(now).map_err(|e| e.to_string())?;
+        // A damaged compressed file: what the caller folded would miss its
+        // lines, so the fold fails, naming the file.
+        if let Some(damage) = source.take_damage().into_iter().next() {
+            return Err(damage.to_string());
+        }
         while let Some(block) = source.pop(now) {
             if !each(block) {
                 return Ok(());
@@ -703,18 +732,12 @@ impl Writer {
         if self.pending.is_empty() && self.committed == self.last && self.gaps.is_empty() {
             return Ok(0);
         }
-        // From the newest gap on: the span before it was committed with
-        // it, and a span reaching over a gap would fill it.
-        let span = self.span_from.map(|from| {
-            let from = self
-                .all_gaps
-                .iter()
-                .map(|gap| gap.to_ms)
-                .fold(from, i64::max);
-            Span {
-                from_ms: from,
-                to_ms: block_time_ms.max(from),
-            }
+        // The whole span since the writer began, with every gap it found
+        // (holes in it): a span cut at the newest gap would leave out the
+        // stretch between the last commit and that gap.
+        let span = self.span_from.map(|from| Span {
+            from_ms: from,
+            to_ms: block_time_ms.max(from),
         });
         let info = CommitInfo {
             watermark: Some(Watermark {
@@ -722,7 +745,7 @@ impl Writer {
                 block_time_ms,
             }),
             covered: span,
-            gaps: self.gaps.clone(),
+            gaps: self.all_gaps.clone(),
             // Every closed candle since the span began was handed over: a
             // damaged chunk inside it is whole again, unless a gap may
             // have cut into it.
@@ -757,5 +780,58 @@ impl Writer {
     /// caller).
     pub fn into_store(self) -> CandleStore {
         self.store
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    const T0: i64 = 1_753_603_200_000;
+
+    fn block(number: u64, time_ms: i64) -> CandleBlock {
+        CandleBlock {
+            number,
+            time_ms,
+            ..CandleBlock::default()
+        }
+    }
+
+    #[test]
+    fn a_gap_found_after_a_commit_keeps_the_stretch_before_it_covered() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = CandleStore::open(dir.path(), T0).unwrap();
+        let mut writer = Writer::new(store, None, WriterSettings::fresh(T0, T0));
+        for (number, at) in [(1, 1_000), (2, 2_000), (3, 3_000)] {
+            writer.fold(block(number, T0 + at));
+        }
+        writer.commit().unwrap();
+        // Folded after the commit, then blocks 5 to 9 missing.
+        writer.fold(block(4, T0 + 10_000));
+        writer.fold(block(10, T0 + 20_000));
+        writer.fold(block(11, T0 + 21_000));
+        writer.commit().unwrap();
+        let coverage = writer.store().reader().coverage();
+        let spans: Vec<(i64, i64)> = coverage
+            .spans
+            .iter()
+            .map(|s| (s.from_ms - T0, s.to_ms - T0))
+            .collect();
+        assert_eq!(spans, [(1_000, 10_000), (20_000, 21_000)]);
+        let gaps: Vec<(i64, i64)> = coverage
+            .gaps
+            .iter()
+            .map(|g| (g.from_ms - T0, g.to_ms - T0))
+            .collect();
+        assert_eq!(gaps, [(10_000, 20_000)]);
+        // And once more after a later commit: nothing moves.
+        writer.fold(block(12, T0 + 22_000));
+        writer.commit().unwrap();
+        let again = writer.store().reader().coverage();
+        assert_eq!(again.gaps, coverage.gaps);
+        assert_eq!(again.spans.len(), 2);
+        assert_eq!(again.spans[1].to_ms, T0 + 22_000);
     }
 }

@@ -29,7 +29,7 @@
 //! | bucket opens before the data the store was built from | 404 | `not_covered` |
 //! | market never seen in the data and not resolvable | 404 | `unknown_market` |
 //! | no trade in the bucket (complete, or so far) | 404 | `no_candle` |
-//! | the writer stopped on a store error and the bucket is not stored | 503 | `candles_unavailable` |
+//! | the writer stopped on a store error and the bucket is not stored, or the store cannot be read | 503 | `candles_unavailable` |
 //!
 //! A 200 body is `{"market","interval","bucket_start","open","high","low",
 //! "close","volume","trades_count","vwap"}`; prices are printed as the node
@@ -394,7 +394,7 @@ fn miss_response(request: &CandleQuery<'_>, miss: &Miss) -> Response {
         Miss::Unavailable(reason) => (
             StatusCode::SERVICE_UNAVAILABLE,
             "candles_unavailable",
-            format!("the candle store cannot take new candles: {reason}"),
+            format!("the candle store is unavailable: {reason}"),
         ),
     };
     let body = serde_json::json!({ "error": error, "message": message });

@@ -33,7 +33,7 @@ use engine::market::candles::Interval;
 use serde_json::{Map, Value, json};
 
 use crate::candles::store::INTERVALS;
-use crate::candles::{CandleValues, Candles};
+use crate::candles::{CandleValues, Candles, Miss};
 use crate::host::engine::{Command, EngineStatus, SubscribeError, read, subscribe};
 use crate::ws::protocol;
 use crate::ws::render::{self, Channel};
@@ -206,9 +206,29 @@ impl Local {
         }
         let part = stored_under(interval);
         let first = interval.bucket_open(start).max(candles.history_start_ms());
+        // An empty answer means no trades: a range the store cannot give
+        // whole is an error instead.
         let parts = candles
             .range(&coin, part, first, end.saturating_add(1), MAX_PARTS, true)
-            .unwrap_or_default();
+            .map_err(|miss| match miss {
+                Miss::Damaged { from_ms, to_ms } => (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "damaged",
+                    format!(
+                        "the stored {part} candles of {coin} from {} to {} are damaged and not rebuilt yet",
+                        feeds::time::format_iso8601_ms(from_ms),
+                        feeds::time::format_iso8601_ms(to_ms)
+                    ),
+                ),
+                other => (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "candles_unavailable",
+                    match other {
+                        Miss::Unavailable(reason) => format!("the candle store is unavailable: {reason}"),
+                        other => format!("the candle store cannot answer: {other:?}"),
+                    },
+                ),
+            })?;
         // Whole buckets only (a stored interval's candles are whole), and
         // the one still open at the end of the data.
         let mut buckets: Vec<CandleValues> = Vec::new();

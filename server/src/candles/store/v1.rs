@@ -19,6 +19,7 @@
 //! time is reported. All integers little-endian.
 
 use std::collections::HashMap;
+use std::io::Read as _;
 use std::path::Path;
 
 use engine::market::candles::{Amount, Candle, Interval};
@@ -38,12 +39,14 @@ const KIND_COIN: u8 = 1;
 const KIND_CANDLE: u8 = 2;
 const KIND_COMMIT: u8 = 3;
 const MAX_COIN_LEN: usize = 112;
+/// Committed candles handed over at once.
+pub const BATCH: usize = 65_536;
 
-/// What a v1 file held.
+/// What a v1 file held, besides its candles.
 #[derive(Debug, Clone, Default)]
 pub struct Contents {
-    /// Every committed candle (closed buckets), in file order.
-    pub candles: Vec<Candle>,
+    /// Committed candles (closed buckets) handed over.
+    pub candles: usize,
     /// The last commit: block number, block time (Unix ms) and the start of
     /// coverage (Unix ms); `None` for a file with no commit.
     pub watermark: Option<(u64, i64, i64)>,
@@ -66,16 +69,20 @@ pub enum ReadError {
     Format(&'static str),
 }
 
-/// Reads a v1 file whole.
+/// Reads a v1 file record by record, handing its committed candles to
+/// `each` in file order, at most [`BATCH`] at a time, so that memory does
+/// not grow with the file; `each` answers `false` to stop the reading.
 ///
 /// # Errors
 /// [`ReadError`] when it cannot be read or is not a v1 candle store.
-pub fn read(path: &Path) -> Result<Contents, ReadError> {
-    let bytes = std::fs::read(path)?;
+pub fn read(path: &Path, each: impl FnMut(&[Candle]) -> bool) -> Result<Contents, ReadError> {
+    let mut file = std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(path)?);
     let format = ReadError::Format;
-    let header = bytes
-        .get(..HEADER_LEN)
-        .ok_or_else(|| format("shorter than its header"))?;
+    let mut header = [0u8; HEADER_LEN];
+    file.read_exact(&mut header).map_err(|e| match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => format("shorter than its header"),
+        _ => ReadError::Io(e),
+    })?;
     if header.iter().all(|b| *b == 0) {
         // Created, then stopped before its header was durable: empty.
         return Ok(Contents::default());
@@ -83,23 +90,36 @@ pub fn read(path: &Path) -> Result<Contents, ReadError> {
     if &header[0..8] != MAGIC {
         return Err(format("not a v1 candle store (bad magic)"));
     }
-    if crc32fast::hash(&header[..60]) != u32_at(header, 60) {
+    if crc32fast::hash(&header[..60]) != u32_at(&header, 60) {
         return Err(format("v1 header checksum mismatch"));
     }
-    if u32_at(header, 8) != VERSION || u32_at(header, 12) as usize != RECORD_LEN {
+    if u32_at(&header, 8) != VERSION || u32_at(&header, 12) as usize != RECORD_LEN {
         return Err(format("not a v1 candle store (version or record size)"));
     }
-    Ok(scan(&bytes[HEADER_LEN..]))
+    scan(file, each)
 }
 
-fn scan(records: &[u8]) -> Contents {
+/// The records after the header; a partial record at the end is a torn
+/// write, like a batch without its commit.
+fn scan(
+    mut file: impl std::io::Read,
+    mut each: impl FnMut(&[Candle]) -> bool,
+) -> Result<Contents, ReadError> {
     let mut out = Contents::default();
+    let mut committed: Vec<Candle> = Vec::new();
     let mut coins: HashMap<u32, String> = HashMap::new();
     let mut pending_coins: Vec<(u32, String)> = Vec::new();
     let mut pending: Vec<(u32, Candle)> = Vec::new();
     let mut pending_bad = 0usize;
     let mut coverage_start = None;
-    for record in records.chunks_exact(RECORD_LEN) {
+    let mut buffer = [0u8; RECORD_LEN];
+    loop {
+        match file.read_exact(&mut buffer) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+            Err(e) => return Err(ReadError::Io(e)),
+        }
+        let record = &buffer[..];
         if record[0..4] != crc32fast::hash(&record[4..]).to_le_bytes() {
             pending_bad += 1;
             continue;
@@ -119,7 +139,7 @@ fn scan(records: &[u8]) -> Contents {
                     match coins.get(&id) {
                         Some(coin) => {
                             candle.coin.clone_from(coin);
-                            out.candles.push(candle);
+                            committed.push(candle);
                         }
                         None => pending_bad += 1,
                     }
@@ -135,11 +155,22 @@ fn scan(records: &[u8]) -> Contents {
                 }
                 coverage_start.get_or_insert(coverage);
                 out.watermark = Some((block_number, block_time_ms, coverage));
+                if committed.len() >= BATCH {
+                    out.candles += committed.len();
+                    if !each(&committed) {
+                        return Ok(out);
+                    }
+                    committed.clear();
+                }
             }
             _ => pending_bad += 1,
         }
     }
-    out
+    if !committed.is_empty() {
+        out.candles += committed.len();
+        each(&committed);
+    }
+    Ok(out)
 }
 
 fn decode_coin(r: &[u8]) -> Option<&str> {
