@@ -320,7 +320,10 @@ fn fold_stretch(
     .with_candle_intervals(&INTERVALS);
     let mut last_commit = Instant::now();
     let mut last_time: Option<i64> = None;
-    let mut damaged: Option<String> = None;
+    // The damaged file met last: why, and its hour's start.
+    let mut damaged: Option<(String, Option<i64>)> = None;
+    // The missing hours of an older dataset already recorded as gaps.
+    let mut missing_seen: BTreeSet<i64> = BTreeSet::new();
     let mut written = 0u64;
     let mut bytes_before = source.bytes();
     let legacy = dataset
@@ -329,15 +332,18 @@ fn fold_stretch(
         .is_some_and(|name| LineFormat::of_dir(&name).is_legacy());
     'read: loop {
         let read = source.read(0)?;
-        for error in source.take_damage() {
+        let damage = source.take_damage();
+        for error in &damage {
             let text = error.to_string();
             tracing::error!(error = %text, "import: a damaged file: its lines before the damage are folded, the rest skipped");
-            report.damaged.push(text.clone());
-            damaged = Some(text);
+            report.damaged.push(text);
         }
-        let at_end = read == 0;
+        // At a damage, every block read before it is folded first (the
+        // last one waits in the aligner for the next line), so that the
+        // gap runs from the last sound block to the next file's first.
+        let drain = read == 0 || !damage.is_empty();
         loop {
-            let block = if at_end {
+            let block = if drain {
                 source.finish()
             } else {
                 source.pop(0)
@@ -346,30 +352,35 @@ fn fold_stretch(
             if block.time_ms >= stop {
                 break 'read;
             }
-            if let Some(before) = last_time {
-                if let Some(reason) = damaged.take() {
-                    writer.gap(Gap {
-                        from_ms: before,
-                        to_ms: block.time_ms,
-                        reason,
-                    });
-                }
-                if legacy
-                    && let Some((from, _)) = dataset
-                        .missing
-                        .iter()
-                        .find(|(from, to)| before < *to && block.time_ms >= *from)
-                {
-                    writer.gap(Gap {
-                        from_ms: before,
-                        to_ms: block.time_ms,
-                        reason: format!(
-                            "the {} hour file of {} is missing",
-                            dataset.name,
-                            feeds::time::format_iso8601_ms(*from)
-                        ),
-                    });
-                }
+            if let Some((reason, hour_ms)) = damaged.take()
+                && let Some(from_ms) = last_time.or(hour_ms)
+                && from_ms < block.time_ms
+            {
+                writer.gap(Gap {
+                    from_ms,
+                    to_ms: block.time_ms,
+                    reason,
+                });
+            }
+            if legacy
+                && let Some(before) = last_time
+                && let Some(&(from, to)) = dataset
+                    .missing
+                    .iter()
+                    .find(|(from, to)| before < *to && block.time_ms >= *from)
+                && missing_seen.insert(from)
+            {
+                // Once per missing hour: the blocks of its last minutes that
+                // spilled into the next hour's file lie inside the gap.
+                writer.gap(Gap {
+                    from_ms: before,
+                    to_ms: block.time_ms.max(to),
+                    reason: format!(
+                        "the {} hour file of {} is missing",
+                        dataset.name,
+                        feeds::time::format_iso8601_ms(from)
+                    ),
+                });
             }
             let folded = market.apply(&block);
             report.blocks += 1;
@@ -388,7 +399,10 @@ fn fold_stretch(
                 progress(block.time_ms, report.bytes, report.candles + written);
             }
         }
-        if at_end {
+        if let Some(error) = damage.last() {
+            damaged = Some((error.to_string(), damaged_hour_ms(error)));
+        }
+        if read == 0 && damage.is_empty() {
             break;
         }
     }
@@ -465,6 +479,16 @@ fn open_datasets(root: &Path, report: &mut ImportReport) -> Result<Vec<Dataset>,
     Ok(out)
 }
 
+/// The start of the hour a damaged file holds (`…/YYYYMMDD/H.lz4`).
+fn damaged_hour_ms(error: &FeedError) -> Option<i64> {
+    let FeedError::Damaged { path, .. } = error else {
+        return None;
+    };
+    let hour = path.file_stem()?.to_str()?.parse().ok()?;
+    let date = path.parent()?.file_name()?.to_str()?.parse().ok()?;
+    hour_start_ms((date, hour))
+}
+
 /// Unix ms of `(YYYYMMDD, H)` read as UTC.
 fn hour_start_ms((date, hour): (u32, u32)) -> Option<i64> {
     let text = format!(
@@ -496,10 +520,7 @@ fn stage(paths: &[PathBuf], root: &Path, report: &mut ImportReport) -> Result<()
         })?;
         let mut files = Vec::new();
         if meta.is_dir() {
-            walk(path, &mut files).map_err(|e| ImportError::Path {
-                path: path.clone(),
-                message: e.to_string(),
-            })?;
+            walk(path, &mut files, &mut BTreeSet::new())?;
         } else {
             files.push(path.clone());
         }
@@ -554,13 +575,26 @@ fn hour_file_parts(file: &Path) -> Option<(&'static str, String, String)> {
     (hour_ok && date_ok).then_some((dataset, date, name))
 }
 
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        let path = entry.path();
-        let kind = std::fs::metadata(&path)?;
+/// The files under `dir`, following links to directories once each (a
+/// link loop ends there); an error names the path that failed.
+fn walk(
+    dir: &Path,
+    out: &mut Vec<PathBuf>,
+    visited: &mut BTreeSet<PathBuf>,
+) -> Result<(), ImportError> {
+    let failed = |path: &Path, e: std::io::Error| ImportError::Path {
+        path: path.to_owned(),
+        message: e.to_string(),
+    };
+    let real = std::fs::canonicalize(dir).map_err(|e| failed(dir, e))?;
+    if !visited.insert(real) {
+        return Ok(());
+    }
+    for entry in std::fs::read_dir(dir).map_err(|e| failed(dir, e))? {
+        let path = entry.map_err(|e| failed(dir, e))?.path();
+        let kind = std::fs::metadata(&path).map_err(|e| failed(&path, e))?;
         if kind.is_dir() {
-            walk(&path, out)?;
+            walk(&path, out, visited)?;
         } else if kind.is_file() {
             out.push(path);
         }

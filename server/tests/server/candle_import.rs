@@ -2,12 +2,14 @@
 //! unfiltered fills (crossing an hour boundary) compressed as the archive
 //! is, imported and looked up over HTTP against the independent calculation
 //! of `candles.rs`; the two older formats giving the same store; the
-//! hand-over between formats a gap that lookups name; a second import
-//! adding nothing; an import killed mid-way and resumed giving the same
-//! store as one run; and the refusal beside a running server.
+//! hand-over between formats a gap that lookups name; a damaged hour file
+//! leaving one gap from its last sound block while the next hours are
+//! imported; a missing older hour being one gap; a second import adding
+//! nothing; an import killed mid-way and resumed giving the same store as
+//! one run; and the refusal beside a running server.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use super::candles::{
@@ -20,13 +22,21 @@ const L1GATE: &str = env!("CARGO_BIN_EXE_l1gate");
 /// Before every block of the real fills (2026-03-14T23:59:59.991).
 const HISTORY_START: &str = "2026-03-14T00:00:00Z";
 
-fn import(state_dir: &Path, paths: &[&Path], extra: &[&str]) -> Output {
-    Command::new(L1GATE)
+/// A quiet `l1gate candles import` of `paths` into `state_dir`, with the
+/// candle history starting at `start`.
+fn import_command(state_dir: &Path, paths: &[&Path], start: &str) -> Command {
+    let mut command = Command::new(L1GATE);
+    command
         .args(["candles", "import"])
         .args(paths)
         .arg("--state-dir")
         .arg(state_dir)
-        .args(["--candle-history-start", HISTORY_START, "--quiet"])
+        .args(["--candle-history-start", start, "--quiet"]);
+    command
+}
+
+fn import(state_dir: &Path, paths: &[&Path], extra: &[&str]) -> Output {
+    import_command(state_dir, paths, HISTORY_START)
         .args(extra)
         .output()
         .unwrap()
@@ -43,26 +53,71 @@ fn import_ok(state_dir: &Path, paths: &[&Path]) -> String {
 /// (the real blocks straddle midnight: hours 23 and 0), each compressed
 /// with the `lz4` tool as the archive's are.
 fn archive(dir: &Path, dataset: &str, lines: &[(i64, Vec<u8>)]) {
-    let mut hours: BTreeMap<(String, u32), Vec<u8>> = BTreeMap::new();
+    let mut hours: BTreeMap<(String, u32), Vec<&[u8]>> = BTreeMap::new();
     for (time_ms, line) in lines {
-        let iso = feeds::time::format_iso8601_ms(*time_ms);
-        let date: String = iso[..10].chars().filter(char::is_ascii_digit).collect();
-        let hour: u32 = iso[11..13].parse().unwrap();
-        let text = hours.entry((date, hour)).or_default();
+        hours.entry(hour_of(*time_ms)).or_default().push(line);
+    }
+    for ((date, hour), lines) in hours {
+        hour_file(dir, dataset, &date, hour, &lines);
+    }
+}
+
+/// The archive's `(YYYYMMDD, H)` of a block time.
+fn hour_of(time_ms: i64) -> (String, u32) {
+    let iso = feeds::time::format_iso8601_ms(time_ms);
+    let date: String = iso[..10].chars().filter(char::is_ascii_digit).collect();
+    (date, iso[11..13].parse().unwrap())
+}
+
+/// One hour file of `lines`, compressed with the `lz4` tool; returns its
+/// path.
+fn hour_file(dir: &Path, dataset: &str, date: &str, hour: u32, lines: &[&[u8]]) -> PathBuf {
+    let plain = dir
+        .join(dataset)
+        .join("hourly")
+        .join(date)
+        .join(hour.to_string());
+    std::fs::create_dir_all(plain.parent().unwrap()).unwrap();
+    let mut text = Vec::new();
+    for line in lines {
         text.extend_from_slice(line);
         text.push(b'\n');
     }
-    for ((date, hour), text) in hours {
-        let plain = dir
-            .join(dataset)
-            .join("hourly")
-            .join(&date)
-            .join(hour.to_string());
-        std::fs::create_dir_all(plain.parent().unwrap()).unwrap();
-        std::fs::write(&plain, text).unwrap();
-        Tool::Lz4.compress(&plain, &plain.with_file_name(format!("{hour}.lz4")));
-        std::fs::remove_file(&plain).unwrap();
+    std::fs::write(&plain, text).unwrap();
+    let compressed = plain.with_file_name(format!("{hour}.lz4"));
+    Tool::Lz4.compress(&plain, &compressed);
+    std::fs::remove_file(&plain).unwrap();
+    compressed
+}
+
+/// A by-block line as the node would have written it `ms` later and
+/// `blocks` block numbers on (its times and its fills' times moved).
+fn shifted(line: &[u8], ms: i64, blocks: i64) -> Vec<u8> {
+    let mut text = String::from_utf8(line.to_vec()).unwrap();
+    for key in ["\"local_time\":\"", "\"block_time\":\""] {
+        let at = text.find(key).unwrap() + key.len();
+        let end = at + text[at..].find('"').unwrap();
+        let ns = feeds::time::parse_node_time_ns(&text.as_bytes()[at..end]).unwrap();
+        text.replace_range(at..end, &feeds::time::format_node_time(ns + ms * 1_000_000));
     }
+    let text = add_to(&text, "\"block_number\":", blocks);
+    add_to(&text, "\"time\":", ms).into_bytes()
+}
+
+/// `text` with `add` added to the number after every `key`.
+fn add_to(text: &str, key: &str, add: i64) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(key) {
+        let (head, tail) = rest.split_at(at + key.len());
+        out.push_str(head);
+        let digits = tail.bytes().take_while(u8::is_ascii_digit).count();
+        let n: i64 = tail[..digits].parse().unwrap();
+        out.push_str(&(n + add).to_string());
+        rest = &tail[digits..];
+    }
+    out.push_str(rest);
+    out
 }
 
 fn by_block() -> Vec<(i64, Vec<u8>)> {
@@ -281,12 +336,7 @@ fn an_import_killed_mid_way_resumes_to_the_same_store() {
     let root = source.path().join("hl/data");
     let start = "2026-05-05T00:00:00Z";
     let whole = tempfile::tempdir().unwrap();
-    let once = Command::new(L1GATE)
-        .args(["candles", "import"])
-        .arg(&root)
-        .arg("--state-dir")
-        .arg(whole.path())
-        .args(["--candle-history-start", start, "--quiet"])
+    let once = import_command(whole.path(), &[&root], start)
         .output()
         .unwrap();
     assert!(
@@ -297,18 +347,8 @@ fn an_import_killed_mid_way_resumes_to_the_same_store() {
 
     let killed = tempfile::tempdir().unwrap();
     for wait_ms in [300, 700, 1_200] {
-        let mut child = Command::new(L1GATE)
-            .args(["candles", "import"])
-            .arg(&root)
-            .arg("--state-dir")
-            .arg(killed.path())
-            .args([
-                "--candle-history-start",
-                start,
-                "--quiet",
-                "--commit-every-ms",
-                "50",
-            ])
+        let mut child = import_command(killed.path(), &[&root], start)
+            .args(["--commit-every-ms", "50"])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -318,12 +358,7 @@ fn an_import_killed_mid_way_resumes_to_the_same_store() {
         let _ = child.kill();
         child.wait().unwrap();
     }
-    let last = Command::new(L1GATE)
-        .args(["candles", "import"])
-        .arg(&root)
-        .arg("--state-dir")
-        .arg(killed.path())
-        .args(["--candle-history-start", start, "--quiet"])
+    let last = import_command(killed.path(), &[&root], start)
         .output()
         .unwrap();
     assert!(
@@ -369,4 +404,135 @@ async fn an_import_beside_a_running_server_is_refused() {
     );
     drop(server);
     import_ok(state.path(), &[dir.path()]);
+}
+
+#[tokio::test]
+async fn a_damaged_hour_leaves_a_gap_and_the_import_goes_on_with_the_next() {
+    // Hour 23: the first real block. Hour 0: eight small blocks, then the
+    // large one moved after them; its file is cut in the large block, so
+    // the small ones are sound. Hour 1: all ten blocks again, an hour
+    // later. Block numbers run on without a hole.
+    let lines = by_block();
+    let (first_time, first) = (lines[0].0, lines[0].1.clone());
+    let small: Vec<(i64, Vec<u8>)> = lines[2..]
+        .iter()
+        .map(|(time, line)| (*time, shifted(line, 0, -1)))
+        .collect();
+    let large = shifted(&lines[1].1, 2_000, 8);
+    let later: Vec<(i64, Vec<u8>)> = lines
+        .iter()
+        .map(|(time, line)| (time + 3_600_000, shifted(line, 3_600_000, 10)))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let (date, hour) = hour_of(first_time);
+    hour_file(dir.path(), "node_fills_by_block", &date, hour, &[&first]);
+    let mut zero: Vec<&[u8]> = small.iter().map(|(_, l)| l.as_slice()).collect();
+    zero.push(&large);
+    let (date, hour) = hour_of(small[0].0);
+    let damaged = hour_file(dir.path(), "node_fills_by_block", &date, hour, &zero);
+    // Again in 64 KiB blocks (the tool's default is one 4 MiB block), so
+    // that the cut leaves whole blocks before it.
+    let plain = damaged.with_extension("");
+    let mut text = zero.join(&b'\n');
+    text.push(b'\n');
+    std::fs::write(&plain, text).unwrap();
+    let status = Command::new("lz4")
+        .args(["-q", "-f", "-B4"])
+        .arg(&plain)
+        .arg(&damaged)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::fs::remove_file(&plain).unwrap();
+    let bytes = std::fs::read(&damaged).unwrap();
+    std::fs::write(&damaged, &bytes[..bytes.len() * 3 / 5]).unwrap();
+    // All in hour 1's file, the first block spilled from hour 0.
+    let (date, hour) = hour_of(later[1].0);
+    let one: Vec<&[u8]> = later.iter().map(|(_, l)| l.as_slice()).collect();
+    hour_file(dir.path(), "node_fills_by_block", &date, hour, &one);
+
+    let state = tempfile::tempdir().unwrap();
+    let out = import(state.path(), &[dir.path()], &[]);
+    let report = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        !out.status.success(),
+        "a damaged file fails the run: {report}"
+    );
+    assert!(report.contains("0.lz4"), "{report}");
+    let (store, _) = l1gate::candles::store::CandleStore::open(state.path(), 0).unwrap();
+    let coverage = store.reader().coverage();
+    drop(store);
+    // One gap, from the last sound block to the next file's first.
+    let (last_sound, next) = (small.last().unwrap().0, later[0].0);
+    assert_eq!(coverage.gaps.len(), 1, "{coverage:?}");
+    let gap = &coverage.gaps[0];
+    assert_eq!((gap.from_ms, gap.to_ms), (last_sound, next), "{gap:?}");
+    assert!(gap.reason.contains("truncated"), "{gap:?}");
+
+    let node = tempfile::tempdir().unwrap();
+    let state_dir = state.path().to_owned();
+    let server = TestServer::start(node.path(), |args| {
+        unlimited(args);
+        args.state_dir = Some(state_dir.clone());
+        args.candle_history_start = Some(HISTORY_START.to_owned());
+    })
+    .await;
+    let mut http = Http::connect(server.running.http_addr).await;
+    // The buckets before the damage and those of the next hour are served
+    // as the independent calculation gives them.
+    let mut before = vec![(first_time, first.clone())];
+    before.extend(small.iter().cloned());
+    let mut expected = expected_inside(&before);
+    let before_count = expected.len();
+    expected.extend(expected_inside(&later));
+    assert!(before_count > 0 && expected.len() > before_count);
+    for ((market, interval, open), want) in &expected {
+        let reply = http
+            .get(&candle_path(&server.key, market, interval, *open), None)
+            .await;
+        assert_candle(&reply, market, interval, *open, want);
+    }
+    // Inside the gap: said so, naming the damaged file.
+    let inside = last_sound + 60_000 - (last_sound + 60_000).rem_euclid(60_000);
+    let reply = http
+        .get(&candle_path(&server.key, "BTC", "1m", inside), None)
+        .await;
+    assert_eq!(reply.status, 404, "{}", reply.body);
+    assert_eq!(reply.body["error"], "gap", "{}", reply.body);
+    assert!(
+        reply.body["message"].as_str().unwrap().contains("0.lz4"),
+        "{}",
+        reply.body
+    );
+}
+
+#[test]
+fn a_missing_older_hour_is_one_gap_however_many_blocks_spill_into_it() {
+    // node_fills: hour 23, no hour 0, and an hour 1 file that begins with
+    // blocks of hour 0's last second.
+    let lines = by_block();
+    let to_fills = |line: &[u8]| fixtures::legacy::node_fills_lines(line);
+    let dir = tempfile::tempdir().unwrap();
+    let (date, hour) = hour_of(lines[0].0);
+    let first = to_fills(&lines[0].1);
+    let first: Vec<&[u8]> = first.iter().map(Vec::as_slice).collect();
+    hour_file(dir.path(), "node_fills", &date, hour, &first);
+    let spilled: Vec<Vec<u8>> = lines[2..]
+        .iter()
+        .flat_map(|(_, line)| to_fills(&shifted(line, 3_599_000, 0)))
+        .collect();
+    let spilled: Vec<&[u8]> = spilled.iter().map(Vec::as_slice).collect();
+    let hour_one = lines[2].0 - lines[2].0.rem_euclid(3_600_000) + 3_600_000;
+    let (date, hour) = hour_of(hour_one);
+    hour_file(dir.path(), "node_fills", &date, hour, &spilled);
+
+    let state = tempfile::tempdir().unwrap();
+    let report = import_ok(state.path(), &[dir.path()]);
+    assert!(report.contains("missing"), "{report}");
+    let (store, _) = l1gate::candles::store::CandleStore::open(state.path(), 0).unwrap();
+    let coverage = store.reader().coverage();
+    assert_eq!(coverage.gaps.len(), 1, "{coverage:?}");
+    let gap = &coverage.gaps[0];
+    assert_eq!((gap.from_ms, gap.to_ms), (lines[0].0, hour_one), "{gap:?}");
+    assert!(gap.reason.contains("missing"), "{gap:?}");
 }
