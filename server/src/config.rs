@@ -124,6 +124,12 @@ pub struct ServeArgs {
     /// guide); 0 turns the check off, e.g. to serve captured files.
     #[arg(long, env = "L1GATE_MARKET_STALE_AFTER_MS", value_name = "MS")]
     pub market_stale_after_ms: Option<u64>,
+    /// How long a subscription or an Info request that arrives while the
+    /// engine is still catching up with the node's files waits for it
+    /// before it is refused as retryable (UNAVAILABLE, HTTP 503, WebSocket
+    /// close 1013). Default 5000; 0 refuses at once.
+    #[arg(long, env = "L1GATE_READY_WAIT_MS", value_name = "MS")]
+    pub ready_wait_ms: Option<u64>,
     /// A market stream whose next frame is this far behind the newest
     /// folded block is lagging: incremental views end with ABORTED,
     /// snapshot views re-open on the newest state. Default 5000; 0 turns the
@@ -280,6 +286,7 @@ impl ServeArgs {
             candle_streaming: self.candle_streaming.or(lower.candle_streaming),
             candle_throttle_ms: self.candle_throttle_ms.or(lower.candle_throttle_ms),
             market_stale_after_ms: self.market_stale_after_ms.or(lower.market_stale_after_ms),
+            ready_wait_ms: self.ready_wait_ms.or(lower.ready_wait_ms),
             market_max_lag_ms: self.market_max_lag_ms.or(lower.market_max_lag_ms),
             l2_coalesce_ms: self.l2_coalesce_ms.or(lower.l2_coalesce_ms),
             info_url: self.info_url.or(lower.info_url),
@@ -391,6 +398,9 @@ pub struct Settings {
     /// Newest data older than this makes market streams UNAVAILABLE (None =
     /// never).
     pub market_stale_after: Option<Duration>,
+    /// How long a request waits for the engine to catch up before it is
+    /// refused as retryable.
+    pub ready_wait: Duration,
     /// A market stream this far behind the newest block is lagging (None =
     /// only a lapped ring).
     pub market_max_lag: Option<Duration>,
@@ -548,6 +558,10 @@ impl ServeArgs {
                 0 => None,
                 ms => Some(Duration::from_millis(ms)),
             },
+            ready_wait: Duration::from_millis(
+                self.ready_wait_ms
+                    .unwrap_or(crate::host::engine::READY_WAIT_MS),
+            ),
             market_max_lag: match self.market_max_lag_ms.unwrap_or(5_000) {
                 0 => None,
                 ms => Some(Duration::from_millis(ms)),

@@ -83,8 +83,13 @@ fn run_edge(command: l1gate::cli::EdgeCommand) -> anyhow::Result<()> {
             running.started_from, running.server.grpc_addr, running.server.http_addr
         );
         shutdown_signal().await?;
-        tracing::info!("shutting down");
-        drop(running);
+        tracing::info!("shutting down: telling clients, then a last checkpoint and commit");
+        let mut running = running;
+        running.server.drain().await;
+        tokio::task::spawn_blocking(move || drop(running))
+            .await
+            .context("shutting down")?;
+        tracing::info!("stopped");
         Ok(())
     })
 }
@@ -307,9 +312,10 @@ fn run_serve(command: ServeCommand) -> anyhow::Result<()> {
             }
         }
         shutdown_signal().await?;
-        tracing::info!("shutting down");
-        running.shutdown();
+        tracing::info!("shutting down: telling clients, then a last checkpoint and commit");
+        running.stop().await;
         drop(demo);
+        tracing::info!("stopped");
         Ok(())
     })
 }

@@ -1,8 +1,22 @@
 //! `l1gate serve`: wires the feeds, the engine and candle store threads, the
 //! gRPC services (raw feed, market streaming, Transaction Stream,
-//! reflection, health) and the HTTP edge, and runs them until Ctrl-C. An
-//! edge (`l1gate edge`, [`crate::bus::edge`]) runs the same server over its
-//! copy of the bus ([`start_with`]).
+//! reflection, health) and the HTTP edge, and runs them until Ctrl-C or
+//! SIGTERM. An edge (`l1gate edge`, [`crate::bus::edge`]) runs the same
+//! server over its copy of the bus ([`start_with`]).
+//!
+//! # Stopping
+//!
+//! [`Running::drain`] stops the server the way its clients can ride
+//! through: the listeners stop accepting; every open stream is ended with
+//! a reason a client retries on — gRPC streams with UNAVAILABLE saying the
+//! server is shutting down, WebSocket connections with close 1001 (going
+//! away), HTTP/2 connections with GOAWAY, HTTP/1 connections once their
+//! request is answered — and the server waits up to [`DRAIN`] for them to
+//! go. Dropping [`Running`] then stops the engine thread (which writes a
+//! last checkpoint when checkpoints are on) and the candle writer (a last
+//! commit), and saves key usage. A client that reconnects to the
+//! restarted server resumes: a raw-feed stream from its last cursor, a
+//! market stream from a fresh opening.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -10,6 +24,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 use tonic::service::interceptor::InterceptedService;
 
 use engine::views::ViewSettings;
@@ -30,6 +45,9 @@ use crate::host::engine::{CandleFeed, EngineSettings, EngineThread};
 use crate::host::feeds::LiveFeeds;
 use crate::metrics::Metrics;
 use crate::upstream::UpstreamClient;
+
+/// Longest a stopping server waits for its clients to go ([`Running::drain`]).
+pub const DRAIN: Duration = Duration::from_secs(5);
 
 /// How often the keys file is checked for changes.
 const KEYS_RELOAD_EVERY: Duration = Duration::from_secs(1);
@@ -67,18 +85,58 @@ pub struct Running {
     /// The candle writer thread (stopped, after a last commit, when the
     /// server is dropped).
     pub candle_writer: CandleWriter,
+    /// Cancelled when the server starts stopping: the listeners and the
+    /// WebSocket connections watch it.
+    shutdown: CancellationToken,
+    /// Every supervised stream.
+    flow: Supervisor,
+    /// The gRPC server, which ends once its connections are gone.
+    grpc: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Running {
-    /// Stops every task of the server.
+    /// Stops every task of the server at once.
     pub fn shutdown(self) {
         drop(self);
+    }
+
+    /// Tells every client that the server is going and waits up to
+    /// [`DRAIN`] for them to go (see the module docs); drop the server
+    /// afterwards. Returns the streams still open at the deadline.
+    pub async fn drain(&mut self) -> usize {
+        let deadline = tokio::time::Instant::now() + DRAIN;
+        self.shutdown.cancel();
+        self.flow.end_all_for_shutdown();
+        if let Some(grpc) = self.grpc.take() {
+            let abort = grpc.abort_handle();
+            if tokio::time::timeout_at(deadline, grpc).await.is_err() {
+                abort.abort();
+            }
+        }
+        while self.flow.watched() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        self.flow.watched()
+    }
+
+    /// [`Running::drain`], then the engine (a last checkpoint), the candle
+    /// writer (a last commit) and the rest stopped, off the async threads.
+    pub async fn stop(mut self) {
+        let left = self.drain().await;
+        if left > 0 {
+            tracing::warn!(
+                streams = left,
+                "shutdown: streams still open after the drain; closing them"
+            );
+        }
+        let _ = tokio::task::spawn_blocking(move || drop(self)).await;
     }
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        for task in &self.tasks {
+        self.shutdown.cancel();
+        for task in self.tasks.iter().chain(&self.grpc) {
             task.abort();
         }
     }
@@ -156,6 +214,7 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
     let grpc_addr = grpc_listener.local_addr()?;
     let http_addr = http_listener.local_addr()?;
 
+    let shutdown = CancellationToken::new();
     let mut tasks = vec![
         live.spawn_refresher(settings.raw_feed.poll_interval),
         auth.spawn_reloader(settings.keys_file.clone(), KEYS_RELOAD_EVERY),
@@ -275,6 +334,7 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
                 candles: settings.candle_streaming,
             },
             checkpoints: Some(checkpoints),
+            ready_wait: settings.ready_wait,
         },
         Some(CandleFeed {
             from: candles_from,
@@ -393,6 +453,7 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
         .routes(),
     );
     let transaction_flow = flow.clone();
+    let supervisor = flow.clone();
     // The exchange's WebSocket API on the HTTP address (crate::ws).
     let api = api.merge(
         crate::ws::WsService {
@@ -402,6 +463,7 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
             info: info_feed,
             lookup,
             limits: crate::ws::Limits::default(),
+            shutdown: shutdown.clone(),
         }
         .routes(),
     );
@@ -459,11 +521,19 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
         connections.clone(),
         access.metrics().grpc_writes(),
     );
-    tasks.push(tokio::spawn(async move {
-        if let Err(error) = router.serve_with_incoming(incoming).await {
-            tracing::error!(%error, "gRPC server stopped");
+    // On shutdown: no new connections, GOAWAY on the open ones, and the
+    // task ends once they are gone.
+    let grpc = tokio::spawn({
+        let stopping = shutdown.clone().cancelled_owned();
+        async move {
+            if let Err(error) = router
+                .serve_with_incoming_shutdown(incoming, stopping)
+                .await
+            {
+                tracing::error!(%error, "gRPC server stopped");
+            }
         }
-    }));
+    });
 
     let health = crate::http::Health {
         live: live.clone(),
@@ -481,6 +551,7 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
         connections,
         settings.http_timeouts,
         metrics,
+        shutdown.clone(),
     )));
 
     tracing::info!(%grpc_addr, %http_addr, data = %data.display(), "serving");
@@ -493,6 +564,9 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
         candles,
         usage,
         candle_writer,
+        shutdown,
+        flow: supervisor,
+        grpc: Some(grpc),
     })
 }
 

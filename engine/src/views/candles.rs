@@ -122,6 +122,12 @@ impl View for CandleSubscription {
             .collect())
     }
 
+    /// A candle of a coin the market has never seen is refused, as every
+    /// other coin's view is.
+    fn listed_coins(key: &CandleKey) -> Vec<&str> {
+        vec![key.coin.as_str()]
+    }
+
     fn open(
         market: &mut Market,
         key: &CandleKey,

@@ -91,6 +91,8 @@ pub enum EndReason {
     Rotated,
     /// Its key's byte quota for the period is used up.
     Quota,
+    /// The server is shutting down (or restarting).
+    Shutdown,
 }
 
 impl EndReason {
@@ -103,6 +105,7 @@ impl EndReason {
             EndReason::Forbidden => "forbidden",
             EndReason::Rotated => "rotated",
             EndReason::Quota => "quota",
+            EndReason::Shutdown => "shutdown",
         }
     }
 }
@@ -271,6 +274,21 @@ impl Supervisor {
                 ),
             };
             slot.end(reason, status);
+        }
+    }
+
+    /// Ends every open stream with UNAVAILABLE saying that the server is
+    /// shutting down: a client reconnects and resumes (a raw-feed stream
+    /// from its last cursor, a market stream from a fresh opening).
+    pub fn end_all_for_shutdown(&self) {
+        for slot in self.live() {
+            slot.end(
+                EndReason::Shutdown,
+                Status::unavailable(
+                    "the server is shutting down (a restart, say): reconnect in a few seconds \
+                     and resume",
+                ),
+            );
         }
     }
 
@@ -479,6 +497,12 @@ impl Slot {
                 view = self.view,
                 reason = reason.label(),
                 "stream ended: its key's byte quota is used up"
+            ),
+            EndReason::Shutdown => tracing::debug!(
+                key_id = %self.key_id,
+                service = self.service,
+                view = self.view,
+                "stream ended: the server is shutting down"
             ),
         }
     }

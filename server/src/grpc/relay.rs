@@ -65,7 +65,7 @@ impl RelaySource {
         if let Some(status) = stale(&self.status, self.stale_after) {
             return Err(status);
         }
-        let opened = subscribe(&self.commands, key.clone())
+        let opened = subscribe(&self.commands, &self.status, key.clone())
             .await
             .map_err(status_of)?;
         let mut relay = Relay {
@@ -152,7 +152,7 @@ impl<M> Relay<M> {
         self.slot.set_receiver(None);
         self.pending.clear();
         self.show_front();
-        let opened = subscribe(&self.source.commands, self.key.clone())
+        let opened = subscribe(&self.source.commands, &self.source.status, self.key.clone())
             .await
             .map_err(status_of)?;
         self.take(opened);

@@ -18,8 +18,11 @@
 //! the files are tailed. From a snapshot, with a candle store, the fills
 //! from the store's resume point are folded into trades and candles first
 //! (see [`crate::host::candles`]). Until catch-up first reaches the end of
-//! the files the views are not ready and subscribing fails with
-//! [`SubscribeError::NotReady`].
+//! the files the views are not ready: a subscription or a read that
+//! arrives then waits for them ([`subscribe`], [`read`]), at most the
+//! engine's `ready_wait` ([`READY_WAIT_MS`] by default), and only then
+//! fails with [`SubscribeError::NotReady`] — a refusal the edges make
+//! retryable, never one a client reads as its own mistake.
 //!
 //! # Checkpoints
 //!
@@ -98,7 +101,15 @@ pub struct EngineSettings {
     /// Where engine checkpoints are read at start and written (`None`:
     /// neither).
     pub checkpoints: Option<Checkpoints>,
+    /// How long a subscription or read waits for the views to be ready.
+    pub ready_wait: Duration,
 }
+
+/// How long a subscription or read that arrives before the engine caught
+/// up waits for it, by default (ms): a restart's catch-up from a recent
+/// checkpoint takes a fraction of this, and SDKs time their requests out
+/// after 10 s or more.
+pub const READY_WAIT_MS: u64 = 5_000;
 
 impl Default for EngineSettings {
     fn default() -> Self {
@@ -108,6 +119,7 @@ impl Default for EngineSettings {
             align_grace: Duration::from_secs(1),
             views: ViewSettings::default(),
             checkpoints: None,
+            ready_wait: Duration::from_millis(READY_WAIT_MS),
         }
     }
 }
@@ -166,7 +178,10 @@ pub struct CandleFeed {
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum SubscribeError {
     /// The engine is still catching up with the files.
-    #[error("market views are not ready yet: the engine is catching up with the node files")]
+    #[error(
+        "market views are not ready yet: the engine is still catching up with the node files; \
+         retry in a few seconds"
+    )]
     NotReady,
     /// The engine thread is gone.
     #[error("the engine has stopped")]
@@ -227,6 +242,10 @@ impl std::fmt::Debug for Command {
 #[derive(Debug, Default)]
 pub struct EngineStatus {
     ready: AtomicBool,
+    /// Woken when the views become ready or the thread stops.
+    ready_wake: tokio::sync::Notify,
+    /// `EngineSettings::ready_wait`, ms.
+    ready_wait_ms: AtomicU64,
     height: AtomicU64,
     block_time_ms: AtomicI64,
     keys: AtomicU64,
@@ -310,6 +329,31 @@ impl EngineStatus {
         self.ready.load(Ordering::Acquire)
     }
 
+    /// Waits until the views are ready (or the thread stopped), at most the
+    /// engine's `ready_wait`; whether they are ready.
+    pub async fn until_ready(&self) -> bool {
+        let bound = Duration::from_millis(self.ready_wait_ms.load(Ordering::Acquire));
+        let settled = async {
+            loop {
+                let woken = self.ready_wake.notified();
+                tokio::pin!(woken);
+                // Registered before the check, so no wake-up falls between.
+                woken.as_mut().enable();
+                if self.ready() || self.error().is_some() {
+                    return;
+                }
+                woken.await;
+            }
+        };
+        let _ = tokio::time::timeout(bound, settled).await;
+        self.ready()
+    }
+
+    fn mark_ready(&self) {
+        self.ready.store(true, Ordering::Release);
+        self.ready_wake.notify_waiters();
+    }
+
     /// The last folded block (0 before the first).
     pub fn height(&self) -> u64 {
         self.height.load(Ordering::Acquire)
@@ -372,6 +416,8 @@ impl EngineThread {
     ) -> std::io::Result<Self> {
         let (commands, inbox) = crossbeam_channel::unbounded();
         let status = Arc::new(EngineStatus::default());
+        let ready_wait_ms = u64::try_from(settings.ready_wait.as_millis()).unwrap_or(u64::MAX);
+        status.ready_wait_ms.store(ready_wait_ms, Ordering::Release);
         let wake = live.wake(&Needs::ALL.sources());
         let join = {
             let status = Arc::clone(&status);
@@ -384,6 +430,8 @@ impl EngineThread {
                         tracing::error!(%error, "engine thread stopped");
                         *status.error.lock().unwrap_or_else(PoisonError::into_inner) = Some(error);
                     }
+                    // Whoever waits for the views learns that they will not come.
+                    status.ready_wake.notify_waiters();
                 })?
         };
         Ok(Self {
@@ -414,18 +462,19 @@ impl Drop for EngineThread {
 }
 
 /// Runs `read` on the engine thread against the market as it stands
-/// between blocks and answers with its result.
+/// between blocks and answers with its result; before the engine caught
+/// up, first waits for it ([`EngineStatus::until_ready`]).
 ///
 /// # Errors
-/// `NotReady` before the engine caught up with the files, `Stopped` when
-/// the thread is gone.
+/// `NotReady` when the engine did not catch up with the files within its
+/// `ready_wait`, `Stopped` when the thread is gone.
 pub async fn read<T: Send + 'static>(
     commands: &Sender<Command>,
     status: &EngineStatus,
     read: impl FnOnce(&Market) -> T + Send + 'static,
 ) -> Result<T, SubscribeError> {
-    if !status.ready() {
-        return Err(SubscribeError::NotReady);
+    if !status.until_ready().await {
+        return Err(not_ready(status));
     }
     let (reply, answer) = oneshot::channel();
     commands
@@ -436,16 +485,34 @@ pub async fn read<T: Send + 'static>(
     answer.await.map_err(|_| SubscribeError::Stopped)
 }
 
-/// Subscribes through `commands`.
+/// Subscribes through `commands`; before the engine caught up, first waits
+/// for it ([`EngineStatus::until_ready`]).
 ///
 /// # Errors
-/// [`SubscribeError`] from the thread, or `Stopped` when it is gone.
-pub async fn subscribe(commands: &Sender<Command>, key: Key) -> Result<Opened, SubscribeError> {
+/// [`SubscribeError`] from the thread, `NotReady` when the engine did not
+/// catch up within its `ready_wait`, or `Stopped` when it is gone.
+pub async fn subscribe(
+    commands: &Sender<Command>,
+    status: &EngineStatus,
+    key: Key,
+) -> Result<Opened, SubscribeError> {
+    if !status.until_ready().await {
+        return Err(not_ready(status));
+    }
     let (reply, answer) = oneshot::channel();
     commands
         .send(Command::Subscribe { key, reply })
         .map_err(|_| SubscribeError::Stopped)?;
     answer.await.map_err(|_| SubscribeError::Stopped)?
+}
+
+/// `NotReady`, or `Stopped` when the thread stopped while catching up.
+fn not_ready(status: &EngineStatus) -> SubscribeError {
+    if status.error().is_some() {
+        SubscribeError::Stopped
+    } else {
+        SubscribeError::NotReady
+    }
 }
 
 struct Entry {
@@ -604,10 +671,13 @@ impl<'s> Writer<'s> {
     fn run(mut self, inbox: &Receiver<Command>, wake: &Wake) -> Result<(), String> {
         loop {
             match self.drain(inbox)? {
-                Drained::Stop => return Ok(()),
+                Drained::Stop => {
+                    self.checkpoint_at_stop();
+                    return Ok(());
+                }
                 Drained::Idle => {
                     if !self.status.ready() {
-                        self.status.ready.store(true, Ordering::Release);
+                        self.status.mark_ready();
                         if let Some(sink) = &self.candles {
                             let _ = sink.send(CandleMessage::CaughtUp);
                         }
@@ -620,7 +690,10 @@ impl<'s> Writer<'s> {
                 Drained::Failed => {}
             }
             match self.wait(inbox, wake) {
-                Woken::Command(Command::Stop) | Woken::Disconnected => return Ok(()),
+                Woken::Command(Command::Stop) | Woken::Disconnected => {
+                    self.checkpoint_at_stop();
+                    return Ok(());
+                }
                 Woken::Command(command) => self.command(command),
                 Woken::Files(pending) => self.refresh(pending),
                 Woken::Timeout => {
@@ -658,6 +731,25 @@ impl<'s> Writer<'s> {
         {
             log_checkpoint(checkpointer.take_now(&self.market, crate::unix_now_ms()));
         }
+    }
+
+    /// Takes a last checkpoint when the thread stops, if the market folded
+    /// past the last one, and waits for it to be written: a restart then
+    /// starts where this run ended instead of folding again what it had.
+    /// Not before catch-up (the files it was reading are still there).
+    fn checkpoint_at_stop(&mut self) {
+        let Some(checkpointer) = self.checkpointer.as_mut() else {
+            return;
+        };
+        let height = self.market.height();
+        let behind = height.is_some_and(|h| checkpointer.last_block().is_none_or(|last| last < h));
+        if self.status.ready() && behind {
+            log_checkpoint(checkpointer.take_now(&self.market, crate::unix_now_ms()));
+        }
+        log_checkpoint(Progress {
+            finished: checkpointer.finish(),
+            taken: None,
+        });
     }
 
     /// Waits for a command, a file change or the next deadline (a block's
@@ -1116,5 +1208,83 @@ mod tests {
         }
         let fourth = Writer::new(&live, settings, None, wakeups, &status).unwrap();
         assert_eq!(fourth.market.height(), Some(newest_snapshot));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_request_before_catch_up_waits_for_it_within_the_bound() {
+        let status = Arc::new(EngineStatus::default());
+        status.ready_wait_ms.store(60_000, Ordering::Release);
+        let waiting = tokio::spawn({
+            let status = Arc::clone(&status);
+            async move { status.until_ready().await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!waiting.is_finished(), "it waits while catching up");
+        status.mark_ready();
+        assert!(waiting.await.unwrap(), "and is let through when ready");
+        // With no bound left, a request is refused at once as not ready.
+        let status = EngineStatus::default();
+        assert!(!status.until_ready().await);
+        let (commands, _inbox) = crossbeam_channel::unbounded();
+        let refused = read(&commands, &status, |_| ()).await;
+        assert_eq!(refused, Err(SubscribeError::NotReady));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_thread_that_stops_while_catching_up_lets_its_waiters_go() {
+        let status = Arc::new(EngineStatus::default());
+        status.ready_wait_ms.store(60_000, Ordering::Release);
+        let waiting = tokio::spawn({
+            let status = Arc::clone(&status);
+            async move {
+                let (commands, _inbox) = crossbeam_channel::unbounded::<Command>();
+                read(&commands, &status, |_| ()).await
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        *status.error.lock().unwrap() = Some("the node files are gone".into());
+        status.ready_wake.notify_waiters();
+        assert_eq!(waiting.await.unwrap(), Err(SubscribeError::Stopped));
+    }
+
+    #[tokio::test]
+    async fn a_stopping_engine_checkpoints_where_it_ended_once() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (live, last) = node(&tmp.path().join("node"));
+        let (wakeups, _dispatcher) = crate::host::wakeups::Wakeups::spawn();
+        let status = EngineStatus::default();
+        // Far apart: no checkpoint falls due while folding.
+        let checkpoints = Checkpoints::under(
+            &tmp.path().join("state"),
+            CheckpointPolicy {
+                every_blocks: 1_000_000,
+                every_ms: 0,
+                keep: 3,
+            },
+        );
+        let settings = EngineSettings {
+            align_grace: Duration::from_millis(1),
+            checkpoints: Some(checkpoints.clone()),
+            ..EngineSettings::default()
+        };
+        let mut writer =
+            Writer::new(&live, settings.clone(), None, wakeups.clone(), &status).unwrap();
+        fold_all(&mut writer);
+        // Not caught up yet as far as the thread knows: nothing written.
+        writer.checkpoint_at_stop();
+        assert!(file::list(&checkpoints.dir).unwrap_or_default().is_empty());
+        status.mark_ready();
+        writer.checkpoint_at_stop();
+        let written = file::list(&checkpoints.dir).unwrap();
+        assert_eq!(
+            written.iter().map(|c| c.block_number).collect::<Vec<_>>(),
+            [last]
+        );
+        // Stopping again at the same block writes nothing new, and the next
+        // start begins where the stopped one ended.
+        writer.checkpoint_at_stop();
+        assert_eq!(file::list(&checkpoints.dir).unwrap().len(), 1);
+        let restarted = Writer::new(&live, settings, None, wakeups, &status).unwrap();
+        assert_eq!(restarted.market.height(), Some(last));
     }
 }

@@ -29,6 +29,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
 
 use crate::access::connections::{ConnectionGuard, Connections};
 use crate::metrics::Metrics;
@@ -62,9 +63,15 @@ pub async fn serve(
     connections: Connections,
     timeouts: HttpTimeouts,
     metrics: Arc<Metrics>,
+    shutdown: CancellationToken,
 ) {
     loop {
-        let (socket, peer) = match listener.accept().await {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            // Stopping: no new connections (the listener closes here).
+            () = shutdown.cancelled() => return,
+        };
+        let (socket, peer) = match accepted {
             Ok(accepted) => accepted,
             Err(error) => {
                 if crate::metrics::warn_allowed("http accept", Duration::from_secs(10)) {
@@ -86,6 +93,7 @@ pub async fn serve(
             timeouts,
             guard,
             Arc::clone(&metrics),
+            shutdown.clone(),
         ));
     }
 }
@@ -97,6 +105,7 @@ async fn serve_connection(
     timeouts: HttpTimeouts,
     guard: ConnectionGuard,
     metrics: Arc<Metrics>,
+    shutdown: CancellationToken,
 ) {
     let held = HeldConnection {
         _guard: Arc::new(guard),
@@ -140,6 +149,12 @@ async fn serve_connection(
                     tracing::debug!(%error, "HTTP connection ended");
                 }
                 return;
+            }
+            // Stopping: the request being answered is finished, then the
+            // connection closes.
+            () = shutdown.cancelled(), if closing.is_none() => {
+                connection.as_mut().graceful_shutdown();
+                closing = Some(Instant::now());
             }
             () = tokio::time::sleep(check) => {
                 if let Some(since) = closing {

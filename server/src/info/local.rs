@@ -6,9 +6,11 @@
 //!   channel and `StreamL2Book`);
 //! - `allMids` (`dex`): `{coin: mid}` of one exchange, book mids;
 //! - `openOrders` (`user`, `dex`): the account's resting orders, newest
-//!   first: `{coin, side, limitPx, sz, oid, timestamp}`;
+//!   first: `{coin, side, limitPx, sz, oid, timestamp, origSz}`, and
+//!   `cloid` when the order has one;
 //! - `frontendOpenOrders` (`user`, `dex`): the same with the order's
-//!   details (`origSz`, `orderType`, `tif`, trigger fields, `cloid`);
+//!   details (`orderType`, `tif`, `reduceOnly`, trigger fields, `cloid` —
+//!   `null` when unset);
 //!   `children` is always empty (the book does not keep brackets);
 //! - `candleSnapshot` (`req`: `coin`, `interval`, `startTime`, `endTime`):
 //!   the candles with trades in the range, oldest first, at most the newest
@@ -151,7 +153,9 @@ impl Local {
         };
         // The subscription is dropped with its receiver; the engine lets
         // go of a key nobody reads at the next block.
-        let opened = subscribe(&self.commands, key).await.map_err(refused)?;
+        let opened = subscribe(&self.commands, &self.status, key)
+            .await
+            .map_err(refused)?;
         let frame = opened.opening.frames().first().cloned();
         let data = frame.and_then(|frame| render::data(&frame, channel));
         Ok(match (channel, data) {
@@ -333,9 +337,9 @@ fn order_json(coin: &str, order: &RestingOrder, frontend: bool) -> Value {
         ("sz", order.sz.to_string().into()),
         ("oid", order.oid.into()),
         ("timestamp", order.timestamp.into()),
+        ("origSz", order.orig_sz.to_string().into()),
     ]);
     if frontend {
-        out.insert("origSz", order.orig_sz.to_string().into());
         out.insert("orderType", order.order_type.as_str().into());
         out.insert(
             "tif",
@@ -357,6 +361,9 @@ fn order_json(coin: &str, order: &RestingOrder, frontend: bool) -> Value {
                 .as_ref()
                 .map_or(Value::Null, |cloid| cloid.as_str().into()),
         );
+    } else if let Some(cloid) = &order.cloid {
+        // `openOrders` carries the client order id only when one was set.
+        out.insert("cloid", cloid.as_str().into());
     }
     Value::Object(out.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
 }

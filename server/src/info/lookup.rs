@@ -113,9 +113,17 @@ impl InfoLookup {
 }
 
 /// A JSON error answer.
+/// An error answer; `not_ready` (an outage that passes) says when to retry.
 fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
     let body = serde_json::json!({ "error": code, "message": message.into() });
-    (status, Json(body)).into_response()
+    let mut response = (status, Json(body)).into_response();
+    if code == "not_ready" {
+        response.headers_mut().insert(
+            axum::http::header::RETRY_AFTER,
+            axum::http::HeaderValue::from_static("1"),
+        );
+    }
+    response
 }
 
 /// The request body and its type, or why it is refused (naming `type`).
@@ -179,21 +187,23 @@ impl InfoLookup {
                 Err((status, code, message)) => error(status, code, message),
             };
         }
-        match &self.inner.source {
-            Some(source) => {
-                if CACHED_TYPES.contains(&kind.as_str()) {
-                    self.cached(source, &value, body).await
-                } else {
-                    relay(
-                        source
-                            .client
-                            .post_json(source.url.uri().clone(), body)
-                            .await,
-                        "upstream",
-                    )
-                }
+        let Some(source) = &self.inner.source else {
+            // Derived answers read the engine's coins: wait for its catch-up.
+            if matches!(kind.as_str(), "meta" | "spotMeta") {
+                self.inner.engine.until_ready().await;
             }
-            None => self.derived(&kind, &value),
+            return self.derived(&kind, &value);
+        };
+        if CACHED_TYPES.contains(&kind.as_str()) {
+            self.cached(source, &value, body).await
+        } else {
+            relay(
+                source
+                    .client
+                    .post_json(source.url.uri().clone(), body)
+                    .await,
+                "upstream",
+            )
         }
     }
 
@@ -214,9 +224,11 @@ impl InfoLookup {
         if status.is_success() {
             return Ok(value);
         }
+        // As the exchange's WebSocket answers a post it would refuse over
+        // HTTP: the status code and its description, then the reason.
         Err(match value.get("message").and_then(Value::as_str) {
-            Some(message) => message.to_owned(),
-            None => format!("the Info request failed with HTTP {status}: {value}"),
+            Some(message) => format!("{status}: {message}"),
+            None => format!("{status}: {value}"),
         })
     }
     fn derived(&self, kind: &str, value: &Value) -> Response {

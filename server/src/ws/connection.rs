@@ -21,6 +21,7 @@ use futures_util::{SinkExt as _, StreamExt as _};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 use tonic::{Code, Status};
 
 use super::protocol::{self, ClientMessage, Subscription};
@@ -48,6 +49,9 @@ pub struct WsService {
     pub lookup: InfoLookup,
     /// Per-connection limits.
     pub limits: Limits,
+    /// Cancelled when the server stops: every connection is closed with
+    /// 1001 (going away).
+    pub shutdown: CancellationToken,
 }
 
 /// Messages waiting for the socket, per connection.
@@ -57,6 +61,8 @@ const CLOSE_WAIT: Duration = Duration::from_secs(1);
 
 /// Close codes (see [`crate::ws`]).
 pub mod close {
+    /// The server is shutting down (a restart, say): reconnect.
+    pub const GOING_AWAY: u16 = 1001;
     /// The key was revoked or its allow-list no longer admits the source.
     pub const POLICY: u16 = 1008;
     /// A client message over the size limit.
@@ -206,6 +212,13 @@ pub async fn run(
     };
     let (ends, mut ended) = mpsc::unbounded_channel::<Ended>();
     let send_timeout = service.flow.settings().send_timeout;
+    let shutdown = service.shutdown.clone();
+    let going_away = || {
+        (
+            close::GOING_AWAY,
+            "the server is shutting down (a restart, say): reconnect in a few seconds".to_owned(),
+        )
+    };
     let budget = Budget::new(service.limits.messages_per_minute);
     let mut session = Session {
         service,
@@ -217,6 +230,7 @@ pub async fn run(
         posts: Arc::new(AtomicUsize::new(0)),
         send_timeout,
         stalled: false,
+        retry: None,
     };
     let closing: Option<(u16, String)> = loop {
         if session.stalled {
@@ -228,7 +242,17 @@ pub async fn run(
             connection.end(EndReason::Stall, Status::deadline_exceeded(reason.clone()));
             break Some((close::STALLED, reason));
         }
+        if let Some(retry) = session.retry.take() {
+            break Some(retry);
+        }
         tokio::select! {
+            // Shutting down goes first: the streams it ends must not read
+            // as failures of their own.
+            biased;
+            () = shutdown.cancelled() => {
+                session.error_if_room(&going_away().1);
+                break Some(going_away());
+            }
             message = incoming.next() => match message {
                 Some(Ok(Message::Text(text))) => session.on_text(text.as_str()).await,
                 Some(Ok(Message::Binary(_))) => {
@@ -327,10 +351,29 @@ struct Session {
     /// An answer found no room for `send_timeout`: the client reads
     /// nothing, and the connection is closed.
     stalled: bool,
+    /// A subscription refused for a reason that passes (the engine not
+    /// ready, stale data): the connection is closed with this code and
+    /// reason so that the client reconnects and subscribes again.
+    retry: Option<(u16, String)>,
 }
 
 fn error_message(message: &str) -> Utf8Bytes {
     render::message("error", &Value::String(crate::bounded(message.to_owned())))
+}
+
+/// An error that echoes the client's request whole after `prefix`, as the
+/// exchange does: SDKs find the pending request it answers by parsing the
+/// echo as JSON, so it is never cut (it is no longer than the message the
+/// connection already took). The reason, if any, follows the echo, bounded
+/// and without braces, so the echo is the message's only JSON object.
+fn echo_message(prefix: &str, echo: &Value, reason: Option<&str>) -> Utf8Bytes {
+    let mut text = format!("{prefix}{echo}");
+    if let Some(reason) = reason {
+        let reason = crate::bounded(reason.replace('{', "(").replace('}', ")"));
+        text.push_str(": ");
+        text.push_str(&reason);
+    }
+    render::message("error", &Value::String(text))
 }
 
 impl Session {
@@ -378,7 +421,16 @@ impl Session {
             return;
         }
         match message {
-            Err(why) => self.error(&why).await,
+            Err(protocol::Refusal::Echo {
+                prefix,
+                echo,
+                reason,
+            }) => self.send(echo_message(prefix, &echo, Some(&reason))).await,
+            Err(protocol::Refusal::Text(why)) => self.error(&why).await,
+            Err(protocol::Refusal::Post { id, message }) => {
+                let response = json!({ "type": "error", "payload": message });
+                self.send(post_answer(&id, &response)).await;
+            }
             Ok(ClientMessage::Ping) => {
                 self.send(Utf8Bytes::from_static(r#"{"channel":"pong"}"#))
                     .await;
@@ -395,9 +447,10 @@ impl Session {
                     self.send(render::message("subscriptionResponse", &original))
                         .await;
                 } else {
-                    self.error(&format!(
-                        "Already unsubscribed: {}",
-                        crate::clipped(&original["subscription"].to_string())
+                    self.send(echo_message(
+                        "Already unsubscribed: ",
+                        &original["subscription"],
+                        None,
                     ))
                     .await;
                 }
@@ -407,10 +460,13 @@ impl Session {
     }
 
     async fn subscribe(&mut self, subscription: Subscription, original: Value) {
-        let shown = || crate::clipped(&original["subscription"].to_string());
         if self.open.contains_key(&subscription) {
-            self.error(&format!("Already subscribed: {}", shown()))
-                .await;
+            self.send(echo_message(
+                "Already subscribed: ",
+                &original["subscription"],
+                None,
+            ))
+            .await;
             return;
         }
         let limits = self.service.limits;
@@ -441,11 +497,24 @@ impl Session {
                 let _ = first.send(());
                 self.open.insert(subscription, open);
             }
-            Err(status) => {
+            Err(status) if status.code() == Code::Unavailable => {
+                // Not the request's fault, and it passes (the engine is
+                // catching up, or its data is stale): the client is told
+                // why and the connection closed with 1013, so that an SDK
+                // reconnects and subscribes again rather than dropping the
+                // subscription as invalid.
                 self.error(&format!(
-                    "Invalid subscription {}: {}",
-                    shown(),
+                    "Service unavailable: {}; reconnect and subscribe again",
                     status.message()
+                ))
+                .await;
+                self.retry = Some((close_code(&status), status.message().to_owned()));
+            }
+            Err(status) => {
+                self.send(echo_message(
+                    "Invalid subscription ",
+                    &original["subscription"],
+                    Some(status.message()),
                 ))
                 .await;
             }
@@ -604,12 +673,12 @@ impl Session {
         let respond = |response: Value| post_answer(&id, &response);
         if kind != "info" {
             let why = if kind == "action" {
-                "action requests are not served: l1gate is a market-data server and signs or \
-                 forwards no exchange actions"
+                "501 Not Implemented: action requests are not served: l1gate is a market-data \
+                 server and signs or forwards no exchange actions"
                     .to_owned()
             } else {
                 format!(
-                    "request.type: unknown type {}; info or action",
+                    "400 Bad Request: request.type: unknown type {}; info or action",
                     crate::quoted(&kind)
                 )
             };
@@ -622,7 +691,10 @@ impl Session {
             self.posts.fetch_sub(1, Ordering::AcqRel);
             self.send(respond(json!({
                 "type": "error",
-                "payload": format!("Too many posts in flight: at most {limit} on one connection"),
+                "payload": format!(
+                    "429 Too Many Requests: too many posts in flight: at most {limit} on one \
+                     connection"
+                ),
             })))
             .await;
             return;

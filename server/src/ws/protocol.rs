@@ -240,9 +240,59 @@ impl Subscription {
     }
 }
 
-/// Parses one text message. The error is the text of the `error` channel
-/// message the client gets.
-pub fn parse(text: &str) -> Result<ClientMessage, String> {
+/// Why a client message is refused, in the shape the client gets it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Refusal {
+    /// An `error` channel message.
+    Text(String),
+    /// An `error` channel message echoing the request whole after
+    /// `prefix`, then the reason (SDKs match it to the request they sent).
+    Echo {
+        /// `Invalid subscription `, say.
+        prefix: &'static str,
+        /// The request's `subscription`, as sent.
+        echo: Value,
+        /// What is wrong with it, naming the field.
+        reason: String,
+    },
+    /// A `post` whose `id` was read: answered on the `post` channel under
+    /// that id with an error payload.
+    Post {
+        /// The post's id.
+        id: Value,
+        /// The error payload: the HTTP status and description the request
+        /// would have got, then the reason.
+        message: String,
+    },
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::Text(text) => f.write_str(text),
+            Refusal::Echo {
+                prefix,
+                echo,
+                reason,
+            } => write!(f, "{prefix}{echo}: {reason}"),
+            Refusal::Post { id, message } => write!(f, "post {id}: {message}"),
+        }
+    }
+}
+
+impl From<String> for Refusal {
+    fn from(text: String) -> Self {
+        Refusal::Text(text)
+    }
+}
+
+/// The error payload of a `post` refused as HTTP would refuse it with 400.
+fn bad_post(reason: &str) -> String {
+    format!("400 Bad Request: {reason}")
+}
+
+/// Parses one text message; the refusal says how the client is told.
+pub fn parse(text: &str) -> Result<ClientMessage, Refusal> {
     let value: Value = serde_json::from_str(text).map_err(|error| {
         format!(
             "Error parsing JSON into valid websocket request: {} ({error})",
@@ -253,7 +303,8 @@ pub fn parse(text: &str) -> Result<ClientMessage, String> {
         return Err(format!(
             "Error parsing JSON into valid websocket request: {}: not an object",
             crate::clipped(text)
-        ));
+        )
+        .into());
     };
     let method = match object.get("method") {
         Some(Value::String(method)) => method.as_str(),
@@ -261,21 +312,27 @@ pub fn parse(text: &str) -> Result<ClientMessage, String> {
             return Err(format!(
                 "method: must be a string, got {}",
                 crate::clipped(&other.to_string())
-            ));
+            )
+            .into());
         }
-        None => return Err("method: required (subscribe, unsubscribe, ping or post)".into()),
+        None => {
+            return Err(
+                String::from("method: required (subscribe, unsubscribe, ping or post)").into(),
+            );
+        }
     };
     match method {
         "subscribe" | "unsubscribe" => {
             let subscription = match object.get("subscription") {
-                Some(Value::Object(fields)) => subscription(fields).map_err(|why| {
-                    format!(
-                        "Invalid subscription {}: {why}",
-                        crate::clipped(&Value::Object(fields.clone()).to_string())
-                    )
-                })?,
-                Some(_) => return Err("subscription: must be an object".into()),
-                None => return Err("subscription: required".into()),
+                Some(Value::Object(fields)) => {
+                    subscription(fields).map_err(|reason| Refusal::Echo {
+                        prefix: "Invalid subscription ",
+                        echo: Value::Object(fields.clone()),
+                        reason,
+                    })?
+                }
+                Some(_) => return Err(String::from("subscription: must be an object").into()),
+                None => return Err(String::from("subscription: required").into()),
             };
             Ok(if method == "subscribe" {
                 ClientMessage::Subscribe {
@@ -294,32 +351,41 @@ pub fn parse(text: &str) -> Result<ClientMessage, String> {
         other => Err(format!(
             "method: unknown method {}; one of subscribe, unsubscribe, ping, post",
             crate::quoted(other)
-        )),
+        )
+        .into()),
     }
 }
 
-fn post(object: &Map<String, Value>) -> Result<ClientMessage, String> {
+fn post(object: &Map<String, Value>) -> Result<ClientMessage, Refusal> {
     let id = match object.get("id") {
         Some(id @ Value::Number(number)) if number.is_u64() => id.clone(),
         Some(other) => {
             return Err(format!(
                 "id: must be a non-negative integer, got {}",
                 crate::clipped(&other.to_string())
-            ));
+            )
+            .into());
         }
-        None => return Err("id: required for post".into()),
+        None => return Err(String::from("id: required for post").into()),
+    };
+    // With its id read, the post is answered under it.
+    let refuse = |reason: &str| Refusal::Post {
+        id: id.clone(),
+        message: bad_post(reason),
     };
     let Some(Value::Object(request)) = object.get("request") else {
-        return Err("request: required for post, an object {\"type\",\"payload\"}".into());
+        return Err(refuse(
+            "request: required for post, an object {\"type\",\"payload\"}",
+        ));
     };
     let kind = match request.get("type") {
         Some(Value::String(kind)) => kind.clone(),
-        _ => return Err("request.type: required (info or action)".into()),
+        _ => return Err(refuse("request.type: required (info or action)")),
     };
     let payload = request
         .get("payload")
         .cloned()
-        .ok_or_else(|| "request.payload: required".to_owned())?;
+        .ok_or_else(|| refuse("request.payload: required"))?;
     Ok(ClientMessage::Post { id, kind, payload })
 }
 
@@ -472,7 +538,7 @@ pub fn subscription(fields: &Map<String, Value>) -> Result<Subscription, String>
 mod tests {
     use super::*;
 
-    fn sub(text: &str) -> Result<Subscription, String> {
+    fn sub(text: &str) -> Result<Subscription, Refusal> {
         match parse(text)? {
             ClientMessage::Subscribe { subscription, .. } => Ok(subscription),
             other => panic!("not a subscribe: {other:?}"),
@@ -542,18 +608,39 @@ mod tests {
             (r#"{"method":"post","id":-1}"#, "id: must be a non-negative"),
         ];
         for (text, wanted) in cases {
-            let error = parse(text).expect_err(text);
+            let error = parse(text).expect_err(text).to_string();
             assert!(error.contains(wanted), "{text}: {error}");
         }
     }
 
     #[test]
-    fn long_input_is_cut_in_errors() {
+    fn an_invalid_subscription_is_echoed_whole_and_its_reason_bounded() {
         let coin = "X".repeat(100_000);
         let text = format!(
             r#"{{"method":"subscribe","subscription":{{"type":"l3Book","coin":"{coin}"}}}}"#
         );
-        let error = parse(&text).unwrap_err();
-        assert!(error.len() < 1_000, "{} bytes", error.len());
+        let Err(Refusal::Echo { echo, reason, .. }) = parse(&text) else {
+            panic!("not an echo");
+        };
+        let sent: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(echo, sent["subscription"]);
+        assert!(reason.len() < 1_000, "{} bytes", reason.len());
+    }
+
+    #[test]
+    fn a_post_with_an_id_is_refused_under_its_id() {
+        let refused = parse(r#"{"method":"post","id":7,"request":{"payload":{}}}"#);
+        assert_eq!(
+            refused,
+            Err(Refusal::Post {
+                id: Value::from(7),
+                message: "400 Bad Request: request.type: required (info or action)".into(),
+            })
+        );
+        // Without a readable id there is nothing to answer under.
+        assert!(matches!(
+            parse(r#"{"method":"post","request":{}}"#),
+            Err(Refusal::Text(_))
+        ));
     }
 }

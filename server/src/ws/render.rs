@@ -151,9 +151,11 @@ pub fn data(frame: &Frame, channel: Channel) -> Option<Value> {
                 .collect();
             json!({ "mids": mids })
         }
+        // Live messages say they are not the snapshot the channel opened with.
         (Frame::Fills(update), Channel::UserFills) => json!({
             "user": update.fills.first()?.user,
             "fills": update.fills.iter().map(fill).collect::<Vec<_>>(),
+            "isSnapshot": false,
         }),
         (Frame::Fills(update), Channel::UserEvents) => json!({
             "fills": update.fills.iter().map(fill).collect::<Vec<_>>(),
@@ -167,7 +169,11 @@ pub fn data(frame: &Frame, channel: Channel) -> Option<Value> {
             if slices.is_empty() {
                 return None;
             }
-            json!({ "user": update.fills.first()?.user, "twapSliceFills": slices })
+            json!({
+                "user": update.fills.first()?.user,
+                "twapSliceFills": slices,
+                "isSnapshot": false,
+            })
         }
         (Frame::Statuses(update), Channel::OrderUpdates) => Value::Array(
             update

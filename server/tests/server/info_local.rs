@@ -106,6 +106,7 @@ async fn book_and_order_types_are_answered_from_the_books() {
         .map(|d| (d.coin.clone(), d.oid, d.px.clone(), d.sz.clone()))
         .collect();
     assert!(!expected.is_empty(), "the busiest account rests no order");
+    let mut orig_sizes: BTreeMap<&str, BTreeMap<u64, Value>> = BTreeMap::new();
     for kind in ["openOrders", "frontendOpenOrders"] {
         let (status, orders) = info(&server, json!({"type":kind,"user":user})).await;
         assert_eq!(status, 200, "{orders}");
@@ -130,6 +131,41 @@ async fn book_and_order_types_are_answered_from_the_books() {
             times.windows(2).all(|w| w[0] >= w[1]),
             "{kind}: newest first"
         );
+        orig_sizes.insert(
+            kind,
+            orders
+                .iter()
+                .map(|o| (o["oid"].as_u64().unwrap(), o["origSz"].clone()))
+                .collect(),
+        );
+        if kind == "openOrders" {
+            // The exchange's `openOrders` fields, `cloid` only when set.
+            for order in orders {
+                let mut fields: Vec<&str> = order
+                    .as_object()
+                    .unwrap()
+                    .keys()
+                    .map(String::as_str)
+                    .filter(|field| *field != "cloid")
+                    .collect();
+                fields.sort_unstable();
+                assert_eq!(
+                    fields,
+                    [
+                        "coin",
+                        "limitPx",
+                        "oid",
+                        "origSz",
+                        "side",
+                        "sz",
+                        "timestamp"
+                    ],
+                    "{order}"
+                );
+                assert!(order.get("cloid").is_none_or(Value::is_string), "{order}");
+                assert!(order["origSz"].is_string(), "{order}");
+            }
+        }
         if kind == "frontendOpenOrders" {
             for order in orders {
                 for field in [
@@ -145,6 +181,10 @@ async fn book_and_order_types_are_answered_from_the_books() {
             }
         }
     }
+    assert_eq!(
+        orig_sizes["openOrders"], orig_sizes["frontendOpenOrders"],
+        "openOrders and frontendOpenOrders agree on origSz"
+    );
     let (status, refused) = info(&server, json!({"type":"openOrders","user":"bob"})).await;
     assert_eq!(status, 400);
     assert!(refused["message"].as_str().unwrap().contains("user:"));

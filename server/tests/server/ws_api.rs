@@ -307,6 +307,98 @@ async fn every_refusal_names_the_problem_and_the_connection_stays_up() {
     assert_eq!(closed.0, 1009, "{closed:?}");
 }
 
+/// The JSON an SDK finds in an error message: from its first `{` to its
+/// last `}`, parsed.
+fn echoed(error: &str) -> Value {
+    let (Some(from), Some(to)) = (error.find('{'), error.rfind('}')) else {
+        panic!("no echo in {error:?}");
+    };
+    serde_json::from_str(&error[from..=to]).unwrap_or_else(|e| panic!("{error:?}: {e}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_echo_the_subscription_whole_so_sdks_can_match_them() {
+    let node = live_node(30, 30, Duration::from_millis(1));
+    let server = TestServer::start(node.dir.path(), |_| {}).await;
+    ready(&server).await;
+    let mut socket = connect(&server).await;
+    let address = format!("0x{}", "AbCdEf0123".repeat(4));
+    // Long enough to have been cut at 64 characters before.
+    let subscriptions = [
+        json!({"type":"userFills","user":address,"aggregateByTime":false}),
+        json!({"type":"l2Book","coin":"BTC","nSigFigs":null,"mantissa":null}),
+    ];
+    for subscription in &subscriptions {
+        send(&mut socket, subscribe(subscription.clone())).await;
+        on_channel(&mut socket, "subscriptionResponse").await;
+        send(&mut socket, subscribe(subscription.clone())).await;
+        let again = error(&mut socket).await;
+        assert!(again.starts_with("Already subscribed: "), "{again}");
+        assert_eq!(&echoed(&again), subscription, "{again}");
+    }
+    let not_held = json!({"type":"l2Book","coin":"ETH","nSigFigs":null,"mantissa":null});
+    send(
+        &mut socket,
+        json!({"method":"unsubscribe","subscription":not_held}),
+    )
+    .await;
+    let unsubscribed = error(&mut socket).await;
+    assert!(
+        unsubscribed.starts_with("Already unsubscribed: "),
+        "{unsubscribed}"
+    );
+    assert_eq!(echoed(&unsubscribed), not_held);
+    // Refused by the parser, by the engine, and for a coin no view knows:
+    // the echo is whole and the reason follows it.
+    for (subscription, reason) in [
+        (
+            json!({"type":"userFills","user":format!("{address}0"),"aggregateByTime":true}),
+            "is not an address",
+        ),
+        (
+            json!({"type":"l2Book","coin":"BTC","nSigFigs":9,"mantissa":null}),
+            "nSigFigs",
+        ),
+        (
+            json!({"type":"candle","coin":"NOPE","interval":"1m"}),
+            "unknown coin \"NOPE\"",
+        ),
+        (json!({"type":"bbo","coin":"NOPE"}), "unknown coin \"NOPE\""),
+    ] {
+        send(&mut socket, subscribe(subscription.clone())).await;
+        let refused = error(&mut socket).await;
+        assert!(refused.starts_with("Invalid subscription "), "{refused}");
+        assert_eq!(echoed(&refused), subscription, "{refused}");
+        assert!(refused.contains(reason), "{refused}");
+    }
+    // A post whose id was read is answered under it, as HTTP would have
+    // refused it: the status and its description, then the reason.
+    send(
+        &mut socket,
+        json!({"method":"post","id":11,"request":{"payload":{"type":"meta"}}}),
+    )
+    .await;
+    let refused = on_channel(&mut socket, "post").await;
+    assert_eq!(refused["data"]["id"], 11);
+    assert_eq!(refused["data"]["response"]["type"], "error");
+    assert_eq!(
+        refused["data"]["response"]["payload"],
+        "400 Bad Request: request.type: required (info or action)"
+    );
+    send(
+        &mut socket,
+        json!({"method":"post","id":12,"request":{"type":"info","payload":{"type":"l2Book"}}}),
+    )
+    .await;
+    let refused = on_channel(&mut socket, "post").await;
+    assert_eq!(refused["data"]["id"], 12);
+    let payload = refused["data"]["response"]["payload"].as_str().unwrap();
+    assert!(
+        payload.starts_with("400 Bad Request: ") && payload.contains("coin"),
+        "{refused}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn too_many_messages_a_minute_are_refused() {
     let node = live_node(30, 30, Duration::from_millis(1));

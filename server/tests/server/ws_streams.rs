@@ -356,7 +356,7 @@ pub fn check_channels(
                     .iter()
                     .map(ws_fill)
                     .collect();
-                json!({"user": frame["fills"][0]["user"], "fills": fills})
+                json!({"user": frame["fills"][0]["user"], "fills": fills, "isSnapshot": false})
             })
             .collect();
         assert_suffix("userFills", &user_fills[1..], &expected);
