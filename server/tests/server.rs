@@ -48,6 +48,7 @@ mod server {
     mod raw_feed_live;
     mod raw_feed_real;
     mod reflection_clients;
+    mod restart;
     pub mod revocation;
     pub mod slow_subscribers;
     pub mod standin;

@@ -1108,3 +1108,63 @@ fn a_checkpoint_is_due_by_count_or_by_time_once_a_block_was_folded() {
     );
     assert!(CheckpointPolicy::default().enabled());
 }
+
+/// A checkpoint past a candle store's resume point (the one a server
+/// writes when it stops): its books are used, and its trades and candles
+/// are folded again from the resume point, ending in the same state as a
+/// fold that never stopped, with nothing counted twice.
+#[rstest]
+#[case::sim(Data::Sim)]
+#[case::streaming(Data::SimStreaming)]
+fn a_checkpoint_past_the_candle_resume_point_folds_trades_again_from_it(#[case] data: Data) {
+    let case = data.case();
+    let end = case.at + 40;
+    let uninterrupted = fold_through(&case.dir, case.snapshot.as_deref(), end);
+    // Where the uninterrupted fold's trades and candles began.
+    let resume = Snapshots::open_at_rest(&case.dir)
+        .unwrap()
+        .list()
+        .first()
+        .map_or_else(|| first_block(&case.dir), |file| file.height + 1);
+    let loaded = file::load(&case.checkpoint, Needs::ALL).unwrap();
+    assert!(resume <= case.at, "the checkpoint lies past {resume}");
+    let mut market = loaded.market.with_candles_from(resume);
+    let feeds: Vec<Feed> = Needs::ALL
+        .sources()
+        .into_iter()
+        .map(|source| Feed::open(&case.dir, source).unwrap())
+        .collect();
+    let mut source = BlockSource::new(
+        feeds,
+        SourceOptions {
+            to_block: Some(end),
+            fills_from: Some(feeds::Start::BlockNumber(resume)),
+            ..SourceOptions::from_block(case.at + 1)
+        },
+    )
+    .unwrap();
+    loop {
+        let at_end = source.read(0).unwrap() == 0;
+        while let Some(block) = if at_end {
+            source.finish()
+        } else {
+            source.pop(0)
+        } {
+            market.apply(&block);
+        }
+        if at_end {
+            break;
+        }
+    }
+    assert_eq!(market.height(), Some(end));
+    assert_eq!(market.trades().counts(), uninterrupted.trades().counts());
+    let live = |market: &Market| market.candles().live_candles().cloned().collect::<Vec<_>>();
+    assert!(!live(&uninterrupted).is_empty());
+    assert_eq!(live(&market), live(&uninterrupted));
+    assert_eq!(market.books(), uninterrupted.books());
+    assert_eq!(market.position(), uninterrupted.position());
+    // Without dropping what the checkpoint carried, the trades folded
+    // again would count twice.
+    let doubled = file::load(&case.checkpoint, Needs::ALL).unwrap().market;
+    assert!(doubled.trades().counts().values().any(|c| c.trades > 0));
+}

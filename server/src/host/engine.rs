@@ -8,9 +8,12 @@
 //!
 //! The market starts from the newest engine checkpoint in
 //! `state_dir/checkpoints/` ([`engine::checkpoint`]) that is newer than the
-//! newest L4 snapshot in the data directory, lies before the candle store's
-//! resume point (the candles it carries are then whole, and the store gets
-//! every candle it lacks) and whose next block the node's files still hold;
+//! newest L4 snapshot in the data directory and whose next block the node's
+//! files still hold; when it lies past the candle store's resume point (a
+//! checkpoint written at a stop always does), its books are used and its
+//! trades and candles are folded again from the resume point, as from a
+//! snapshot ([`Market::with_candles_from`]), so the store gets every candle
+//! whole;
 //! a damaged one, or one of another format version, is logged and passed
 //! over for the next older. Without a usable checkpoint the newest L4
 //! snapshot (if any) is loaded, as before, and why no checkpoint was used is
@@ -601,7 +604,9 @@ impl<'s> Writer<'s> {
         let resumed = settings.checkpoints.as_ref().and_then(|checkpoints| {
             let bounds = Bounds {
                 above: latest_snapshot.as_ref().map(|file| file.height),
-                below: candle_start,
+                // One past the store's resume point is used too: its trades
+                // and candles are folded again from there (below).
+                below: None,
                 files_from: common_first_block(&feeds).unwrap_or(None),
             };
             resume(&checkpoints.dir, bounds)
