@@ -26,8 +26,13 @@
 //! ending status is delivered when the transport next asks for a message
 //! (a client that never reads again sees it when it resumes, after what the
 //! transport had already buffered; HTTP/2 gives the server no way to discard
-//! that). What the server keeps for such a stream until the client resets it
-//! or the connection closes is the HTTP/2 stream's send buffer.
+//! that). It is the status the end logged and counted, whatever the
+//! stream's producer meets once it is ended (its ring receiver let go of,
+//! the engine stopping, a quiet feed) and however much the client's HTTP/2
+//! window held: [`Watched`] takes it from the slot in the same step that
+//! finishes the stream. What the server keeps for such a stream until the
+//! client resets it or the connection closes is the HTTP/2 stream's send
+//! buffer.
 //!
 //! - **Keys no longer admitted.** When the keys file's reload changes the
 //!   keys in force, when a rotated key's grace period ends, and when a key
@@ -546,6 +551,23 @@ impl Slot {
         self.cancel.notify_waiters();
     }
 
+    /// Finishes the stream as [`Slot::finish`] does and says what it ends
+    /// with: the status it was ended with ([`Slot::end`], the one logged
+    /// and counted) if it was, else `status`, its producer's own end. One
+    /// step with `end`: a stream ended at the same moment ends with the
+    /// status logged, or is neither ended there nor logged.
+    pub fn finish_with(&self, status: Option<Status>) -> Option<Status> {
+        let (recorded, guard, receiver) = {
+            let mut held = self.held.lock();
+            self.ended.store(true, Ordering::Release);
+            (held.status.take(), held.guard.take(), held.receiver.take())
+        };
+        drop(receiver);
+        drop(guard);
+        self.cancel.notify_waiters();
+        recorded.or(status)
+    }
+
     /// The oldest thing waiting for the transport: when it was made and
     /// its block time (0 when unknown), or `None` when nothing waits.
     fn oldest_unsent(&self, now_ms: i64) -> Option<(i64, i64)> {
@@ -713,8 +735,7 @@ where
         }
         if this.slot.is_ended() {
             this.done = true;
-            let status = this.slot.take_status();
-            return Poll::Ready(status.map(Err));
+            return Poll::Ready(this.slot.finish_with(None).map(Err));
         }
         match Pin::new(&mut this.inner).poll_next(cx) {
             Poll::Ready(Some(Ok(message))) => {
@@ -726,18 +747,16 @@ where
                     .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
                 Poll::Ready(Some(Ok(message)))
             }
+            // The producer stopped, on its own or because the stream was
+            // ended while it was being polled (its ring receiver let go of,
+            // say): a stream that was ended ends with the status logged.
             Poll::Ready(Some(Err(status))) => {
                 this.done = true;
-                this.slot.finish();
-                Poll::Ready(Some(Err(status)))
+                Poll::Ready(this.slot.finish_with(Some(status)).map(Err))
             }
             Poll::Ready(None) => {
-                // The producer stopped: with the status it was ended with,
-                // if it was.
                 this.done = true;
-                let status = this.slot.take_status();
-                this.slot.finish();
-                Poll::Ready(status.map(Err))
+                Poll::Ready(this.slot.finish_with(None).map(Err))
             }
             Poll::Pending => Poll::Pending,
         }

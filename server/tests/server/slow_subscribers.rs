@@ -1,16 +1,21 @@
 //! Slow subscribers on both gRPC services: a reader that falls behind, or
 //! whose connection takes nothing, is ended within its bound, its stream
 //! slot is freed, the end is counted in `/metrics`, and a fast reader of the
-//! same view misses nothing.
+//! same view misses nothing. A stalled reader that reads again gets what
+//! its connection had buffered, then the status the server logged.
 
+use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
+use futures_util::StreamExt as _;
+use l1gate::grpc::flow::{EndReason, Measured, Supervisor, Watched};
 use proto::StreamRequest;
 use proto::market_streaming_client::MarketStreamingClient;
 use proto::v3 as pb;
 use proto::venue_l1_gateway_client::VenueL1GatewayClient;
-use tonic::Code;
 use tonic::transport::Channel;
+use tonic::{Code, Status};
 
 use super::access_support::{http_get, sample};
 use super::harness::{TestServer, block_number, end_status, from_block, next};
@@ -257,5 +262,163 @@ async fn a_raw_feed_reader_that_takes_nothing_is_ended_and_its_slot_freed() {
     assert!(
         message.contains(&format!("reconnect from block_number {}", last_taken + 1)),
         "{message}"
+    );
+}
+
+/// A channel whose HTTP/2 stream and connection windows hold `window`
+/// bytes: what a reader that stops reading leaves buffered for it.
+async fn windowed_channel(server: &TestServer, window: u32) -> Channel {
+    Channel::from_shared(format!("http://{}", server.running.grpc_addr))
+        .unwrap()
+        .initial_stream_window_size(Some(window))
+        .initial_connection_window_size(Some(window))
+        .connect()
+        .await
+        .unwrap()
+}
+
+/// Reads a stream on to its end: the messages it still had, then the
+/// status it ended with.
+async fn read_on<T>(stream: &mut tonic::Streaming<T>) -> (Vec<T>, Status) {
+    let mut read = Vec::new();
+    loop {
+        match next(stream, WAIT).await {
+            Ok(message) => read.push(message),
+            Err(status) => return (read, status),
+        }
+    }
+}
+
+/// The status message the server logs when it ends a market stream whose
+/// connection took nothing, the last block sent being `last_block`.
+fn stalled_market_message(send_timeout_ms: u64, last_block: i64) -> String {
+    format!(
+        "subscriber too slow: the connection took nothing for {send_timeout_ms} ms \
+         (send_timeout_ms); last block sent {last_block}; resubscribe and consume faster"
+    )
+}
+
+/// A reader that stops reading until the server has ended its stream as
+/// stalled, then reads on, gets every message its connection had buffered
+/// and then the status the server logged: DEADLINE_EXCEEDED naming the
+/// last block it was sent, which is the last block it reads. Incremental
+/// (L4 order updates, in step) and snapshot (BBO) views alike, and whatever
+/// the reader's HTTP/2 window held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_market_reader_reads_what_was_buffered_then_the_logged_status() {
+    const SEND_TIMEOUT_MS: u64 = 1_000;
+    let node = live_node(6000, 50, Duration::from_millis(10));
+    let server = TestServer::start(node.dir.path(), |args| {
+        args.send_timeout_ms = Some(SEND_TIMEOUT_MS);
+        // Only the stall ends these streams.
+        args.market_max_lag_ms = Some(0);
+    })
+    .await;
+    ready(&server).await;
+    // Windows of one frame and of HTTP/2's default 64 KiB for L4 updates.
+    // BBO frames are tens of bytes: tonic's HTTP/2 client itself closes a
+    // connection holding more than about a hundred such frames unread
+    // ("too many small DATA frames"), so its reader gets the one-frame
+    // window.
+    let mut l4 = Vec::new();
+    for window in [1024, 64 << 10] {
+        let mut stream = MarketStreamingClient::new(windowed_channel(&server, window).await)
+            .max_decoding_message_size(256 << 20)
+            .stream_l4_order_updates(server.req(pb::L4OrderUpdatesRequest::default()))
+            .await
+            .unwrap()
+            .into_inner();
+        let opening = next(&mut stream, WAIT).await.unwrap();
+        assert_eq!(opening.sequence, 1);
+        l4.push((window, opening, stream));
+    }
+    let mut bbo = MarketStreamingClient::new(windowed_channel(&server, 1024).await)
+        .stream_bbo(server.req(pb::BboRequest {
+            coins: vec!["BTC".into(), "ETH".into()],
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    let bbo_opening = next(&mut bbo, WAIT).await.unwrap();
+
+    // Nothing is read until the server has ended all three as stalled.
+    until_counted(
+        &server,
+        "l1gate_streams_ended_total{service=\"market\",view=\"l4updates\",reason=\"stall\"}",
+        2,
+    )
+    .await;
+    until_counted(
+        &server,
+        "l1gate_streams_ended_total{service=\"market\",view=\"bbo\",reason=\"stall\"}",
+        1,
+    )
+    .await;
+
+    for (window, opening, mut stream) in l4 {
+        let (read, status) = read_on(&mut stream).await;
+        for (expected, update) in (2..).zip(&read) {
+            assert_eq!(
+                update.sequence, expected,
+                "window {window}: a buffered frame was lost"
+            );
+        }
+        let last_block = read.last().unwrap_or(&opening).block_number;
+        assert_eq!(
+            status.code(),
+            Code::DeadlineExceeded,
+            "window {window}, after {} frames: {status:?}",
+            read.len()
+        );
+        assert_eq!(
+            status.message(),
+            stalled_market_message(SEND_TIMEOUT_MS, last_block),
+            "window {window}"
+        );
+    }
+    let (read, status) = read_on(&mut bbo).await;
+    let mut last_block = bbo_opening.block_number;
+    for update in &read {
+        assert!(update.block_number >= last_block, "BBO went back in time");
+        last_block = update.block_number;
+    }
+    assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+    assert_eq!(
+        status.message(),
+        stalled_market_message(SEND_TIMEOUT_MS, last_block)
+    );
+}
+
+/// The same rule where a supervised body picks its last status: a stream
+/// the sweeper ends while its producer is being polled (on a server, from
+/// another thread) ends with the status the sweeper logged, whatever the
+/// producer then yields. A market relay whose ring receiver the end let go
+/// of, or whose engine stopped meanwhile, yields UNAVAILABLE or stops; a
+/// stream nobody ended keeps its producer's own status.
+#[tokio::test]
+async fn a_stream_ended_while_its_producer_is_polled_ends_with_the_logged_status() {
+    let flow = Supervisor::unswept();
+    let stalled = || Status::deadline_exceeded(stalled_market_message(1_000, 7));
+    for producer_end in [Some(Status::unavailable("the market engine stopped")), None] {
+        let slot = flow.watch("market", "l4updates", None, None);
+        let sweeper = Arc::clone(&slot);
+        let mut producer_end = Some(producer_end);
+        let producer = futures_util::stream::poll_fn(move |_| {
+            sweeper.end(EndReason::Stall, stalled());
+            Poll::Ready(producer_end.take().flatten().map(Err::<(), _>))
+        });
+        let mut body = Watched::new(producer, slot, |()| Measured::default());
+        let status = body.next().await.unwrap().unwrap_err();
+        assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+        assert_eq!(status.message(), stalled().message());
+        assert!(body.next().await.is_none(), "a second end");
+    }
+    let slot = flow.watch("market", "l4updates", None, None);
+    let producer = futures_util::stream::iter([Err::<(), _>(Status::unavailable("stale"))]);
+    let mut body = Watched::new(producer, slot, |()| Measured::default());
+    let status = body.next().await.unwrap().unwrap_err();
+    assert_eq!(
+        (status.code(), status.message()),
+        (Code::Unavailable, "stale")
     );
 }
