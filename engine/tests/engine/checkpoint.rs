@@ -35,11 +35,7 @@ use crate::common::real;
 /// snapshot on the way, as `l1gate replay` does.
 fn fold_through(dir: &Path, snapshot: Option<&Path>, through: u64) -> Market {
     let needs = Needs::ALL;
-    let feeds: Vec<Feed> = needs
-        .sources()
-        .into_iter()
-        .map(|source| Feed::open(dir, source).unwrap())
-        .collect();
+    let feeds = feeds_of(dir);
     let mut market = match snapshot {
         Some(path) => Market::from_snapshot(
             snapshot::parse(&std::fs::read(path).unwrap()).unwrap(),
@@ -62,6 +58,30 @@ fn fold_through(dir: &Path, snapshot: Option<&Path>, through: u64) -> Market {
         },
     )
     .unwrap();
+    each_block(&mut source, |block| {
+        if market.apply(block).skipped {
+            return;
+        }
+        if let Some(file) = later.iter().find(|file| file.height == block.number) {
+            let newer = snapshot::parse(&listed.read(file).unwrap()).unwrap();
+            market.check_snapshot(&newer).unwrap();
+        }
+    });
+    assert_eq!(market.height(), Some(through), "the files reach {through}");
+    market
+}
+
+/// Every feed the whole market reads, over `dir`.
+fn feeds_of(dir: &Path) -> Vec<Feed> {
+    Needs::ALL
+        .sources()
+        .into_iter()
+        .map(|source| Feed::open(dir, source).unwrap())
+        .collect()
+}
+
+/// Hands every block `source` yields to `each`, the last ones included.
+fn each_block(source: &mut BlockSource, mut each: impl FnMut(&engine::block::Block)) {
     loop {
         let at_end = source.read(0).unwrap() == 0;
         while let Some(block) = if at_end {
@@ -69,20 +89,12 @@ fn fold_through(dir: &Path, snapshot: Option<&Path>, through: u64) -> Market {
         } else {
             source.pop(0)
         } {
-            if market.apply(&block).skipped {
-                continue;
-            }
-            if let Some(file) = later.iter().find(|file| file.height == block.number) {
-                let newer = snapshot::parse(&listed.read(file).unwrap()).unwrap();
-                market.check_snapshot(&newer).unwrap();
-            }
+            each(&block);
         }
         if at_end {
             break;
         }
     }
-    assert_eq!(market.height(), Some(through), "the files reach {through}");
-    market
 }
 
 /// A data set, the snapshot its folds start from, and the block the
@@ -114,12 +126,7 @@ fn simulated(mode: OutputMode) -> PathBuf {
 }
 
 fn first_block(dir: &Path) -> u64 {
-    let feeds: Vec<Feed> = Needs::ALL
-        .sources()
-        .into_iter()
-        .map(|source| Feed::open(dir, source).unwrap())
-        .collect();
-    BlockSource::new(feeds, SourceOptions::from_block(0))
+    BlockSource::new(feeds_of(dir), SourceOptions::from_block(0))
         .unwrap()
         .first_block()
         .unwrap()
@@ -989,11 +996,7 @@ fn the_checkpointer_writes_every_n_blocks_keeps_the_newest_and_leaves_no_tempora
         Needs::ALL,
     );
     let mut checkpointer = Checkpointer::new(&dir, policy, market.height(), 0);
-    let feeds: Vec<Feed> = Needs::ALL
-        .sources()
-        .into_iter()
-        .map(|source| Feed::open(&case.dir, source).unwrap())
-        .collect();
+    let feeds = feeds_of(&case.dir);
     let start = market.height().unwrap() + 1;
     let mut source = BlockSource::new(feeds, SourceOptions::from_block(start)).unwrap();
     let mut taken = Vec::new();
@@ -1129,11 +1132,7 @@ fn a_checkpoint_past_the_candle_resume_point_folds_trades_again_from_it(#[case] 
     let loaded = file::load(&case.checkpoint, Needs::ALL).unwrap();
     assert!(resume <= case.at, "the checkpoint lies past {resume}");
     let mut market = loaded.market.with_candles_from(resume);
-    let feeds: Vec<Feed> = Needs::ALL
-        .sources()
-        .into_iter()
-        .map(|source| Feed::open(&case.dir, source).unwrap())
-        .collect();
+    let feeds = feeds_of(&case.dir);
     let mut source = BlockSource::new(
         feeds,
         SourceOptions {
@@ -1143,19 +1142,9 @@ fn a_checkpoint_past_the_candle_resume_point_folds_trades_again_from_it(#[case] 
         },
     )
     .unwrap();
-    loop {
-        let at_end = source.read(0).unwrap() == 0;
-        while let Some(block) = if at_end {
-            source.finish()
-        } else {
-            source.pop(0)
-        } {
-            market.apply(&block);
-        }
-        if at_end {
-            break;
-        }
-    }
+    each_block(&mut source, |block| {
+        market.apply(block);
+    });
     assert_eq!(market.height(), Some(end));
     assert_eq!(market.trades().counts(), uninterrupted.trades().counts());
     let live = |market: &Market| market.candles().live_candles().cloned().collect::<Vec<_>>();
