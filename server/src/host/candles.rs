@@ -18,18 +18,27 @@
 //! - empty store: the fold starts at the history start (the first block at
 //!   or after it). The span starts at the history start when the node files
 //!   reach back before it, else at the first block's time: a bucket that
-//!   opened before the first block on disk would be partial, so it is
-//!   neither stored nor served;
+//!   opened before the first block on disk is partial (it holds only the
+//!   trades from that block on, as the engine's candle of it does), so it
+//!   is never stored; while the engine holds it open, lookups serve that
+//!   state, as the `candle` channel does (see [`crate::candles`]);
 //! - store with a watermark (block `B` at time `T`): every bucket that ended
 //!   by `T` is stored; the buckets still open at `T` all opened at or after
 //!   the `5m` bucket holding `T`. The engine folds trades from that bucket's
 //!   open (less [`REPLAY_MARGIN_MS`]), so the open buckets are rebuilt
 //!   whole and the span continues the stored one; the store keeps the
-//!   buckets it holds as they are, so nothing is counted twice. When the
-//!   node's files no longer reach back that far (pruned while l1gate was
-//!   stopped), the stretch from `T` to the first block read is a gap:
-//!   buckets touching it are partial, neither stored nor served, and
-//!   lookups of them say so;
+//!   buckets it holds as they are, so nothing is counted twice. A bucket
+//!   that opened before that `5m` bucket and is still open (a `3m`, `15m`
+//!   or longer one, built from the stored buckets) is whole in the stored
+//!   span and this one together. When the fold's first block is the first
+//!   block the stored span holds (the files begin where the store's data
+//!   does), the bucket the data begins in is held as on the first start.
+//!   When the node's files no longer reach back that far (pruned while
+//!   l1gate was stopped), the stretch from `T` to the first block read is a
+//!   gap: buckets touching it are partial, never stored, and lookups of
+//!   them say so — but for the bucket holding the first block read, which
+//!   is served while open as on a first start (the trades from that block
+//!   on);
 //! - blocks missing between two blocks read (the numbers jump) are a gap
 //!   the same way.
 //!
@@ -541,6 +550,12 @@ pub struct Writer {
     settings: WriterSettings,
     /// Where this writer's span starts (set by its first block).
     span_from: Option<i64>,
+    /// The start of the stored span this writer continues, if any.
+    stored_from: Option<i64>,
+    /// Where the data begins when buckets opened before it (set by the
+    /// first block; see the module docs): their candles are kept for
+    /// lookups while open, never stored.
+    partial_from: Option<i64>,
     /// Gaps found and not committed yet.
     gaps: Vec<Gap>,
     /// Gaps found since the start (buckets touching them are not kept).
@@ -568,11 +583,22 @@ impl Writer {
                 "candle store: resuming after its last commit"
             );
         }
+        let stored_from = watermark.and_then(|w| {
+            store
+                .reader()
+                .coverage()
+                .spans
+                .iter()
+                .find(|span| span.from_ms <= w.block_time_ms && w.block_time_ms <= span.to_ms)
+                .map(|span| span.from_ms)
+        });
         Self {
             store,
             candles,
             settings,
             span_from: None,
+            stored_from,
+            partial_from: None,
             gaps: Vec::new(),
             all_gaps: Vec::new(),
             pending: Vec::new(),
@@ -677,18 +703,28 @@ impl Writer {
                     .iter()
                     .any(|gap| gap.touches(candle.open_time, candle.next_open))
         };
+        // The bucket the data begins in: served while open, never stored.
+        let partial = |candle: &Candle| {
+            self.partial_from
+                .is_some_and(|from| candle.open_time < from && from < candle.next_open)
+        };
         if let Some(candles) = &self.candles {
             let mut live = candles.live.write();
             for candle in &block.changed {
                 if keep(candle) {
                     live.upsert(candle);
+                } else if partial(candle) {
+                    live.upsert_partial(candle, false);
                 }
             }
             for candle in &block.closed {
                 if keep(candle) {
                     live.upsert(candle);
+                } else if partial(candle) {
+                    live.upsert_partial(candle, true);
                 }
             }
+            live.partial_from = self.partial_from;
             live.block_number = block.number;
             live.block_time_ms = block.time_ms;
             live.session = Some(Span {
@@ -706,9 +742,16 @@ impl Writer {
     fn first_span_start(&mut self, block: &CandleBlock) -> i64 {
         let history = self.settings.history_start_ms;
         if block.time_ms <= self.settings.from_ms {
+            // The fold begins where the stored data does: the bucket that
+            // data begins in is held as it was on the first start.
+            if self.stored_from == Some(block.time_ms) {
+                self.partial_from = self.stored_from;
+            }
             return self.settings.from_ms.max(history);
         }
-        if let Some(at) = self.settings.continues_at_ms {
+        if let Some(at) = self.settings.continues_at_ms
+            && block.time_ms > at
+        {
             let reason = self.settings.gap_reason.clone();
             self.gap(Gap {
                 from_ms: at,
@@ -716,7 +759,11 @@ impl Writer {
                 reason,
             });
         }
-        block.time_ms.max(history)
+        if block.time_ms < history {
+            return history;
+        }
+        self.partial_from = Some(block.time_ms);
+        block.time_ms
     }
 
     /// Commits the closed candles, the watermark, the span and the gaps.
@@ -797,6 +844,87 @@ mod tests {
             time_ms,
             ..CandleBlock::default()
         }
+    }
+
+    fn px(text: &str) -> engine::num::Px {
+        engine::num::Px::parse(text).unwrap()
+    }
+
+    /// A BTC candle of `trades` trades at `price`.
+    fn candle(interval: Interval, open_time: i64, price: &str, trades: u64, time: i64) -> Candle {
+        let px = px(price);
+        Candle {
+            coin: "BTC".into(),
+            interval,
+            open_time,
+            next_open: interval.next_open(open_time),
+            open: px,
+            high: px,
+            low: px,
+            close: px,
+            volume: engine::market::candles::Amount::new(i128::from(trades), 0),
+            notional: engine::market::candles::Amount::new(i128::from(trades), 0),
+            trades_count: trades,
+            price_scale: 0,
+            block_number: 1,
+            time,
+        }
+    }
+
+    #[test]
+    fn the_bucket_the_data_begins_in_is_served_while_open_and_never_stored() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = CandleStore::open(dir.path(), T0).unwrap();
+        let candles = Arc::new(Candles::new(Arc::clone(store.reader()), T0));
+        let mut writer = Writer::new(
+            store,
+            Some(Arc::clone(&candles)),
+            WriterSettings::fresh(T0, T0),
+        );
+        // The files begin at 1m30s: inside the 1m bucket from 1m and the 3m
+        // bucket from 0.
+        let first = candle(Interval::Minute1, T0 + 60_000, "10", 2, T0 + 90_000);
+        writer.fold(CandleBlock {
+            changed: vec![first.clone()],
+            ..block(1, T0 + 90_000)
+        });
+        let now = T0 + 3_600_000;
+        let served = candles
+            .lookup("BTC", Interval::Minute1, T0 + 60_000, now)
+            .unwrap();
+        assert_eq!((served.trades_count, served.closed), (2, false));
+        let built = candles
+            .snapshot("BTC", Interval::Minute3, T0, now, 10)
+            .unwrap();
+        assert_eq!(built.len(), 1);
+        assert_eq!((built[0].open_time, built[0].trades_count), (T0, 2));
+        // Closed at 2m and followed by a whole bucket: no longer served
+        // alone, never stored; the 3m bucket, open still, holds both.
+        let second = candle(Interval::Minute1, T0 + 120_000, "11", 3, T0 + 120_000);
+        writer.fold(CandleBlock {
+            changed: vec![second],
+            closed: vec![first],
+            ..block(2, T0 + 120_000)
+        });
+        writer.commit().unwrap();
+        assert_eq!(writer.store().reader().candles(), 0);
+        assert!(matches!(
+            candles.lookup("BTC", Interval::Minute1, T0 + 60_000, now),
+            Err(crate::candles::Miss::NotCovered { .. })
+        ));
+        let built = candles
+            .snapshot("BTC", Interval::Minute3, T0, now, 10)
+            .unwrap();
+        assert_eq!(built.len(), 1);
+        assert_eq!((built[0].trades_count, built[0].open), (5, px("10")));
+        // Once the 3m bucket closes, it is served no more.
+        writer.fold(block(3, T0 + 180_000));
+        assert!(
+            candles
+                .snapshot("BTC", Interval::Minute3, T0, now, 10)
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]

@@ -17,7 +17,10 @@
 //!   5,000, as `{t, T, s, i, o, c, h, l, v, n}`, for every interval the
 //!   exchange offers: `1s`/`1m`/`5m` as stored (and live), the others built
 //!   from the stored buckets inside them (`3m` from `1m`, the rest from
-//!   `5m`); a bucket partly outside the store's coverage is left out.
+//!   `5m`); a bucket partly outside the store's coverage is left out, but
+//!   for the one the node's files begin in, served while it is open with
+//!   the trades from the files' first block on, as the `candle` channel
+//!   serves it ([`Candles::snapshot`]).
 //!
 //! A request outside this contract is 400 `invalid_request` naming the
 //! field; an unknown coin or a coin without a book is 400 too; before the
@@ -34,8 +37,7 @@ use engine::market::Market;
 use engine::market::candles::Interval;
 use serde_json::{Map, Value, json};
 
-use crate::candles::store::INTERVALS;
-use crate::candles::{CandleValues, Candles, Miss};
+use crate::candles::{Candles, Miss, stored_under};
 use crate::host::engine::{Command, EngineStatus, SubscribeError, read, subscribe};
 use crate::ws::protocol;
 use crate::ws::render::{self, Channel};
@@ -209,11 +211,10 @@ impl Local {
             return Err(invalid("req.endTime: before req.startTime"));
         }
         let part = stored_under(interval);
-        let first = interval.bucket_open(start).max(candles.history_start_ms());
         // An empty answer means no trades: a range the store cannot give
         // whole is an error instead.
-        let parts = candles
-            .range(&coin, part, first, end.saturating_add(1), MAX_PARTS, true)
+        let newest = candles
+            .snapshot(&coin, interval, start, end.saturating_add(1), MAX_CANDLES)
             .map_err(|miss| match miss {
                 Miss::Damaged { from_ms, to_ms } => (
                     StatusCode::SERVICE_UNAVAILABLE,
@@ -233,37 +234,6 @@ impl Local {
                     },
                 ),
             })?;
-        // Whole buckets only (a stored interval's candles are whole), and
-        // the one still open at the end of the data.
-        let mut buckets: Vec<CandleValues> = Vec::new();
-        for values in parts {
-            let open = interval.bucket_open(values.open_time);
-            match buckets.last_mut() {
-                Some(sum) if sum.open_time == open => {
-                    sum.high = sum.high.max(values.high);
-                    sum.low = sum.low.min(values.low);
-                    sum.close = values.close;
-                    let Some(volume) = sum.volume.checked_add(values.volume) else {
-                        continue;
-                    };
-                    sum.volume = volume;
-                    sum.trades_count += values.trades_count;
-                    sum.closed = values.closed;
-                }
-                _ => buckets.push(CandleValues {
-                    open_time: open,
-                    ..values
-                }),
-            }
-        }
-        let whole: Vec<&CandleValues> = buckets
-            .iter()
-            .filter(|b| {
-                part == interval
-                    || candles.bucket_usable(b.open_time, interval.next_open(b.open_time))
-            })
-            .collect();
-        let newest = &whole[whole.len().saturating_sub(MAX_CANDLES)..];
         // `[{"t":…,"T":…,"s":…,"i":…,"o":…,"c":…,"h":…,"l":…,"v":…,"n":…},…]`
         let name = serde_json::to_string(&coin).unwrap_or_else(|_| "\"\"".to_owned());
         let mut out = String::with_capacity(newest.len() * 160 + 2);
@@ -288,22 +258,6 @@ impl Local {
         }
         out.push(']');
         Ok(out)
-    }
-}
-
-/// Stored candles one `candleSnapshot` reads at most (an interval the store
-/// does not keep is built from many stored buckets): the newest are read.
-const MAX_PARTS: usize = 2_000_000;
-
-/// The stored interval an interval's candles are built from: itself when
-/// the store keeps it, else the longest stored one that divides it.
-fn stored_under(interval: Interval) -> Interval {
-    if INTERVALS.contains(&interval) {
-        interval
-    } else if interval == Interval::Minute3 {
-        Interval::Minute1
-    } else {
-        Interval::Minute5
     }
 }
 

@@ -1,15 +1,16 @@
 //! Candle lookups end to end over loopback HTTP: every market form and
 //! interval against an independent calculation from the fills files,
 //! restarts on the same store (with backfill of what was written while the
-//! server was down, and a server killed mid-commit), damaged chunks rebuilt
-//! from the node's files, the 400/401/404 answers, and `/healthz`
-//! freshness.
+//! server was down, a server killed mid-commit, and Info's `candleSnapshot`
+//! of the buckets open at a restart), damaged chunks rebuilt from the
+//! node's files, the 400/401/404 answers, and `/healthz` freshness.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bytes::Bytes;
+use engine::market::candles::Interval;
 use http_body_util::{BodyExt as _, Empty};
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
@@ -17,7 +18,7 @@ use serde_json::Value;
 
 use super::harness::{TestServer, real};
 
-const INTERVALS: [(&str, i64); 3] = [("1s", 1_000), ("1m", 60_000), ("5m", 300_000)];
+pub const INTERVALS: [(&str, i64); 3] = [("1s", 1_000), ("1m", 60_000), ("5m", 300_000)];
 
 // ---------------------------------------------------------------------------
 // The independent calculation: serde_json over the fills lines, pairing by
@@ -155,6 +156,17 @@ type MarketForm = fn(&str) -> bool;
 /// Consecutive lines of one block (the node's streaming mode) are paired
 /// together.
 pub fn expected_candles(lines: &[Vec<u8>]) -> BTreeMap<Key, Expected> {
+    let names: Vec<&'static str> = INTERVALS.iter().map(|(name, _)| *name).collect();
+    expected_candles_in(lines, &names)
+}
+
+/// [`expected_candles`] in the named intervals (any of the exchange's
+/// fifteen, and `1s`; the buckets' edges are the engine's, the values
+/// this file's own).
+pub fn expected_candles_in(
+    lines: &[Vec<u8>],
+    intervals: &[&'static str],
+) -> BTreeMap<Key, Expected> {
     let mut blocks: Vec<(u64, Vec<Value>)> = Vec::new();
     for line in lines {
         let envelope: Value = serde_json::from_slice(line).unwrap();
@@ -173,8 +185,8 @@ pub fn expected_candles(lines: &[Vec<u8>]) -> BTreeMap<Key, Expected> {
                 units: px.units * sz.units,
                 scale: px.scale + sz.scale,
             };
-            for (name, length) in INTERVALS {
-                let open = trade.time - trade.time.rem_euclid(length);
+            for &name in intervals {
+                let open = Interval::parse(name).unwrap().bucket_open(trade.time);
                 out.entry((trade.coin.clone(), name, open))
                     .and_modify(|c| {
                         if cmp(px, c.high.0).is_gt() {
@@ -651,6 +663,46 @@ pub fn simulated_fills(
     (source, relative, lines)
 }
 
+/// Simulated fills of `blocks` blocks from a starting state at
+/// `start_time_ms`, by block, in as many hourly files as they reach: each
+/// line with its file's path in the node directory.
+pub fn simulated_hours(blocks: u64, start_time_ms: i64) -> Vec<(PathBuf, Vec<u8>)> {
+    let source = tempfile::tempdir().unwrap();
+    let mut cfg = fixtures::SimConfig::small(5);
+    cfg.mode = fixtures::OutputMode::ByBlock;
+    cfg.snapshot_every = None;
+    cfg.start_time_ms = start_time_ms;
+    let run = fixtures::RunOptions {
+        blocks: Some(blocks),
+        no_replica_cmds: true,
+        ..fixtures::RunOptions::default()
+    };
+    fixtures::generate(&cfg, source.path(), &run, &mut |_| {}).unwrap();
+    let mut files = Vec::new();
+    collect_files(
+        &source.path().join("hl/data/node_fills_by_block"),
+        &mut files,
+    );
+    let mut lines: Vec<(PathBuf, Vec<u8>)> = files
+        .iter()
+        .flat_map(|file| {
+            let relative = file.strip_prefix(source.path()).unwrap().to_owned();
+            lines_of(file)
+                .into_iter()
+                .map(move |line| (relative.clone(), line))
+        })
+        .collect();
+    lines.sort_by_key(|(_, line)| header(line).0);
+    lines
+}
+
+/// Appends `lines` to their files under `node`.
+pub fn append_hours(node: &Path, lines: &[(PathBuf, Vec<u8>)]) {
+    for (path, line) in lines {
+        write_lines(&node.join(path), std::slice::from_ref(line), true);
+    }
+}
+
 pub fn write_lines(path: &Path, lines: &[Vec<u8>], append: bool) {
     use std::io::Write as _;
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -804,6 +856,163 @@ fn a_server_killed_mid_commit_restarts_with_every_candle() {
         wait_for_writer(&server, header(lines.last().unwrap()).0).await;
         assert!(check_all(&server, &all, coverage).await > 50);
     });
+}
+
+/// The candle as Info's `candleSnapshot` and the `candle` channel give it.
+pub fn snapshot_entry(coin: &str, interval: &str, open: i64, want: &Expected) -> Value {
+    serde_json::json!({
+        "t": open,
+        "T": Interval::parse(interval).unwrap().close_time(open),
+        "s": coin,
+        "i": interval,
+        "o": want.open,
+        "c": want.close,
+        "h": want.high.1,
+        "l": want.low.1,
+        "v": canonical(want.volume),
+        "n": want.trades,
+    })
+}
+
+/// Info's `candleSnapshot` of `coin`'s `interval` from `start_ms` to now.
+pub async fn candle_snapshot(
+    server: &TestServer,
+    coin: &str,
+    interval: &str,
+    start_ms: i64,
+) -> Value {
+    let body = serde_json::json!({"type": "candleSnapshot",
+        "req": {"coin": coin, "interval": interval, "startTime": start_ms}});
+    let reply = super::standin::post_json(
+        server.running.http_addr,
+        "/info",
+        Some(&server.key),
+        &body.to_string(),
+    )
+    .await;
+    assert_eq!(reply.status, 200, "{coin} {interval}: {}", reply.json());
+    reply.json()
+}
+
+/// The current bucket of `coin`'s `interval` as the `candle` channel opens
+/// with it.
+pub async fn channel_candle(
+    socket: &mut super::ws_api::Socket,
+    coin: &str,
+    interval: &str,
+) -> Value {
+    super::ws_api::send(
+        socket,
+        serde_json::json!({"method": "subscribe",
+            "subscription": {"type": "candle", "coin": coin, "interval": interval}}),
+    )
+    .await;
+    loop {
+        let message = super::ws_api::on_channel(socket, "candle").await;
+        if message["data"]["i"] == interval && message["data"]["s"] == coin {
+            return message["data"].clone();
+        }
+    }
+}
+
+/// Every interval `candleSnapshot` answers.
+pub const ALL_INTERVALS: [&str; 15] = [
+    "1s", "1m", "3m", "5m", "15m", "30m", "1h", "2h", "4h", "8h", "12h", "1d", "3d", "1w", "1M",
+];
+
+/// Every candle of `lines` from `from_ms` on, in every interval, is what
+/// `candleSnapshot` answers; the newest of each, when the engine holds it
+/// open and whole (it opened at or after `engine_from_ms`, where the
+/// engine's fold of trades began), is what the `candle` channel opens with.
+async fn snapshots_match(
+    server: &TestServer,
+    lines: &[Vec<u8>],
+    from_ms: i64,
+    engine_from_ms: i64,
+) {
+    let expected = expected_candles_in(lines, &ALL_INTERVALS);
+    let (_, last_block_ms) = header(lines.last().unwrap());
+    let coins: std::collections::BTreeSet<&str> =
+        expected.keys().map(|(coin, ..)| coin.as_str()).collect();
+    let mut socket = super::ws_api::connect(server).await;
+    for interval in ALL_INTERVALS {
+        for &coin in &coins {
+            let want: Vec<Value> = expected
+                .iter()
+                .filter(|((c, i, open), _)| c == coin && *i == interval && *open >= from_ms)
+                .map(|((c, i, open), want)| snapshot_entry(c, i, *open, want))
+                .collect();
+            let got = candle_snapshot(server, coin, interval, from_ms).await;
+            assert_eq!(got, Value::Array(want), "{coin} {interval}");
+        }
+        // The channel opens with the bucket the engine holds open, if it
+        // has trades.
+        let got = candle_snapshot(server, "BTC", interval, from_ms).await;
+        let newest = got.as_array().unwrap().last().unwrap().clone();
+        let open = newest["T"].as_i64().unwrap() >= last_block_ms;
+        assert!(open || interval == "1s", "BTC {interval}: {newest}");
+        if open && newest["t"].as_i64().unwrap() >= engine_from_ms {
+            assert_eq!(
+                channel_candle(&mut socket, "BTC", interval).await,
+                newest,
+                "BTC {interval}: the channel's bucket"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_serves_the_buckets_open_at_it_in_candle_snapshots_as_the_channel_does() {
+    // Fills from 2025-12-31T23:59:50Z, candles from 2026-01-01T00:00:00Z:
+    // a bucket open of every interval, so every bucket from it on is
+    // whole. The first run stops near 00:05:30 (the watermark T); the
+    // restart folds again from the 5m bucket holding T, 00:05, and the 3m
+    // bucket from 00:03 and every bucket of 15m or longer opened before it.
+    const HISTORY_START: i64 = 1_767_225_600_000;
+    let hours = simulated_hours(7_500, HISTORY_START - 10_000);
+    let lines: Vec<Vec<u8>> = hours.iter().map(|(_, line)| line.clone()).collect();
+    let at = |ms: i64| lines.partition_point(|line| header(line).1 < ms);
+    let (first_end, second_end) = (at(HISTORY_START + 330_000), at(HISTORY_START + 350_000));
+    assert!(header(lines.last().unwrap()).1 > HISTORY_START + 420_000);
+    let node = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let state_dir = state.path().join("state");
+    let tune = |args: &mut l1gate::config::ServeArgs| {
+        unlimited(args);
+        args.state_dir = Some(state_dir.clone());
+        args.candle_history_start = Some("2026-01-01T00:00:00Z".into());
+    };
+    append_hours(node.path(), &hours[..first_end]);
+    let server = TestServer::start(node.path(), tune).await;
+    wait_for_writer(&server, header(&lines[first_end - 1]).0).await;
+    drop(server);
+    let watermark = {
+        let (store, _) = l1gate::candles::store::CandleStore::open(&state_dir, 0).unwrap();
+        store.reader().watermark().unwrap().block_time_ms
+    };
+    assert!(
+        (HISTORY_START + 300_000..HISTORY_START + 330_000).contains(&watermark),
+        "{}",
+        iso(watermark)
+    );
+
+    // Restarted over the store, the buckets open at T still open: each is
+    // served whole, and as the channel holds it where the engine's fold
+    // (from a minute before the 5m bucket holding T) holds it whole.
+    let engine_from = Interval::Minute5.bucket_open(watermark) - 60_000;
+    append_hours(node.path(), &hours[first_end..second_end]);
+    let server = TestServer::start(node.path(), tune).await;
+    wait_for_writer(&server, header(&lines[second_end - 1]).0).await;
+    snapshots_match(&server, &lines[..second_end], HISTORY_START, engine_from).await;
+
+    // And once they closed (the 3m bucket from 00:03, the 1m from 00:05)
+    // and were stored.
+    append_hours(node.path(), &hours[second_end..]);
+    wait_for_writer(&server, header(lines.last().unwrap()).0).await;
+    snapshots_match(&server, &lines, HISTORY_START, engine_from).await;
+    // The lookups of the stored intervals agree.
+    let stored = expected_candles(&lines);
+    assert!(check_all(&server, &stored, HISTORY_START).await > 50);
 }
 
 #[tokio::test]

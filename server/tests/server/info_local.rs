@@ -6,10 +6,16 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use engine::market::candles::Interval;
 use engine::replay::ViewKind;
+use fixtures::SimConfig;
 use proto::v3 as pb;
 use serde_json::{Value, json};
 
+use super::candles::{
+    ALL_INTERVALS, Http, INTERVALS, append_hours, assert_candle, candle_path, channel_candle,
+    expected_candles_in, header, simulated_hours, snapshot_entry, unlimited, wait_for_writer,
+};
 use super::harness::TestServer;
 use super::market_live::{client, live_node, ready};
 use super::market_views::{actors, replay};
@@ -190,6 +196,132 @@ async fn book_and_order_types_are_answered_from_the_books() {
     assert!(refused["message"].as_str().unwrap().contains("user:"));
 }
 
+/// Checks, for every interval, that the buckets the server serves for
+/// BTC are those of `lines` (the node's fills files so far) with the rule
+/// for the bucket the files begin in: while open it is served on every
+/// interface as the engine holds it (the trades from the files' first
+/// block on), once closed on none. Returns the intervals whose bucket the
+/// files begin in was served.
+async fn the_first_bucket_follows_the_rule(
+    server: &TestServer,
+    lines: &[Vec<u8>],
+) -> Vec<&'static str> {
+    let (_, first_block_ms) = header(&lines[0]);
+    let (_, last_block_ms) = header(lines.last().unwrap());
+    let expected = expected_candles_in(lines, &ALL_INTERVALS);
+    let mut socket = super::ws_api::connect(server).await;
+    let mut http = Http::connect(server.running.http_addr).await;
+    let mut served_partial = Vec::new();
+    for interval in ALL_INTERVALS {
+        let next_open = |open: i64| Interval::parse(interval).unwrap().next_open(open);
+        let want: Vec<Value> = expected
+            .iter()
+            .filter(|((coin, i, open), _)| {
+                coin == "BTC"
+                    && *i == interval
+                    && (*open >= first_block_ms || next_open(*open) > last_block_ms)
+            })
+            .map(|((coin, i, open), want)| snapshot_entry(coin, i, *open, want))
+            .collect();
+        let (status, got) = info(
+            server,
+            json!({"type":"candleSnapshot","req":{"coin":"BTC","interval":interval,"startTime":0}}),
+        )
+        .await;
+        assert_eq!(status, 200, "{got}");
+        assert_eq!(got, Value::Array(want.clone()), "{interval}");
+        if want
+            .first()
+            .is_some_and(|first| first["t"].as_i64().unwrap() < first_block_ms)
+        {
+            served_partial.push(interval);
+        }
+        // The channel opens with the bucket the engine holds open.
+        if let Some(newest) = want.last()
+            && newest["T"].as_i64().unwrap() >= last_block_ms
+        {
+            assert_eq!(
+                &channel_candle(&mut socket, "BTC", interval).await,
+                newest,
+                "{interval}"
+            );
+        }
+        // The one-candle lookup of the bucket the files begin in: its
+        // state so far (not final) while open, else outside the data held.
+        if let Some(&(_, length)) = INTERVALS.iter().find(|(i, _)| *i == interval) {
+            let open = first_block_ms - first_block_ms.rem_euclid(length);
+            let reply = http
+                .get(&candle_path(&server.key, "BTC", interval, open), None)
+                .await;
+            match expected.get(&("BTC".to_owned(), interval, open)) {
+                Some(want) if open + length > last_block_ms => {
+                    assert_candle(&reply, "BTC", interval, open, want);
+                    assert_eq!(reply.cache_control.as_deref(), Some("no-store"));
+                }
+                _ => {
+                    assert_eq!(reply.status, 404, "{interval}: {}", reply.body);
+                    assert_eq!(reply.body["error"], "not_covered", "{}", reply.body);
+                }
+            }
+        }
+    }
+    served_partial
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bucket_the_files_begin_in_is_served_while_open_as_the_channel_serves_it() {
+    // Fills from 17:39:13, mid-bucket in every interval.
+    let hours = simulated_hours(1_800, SimConfig::small(5).start_time_ms);
+    let lines: Vec<Vec<u8>> = hours.iter().map(|(_, line)| line.clone()).collect();
+    let (_, first_block_ms) = header(&lines[0]);
+    let at = |ms: i64| lines.partition_point(|line| header(line).1 < ms);
+    let minute = first_block_ms - first_block_ms.rem_euclid(60_000);
+    let node = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let state_dir = state.path().join("state");
+    let tune = |args: &mut l1gate::config::ServeArgs| {
+        unlimited(args);
+        args.state_dir = Some(state_dir.clone());
+    };
+
+    // Ten seconds of blocks: every bucket but the first 1s ones is the one
+    // the files begin in, still open.
+    let ends = [
+        at(first_block_ms + 10_000),
+        at(minute + 90_000),
+        lines.len(),
+    ];
+    assert!(header(lines.last().unwrap()).1 > minute + 110_000);
+    append_hours(node.path(), &hours[..ends[0]]);
+    let server = TestServer::start(node.path(), tune).await;
+    wait_for_writer(&server, header(&lines[ends[0] - 1]).0).await;
+    let served = the_first_bucket_follows_the_rule(&server, &lines[..ends[0]]).await;
+    assert_eq!(served, &ALL_INTERVALS[1..]);
+    drop(server);
+
+    // Restarted after the 1m and 5m buckets the files begin in closed
+    // (never stored, no longer served), twice: the fold starts again at the
+    // files' first block (first with the store's watermark in the 5m bucket
+    // the files begin in, then in the next one), so the 3m bucket and the
+    // longer ones are held, and served, as before.
+    let longer: Vec<&str> = ALL_INTERVALS
+        .iter()
+        .copied()
+        .filter(|i| !["1s", "1m", "5m"].contains(i))
+        .collect();
+    append_hours(node.path(), &hours[ends[0]..ends[1]]);
+    let server = TestServer::start(node.path(), tune).await;
+    wait_for_writer(&server, header(&lines[ends[1] - 1]).0).await;
+    let served = the_first_bucket_follows_the_rule(&server, &lines[..ends[1]]).await;
+    assert_eq!(served, longer);
+    drop(server);
+    append_hours(node.path(), &hours[ends[1]..]);
+    let server = TestServer::start(node.path(), tune).await;
+    wait_for_writer(&server, header(lines.last().unwrap()).0).await;
+    let served = the_first_bucket_follows_the_rule(&server, &lines).await;
+    assert_eq!(served, longer);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn candle_snapshots_are_the_candles_of_the_range() {
     let node = live_node(6_000, 6_000, Duration::from_millis(1));
@@ -271,16 +403,18 @@ async fn candle_snapshots_are_the_candles_of_the_range() {
         &expected_3m.values().cloned().collect::<Vec<_>>()[..]
     );
     assert_eq!(built.last().unwrap()["t"], open_bucket);
+    // The only hour began before the files and is still open: served as
+    // the engine holds it (the trades from the files' first block on), as
+    // the `candle` channel opens with it.
     let (_, hours) = info(
         &server,
         json!({"type":"candleSnapshot","req":{"coin":"BTC","interval":"1h","startTime": 0}}),
     )
     .await;
-    assert_eq!(
-        hours,
-        json!([]),
-        "the only hour reaches back before the coverage"
-    );
+    let mut socket = super::ws_api::connect(&server).await;
+    let channel = channel_candle(&mut socket, "BTC", "1h").await;
+    assert_eq!(hours, json!([channel]));
+    assert!(channel["t"].as_i64().unwrap() < first, "{channel}");
     for (body, field) in [
         (json!({"type":"candleSnapshot"}), "req:"),
         (
