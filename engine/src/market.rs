@@ -26,8 +26,7 @@
 //! Blocks at or below the books' height change no book; with
 //! [`Market::with_candles_from`], the blocks from an earlier block up to
 //! the books' height are folded into trades and candles only, so a candle
-//! store can resume before the snapshot (or checkpoint) the books start
-//! from.
+//! store can resume before the snapshot the books start from.
 
 pub mod bbo;
 pub mod candles;
@@ -299,20 +298,14 @@ impl Market {
 
     /// Also folds trades and candles from `first_block` on (blocks below the
     /// books' start included), so a candle store that resumes before the
-    /// snapshot or checkpoint the books start from misses nothing. What
-    /// trades and candles carried (a checkpoint's live candles and trade
-    /// counts) is dropped first, since the blocks that made it are folded
-    /// again. Does nothing when the market already starts at or before it.
+    /// snapshot the books start from misses nothing. Does nothing when the
+    /// market already starts at or before it.
     #[must_use]
     pub fn with_candles_from(mut self, first_block: u64) -> Self {
         if self
             .height
             .is_some_and(|height| first_block <= height.saturating_add(1))
         {
-            if self.height.is_some_and(|height| first_block <= height) {
-                self.trades = TradesView::new();
-                self.candles = CandlesView::with_intervals(self.candles.intervals());
-            }
             self.height = first_block.checked_sub(1);
         }
         self

@@ -12,9 +12,9 @@
 //! server is shutting down, WebSocket connections with close 1001 (going
 //! away), HTTP/2 connections with GOAWAY, HTTP/1 connections once their
 //! request is answered — and the server waits up to [`DRAIN`] for them to
-//! go. Dropping [`Running`] then stops the engine thread (which writes a
-//! last checkpoint when checkpoints are on) and the candle writer (a last
-//! commit), and saves key usage. A client that reconnects to the
+//! go. Dropping [`Running`] then stops the engine thread (letting a
+//! checkpoint being written finish) and the candle writer (a last commit),
+//! and saves key usage. A client that reconnects to the
 //! restarted server resumes: a raw-feed stream from its last cursor, a
 //! market stream from a fresh opening.
 
@@ -119,7 +119,7 @@ impl Running {
         self.flow.watched()
     }
 
-    /// [`Running::drain`], then the engine (a last checkpoint), the candle
+    /// [`Running::drain`], then the engine, the candle
     /// writer (a last commit) and the rest stopped, off the async threads.
     pub async fn stop(mut self) {
         let left = self.drain().await;

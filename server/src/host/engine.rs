@@ -8,12 +8,9 @@
 //!
 //! The market starts from the newest engine checkpoint in
 //! `state_dir/checkpoints/` ([`engine::checkpoint`]) that is newer than the
-//! newest L4 snapshot in the data directory and whose next block the node's
-//! files still hold; when it lies past the candle store's resume point (a
-//! checkpoint written at a stop always does), its books are used and its
-//! trades and candles are folded again from the resume point, as from a
-//! snapshot ([`Market::with_candles_from`]), so the store gets every candle
-//! whole;
+//! newest L4 snapshot in the data directory, lies before the candle store's
+//! resume point (the candles it carries are then whole, and the store gets
+//! every candle it lacks) and whose next block the node's files still hold;
 //! a damaged one, or one of another format version, is logged and passed
 //! over for the next older. Without a usable checkpoint the newest L4
 //! snapshot (if any) is loaded, as before, and why no checkpoint was used is
@@ -604,9 +601,7 @@ impl<'s> Writer<'s> {
         let resumed = settings.checkpoints.as_ref().and_then(|checkpoints| {
             let bounds = Bounds {
                 above: latest_snapshot.as_ref().map(|file| file.height),
-                // One past the store's resume point is used too: its trades
-                // and candles are folded again from there (below).
-                below: None,
+                below: candle_start,
                 files_from: common_first_block(&feeds).unwrap_or(None),
             };
             resume(&checkpoints.dir, bounds)
@@ -677,7 +672,7 @@ impl<'s> Writer<'s> {
         loop {
             match self.drain(inbox)? {
                 Drained::Stop => {
-                    self.checkpoint_at_stop();
+                    self.finish_checkpoint();
                     return Ok(());
                 }
                 Drained::Idle => {
@@ -696,7 +691,7 @@ impl<'s> Writer<'s> {
             }
             match self.wait(inbox, wake) {
                 Woken::Command(Command::Stop) | Woken::Disconnected => {
-                    self.checkpoint_at_stop();
+                    self.finish_checkpoint();
                     return Ok(());
                 }
                 Woken::Command(command) => self.command(command),
@@ -738,23 +733,18 @@ impl<'s> Writer<'s> {
         }
     }
 
-    /// Takes a last checkpoint when the thread stops, if the market folded
-    /// past the last one, and waits for it to be written: a restart then
-    /// starts where this run ended instead of folding again what it had.
-    /// Not before catch-up (the files it was reading are still there).
-    fn checkpoint_at_stop(&mut self) {
-        let Some(checkpointer) = self.checkpointer.as_mut() else {
-            return;
-        };
-        let height = self.market.height();
-        let behind = height.is_some_and(|h| checkpointer.last_block().is_none_or(|last| last < h));
-        if self.status.ready() && behind {
-            log_checkpoint(checkpointer.take_now(&self.market, crate::unix_now_ms()));
+    /// When the thread stops: lets the checkpoint being written, if any,
+    /// finish. No new one is taken: one at the newest block would lie past
+    /// the candle store's resume point, which the store has just committed,
+    /// so a restart could not use it (see the module docs); it would only
+    /// push an older, usable one out of those kept.
+    fn finish_checkpoint(&mut self) {
+        if let Some(checkpointer) = self.checkpointer.as_mut() {
+            log_checkpoint(Progress {
+                finished: checkpointer.finish(),
+                taken: None,
+            });
         }
-        log_checkpoint(Progress {
-            finished: checkpointer.finish(),
-            taken: None,
-        });
     }
 
     /// Waits for a command, a file change or the next deadline (a block's
@@ -1250,46 +1240,5 @@ mod tests {
         *status.error.lock().unwrap() = Some("the node files are gone".into());
         status.ready_wake.notify_waiters();
         assert_eq!(waiting.await.unwrap(), Err(SubscribeError::Stopped));
-    }
-
-    #[tokio::test]
-    async fn a_stopping_engine_checkpoints_where_it_ended_once() {
-        let tmp = tempfile::tempdir().unwrap();
-        let (live, last) = node(&tmp.path().join("node"));
-        let (wakeups, _dispatcher) = crate::host::wakeups::Wakeups::spawn();
-        let status = EngineStatus::default();
-        // Far apart: no checkpoint falls due while folding.
-        let checkpoints = Checkpoints::under(
-            &tmp.path().join("state"),
-            CheckpointPolicy {
-                every_blocks: 1_000_000,
-                every_ms: 0,
-                keep: 3,
-            },
-        );
-        let settings = EngineSettings {
-            align_grace: Duration::from_millis(1),
-            checkpoints: Some(checkpoints.clone()),
-            ..EngineSettings::default()
-        };
-        let mut writer =
-            Writer::new(&live, settings.clone(), None, wakeups.clone(), &status).unwrap();
-        fold_all(&mut writer);
-        // Not caught up yet as far as the thread knows: nothing written.
-        writer.checkpoint_at_stop();
-        assert!(file::list(&checkpoints.dir).unwrap_or_default().is_empty());
-        status.mark_ready();
-        writer.checkpoint_at_stop();
-        let written = file::list(&checkpoints.dir).unwrap();
-        assert_eq!(
-            written.iter().map(|c| c.block_number).collect::<Vec<_>>(),
-            [last]
-        );
-        // Stopping again at the same block writes nothing new, and the next
-        // start begins where the stopped one ended.
-        writer.checkpoint_at_stop();
-        assert_eq!(file::list(&checkpoints.dir).unwrap().len(), 1);
-        let restarted = Writer::new(&live, settings, None, wakeups, &status).unwrap();
-        assert_eq!(restarted.market.height(), Some(last));
     }
 }
