@@ -83,7 +83,7 @@ fn run_edge(command: l1gate::cli::EdgeCommand) -> anyhow::Result<()> {
             running.started_from, running.server.grpc_addr, running.server.http_addr
         );
         shutdown_signal().await?;
-        tracing::info!("shutting down: telling clients, then a last candle commit");
+        tracing::info!("shutting down: telling clients, then a last checkpoint and commit");
         let mut running = running;
         running.server.drain().await;
         tokio::task::spawn_blocking(move || drop(running))
@@ -312,7 +312,7 @@ fn run_serve(command: ServeCommand) -> anyhow::Result<()> {
             }
         }
         shutdown_signal().await?;
-        tracing::info!("shutting down: telling clients, then a last candle commit");
+        tracing::info!("shutting down: telling clients, then a last checkpoint and commit");
         running.stop().await;
         drop(demo);
         tracing::info!("stopped");

@@ -12,9 +12,9 @@
 //! server is shutting down, WebSocket connections with close 1001 (going
 //! away), HTTP/2 connections with GOAWAY, HTTP/1 connections once their
 //! request is answered — and the server waits up to [`DRAIN`] for them to
-//! go. Dropping [`Running`] then stops the engine thread (letting a
-//! checkpoint being written finish) and the candle writer (a last commit),
-//! and saves key usage. A client that reconnects to the
+//! go. Dropping [`Running`] then stops the engine thread (a last
+//! checkpoint where it ended) and the candle writer (a last commit at the
+//! same block, which the next start goes on from), and saves key usage. A client that reconnects to the
 //! restarted server resumes: a raw-feed stream from its last cursor, a
 //! market stream from a fresh opening.
 
@@ -280,6 +280,7 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
     let writer_settings =
         WriterSettings::for_store(&candle_store, settings.candle_history_start_ms);
     let candles_from = writer_settings.fold_start();
+    let carried_at = crate::host::candles::carried_at(&candle_store);
     let (candle_writer, candle_sink) =
         CandleWriter::start(candle_store, candles.clone(), writer_settings)
             .context("candle store thread")?;
@@ -338,6 +339,7 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
         },
         Some(CandleFeed {
             from: candles_from,
+            carried_at,
             sink: candle_sink,
         }),
         wakeups,

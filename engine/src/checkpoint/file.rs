@@ -467,6 +467,10 @@ pub struct Bounds {
     /// Only checkpoints before this block (where the fold must start for
     /// another reason, such as a candle store's resume point).
     pub below: Option<u64>,
+    /// A block whose checkpoint is usable though not before `below`: the
+    /// candle store closed every candle up to it and continues from the
+    /// candles the checkpoint carries (a checkpoint taken at a stop).
+    pub carried_at: Option<u64>,
     /// The first block from which every file the fold reads is on disk: a
     /// checkpoint at `H` needs block `H + 1` there.
     pub files_from: Option<u64>,
@@ -535,7 +539,9 @@ pub fn newest_usable(dir: &Path, needs: Needs, bounds: Bounds) -> Result<Choice,
     let mut choice = Choice::default();
     for file in list(dir)?.into_iter().rev() {
         let height = file.block_number;
-        let too_late = bounds.below.filter(|&start| height >= start);
+        let too_late = bounds
+            .below
+            .filter(|&start| height >= start && bounds.carried_at != Some(height));
         let not_newer = bounds.above.filter(|&snapshot| height <= snapshot);
         let pruned = bounds
             .files_from

@@ -144,6 +144,12 @@ impl Checkpointer {
         by_count || by_time
     }
 
+    /// The block of the last checkpoint taken (or where the market
+    /// started).
+    pub fn last_block(&self) -> Option<u64> {
+        self.last_block
+    }
+
     /// Whether a checkpoint is being written.
     pub fn writing(&self) -> bool {
         self.running.is_some()

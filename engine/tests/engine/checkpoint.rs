@@ -521,6 +521,28 @@ fn the_newest_usable_checkpoint_is_loaded_and_the_others_say_why_not() {
         choice.passed_over.last(),
         Some((_, PassedOver::TooLate { start })) if *start == at
     ));
+    // Past the start, but where the candle store continues from it.
+    let carried = |carried_at| {
+        file::newest_usable(
+            &dir,
+            Needs::ALL,
+            Bounds {
+                below: Some(at - 60),
+                carried_at: Some(carried_at),
+                ..Bounds::default()
+            },
+        )
+        .unwrap()
+        .loaded
+        .map(|l| l.block_number)
+    };
+    assert_eq!(carried(at), Some(at));
+    assert_eq!(carried(at - 50), Some(at - 50));
+    assert_eq!(
+        carried(at + 1),
+        None,
+        "only the block the store continues from"
+    );
     let choice = file::newest_usable(
         &dir,
         Needs::ALL,

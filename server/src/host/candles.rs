@@ -125,11 +125,33 @@ impl CandleBlock {
     }
 }
 
+impl CandleBlock {
+    /// Every open candle of the stored intervals that `candles` carries, as
+    /// changed at its position (a checkpoint's, to start from).
+    pub fn carried_by(candles: &CandlesView) -> Self {
+        let (number, time_ms) = candles.position();
+        Self {
+            number,
+            time_ms,
+            changed: candles
+                .live_candles()
+                .filter(|candle| INTERVALS.contains(&candle.interval))
+                .cloned()
+                .collect(),
+            closed: Vec::new(),
+        }
+    }
+}
+
 /// What the engine thread tells the store thread.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CandleMessage {
     /// A folded block.
     Block(CandleBlock),
+    /// The engine starts from a checkpoint at the store's watermark block,
+    /// carrying the buckets open there (see [`CandleBlock::carried_by`]):
+    /// the store's span goes on from its coverage, with no fold again.
+    Carried(CandleBlock),
     /// The fold reached the end of the files.
     CaughtUp,
 }
@@ -190,6 +212,29 @@ impl WriterSettings {
 /// bucket still open at its watermark.
 pub fn resume_point(store: &CandleStore, history_start_ms: i64) -> Start {
     WriterSettings::for_store(store, history_start_ms).fold_start()
+}
+
+/// The store's watermark block, when the store holds whole every bucket
+/// still open there (its coverage reaches, with no gap, from the open of
+/// the `5m` bucket holding the watermark to it): a start from a checkpoint
+/// at exactly that block can then continue from the candles the
+/// checkpoint carries ([`CandleMessage::Carried`]).
+///
+/// Not when the stored span began at the data's first block (after the
+/// history start) and a fold from the resume point would begin there too:
+/// that fold also rebuilds the buckets the data begins in (served while
+/// open, never stored), which a checkpoint cannot say it holds.
+pub fn carried_at(store: &CandleStore) -> Option<u64> {
+    let reader = store.reader();
+    let watermark = reader.watermark()?;
+    let at = watermark.block_time_ms;
+    let open = Interval::Minute5.bucket_open(at);
+    let coverage = reader.coverage();
+    let span = coverage.holding(open, at)?;
+    let data_begins_in_reach =
+        span.from_ms > reader.history_start_ms() && resume_from(at) <= span.from_ms;
+    (coverage.gap_touching(open, at).is_none() && !data_begins_in_reach)
+        .then_some(watermark.block_number)
 }
 
 /// Where a fold must start to continue coverage that ends at `at_ms`: the
@@ -632,12 +677,7 @@ impl Writer {
         while !stop.load(Ordering::Acquire) {
             let wait = COMMIT_EVERY.saturating_sub(self.last_commit.elapsed());
             match messages.recv_timeout(wait.max(Duration::from_millis(1))) {
-                Ok(CandleMessage::Block(block)) => self.fold(block),
-                Ok(CandleMessage::CaughtUp) => {
-                    if let Some(candles) = &self.candles {
-                        candles.live.write().caught_up = true;
-                    }
-                }
+                Ok(message) => self.take(message),
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break,
             }
@@ -645,7 +685,36 @@ impl Writer {
                 self.commit_logged();
             }
         }
+        // Told to stop: what the engine sent before it stopped is folded
+        // too, so the last commit reaches the block the engine ended at
+        // (where its stop checkpoint is).
+        for message in messages.try_iter() {
+            self.take(message);
+        }
         self.commit_logged();
+    }
+
+    fn take(&mut self, message: CandleMessage) {
+        match message {
+            CandleMessage::Block(block) => self.fold(block),
+            CandleMessage::Carried(block) => self.carry(block),
+            CandleMessage::CaughtUp => {
+                if let Some(candles) = &self.candles {
+                    candles.live.write().caught_up = true;
+                }
+            }
+        }
+    }
+
+    /// Starts from the buckets open at the store's watermark block, as a
+    /// checkpoint at that block carries them: the span goes on from where
+    /// the stored coverage holds them whole, with no gap and nothing folded
+    /// again.
+    pub fn carry(&mut self, block: CandleBlock) {
+        if self.span_from.is_none() {
+            self.span_from = Some(self.settings.from_ms.max(self.settings.history_start_ms));
+        }
+        self.fold(block);
     }
 
     /// Records a gap the caller found between two blocks (the archive's

@@ -10,7 +10,10 @@
 //! `state_dir/checkpoints/` ([`engine::checkpoint`]) that is newer than the
 //! newest L4 snapshot in the data directory, lies before the candle store's
 //! resume point (the candles it carries are then whole, and the store gets
-//! every candle it lacks) and whose next block the node's files still hold;
+//! every candle it lacks) — or exactly at the store's last commit when the
+//! store can go on from the candles it carries ([`CandleFeed::carried_at`],
+//! the checkpoint a stop takes) — and whose next block the node's files
+//! still hold;
 //! a damaged one, or one of another format version, is logged and passed
 //! over for the next older. Without a usable checkpoint the newest L4
 //! snapshot (if any) is loaded, as before, and why no checkpoint was used is
@@ -170,6 +173,11 @@ impl Checkpoints {
 pub struct CandleFeed {
     /// The store's resume point.
     pub from: Start,
+    /// The store's watermark block, when the store can continue from the
+    /// candles a checkpoint at exactly that block carries (it holds the
+    /// buckets open there whole): such a checkpoint — the one a stop
+    /// takes — is used though it lies past the resume point.
+    pub carried_at: Option<u64>,
     /// Each folded block's candles.
     pub sink: Sender<CandleMessage>,
 }
@@ -591,17 +599,20 @@ impl<'s> Writer<'s> {
             .checkpoints
             .as_ref()
             .map_or(Origin::NodeFiles, |checkpoints| checkpoints.origin);
-        let (sink, candle_start) = match candles {
-            Some(feed) if origin == Origin::NodeFiles => {
-                (Some(feed.sink), first_block_at(live, feed.from))
-            }
-            Some(feed) => (Some(feed.sink), None),
-            None => (None, None),
+        let (sink, candle_start, carried_at) = match candles {
+            Some(feed) if origin == Origin::NodeFiles => (
+                Some(feed.sink),
+                first_block_at(live, feed.from),
+                feed.carried_at,
+            ),
+            Some(feed) => (Some(feed.sink), None, None),
+            None => (None, None, None),
         };
         let resumed = settings.checkpoints.as_ref().and_then(|checkpoints| {
             let bounds = Bounds {
                 above: latest_snapshot.as_ref().map(|file| file.height),
                 below: candle_start,
+                carried_at,
                 files_from: common_first_block(&feeds).unwrap_or(None),
             };
             resume(&checkpoints.dir, bounds)
@@ -634,7 +645,16 @@ impl<'s> Writer<'s> {
             grace_ms,
             ..SourceOptions::from_block(from_block)
         };
-        if let Some(first) = candle_start.filter(|&first| first < from_block) {
+        let carried = carried_at.is_some() && market.height() == carried_at;
+        if carried {
+            // The store continues from the candles the checkpoint carries:
+            // the buckets open at its block, as the store's live state.
+            if let Some(sink) = &sink {
+                let _ = sink.send(CandleMessage::Carried(CandleBlock::carried_by(
+                    market.candles(),
+                )));
+            }
+        } else if let Some(first) = candle_start.filter(|&first| first < from_block) {
             options.fills_from = Some(Start::BlockNumber(first));
             market = market.with_candles_from(first);
         }
@@ -672,7 +692,7 @@ impl<'s> Writer<'s> {
         loop {
             match self.drain(inbox)? {
                 Drained::Stop => {
-                    self.finish_checkpoint();
+                    self.checkpoint_at_stop();
                     return Ok(());
                 }
                 Drained::Idle => {
@@ -691,7 +711,7 @@ impl<'s> Writer<'s> {
             }
             match self.wait(inbox, wake) {
                 Woken::Command(Command::Stop) | Woken::Disconnected => {
-                    self.finish_checkpoint();
+                    self.checkpoint_at_stop();
                     return Ok(());
                 }
                 Woken::Command(command) => self.command(command),
@@ -733,18 +753,25 @@ impl<'s> Writer<'s> {
         }
     }
 
-    /// When the thread stops: lets the checkpoint being written, if any,
-    /// finish. No new one is taken: one at the newest block would lie past
-    /// the candle store's resume point, which the store has just committed,
-    /// so a restart could not use it (see the module docs); it would only
-    /// push an older, usable one out of those kept.
-    fn finish_checkpoint(&mut self) {
-        if let Some(checkpointer) = self.checkpointer.as_mut() {
-            log_checkpoint(Progress {
-                finished: checkpointer.finish(),
-                taken: None,
-            });
+    /// When the thread stops after catching up: takes a checkpoint of the
+    /// market where it ended, unless one is there already, and waits for
+    /// it to be written. The candle store commits up to the same block
+    /// when it stops, so the next start continues from both
+    /// ([`CandleFeed::carried_at`]) instead of folding again what this run
+    /// folded. Before catch-up only a checkpoint being written is finished.
+    fn checkpoint_at_stop(&mut self) {
+        let Some(checkpointer) = self.checkpointer.as_mut() else {
+            return;
+        };
+        let height = self.market.height();
+        let new = height.is_some_and(|h| checkpointer.last_block().is_none_or(|last| last < h));
+        if self.status.ready() && new {
+            log_checkpoint(checkpointer.take_now(&self.market, crate::unix_now_ms()));
         }
+        log_checkpoint(Progress {
+            finished: checkpointer.finish(),
+            taken: None,
+        });
     }
 
     /// Waits for a command, a file change or the next deadline (a block's
@@ -1240,5 +1267,46 @@ mod tests {
         *status.error.lock().unwrap() = Some("the node files are gone".into());
         status.ready_wake.notify_waiters();
         assert_eq!(waiting.await.unwrap(), Err(SubscribeError::Stopped));
+    }
+
+    #[tokio::test]
+    async fn a_stopping_engine_checkpoints_where_it_ended_once() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (live, last) = node(&tmp.path().join("node"));
+        let (wakeups, _dispatcher) = crate::host::wakeups::Wakeups::spawn();
+        let status = EngineStatus::default();
+        // Far apart: no checkpoint falls due while folding.
+        let checkpoints = Checkpoints::under(
+            &tmp.path().join("state"),
+            CheckpointPolicy {
+                every_blocks: 1_000_000,
+                every_ms: 0,
+                keep: 3,
+            },
+        );
+        let settings = EngineSettings {
+            align_grace: Duration::from_millis(1),
+            checkpoints: Some(checkpoints.clone()),
+            ..EngineSettings::default()
+        };
+        let mut writer =
+            Writer::new(&live, settings.clone(), None, wakeups.clone(), &status).unwrap();
+        fold_all(&mut writer);
+        // Not caught up yet as far as the thread knows: nothing written.
+        writer.checkpoint_at_stop();
+        assert!(file::list(&checkpoints.dir).unwrap_or_default().is_empty());
+        status.mark_ready();
+        writer.checkpoint_at_stop();
+        let written = file::list(&checkpoints.dir).unwrap();
+        assert_eq!(
+            written.iter().map(|c| c.block_number).collect::<Vec<_>>(),
+            [last]
+        );
+        // Stopping again at the same block writes nothing new, and the next
+        // start begins where the stopped one ended.
+        writer.checkpoint_at_stop();
+        assert_eq!(file::list(&checkpoints.dir).unwrap().len(), 1);
+        let restarted = Writer::new(&live, settings, None, wakeups, &status).unwrap();
+        assert_eq!(restarted.market.height(), Some(last));
     }
 }

@@ -6,8 +6,8 @@
 //! directory while a node directory keeps growing. It is stopped twice and
 //! started again at once on the same ports each time: first with SIGTERM
 //! (a graceful stop: exit status 0, WebSocket close 1001 and gRPC
-//! UNAVAILABLE saying the server is shutting down), then with SIGKILL; a
-//! last
+//! UNAVAILABLE saying the server is shutting down, a last engine
+//! checkpoint that the restart resumes from), then with SIGKILL; a last
 //! SIGTERM ends the run. Each kind of
 //! client runs once per reconnect policy — at once in a tight loop, every
 //! 100 ms, exponential backoff from 50 ms to 1.6 s — each in a task of its
@@ -52,8 +52,10 @@ const CALL_WAIT: Duration = Duration::from_secs(15);
 
 /// Blocks the simulator writes: the first `INITIAL` before the first start,
 /// then one every `EVERY`, longer than the test runs.
-const BLOCKS: u64 = 3_000;
-const INITIAL: u64 = 600;
+const BLOCKS: u64 = 4_300;
+// Enough to cross the 5-minute boundary after the first block (the
+// simulator writes a block every 68 ms of block time).
+const INITIAL: u64 = 3_700;
 const EVERY: Duration = Duration::from_millis(50);
 
 // ---------------------------------------------------------------- server
@@ -66,8 +68,12 @@ struct ServeProcess {
     keys_file: PathBuf,
     state_dir: PathBuf,
     log: PathBuf,
+    /// Where the current (or last) run's lines start in the log.
+    run_starts_at: u64,
     grpc: SocketAddr,
     http: SocketAddr,
+    /// `--candle-history-start`, ISO-8601.
+    history_start: String,
 }
 
 impl ServeProcess {
@@ -79,6 +85,7 @@ impl ServeProcess {
             .append(true)
             .open(&self.log)
             .unwrap();
+        self.run_starts_at = log.metadata().unwrap().len();
         let mut command = tokio::process::Command::new(L1GATE);
         command
             .arg("serve")
@@ -92,6 +99,7 @@ impl ServeProcess {
             .args(["--http-addr", &self.http.to_string()])
             // The simulator's block times are months old.
             .args(["--market-stale-after-ms", "0"])
+            .args(["--candle-history-start", &self.history_start])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
@@ -135,11 +143,36 @@ impl ServeProcess {
         }
     }
 
+    /// The log lines of the current (or last) run.
+    fn run_log(&self) -> String {
+        let bytes = std::fs::read(&self.log).unwrap_or_default();
+        let start = (self.run_starts_at as usize).min(bytes.len());
+        String::from_utf8_lossy(&bytes[start..]).into_owned()
+    }
+
     /// The last lines of the log, for failure messages.
     fn log_tail(&self) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+
+    /// Block numbers of the engine checkpoints in the state directory.
+    fn checkpoints(&self) -> Vec<u64> {
+        let Ok(entries) = std::fs::read_dir(self.state_dir.join("checkpoints")) else {
+            return Vec::new();
+        };
+        let mut blocks: Vec<u64> = entries
+            .filter_map(|entry| {
+                let name = entry.ok()?.file_name().to_string_lossy().into_owned();
+                name.strip_prefix("checkpoint-")?
+                    .strip_suffix(".ckpt")?
+                    .parse()
+                    .ok()
+            })
+            .collect();
+        blocks.sort_unstable();
+        blocks
     }
 }
 
@@ -918,16 +951,35 @@ async fn clients_of_every_edge_ride_through_a_graceful_and_a_hard_restart() {
         .map(|&policy| (policy, keys.add_key(policy.name(), 0).unwrap().0))
         .collect();
     keys.save(&keys_file).unwrap();
+    // The candle history starts at the last `5m` boundary the blocks written
+    // at once reach: the store then holds the bucket open at a stop whole,
+    // and a restart can go on from the checkpoint the stop takes.
+    let fills = fills_lines(node.dir.path());
+    let time_of = |line: &[u8]| {
+        let envelope: serde_json::Value = serde_json::from_slice(line).unwrap();
+        feeds::time::parse_node_time_ms(envelope["block_time"].as_str().unwrap().as_bytes())
+            .unwrap()
+    };
+    let first_ms = time_of(fills.values().next().unwrap());
+    let boundary = {
+        let last_ms = time_of(fills.values().next_back().unwrap());
+        last_ms - last_ms.rem_euclid(300_000)
+    };
+    assert!(
+        boundary > first_ms,
+        "the blocks written at once must cross a 5-minute boundary: raise INITIAL"
+    );
     let mut server = ServeProcess {
         child: None,
+        history_start: feeds::time::format_iso8601_ms(boundary),
         data: node.dir.path().to_owned(),
         keys_file,
         state_dir: dir.path().join("state"),
         log: dir.path().join("serve.log"),
+        run_starts_at: 0,
         grpc: format!("127.0.0.1:{}", free_port()).parse().unwrap(),
         http: format!("127.0.0.1:{}", free_port()).parse().unwrap(),
     };
-    let fills = fills_lines(node.dir.path());
     let context = Arc::new(Context {
         grpc: server.grpc,
         http: server.http,
@@ -955,7 +1007,14 @@ async fn clients_of_every_edge_ride_through_a_graceful_and_a_hard_restart() {
     server.spawn();
     served_again(&clients, origin, "the first start", &server).await;
 
-    // A graceful stop: the clients are told, exit status 0.
+    // A graceful stop: the clients are told, the engine writes a last
+    // checkpoint, exit status 0.
+    let newest_folded = clients
+        .iter()
+        .filter(|client| client.kind == Kind::L2Book)
+        .map(|client| client.with(|journal| journal.newest))
+        .max()
+        .unwrap();
     let stopping = Instant::now();
     let status = server.terminate().await;
     assert!(
@@ -965,6 +1024,14 @@ async fn clients_of_every_edge_ride_through_a_graceful_and_a_hard_restart() {
     );
     let drained = stopping.elapsed();
     ended_by_shutdown(&clients, stopping).await;
+    let checkpoints = server.checkpoints();
+    assert!(
+        checkpoints
+            .last()
+            .is_some_and(|&block| block as i64 >= newest_folded),
+        "after SIGTERM, a last checkpoint at or past block {newest_folded} (folded before the \
+         stop): {checkpoints:?}"
+    );
     let restarted = Instant::now();
     server.spawn();
     served_again(
@@ -974,6 +1041,8 @@ async fn clients_of_every_edge_ride_through_a_graceful_and_a_hard_restart() {
         &server,
     )
     .await;
+    // Checked at the end, after every client check.
+    let resumed_log = server.run_log();
 
     // A hard stop: nothing is told, the restart is all the same.
     let killing = Instant::now();
@@ -1001,7 +1070,17 @@ async fn clients_of_every_edge_ride_through_a_graceful_and_a_hard_restart() {
     ended_by_shutdown(&clients, stopping_again).await;
     context.stop.cancel();
     for task in tasks {
-        task.await.unwrap();
+        // Every client task returns at once when stopped; one that does not
+        // is a failure with the run's summary, not a hang.
+        tokio::time::timeout(WAIT, task)
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "a client did not stop within {WAIT:?}\n\n{}",
+                    summary(&clients, origin)
+                )
+            })
+            .unwrap();
     }
     assert_no_fault(&clients, Instant::now(), "at the end", origin);
 
@@ -1054,6 +1133,23 @@ async fn clients_of_every_edge_ride_through_a_graceful_and_a_hard_restart() {
             }
         });
     }
+    // The restart after the graceful stop resumes from the checkpoint that
+    // stop wrote, not from the node's files all over again: that is what
+    // the last checkpoint is written for.
+    let stop_checkpoint = *checkpoints.last().unwrap();
+    let wanted = format!("block={stop_checkpoint} ");
+    assert!(
+        resumed_log.lines().any(|line| {
+            line.contains("engine: resuming from checkpoint") && line.contains(&wanted)
+        }),
+        "the restart after SIGTERM did not resume from the checkpoint the stop wrote (block \
+         {stop_checkpoint}); its log says:\n{}",
+        resumed_log
+            .lines()
+            .filter(|line| line.contains("checkpoint") || line.contains("candle store"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
     eprintln!(
         "restart test: SIGTERM drained and exited in {drained:?}; whole run {:?}\n{}",
         origin.elapsed(),
