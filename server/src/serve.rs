@@ -347,9 +347,7 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
     .context("market engine thread")?;
     {
         let status = Arc::clone(engine.status());
-        access
-            .metrics()
-            .render_also(move || status.anomalies().families());
+        access.metrics().render_also(move || status.families());
         let live = live.clone();
         access.metrics().render_also(move || {
             vec![

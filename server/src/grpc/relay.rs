@@ -284,6 +284,7 @@ pub fn status_of(error: SubscribeError) -> Status {
         SubscribeError::NotReady | SubscribeError::Stopped => {
             Status::unavailable(error.to_string())
         }
+        SubscribeError::Busy(_) => Status::resource_exhausted(error.to_string()),
         SubscribeError::UnknownCoin(coin) => {
             Status::invalid_argument(format!("coins: unknown coin {}", crate::quoted(&coin)))
         }

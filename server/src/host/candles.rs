@@ -69,6 +69,12 @@ use feeds::{Feed, Source, Start};
 use crate::candles::Candles;
 use crate::candles::store::{CandleStore, CommitInfo, Gap, INTERVALS, Span, StoreError, Watermark};
 
+/// Folded blocks that may wait for the candle store thread: when its disk
+/// holds it up that long, the engine thread waits for room (counted in
+/// `/metrics`) instead of the queue growing without bound; nothing is
+/// dropped.
+pub const CANDLE_QUEUE: usize = 8_192;
+
 /// Longest time closed candles wait before they are committed.
 pub const COMMIT_EVERY: Duration = Duration::from_millis(500);
 /// Closed candles that force a commit (catch-up over many files).
@@ -554,7 +560,7 @@ impl CandleWriter {
         settings: WriterSettings,
     ) -> std::io::Result<(Self, Sender<CandleMessage>)> {
         let stop = Arc::new(AtomicBool::new(false));
-        let (sender, receiver) = crossbeam_channel::unbounded();
+        let (sender, receiver) = crossbeam_channel::bounded(CANDLE_QUEUE);
         let join = {
             let stop = Arc::clone(&stop);
             std::thread::Builder::new()

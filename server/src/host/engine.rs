@@ -108,6 +108,11 @@ pub struct EngineSettings {
     pub ready_wait: Duration,
 }
 
+/// Requests (subscriptions, reads) that may wait for the engine thread at
+/// once; past it a request is refused as busy ([`SubscribeError::Busy`])
+/// rather than the queue growing while the thread is held up.
+pub const COMMAND_QUEUE: usize = 4_096;
+
 /// How long a subscription or read that arrives before the engine caught
 /// up waits for it, by default (ms): a restart's catch-up from a recent
 /// checkpoint takes a fraction of this, and SDKs time their requests out
@@ -194,6 +199,9 @@ pub enum SubscribeError {
     /// The engine thread is gone.
     #[error("the engine has stopped")]
     Stopped,
+    /// The engine thread's queue of requests is full: retry with back-off.
+    #[error("the market engine is busy: its queue of {0} requests is full; retry with back-off")]
+    Busy(usize),
     /// A listed coin is not in the current universe.
     #[error("coins: unknown coin {0:?}")]
     UnknownCoin(String),
@@ -250,6 +258,10 @@ impl std::fmt::Debug for Command {
 #[derive(Debug, Default)]
 pub struct EngineStatus {
     ready: AtomicBool,
+    /// Requests refused because the thread's queue was full.
+    refused_busy: AtomicU64,
+    /// Blocks that waited for room in the candle store thread's queue.
+    candle_waits: AtomicU64,
     /// Woken when the views become ready or the thread stops.
     ready_wake: tokio::sync::Notify,
     /// `EngineSettings::ready_wait`, ms.
@@ -396,6 +408,28 @@ impl EngineStatus {
         &self.anomalies
     }
 
+    /// The engine's metric families: what it could not fold, and the
+    /// requests it refused because its queue was full.
+    pub fn families(&self) -> Vec<crate::metrics::Family> {
+        let mut families = self.anomalies.families();
+        families.push(crate::metrics::Family {
+            name: "l1gate_engine_requests_refused_total",
+            kind: "counter",
+            help: "Subscriptions and reads refused because the market engine's queue of requests was full (the client is told to retry with back-off).",
+            samples: vec![(
+                "reason=\"busy\"".to_owned(),
+                self.refused_busy.load(Ordering::Relaxed),
+            )],
+        });
+        families.push(crate::metrics::Family {
+            name: "l1gate_engine_candle_queue_full_total",
+            kind: "counter",
+            help: "Folded blocks whose candles waited for room in the candle store thread's queue (its disk held it up); the engine waits, nothing is dropped.",
+            samples: vec![(String::new(), self.candle_waits.load(Ordering::Relaxed))],
+        });
+        families
+    }
+
     fn publish_coins(&self, coins: &BTreeSet<String>) {
         *self.coins.write() = Arc::new(coins.clone());
     }
@@ -422,7 +456,7 @@ impl EngineThread {
         candles: Option<CandleFeed>,
         wakeups: Wakeups,
     ) -> std::io::Result<Self> {
-        let (commands, inbox) = crossbeam_channel::unbounded();
+        let (commands, inbox) = crossbeam_channel::bounded(COMMAND_QUEUE);
         let status = Arc::new(EngineStatus::default());
         let ready_wait_ms = u64::try_from(settings.ready_wait.as_millis()).unwrap_or(u64::MAX);
         status.ready_wait_ms.store(ready_wait_ms, Ordering::Release);
@@ -485,12 +519,30 @@ pub async fn read<T: Send + 'static>(
         return Err(not_ready(status));
     }
     let (reply, answer) = oneshot::channel();
-    commands
-        .send(Command::Read(Box::new(move |market| {
+    queue(
+        commands,
+        status,
+        Command::Read(Box::new(move |market| {
             let _ = reply.send(read(market));
-        })))
-        .map_err(|_| SubscribeError::Stopped)?;
+        })),
+    )?;
     answer.await.map_err(|_| SubscribeError::Stopped)
+}
+
+/// Hands `command` to the engine thread without waiting for room: a full
+/// queue is [`SubscribeError::Busy`] (counted in `/metrics`).
+fn queue(
+    commands: &Sender<Command>,
+    status: &EngineStatus,
+    command: Command,
+) -> Result<(), SubscribeError> {
+    commands.try_send(command).map_err(|error| match error {
+        crossbeam_channel::TrySendError::Full(_) => {
+            status.refused_busy.fetch_add(1, Ordering::Relaxed);
+            SubscribeError::Busy(commands.capacity().unwrap_or(0))
+        }
+        crossbeam_channel::TrySendError::Disconnected(_) => SubscribeError::Stopped,
+    })
 }
 
 /// Subscribes through `commands`; before the engine caught up, first waits
@@ -508,9 +560,7 @@ pub async fn subscribe(
         return Err(not_ready(status));
     }
     let (reply, answer) = oneshot::channel();
-    commands
-        .send(Command::Subscribe { key, reply })
-        .map_err(|_| SubscribeError::Stopped)?;
+    queue(commands, status, Command::Subscribe { key, reply })?;
     answer.await.map_err(|_| SubscribeError::Stopped)?
 }
 
@@ -698,9 +748,7 @@ impl<'s> Writer<'s> {
                 Drained::Idle => {
                     if !self.status.ready() {
                         self.status.mark_ready();
-                        if let Some(sink) = &self.candles {
-                            let _ = sink.send(CandleMessage::CaughtUp);
-                        }
+                        self.to_candles(CandleMessage::CaughtUp);
                         self.checkpoint_at_catch_up();
                     }
                     self.release_read();
@@ -772,6 +820,20 @@ impl<'s> Writer<'s> {
             finished: checkpointer.finish(),
             taken: None,
         });
+    }
+
+    /// Hands `message` to the candle store thread; when its queue is full
+    /// (its disk holds it up), waits for room, counting the wait: back-
+    /// pressure, never a dropped block. A store thread that is gone is let
+    /// go of.
+    fn to_candles(&self, message: CandleMessage) {
+        let Some(sink) = &self.candles else {
+            return;
+        };
+        if let Err(crossbeam_channel::TrySendError::Full(message)) = sink.try_send(message) {
+            self.status.candle_waits.fetch_add(1, Ordering::Relaxed);
+            let _ = sink.send(message);
+        }
     }
 
     /// Waits for a command, a file change or the next deadline (a block's
@@ -894,9 +956,9 @@ impl<'s> Writer<'s> {
                  (l1gate_engine_*)"
             );
         }
-        if let Some(sink) = &self.candles {
+        if self.candles.is_some() {
             let candles = CandleBlock::of(self.market.candles());
-            let _ = sink.send(CandleMessage::Block(candles));
+            self.to_candles(CandleMessage::Block(candles));
         }
         if self.market.universe_grew() {
             self.status.publish_coins(self.market.universe());
@@ -1308,5 +1370,67 @@ mod tests {
         assert_eq!(file::list(&checkpoints.dir).unwrap().len(), 1);
         let restarted = Writer::new(&live, settings, None, wakeups, &status).unwrap();
         assert_eq!(restarted.market.height(), Some(last));
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_refuses_as_busy_and_counts_it() {
+        let status = EngineStatus::default();
+        status.mark_ready();
+        let (commands, _inbox) = crossbeam_channel::bounded::<Command>(1);
+        commands.send(Command::Stop).unwrap();
+        assert_eq!(
+            read(&commands, &status, |_| ()).await,
+            Err(SubscribeError::Busy(1))
+        );
+        let key = Key::Mids(engine::views::mids::MidsKey::default());
+        assert!(matches!(
+            subscribe(&commands, &status, key).await,
+            Err(SubscribeError::Busy(1))
+        ));
+        let refused = status
+            .families()
+            .into_iter()
+            .find(|f| f.name == "l1gate_engine_requests_refused_total")
+            .unwrap();
+        assert_eq!(refused.samples, vec![("reason=\"busy\"".to_owned(), 2)]);
+        let status = crate::grpc::relay::status_of(SubscribeError::Busy(1));
+        assert_eq!(status.code(), tonic::Code::ResourceExhausted);
+    }
+
+    #[tokio::test]
+    async fn a_full_candle_queue_holds_the_engine_back_and_loses_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (live, last) = node(&tmp.path().join("node"));
+        let (wakeups, _dispatcher) = crate::host::wakeups::Wakeups::spawn();
+        let status = EngineStatus::default();
+        // A store thread slower than the fold, behind a queue of one.
+        let (sink, queued) = crossbeam_channel::bounded(1);
+        let store = std::thread::spawn(move || {
+            let mut blocks = Vec::new();
+            while let Ok(message) = queued.recv() {
+                std::thread::sleep(Duration::from_millis(1));
+                if let CandleMessage::Block(block) = message {
+                    blocks.push(block.number);
+                }
+            }
+            blocks
+        });
+        {
+            let settings = EngineSettings {
+                align_grace: Duration::from_millis(1),
+                ..EngineSettings::default()
+            };
+            let feed = CandleFeed {
+                from: Start::BlockNumber(0),
+                carried_at: None,
+                sink,
+            };
+            let mut writer = Writer::new(&live, settings, Some(feed), wakeups, &status).unwrap();
+            fold_all(&mut writer);
+        }
+        let blocks = store.join().unwrap();
+        assert!(status.candle_waits.load(Ordering::Relaxed) > 0, "it waited");
+        assert!(blocks.windows(2).all(|w| w[1] == w[0] + 1), "none dropped");
+        assert_eq!(blocks.last(), Some(&last));
     }
 }

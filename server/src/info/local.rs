@@ -84,6 +84,11 @@ fn refused(error: SubscribeError) -> Refusal {
             "not_ready",
             "the market engine stopped".into(),
         ),
+        SubscribeError::Busy(_) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "engine_busy",
+            error.to_string(),
+        ),
         SubscribeError::UnknownCoin(coin) => {
             invalid(format!("coin: unknown coin {}", crate::quoted(&coin)))
         }

@@ -113,11 +113,12 @@ impl InfoLookup {
 }
 
 /// A JSON error answer.
-/// An error answer; `not_ready` (an outage that passes) says when to retry.
+/// An error answer; `not_ready` and `engine_busy` (states that pass) say
+/// when to retry.
 fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
     let body = serde_json::json!({ "error": code, "message": message.into() });
     let mut response = (status, Json(body)).into_response();
-    if code == "not_ready" {
+    if matches!(code, "not_ready" | "engine_busy") {
         response.headers_mut().insert(
             axum::http::header::RETRY_AFTER,
             axum::http::HeaderValue::from_static("1"),

@@ -497,18 +497,23 @@ impl Session {
                 let _ = first.send(());
                 self.open.insert(subscription, open);
             }
-            Err(status) if status.code() == Code::Unavailable => {
+            Err(status) if matches!(status.code(), Code::Unavailable | Code::ResourceExhausted) => {
                 // Not the request's fault, and it passes (the engine is
-                // catching up, or its data is stale): the client is told
-                // why and the connection closed with 1013, so that an SDK
-                // reconnects and subscribes again rather than dropping the
-                // subscription as invalid.
+                // catching up or busy, or its data is stale): the client is
+                // told why and the connection closed with 1013 (1011 when
+                // the engine stopped), so that an SDK reconnects and
+                // subscribes again rather than dropping the subscription as
+                // invalid.
                 self.error(&format!(
                     "Service unavailable: {}; reconnect and subscribe again",
                     status.message()
                 ))
                 .await;
-                self.retry = Some((close_code(&status), status.message().to_owned()));
+                let code = match status.code() {
+                    Code::Unavailable => close_code(&status),
+                    _ => close::TRY_AGAIN_LATER,
+                };
+                self.retry = Some((code, status.message().to_owned()));
             }
             Err(status) => {
                 self.send(echo_message(
