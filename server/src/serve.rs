@@ -255,9 +255,16 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
     let candle_dir = from_bus
         .as_ref()
         .map_or(settings.state_dir.as_path(), |edge| edge.candles.as_path());
-    let (mut candle_store, recovery) =
-        CandleStore::open(candle_dir, settings.candle_history_start_ms)
-            .context("candle store (state_dir)")?;
+    // Opening the store (a crash repair, a carried-over first store) and
+    // folding damaged stretches again read files: off the runtime's
+    // workers, which the edges' tasks run on.
+    let (candle_store, recovery) = {
+        let (dir, start) = (candle_dir.to_owned(), settings.candle_history_start_ms);
+        tokio::task::spawn_blocking(move || CandleStore::open(&dir, start))
+            .await
+            .context("opening the candle store")?
+            .context("candle store (state_dir)")?
+    };
     // Key usage beside it, under the same one-server-per-state_dir lock.
     let usage = access.keep_usage(&settings.state_dir);
     if let Some(carried) = &recovery.carried_over {
@@ -270,9 +277,18 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
     }
     // Damaged chunks and known gaps the node's files still reach are folded
     // again before the server serves.
-    for outcome in crate::host::candles::repair(&mut candle_store, data) {
-        log_repair(&outcome);
-    }
+    let candle_store = {
+        let data = data.to_owned();
+        tokio::task::spawn_blocking(move || {
+            let mut store = candle_store;
+            for outcome in crate::host::candles::repair(&mut store, &data) {
+                log_repair(&outcome);
+            }
+            store
+        })
+        .await
+        .context("repairing the candle store")?
+    };
     let candles = Arc::new(Candles::new(
         candle_store.reader().clone(),
         settings.candle_history_start_ms,

@@ -131,18 +131,36 @@ impl Auth {
     pub fn spawn_reloader(&self, path: PathBuf, every: Duration) -> tokio::task::JoinHandle<()> {
         let auth = self.clone();
         tokio::spawn(async move {
-            let mut last = modified(&path);
+            // File work runs off the runtime's workers: a slow disk must not
+            // hold up the edges' tasks.
+            let path = Arc::new(path);
+            let stat = |path: &Arc<PathBuf>| {
+                let path = Arc::clone(path);
+                tokio::task::spawn_blocking(move || modified(&path))
+            };
+            let mut last = stat(&path).await.ok().flatten();
             let mut ticker = tokio::time::interval(every);
             loop {
                 ticker.tick().await;
-                let now = modified(&path);
+                let Ok(now) = stat(&path).await else {
+                    continue;
+                };
                 if now == last {
                     continue;
                 }
                 last = now;
-                match read_good(&path) {
-                    Ok(file) => {
-                        let store = KeyStore::new(&file);
+                let read = {
+                    let path = Arc::clone(&path);
+                    tokio::task::spawn_blocking(move || {
+                        read_good(&path).map(|file| KeyStore::new(&file))
+                    })
+                    .await
+                };
+                let Ok(read) = read else {
+                    continue;
+                };
+                match read {
+                    Ok(store) => {
                         tracing::info!(keys = store.len(), path = %path.display(), "keys file reloaded");
                         auth.replace(store);
                         *auth.problem.write() = None;
