@@ -8,6 +8,11 @@
 //!   full L4 snapshot. Each iteration folds the next block of the run; when the run is
 //!   exhausted the engine is rebuilt from the snapshot outside the timed region. The throughput
 //!   is the run's mean block (bytes of node lines, events = statuses + diffs + fills);
+//! - `fold/mainnet_block_3_watched`: the same with three users' orders kept for Info
+//!   `openOrders` (`Books::orders_of`): what watching costs the fold;
+//! - `open_orders`: the resting orders of the account with the most, from the mainnet-scale
+//!   snapshot's books: `walk` reads every order of every book (the first question about a
+//!   user), `kept` reads the orders the books keep for a user asked about before;
 //! - `l2_aggregate`: `book::l2::aggregate` at full depth of a deep book — the real BTC snapshot
 //!   in `../shared/data/real/btc-985148182` when present, else the simulator's deepest book —
 //!   for every parameter set (`n_sig_figs` none/5/4/3/2, mantissa 2/5 at five figures); the
@@ -172,23 +177,79 @@ fn fold(c: &mut Criterion, corpus: &Corpus) {
         elements: events / n,
         bytes: bytes / n,
     });
-    let mut engine = Engine::from_snapshot(corpus.start.clone());
-    let mut next = 0usize;
-    group.bench_function("mainnet_block", |b| {
-        b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                if next == blocks.len() {
-                    engine = Engine::from_snapshot(corpus.start.clone());
-                    next = 0;
-                }
-                let started = Instant::now();
-                black_box(engine.apply(&blocks[next]));
-                total += started.elapsed();
-                next += 1;
+    for (name, watched) in [("mainnet_block", 0), ("mainnet_block_3_watched", 3)] {
+        let start = || {
+            let mut engine = Engine::from_snapshot(corpus.start.clone());
+            for user in busiest_users(&corpus.start, watched) {
+                engine.orders_of(&user);
             }
-            total
+            engine
+        };
+        let mut engine = start();
+        let mut next = 0usize;
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    if next == blocks.len() {
+                        engine = start();
+                        next = 0;
+                    }
+                    let started = Instant::now();
+                    black_box(engine.apply(&blocks[next]));
+                    total += started.elapsed();
+                    next += 1;
+                }
+                total
+            });
         });
+    }
+    group.finish();
+}
+
+/// The `n` accounts with the most resting orders in `snapshot`.
+fn busiest_users(snapshot: &L4Snapshot, n: usize) -> Vec<String> {
+    let mut counts: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for (_, book) in snapshot.books.iter() {
+        for order in book.orders() {
+            *counts.entry(order.user.as_str()).or_default() += 1;
+        }
+    }
+    let mut users: Vec<(&str, usize)> = counts.into_iter().collect();
+    users.sort_by_key(|(user, count)| (std::cmp::Reverse(*count), *user));
+    users
+        .into_iter()
+        .take(n)
+        .map(|(user, _)| user.to_owned())
+        .collect()
+}
+
+fn open_orders(c: &mut Criterion, corpus: &Corpus) {
+    let Some(user) = busiest_users(&corpus.start, 1).pop() else {
+        return;
+    };
+    let mut engine = Engine::from_snapshot(corpus.start.clone());
+    let orders = engine.orders_of(&user).len() as u64;
+    let mut group = c.benchmark_group("open_orders");
+    group
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .throughput(Throughput::Elements(orders));
+    group.bench_function("walk", |b| {
+        b.iter(|| {
+            engine
+                .books()
+                .iter()
+                .flat_map(|(coin, book)| {
+                    book.orders()
+                        .filter(|o| o.user.as_str().eq_ignore_ascii_case(&user))
+                        .map(move |o| (coin, o.oid))
+                })
+                .count()
+        });
+    });
+    group.bench_function("kept", |b| {
+        b.iter(|| engine.orders_of(black_box(&user)).len());
     });
     group.finish();
 }
@@ -246,6 +307,7 @@ fn benches(c: &mut Criterion) {
     };
     line_decode(c, &corpus);
     fold(c, &corpus);
+    open_orders(c, &corpus);
     l2_aggregate(c, &corpus);
 }
 

@@ -417,6 +417,11 @@ impl Engine {
         &self.books
     }
 
+    /// Every order `user` has resting, by coin (see [`Books::orders_of`]).
+    pub fn orders_of(&mut self, user: &str) -> Vec<(&str, &crate::book::l4::RestingOrder)> {
+        self.books.orders_of(user)
+    }
+
     /// Height of the last folded block (or of the starting snapshot).
     pub fn height(&self) -> Option<u64> {
         self.height

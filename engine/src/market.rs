@@ -334,6 +334,13 @@ impl Market {
         self.fold.books()
     }
 
+    /// Every order `user` has resting, with its coin: the first question
+    /// about a user walks every book, the next ones only the user's orders
+    /// (see [`Books::orders_of`]).
+    pub fn orders_of(&mut self, user: &str) -> Vec<(&str, &crate::book::l4::RestingOrder)> {
+        self.fold.orders_of(user)
+    }
+
     /// The book fold (position, counters).
     pub fn fold(&self) -> &Engine {
         &self.fold

@@ -636,6 +636,61 @@ pub struct L4Book {
     index: OidIndex,
     /// [`level_key`] → level number, for every level whose price has a key.
     at_price: OidIndex,
+    /// The orders of the users someone asked about ([`Books::orders_of`]),
+    /// kept as the book changes; `None` (one branch per change) while
+    /// nobody watches.
+    watch: Option<Box<Watch>>,
+}
+
+/// The oids resting in one book of each watched user.
+#[derive(Debug, Clone, Default)]
+struct Watch {
+    /// One bit per watched user, by the last byte of the address: most
+    /// orders are told apart by it at once.
+    bloom: u64,
+    /// Watched user (lowercase) → their oids in the book (a market maker
+    /// rests tens of thousands: a set, so a removal is one probe).
+    users: HashMap<String, OidSet, foldhash::fast::RandomState>,
+}
+
+type OidSet = std::collections::HashSet<u64, foldhash::fast::RandomState>;
+
+impl Watch {
+    fn bit(user: &str) -> u64 {
+        let last = user.as_bytes().last().map_or(0, u8::to_ascii_lowercase);
+        1 << (last & 63)
+    }
+
+    /// The oids of `user` when watched.
+    fn oids_mut(&mut self, user: &str) -> Option<&mut OidSet> {
+        if self.bloom & Self::bit(user) == 0 {
+            return None;
+        }
+        if user.bytes().any(|b| b.is_ascii_uppercase()) {
+            self.users.get_mut(&user.to_ascii_lowercase())
+        } else {
+            self.users.get_mut(user)
+        }
+    }
+
+    fn added(&mut self, user: &str, oid: u64) {
+        if let Some(oids) = self.oids_mut(user) {
+            oids.insert(oid);
+        }
+    }
+
+    fn removed(&mut self, user: &str, oid: u64) {
+        if let Some(oids) = self.oids_mut(user) {
+            oids.remove(&oid);
+        }
+    }
+
+    fn rebuild_bloom(&mut self) {
+        self.bloom = self
+            .users
+            .keys()
+            .fold(0, |bloom, user| bloom | Self::bit(user));
+    }
 }
 
 /// A level's key in the price index: its side and its price (trailing
@@ -673,6 +728,7 @@ impl L4Book {
     /// the same oid (which is returned).
     pub fn insert(&mut self, order: RestingOrder) -> Option<RestingOrder> {
         let (oid, side, px, sz) = (order.oid, order.side, order.limit_px, order.sz);
+        let user = self.watch.is_some().then(|| order.user.clone());
         let at = self.slots.put(order);
         // One probe of the index whether or not the oid already rests.
         let replaced = self.index.insert(oid, at).and_then(|old| {
@@ -683,6 +739,12 @@ impl L4Book {
         let level = self.level_at(side, px);
         if let Some(data) = self.levels.get_mut(level) {
             data.push_back(&mut self.slots, at, level, sz);
+        }
+        if let (Some(watch), Some(user)) = (self.watch.as_deref_mut(), user) {
+            if let Some(old) = &replaced {
+                watch.removed(&old.user, oid);
+            }
+            watch.added(&user, oid);
         }
         replaced
     }
@@ -741,6 +803,12 @@ impl L4Book {
     /// order stays readable there until the next insert).
     fn detach(&mut self, oid: u64) -> Option<usize> {
         let at = self.index.remove(oid)?;
+        // Nothing read while nobody watches.
+        if let Some(watch) = self.watch.as_deref_mut()
+            && let Some(order) = self.slots.order(at)
+        {
+            watch.removed(&order.user, oid);
+        }
         self.unlink_slot(at);
         self.slots.free(at);
         Some(at)
@@ -899,12 +967,54 @@ impl L4Book {
             return false;
         }
         let (oid, sz) = (order.oid, order.sz);
+        if let Some(watch) = self.watch.as_deref_mut() {
+            watch.added(&order.user, oid);
+        }
         let at = self.slots.put(order);
         self.index.insert(oid, at);
         if let Some(data) = self.levels.get_mut(level) {
             data.push_back(&mut self.slots, at, level, sz);
         }
         true
+    }
+
+    /// Starts keeping the orders of `user` (lowercase) in this book: one
+    /// walk of its orders, then each change keeps them.
+    fn watch_user(&mut self, user: &str) {
+        let oids: OidSet = self
+            .orders()
+            .filter(|order| order.user.as_str().eq_ignore_ascii_case(user))
+            .map(|order| order.oid)
+            .collect();
+        let watch = self.watch.get_or_insert_with(Box::default);
+        watch.users.insert(user.to_owned(), oids);
+        watch.rebuild_bloom();
+    }
+
+    /// Stops keeping the orders of `user` (lowercase).
+    fn unwatch_user(&mut self, user: &str) {
+        if let Some(watch) = self.watch.as_deref_mut() {
+            watch.users.remove(user);
+            watch.rebuild_bloom();
+            if watch.users.is_empty() {
+                self.watch = None;
+            }
+        }
+    }
+
+    /// The orders of watched `user` (lowercase) resting in this book.
+    fn watched_orders<'a, 'u>(
+        &'a self,
+        user: &'u str,
+    ) -> impl Iterator<Item = &'a RestingOrder> + use<'a, 'u> {
+        let oids = self
+            .watch
+            .as_deref()
+            .and_then(|watch| watch.users.get(user));
+        oids.into_iter()
+            .flatten()
+            .filter_map(|&oid| self.get(oid))
+            .filter(move |order| order.user.as_str().eq_ignore_ascii_case(user))
     }
 
     /// Rebuilding: sets a level's running total as it was kept (see
@@ -937,7 +1047,16 @@ pub struct Books {
     /// Per coin (same order), a stamp its user keeps: the fold writes its
     /// block count there to note each touched coin once per block.
     stamps: Vec<u64>,
+    /// The users whose orders every book keeps ([`Books::orders_of`]),
+    /// lowercase, with when each was last asked about.
+    watched: HashMap<String, u64, foldhash::fast::RandomState>,
+    /// Counts the questions, for `watched`.
+    asked: u64,
 }
+
+/// Users whose orders the books keep at most: past it the one asked about
+/// longest ago is let go (and walked for again if asked about again).
+pub const MAX_WATCHED_USERS: usize = 1_024;
 
 impl PartialEq for Books {
     fn eq(&self, other: &Self) -> bool {
@@ -1094,13 +1213,53 @@ impl Books {
     }
 
     /// Replaces (or inserts) the book of `coin`.
-    pub fn replace(&mut self, coin: &str, book: L4Book) {
+    pub fn replace(&mut self, coin: &str, mut book: L4Book) {
+        for user in self.watched.keys() {
+            book.watch_user(user);
+        }
         match self.get_mut(coin) {
             Some(held) => *held = book,
             None => {
                 self.add(coin, book);
             }
         }
+    }
+
+    /// Every order `user` has resting, with its coin, sorted by coin. The
+    /// first question about a user walks every book once; from then on the
+    /// books keep that user's orders as they change, so the next costs a
+    /// look per book and per order of the user. At most
+    /// [`MAX_WATCHED_USERS`] users are kept.
+    pub fn orders_of(&mut self, user: &str) -> Vec<(&str, &RestingOrder)> {
+        let user = user.to_ascii_lowercase();
+        self.asked += 1;
+        if let Some(asked) = self.watched.get_mut(&user) {
+            *asked = self.asked;
+        } else {
+            if self.watched.len() >= MAX_WATCHED_USERS
+                && let Some(oldest) = self
+                    .watched
+                    .iter()
+                    .min_by_key(|(_, asked)| **asked)
+                    .map(|(user, _)| user.clone())
+            {
+                self.watched.remove(&oldest);
+                for (_, book) in &mut self.coins {
+                    book.unwatch_user(&oldest);
+                }
+            }
+            for (_, book) in &mut self.coins {
+                book.watch_user(&user);
+            }
+            self.watched.insert(user.clone(), self.asked);
+        }
+        self.coins
+            .iter()
+            .flat_map(|(coin, book)| {
+                book.watched_orders(&user)
+                    .map(move |order| (coin.as_str(), order))
+            })
+            .collect()
     }
 
     /// Coins and their books, sorted by coin.
@@ -1126,7 +1285,10 @@ impl Books {
     /// Adds a coin not yet present at its sorted place; returns its index.
     /// New coins are rare (a listing), so re-indexing the ones after it is
     /// cheap enough.
-    fn add(&mut self, coin: &str, book: L4Book) -> usize {
+    fn add(&mut self, coin: &str, mut book: L4Book) -> usize {
+        for user in self.watched.keys() {
+            book.watch_user(user);
+        }
         let at = self.coins.partition_point(|(held, _)| held.as_str() < coin);
         self.coins.insert(at, (Short::new(coin), book));
         self.stamps.insert(at, 0);
@@ -1464,5 +1626,89 @@ mod tests {
                 prop_assert!(rebuilt == book);
             }
         }
+    }
+
+    /// Every order of `user` in `books`, by walking them: (coin, oid).
+    fn walked(books: &Books, user: &str) -> Vec<(String, u64)> {
+        let mut out: Vec<(String, u64)> = books
+            .iter()
+            .flat_map(|(coin, book)| {
+                book.orders()
+                    .filter(|o| o.user.as_str().eq_ignore_ascii_case(user))
+                    .map(move |o| (coin.to_owned(), o.oid))
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    fn kept(books: &mut Books, user: &str) -> Vec<(String, u64)> {
+        let mut out: Vec<(String, u64)> = books
+            .orders_of(user)
+            .into_iter()
+            .map(|(coin, o)| (coin.to_owned(), o.oid))
+            .collect();
+        out.sort();
+        out
+    }
+
+    fn of(user: &str, oid: u64, price: &str) -> RestingOrder {
+        RestingOrder::bare(user, oid, Side::Bid, px(price), px("1"), 0)
+    }
+
+    #[test]
+    fn a_watched_users_orders_are_kept_through_every_change() {
+        let (alice, bob) = ("0xa11ce00000000000000000000000000000000001", "0xb0b");
+        let mut books = Books::new();
+        books.get_or_create("BTC").insert(of(alice, 1, "10"));
+        books.get_or_create("BTC").insert(of(bob, 2, "10"));
+        books.get_or_create("ETH").insert(of(alice, 3, "5"));
+        // Asked in another case: the same user.
+        assert_eq!(
+            kept(&mut books, &alice.to_uppercase()),
+            walked(&books, alice)
+        );
+        assert_eq!(kept(&mut books, alice).len(), 2);
+        // Changes after the first question: added, removed, discarded, an
+        // oid taken over by another user, a new coin, a replaced book.
+        books.get_or_create("BTC").insert(of(alice, 4, "11"));
+        books.get_or_create("ETH").remove(3);
+        books.get_or_create("BTC").insert(of(bob, 1, "9"));
+        books.get_or_create("SOL").insert(of(alice, 5, "1"));
+        books.get_or_create("BTC").insert(of(alice, 6, "12"));
+        assert!(books.get_or_create("BTC").discard(6));
+        let mut fresh = L4Book::new();
+        fresh.insert(of(alice, 7, "4"));
+        fresh.insert(of(bob, 8, "4"));
+        books.replace("ETH", fresh);
+        books.get_or_create("BTC").set_sz(4, px("3"));
+        assert_eq!(kept(&mut books, alice), walked(&books, alice));
+        assert_eq!(
+            kept(&mut books, alice),
+            [("BTC".into(), 4), ("ETH".into(), 7), ("SOL".into(), 5)]
+        );
+        assert_eq!(kept(&mut books, bob), walked(&books, bob));
+    }
+
+    #[test]
+    fn the_user_asked_about_longest_ago_is_let_go_past_the_bound() {
+        let mut books = Books::new();
+        let user = |n: usize| format!("0x{n:040x}");
+        for n in 0..=MAX_WATCHED_USERS {
+            books
+                .get_or_create("BTC")
+                .insert(of(&user(n), n as u64, "1"));
+        }
+        for n in 0..=MAX_WATCHED_USERS {
+            assert_eq!(kept(&mut books, &user(n)), [("BTC".to_owned(), n as u64)]);
+        }
+        assert_eq!(books.watched.len(), MAX_WATCHED_USERS);
+        assert!(!books.watched.contains_key(&user(0)), "the oldest went");
+        // Asked again, it is walked for again and right.
+        books.get_or_create("BTC").insert(of(&user(0), 99_999, "2"));
+        assert_eq!(
+            kept(&mut books, &user(0)),
+            [("BTC".to_owned(), 0), ("BTC".to_owned(), 99_999)]
+        );
     }
 }

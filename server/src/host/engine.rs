@@ -226,7 +226,7 @@ pub struct Opened {
 
 /// A one-off look at the market between blocks (an Info answer, say); it
 /// sends its own answer.
-pub type MarketRead = Box<dyn FnOnce(&Market) + Send>;
+pub type MarketRead = Box<dyn FnOnce(&mut Market) + Send>;
 
 /// A request to the engine thread, answered between two blocks. Each
 /// variant says what it costs the thread at worst.
@@ -244,9 +244,12 @@ pub enum Command {
         reply: oneshot::Sender<Result<Opened, SubscribeError>>,
     },
     /// Run a read of the market as it stands (once caught up). Costs what
-    /// the read does: Info `openOrders` and `frontendOpenOrders` walk every
-    /// resting order of every book (about 440,000 on mainnet); `l2Book` and
-    /// `allMids` subscribe instead.
+    /// the read does: Info `openOrders` and `frontendOpenOrders` copy out the
+    /// user's orders, a look per book (hundreds) and per order of the user —
+    /// except the first question about a user (or one let go of, past
+    /// `MAX_WATCHED_USERS`), which walks every resting order of every book
+    /// once (about 440,000 on mainnet); `l2Book` and `allMids` subscribe
+    /// instead.
     Read(MarketRead),
     /// End the thread: a last checkpoint's capture (about 50 ms for a
     /// mainnet-size book) when it folded past the last one.
@@ -524,7 +527,7 @@ impl Drop for EngineThread {
 pub async fn read<T: Send + 'static>(
     commands: &Sender<Command>,
     status: &EngineStatus,
-    read: impl FnOnce(&Market) -> T + Send + 'static,
+    read: impl FnOnce(&mut Market) -> T + Send + 'static,
 ) -> Result<T, SubscribeError> {
     if !status.until_ready().await {
         return Err(not_ready(status));
@@ -1061,7 +1064,7 @@ impl<'s> Writer<'s> {
                 // The subscriber may have gone; nothing to do then.
                 let _ = reply.send(answer);
             }
-            Command::Read(read) => read(&self.market),
+            Command::Read(read) => read(&mut self.market),
             Command::Stop => {}
         }
     }

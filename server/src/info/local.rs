@@ -33,7 +33,6 @@ use std::sync::Arc;
 use axum::http::StatusCode;
 use crossbeam_channel::Sender;
 use engine::book::l4::RestingOrder;
-use engine::market::Market;
 use engine::market::candles::Interval;
 use serde_json::{Map, Value, json};
 
@@ -136,12 +135,19 @@ impl Local {
                     .unwrap_or_default()
                     .to_owned();
                 let frontend = kind == "frontendOpenOrders";
-                read(&self.commands, &self.status, move |market| {
-                    open_orders(market, &user, &dex, frontend)
+                // The engine thread only copies the user's orders out (see
+                // `Books::orders_of`); the answer is built here.
+                let orders = read(&self.commands, &self.status, move |market| {
+                    market
+                        .orders_of(&user)
+                        .into_iter()
+                        .filter(|(coin, _)| engine::coin::on_dex(coin, &dex))
+                        .map(|(coin, order)| (coin.to_owned(), order.clone()))
+                        .collect::<Vec<_>>()
                 })
                 .await
-                .map(Answer::Value)
-                .map_err(refused)
+                .map_err(refused)?;
+                Ok(Answer::Value(open_orders(orders, frontend)))
             }
             "candleSnapshot" => self.candle_snapshot(fields).map(Answer::Text),
             other => Err(invalid(format!(
@@ -268,24 +274,15 @@ impl Local {
 
 /// The resting orders of `user` (lowercased) on exchange `dex`, newest
 /// first.
-fn open_orders(market: &Market, user: &str, dex: &str, frontend: bool) -> Value {
-    let mut orders: Vec<(i64, u64, Value)> = Vec::new();
-    for (coin, book) in market.books().iter() {
-        if !engine::coin::on_dex(coin, dex) {
-            continue;
-        }
-        for order in book.orders() {
-            if order.user.as_str().eq_ignore_ascii_case(user) {
-                orders.push((
-                    order.timestamp,
-                    order.oid,
-                    order_json(coin, order, frontend),
-                ));
-            }
-        }
-    }
-    orders.sort_by_key(|(time, oid, _)| std::cmp::Reverse((*time, *oid)));
-    Value::Array(orders.into_iter().map(|(_, _, order)| order).collect())
+/// `orders` (coin, order) as the exchange answers them, newest first.
+fn open_orders(mut orders: Vec<(String, RestingOrder)>, frontend: bool) -> Value {
+    orders.sort_by_key(|(_, order)| std::cmp::Reverse((order.timestamp, order.oid)));
+    Value::Array(
+        orders
+            .iter()
+            .map(|(coin, order)| order_json(coin, order, frontend))
+            .collect(),
+    )
 }
 
 fn order_json(coin: &str, order: &RestingOrder, frontend: bool) -> Value {
