@@ -25,6 +25,33 @@ pub mod ws;
 /// Longest quote of client input an error message carries, in characters.
 pub const QUOTE_MAX_CHARS: usize = 64;
 
+/// Most entries a client-supplied list may hold (coins, users, filter
+/// values): more than every market and far more than a scope needs.
+pub const MAX_LIST_ENTRIES: usize = 1_000;
+/// Longest entry of such a list, in bytes (an address is 42).
+pub const MAX_ENTRY_BYTES: usize = 128;
+
+/// A client-supplied list within [`MAX_LIST_ENTRIES`] entries of at most
+/// [`MAX_ENTRY_BYTES`] bytes each.
+///
+/// # Errors
+/// The message naming `field` and the bound.
+pub fn bounded_list(field: &str, values: &[String]) -> Result<(), String> {
+    if values.len() > MAX_LIST_ENTRIES {
+        return Err(format!(
+            "{field}: at most {MAX_LIST_ENTRIES} entries, got {}",
+            values.len()
+        ));
+    }
+    match values.iter().find(|value| value.len() > MAX_ENTRY_BYTES) {
+        Some(long) => Err(format!(
+            "{field}: an entry of at most {MAX_ENTRY_BYTES} bytes, got {}",
+            quoted(long)
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Client input as error messages quote it: Debug-quoted, at most
 /// [`QUOTE_MAX_CHARS`] characters, with the input's size when cut — so an
 /// answer never grows with what the client sent.

@@ -192,6 +192,7 @@ impl MarketService {
 
 /// Rejects blank and `*` entries of a coin or user list.
 fn entries(field: &str, values: &[String]) -> Result<(), Status> {
+    crate::bounded_list(field, values).map_err(Status::invalid_argument)?;
     for value in values {
         if value.trim().is_empty() {
             return Err(Status::invalid_argument(format!(

@@ -569,6 +569,9 @@ pub fn parse_position(
     }
 }
 
+/// Most fields one filter may constrain (a feed advertises two).
+const MAX_FILTER_FIELDS: usize = 8;
+
 /// Compiles a request filter for a feed; `None` when there is no constraint.
 ///
 /// # Errors
@@ -581,8 +584,16 @@ pub fn compile_filter(
     let Some(filter) = filter.filter(|f| !f.fields.is_empty()) else {
         return Ok(None);
     };
+    if filter.fields.len() > MAX_FILTER_FIELDS {
+        return Err(Status::invalid_argument(format!(
+            "filter: at most {MAX_FILTER_FIELDS} fields, got {}",
+            filter.fields.len()
+        )));
+    }
     let mut constraints = Vec::with_capacity(filter.fields.len());
     for field in &filter.fields {
+        let name = format!("filter field {}", crate::quoted(&field.field));
+        crate::bounded_list(&name, &field.values).map_err(Status::invalid_argument)?;
         if !matches!(
             proto::FilterOp::try_from(field.op),
             Ok(proto::FilterOp::Unspecified | proto::FilterOp::In)

@@ -179,6 +179,67 @@ async fn quoted_input_is_bounded() {
     next(&mut fills, Duration::from_secs(30)).await.unwrap();
 }
 
+#[tokio::test]
+async fn lists_past_their_bound_are_refused_naming_the_field() {
+    let server = TestServer::start(&real("btc-985148182"), |_| {}).await;
+    super::market_live::ready(&server).await;
+    let many: Vec<String> = (0..100_000).map(|n| format!("C{n}")).collect();
+    let channel = server.channel().await;
+    let mut market = MarketStreamingClient::new(channel).max_encoding_message_size(8 << 20);
+    let status = market
+        .stream_all_fills(server.req(pb::AllFillsRequest {
+            coins: many.clone(),
+        }))
+        .await
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert_eq!(status.message(), "coins: at most 1000 entries, got 100000");
+    let status = market
+        .stream_order_updates(server.req(pb::OrderUpdatesRequest {
+            users: vec!["0x".to_owned() + &"a".repeat(200)],
+        }))
+        .await
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert!(
+        status
+            .message()
+            .starts_with("users: an entry of at most 128 bytes"),
+        "{}",
+        status.message()
+    );
+    let mut raw = server.client().await.max_encoding_message_size(8 << 20);
+    let status = raw
+        .stream_fills(server.req(StreamRequest {
+            position: Some(Position {
+                kind: Some(position::Kind::BlockNumber(1)),
+            }),
+            filter: Some(Filter {
+                fields: vec![FieldFilter {
+                    field: "coins".into(),
+                    op: 0,
+                    values: many,
+                }],
+            }),
+        }))
+        .await
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert_eq!(
+        status.message(),
+        "filter field \"coins\": at most 1000 entries, got 100000"
+    );
+    // At the bound, accepted.
+    let at_bound: Vec<String> = (0..1_000).map(|n| format!("C{n}")).collect();
+    market
+        .stream_all_fills(server.req(pb::AllFillsRequest { coins: at_bound }))
+        .await
+        .unwrap();
+}
+
 /// `POST /info` with `body` and the server's key: status line and body.
 async fn post_info(server: &TestServer, body: &[u8]) -> (String, String) {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
