@@ -6,10 +6,11 @@ use std::{env, fs, path::PathBuf};
 
 use prost::Message;
 
-const PROTOS: [&str; 3] = [
+const PROTOS: [&str; 4] = [
     "venue_l1_gateway/v3/raw_feed.proto",
     "venue_l1_gateway/v3/market_streaming.proto",
     "aptos/indexer/v1/raw_data.proto",
+    "grpc/health/v1/health.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -24,6 +24,11 @@ pub mod aptos {
     }
 }
 
+/// The standard health checking interface, with the strict codec.
+pub mod health {
+    tonic::include_proto!("grpc.health.v1");
+}
+
 pub mod codec;
 pub mod encoded;
 

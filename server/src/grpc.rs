@@ -8,6 +8,7 @@
 
 pub mod batched;
 pub mod flow;
+pub mod health;
 pub mod market;
 pub mod raw_feed;
 pub mod relay;
@@ -29,8 +30,9 @@ use crate::metrics::SocketWrites;
 /// `build_v1()` / `build_v1alpha()`.
 pub fn reflection() -> tonic_reflection::server::Builder<'static> {
     tonic_reflection::server::Builder::configure()
+        // Health's interface is in this crate's set (compiled with the
+        // strict codec, crate::grpc::health).
         .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
 }
 
 /// The connections of the gRPC address: each admitted under the

@@ -483,7 +483,8 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
         }
         .routes(),
     );
-    let (health_reporter, health) = tonic_health::server::health_reporter();
+    let (health_reporter, _) = tonic_health::server::health_reporter();
+    let health = crate::grpc::health::server(health_reporter.clone());
     health_reporter
         .set_serving::<proto::venue_l1_gateway_server::VenueL1GatewayServer<RawFeedService>>()
         .await;

@@ -87,6 +87,8 @@ async fn undecodable_requests_are_invalid_argument() {
         for path in [
             "/venue_l1_gateway.v3.VenueL1Gateway/StreamFills",
             "/venue_l1_gateway.v3.MarketStreaming/StreamBbo",
+            "/grpc.health.v1.Health/Check",
+            "/grpc.health.v1.Health/Watch",
         ] {
             let status = call_raw(&server, path, bytes.clone()).await;
             assert_eq!(status.code(), Code::InvalidArgument, "{path}: {status:?}");
