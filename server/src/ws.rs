@@ -64,6 +64,7 @@
 //! | 4001 | an incremental channel (`trades`, `l4Book`, `orderUpdates`, the fills channels) fell over `market_max_lag_ms` behind, or a whole ring behind |
 //! | 4002 | the connection took nothing for `send_timeout_ms` |
 //! | 4003 | the key's byte quota for the period is used up (the reason names it and when it resets) |
+//! | 4004 | more than 50 refused messages in a minute (invalid, over a limit, refused subscriptions) |
 //!
 //! The close frame's reason is cut to the 123 bytes a frame holds; the full
 //! text is sent first as an `error` message. Snapshot channels (`l2Book`,

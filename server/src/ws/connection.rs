@@ -54,6 +54,12 @@ pub struct WsService {
     pub shutdown: CancellationToken,
 }
 
+/// Refused client messages (invalid, over a limit, refused subscriptions)
+/// a connection may send in a minute, all at once at most: past it the
+/// connection is closed ([`close::REFUSED`]), so that a client flooding
+/// bad messages costs the server a bounded amount of work.
+pub const REFUSALS_PER_MINUTE: u32 = 50;
+
 /// Messages waiting for the socket, per connection.
 const OUTBOX: usize = 256;
 /// How long a closing connection waits to hand its close frame over.
@@ -77,6 +83,9 @@ pub mod close {
     pub const STALLED: u16 = 4002;
     /// The key's byte quota for the period is used up.
     pub const QUOTA: u16 = 4003;
+    /// The connection sent more refused messages than
+    /// [`super::REFUSALS_PER_MINUTE`] in a minute.
+    pub const REFUSED: u16 = 4004;
 }
 
 /// The per-connection limits the exchange documents.
@@ -231,6 +240,7 @@ pub async fn run(
         send_timeout,
         stalled: false,
         retry: None,
+        refusals: Budget::new(REFUSALS_PER_MINUTE),
     };
     let closing: Option<(u16, String)> = loop {
         if session.stalled {
@@ -351,10 +361,13 @@ struct Session {
     /// An answer found no room for `send_timeout`: the client reads
     /// nothing, and the connection is closed.
     stalled: bool,
-    /// A subscription refused for a reason that passes (the engine not
-    /// ready, stale data): the connection is closed with this code and
-    /// reason so that the client reconnects and subscribes again.
+    /// Close the connection with this code and reason after the message
+    /// being answered: a subscription refused for a reason that passes
+    /// (the engine not ready, stale data: the client reconnects and
+    /// subscribes again), or too many refused messages.
     retry: Option<(u16, String)>,
+    /// The refused messages a minute ([`REFUSALS_PER_MINUTE`]).
+    refusals: Budget,
 }
 
 fn error_message(message: &str) -> Utf8Bytes {
@@ -389,8 +402,21 @@ impl Session {
         }
     }
 
+    /// Refuses a client message with an `error` message.
     async fn error(&mut self, message: &str) {
-        self.send(error_message(message)).await;
+        self.refuse(error_message(message)).await;
+    }
+
+    /// Answers a refused client message with `text`; past
+    /// [`REFUSALS_PER_MINUTE`] the connection is closed after it.
+    async fn refuse(&mut self, text: Utf8Bytes) {
+        self.send(text).await;
+        if !self.refusals.take() && self.retry.is_none() {
+            self.retry = Some((
+                close::REFUSED,
+                format!("too many refused messages: more than {REFUSALS_PER_MINUTE} in a minute"),
+            ));
+        }
     }
 
     /// Queues an error only if there is room at once (the connection is
@@ -425,11 +451,14 @@ impl Session {
                 prefix,
                 echo,
                 reason,
-            }) => self.send(echo_message(prefix, &echo, Some(&reason))).await,
+            }) => {
+                self.refuse(echo_message(prefix, &echo, Some(&reason)))
+                    .await;
+            }
             Err(protocol::Refusal::Text(why)) => self.error(&why).await,
             Err(protocol::Refusal::Post { id, message }) => {
                 let response = json!({ "type": "error", "payload": message });
-                self.send(post_answer(&id, &response)).await;
+                self.refuse(post_answer(&id, &response)).await;
             }
             Ok(ClientMessage::Ping) => {
                 self.send(Utf8Bytes::from_static(r#"{"channel":"pong"}"#))
@@ -447,7 +476,7 @@ impl Session {
                     self.send(render::message("subscriptionResponse", &original))
                         .await;
                 } else {
-                    self.send(echo_message(
+                    self.refuse(echo_message(
                         "Already unsubscribed: ",
                         &original["subscription"],
                         None,
@@ -461,7 +490,7 @@ impl Session {
 
     async fn subscribe(&mut self, subscription: Subscription, original: Value) {
         if self.open.contains_key(&subscription) {
-            self.send(echo_message(
+            self.refuse(echo_message(
                 "Already subscribed: ",
                 &original["subscription"],
                 None,
@@ -504,10 +533,11 @@ impl Session {
                 // the engine stopped), so that an SDK reconnects and
                 // subscribes again rather than dropping the subscription as
                 // invalid.
-                self.error(&format!(
+                // Not the client's fault: not counted as a refusal.
+                self.send(error_message(&format!(
                     "Service unavailable: {}; reconnect and subscribe again",
                     status.message()
-                ))
+                )))
                 .await;
                 let code = match status.code() {
                     Code::Unavailable => close_code(&status),
@@ -516,7 +546,7 @@ impl Session {
                 self.retry = Some((code, status.message().to_owned()));
             }
             Err(status) => {
-                self.send(echo_message(
+                self.refuse(echo_message(
                     "Invalid subscription ",
                     &original["subscription"],
                     Some(status.message()),

@@ -400,6 +400,57 @@ async fn refusals_echo_the_subscription_whole_so_sdks_can_match_them() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_flooding_refused_messages_is_closed_and_its_neighbour_served() {
+    let node = live_node(30, 30, Duration::from_millis(1));
+    let server = TestServer::start(node.dir.path(), |args| {
+        args.max_streams = Some(4);
+    })
+    .await;
+    ready(&server).await;
+    let mut flood = connect(&server).await;
+    let mut neighbour = connect(&server).await;
+    // The flood: invalid JSON, far past the bound of refusals a minute.
+    for _ in 0..500 {
+        if flood.send(Message::Text("{not json".into())).await.is_err() {
+            break;
+        }
+    }
+    let mut errors = 0;
+    let closed = loop {
+        match recv(&mut flood).await {
+            Ok(message) => {
+                assert_eq!(message["channel"], "error", "{message}");
+                errors += 1;
+            }
+            Err(closed) => break closed,
+        }
+    };
+    assert_eq!(closed.0, 4004, "{closed:?}");
+    assert!(closed.1.contains("too many refused messages"), "{closed:?}");
+    // Every refusal up to the bound was answered, and no more than that.
+    assert_eq!(
+        errors, 51,
+        "50 a minute, all at once at most, then the one that closed it"
+    );
+    // The neighbour's subscribes are all served.
+    for levels in 1..=100 {
+        send(
+            &mut neighbour,
+            subscribe(json!({"type":"l2Book","coin":"BTC","nLevels":levels})),
+        )
+        .await;
+    }
+    let mut acknowledged = 0;
+    while acknowledged < 100 {
+        let message = recv(&mut neighbour).await.unwrap();
+        assert_ne!(message["channel"], "error", "{message}");
+        if message["channel"] == "subscriptionResponse" {
+            acknowledged += 1;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn too_many_messages_a_minute_are_refused() {
     let node = live_node(30, 30, Duration::from_millis(1));
     let server = TestServer::start(node.dir.path(), |_| {}).await;
@@ -505,14 +556,16 @@ async fn a_client_that_sends_but_never_reads_is_closed() {
     .await;
     ready(&server).await;
     let mut socket = connect(&server).await;
-    // Requests, each answered, never read: the answers fill the
-    // connection's queue and buffers, then the server stops reading and
-    // closes it.
-    let request =
-        json!({"method":"post","id":1,"request":{"type":"info","payload":{"type":"allMids"}}})
-            .to_string();
+    // Requests, each answered with the busiest account's open orders (a
+    // large answer), never read, within the connection's message budget
+    // (so none is refused): the answers fill the connection's queue and
+    // buffers, then the server stops reading and closes it.
+    let user = super::market_views::actors(node.dir.path()).user;
+    let request = json!({"method":"post","id":1,"request":{"type":"info",
+        "payload":{"type":"frontendOpenOrders","user":user}}})
+    .to_string();
     let started = std::time::Instant::now();
-    for _ in 0..200_000 {
+    for _ in 0..1_990 {
         let sent = tokio::time::timeout(
             Duration::from_secs(2),
             socket.send(Message::Text(request.clone().into())),
