@@ -237,7 +237,20 @@ impl Snapshots {
         }
         let tail = read_at_most(&file, path, len.saturating_sub(64), 64)?;
         let ends_closed = tail.iter().rev().find(|b| !b.is_ascii_whitespace()) == Some(&b']');
-        if !ends_closed || !settled {
+        if !ends_closed {
+            // Unchanged for the settle time and still open: cut short, not
+            // being written (one merely paused is listed once it is whole).
+            let stale = self.inner.settle.is_zero()
+                || modified.elapsed().is_ok_and(|age| age >= self.inner.settle);
+            if stale {
+                return Err(FeedError::Snapshot {
+                    path: path.clone(),
+                    reason: "cut short: it does not end with ]".to_owned(),
+                });
+            }
+            return Ok(None);
+        }
+        if !settled {
             return Ok(None);
         }
         let (timestamp_ms, timestamp_source) = match self.block_time(candidate.height) {

@@ -35,6 +35,12 @@ pub struct ServeArgs {
     #[arg(long, env = "L1GATE_KEYS_FILE", value_name = "FILE")]
     pub keys_file: Option<PathBuf>,
 
+    /// Serve although the keys file does not exist (every request is then
+    /// refused until a key is added; the file is watched). Default false:
+    /// a missing keys file is a start-up error.
+    #[arg(long, env = "L1GATE_ALLOW_NO_KEYS", value_name = "BOOL")]
+    pub allow_no_keys: Option<bool>,
+
     /// gRPC listen address.
     #[arg(long, env = "L1GATE_GRPC_ADDR", value_name = "HOST:PORT")]
     pub grpc_addr: Option<SocketAddr>,
@@ -268,6 +274,7 @@ impl ServeArgs {
         ServeArgs {
             data: self.data.or(lower.data),
             keys_file: self.keys_file.or(lower.keys_file),
+            allow_no_keys: self.allow_no_keys.or(lower.allow_no_keys),
             grpc_addr: self.grpc_addr.or(lower.grpc_addr),
             http_addr: self.http_addr.or(lower.http_addr),
             idle_timeout_ms: self.idle_timeout_ms.or(lower.idle_timeout_ms),
@@ -375,6 +382,8 @@ pub struct Settings {
     pub data: Option<PathBuf>,
     /// Keys file.
     pub keys_file: PathBuf,
+    /// Whether a missing keys file is served anyway.
+    pub allow_no_keys: bool,
     /// gRPC listen address.
     pub grpc_addr: SocketAddr,
     /// HTTP listen address.
@@ -522,6 +531,7 @@ impl ServeArgs {
             keys_file: self
                 .keys_file
                 .unwrap_or_else(|| PathBuf::from(DEFAULT_KEYS_FILE)),
+            allow_no_keys: self.allow_no_keys.unwrap_or(false),
             grpc_addr: addr(self.grpc_addr, DEFAULT_GRPC_ADDR)?,
             http_addr: addr(self.http_addr, DEFAULT_HTTP_ADDR)?,
             raw_feed: RawFeedSettings {

@@ -180,6 +180,13 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
         None => settings.data.clone().context("serve: no data directory")?,
     };
     let data = data_dir.as_path();
+    anyhow::ensure!(
+        settings.allow_no_keys || settings.keys_file.exists(),
+        "keys file {path} does not exist, so every request would be refused: create a key with \
+         `l1gate keys add --account NAME --keys-file {path}`, or start with --allow-no-keys true \
+         (L1GATE_ALLOW_NO_KEYS, allow_no_keys) to serve with none until one is added",
+        path = settings.keys_file.display()
+    );
     let keys = KeysFile::load(&settings.keys_file)?;
     let store = KeyStore::new(&keys);
     if store.is_empty() {

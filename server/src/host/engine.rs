@@ -696,15 +696,7 @@ impl<'s> Writer<'s> {
                         .map_or_else(String::new, |c| c.dir.display().to_string())
                 ));
             }
-            None => match latest_snapshot {
-                Some(file) => {
-                    let bytes = live.snapshots().read(&file).map_err(|e| e.to_string())?;
-                    let snapshot = engine::snapshot::parse(&bytes)
-                        .map_err(|e| format!("snapshot {}: {e}", file.path.display()))?;
-                    Market::from_snapshot(snapshot, Needs::ALL)
-                }
-                None => Market::new(Needs::ALL),
-            },
+            None => newest_sound_snapshot(live),
         };
         let from_block = market.height().map_or(0, |h| h + 1);
         let grace_ms = i64::try_from(settings.align_grace.as_millis()).unwrap_or(i64::MAX);
@@ -1216,6 +1208,49 @@ fn log_checkpoint(progress: Progress) {
     }
 }
 
+/// The market of the newest L4 snapshot that reads and parses, saying why
+/// each newer one was passed over (and every file the listing refused);
+/// empty books when none does.
+fn newest_sound_snapshot(live: &LiveFeeds) -> Market {
+    let snapshots = live.snapshots();
+    for skipped in snapshots.skipped() {
+        tracing::warn!(%skipped, "L4 snapshot not used");
+    }
+    let mut passed_over = 0;
+    for file in snapshots.list().iter().rev() {
+        let parsed = snapshots
+            .read(file)
+            .map_err(|e| e.to_string())
+            .and_then(|bytes| engine::snapshot::parse(&bytes).map_err(|e| e.to_string()));
+        match parsed {
+            Ok(snapshot) => {
+                if passed_over > 0 {
+                    tracing::warn!(
+                        path = %file.path.display(),
+                        height = file.height,
+                        passed_over,
+                        "engine: starting from an older L4 snapshot; the newer ones are damaged"
+                    );
+                }
+                return Market::from_snapshot(snapshot, Needs::ALL);
+            }
+            Err(error) => {
+                passed_over += 1;
+                tracing::warn!(
+                    path = %file.path.display(),
+                    height = file.height,
+                    %error,
+                    "L4 snapshot not used: it does not read as a snapshot; trying the next older"
+                );
+            }
+        }
+    }
+    if passed_over > 0 {
+        tracing::warn!("engine: no L4 snapshot is usable; starting from empty books");
+    }
+    Market::new(Needs::ALL)
+}
+
 /// The first block of the fills feed at or after `from`.
 fn first_block_at(live: &LiveFeeds, from: Start) -> Option<u64> {
     let feed = live.feed(Source::Fills)?;
@@ -1505,5 +1540,26 @@ mod tests {
         let third = writer.subscribe(key).unwrap();
         assert!(!Arc::ptr_eq(&first.opening, &third.opening));
         assert_eq!(third.opening.position().block_number, last.number);
+    }
+
+    #[tokio::test]
+    async fn a_damaged_newest_snapshot_is_passed_over_for_the_one_before() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (live, _) = node(&tmp.path().join("node"));
+        let listed = live.snapshots().list();
+        let (newest, older) = (
+            listed[listed.len() - 1].clone(),
+            listed[listed.len() - 2].clone(),
+        );
+        // Still looks whole ("[height," … "]"), but is not a snapshot.
+        std::fs::write(&newest.path, format!("[{},{{\"BTC\":7}}]", newest.height)).unwrap();
+        let (wakeups, _dispatcher) = crate::host::wakeups::Wakeups::spawn();
+        let status = EngineStatus::default();
+        let settings = EngineSettings {
+            align_grace: Duration::from_millis(1),
+            ..EngineSettings::default()
+        };
+        let writer = Writer::new(&live, settings, None, wakeups, &status).unwrap();
+        assert_eq!(writer.market.height(), Some(older.height));
     }
 }

@@ -377,3 +377,30 @@ fn connect_from_blocking(from: &str, addr: &str) -> std::net::TcpStream {
         .unwrap();
     stream
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_keys_file_is_a_start_up_error_unless_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-keys.toml");
+    let args = |allow: Option<bool>| l1gate::config::ServeArgs {
+        data: Some(dir.path().join("node")),
+        keys_file: Some(missing.clone()),
+        allow_no_keys: allow,
+        grpc_addr: "127.0.0.1:0".parse().ok(),
+        http_addr: "127.0.0.1:0".parse().ok(),
+        state_dir: Some(dir.path().join("state")),
+        ..l1gate::config::ServeArgs::default()
+    };
+    let settings = args(None).resolve().unwrap();
+    let error = l1gate::serve::start(&settings)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("does not exist"), "{error}");
+    assert!(error.contains("--allow-no-keys"), "{error}");
+    assert!(error.contains(&missing.display().to_string()), "{error}");
+    // Allowed: it serves, refusing every key until one is added.
+    let settings = args(Some(true)).resolve().unwrap();
+    let running = l1gate::serve::start(&settings).await.unwrap();
+    running.stop().await;
+}
