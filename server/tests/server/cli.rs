@@ -233,6 +233,10 @@ fn replay_prints_frames_deterministically_with_a_summary() {
 fn serve_until_logged(data: &std::path::Path, wanted: &str) -> (String, Vec<String>) {
     let dir = tempfile::tempdir().unwrap();
     let keys = dir.path().join("keys.toml");
+    // A keys file with one key: a missing one is a start-up error.
+    let mut file = l1gate::access::keys::KeysFile::default();
+    file.add_key("tests", 0).unwrap();
+    file.save(&keys).unwrap();
     let mut child = Command::new(L1GATE)
         .arg("serve")
         .arg("--data")
@@ -287,6 +291,10 @@ fn an_idle_connection_flood_under_a_low_descriptor_limit_leaves_the_server_up() 
     use std::io::{Read as _, Write as _};
     let dir = tempfile::tempdir().unwrap();
     let keys = dir.path().join("keys.toml");
+    // A keys file with one key: a missing one is a start-up error.
+    let mut file = l1gate::access::keys::KeysFile::default();
+    file.add_key("tests", 0).unwrap();
+    file.save(&keys).unwrap();
     let http = format!("127.0.0.1:{}", free_port());
     let grpc = format!("127.0.0.1:{}", free_port());
     let mut child = Command::new("sh")
