@@ -78,6 +78,22 @@ async fn call_raw(server: &TestServer, path: &'static str, bytes: Vec<u8>) -> to
     }
 }
 
+/// A raw-feed request from block 1 with one filter field.
+fn filtered(field: String, values: Vec<String>) -> StreamRequest {
+    StreamRequest {
+        position: Some(Position {
+            kind: Some(position::Kind::BlockNumber(1)),
+        }),
+        filter: Some(Filter {
+            fields: vec![FieldFilter {
+                field,
+                op: 0,
+                values,
+            }],
+        }),
+    }
+}
+
 #[tokio::test]
 async fn undecodable_requests_are_invalid_argument() {
     let server = TestServer::start(&real("btc-985148182"), |_| {}).await;
@@ -151,18 +167,7 @@ async fn quoted_input_is_bounded() {
 
     let mut raw = server.client().await.max_encoding_message_size(8 << 20);
     let status = raw
-        .stream_fills(server.req(StreamRequest {
-            position: Some(Position {
-                kind: Some(position::Kind::BlockNumber(1)),
-            }),
-            filter: Some(Filter {
-                fields: vec![FieldFilter {
-                    field: huge.clone(),
-                    op: 0,
-                    values: vec!["x".into()],
-                }],
-            }),
-        }))
+        .stream_fills(server.req(filtered(huge.clone(), vec!["x".into()])))
         .await
         .map(|_| ())
         .unwrap_err();
@@ -214,18 +219,7 @@ async fn lists_past_their_bound_are_refused_naming_the_field() {
     );
     let mut raw = server.client().await.max_encoding_message_size(8 << 20);
     let status = raw
-        .stream_fills(server.req(StreamRequest {
-            position: Some(Position {
-                kind: Some(position::Kind::BlockNumber(1)),
-            }),
-            filter: Some(Filter {
-                fields: vec![FieldFilter {
-                    field: "coins".into(),
-                    op: 0,
-                    values: many,
-                }],
-            }),
-        }))
+        .stream_fills(server.req(filtered("coins".into(), many)))
         .await
         .map(|_| ())
         .unwrap_err();
