@@ -371,6 +371,16 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
     {
         let status = Arc::clone(engine.status());
         access.metrics().render_also(move || status.families());
+        let lookups = candles.clone();
+        access.metrics().render_also(move || {
+            let (.., error) = lookups.progress();
+            vec![crate::metrics::Family {
+                name: "l1gate_candle_store_failing",
+                kind: "gauge",
+                help: "1 while the candle store's commits fail (a full disk, say; serving goes on and each commit is retried), else 0.",
+                samples: vec![(String::new(), u64::from(error.is_some()))],
+            }]
+        });
         let live = live.clone();
         access.metrics().render_also(move || {
             vec![

@@ -613,6 +613,8 @@ pub struct Writer {
     all_gaps: Vec<Gap>,
     pending: Vec<Candle>,
     last: Option<(u64, i64)>,
+    /// Whether the last commit failed (logged once per change).
+    failing: bool,
     committed: Option<(u64, i64)>,
     last_commit: Instant,
 }
@@ -654,6 +656,7 @@ impl Writer {
             all_gaps: Vec::new(),
             pending: Vec::new(),
             last: None,
+            failing: false,
             committed: watermark.map(|w| (w.block_number, w.block_time_ms)),
             last_commit: Instant::now(),
         }
@@ -889,12 +892,34 @@ impl Writer {
         Ok(written)
     }
 
+    /// Commits, saying so once when commits start failing (a full disk,
+    /// say: serving goes on, every commit is retried) and once when they
+    /// succeed again.
     fn commit_logged(&mut self) {
-        if let Err(error) = self.commit() {
-            tracing::error!(%error, "candle store: commit failed; will retry");
-            if let Some(candles) = &self.candles {
-                candles.live.write().error = Some(error.to_string());
+        let result = self.commit();
+        self.note_commit(result);
+    }
+
+    fn note_commit(&mut self, result: Result<usize, StoreError>) {
+        match result {
+            Err(error) => {
+                if !self.failing {
+                    tracing::error!(
+                        %error,
+                        "candle store: commits are failing; serving goes on and each commit is \
+                         retried (logged again when one succeeds)"
+                    );
+                }
+                self.failing = true;
+                if let Some(candles) = &self.candles {
+                    candles.live.write().error = Some(error.to_string());
+                }
             }
+            Ok(_) if self.failing => {
+                self.failing = false;
+                tracing::info!("candle store: commits succeed again");
+            }
+            Ok(_) => {}
         }
     }
 
@@ -1036,5 +1061,31 @@ mod tests {
         assert_eq!(again.gaps, coverage.gaps);
         assert_eq!(again.spans.len(), 2);
         assert_eq!(again.spans[1].to_ms, T0 + 22_000);
+    }
+
+    #[test]
+    fn failing_commits_are_told_once_and_their_recovery_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = CandleStore::open(dir.path(), T0).unwrap();
+        let candles = Arc::new(Candles::new(Arc::clone(store.reader()), T0));
+        let mut writer = Writer::new(
+            store,
+            Some(Arc::clone(&candles)),
+            WriterSettings::fresh(T0, T0),
+        );
+        writer.fold(block(1, T0 + 1_000));
+        let full = || StoreError::Engine {
+            path: dir.path().to_owned(),
+            message: "No space left on device".into(),
+        };
+        writer.note_commit(Err(full()));
+        writer.note_commit(Err(full()));
+        assert!(writer.failing);
+        let (.., error) = candles.progress();
+        assert!(error.is_some_and(|e| e.contains("No space left")));
+        // Space is back: the next commit goes through and says so.
+        writer.commit_logged();
+        assert!(!writer.failing);
+        assert_eq!(candles.progress().3, None);
     }
 }
