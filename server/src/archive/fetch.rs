@@ -644,8 +644,9 @@ pub fn human_bytes(bytes: u64) -> String {
     format!("{value:.1} {}", UNITS[unit])
 }
 
-/// Seconds as `42 s`, `3 min 05 s`, `2 h 07 min`.
-fn duration_text(secs: f64) -> String {
+/// Seconds as `42 s`, `3 min 05 s`, `2 h 07 min` (the progress lines of
+/// the archive commands).
+pub(crate) fn duration_text(secs: f64) -> String {
     let secs = secs.round() as u64;
     match secs {
         0..60 => format!("{secs} s"),

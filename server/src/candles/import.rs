@@ -663,14 +663,14 @@ impl ProgressBar {
     }
 }
 
-/// `[#####-----]  47.3%  at 2025-08-14T13:00:00.000Z  12.4 GB read (1,02 GB/s)  3.1 M candles  ETA 4m12s`
+/// `[#####-----]  47.3%  at 2025-08-14T13:00:00.000Z  12.4 GB read (1,02 GB/s)  3.1 M candles  ETA 4 min 12 s`
 fn progress_line(p: &ImportProgress, elapsed: Duration) -> String {
     const WIDTH: usize = 24;
     let filled = ((p.done * WIDTH as f64).round() as usize).min(WIDTH);
     let secs = elapsed.as_secs_f64().max(0.001);
     let eta = if p.done > 0.0 && p.done < 1.0 {
         let left = secs / p.done * (1.0 - p.done);
-        format!("ETA {}", duration_text(left))
+        format!("ETA {}", crate::archive::fetch::duration_text(left))
     } else {
         "ETA –".to_owned()
     };
@@ -684,15 +684,6 @@ fn progress_line(p: &ImportProgress, elapsed: Duration) -> String {
         p.bytes as f64 / 1e9 / secs,
         p.candles
     )
-}
-
-fn duration_text(secs: f64) -> String {
-    let secs = secs.round() as u64;
-    match secs {
-        0..60 => format!("{secs}s"),
-        60..3_600 => format!("{}m{:02}s", secs / 60, secs % 60),
-        _ => format!("{}h{:02}m", secs / 3_600, secs / 60 % 60),
-    }
 }
 
 /// The import's closing report, as printed by `l1gate candles import`.

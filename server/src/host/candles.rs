@@ -109,9 +109,23 @@ impl CandleBlock {
             closed: candles.closed().iter().filter(stored).cloned().collect(),
         }
     }
-}
 
-impl CandleBlock {
+    /// Every open candle of the stored intervals that `candles` carries, as
+    /// changed at its position (a checkpoint's, to start from).
+    pub fn carried_by(candles: &CandlesView) -> Self {
+        let (number, time_ms) = candles.position();
+        Self {
+            number,
+            time_ms,
+            changed: candles
+                .live_candles()
+                .filter(|candle| INTERVALS.contains(&candle.interval))
+                .cloned()
+                .collect(),
+            closed: Vec::new(),
+        }
+    }
+
     /// The stored intervals' candles that `candles` closed in its last
     /// block, without the open ones it changed: for a writer that serves no
     /// lookups (an import).
@@ -127,24 +141,6 @@ impl CandleBlock {
                 .filter(|candle| INTERVALS.contains(&candle.interval))
                 .cloned()
                 .collect(),
-        }
-    }
-}
-
-impl CandleBlock {
-    /// Every open candle of the stored intervals that `candles` carries, as
-    /// changed at its position (a checkpoint's, to start from).
-    pub fn carried_by(candles: &CandlesView) -> Self {
-        let (number, time_ms) = candles.position();
-        Self {
-            number,
-            time_ms,
-            changed: candles
-                .live_candles()
-                .filter(|candle| INTERVALS.contains(&candle.interval))
-                .cloned()
-                .collect(),
-            closed: Vec::new(),
         }
     }
 }
@@ -971,16 +967,23 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_bucket_the_data_begins_in_is_served_while_open_and_never_stored() {
-        let dir = tempfile::tempdir().unwrap();
-        let (store, _) = CandleStore::open(dir.path(), T0).unwrap();
+    /// A fresh store in `dir`, and a writer over it whose candles lookups
+    /// read.
+    fn serving_writer(dir: &std::path::Path) -> (Writer, Arc<Candles>) {
+        let (store, _) = CandleStore::open(dir, T0).unwrap();
         let candles = Arc::new(Candles::new(Arc::clone(store.reader()), T0));
-        let mut writer = Writer::new(
+        let writer = Writer::new(
             store,
             Some(Arc::clone(&candles)),
             WriterSettings::fresh(T0, T0),
         );
+        (writer, candles)
+    }
+
+    #[test]
+    fn the_bucket_the_data_begins_in_is_served_while_open_and_never_stored() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut writer, candles) = serving_writer(dir.path());
         // The files begin at 1m30s: inside the 1m bucket from 1m and the 3m
         // bucket from 0.
         let first = candle(Interval::Minute1, T0 + 60_000, "10", 2, T0 + 90_000);
@@ -1066,13 +1069,7 @@ mod tests {
     #[test]
     fn failing_commits_are_told_once_and_their_recovery_once() {
         let dir = tempfile::tempdir().unwrap();
-        let (store, _) = CandleStore::open(dir.path(), T0).unwrap();
-        let candles = Arc::new(Candles::new(Arc::clone(store.reader()), T0));
-        let mut writer = Writer::new(
-            store,
-            Some(Arc::clone(&candles)),
-            WriterSettings::fresh(T0, T0),
-        );
+        let (mut writer, candles) = serving_writer(dir.path());
         writer.fold(block(1, T0 + 1_000));
         let full = || StoreError::Engine {
             path: dir.path().to_owned(),

@@ -225,7 +225,9 @@ pub struct Opened {
 }
 
 /// A one-off look at the market between blocks (an Info answer, say); it
-/// sends its own answer.
+/// sends its own answer. It gets the market mutably only so that a look
+/// may keep an index of its own up to date (`Market::orders_of`); it
+/// changes no state a view or the fold reads.
 pub type MarketRead = Box<dyn FnOnce(&mut Market) + Send>;
 
 /// A request to the engine thread, answered between two blocks. Each

@@ -71,6 +71,20 @@ fn hour_of(time_ms: i64) -> (String, u32) {
 
 /// One hour file of `lines`, compressed with the `lz4` tool; returns its
 /// path.
+/// A server over the store an import wrote in `state_dir` and no node
+/// files (kept alive beside it), from [`HISTORY_START`].
+async fn serve_store(state_dir: &Path) -> (TestServer, tempfile::TempDir) {
+    let node = tempfile::tempdir().unwrap();
+    let state_dir = state_dir.to_owned();
+    let server = TestServer::start(node.path(), |args| {
+        unlimited(args);
+        args.state_dir = Some(state_dir);
+        args.candle_history_start = Some(HISTORY_START.to_owned());
+    })
+    .await;
+    (server, node)
+}
+
 fn hour_file(dir: &Path, dataset: &str, date: &str, hour: u32, lines: &[&[u8]]) -> PathBuf {
     let plain = dir
         .join(dataset)
@@ -202,14 +216,7 @@ async fn imported_archive_hours_answer_lookups_as_the_independent_calculation() 
 
     let expected = expected_inside(&lines);
     assert!(expected.len() > 20, "{}", expected.len());
-    let node = tempfile::tempdir().unwrap();
-    let state_dir = state.path().to_owned();
-    let server = TestServer::start(node.path(), |args| {
-        unlimited(args);
-        args.state_dir = Some(state_dir.clone());
-        args.candle_history_start = Some(HISTORY_START.to_owned());
-    })
-    .await;
+    let (server, _node) = serve_store(state.path()).await;
     let mut http = Http::connect(server.running.http_addr).await;
     for ((market, interval, open), want) in &expected {
         let reply = http
@@ -294,14 +301,7 @@ async fn the_hand_over_between_formats_is_a_gap_lookups_name() {
     assert!(gap.to_ms == lines[8].0, "{gap:?}");
     drop(store);
 
-    let node = tempfile::tempdir().unwrap();
-    let state_dir = state.path().to_owned();
-    let server = TestServer::start(node.path(), |args| {
-        unlimited(args);
-        args.state_dir = Some(state_dir.clone());
-        args.candle_history_start = Some(HISTORY_START.to_owned());
-    })
-    .await;
+    let (server, _node) = serve_store(state.path()).await;
     let mut http = Http::connect(server.running.http_addr).await;
     let inside = (gap.to_ms - 1) - (gap.to_ms - 1).rem_euclid(1_000);
     let reply = http
@@ -469,14 +469,7 @@ async fn a_damaged_hour_leaves_a_gap_and_the_import_goes_on_with_the_next() {
     assert_eq!((gap.from_ms, gap.to_ms), (last_sound, next), "{gap:?}");
     assert!(gap.reason.contains("truncated"), "{gap:?}");
 
-    let node = tempfile::tempdir().unwrap();
-    let state_dir = state.path().to_owned();
-    let server = TestServer::start(node.path(), |args| {
-        unlimited(args);
-        args.state_dir = Some(state_dir.clone());
-        args.candle_history_start = Some(HISTORY_START.to_owned());
-    })
-    .await;
+    let (server, _node) = serve_store(state.path()).await;
     let mut http = Http::connect(server.running.http_addr).await;
     // The buckets before the damage and those of the next hour are served
     // as the independent calculation gives them.
