@@ -236,6 +236,16 @@ impl<'a> Folded<'a> {
     }
 }
 
+impl std::fmt::Debug for Begun<'_, '_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Begun")
+            .field("block", &self.block.number)
+            .field("first", &self.first.touched)
+            .field("diffs", &self.diffs.len())
+            .finish_non_exhaustive()
+    }
+}
+
 /// The statuses the TP/SL tracker acts on, collected during the status scan.
 struct TriggerTap<'a, 'w> {
     tracked: &'w dyn Fn(u64) -> bool,
@@ -337,6 +347,29 @@ struct Pending<'a> {
     diff: BookDiffEvent<'a>,
     /// Its coin's [`Books::position`] before the block.
     book: Option<usize>,
+    /// Its coin is folded first ([`Engine::begin`]).
+    first: bool,
+    /// What applying it did, when it was applied first.
+    applied: Option<(OrderChangeKind, Sz)>,
+}
+
+/// A set of no coins or users, for what a fold without books files.
+static NOBODY: BTreeSet<String> = BTreeSet::new();
+
+/// A block [`Engine::begin`] started and [`Engine::finish`] completes.
+pub struct Begun<'a, 'w> {
+    block: &'a Block,
+    report: BlockReport,
+    changes: BlockChanges,
+    /// The coins folded so far (the first coins, and coins reset from a
+    /// snapshot), as the views' touched list: their books are final for the
+    /// block.
+    pub first: BlockChanges,
+    tap: Option<TriggerTap<'a, 'w>>,
+    books: bool,
+    raw_coins: &'w BTreeSet<String>,
+    raw_users: &'w BTreeSet<String>,
+    diffs: Vec<Pending<'a>>,
 }
 
 /// `list` emptied, as a list of another item type — in practice the same
@@ -473,25 +506,63 @@ impl Engine {
         block: &'a Block,
         wants: FoldWants<'_>,
     ) -> (BlockReport, Folded<'a>) {
-        let mut report = BlockReport {
-            block: block.number,
-            ..BlockReport::default()
+        let begun = self.begin(block, wants, |_| false);
+        self.finish(begun)
+    }
+
+    /// The first part of [`Engine::apply_with`]: the block's raw book diffs
+    /// are decoded and those of the coins `first` names are applied — a
+    /// `new` rests with what its diff says (price, side, size), its opening
+    /// status's details (time, type, tif, cloid, …) are added by
+    /// [`Engine::finish`] after the status scan. Those coins' books are then
+    /// as the whole block leaves them, every price level final:
+    /// [`Begun::first`] lists the ones touched, so the views of their levels
+    /// can publish before the status scan and the other coins' diffs.
+    pub fn begin<'a, 'w>(
+        &mut self,
+        block: &'a Block,
+        wants: FoldWants<'w>,
+        first: impl Fn(&str) -> bool,
+    ) -> Begun<'a, 'w> {
+        let mut begun = Begun {
+            block,
+            report: BlockReport {
+                block: block.number,
+                ..BlockReport::default()
+            },
+            changes: BlockChanges {
+                number: block.number,
+                time_ms: block.time_ms,
+                order_changes: wants.order_changes,
+                ..BlockChanges::default()
+            },
+            first: BlockChanges {
+                number: block.number,
+                time_ms: block.time_ms,
+                ..BlockChanges::default()
+            },
+            tap: wants.triggers.map(TriggerTap::new),
+            books: wants.books,
+            raw_coins: if wants.books {
+                wants.raw_coins
+            } else {
+                &NOBODY
+            },
+            raw_users: if wants.books {
+                wants.raw_users
+            } else {
+                &NOBODY
+            },
+            diffs: emptied(std::mem::take(&mut self.diffs)),
         };
-        let mut changes = BlockChanges {
-            number: block.number,
-            time_ms: block.time_ms,
-            order_changes: wants.order_changes,
-            ..BlockChanges::default()
-        };
-        changes.order_changes.clear();
-        let mut tap = wants.triggers.map(TriggerTap::new);
+        begun.changes.order_changes.clear();
         if let Some(height) = self.height {
             if block.number <= height {
-                report.skipped = true;
-                return (report, Folded::new(changes, tap));
+                begun.report.skipped = true;
+                return begun;
             }
             if block.number > height + 1 {
-                report.gap = Some(Gap {
+                begun.report.gap = Some(Gap {
                     expected: height + 1,
                     got: block.number,
                 });
@@ -501,27 +572,66 @@ impl Engine {
         for reset in std::mem::take(&mut self.pending_resets) {
             // The book was replaced when the reset was found: it exists.
             *self.books.get_or_create_stamped(&reset.coin, None).1 = epoch;
-            changes.resets.insert(reset.coin.clone());
-            report.resets.push(reset);
+            begun.changes.resets.insert(reset.coin.clone());
+            begun.report.resets.push(reset);
         }
-        let nobody = BTreeSet::new();
-        let (raw_coins, raw_users) = if wants.books {
-            (wants.raw_coins, wants.raw_users)
-        } else {
-            (&nobody, &nobody)
-        };
+        if begun.books {
+            self.decode_diffs(block, &mut begun.diffs, &mut begun.report, first);
+            for pending in &mut begun.diffs {
+                if pending.first {
+                    pending.applied = self.change_book(&pending.diff, pending.book, None, block);
+                }
+            }
+        }
+        begun.first.resets.clone_from(&begun.changes.resets);
+        for (at, coin) in self.books.stamped(epoch) {
+            begun.first.touched.push(Short::new(coin));
+            begun.first.touched_at.push(at);
+        }
+        begun
+    }
+
+    /// The rest of a block [`Engine::begin`] started: the status scan (raw
+    /// statuses, openings, the trigger tap), the other coins' diffs, the
+    /// details of the orders the first coins' `new` diffs rested; then the
+    /// block's changes in file order, its report, and the fold position.
+    pub fn finish<'a>(&mut self, begun: Begun<'a, '_>) -> (BlockReport, Folded<'a>) {
+        let Begun {
+            block,
+            mut report,
+            mut changes,
+            mut tap,
+            books,
+            raw_coins,
+            raw_users,
+            diffs,
+            ..
+        } = begun;
+        if report.skipped {
+            self.diffs = emptied(diffs);
+            return (report, Folded::new(changes, tap));
+        }
+        let epoch = self.blocks + 1;
         let mut openings: Openings<'_> = std::mem::take(&mut self.openings);
         let scan = StatusScan {
             raw_coins,
             raw_users,
             book_coins: self.book_coins.as_ref(),
-            openings: wants.books.then_some(&mut openings),
+            openings: books.then_some(&mut openings),
             tap: tap.as_mut(),
         };
         scan_statuses(block, scan, &mut changes, &mut report);
-        if wants.books {
-            self.apply_diffs(block, &openings, raw_coins, &mut changes, &mut report);
+        if books {
+            self.apply_diffs(
+                block,
+                &diffs,
+                &openings,
+                raw_coins,
+                &mut changes,
+                &mut report,
+            );
         }
+        self.diffs = emptied(diffs);
         self.openings = openings.recycle();
         // The coins whose stamp a reset or a diff set, in the books' (sorted)
         // order.
@@ -543,18 +653,16 @@ impl Engine {
         (report, Folded::new(changes, tap))
     }
 
-    fn apply_diffs(
-        &mut self,
-        block: &Block,
-        openings: &Openings<'_>,
-        raw_coins: &BTreeSet<String>,
-        changes: &mut BlockChanges,
+    /// Decodes every raw book diff of the block into `diffs`, in file order,
+    /// each with its coin's book position and whether `first` names its
+    /// coin.
+    fn decode_diffs<'a>(
+        &self,
+        block: &'a Block,
+        diffs: &mut Vec<Pending<'a>>,
         report: &mut BlockReport,
+        first: impl Fn(&str) -> bool,
     ) {
-        // The block's diffs are decoded first and applied after, so that
-        // while one is applied, the book memory of those a few places ahead
-        // is already on its way (see `DIFF_LOOKAHEAD`).
-        let mut diffs: Vec<Pending<'_>> = emptied(std::mem::take(&mut self.diffs));
         let book_coins = self.book_coins.as_ref();
         let keeps = |coin: &str| book_coins.is_none_or(|coins| coins.contains(coin));
         for line in &block.lines.raw_book_diffs {
@@ -568,6 +676,8 @@ impl Engine {
                         raw,
                         diff,
                         book: None,
+                        first: false,
+                        applied: None,
                     }),
                     Err(error) => report.decode_errors.push(BlockDecodeError::Event {
                         block: block.number,
@@ -577,15 +687,34 @@ impl Engine {
             });
         }
         // Each diff's book, looked up once (diffs of a coin come in runs).
-        let mut last: Option<(&str, Option<usize>)> = None;
-        for pending in &mut diffs {
+        let mut last: Option<(&str, Option<usize>, bool)> = None;
+        for pending in diffs.iter_mut() {
             let coin = pending.diff.coin;
-            pending.book = match last {
-                Some((held, book)) if held == coin => book,
-                _ => self.books.position(coin),
+            let (book, is_first) = match last {
+                Some((held, book, is_first)) if held == coin => (book, is_first),
+                _ => (self.books.position(coin), first(coin)),
             };
-            last = Some((coin, pending.book));
+            pending.book = book;
+            pending.first = is_first;
+            last = Some((coin, book, is_first));
         }
+    }
+
+    /// Applies the block's diffs (those [`Engine::begin`] applied already
+    /// only completed with their opening statuses), in file order, recording
+    /// each change or the reason it could not be applied.
+    fn apply_diffs(
+        &mut self,
+        block: &Block,
+        diffs: &[Pending<'_>],
+        openings: &Openings<'_>,
+        raw_coins: &BTreeSet<String>,
+        changes: &mut BlockChanges,
+        report: &mut BlockReport,
+    ) {
+        // The block's diffs were decoded first and are applied now, so that
+        // while one is applied, the book memory of those a few places ahead
+        // is already on its way (see `DIFF_LOOKAHEAD`).
         for (at, pending) in diffs.iter().enumerate() {
             if let Some(ahead) = diffs.get(at + DIFF_LOOKAHEAD) {
                 self.books.prefetch_index(ahead.book, ahead.diff.oid);
@@ -615,80 +744,99 @@ impl Engine {
                     .book_diffs
                     .push(pending.line.slice_ref(pending.raw));
             }
-            self.apply_diff(block, diff, pending.book, openings, changes, report);
+            let opening = match diff.raw_book_diff {
+                RawBookDiff::New { sz } => {
+                    let opening = openings.get(diff.oid);
+                    if opening.is_none() {
+                        report.issues.push(L4Error::MissingOpeningStatus {
+                            coin: diff.coin.to_owned(),
+                            oid: diff.oid,
+                            block: block.number,
+                        });
+                    }
+                    opening.map(|status| (status, sz))
+                }
+                _ => None,
+            };
+            let applied = if pending.first {
+                if let Some((status, sz)) = opening {
+                    let order =
+                        RestingOrder::from_opening(diff.user, status, diff.px, sz, block.time_ms);
+                    if let Some((book, _)) = self.books.get_mut_stamped(diff.coin, pending.book) {
+                        book.complete(order);
+                    }
+                }
+                pending.applied
+            } else {
+                self.change_book(diff, pending.book, opening.map(|(status, _)| status), block)
+            };
+            let Some((kind, sz)) = applied else {
+                report.issues.push(L4Error::UnknownOid {
+                    coin: diff.coin.to_owned(),
+                    oid: diff.oid,
+                    block: block.number,
+                });
+                continue;
+            };
+            changes.order_changes.push(OrderChange {
+                kind,
+                coin: diff.coin.into(),
+                oid: diff.oid,
+                user: diff.user.into(),
+                side: diff.side,
+                px: diff.px,
+                sz,
+            });
         }
-        self.diffs = emptied(diffs);
     }
 
-    /// Applies one diff and stamps its coin's book with the block's count
-    /// (from 1), which lists the coin as touched; a diff the book cannot
-    /// apply is reported.
-    fn apply_diff(
+    /// Applies one diff to its coin's book and stamps the book with the
+    /// block's count (from 1), which lists the coin as touched: a `new`
+    /// rests with the details of `opening`, or with what the diff alone
+    /// says. The change's kind and size after it, or `None` when the book
+    /// does not hold the order an `update` or `remove` names.
+    fn change_book(
         &mut self,
-        block: &Block,
         diff: &BookDiffEvent<'_>,
         position: Option<usize>,
-        openings: &Openings<'_>,
-        changes: &mut BlockChanges,
-        report: &mut BlockReport,
-    ) {
+        opening: Option<&OrderStatusEvent<'_>>,
+        block: &Block,
+    ) -> Option<(OrderChangeKind, Sz)> {
         let epoch = self.blocks + 1;
-        let unknown = || L4Error::UnknownOid {
-            coin: diff.coin.to_owned(),
-            oid: diff.oid,
-            block: block.number,
-        };
         let (kind, sz, stamp) = match diff.raw_book_diff {
             RawBookDiff::New { sz } => {
-                let order = if let Some(status) = openings.get(diff.oid) {
-                    RestingOrder::from_opening(diff.user, status, diff.px, sz, block.time_ms)
-                } else {
-                    report.issues.push(L4Error::MissingOpeningStatus {
-                        coin: diff.coin.to_owned(),
-                        oid: diff.oid,
-                        block: block.number,
-                    });
-                    RestingOrder::bare(diff.user, diff.oid, diff.side, diff.px, sz, block.time_ms)
+                let order = match opening {
+                    Some(status) => {
+                        RestingOrder::from_opening(diff.user, status, diff.px, sz, block.time_ms)
+                    }
+                    None => RestingOrder::bare(
+                        diff.user,
+                        diff.oid,
+                        diff.side,
+                        diff.px,
+                        sz,
+                        block.time_ms,
+                    ),
                 };
                 let (book, stamp) = self.books.get_or_create_stamped(diff.coin, position);
                 book.insert(order);
                 (OrderChangeKind::New, sz, stamp)
             }
             RawBookDiff::Update { new_sz, .. } => {
-                let applied =
-                    self.books
-                        .get_mut_stamped(diff.coin, position)
-                        .and_then(|(book, stamp)| {
-                            book.set_sz(diff.oid, new_sz).is_some().then_some(stamp)
-                        });
-                let Some(stamp) = applied else {
-                    report.issues.push(unknown());
-                    return;
-                };
+                let (book, stamp) = self.books.get_mut_stamped(diff.coin, position)?;
+                book.set_sz(diff.oid, new_sz)?;
                 (OrderChangeKind::Update, new_sz, stamp)
             }
             RawBookDiff::Remove => {
-                let applied = self
-                    .books
-                    .get_mut_stamped(diff.coin, position)
-                    .and_then(|(book, stamp)| book.discard(diff.oid).then_some(stamp));
-                let Some(stamp) = applied else {
-                    report.issues.push(unknown());
-                    return;
-                };
+                let (book, stamp) = self.books.get_mut_stamped(diff.coin, position)?;
+                if !book.discard(diff.oid) {
+                    return None;
+                }
                 (OrderChangeKind::Remove, Sz::ZERO, stamp)
             }
         };
         *stamp = epoch;
-        changes.order_changes.push(OrderChange {
-            kind,
-            coin: diff.coin.into(),
-            oid: diff.oid,
-            user: diff.user.into(),
-            side: diff.side,
-            px: diff.px,
-            sz,
-        });
+        Some((kind, sz))
     }
 
     /// Compares the folded state with a newer node snapshot at the same

@@ -147,11 +147,18 @@ impl Needs {
 }
 
 /// The steps of one block's fold, in the order [`Market::apply_in_steps`]
-/// takes them. The fills alone make trades, fills and candles, so they come
-/// first and their frames need not wait for the books (the costliest part);
-/// TP/SL reads the fills and the trigger statuses the book fold found.
+/// takes them. The books of the coins whose price levels a subscription
+/// reads ([`Market::fold_first`]) come first: their raw book diffs are a
+/// small share of a block's and need no order status. The fills alone make
+/// trades, fills and candles, so they come next and their frames need not
+/// wait for the other books (the costliest part); TP/SL reads the fills and
+/// the trigger statuses the book fold found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Step {
+    /// The books of the coins folded first are final for the block, with
+    /// their tops of book and tracked L2 books; the order statuses are not
+    /// read yet.
+    FirstBooks,
     /// The fills are decoded; trades, fills and candles are folded.
     Fills,
     /// The books are folded, with everything derived from them (top of
@@ -163,7 +170,7 @@ pub enum Step {
 
 impl Step {
     /// Every step, in order.
-    pub const ALL: [Step; 3] = [Step::Fills, Step::Books, Step::Done];
+    pub const ALL: [Step; 4] = [Step::FirstBooks, Step::Fills, Step::Books, Step::Done];
 }
 
 /// Where the market stands: the last folded block and its time (0 and 0
@@ -203,6 +210,9 @@ pub struct Market {
     /// there are none, a block's fold leaves `bbo` and `mids` alone: they
     /// are rebuilt from the books when the first such subscription opens.
     tops_watchers: usize,
+    /// Coins whose books are folded first ([`Step::FirstBooks`]), with how
+    /// many open subscriptions asked for each.
+    first: BTreeMap<String, usize>,
     bbo: BboView,
     l2: L2Tracker,
     raw: L4BookView,
@@ -258,6 +268,7 @@ impl Market {
             time_ms: parts.time_ms,
             fold: parts.fold,
             tops_watchers: 0,
+            first: BTreeMap::new(),
             bbo: BboView::default(),
             l2: L2Tracker::default(),
             raw: L4BookView::default(),
@@ -361,6 +372,28 @@ impl Market {
     /// is left, blocks no longer update the tops and mids.
     pub fn unwatch_tops(&mut self) {
         self.tops_watchers = self.tops_watchers.saturating_sub(1);
+    }
+
+    /// Folds the books of `coins` first in every block, before the order
+    /// statuses and the other books ([`Step::FirstBooks`]): for a
+    /// subscription that reads only those coins' price levels. Pair every
+    /// call with [`Market::unfold_first`] for the same coins.
+    pub fn fold_first<'c>(&mut self, coins: impl IntoIterator<Item = &'c str>) {
+        for coin in coins {
+            *self.first.entry(coin.to_owned()).or_default() += 1;
+        }
+    }
+
+    /// A subscription that called [`Market::fold_first`] closed.
+    pub fn unfold_first<'c>(&mut self, coins: impl IntoIterator<Item = &'c str>) {
+        for coin in coins {
+            if let Some(count) = self.first.get_mut(coin) {
+                *count -= 1;
+                if *count == 0 {
+                    self.first.remove(coin);
+                }
+            }
+        }
     }
 
     /// Top of book per coin: current while a subscription watches it
@@ -482,6 +515,35 @@ impl Market {
         let needs = self.needs;
         let books_due = self.fold.height().is_none_or(|h| block.number > h);
         self.statuses.clear();
+        let (number, time) = (block.number, block.time_ms);
+        self.height = Some(number);
+        self.time_ms = time;
+        let tpsl = &self.tpsl;
+        let tracks = |oid: u64| tpsl.tracks(oid);
+        let mut begun = None;
+        if books_due && (needs.books || needs.tpsl) {
+            let wants = FoldWants {
+                books: needs.books,
+                raw_coins: self.raw.coins(),
+                raw_users: self.statuses.users(),
+                triggers: needs.tpsl.then_some(&tracks as &dyn Fn(u64) -> bool),
+                order_changes: self.orders.take_spare(),
+            };
+            let first = &self.first;
+            let started = self
+                .fold
+                .begin(block, wants, |coin| first.contains_key(coin));
+            if needs.books {
+                let books = self.fold.books();
+                if self.tops_watchers > 0 {
+                    self.bbo.update(books, &started.first);
+                }
+                self.l2
+                    .update(books, &started.first, |coin| first.contains_key(coin));
+            }
+            begun = Some(started);
+        }
+        after(Step::FirstBooks, self);
         let block::BlockFills {
             fills,
             trades: trade_lines,
@@ -501,9 +563,6 @@ impl Market {
                 }),
             }
         }
-        let (number, time) = (block.number, block.time_ms);
-        self.height = Some(number);
-        self.time_ms = time;
         if needs.trades || needs.candles {
             self.trades
                 .apply_fills_and_trades(number, time, &fills, &whole_trades);
@@ -516,25 +575,18 @@ impl Market {
         }
         after(Step::Fills, self);
         let mut triggers = None;
-        if books_due && (needs.books || needs.tpsl) {
-            let tpsl = &self.tpsl;
-            let tracks = |oid: u64| tpsl.tracks(oid);
-            let wants = FoldWants {
-                books: needs.books,
-                raw_coins: self.raw.coins(),
-                raw_users: self.statuses.users(),
-                triggers: needs.tpsl.then_some(&tracks as &dyn Fn(u64) -> bool),
-                order_changes: self.orders.take_spare(),
-            };
-            let (folded_report, mut folded) = self.fold.apply_with(block, wants);
+        if let Some(begun) = begun {
+            let (folded_report, mut folded) = self.fold.finish(begun);
             merge(&mut report, folded_report);
             if needs.books {
                 let books = self.fold.books();
+                let first = &self.first;
                 if self.tops_watchers > 0 {
-                    self.bbo.update(books, &folded.changes);
+                    self.bbo.update_rest(books, &folded.changes);
                     self.mids.update(books, &self.bbo);
                 }
-                self.l2.update(books, &folded.changes);
+                self.l2
+                    .update(books, &folded.changes, |coin| !first.contains_key(coin));
                 self.raw.update(&folded.changes);
                 self.statuses.update(&mut folded.changes);
                 self.orders.update(&mut folded.changes);

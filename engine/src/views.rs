@@ -217,6 +217,10 @@ pub trait View: Sized + Send + 'static {
     /// A live-only view has no opening state: a replay prints the frames of
     /// the block it opens at instead.
     const LIVE_ONLY: bool = false;
+    /// The view reads only the price levels of its key's coins, whose books
+    /// it has folded first ([`Market::fold_first`]): its frames are final at
+    /// [`crate::market::Step::FirstBooks`].
+    const FIRST: bool = false;
 
     /// The keys `l1gate replay` opens for `selection` (one per coin for the
     /// single-coin views), in output order.

@@ -786,6 +786,28 @@ impl L4Book {
         Some(order)
     }
 
+    /// Gives the resting order with `order`'s oid the details of `order`
+    /// (time, type, tif, cloid, …), keeping its size and its place in the
+    /// queue: for an order rested from its diff alone whose opening status
+    /// was read after. Should the two disagree on the side or the price (no
+    /// node writes that), the order moves to `order`'s level, at its back.
+    /// False when no order with that oid rests.
+    pub(crate) fn complete(&mut self, mut order: RestingOrder) -> bool {
+        let Some(at) = self.index.get(order.oid) else {
+            return false;
+        };
+        let Some(held) = self.slots.order_mut(at) else {
+            return false;
+        };
+        order.sz = held.sz;
+        if held.side == order.side && held.limit_px == order.limit_px && held.user == order.user {
+            *held = order;
+        } else {
+            self.insert(order);
+        }
+        true
+    }
+
     /// Removes `oid`, returning a copy of it.
     pub fn remove(&mut self, oid: u64) -> Option<RestingOrder> {
         let at = self.detach(oid)?;

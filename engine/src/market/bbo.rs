@@ -55,12 +55,39 @@ impl BboView {
         self.last.clear();
     }
 
+    /// Takes in the tops of the books `changes` touched, as the block's
+    /// first ones: the coins folded first.
     pub(crate) fn update(&mut self, books: &Books, changes: &BlockChanges) {
         self.last.clear();
+        self.update_rest(books, changes);
+    }
+
+    /// Takes in the tops of the books `changes` touched that the block's
+    /// first update did not: `last` then holds every touched coin once.
+    pub(crate) fn update_rest(&mut self, books: &Books, changes: &BlockChanges) {
         if self.coins.len() != books.len() {
+            // Books listed since the first update moved the positions it
+            // noted: note them again by coin.
+            let noted: Vec<(Short, bool)> = self
+                .last
+                .drain(..)
+                .filter_map(|(at, changed)| Some((self.coins.get(at)?.clone(), changed)))
+                .collect();
             self.follow_listings(books);
+            for (coin, changed) in noted {
+                if let Some(at) = self.position(&coin) {
+                    self.last.push((at, changed));
+                }
+            }
         }
+        let first = self.last.len();
         for &at in &changes.touched_at {
+            if self.last[..first]
+                .binary_search_by_key(&at, |&(noted, _)| noted)
+                .is_ok()
+            {
+                continue;
+            }
             let Some((coin, book)) = books.at(at) else {
                 continue;
             };
@@ -71,6 +98,9 @@ impl BboView {
             let changed = !same_top(held, &top);
             *held = top;
             self.last.push((at, changed));
+        }
+        if first > 0 && self.last.len() > first {
+            self.last.sort_unstable_by_key(|&(at, _)| at);
         }
     }
 

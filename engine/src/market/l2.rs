@@ -142,8 +142,18 @@ impl L2Tracker {
         self.tracked.is_empty()
     }
 
-    pub(crate) fn update(&mut self, books: &Books, changes: &BlockChanges) {
+    /// Brings the tracked books of the coins `which` takes up to the block
+    /// `changes` describes (the others are left for another call).
+    pub(crate) fn update(
+        &mut self,
+        books: &Books,
+        changes: &BlockChanges,
+        which: impl Fn(&str) -> bool,
+    ) {
         for (key, entry) in &mut self.tracked {
+            if !which(&key.coin) {
+                continue;
+            }
             entry.touched = changes.touched(&key.coin);
             entry.reset = changes.resets.contains(&key.coin);
             entry.changed = false;

@@ -60,6 +60,7 @@ impl View for BboSubscription {
     const NAME: &'static str = "bbo";
     const ON_LAG: OnLag = OnLag::SkipToNewest;
     const NEEDS: Needs = Needs::BOOKS;
+    const FIRST: bool = true;
 
     fn keys(selection: &Selection) -> Result<Vec<BboKey>, ViewError> {
         Ok(vec![BboKey {
@@ -86,6 +87,7 @@ impl View for BboSubscription {
             coins: required_coins(Self::NAME, &coins)?,
         };
         market.watch_tops();
+        market.fold_first(subscription.coins.iter().map(String::as_str));
         let frames = subscription
             .coins
             .iter()
@@ -96,6 +98,7 @@ impl View for BboSubscription {
 
     fn close(self, market: &mut Market) {
         market.unwatch_tops();
+        market.unfold_first(self.coins.iter().map(String::as_str));
     }
 
     /// One frame per subscribed coin whose top changed.

@@ -86,6 +86,7 @@ impl View for L2BookSubscription {
     const NAME: &'static str = "l2book";
     const ON_LAG: OnLag = OnLag::SkipToNewest;
     const NEEDS: Needs = Needs::BOOKS;
+    const FIRST: bool = true;
 
     fn keys(selection: &Selection) -> Result<Vec<L2BookKey>, ViewError> {
         let coins = distinct(&selection.coins);
@@ -128,6 +129,7 @@ impl View for L2BookSubscription {
         };
         let (l2, books) = market.l2_mut();
         l2.track(tracked.clone(), books);
+        market.fold_first([key.coin.as_str()]);
         let subscription = Self {
             key: tracked,
             strict: key.strict,
@@ -156,5 +158,6 @@ impl View for L2BookSubscription {
 
     fn close(self, market: &mut Market) {
         market.l2_mut().0.untrack(&self.key);
+        market.unfold_first([self.key.coin.as_str()]);
     }
 }

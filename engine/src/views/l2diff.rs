@@ -132,6 +132,7 @@ impl View for L2DiffSubscription {
     const NAME: &'static str = "l2diff";
     const ON_LAG: OnLag = OnLag::Abort;
     const NEEDS: Needs = Needs::BOOKS;
+    const FIRST: bool = true;
 
     fn keys(selection: &Selection) -> Result<Vec<L2DiffKey>, ViewError> {
         Ok(vec![L2DiffKey {
@@ -169,6 +170,7 @@ impl View for L2DiffSubscription {
         for coin in &subscription.coins {
             l2.track(subscription.key(coin), books);
         }
+        market.fold_first(subscription.coins.iter().map(String::as_str));
         let at = market.position();
         let diffs = subscription
             .coins
@@ -222,6 +224,7 @@ impl View for L2DiffSubscription {
         for coin in &self.coins {
             l2.untrack(&self.key(coin));
         }
+        market.unfold_first(self.coins.iter().map(String::as_str));
     }
 
     fn numbers(frame: &L2BookDiffUpdate, numbering: &mut Numbering) -> Numbers {

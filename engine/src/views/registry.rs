@@ -15,7 +15,7 @@ use std::sync::OnceLock;
 
 use serde::Serialize;
 
-use crate::market::{Market, Needs, Position};
+use crate::market::{Market, Needs, Position, Step};
 use crate::views::numbering::{Numbering, Numbers};
 use crate::views::{OnLag, Selection, View, ViewError, ViewSettings};
 
@@ -76,6 +76,15 @@ macro_rules! registry {
             pub fn needs(self) -> Needs {
                 match self {
                     $(ViewKind::$variant => <$view as View>::NEEDS),*
+                }
+            }
+
+            /// The step of a block's fold after which the view's frames are
+            /// final: a driver publishes them then.
+            pub fn ready_after(self) -> Step {
+                match self {
+                    $(ViewKind::$variant if <$view as View>::FIRST => Step::FirstBooks,)*
+                    _ => self.needs().ready_after(),
                 }
             }
 

@@ -59,11 +59,22 @@
 //!
 //! # Publishing in steps
 //!
-//! A block is folded in [`Step`]s (`Market::apply_in_steps`): the fills
-//! first (trades, fills, candles), then the books (and what derives from
-//! them), then TP/SL. Each key's frames are published at the end of the
-//! step that makes its view final for the block, so a trade frame does not
-//! wait for the book fold and a top of book does not wait for TP/SL.
+//! A block is folded in [`Step`]s (`Market::apply_in_steps`): first the
+//! books of the coins a BBO, L2 book or L2 diff subscription reads (their
+//! diffs alone, before any order status is read), then the fills (trades,
+//! fills, candles), then the other books (and what derives from them), then
+//! TP/SL. Each key's frames are published at the end of the step that makes
+//! its view final for the block ([`engine::views::registry::ViewKind::ready_after`]),
+//! so a top of book waits neither for the other books nor for TP/SL, and a
+//! trade frame does not wait for the book fold.
+//!
+//! After publishing the first step's frames the thread yields its CPU once.
+//! The runtime worker a publish wakes is often queued on the engine
+//! thread's own CPU (the kernel places a wakee near its waker), and would
+//! run only when the thread sleeps after the whole block: measured at 1×
+//! on two cores, BBO and L2 frames reached the client at a median 0.52 ms
+//! with the yield against 0.90–1.05 ms without, the views published later
+//! unmoved. Yielding after later steps gained nothing measurable.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -1106,7 +1117,7 @@ impl<'s> Writer<'s> {
             self.wakeups.hook(Arc::clone(&signal)),
         );
         let receiver = hub.subscribe();
-        let step = key.kind().needs().ready_after();
+        let step = key.kind().ready_after();
         self.keys.insert(
             key,
             Entry {
@@ -1132,11 +1143,20 @@ impl<'s> Writer<'s> {
 fn publish(keys: &mut BTreeMap<Key, Entry>, step: Step, market: &Market) {
     let at = market.position();
     let made = crate::unix_now_ms();
+    let mut published = false;
     for entry in keys.values_mut().filter(|entry| entry.step == step) {
         let frames = entry.producer.on_block(market);
         if !frames.is_empty() {
             entry.hub.publish(Batch::new(at, frames).made_at(made));
+            published = true;
         }
+    }
+    if published && step == Step::FirstBooks {
+        // Let the runtime worker this publish woke send the frames now: on
+        // a machine where the kernel queues it on this thread's CPU, it
+        // would otherwise wait for the whole block's fold (see the module
+        // docs).
+        std::thread::yield_now();
     }
 }
 
