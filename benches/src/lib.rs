@@ -14,6 +14,7 @@
 pub mod cargo;
 pub mod floor;
 pub mod live;
+pub mod load;
 pub mod plot;
 pub mod streams;
 pub mod summary;

@@ -340,10 +340,18 @@ pub struct HarnessKey {
     pub file: PathBuf,
     /// The key (`l1g_…`).
     pub key: String,
+    /// One key each of [`LOAD_ACCOUNTS`] further accounts, for load beside the harness's own
+    /// streams (an account's limits are its own).
+    pub load_keys: Vec<String>,
 }
 
+/// Accounts a [`HarnessKey`] file holds besides the harness's own, with the server's default
+/// limits.
+pub const LOAD_ACCOUNTS: usize = 4;
+
 impl HarnessKey {
-    /// Writes a keys file with one fresh key, unlimited.
+    /// Writes a keys file with one fresh key for the harness and one for each of
+    /// [`LOAD_ACCOUNTS`] load accounts, all with the server's default limits.
     ///
     /// # Errors
     /// When the directory or the file cannot be written.
@@ -352,8 +360,16 @@ impl HarnessKey {
         let file = dir.path().join("keys.toml");
         let mut keys = l1gate::access::keys::KeysFile::default();
         let (key, _) = keys.add_key("bench", 0)?;
+        let load_keys = (1..=LOAD_ACCOUNTS)
+            .map(|n| Ok(keys.add_key(&format!("load{n}"), 0)?.0))
+            .collect::<anyhow::Result<Vec<String>>>()?;
         keys.save(&file)?;
-        Ok(Self { dir, file, key })
+        Ok(Self {
+            dir,
+            file,
+            key,
+            load_keys,
+        })
     }
 }
 
@@ -371,6 +387,8 @@ pub struct ServerProcess {
     pub http_addr: std::net::SocketAddr,
     /// The API key provisioned for the harness.
     pub key: String,
+    /// Keys of the load accounts ([`HarnessKey::load_keys`]).
+    pub load_keys: Vec<String>,
     _keys: tempfile::TempDir,
 }
 
@@ -428,6 +446,7 @@ impl ServerProcess {
             addr,
             http_addr,
             key: keys.key,
+            load_keys: keys.load_keys,
             _keys: keys.dir,
         })
     }

@@ -451,7 +451,7 @@ impl Engine {
     }
 
     /// Every order `user` has resting, by coin (see [`Books::orders_of`]).
-    pub fn orders_of(&mut self, user: &str) -> Vec<(&str, &crate::book::l4::RestingOrder)> {
+    pub fn orders_of(&mut self, user: &str) -> Vec<(Short, crate::book::l4::UserOrders)> {
         self.books.orders_of(user)
     }
 

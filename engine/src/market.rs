@@ -345,10 +345,10 @@ impl Market {
         self.fold.books()
     }
 
-    /// Every order `user` has resting, with its coin: the first question
-    /// about a user walks every book, the next ones only the user's orders
+    /// Every order `user` has resting, by coin, shared: the first question
+    /// about a user walks every book, the next ones cost a look per book
     /// (see [`Books::orders_of`]).
-    pub fn orders_of(&mut self, user: &str) -> Vec<(&str, &crate::book::l4::RestingOrder)> {
+    pub fn orders_of(&mut self, user: &str) -> Vec<(crate::text::Short, crate::book::l4::UserOrders)> {
         self.fold.orders_of(user)
     }
 

@@ -455,6 +455,7 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
             commands: engine.commands(),
             status: engine.status().clone(),
             candles: Some(candles.clone()),
+            open_orders: Arc::default(),
         }),
     );
     // The node gateway: the exchange host's node at `node_url`, and the

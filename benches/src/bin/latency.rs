@@ -2,7 +2,7 @@
 //! node files to the instant a gRPC client has decoded the frame carrying that block.
 //!
 //! `cargo run --release -p benches --bin latency -- [--seconds S] [--rates 1,10]
-//! [--polls default,5] [--scale X] [--no-write]`
+//! [--polls default,5] [--loads quiet,open-orders,l4-subscribes] [--scale X] [--no-write]`
 //!
 //! A simulator (`SimConfig::mainnet`, scale 1 by default) appends blocks to a node directory
 //! (by-block layout, every line flushed) at each `--rates` multiple of mainnet pace (≈ 14.8
@@ -29,6 +29,13 @@
 //! ([`benches::floor::measure_grpc`]): the same appends carried by a tonic server-streaming call
 //! between two tokio runtimes, still with no l1gate code — what any gRPC stream costs here.
 //!
+//! `--loads` repeats each (server, rate) window beside other clients' load ([`Load`]), started
+//! once every stream has its opening frame and run through the window: three accounts each
+//! asking Info `openOrders` for the user with the most resting orders at their whole default
+//! rate, or WebSocket `l4Book` subscribers of a small book arriving and leaving at 1,000 a
+//! second (see [`LoadTargets::of`]). Each window
+//! also reads the engine thread's CPU time (`/proc/PID/task/TID/schedstat`), per block folded.
+//!
 //! Prints the table and rewrites the `latency` section of `benches/BENCHMARKS.md`.
 
 use std::fmt::Write as _;
@@ -38,6 +45,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use benches::floor::Floor;
+use benches::load::{LoadRun, LoadTally};
+use benches::sys::CpuTime;
 use benches::live::{
     self, AppendLog, LiveNode, Numbered, SERVE_FLAG, ServerOptions, ServerProcess,
 };
@@ -62,6 +71,136 @@ const OPEN_WAIT: Duration = Duration::from_secs(60);
 /// The reference stream's name.
 const RAW_STREAM: &str = "StreamFills (raw feed, live tail, unfiltered)";
 
+/// Info requests a second an account may make by default (`requests_per_second`).
+const DEFAULT_REQUESTS_PER_S: f64 = 50.0;
+/// Accounts of the `openOrders` load.
+const OPEN_ORDERS_ACCOUNTS: usize = 3;
+/// `l4Book` subscribes a second of the subscribe load, and the connections sharing them (each
+/// within the per-connection message budget of 2,000 a minute: a subscribe and an unsubscribe
+/// per turn).
+const L4_SUBSCRIBES_PER_S: f64 = 1000.0;
+const L4_CONNECTIONS: usize = 100;
+/// Fewest resting orders of the book the subscribe load asks for.
+const L4_MIN_ORDERS: usize = 50;
+/// The engine thread's name.
+const ENGINE_THREAD: &str = "l1gate-engine";
+
+/// Other clients' load beside a window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Load {
+    /// None: the headline.
+    Quiet,
+    /// [`OPEN_ORDERS_ACCOUNTS`] accounts each asking Info `openOrders` at the default rate.
+    OpenOrders,
+    /// WebSocket `l4Book` subscribers arriving and leaving.
+    L4Subscribes,
+}
+
+impl Load {
+    fn parse(value: &str) -> anyhow::Result<Vec<Load>> {
+        value
+            .split(',')
+            .map(|v| match v.trim() {
+                "quiet" => Ok(Load::Quiet),
+                "open-orders" => Ok(Load::OpenOrders),
+                "l4-subscribes" => Ok(Load::L4Subscribes),
+                other => bail!("--loads: quiet, open-orders or l4-subscribes, comma-separated; got {other:?}"),
+            })
+            .collect()
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Load::Quiet => "quiet",
+            Load::OpenOrders => "openOrders ×3 accounts",
+            Load::L4Subscribes => "l4Book subscribes",
+        }
+    }
+}
+
+/// What a load needs to know of the market: the user whose `openOrders` it asks, the coin
+/// whose `l4Book` it subscribes to.
+struct LoadTargets {
+    user: String,
+    user_orders: usize,
+    l4_coin: String,
+    l4_orders: usize,
+}
+
+impl LoadTargets {
+    /// The user with the most resting orders in the starting snapshot, and the coin with the
+    /// smallest book of at least [`L4_MIN_ORDERS`] orders: 1,000 snapshots a second of a deep
+    /// book are more bytes than two cores carry over loopback beside everything else (the raw
+    /// feed, which the engine never touches, slows as much as the market views then), so the
+    /// load would measure the machine's bandwidth, not what subscribes cost the engine thread.
+    fn of(snapshot: &std::path::Path, coins: &[String]) -> anyhow::Result<Self> {
+        let parsed = engine::snapshot::parse(&std::fs::read(snapshot)?)?;
+        let mut per_user: std::collections::HashMap<&str, usize> = Default::default();
+        for (_, book) in parsed.books.iter() {
+            for order in book.orders() {
+                *per_user.entry(order.user.as_str()).or_default() += 1;
+            }
+        }
+        let (user, user_orders) = per_user
+            .into_iter()
+            .max_by_key(|&(user, n)| (n, std::cmp::Reverse(user)))
+            .context("the starting snapshot has no order")?;
+        let (l4_coin, l4_orders) = parsed
+            .books
+            .iter()
+            .map(|(coin, book)| (coin, book.len()))
+            .filter(|&(_, n)| n >= L4_MIN_ORDERS)
+            .min_by_key(|&(coin, n)| (n, coin))
+            .map(|(coin, n)| (coin.to_owned(), n))
+            .or_else(|| coins.first().map(|coin| (coin.clone(), 0)))
+            .context("no coin")?;
+        Ok(Self {
+            user: user.to_owned(),
+            user_orders,
+            l4_coin,
+            l4_orders,
+        })
+    }
+
+    fn start(&self, load: Load, server: &ServerProcess) -> anyhow::Result<LoadRun> {
+        Ok(match load {
+            Load::Quiet => LoadRun::none(),
+            Load::OpenOrders => benches::load::open_orders(
+                server.http_addr,
+                server
+                    .load_keys
+                    .get(..OPEN_ORDERS_ACCOUNTS)
+                    .context("too few load accounts")?,
+                &self.user,
+                DEFAULT_REQUESTS_PER_S,
+            ),
+            Load::L4Subscribes => benches::load::l4_subscribes(
+                server.http_addr,
+                server
+                    .load_keys
+                    .get(OPEN_ORDERS_ACCOUNTS)
+                    .context("too few load accounts")?,
+                &self.l4_coin,
+                L4_SUBSCRIBES_PER_S,
+                L4_CONNECTIONS,
+            ),
+        })
+    }
+}
+
+/// What one window's load and engine thread did.
+struct Beside {
+    load: Load,
+    poll: Poll,
+    rate: f64,
+    tally: LoadTally,
+    seconds: f64,
+    /// The engine thread's CPU seconds in the window.
+    engine_s: f64,
+    /// Blocks folded in the window (the all-coins L4 stream's frames: one per block).
+    blocks: u64,
+}
+
 /// `poll_interval_ms` of one server: `None` = the server's default (the headline).
 type Poll = Option<u64>;
 
@@ -81,6 +220,7 @@ struct Args {
     seconds: f64,
     rates: Vec<f64>,
     polls: Vec<Poll>,
+    loads: Vec<Load>,
     scale: f64,
     write: bool,
 }
@@ -113,6 +253,7 @@ fn parse_args(argv: &[String]) -> anyhow::Result<Args> {
         seconds: 5.0,
         rates: vec![1.0, 10.0],
         polls: vec![None],
+        loads: vec![Load::Quiet],
         scale: 1.0,
         write: true,
     };
@@ -123,11 +264,12 @@ fn parse_args(argv: &[String]) -> anyhow::Result<Args> {
             "--seconds" => args.seconds = value()?.parse().context("--seconds")?,
             "--rates" => args.rates = list("--rates", value()?)?,
             "--polls" => args.polls = polls(value()?)?,
+            "--loads" => args.loads = Load::parse(value()?)?,
             "--scale" => args.scale = value()?.parse().context("--scale")?,
             "--no-write" => args.write = false,
             "-h" | "--help" => {
                 println!(
-                    "latency [--seconds S (5)] [--rates 1,10] [--polls default,5] [--scale X (1)] [--no-write]"
+                    "latency [--seconds S (5)] [--rates 1,10] [--polls default,5] [--loads quiet,open-orders,l4-subscribes] [--scale X (1)] [--no-write]"
                 );
                 std::process::exit(0);
             }
@@ -138,8 +280,8 @@ fn parse_args(argv: &[String]) -> anyhow::Result<Args> {
     if !positive(args.seconds) || !args.rates.iter().all(|&r| positive(r)) {
         bail!("--seconds and --rates must be positive");
     }
-    if args.rates.is_empty() || args.polls.is_empty() {
-        bail!("--rates and --polls need at least one value");
+    if args.rates.is_empty() || args.polls.is_empty() || args.loads.is_empty() {
+        bail!("--rates, --polls and --loads need at least one value");
     }
     Ok(args)
 }
@@ -227,6 +369,7 @@ struct Measured {
 struct Row {
     poll: Poll,
     rate: f64,
+    load: Load,
     stream: &'static str,
     /// The raw feed reference (no fold), not a market view.
     reference: bool,
@@ -248,12 +391,17 @@ type Task = (
     tokio::task::JoinHandle<anyhow::Result<Measured>>,
 );
 
+/// One window: what each stream measured (with the window's seconds), and what the load and
+/// the engine thread did in it.
+type Window = (Vec<(&'static str, Measured, f64)>, LoadTally, f64, f64);
+
 async fn run(
     server: &ServerProcess,
     log: &Arc<AppendLog>,
     coins: &[String],
     seconds: f64,
-) -> anyhow::Result<Vec<(&'static str, Measured, f64)>> {
+    load: (Load, &LoadTargets),
+) -> anyhow::Result<Window> {
     let channel = server.channel(4 << 20).await?;
     let client = MarketStreamingClient::new(channel.clone()).max_decoding_message_size(256 << 20);
     let raw = VenueL1GatewayClient::new(channel).max_decoding_message_size(256 << 20);
@@ -373,18 +521,27 @@ async fn run(
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    // The load starts once every stream is open and runs through the settling and the window.
+    let running = load.1.start(load.0, server)?;
+    let engine = benches::sys::thread_named(server.pid(), ENGINE_THREAD)?
+        .with_context(|| format!("no thread named {ENGINE_THREAD} in the server"))?;
     tokio::time::sleep(SETTLE).await;
+    let cpu_before = CpuTime::of_thread(server.pid(), engine)?;
     measuring.store(true, Ordering::Release);
     let window = Instant::now();
     tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
     measuring.store(false, Ordering::Release);
+    let engine_s = CpuTime::of_thread(server.pid(), engine)?
+        .since(&cpu_before)
+        .best_s();
     let seconds = window.elapsed().as_secs_f64();
+    let (tally, load_seconds) = running.finish().await?;
     let mut out = Vec::new();
     for (name, task) in tasks {
         let measured = task.await?.with_context(|| name.to_owned())?;
         out.push((name, measured, seconds));
     }
-    Ok(out)
+    Ok((out, tally, load_seconds, engine_s))
 }
 
 fn main() -> anyhow::Result<()> {
@@ -409,10 +566,12 @@ fn main() -> anyhow::Result<()> {
     );
     let node = LiveNode::start(&cfg, 50, args.rates[0], 200_000)?;
     let coins = node.top_coins(20);
+    let targets = LoadTargets::of(&node.snapshot, &coins)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     let mut rows = Vec::new();
+    let mut besides = Vec::new();
     for &poll in &args.polls {
         eprintln!(
             "latency: server with poll_interval_ms = {}",
@@ -428,20 +587,36 @@ fn main() -> anyhow::Result<()> {
                 ring: None,
             },
         )?;
-        for &rate in &args.rates {
+        for (&rate, &load) in args
+            .rates
+            .iter()
+            .flat_map(|rate| args.loads.iter().map(move |load| (rate, load)))
+        {
             node.set_speedup(rate);
-            let measured = runtime.block_on(run(&server, &node.log, &coins, args.seconds))?;
+            let (measured, tally, load_seconds, engine_s) = runtime.block_on(run(
+                &server,
+                &node.log,
+                &coins,
+                args.seconds,
+                (load, &targets),
+            ))?;
+            let mut blocks = 0;
             for (stream, m, seconds) in measured {
                 let [p50, _, p99, _, _] = live::percentiles_ms(&m.histogram);
                 eprintln!(
-                    "latency: poll {}, {rate}×, {stream}: {} frames ({} early), p50 {p50:.3} ms, p99 {p99:.3} ms",
+                    "latency: poll {}, {rate}×, {}, {stream}: {} frames ({} early), p50 {p50:.3} ms, p99 {p99:.3} ms",
                     poll_label(poll),
+                    load.label(),
                     m.frames,
                     m.early
                 );
+                if stream.starts_with("StreamL4OrderUpdates") {
+                    blocks = m.frames + m.early;
+                }
                 rows.push(Row {
                     poll,
                     rate,
+                    load,
                     stream,
                     reference: stream == RAW_STREAM,
                     frames: m.frames,
@@ -450,6 +625,29 @@ fn main() -> anyhow::Result<()> {
                     histogram: m.histogram,
                 });
             }
+            eprintln!(
+                "latency: {}: {} sent, {} answered, {} refused, {} failed{}; engine thread {:.1} ms CPU for {blocks} blocks",
+                load.label(),
+                tally.sent,
+                tally.answered,
+                tally.refused,
+                tally.failed,
+                tally
+                    .failure
+                    .as_deref()
+                    .map(|f| format!(" (first: {f})"))
+                    .unwrap_or_default(),
+                engine_s * 1000.0
+            );
+            besides.push(Beside {
+                load,
+                poll,
+                rate,
+                tally,
+                seconds: load_seconds,
+                engine_s,
+                blocks,
+            });
         }
         drop(server);
     }
@@ -472,6 +670,7 @@ fn main() -> anyhow::Result<()> {
         &load_before,
         written,
         &rows,
+        (&besides, &targets),
         [&floor, &grpc_floor],
     );
     println!("{s}");
@@ -489,6 +688,7 @@ fn main() -> anyhow::Result<()> {
                 "poll_ms": r.poll,
                 "config": poll_label(r.poll),
                 "rate": r.rate,
+                "load": r.load.label(),
                 "stream": r.stream,
                 "reference": r.reference,
                 "frames": r.frames,
@@ -551,7 +751,8 @@ fn floor_json(floor: &Floor) -> serde_json::Value {
 /// with the worst p99.
 fn worst_view(rows: &[Row], poll: Poll, rate: f64) -> Option<(f64, f64, &'static str)> {
     rows.iter()
-        .filter(|r| r.poll == poll && same(r.rate, rate) && !r.reference && r.frames > 0)
+        .filter(|r| r.poll == poll && r.load == Load::Quiet && same(r.rate, rate))
+        .filter(|r| !r.reference && r.frames > 0)
         .fold(None, |worst, r| {
             let [p50, _, p99, _, _] = r.percentiles();
             Some(match worst {
@@ -568,7 +769,8 @@ fn worst_view(rows: &[Row], poll: Poll, rate: f64) -> Option<(f64, f64, &'static
 /// The reference row of `poll` at `rate`, if it has frames.
 fn reference(rows: &[Row], poll: Poll, rate: f64) -> Option<&Row> {
     rows.iter()
-        .find(|r| r.poll == poll && same(r.rate, rate) && r.reference && r.frames > 0)
+        .filter(|r| r.poll == poll && r.load == Load::Quiet && same(r.rate, rate))
+        .find(|r| r.reference && r.frames > 0)
 }
 
 /// Whether two rates are the same multiple of mainnet pace.
@@ -583,6 +785,7 @@ fn render(
     load_before: &str,
     written: u64,
     rows: &[Row],
+    (besides, targets): (&[Beside], &LoadTargets),
     [floor, grpc_floor]: [&Floor; 2],
 ) -> String {
     let mut s = String::from("## End-to-end latency, append → client (`latency`)\n\n");
@@ -620,16 +823,17 @@ fn render(
     );
     let _ = writeln!(
         s,
-        "| poll_interval_ms | rate | stream | frames | early | frames/s | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms |"
+        "| poll_interval_ms | rate | load | stream | frames | early | frames/s | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms |"
     );
-    let _ = writeln!(s, "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(s, "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in rows {
         let [p50, p90, p99, p999, max] = r.percentiles();
         let _ = writeln!(
             s,
-            "| {} | {}× | {}{} | {} | {} | {:.1} | {p50:.3} | {p90:.3} | {p99:.3} | {p999:.3} | {max:.3} |",
+            "| {} | {}× | {} | {}{} | {} | {} | {:.1} | {p50:.3} | {p90:.3} | {p99:.3} | {p999:.3} | {max:.3} |",
             poll_label(r.poll),
             r.rate,
+            r.load.label(),
             r.stream,
             if r.reference { " — reference" } else { "" },
             r.frames,
@@ -688,7 +892,8 @@ fn render(
         };
         let mut p50s: Vec<f64> = rows
             .iter()
-            .filter(|r| r.poll == poll && same(r.rate, rate) && !r.reference && r.frames > 0)
+            .filter(|r| r.poll == poll && r.load == Load::Quiet && same(r.rate, rate))
+            .filter(|r| !r.reference && r.frames > 0)
             .map(|r| r.percentiles()[0])
             .collect();
         p50s.sort_by(f64::total_cmp);
@@ -722,13 +927,96 @@ fn render(
         if delivered < 0.9 * offered {
             let _ = writeln!(
                 s,
-                "- At {}× with {}: {delivered:.1} of {offered:.1} blocks/s folded and delivered — the server fell behind the writer, so those latencies are mostly queueing.",
+                "- At {}× with {}, {}: {delivered:.1} of {offered:.1} blocks/s folded and delivered — the server fell behind the writer, so those latencies are mostly queueing.",
                 r.rate,
-                config_text(r.poll)
+                config_text(r.poll),
+                r.load.label()
             );
         }
     }
+    if besides.iter().any(|b| b.load != Load::Quiet) {
+        render_loads(&mut s, rows, besides, targets);
+    }
     s
+}
+
+/// The windows beside other clients' load: what the load did, the engine thread's CPU per
+/// block, and the BBO and L2 book streams against the quiet window of the same server and rate.
+fn render_loads(s: &mut String, rows: &[Row], besides: &[Beside], targets: &LoadTargets) {
+    let _ = writeln!(
+        s,
+        "\n### Beside other clients' load\n\n- Loads, started once every stream has its opening frame and run through the settling and the window: `openOrders ×3 accounts` = {OPEN_ORDERS_ACCOUNTS} accounts (a key each, default limits) each asking Info `openOrders` for `{}` (the user with the most resting orders at the start, {}) at {DEFAULT_REQUESTS_PER_S} requests/s, their whole default rate, on a keep-alive HTTP/1.1 connection each; `l4Book subscribes` = {L4_CONNECTIONS} WebSocket connections sharing {L4_SUBSCRIBES_PER_S} subscribes/s to `l4Book` of {} ({} resting orders at the start), each subscribing, reading the snapshot, unsubscribing and reading the answer per turn.\n- Engine thread CPU: `/proc/PID/task/TID/schedstat` of `{ENGINE_THREAD}` over the window ÷ the blocks folded in it (the all-coins L4 stream's frames, one per block).\n",
+        targets.user,
+        targets.user_orders,
+        targets.l4_coin,
+        targets.l4_orders
+    );
+    let _ = writeln!(
+        s,
+        "| rate | load | requests/s | answered | refused | failed | answer p50 ms | answer p99 ms | engine µs per block | BBO p50 / p99 ms (× quiet) | L2 p50 / p99 ms (× quiet) |"
+    );
+    let _ = writeln!(s, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---|");
+    let quiet = |b: &Beside| {
+        besides
+            .iter()
+            .find(|q| q.load == Load::Quiet && q.poll == b.poll && same(q.rate, b.rate))
+    };
+    let stream = |b: &Beside, name: &str| {
+        rows.iter().find(|r| {
+            r.load == b.load && r.poll == b.poll && same(r.rate, b.rate) && r.stream.starts_with(name)
+        })
+    };
+    let mut verdicts = Vec::new();
+    for b in besides {
+        let per_block = |b: &Beside| b.engine_s * 1e6 / b.blocks.max(1) as f64;
+        let mut cell = |name: &str| {
+            let Some(r) = stream(b, name) else {
+                return "–".to_owned();
+            };
+            let [p50, _, p99, _, _] = r.percentiles();
+            match quiet(b).and_then(|q| stream(q, name)).filter(|_| b.load != Load::Quiet) {
+                Some(q) => {
+                    let [q50, _, q99, _, _] = q.percentiles();
+                    verdicts.push((b.load, b.rate, name.to_owned(), p50 / q50, p99 / q99));
+                    format!("{p50:.3} / {p99:.3} ({:.2}× / {:.2}×)", p50 / q50, p99 / q99)
+                }
+                None => format!("{p50:.3} / {p99:.3}"),
+            }
+        };
+        let [a50, _, a99, _, _] = live::percentiles_ms(&b.tally.answer);
+        let (bbo, l2) = (cell("StreamBbo"), cell("StreamL2Book"));
+        let _ = writeln!(
+            s,
+            "| {}× | {} | {:.1} | {} | {} | {}{} | {} | {} | {:.1}{} | {bbo} | {l2} |",
+            b.rate,
+            b.load.label(),
+            b.tally.sent as f64 / b.seconds,
+            b.tally.answered,
+            b.tally.refused,
+            b.tally.failed,
+            b.tally
+                .failure
+                .as_deref()
+                .map(|f| format!(" (first: {})", f.replace('|', "/")))
+                .unwrap_or_default(),
+            if b.load == Load::Quiet { "–".to_owned() } else { format!("{a50:.3}") },
+            if b.load == Load::Quiet { "–".to_owned() } else { format!("{a99:.3}") },
+            per_block(b),
+            quiet(b)
+                .filter(|_| b.load != Load::Quiet)
+                .map(|q| format!(" ({:.2}× quiet)", per_block(b) / per_block(q)))
+                .unwrap_or_default(),
+        );
+    }
+    let _ = writeln!(s);
+    for (load, rate, name, p50, p99) in verdicts {
+        let _ = writeln!(
+            s,
+            "- Target: {name} at {rate}× beside `{}` within 1.2× of the quiet window at p50 and p99 — {p50:.2}× / {p99:.2}×, {}.",
+            load.label(),
+            if p50 <= 1.2 && p99 <= 1.2 { "met" } else { "not met" }
+        );
+    }
 }
 
 #[cfg(test)]
@@ -743,6 +1031,7 @@ mod tests {
         Row {
             poll,
             rate,
+            load: Load::Quiet,
             stream,
             reference: stream == RAW_STREAM,
             frames: 10,

@@ -8,6 +8,7 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::sync::Arc;
 
 use thiserror::Error;
 
@@ -642,18 +643,21 @@ pub struct L4Book {
     watch: Option<Box<Watch>>,
 }
 
-/// The oids resting in one book of each watched user.
+/// One user's resting orders in one book, by oid: a persistent map, so a
+/// reader takes the whole of it at once (a pointer copy, however many
+/// orders a market maker rests) and reads it on its own thread, while the
+/// fold's next changes copy only the few nodes they touch.
+pub type UserOrders = imbl::HashMap<u64, Arc<RestingOrder>>;
+
+/// The orders resting in one book of each watched user.
 #[derive(Debug, Clone, Default)]
 struct Watch {
     /// One bit per watched user, by the last byte of the address: most
     /// orders are told apart by it at once.
     bloom: u64,
-    /// Watched user (lowercase) → their oids in the book (a market maker
-    /// rests tens of thousands: a set, so a removal is one probe).
-    users: HashMap<String, OidSet, foldhash::fast::RandomState>,
+    /// Watched user (lowercase) → their orders in the book.
+    users: HashMap<String, UserOrders, foldhash::fast::RandomState>,
 }
-
-type OidSet = std::collections::HashSet<u64, foldhash::fast::RandomState>;
 
 impl Watch {
     fn bit(user: &str) -> u64 {
@@ -661,8 +665,8 @@ impl Watch {
         1 << (last & 63)
     }
 
-    /// The oids of `user` when watched.
-    fn oids_mut(&mut self, user: &str) -> Option<&mut OidSet> {
+    /// The orders of `user` when watched.
+    fn orders_mut(&mut self, user: &str) -> Option<&mut UserOrders> {
         if self.bloom & Self::bit(user) == 0 {
             return None;
         }
@@ -673,15 +677,16 @@ impl Watch {
         }
     }
 
-    fn added(&mut self, user: &str, oid: u64) {
-        if let Some(oids) = self.oids_mut(user) {
-            oids.insert(oid);
+    /// `order` rests (or changed): kept when its user is watched.
+    fn rests(&mut self, order: &RestingOrder) {
+        if let Some(orders) = self.orders_mut(&order.user) {
+            orders.insert(order.oid, Arc::new(order.clone()));
         }
     }
 
     fn removed(&mut self, user: &str, oid: u64) {
-        if let Some(oids) = self.oids_mut(user) {
-            oids.remove(&oid);
+        if let Some(orders) = self.orders_mut(user) {
+            orders.remove(&oid);
         }
     }
 
@@ -728,7 +733,10 @@ impl L4Book {
     /// the same oid (which is returned).
     pub fn insert(&mut self, order: RestingOrder) -> Option<RestingOrder> {
         let (oid, side, px, sz) = (order.oid, order.side, order.limit_px, order.sz);
-        let user = self.watch.is_some().then(|| order.user.clone());
+        let user = self.watch.as_deref_mut().map(|watch| {
+            watch.rests(&order);
+            order.user.clone()
+        });
         let at = self.slots.put(order);
         // One probe of the index whether or not the oid already rests.
         let replaced = self.index.insert(oid, at).and_then(|old| {
@@ -740,11 +748,11 @@ impl L4Book {
         if let Some(data) = self.levels.get_mut(level) {
             data.push_back(&mut self.slots, at, level, sz);
         }
-        if let (Some(watch), Some(user)) = (self.watch.as_deref_mut(), user) {
-            if let Some(old) = &replaced {
-                watch.removed(&old.user, oid);
-            }
-            watch.added(&user, oid);
+        if let (Some(watch), Some(old), Some(user)) = (self.watch.as_deref_mut(), &replaced, &user)
+            && !old.user.as_str().eq_ignore_ascii_case(user.as_str())
+        {
+            // The oid rested for another user before: no longer theirs.
+            watch.removed(&old.user, oid);
         }
         replaced
     }
@@ -783,6 +791,9 @@ impl L4Book {
         let order = self.slots.order_mut(at)?;
         let old = std::mem::replace(&mut order.sz, sz);
         level.adjust(Some(sz), Some(old));
+        if let Some(watch) = self.watch.as_deref_mut() {
+            watch.rests(order);
+        }
         Some(order)
     }
 
@@ -802,6 +813,9 @@ impl L4Book {
         order.sz = held.sz;
         if held.side == order.side && held.limit_px == order.limit_px && held.user == order.user {
             *held = order;
+            if let Some(watch) = self.watch.as_deref_mut() {
+                watch.rests(held);
+            }
         } else {
             self.insert(order);
         }
@@ -990,7 +1004,7 @@ impl L4Book {
         }
         let (oid, sz) = (order.oid, order.sz);
         if let Some(watch) = self.watch.as_deref_mut() {
-            watch.added(&order.user, oid);
+            watch.rests(&order);
         }
         let at = self.slots.put(order);
         self.index.insert(oid, at);
@@ -1003,13 +1017,13 @@ impl L4Book {
     /// Starts keeping the orders of `user` (lowercase) in this book: one
     /// walk of its orders, then each change keeps them.
     fn watch_user(&mut self, user: &str) {
-        let oids: OidSet = self
+        let orders: UserOrders = self
             .orders()
             .filter(|order| order.user.as_str().eq_ignore_ascii_case(user))
-            .map(|order| order.oid)
+            .map(|order| (order.oid, Arc::new(order.clone())))
             .collect();
         let watch = self.watch.get_or_insert_with(Box::default);
-        watch.users.insert(user.to_owned(), oids);
+        watch.users.insert(user.to_owned(), orders);
         watch.rebuild_bloom();
     }
 
@@ -1024,19 +1038,10 @@ impl L4Book {
         }
     }
 
-    /// The orders of watched `user` (lowercase) resting in this book.
-    fn watched_orders<'a, 'u>(
-        &'a self,
-        user: &'u str,
-    ) -> impl Iterator<Item = &'a RestingOrder> + use<'a, 'u> {
-        let oids = self
-            .watch
-            .as_deref()
-            .and_then(|watch| watch.users.get(user));
-        oids.into_iter()
-            .flatten()
-            .filter_map(|&oid| self.get(oid))
-            .filter(move |order| order.user.as_str().eq_ignore_ascii_case(user))
+    /// The orders of watched `user` (lowercase) resting in this book, shared
+    /// (see [`UserOrders`]).
+    fn watched_orders(&self, user: &str) -> Option<&UserOrders> {
+        self.watch.as_deref()?.users.get(user)
     }
 
     /// Rebuilding: sets a level's running total as it was kept (see
@@ -1247,12 +1252,13 @@ impl Books {
         }
     }
 
-    /// Every order `user` has resting, with its coin, sorted by coin. The
-    /// first question about a user walks every book once; from then on the
-    /// books keep that user's orders as they change, so the next costs a
-    /// look per book and per order of the user. At most
-    /// [`MAX_WATCHED_USERS`] users are kept.
-    pub fn orders_of(&mut self, user: &str) -> Vec<(&str, &RestingOrder)> {
+    /// Every order `user` has resting, by coin (sorted; coins where the
+    /// user rests nothing are left out). The first question about a user
+    /// walks every book once; from then on the books keep that user's
+    /// orders as they change, so the next costs a look per book, not per
+    /// order: each book's orders are handed out shared ([`UserOrders`]). At
+    /// most [`MAX_WATCHED_USERS`] users are kept.
+    pub fn orders_of(&mut self, user: &str) -> Vec<(Short, UserOrders)> {
         let user = user.to_ascii_lowercase();
         self.asked += 1;
         if let Some(asked) = self.watched.get_mut(&user) {
@@ -1277,9 +1283,9 @@ impl Books {
         }
         self.coins
             .iter()
-            .flat_map(|(coin, book)| {
-                book.watched_orders(&user)
-                    .map(move |order| (coin.as_str(), order))
+            .filter_map(|(coin, book)| {
+                let orders = book.watched_orders(&user)?;
+                (!orders.is_empty()).then(|| (coin.clone(), orders.clone()))
             })
             .collect()
     }
@@ -1651,27 +1657,36 @@ mod tests {
     }
 
     /// Every order of `user` in `books`, by walking them: (coin, oid).
-    fn walked(books: &Books, user: &str) -> Vec<(String, u64)> {
-        let mut out: Vec<(String, u64)> = books
+    fn walked(books: &Books, user: &str) -> Vec<(String, RestingOrder)> {
+        let mut out: Vec<(String, RestingOrder)> = books
             .iter()
             .flat_map(|(coin, book)| {
                 book.orders()
                     .filter(|o| o.user.as_str().eq_ignore_ascii_case(user))
-                    .map(move |o| (coin.to_owned(), o.oid))
+                    .map(move |o| (coin.to_owned(), o.clone()))
             })
             .collect();
-        out.sort();
+        out.sort_by_key(|(coin, o)| (coin.clone(), o.oid));
         out
     }
 
-    fn kept(books: &mut Books, user: &str) -> Vec<(String, u64)> {
-        let mut out: Vec<(String, u64)> = books
+    fn kept(books: &mut Books, user: &str) -> Vec<(String, RestingOrder)> {
+        let mut out: Vec<(String, RestingOrder)> = books
             .orders_of(user)
             .into_iter()
-            .map(|(coin, o)| (coin.to_owned(), o.oid))
+            .flat_map(|(coin, orders)| {
+                orders
+                    .values()
+                    .map(|o| (coin.to_string(), RestingOrder::clone(o)))
+                    .collect::<Vec<_>>()
+            })
             .collect();
-        out.sort();
+        out.sort_by_key(|(coin, o)| (coin.clone(), o.oid));
         out
+    }
+
+    fn coin_oids(orders: &[(String, RestingOrder)]) -> Vec<(String, u64)> {
+        orders.iter().map(|(coin, o)| (coin.clone(), o.oid)).collect()
     }
 
     fn of(user: &str, oid: u64, price: &str) -> RestingOrder {
@@ -1703,12 +1718,21 @@ mod tests {
         fresh.insert(of(alice, 7, "4"));
         fresh.insert(of(bob, 8, "4"));
         books.replace("ETH", fresh);
+        // A reader's copy stays as it was taken while the books change.
+        let taken = books.orders_of(alice);
         books.get_or_create("BTC").set_sz(4, px("3"));
+        let mut later = of(alice, 4, "11");
+        later.tif = Some("Alo".into());
+        assert!(books.get_or_create("BTC").complete(later));
         assert_eq!(kept(&mut books, alice), walked(&books, alice));
         assert_eq!(
-            kept(&mut books, alice),
+            coin_oids(&kept(&mut books, alice)),
             [("BTC".into(), 4), ("ETH".into(), 7), ("SOL".into(), 5)]
         );
+        let btc = &kept(&mut books, alice)[0].1;
+        assert_eq!((btc.sz, btc.tif.as_deref()), (px("3"), Some("Alo")));
+        let before = taken[0].1.get(&4).unwrap();
+        assert_eq!((before.sz, before.tif.as_deref()), (px("1"), None));
         assert_eq!(kept(&mut books, bob), walked(&books, bob));
     }
 
@@ -1722,14 +1746,17 @@ mod tests {
                 .insert(of(&user(n), n as u64, "1"));
         }
         for n in 0..=MAX_WATCHED_USERS {
-            assert_eq!(kept(&mut books, &user(n)), [("BTC".to_owned(), n as u64)]);
+            assert_eq!(
+                coin_oids(&kept(&mut books, &user(n))),
+                [("BTC".to_owned(), n as u64)]
+            );
         }
         assert_eq!(books.watched.len(), MAX_WATCHED_USERS);
         assert!(!books.watched.contains_key(&user(0)), "the oldest went");
         // Asked again, it is walked for again and right.
         books.get_or_create("BTC").insert(of(&user(0), 99_999, "2"));
         assert_eq!(
-            kept(&mut books, &user(0)),
+            coin_oids(&kept(&mut books, &user(0))),
             [("BTC".to_owned(), 0), ("BTC".to_owned(), 99_999)]
         );
     }

@@ -26,13 +26,18 @@
 //! field; an unknown coin or a coin without a book is 400 too; before the
 //! engine caught up, 503 `not_ready`.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
 use axum::http::StatusCode;
 use crossbeam_channel::Sender;
-use engine::book::l4::RestingOrder;
+use bytes::Bytes;
+use engine::book::l4::{RestingOrder, UserOrders};
+use engine::event::Side;
+use engine::num::{Px, Sz};
+use engine::text::Short;
+use serde::Serialize;
 use engine::market::candles::Interval;
 use serde_json::{Map, Value, json};
 
@@ -65,6 +70,40 @@ pub struct Local {
     pub status: Arc<EngineStatus>,
     /// The candles served (`None`: no candle store).
     pub candles: Option<Arc<Candles>>,
+    /// `openOrders` answers of the current block, shared.
+    pub open_orders: Arc<OpenOrdersCache>,
+}
+
+/// `openOrders` and `frontendOpenOrders` answers made at one block, by
+/// user, exchange and form: every request for the same ones until the next
+/// block is answered from here, so a market maker's tens of thousands of
+/// orders are read and rendered once per block however many clients ask.
+#[derive(Debug, Default)]
+pub struct OpenOrdersCache {
+    answers: parking_lot::Mutex<HashMap<(String, String, bool), (u64, Bytes)>>,
+}
+
+/// Answers [`OpenOrdersCache`] keeps at most; past it, those of older
+/// blocks are dropped (all of them, if every one is current).
+const OPEN_ORDERS_KEPT: usize = 256;
+
+impl OpenOrdersCache {
+    fn get(&self, key: &(String, String, bool), block: u64) -> Option<Bytes> {
+        let answers = self.answers.lock();
+        let (made_at, answer) = answers.get(key)?;
+        (*made_at == block).then(|| answer.clone())
+    }
+
+    fn put(&self, key: (String, String, bool), block: u64, answer: Bytes) {
+        let mut answers = self.answers.lock();
+        if answers.len() >= OPEN_ORDERS_KEPT && !answers.contains_key(&key) {
+            answers.retain(|_, (made_at, _)| *made_at >= block);
+            if answers.len() >= OPEN_ORDERS_KEPT {
+                answers.clear();
+            }
+        }
+        answers.insert(key, (block, answer));
+    }
 }
 
 fn invalid(message: impl Into<String>) -> Refusal {
@@ -99,13 +138,14 @@ fn refused(error: SubscribeError) -> Refusal {
 
 /// A local answer: a JSON value, or JSON text made directly (a long
 /// `candleSnapshot`, where building a value per candle cost more than the
-/// rest of the request).
+/// rest of the request; an `openOrders` answer, shared by the requests of
+/// one block).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Answer {
     /// A JSON value.
     Value(Value),
     /// JSON text.
-    Text(String),
+    Text(Bytes),
 }
 
 impl Local {
@@ -135,21 +175,39 @@ impl Local {
                     .unwrap_or_default()
                     .to_owned();
                 let frontend = kind == "frontendOpenOrders";
-                // The engine thread only copies the user's orders out (see
-                // `Books::orders_of`); the answer is built here.
-                let orders = read(&self.commands, &self.status, move |market| {
-                    market
+                let key = (user, dex, frontend);
+                if let Some(answer) = self.open_orders.get(&key, self.status.height()) {
+                    return Ok(Answer::Text(answer));
+                }
+                // The engine thread hands the user's orders out shared, a
+                // look per book (see `Books::orders_of`); the answer is
+                // built on a blocking thread, off the runtime's workers.
+                let (user, dex) = (key.0.clone(), key.1.clone());
+                let (block, orders) = read(&self.commands, &self.status, move |market| {
+                    let orders = market
                         .orders_of(&user)
                         .into_iter()
                         .filter(|(coin, _)| engine::coin::on_dex(coin, &dex))
-                        .map(|(coin, order)| (coin.to_owned(), order.clone()))
-                        .collect::<Vec<_>>()
+                        .collect::<Vec<_>>();
+                    (market.position().block_number, orders)
                 })
                 .await
                 .map_err(refused)?;
-                Ok(Answer::Value(open_orders(orders, frontend)))
+                let answer = tokio::task::spawn_blocking(move || open_orders(&orders, frontend))
+                    .await
+                    .map_err(|error| {
+                        (
+                            StatusCode::INTERNAL_SERVER_ERROR,
+                            "internal",
+                            format!("openOrders: the answer could not be built: {error}"),
+                        )
+                    })?;
+                self.open_orders.put(key, block, answer.clone());
+                Ok(Answer::Text(answer))
             }
-            "candleSnapshot" => self.candle_snapshot(fields).map(Answer::Text),
+            "candleSnapshot" => self
+                .candle_snapshot(fields)
+                .map(|text| Answer::Text(text.into())),
             other => Err(invalid(format!(
                 "type: {} is not answered locally",
                 crate::quoted(other)
@@ -272,54 +330,146 @@ impl Local {
     }
 }
 
-/// The resting orders of `user` (lowercased) on exchange `dex`, newest
-/// first.
-/// `orders` (coin, order) as the exchange answers them, newest first.
-fn open_orders(mut orders: Vec<(String, RestingOrder)>, frontend: bool) -> Value {
-    orders.sort_by_key(|(_, order)| std::cmp::Reverse((order.timestamp, order.oid)));
-    Value::Array(
-        orders
+/// `orders` (by coin, shared) as the exchange answers them, newest first,
+/// as JSON text: `openOrders` (`frontend` off) or `frontendOpenOrders`.
+fn open_orders(orders: &[(Short, UserOrders)], frontend: bool) -> Bytes {
+    let mut all: Vec<(&str, &RestingOrder)> = orders
+        .iter()
+        .flat_map(|(coin, orders)| {
+            orders
+                .values()
+                .map(move |order| (coin.as_str(), order.as_ref()))
+        })
+        .collect();
+    all.sort_by_key(|(_, order)| std::cmp::Reverse((order.timestamp, order.oid)));
+    let mut out = Vec::with_capacity(all.len() * if frontend { 330 } else { 150 } + 2);
+    // Writing to a `Vec` fails only when a value refuses to serialise,
+    // which none of these does.
+    let _ = if frontend {
+        let rows: Vec<FrontendOrder<'_>> = all
             .iter()
-            .map(|(coin, order)| order_json(coin, order, frontend))
-            .collect(),
-    )
+            .map(|&(coin, order)| FrontendOrder::of(coin, order))
+            .collect();
+        serde_json::to_writer(&mut out, &rows)
+    } else {
+        let rows: Vec<PlainOrder<'_>> = all
+            .iter()
+            .map(|&(coin, order)| PlainOrder::of(coin, order))
+            .collect();
+        serde_json::to_writer(&mut out, &rows)
+    };
+    Bytes::from(out)
 }
 
-fn order_json(coin: &str, order: &RestingOrder, frontend: bool) -> Value {
-    let mut out: BTreeMap<&str, Value> = BTreeMap::from([
-        ("coin", coin.into()),
-        ("side", order.side.as_str().into()),
-        ("limitPx", order.limit_px.to_string().into()),
-        ("sz", order.sz.to_string().into()),
-        ("oid", order.oid.into()),
-        ("timestamp", order.timestamp.into()),
-        ("origSz", order.orig_sz.to_string().into()),
-    ]);
-    if frontend {
-        out.insert("orderType", order.order_type.as_str().into());
-        out.insert(
-            "tif",
-            order
-                .tif
-                .as_ref()
-                .map_or(Value::Null, |tif| tif.as_str().into()),
-        );
-        out.insert("reduceOnly", order.reduce_only.into());
-        out.insert("isTrigger", order.is_trigger.into());
-        out.insert("isPositionTpsl", order.is_position_tpsl.into());
-        out.insert("triggerCondition", order.trigger_condition.as_str().into());
-        out.insert("triggerPx", order.trigger_px.to_string().into());
-        out.insert("children", json!([]));
-        out.insert(
-            "cloid",
-            order
-                .cloid
-                .as_ref()
-                .map_or(Value::Null, |cloid| cloid.as_str().into()),
-        );
-    } else if let Some(cloid) = &order.cloid {
-        // `openOrders` carries the client order id only when one was set.
-        out.insert("cloid", cloid.as_str().into());
+/// One `openOrders` entry (fields in alphabetical order, as the answer
+/// always had them); `cloid` only when the order has one.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PlainOrder<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cloid: Option<&'a str>,
+    coin: &'a str,
+    limit_px: &'a Px,
+    oid: u64,
+    orig_sz: &'a Sz,
+    side: Side,
+    sz: &'a Sz,
+    timestamp: i64,
+}
+
+impl<'a> PlainOrder<'a> {
+    fn of(coin: &'a str, order: &'a RestingOrder) -> Self {
+        Self {
+            cloid: order.cloid.as_deref(),
+            coin,
+            limit_px: &order.limit_px,
+            oid: order.oid,
+            orig_sz: &order.orig_sz,
+            side: order.side,
+            sz: &order.sz,
+            timestamp: order.timestamp,
+        }
     }
-    Value::Object(out.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+}
+
+/// One `frontendOpenOrders` entry: the order's details too, `cloid` and
+/// `tif` `null` when unset, `children` always empty (the book keeps no
+/// brackets).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct FrontendOrder<'a> {
+    children: [(); 0],
+    cloid: Option<&'a str>,
+    coin: &'a str,
+    is_position_tpsl: bool,
+    is_trigger: bool,
+    limit_px: &'a Px,
+    oid: u64,
+    order_type: &'a str,
+    orig_sz: &'a Sz,
+    reduce_only: bool,
+    side: Side,
+    sz: &'a Sz,
+    tif: Option<&'a str>,
+    timestamp: i64,
+    trigger_condition: &'a str,
+    trigger_px: &'a Px,
+}
+
+impl<'a> FrontendOrder<'a> {
+    fn of(coin: &'a str, order: &'a RestingOrder) -> Self {
+        Self {
+            children: [],
+            cloid: order.cloid.as_deref(),
+            coin,
+            is_position_tpsl: order.is_position_tpsl,
+            is_trigger: order.is_trigger,
+            limit_px: &order.limit_px,
+            oid: order.oid,
+            order_type: order.order_type.as_str(),
+            orig_sz: &order.orig_sz,
+            reduce_only: order.reduce_only,
+            side: order.side,
+            sz: &order.sz,
+            tif: order.tif.as_deref(),
+            timestamp: order.timestamp,
+            trigger_condition: order.trigger_condition.as_str(),
+            trigger_px: &order.trigger_px,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(user: &str) -> (String, String, bool) {
+        (user.to_owned(), String::new(), false)
+    }
+
+    #[test]
+    fn an_open_orders_answer_serves_its_own_block_only() {
+        let cache = OpenOrdersCache::default();
+        cache.put(key("0xa"), 7, Bytes::from_static(b"[]"));
+        assert_eq!(cache.get(&key("0xa"), 7).as_deref(), Some(&b"[]"[..]));
+        assert_eq!(cache.get(&key("0xa"), 8), None, "a later block asks again");
+        assert_eq!(cache.get(&key("0xb"), 7), None);
+        let frontend = ("0xa".to_owned(), String::new(), true);
+        assert_eq!(cache.get(&frontend, 7), None, "each form is its own answer");
+    }
+
+    #[test]
+    fn the_open_orders_cache_stays_bounded() {
+        let cache = OpenOrdersCache::default();
+        for n in 0..OPEN_ORDERS_KEPT {
+            cache.put(key(&format!("0x{n}")), 1, Bytes::new());
+        }
+        // A new block's answer makes room by dropping the older block's.
+        cache.put(key("0xnew"), 2, Bytes::new());
+        assert_eq!(cache.answers.lock().len(), 1);
+        for n in 0..=OPEN_ORDERS_KEPT {
+            cache.put(key(&format!("0x{n}")), 2, Bytes::new());
+        }
+        assert!(cache.answers.lock().len() <= OPEN_ORDERS_KEPT);
+    }
 }
