@@ -128,8 +128,8 @@ struct LoadTargets {
 }
 
 impl LoadTargets {
-    /// The user with the most resting orders in the starting snapshot, and the coin with the
-    /// smallest book of at least [`L4_MIN_ORDERS`] orders: 1,000 snapshots a second of a deep
+    /// The user with the most resting orders in the starting snapshot, and the perp (`l4Book`
+    /// serves perps) with the smallest book of at least [`L4_MIN_ORDERS`] orders: 1,000 snapshots a second of a deep
     /// book are more bytes than two cores carry over loopback beside everything else (the raw
     /// feed, which the engine never touches, slows as much as the market views then), so the
     /// load would measure the machine's bandwidth, not what subscribes cost the engine thread.
@@ -149,7 +149,7 @@ impl LoadTargets {
             .books
             .iter()
             .map(|(coin, book)| (coin, book.len()))
-            .filter(|&(_, n)| n >= L4_MIN_ORDERS)
+            .filter(|&(coin, n)| n >= L4_MIN_ORDERS && engine::coin::is_perp(coin))
             .min_by_key(|&(coin, n)| (n, coin))
             .map(|(coin, n)| (coin.to_owned(), n))
             .or_else(|| coins.first().map(|coin| (coin.clone(), 0)))
@@ -953,9 +953,9 @@ fn render_loads(s: &mut String, rows: &[Row], besides: &[Beside], targets: &Load
     );
     let _ = writeln!(
         s,
-        "| rate | load | requests/s | answered | refused | failed | answer p50 ms | answer p99 ms | engine µs per block | BBO p50 / p99 ms (× quiet) | L2 p50 / p99 ms (× quiet) |"
+        "| rate | load | requests/s | answered | refused | failed | answer p50 ms | answer p99 ms | engine µs per block | BBO p50 / p99 ms (× quiet) | L2 p50 / p99 ms (× quiet) | raw feed p50 / p99 ms (× quiet) |"
     );
-    let _ = writeln!(s, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---|");
+    let _ = writeln!(s, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|");
     let quiet = |b: &Beside| {
         besides
             .iter()
@@ -984,10 +984,10 @@ fn render_loads(s: &mut String, rows: &[Row], besides: &[Beside], targets: &Load
             }
         };
         let [a50, _, a99, _, _] = live::percentiles_ms(&b.tally.answer);
-        let (bbo, l2) = (cell("StreamBbo"), cell("StreamL2Book"));
+        let (bbo, l2, raw) = (cell("StreamBbo"), cell("StreamL2Book"), cell("StreamFills"));
         let _ = writeln!(
             s,
-            "| {}× | {} | {:.1} | {} | {} | {}{} | {} | {} | {:.1}{} | {bbo} | {l2} |",
+            "| {}× | {} | {:.1} | {} | {} | {}{} | {} | {} | {:.1}{} | {bbo} | {l2} | {raw} |",
             b.rate,
             b.load.label(),
             b.tally.sent as f64 / b.seconds,
@@ -1009,12 +1009,28 @@ fn render_loads(s: &mut String, rows: &[Row], besides: &[Beside], targets: &Load
         );
     }
     let _ = writeln!(s);
-    for (load, rate, name, p50, p99) in verdicts {
+    let reference = |load: Load, rate: f64| {
+        verdicts
+            .iter()
+            .find(|v| v.0 == load && same(v.1, rate) && v.2 == "StreamFills")
+            .map(|v| (v.3, v.4))
+    };
+    for (load, rate, name, p50, p99) in verdicts.iter().filter(|v| v.2 != "StreamFills") {
+        let raw = reference(*load, *rate).map_or_else(String::new, |(r50, r99)| {
+            format!(
+                "; the raw feed, which no engine work delays, {r50:.2}× / {r99:.2}× in the same window{}",
+                if *p99 > 1.2 && r99 >= 0.8 * p99 {
+                    ": the load slows the machine (two cores shared by the server's answers, the load's clients and the harness), not the engine thread"
+                } else {
+                    ""
+                }
+            )
+        });
         let _ = writeln!(
             s,
-            "- Target: {name} at {rate}× beside `{}` within 1.2× of the quiet window at p50 and p99 — {p50:.2}× / {p99:.2}×, {}.",
+            "- Target: {name} at {rate}× beside `{}` within 1.2× of the quiet window at p50 and p99 — {p50:.2}× / {p99:.2}×, {}{raw}.",
             load.label(),
-            if p50 <= 1.2 && p99 <= 1.2 { "met" } else { "not met" }
+            if *p50 <= 1.2 && *p99 <= 1.2 { "met" } else { "not met" }
         );
     }
 }

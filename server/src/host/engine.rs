@@ -257,9 +257,11 @@ pub enum Command {
         reply: oneshot::Sender<Result<Opened, SubscribeError>>,
     },
     /// Run a read of the market as it stands (once caught up). Costs what
-    /// the read does: Info `openOrders` and `frontendOpenOrders` copy out the
-    /// user's orders, a look per book (hundreds) and per order of the user —
-    /// except the first question about a user (or one let go of, past
+    /// the read does: Info `openOrders` and `frontendOpenOrders` take the
+    /// user's orders shared, a look per book (hundreds) whatever the user
+    /// rests, and at most once per user, exchange and form per block (the
+    /// answer is kept for that block) — except the first question about a
+    /// user (or one let go of, past
     /// `MAX_WATCHED_USERS`), which walks every resting order of every book
     /// once (about 440,000 on mainnet); `l2Book` and `allMids` subscribe
     /// instead.
