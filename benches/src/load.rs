@@ -221,7 +221,12 @@ pub fn l4_subscribes(
     }
 }
 
-async fn churn_l4(url: &str, coin: &str, per_s: f64, stop: &AtomicBool) -> anyhow::Result<LoadTally> {
+async fn churn_l4(
+    url: &str,
+    coin: &str,
+    per_s: f64,
+    stop: &AtomicBool,
+) -> anyhow::Result<LoadTally> {
     use futures_util::{SinkExt as _, StreamExt as _};
     use tokio_tungstenite::tungstenite::Message;
     let mut tally = LoadTally::new()?;
@@ -249,7 +254,11 @@ async fn churn_l4(url: &str, coin: &str, per_s: f64, stop: &AtomicBool) -> anyho
         };
         let asked = Instant::now();
         tally.sent += 1;
-        if ws.send(Message::Text(subscribe.clone().into())).await.is_err() {
+        if ws
+            .send(Message::Text(subscribe.clone().into()))
+            .await
+            .is_err()
+        {
             tally.fail("subscribe: the connection closed".into());
             socket = None;
             continue;
@@ -266,7 +275,8 @@ async fn churn_l4(url: &str, coin: &str, per_s: f64, stop: &AtomicBool) -> anyho
             let text = match message {
                 Ok(Message::Text(text)) => text,
                 Ok(Message::Close(frame)) => {
-                    let why = frame.map_or_else(|| "closed".to_owned(), |f| format!("closed {}", f.code));
+                    let why =
+                        frame.map_or_else(|| "closed".to_owned(), |f| format!("closed {}", f.code));
                     outcome.get_or_insert(Err(why));
                     break;
                 }
@@ -285,7 +295,11 @@ async fn churn_l4(url: &str, coin: &str, per_s: f64, stop: &AtomicBool) -> anyho
                 } else {
                     continue;
                 }
-                if ws.send(Message::Text(unsubscribe.clone().into())).await.is_err() {
+                if ws
+                    .send(Message::Text(unsubscribe.clone().into()))
+                    .await
+                    .is_err()
+                {
                     outcome = Some(Err("unsubscribe: the connection closed".to_owned()));
                     break;
                 }

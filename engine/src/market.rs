@@ -348,7 +348,10 @@ impl Market {
     /// Every order `user` has resting, by coin, shared: the first question
     /// about a user walks every book, the next ones cost a look per book
     /// (see [`Books::orders_of`]).
-    pub fn orders_of(&mut self, user: &str) -> Vec<(crate::text::Short, crate::book::l4::UserOrders)> {
+    pub fn orders_of(
+        &mut self,
+        user: &str,
+    ) -> Vec<(crate::text::Short, crate::book::l4::UserOrders)> {
         self.fold.orders_of(user)
     }
 

@@ -45,11 +45,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use benches::floor::Floor;
-use benches::load::{LoadRun, LoadTally};
-use benches::sys::CpuTime;
 use benches::live::{
     self, AppendLog, LiveNode, Numbered, SERVE_FLAG, ServerOptions, ServerProcess,
 };
+use benches::load::{LoadRun, LoadTally};
+use benches::sys::CpuTime;
 use fixtures::SimConfig;
 use hdrhistogram::Histogram;
 use proto::market_streaming_client::MarketStreamingClient;
@@ -104,7 +104,9 @@ impl Load {
                 "quiet" => Ok(Load::Quiet),
                 "open-orders" => Ok(Load::OpenOrders),
                 "l4-subscribes" => Ok(Load::L4Subscribes),
-                other => bail!("--loads: quiet, open-orders or l4-subscribes, comma-separated; got {other:?}"),
+                other => bail!(
+                    "--loads: quiet, open-orders or l4-subscribes, comma-separated; got {other:?}"
+                ),
             })
             .collect()
     }
@@ -135,7 +137,7 @@ impl LoadTargets {
     /// load would measure the machine's bandwidth, not what subscribes cost the engine thread.
     fn of(snapshot: &std::path::Path, coins: &[String]) -> anyhow::Result<Self> {
         let parsed = engine::snapshot::parse(&std::fs::read(snapshot)?)?;
-        let mut per_user: std::collections::HashMap<&str, usize> = Default::default();
+        let mut per_user: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
         for (_, book) in parsed.books.iter() {
             for order in book.orders() {
                 *per_user.entry(order.user.as_str()).or_default() += 1;
@@ -669,8 +671,7 @@ fn main() -> anyhow::Result<()> {
         &command,
         &load_before,
         written,
-        &rows,
-        (&besides, &targets),
+        (&rows, &besides, &targets),
         [&floor, &grpc_floor],
     );
     println!("{s}");
@@ -784,8 +785,7 @@ fn render(
     command: &str,
     load_before: &str,
     written: u64,
-    rows: &[Row],
-    (besides, targets): (&[Beside], &LoadTargets),
+    (rows, besides, targets): (&[Row], &[Beside], &LoadTargets),
     [floor, grpc_floor]: [&Floor; 2],
 ) -> String {
     let mut s = String::from("## End-to-end latency, append → client (`latency`)\n\n");
@@ -825,7 +825,10 @@ fn render(
         s,
         "| poll_interval_ms | rate | load | stream | frames | early | frames/s | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms |"
     );
-    let _ = writeln!(s, "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(
+        s,
+        "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
     for r in rows {
         let [p50, p90, p99, p999, max] = r.percentiles();
         let _ = writeln!(
@@ -946,16 +949,16 @@ fn render_loads(s: &mut String, rows: &[Row], besides: &[Beside], targets: &Load
     let _ = writeln!(
         s,
         "\n### Beside other clients' load\n\n- Loads, started once every stream has its opening frame and run through the settling and the window: `openOrders ×3 accounts` = {OPEN_ORDERS_ACCOUNTS} accounts (a key each, default limits) each asking Info `openOrders` for `{}` (the user with the most resting orders at the start, {}) at {DEFAULT_REQUESTS_PER_S} requests/s, their whole default rate, on a keep-alive HTTP/1.1 connection each; `l4Book subscribes` = {L4_CONNECTIONS} WebSocket connections sharing {L4_SUBSCRIBES_PER_S} subscribes/s to `l4Book` of {} ({} resting orders at the start), each subscribing, reading the snapshot, unsubscribing and reading the answer per turn.\n- Engine thread CPU: `/proc/PID/task/TID/schedstat` of `{ENGINE_THREAD}` over the window ÷ the blocks folded in it (the all-coins L4 stream's frames, one per block).\n",
-        targets.user,
-        targets.user_orders,
-        targets.l4_coin,
-        targets.l4_orders
+        targets.user, targets.user_orders, targets.l4_coin, targets.l4_orders
     );
     let _ = writeln!(
         s,
         "| rate | load | requests/s | answered | refused | failed | answer p50 ms | answer p99 ms | engine µs per block | BBO p50 / p99 ms (× quiet) | L2 p50 / p99 ms (× quiet) | raw feed p50 / p99 ms (× quiet) |"
     );
-    let _ = writeln!(s, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|");
+    let _ = writeln!(
+        s,
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|"
+    );
     let quiet = |b: &Beside| {
         besides
             .iter()
@@ -963,7 +966,10 @@ fn render_loads(s: &mut String, rows: &[Row], besides: &[Beside], targets: &Load
     };
     let stream = |b: &Beside, name: &str| {
         rows.iter().find(|r| {
-            r.load == b.load && r.poll == b.poll && same(r.rate, b.rate) && r.stream.starts_with(name)
+            r.load == b.load
+                && r.poll == b.poll
+                && same(r.rate, b.rate)
+                && r.stream.starts_with(name)
         })
     };
     let mut verdicts = Vec::new();
@@ -974,11 +980,18 @@ fn render_loads(s: &mut String, rows: &[Row], besides: &[Beside], targets: &Load
                 return "–".to_owned();
             };
             let [p50, _, p99, _, _] = r.percentiles();
-            match quiet(b).and_then(|q| stream(q, name)).filter(|_| b.load != Load::Quiet) {
+            match quiet(b)
+                .and_then(|q| stream(q, name))
+                .filter(|_| b.load != Load::Quiet)
+            {
                 Some(q) => {
                     let [q50, _, q99, _, _] = q.percentiles();
                     verdicts.push((b.load, b.rate, name.to_owned(), p50 / q50, p99 / q99));
-                    format!("{p50:.3} / {p99:.3} ({:.2}× / {:.2}×)", p50 / q50, p99 / q99)
+                    format!(
+                        "{p50:.3} / {p99:.3} ({:.2}× / {:.2}×)",
+                        p50 / q50,
+                        p99 / q99
+                    )
                 }
                 None => format!("{p50:.3} / {p99:.3}"),
             }
@@ -999,8 +1012,16 @@ fn render_loads(s: &mut String, rows: &[Row], besides: &[Beside], targets: &Load
                 .as_deref()
                 .map(|f| format!(" (first: {})", f.replace('|', "/")))
                 .unwrap_or_default(),
-            if b.load == Load::Quiet { "–".to_owned() } else { format!("{a50:.3}") },
-            if b.load == Load::Quiet { "–".to_owned() } else { format!("{a99:.3}") },
+            if b.load == Load::Quiet {
+                "–".to_owned()
+            } else {
+                format!("{a50:.3}")
+            },
+            if b.load == Load::Quiet {
+                "–".to_owned()
+            } else {
+                format!("{a99:.3}")
+            },
             per_block(b),
             quiet(b)
                 .filter(|_| b.load != Load::Quiet)
@@ -1030,7 +1051,11 @@ fn render_loads(s: &mut String, rows: &[Row], besides: &[Beside], targets: &Load
             s,
             "- Target: {name} at {rate}× beside `{}` within 1.2× of the quiet window at p50 and p99 — {p50:.2}× / {p99:.2}×, {}{raw}.",
             load.label(),
-            if *p50 <= 1.2 && *p99 <= 1.2 { "met" } else { "not met" }
+            if *p50 <= 1.2 && *p99 <= 1.2 {
+                "met"
+            } else {
+                "not met"
+            }
         );
     }
 }

@@ -1686,7 +1686,10 @@ mod tests {
     }
 
     fn coin_oids(orders: &[(String, RestingOrder)]) -> Vec<(String, u64)> {
-        orders.iter().map(|(coin, o)| (coin.clone(), o.oid)).collect()
+        orders
+            .iter()
+            .map(|(coin, o)| (coin.clone(), o.oid))
+            .collect()
     }
 
     fn of(user: &str, oid: u64, price: &str) -> RestingOrder {

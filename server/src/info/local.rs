@@ -31,14 +31,14 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use axum::http::StatusCode;
-use crossbeam_channel::Sender;
 use bytes::Bytes;
+use crossbeam_channel::Sender;
 use engine::book::l4::{RestingOrder, UserOrders};
 use engine::event::Side;
+use engine::market::candles::Interval;
 use engine::num::{Px, Sz};
 use engine::text::Short;
 use serde::Serialize;
-use engine::market::candles::Interval;
 use serde_json::{Map, Value, json};
 
 use crate::candles::{Candles, Miss, stored_under};
@@ -80,21 +80,24 @@ pub struct Local {
 /// orders are read and rendered once per block however many clients ask.
 #[derive(Debug, Default)]
 pub struct OpenOrdersCache {
-    answers: parking_lot::Mutex<HashMap<(String, String, bool), (u64, Bytes)>>,
+    answers: parking_lot::Mutex<HashMap<OrdersAsked, (u64, Bytes)>>,
 }
+
+/// Whose orders, on which exchange, in which form (`frontendOpenOrders`).
+type OrdersAsked = (String, String, bool);
 
 /// Answers [`OpenOrdersCache`] keeps at most; past it, those of older
 /// blocks are dropped (all of them, if every one is current).
 const OPEN_ORDERS_KEPT: usize = 256;
 
 impl OpenOrdersCache {
-    fn get(&self, key: &(String, String, bool), block: u64) -> Option<Bytes> {
+    fn get(&self, key: &OrdersAsked, block: u64) -> Option<Bytes> {
         let answers = self.answers.lock();
         let (made_at, answer) = answers.get(key)?;
         (*made_at == block).then(|| answer.clone())
     }
 
-    fn put(&self, key: (String, String, bool), block: u64, answer: Bytes) {
+    fn put(&self, key: OrdersAsked, block: u64, answer: Bytes) {
         let mut answers = self.answers.lock();
         if answers.len() >= OPEN_ORDERS_KEPT && !answers.contains_key(&key) {
             answers.retain(|_, (made_at, _)| *made_at >= block);
@@ -443,7 +446,7 @@ impl<'a> FrontendOrder<'a> {
 mod tests {
     use super::*;
 
-    fn key(user: &str) -> (String, String, bool) {
+    fn key(user: &str) -> OrdersAsked {
         (user.to_owned(), String::new(), false)
     }
 
