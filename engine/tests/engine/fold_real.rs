@@ -8,6 +8,7 @@ use engine::event::{OrderStatusEvent, Side};
 use engine::fold::{Engine, FoldWants};
 use engine::market::tpsl::TpslView;
 use engine::market::{Market, Needs};
+use engine::num::{Px, Sz};
 use rstest::rstest;
 use serde_json::Value;
 
@@ -182,10 +183,7 @@ fn capture_without_snapshot_reports_its_unknown_ids() {
 #[case::with_trigger_orders("btc-978995377")]
 fn the_status_fast_path_folds_what_the_exact_walk_folds(#[case] capture: &str) {
     let blocks = by_block_blocks(&real(capture));
-    let start = || match capture {
-        "btc-985148182" => Engine::from_snapshot(btc_snapshot()),
-        _ => Engine::new(),
-    };
+    let start = || starting_engine(capture);
     let (mut fast, mut exact) = (start(), start());
     let (mut fast_tpsl, mut exact_tpsl, mut full_tpsl) =
         (TpslView::new(), TpslView::new(), TpslView::new());
@@ -347,10 +345,7 @@ fn tops_rebuilt_for_a_late_subscriber_match_tops_kept_all_along() {
 #[case::with_trigger_orders("btc-978995377")]
 fn folding_some_coins_first_folds_what_one_pass_folds(#[case] capture: &str) {
     let blocks = by_block_blocks(&real(capture));
-    let start = || match capture {
-        "btc-985148182" => Engine::from_snapshot(btc_snapshot()),
-        _ => Engine::new(),
-    };
+    let start = || starting_engine(capture);
     let (mut one_pass, mut btc_first, mut all_first) = (start(), start(), start());
     let btc: BTreeSet<String> = ["BTC".to_owned()].into();
     let none = BTreeSet::new();
@@ -375,27 +370,12 @@ fn folding_some_coins_first_folds_what_one_pass_folds(#[case] capture: &str) {
             first_touched += begun.first.touched.len();
             // What the first step lists is already final for the block.
             for coin in &begun.first.touched {
-                let early = engine.books().get(coin).map(|book| {
-                    (
-                        book.bids()
-                            .map(|l| (l.px(), l.total_sz()))
-                            .collect::<Vec<_>>(),
-                        book.asks()
-                            .map(|l| (l.px(), l.total_sz()))
-                            .collect::<Vec<_>>(),
-                    )
-                });
-                let whole = one_pass.books().get(coin).map(|book| {
-                    (
-                        book.bids()
-                            .map(|l| (l.px(), l.total_sz()))
-                            .collect::<Vec<_>>(),
-                        book.asks()
-                            .map(|l| (l.px(), l.total_sz()))
-                            .collect::<Vec<_>>(),
-                    )
-                });
-                assert_eq!(early, whole, "{coin}'s levels at block {}", block.number);
+                assert_eq!(
+                    levels(engine, coin),
+                    levels(&one_pass, coin),
+                    "{coin}'s levels at block {}",
+                    block.number
+                );
             }
             let (report, got) = engine.finish(begun);
             assert_eq!(report, want_report, "block {}", block.number);
@@ -411,4 +391,23 @@ fn folding_some_coins_first_folds_what_one_pass_folds(#[case] capture: &str) {
     }
     assert!(first_touched > 0, "some block touched BTC");
     assert_eq!(btc_first.unknown_ids(), one_pass.unknown_ids());
+}
+
+/// The engine a capture's fold starts from: its snapshot when it has one.
+fn starting_engine(capture: &str) -> Engine {
+    match capture {
+        "btc-985148182" => Engine::from_snapshot(btc_snapshot()),
+        _ => Engine::new(),
+    }
+}
+
+/// Each side's price levels of `coin`'s book: price and total size.
+type Levels = (Vec<(Px, Option<Sz>)>, Vec<(Px, Option<Sz>)>);
+
+fn levels(engine: &Engine, coin: &str) -> Option<Levels> {
+    let book = engine.books().get(coin)?;
+    let side = |levels: &mut dyn Iterator<Item = Level<'_>>| {
+        levels.map(|l| (l.px(), l.total_sz())).collect::<Vec<_>>()
+    };
+    Some((side(&mut book.bids()), side(&mut book.asks())))
 }
