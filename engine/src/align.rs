@@ -223,9 +223,11 @@ impl Aligner {
         self.pending.len()
     }
 
-    /// Adds one line whose header is decoded here.
+    /// Adds one line whose header is decoded here: only a whole envelope
+    /// ([`envelope::decode_whole`]) can take its block's place; anything
+    /// else is counted as a bad line.
     pub fn push_line(&mut self, source: Source, line: Bytes, now_ms: i64) {
-        match envelope::decode(&line) {
+        match envelope::decode_whole(&line) {
             Ok(env) => {
                 let (number, time) = (env.block_number, env.block_time_ms);
                 self.push(source, number, time, line, now_ms);

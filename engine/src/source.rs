@@ -215,6 +215,17 @@ impl BlockSource {
         Ok(read)
     }
 
+    /// The files in which a read met its first line that is not a whole
+    /// block envelope since the last call, once each (see
+    /// [`feeds::RefusedLine`]): such a line never takes its block's place;
+    /// the aligner counts it as a bad line.
+    pub fn take_refused(&mut self) -> Vec<feeds::RefusedLine> {
+        self.inputs
+            .iter()
+            .flat_map(|input| input.feed.take_refused())
+            .collect()
+    }
+
     /// The damaged compressed files reads met since the last call, each a
     /// [`FeedError::Damaged`] naming the file and where it stops. The
     /// lines before the damage were read; the reads went on with the next

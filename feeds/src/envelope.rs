@@ -35,6 +35,12 @@ pub enum EnvelopeError {
     /// `block_time` is not a node time.
     #[error("envelope: block_time: {0}")]
     BadBlockTime(#[from] TimeError),
+    /// `local_time` is not a node time.
+    #[error("envelope: local_time: {0}")]
+    BadLocalTime(TimeError),
+    /// The line is not UTF-8 from this byte offset on.
+    #[error("envelope: not UTF-8 at byte {0}")]
+    NotUtf8(usize),
 }
 
 /// The header of one block envelope and where its events are.
@@ -152,6 +158,30 @@ pub fn decode(line: &[u8]) -> Result<Envelope<'_>, EnvelopeError> {
         local_time,
         events,
     })
+}
+
+/// Decodes the header of a line as the node writes it whole: [`decode`],
+/// and besides, the line is UTF-8 throughout and carries a `local_time`
+/// that is a node time. A line cut short, pieced together or damaged on
+/// disk fails here even when its block number still reads, so it never
+/// takes the place of its block's real line. (The cost over [`decode`]: one
+/// UTF-8 pass, tens of GB/s.)
+///
+/// # Errors
+/// As [`decode`]; [`EnvelopeError::MissingKey`] for a line without
+/// `local_time`, [`EnvelopeError::BadLocalTime`],
+/// [`EnvelopeError::NotUtf8`].
+pub fn decode_whole(line: &[u8]) -> Result<Envelope<'_>, EnvelopeError> {
+    if let Err(error) = std::str::from_utf8(line) {
+        return Err(EnvelopeError::NotUtf8(error.valid_up_to()));
+    }
+    let envelope = decode(line)?;
+    let local_time = envelope
+        .local_time
+        .clone()
+        .ok_or(EnvelopeError::MissingKey("local_time"))?;
+    parse_node_time_ms(&line[local_time]).map_err(EnvelopeError::BadLocalTime)?;
+    Ok(envelope)
 }
 
 /// Iterator over the byte spans of the elements of an envelope's `events`.
@@ -460,6 +490,29 @@ mod tests {
         let env = decode(line).unwrap();
         let results: Vec<_> = env.events().collect();
         assert!(results.iter().any(Result::is_err));
+    }
+
+    #[test]
+    fn a_whole_line_has_utf8_throughout_and_a_node_local_time() {
+        for line in [EMPTY, DIFFS] {
+            assert_eq!(decode_whole(line.as_bytes()), decode(line.as_bytes()));
+        }
+        let without = EMPTY.replace(r#""local_time":"2026-04-30T20:46:46.266580134","#, "");
+        assert!(decode(without.as_bytes()).is_ok(), "the header alone reads");
+        assert_eq!(
+            decode_whole(without.as_bytes()),
+            Err(EnvelopeError::MissingKey("local_time"))
+        );
+        let odd = EMPTY.replace("2026-04-30T20:46:46.266580134", "now");
+        assert!(matches!(
+            decode_whole(odd.as_bytes()),
+            Err(EnvelopeError::BadLocalTime(_))
+        ));
+        let mut bytes = DIFFS.as_bytes().to_vec();
+        let at = DIFFS.find("BTC").unwrap();
+        bytes[at] = 0xff;
+        assert!(decode(&bytes).is_ok());
+        assert_eq!(decode_whole(&bytes), Err(EnvelopeError::NotUtf8(at)));
     }
 
     proptest::proptest! {

@@ -148,6 +148,32 @@ struct Inner {
     readable_generation: AtomicU64,
     /// Files found shorter than what was already read from them.
     shrinks: AtomicU64,
+    /// Files with lines refused as not whole envelopes.
+    refused: Mutex<Refusals>,
+}
+
+/// The files in which a read refused a line ([`RefusedLine`]), each noted
+/// once, whichever reader met it first.
+#[derive(Debug, Default)]
+struct Refusals {
+    files: std::collections::HashSet<PathBuf>,
+    fresh: Vec<RefusedLine>,
+}
+
+/// The first line of a file that a read refused: not a whole block
+/// envelope ([`crate::envelope::decode_whole`]) — cut short, pieced
+/// together, damaged or not UTF-8. It is handed out without a block number
+/// (so no reader takes it for a block), and the file's later refused lines
+/// are not noted again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefusedLine {
+    /// The file.
+    pub path: PathBuf,
+    /// Where the line starts in it (in its decompressed bytes for a
+    /// compressed file).
+    pub offset: u64,
+    /// Why it was refused.
+    pub reason: String,
 }
 
 #[derive(Debug, Default)]
@@ -223,6 +249,7 @@ impl Feed {
                 refresh: Mutex::new(RefreshState::default()),
                 readable_generation: AtomicU64::new(0),
                 shrinks: AtomicU64::new(0),
+                refused: Mutex::new(Refusals::default()),
             }),
         };
         feed.refresh()?;
@@ -278,6 +305,30 @@ impl Feed {
             .filter(|(_, below)| *below > 0)
             .collect();
         crate::reaper::release(jobs);
+    }
+
+    /// The files whose first refused line was met since the last call,
+    /// once each for the life of the feed (see [`RefusedLine`]).
+    pub fn take_refused(&self) -> Vec<RefusedLine> {
+        std::mem::take(&mut self.inner.refused.lock().fresh)
+    }
+
+    /// Notes a refused line of `segment` at `offset` unless its file has
+    /// one noted.
+    fn refuse(&self, segment: &Segment, offset: u64, line: &[u8]) {
+        let mut refused = self.inner.refused.lock();
+        if refused.files.contains(segment.path()) {
+            return;
+        }
+        refused.files.insert(segment.path().to_path_buf());
+        let reason = crate::envelope::decode_whole(line)
+            .err()
+            .map_or_else(|| "not a block envelope".to_owned(), |e| e.to_string());
+        refused.fresh.push(RefusedLine {
+            path: segment.path().to_path_buf(),
+            offset,
+            reason,
+        });
     }
 
     /// How many times a file of this feed was found shorter than what had
@@ -682,6 +733,9 @@ impl Feed {
                 break;
             };
             let header = record_header(format, &segment, offset, &data[line.clone()]);
+            if format == LineFormat::Envelope && header.block_number.is_none() {
+                self.refuse(&segment, offset, &data[line.clone()]);
+            }
             offset = next as u64;
             if let Some(target) = cursor.target {
                 if !target.reached(&header) {

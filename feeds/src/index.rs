@@ -40,9 +40,10 @@ impl Target {
     }
 }
 
-/// The header of a block-envelope line; empty when the line does not decode.
+/// The header of a block-envelope line; empty when the line is not a whole
+/// envelope ([`envelope::decode_whole`]).
 pub fn envelope_header(line: &[u8]) -> Header {
-    envelope::decode(line).map_or(Header::default(), |env| Header {
+    envelope::decode_whole(line).map_or(Header::default(), |env| Header {
         block_number: Some(env.block_number),
         timestamp_ms: Some(env.block_time_ms),
     })

@@ -439,3 +439,31 @@ fn only_the_newest_file_stays_open() {
     assert_eq!(feed.read(&mut cursor, 100).unwrap().len(), 1);
     assert_eq!(open_files_under(&dir), 1, "the old newest file was let go");
 }
+
+/// A line that is not a whole envelope — here one cut to its header, without
+/// `local_time` — is handed out without a block number, so no reader takes
+/// it for its block; the file is noted once with the line's offset and why,
+/// however many readers meet it.
+#[test]
+fn a_line_that_is_not_a_whole_envelope_is_refused_and_noted_once_per_file() {
+    let dir = NodeDir::new();
+    let path = dir.hour_file("node_fills_by_block", DATE, 0);
+    let (one, two) = (fill_line(1), fill_line(2));
+    let cut = two.replacen(r#""local_time":"#, r#""local_tim":"#, 1);
+    let text = format!("{one}\n{cut}\n{two}\n{cut}\n");
+    append(&path, text.as_bytes());
+    let feed = Feed::open(dir.path(), Source::Fills).unwrap();
+    for _ in 0..2 {
+        let mut cursor = feed.seek(Start::BlockNumber(0)).unwrap();
+        let records = feed.read(&mut cursor, 10).unwrap();
+        let blocks: Vec<Option<u64>> = records.iter().map(|r| r.block_number).collect();
+        assert_eq!(blocks, [Some(1), None, Some(2), None]);
+        assert_eq!(records[2].data, two.as_bytes());
+    }
+    let refused = feed.take_refused();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0].path, path);
+    assert_eq!(refused[0].offset, one.len() as u64 + 1);
+    assert!(refused[0].reason.contains("local_time"), "{refused:?}");
+    assert!(feed.take_refused().is_empty(), "noted once");
+}

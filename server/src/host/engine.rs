@@ -917,6 +917,16 @@ impl<'s> Writer<'s> {
                         // Read up to the damage, then on with the next file.
                         tracing::error!(error = %damage, "engine: a compressed node file is damaged; its lines before the damage were folded, the rest is skipped");
                     }
+                    for refused in self.source.take_refused() {
+                        tracing::warn!(
+                            path = %refused.path.display(),
+                            offset = refused.offset,
+                            reason = %refused.reason,
+                            "engine: a node file holds a line that is not a whole block envelope; \
+                             refused (it never takes its block's place), counted in /metrics \
+                             (l1gate_engine_lines_dropped_total); this file's further ones are not logged"
+                        );
+                    }
                     read
                 }
                 Err(error) => {
