@@ -206,6 +206,11 @@ impl Aligner {
         self.mode = mode;
     }
 
+    /// The last block emitted (or the block it started after).
+    pub fn emitted(&self) -> Option<u64> {
+        self.emitted
+    }
+
     /// What went wrong so far.
     pub fn report(&self) -> &AlignReport {
         &self.report

@@ -63,6 +63,8 @@ struct Input {
     cursor: Option<Cursor>,
     /// Past `to_block`: nothing more is read.
     done: bool,
+    /// The feed's [`Feed::replacements`] as of the last read.
+    replacements: u64,
 }
 
 /// The node's files as blocks. See the module docs.
@@ -98,6 +100,7 @@ impl BlockSource {
             .filter(|feed| Source::EVENT_STREAMS.contains(&feed.source()))
             .map(|feed| Input {
                 source: feed.source(),
+                replacements: feed.replacements(),
                 feed,
                 cursor: None,
                 done: false,
@@ -180,6 +183,7 @@ impl BlockSource {
     /// cursor, for example).
     pub fn read(&mut self, now_ms: i64) -> Result<usize, FeedError> {
         let mut read = 0;
+        let emitted = self.aligner.emitted();
         for input in &mut self.inputs {
             if input.done {
                 continue;
@@ -187,6 +191,17 @@ impl BlockSource {
             let Some(cursor) = input.cursor.as_mut() else {
                 continue;
             };
+            // A file of this feed was replaced under its name: what the
+            // cursor's offset points at in the new one is not what it read
+            // up to. Read the feed again after the last block emitted (the
+            // aligner drops what it already holds as duplicates).
+            let replacements = input.feed.replacements();
+            if replacements != input.replacements {
+                input.replacements = replacements;
+                *cursor = input
+                    .feed
+                    .seek(Start::BlockNumber(emitted.map_or(0, |n| n + 1)))?;
+            }
             let records = match input.feed.read(cursor, READ_BATCH) {
                 Ok(records) => records,
                 // The cursor is past the damaged file's sound lines: the

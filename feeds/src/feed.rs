@@ -148,6 +148,8 @@ struct Inner {
     readable_generation: AtomicU64,
     /// Files found shorter than what was already read from them.
     shrinks: AtomicU64,
+    /// Files found replaced under their name (another inode).
+    replacements: AtomicU64,
     /// Files with lines refused as not whole envelopes.
     refused: Mutex<Refusals>,
 }
@@ -249,6 +251,7 @@ impl Feed {
                 refresh: Mutex::new(RefreshState::default()),
                 readable_generation: AtomicU64::new(0),
                 shrinks: AtomicU64::new(0),
+                replacements: AtomicU64::new(0),
                 refused: Mutex::new(Refusals::default()),
             }),
         };
@@ -331,6 +334,13 @@ impl Feed {
         });
     }
 
+    /// How many times a file of this feed was found replaced under its name
+    /// (another file renamed over it, or rotated: a new inode, the open one
+    /// left behind); each was then read anew from its start.
+    pub fn replacements(&self) -> u64 {
+        self.inner.replacements.load(Ordering::Acquire)
+    }
+
     /// How many times a file of this feed was found shorter than what had
     /// been read from it (each was then read anew).
     pub fn shrinks(&self) -> u64 {
@@ -349,7 +359,8 @@ impl Feed {
     /// # Errors
     /// [`FeedError::Io`] when a directory or file cannot be read. A file
     /// that shrank is not an error: it is counted ([`Feed::shrinks`]) and
-    /// read anew.
+    /// read anew; nor is one replaced under its name
+    /// ([`Feed::replacements`]).
     pub fn refresh(&self) -> Result<bool, FeedError> {
         let mut guard = self.inner.refresh.lock();
         let source = self.inner.source;
@@ -419,6 +430,25 @@ impl Feed {
         let mut readable = false;
         let mut grew = false;
         for slot in segments.iter_mut().skip(first_to_check) {
+            // Another file under the same name: the open one is the old
+            // file, which nobody writes any more. Read the new one from its
+            // start (readers inside the old one are told by the count).
+            if slot.replaced_on_disk()? {
+                self.inner.replacements.fetch_add(1, Ordering::AcqRel);
+                let fresh = Segment::new(
+                    slot.key().clone(),
+                    slot.path().to_path_buf(),
+                    source == Source::Blocks,
+                );
+                let fresh = match fresh.grow(fresh.current_len()?)? {
+                    Some(grown) => grown,
+                    None => fresh,
+                };
+                readable = true;
+                grew = true;
+                *slot = Arc::new(fresh);
+                continue;
+            }
             let len = match slot.current_len() {
                 Ok(len) => len,
                 // Removed between listing and stat: the next refresh drops it.

@@ -317,6 +317,30 @@ impl Segment {
         .map_err(|e| FeedError::io("stat", &self.path, &e))
     }
 
+    /// Whether another file now stands under this one's path: renamed over
+    /// it or rotated (a new inode), where the open file is the old one and
+    /// would never grow again. False while the file is not open (the next
+    /// growth opens the path anyway), for a compressed file (read whole: one
+    /// of another size is another file already) and when the path is gone
+    /// (the next listing drops it).
+    ///
+    /// # Errors
+    /// [`FeedError::Io`] when either cannot be stat'ed.
+    pub fn replaced_on_disk(&self) -> Result<bool, FeedError> {
+        use std::os::unix::fs::MetadataExt as _;
+        let Some(file) = self.file.as_ref().filter(|_| self.packed.is_none()) else {
+            return Ok(false);
+        };
+        let open = file
+            .metadata()
+            .map_err(|e| FeedError::io("stat", &self.path, &e))?;
+        match std::fs::metadata(&self.path) {
+            Ok(now) => Ok((now.dev(), now.ino()) != (open.dev(), open.ino())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(FeedError::io("stat", &self.path, &e)),
+        }
+    }
+
     /// A new view including every line completed since this one, or `None`
     /// when the file did not change (`len` is the file's current length from
     /// [`Segment::current_len`]). A returned view may have the same

@@ -403,6 +403,18 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
                     samples: vec![(String::new(), feeds::fault::unguarded())],
                 },
                 crate::metrics::Family {
+                name: "l1gate_feed_files_replaced_total",
+                kind: "counter",
+                help: "Node files found replaced under their name (another file renamed over them, or rotated: a new inode), by feed; each is read anew from its start.",
+                samples: Source::ALL
+                    .iter()
+                    .filter_map(|&source| {
+                        let replacements = live.feed(source)?.replacements();
+                        Some((format!("feed=\"{}\"", source.feed_id()), replacements))
+                    })
+                    .collect(),
+                },
+                crate::metrics::Family {
                 name: "l1gate_feed_files_shrunk_total",
                 kind: "counter",
                 help: "Node files found shorter than what was already read from them (rewritten or truncated; the node only appends), by feed; each is read anew.",

@@ -51,3 +51,50 @@ fn a_capture_of_fills_alone_completes_blocks_without_waiting_for_other_streams()
         "nothing waits for a grace timeout"
     );
 }
+
+/// A node file replaced under its name (renamed over, or rotated to new
+/// content) is read again from the block after the last one emitted: no
+/// block is lost to the old file's offsets, none is emitted twice.
+#[test]
+fn a_replaced_file_is_read_again_after_the_last_block_emitted() {
+    let dir = tempfile::tempdir().unwrap();
+    write_fills(dir.path(), 1..=3);
+    let feeds: Vec<Feed> = Source::EVENT_STREAMS
+        .iter()
+        .map(|&source| Feed::open(dir.path(), source).unwrap())
+        .collect();
+    let fills = feeds[Source::EVENT_STREAMS
+        .iter()
+        .position(|&s| s == Source::Fills)
+        .unwrap()]
+    .clone();
+    let mut source = BlockSource::new(
+        feeds,
+        SourceOptions {
+            grace_ms: 60_000,
+            ..SourceOptions::from_block(0)
+        },
+    )
+    .unwrap();
+    source.read(0).unwrap();
+    let mut popped: Vec<u64> = std::iter::from_fn(|| source.pop(0))
+        .map(|b| b.number)
+        .collect();
+    // Rewritten whole with more blocks, then rotated to blocks after them:
+    // both times a new file under the same name.
+    for blocks in [1..=6, 7..=9] {
+        let staged = dir.path().join("staged");
+        std::fs::write(&staged, blocks.map(line).collect::<String>()).unwrap();
+        std::fs::rename(
+            &staged,
+            dir.path()
+                .join("hl/data/node_fills_by_block/hourly/20260101/0"),
+        )
+        .unwrap();
+        fills.refresh().unwrap();
+        source.read(0).unwrap();
+        popped.extend(std::iter::from_fn(|| source.pop(0)).map(|b| b.number));
+    }
+    assert_eq!(popped, (1..=9).collect::<Vec<_>>());
+    assert_eq!(fills.replacements(), 2);
+}

@@ -467,3 +467,41 @@ fn a_line_that_is_not_a_whole_envelope_is_refused_and_noted_once_per_file() {
     assert!(refused[0].reason.contains("local_time"), "{refused:?}");
     assert!(feed.take_refused().is_empty(), "noted once");
 }
+
+/// A file replaced under its name (written elsewhere and renamed over it,
+/// as copy tools and log shippers do; or rotated to new content) is a new
+/// inode: the open old file would never grow again. The refresh sees it,
+/// counts it, and reads the new file from its start.
+#[test]
+fn a_file_replaced_under_its_name_is_followed_from_its_start() {
+    let dir = NodeDir::new();
+    let path = dir.hour_file("node_fills_by_block", DATE, 0);
+    let lines = |blocks: std::ops::RangeInclusive<u64>| -> String {
+        blocks.map(|b| fill_line(b) + "\n").collect()
+    };
+    append(&path, lines(1..=3).as_bytes());
+    let feed = Feed::open(dir.path(), Source::Fills).unwrap();
+    let mut cursor = feed.seek(Start::BlockNumber(0)).unwrap();
+    assert_eq!(feed.read(&mut cursor, 10).unwrap().len(), 3);
+    for (round, content) in [(1, lines(1..=6)), (2, lines(7..=8))] {
+        let staged = path.with_extension("staged");
+        std::fs::write(&staged, content).unwrap();
+        std::fs::rename(&staged, &path).unwrap();
+        assert!(feed.refresh().unwrap(), "the new file's lines are readable");
+        assert_eq!(feed.replacements(), round);
+        let want = if round == 1 { 4..=6 } else { 7..=8 };
+        let mut fresh = feed.seek(Start::BlockNumber(*want.start())).unwrap();
+        let blocks: Vec<Option<u64>> = feed
+            .read(&mut fresh, 10)
+            .unwrap()
+            .iter()
+            .map(|r| r.block_number)
+            .collect();
+        assert_eq!(blocks, want.map(Some).collect::<Vec<_>>(), "round {round}");
+    }
+    assert!(
+        !feed.refresh().unwrap(),
+        "nothing new: no replacement counted"
+    );
+    assert_eq!(feed.replacements(), 2);
+}

@@ -412,6 +412,7 @@ impl Pump {
         let mut changes = self.live.subscribe(self.source);
         let mut last_activity = Instant::now();
         let shrinks = self.feed.shrinks();
+        let replacements = self.feed.replacements();
         loop {
             // A file of this feed was rewritten under the stream: what it
             // would read next is not what the node wrote after what it sent.
@@ -419,6 +420,17 @@ impl Pump {
                 return Err(Ended::Failed(Status::data_loss(format!(
                     "{}: a node file shrank under the stream (rewritten or truncated; the \
                      node only appends){}",
+                    self.source.feed_id(),
+                    flow::resume_from(self.order.last_block)
+                ))));
+            }
+            // A file of this feed was replaced under its name (renamed over,
+            // rotated): the stream's place in the old file says nothing of
+            // the new one; a resumed stream positions by block.
+            if self.feed.replacements() != replacements {
+                return Err(Ended::Failed(Status::data_loss(format!(
+                    "{}: a node file was replaced under the stream (another file under the \
+                     same name){}",
                     self.source.feed_id(),
                     flow::resume_from(self.order.last_block)
                 ))));

@@ -43,6 +43,8 @@ pub struct LiveFeeds {
     watcher: Mutex<Option<feeds::Watcher>>,
     /// Each feed's shrunken-file count as last logged.
     shrinks_seen: HashMap<Source, AtomicU64>,
+    /// Each feed's replaced-file count as last logged.
+    replacements_seen: HashMap<Source, AtomicU64>,
 }
 
 impl std::fmt::Debug for LiveFeeds {
@@ -186,6 +188,10 @@ impl LiveFeeds {
                 .iter()
                 .map(|&source| (source, AtomicU64::new(0)))
                 .collect(),
+            replacements_seen: Source::ALL
+                .iter()
+                .map(|&source| (source, AtomicU64::new(0)))
+                .collect(),
         });
         let on_change = move |change: Change| {
             refresher.wake(change);
@@ -282,6 +288,16 @@ impl LiveFeeds {
                     "a node file is shorter than what was read from it (rewritten or \
                      truncated; the node only appends): reading it anew; records sent \
                      from its old content past the new end read as zeros"
+                );
+            }
+            let replacements = feed.replacements();
+            if self.replacements_seen[source].swap(replacements, Ordering::AcqRel) < replacements {
+                tracing::warn!(
+                    feed = source.feed_id(),
+                    files_replaced = replacements,
+                    "a node file was replaced under its name (another file renamed over it, or \
+                     rotated): reading the new one from its start; raw-feed streams reading it \
+                     end with DATA_LOSS naming the block to resume from"
                 );
             }
             changed += usize::from(self.publish(*source, feed));

@@ -231,3 +231,76 @@ async fn a_node_file_that_shrinks_does_not_take_the_server_down() {
         .into_inner();
     next(&mut again, Duration::from_secs(30)).await.unwrap();
 }
+
+/// The node's fills file replaced under its name — written elsewhere with
+/// three more blocks and renamed over it, as copy tools and log shippers do:
+/// a stream waiting at the old file's end ends with `DATA_LOSS` naming the
+/// last block it sent, the new blocks are served (a positioned get finds
+/// them), and the replacement is counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_file_replaced_under_its_name_is_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = real("btc-985148182");
+    for entry in walk(&source) {
+        let to = dir.path().join(entry.strip_prefix(&source).unwrap());
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(&entry, &to).unwrap();
+    }
+    let server = TestServer::start(dir.path(), |_| {}).await;
+    ready(&server).await;
+    let mut client = server.client().await;
+    let mut fills = client
+        .stream_fills(server.req(from_block(1)))
+        .await
+        .unwrap()
+        .into_inner();
+    loop {
+        let record = next(&mut fills, Duration::from_secs(30)).await.unwrap();
+        if record.block_number == Some(i64::try_from(LAST_BLOCK).unwrap()) {
+            break;
+        }
+    }
+    // The same lines and three blocks more (the last block's line again
+    // under the next numbers), staged beside it and renamed over it.
+    let path = dir.path().join(FILLS);
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    let last = text.lines().last().unwrap().to_owned();
+    for block in LAST_BLOCK + 1..=LAST_BLOCK + 3 {
+        text.push_str(&last.replace(
+            &format!("\"block_number\":{LAST_BLOCK}"),
+            &format!("\"block_number\":{block}"),
+        ));
+        text.push('\n');
+    }
+    let staged = path.with_extension("staged");
+    std::fs::write(&staged, text).unwrap();
+    std::fs::rename(&staged, &path).unwrap();
+    let status = next(&mut fills, Duration::from_secs(30)).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::DataLoss, "{status:?}");
+    assert!(
+        status.message().contains("replaced")
+            && status
+                .message()
+                .contains(&format!("last block sent {LAST_BLOCK}")),
+        "{}",
+        status.message()
+    );
+    let wanted = i64::try_from(LAST_BLOCK + 2).unwrap();
+    let got = client
+        .get_fills(server.req(proto::GetRequest {
+            position: Some(proto::Position {
+                kind: Some(proto::position::Kind::BlockNumber(wanted)),
+            }),
+            filter: None,
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(got.block_number, Some(wanted));
+    let metrics = super::slow_subscribers::metrics(&server).await;
+    assert_eq!(
+        sample(&metrics, "l1gate_feed_files_replaced_total{feed=\"fills\"}"),
+        1,
+        "{metrics}"
+    );
+}
