@@ -546,7 +546,12 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
         crate::grpc::transaction_stream::TransactionStreamService::new(&settings.chains)
             .with_access(access.clone())
             .with_flow(transaction_flow);
+    // A client that stopped (SIGSTOP, a debugger, a frozen VM) while its
+    // kernel still takes bytes would hold its streams as long as the socket
+    // buffers last: it answers no PING, so keepalive ends it.
     let router = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(settings.grpc_keepalive))
+        .http2_keepalive_timeout(Some(settings.grpc_keepalive))
         .add_service(health)
         .add_service(InterceptedService::new(reflection, check.clone()))
         .add_service(InterceptedService::new(reflection_v1alpha, check.clone()))

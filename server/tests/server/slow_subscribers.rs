@@ -422,3 +422,100 @@ async fn a_stream_ended_while_its_producer_is_polled_ends_with_the_logged_status
         (Code::Unavailable, "stale")
     );
 }
+
+/// A reader process that stopped (SIGSTOP) while its kernel still takes
+/// bytes holds a light stream as long as the socket buffers last. The
+/// server PINGs a connection that sent nothing for `grpc_keepalive_ms` and
+/// closes it when the PING goes unanswered as long again: the stopped
+/// client's `StreamBbo` ends within about twice the setting. The client is
+/// grpcio (pinned, in the tests' Python environment) in a process of its
+/// own; the test stops and kills it by its PID.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_reader_process_is_let_go_within_the_keepalive_bound() {
+    use std::io::BufRead as _;
+    const KEEPALIVE_MS: u64 = 500;
+    let python = super::python::venv_named(super::python::APTOS_VENV, &super::python::APTOS_CLIENT);
+    let server = TestServer::start(&super::harness::real("btc-985148182"), |a| {
+        a.grpc_keepalive_ms = Some(KEEPALIVE_MS);
+    })
+    .await;
+    ready(&server).await;
+    let request = prost::Message::encode_to_vec(&pb::BboRequest {
+        coins: vec!["BTC".into()],
+    });
+    let hex: String = request.iter().map(|b| format!("{b:02x}")).collect();
+    let script_dir = tempfile::tempdir().unwrap();
+    let script = script_dir.path().join("reader.py");
+    std::fs::write(
+        &script,
+        r#"import sys, time, grpc
+addr, key, request = sys.argv[1], sys.argv[2], bytes.fromhex(sys.argv[3])
+channel = grpc.insecure_channel(addr)
+call = channel.unary_stream(
+    "/venue_l1_gateway.v3.MarketStreaming/StreamBbo",
+    request_serializer=lambda b: b,
+    response_deserializer=lambda b: b,
+)
+# Kept: a response iterator let go of cancels its call.
+stream = call(request, metadata=[("x-api-key", key)])
+next(stream)
+print("opened", flush=True)
+while True:
+    time.sleep(60)
+"#,
+    )
+    .unwrap();
+    let mut child = Reader(
+        std::process::Command::new(&python)
+            .arg(&script)
+            .arg(server.running.grpc_addr.to_string())
+            .arg(&server.key)
+            .arg(&hex)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("start the grpcio reader"),
+    );
+    let pid = child.0.id().to_string();
+    let mut out = std::io::BufReader::new(child.0.stdout.take().unwrap());
+    let opened = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        out.read_line(&mut line).map(|_| line)
+    });
+    let line = tokio::time::timeout(Duration::from_secs(60), opened)
+        .await
+        .expect("the reader opened its stream in time")
+        .unwrap()
+        .unwrap();
+    assert_eq!(line.trim(), "opened");
+    let series = "l1gate_account_open_streams{account=\"tests\"}";
+    assert_eq!(sample(&metrics(&server).await, series), 1);
+    let stop = std::process::Command::new("kill")
+        .args(["-STOP", "--", &pid])
+        .status()
+        .unwrap();
+    assert!(stop.success());
+    let stopped = Instant::now();
+    loop {
+        if sample(&metrics(&server).await, series) == 0 {
+            break;
+        }
+        assert!(
+            stopped.elapsed() < Duration::from_millis(KEEPALIVE_MS * 2 + 5_000),
+            "the stopped reader's stream still open after {:?}",
+            stopped.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A reader process this test started, killed (by its PID) and reaped
+/// when the test ends, passing or failing.
+struct Reader(std::process::Child);
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        // SIGKILL ends a stopped process too.
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
