@@ -263,12 +263,21 @@ fn run_serve(command: ServeCommand) -> anyhow::Result<()> {
     let merged = command.settings.or(file);
     let keys_file_given = merged.keys_file.is_some();
     let state_dir_given = merged.state_dir.is_some();
+    // Before the settings: the default connection cap follows the limit.
+    let raised = l1gate::access::connections::raise_open_files_limit();
     let mut settings = merged.resolve()?;
     if command.print_config {
         println!("{}", toml::to_string_pretty(&settings)?);
         return Ok(());
     }
     init_logging();
+    if let Some((before, after)) = raised.filter(|(before, after)| before != after) {
+        tracing::info!(
+            before,
+            after,
+            "raised the open-files limit to its hard limit (a descriptor per connection)"
+        );
+    }
     // No data directory: demo mode, serving the simulator's live output.
     let demo = if settings.data.is_none() {
         let demo = l1gate::demo::Demo::start(settings.demo_seed, settings.demo_scale)?;

@@ -201,7 +201,25 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
         settings.access.clone(),
         Arc::new(Metrics::default()),
     );
-    let connections = Connections::new(settings.connections, access.metrics().clone());
+    let (limits, asked) = settings.connections.within_descriptors();
+    if let Some(asked) = asked {
+        tracing::warn!(
+            asked,
+            max_connections = limits.max_total,
+            "max_connections is over what the open-files limit leaves beside the descriptors \
+             kept for the node files and the engine; lowered (raise the limit: `ulimit -n`, \
+             LimitNOFILE=)"
+        );
+    }
+    tracing::info!(
+        max_connections = limits.max_total,
+        max_connections_per_ip = limits.max_per_ip,
+        open_files_limit = crate::access::connections::open_files_limit().unwrap_or(0),
+        kept_for_the_engine = crate::access::connections::DESCRIPTOR_RESERVE,
+        "connections: over the caps, refused as accepted; the open-files limit less the \
+         descriptors kept for the node files, the engine and the stores bounds the total"
+    );
+    let connections = Connections::new(limits, access.metrics().clone());
     let live = if let Some(edge) = &from_bus {
         edge.live.clone()
     } else {

@@ -45,8 +45,43 @@ impl ConnectionLimits {
     }
 }
 
+impl ConnectionLimits {
+    /// These limits with the total brought under the descriptor limit less
+    /// [`DESCRIPTOR_RESERVE`] (and the per-address cap under the total),
+    /// and the total asked for when it was over: connections must never
+    /// take the descriptors the engine needs to list and open node files.
+    #[must_use]
+    pub fn within_descriptors(self) -> (Self, Option<usize>) {
+        let most = Self::default_total();
+        let max_total = self.max_total.min(most);
+        let limits = Self {
+            max_total,
+            max_per_ip: self.max_per_ip.min(max_total),
+        };
+        (
+            limits,
+            (max_total < self.max_total).then_some(self.max_total),
+        )
+    }
+}
+
+/// Raises this process's soft descriptor limit to its hard one (a server
+/// holds a descriptor per connection; the usual soft default of 1024 is
+/// meant for interactive programs). The soft limit before and after; `None`
+/// when the limits cannot be read or the raise is refused.
+pub fn raise_open_files_limit() -> Option<(u64, u64)> {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    let before = limit.current.unwrap_or(u64::MAX);
+    if limit.current != limit.maximum {
+        limit.current = limit.maximum;
+        setrlimit(Resource::Nofile, limit).ok()?;
+    }
+    Some((before, limit.current.unwrap_or(u64::MAX)))
+}
+
 /// The soft `RLIMIT_NOFILE` of this process, from `/proc/self/limits`.
-fn open_files_limit() -> Option<usize> {
+pub fn open_files_limit() -> Option<usize> {
     let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
     let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
     let soft = line

@@ -365,6 +365,137 @@ fn an_idle_connection_flood_under_a_low_descriptor_limit_leaves_the_server_up() 
     );
 }
 
+/// Under a 300-descriptor limit the connection cap is what the limit leaves
+/// beside the engine's reserve, and the start-up log says so; a flood from
+/// many addresses holds every place and more are refused, while the engine
+/// goes on listing, opening and folding the node's files: its height moves
+/// on under the flood, and no read fails for want of a descriptor.
+#[test]
+fn the_fold_keeps_up_while_a_connection_flood_holds_every_place() {
+    use std::io::{Read as _, Write as _};
+    let node = super::market_live::live_node(600, 20, Duration::from_millis(40));
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys.toml");
+    let mut file = l1gate::access::keys::KeysFile::default();
+    let (key, _) = file.add_key("tests", 0).unwrap();
+    // The status page, which says the engine's height, is for operators.
+    file.set_role("tests", l1gate::access::keys::Role::Admin)
+        .unwrap();
+    file.save(&keys).unwrap();
+    let http = format!("127.0.0.1:{}", free_port());
+    let grpc = format!("127.0.0.1:{}", free_port());
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -n 300 && exec \"$0\" \"$@\"")
+        .arg(L1GATE)
+        .arg("serve")
+        .arg("--data")
+        .arg(node.dir.path())
+        .arg("--keys-file")
+        .arg(&keys)
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .args(["--grpc-addr", &grpc, "--http-addr", &http])
+        .env_remove("L1GATE_LOG")
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let guard = Killed(child);
+    let rx = lines_of(stderr);
+    let mut log = Vec::new();
+    let started = std::time::Instant::now();
+    while !log.last().is_some_and(|l: &String| l.contains("serving")) {
+        log.push(
+            rx.recv_timeout(Duration::from_secs(30))
+                .expect("server start"),
+        );
+        assert!(started.elapsed() < Duration::from_secs(30));
+    }
+    let cap = log
+        .iter()
+        .find(|l| l.contains("connections: over the caps"))
+        .unwrap_or_else(|| panic!("the cap is said at start: {log:#?}"));
+    assert!(cap.contains("max_connections=44"), "{cap}");
+    // The engine's height, over a place the flood gives back.
+    let height = |flood: &mut Vec<std::net::TcpStream>, from: &str| -> u64 {
+        flood.pop();
+        std::thread::sleep(Duration::from_millis(100));
+        let mut stream = connect_from_blocking(from, &http);
+        write!(
+            stream,
+            "GET /status.json HTTP/1.1\r\nHost: l1gate.test\r\nX-Api-Key: {key}\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer);
+        let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+        let status: serde_json::Value =
+            serde_json::from_str(body).unwrap_or_else(|e| panic!("status.json: {e}: {answer:?}"));
+        status["engine"]["block_number"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no engine height: {status}"))
+    };
+    // The flood: 20 idle connections from each of 20 addresses, to both
+    // edges: far past the 44 places.
+    let mut flood = Vec::new();
+    for n in 0..400 {
+        let from = format!("127.0.0.{}", 10 + n / 20);
+        let addr = if n % 2 == 0 { &http } else { &grpc };
+        flood.push(connect_from_blocking(&from, addr));
+    }
+    // Those over a cap were closed as accepted: keep the open ones.
+    let still_open = |flood: &mut Vec<std::net::TcpStream>| {
+        std::thread::sleep(Duration::from_millis(500));
+        flood.retain(|stream| {
+            stream.set_nonblocking(true).unwrap();
+            let open = matches!(
+                (&*stream).read(&mut [0; 1]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
+            );
+            stream.set_nonblocking(false).unwrap();
+            open
+        });
+    };
+    still_open(&mut flood);
+    // Topped up from fresh addresses until the cap holds them all: one more
+    // is refused.
+    for n in 0..88 {
+        flood.push(connect_from_blocking(
+            &format!("127.0.0.{}", 40 + n / 11),
+            &http,
+        ));
+    }
+    still_open(&mut flood);
+    assert_eq!(flood.len(), 44, "the flood holds every place");
+    let mut over = vec![connect_from_blocking("127.0.0.99", &http)];
+    still_open(&mut over);
+    assert!(over.is_empty(), "one more is refused");
+    let first = height(&mut flood, "127.0.0.100");
+    std::thread::sleep(Duration::from_secs(2));
+    let second = height(&mut flood, "127.0.0.101");
+    assert!(
+        first > 0 && second > first,
+        "the engine folds under the flood: {first} then {second}; log: {:#?}",
+        rx.try_iter().collect::<Vec<_>>()
+    );
+    drop(flood);
+    drop(guard);
+    let lines: Vec<String> = log.into_iter().chain(rx.try_iter()).collect();
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.contains("Too many open files") || l.contains("os error 24")),
+        "a read failed for want of a descriptor: {lines:#?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("over a connection limit")),
+        "refusals were logged: {lines:#?}"
+    );
+}
+
 /// A blocking TCP connection to `addr` from the loopback address `from`.
 fn connect_from_blocking(from: &str, addr: &str) -> std::net::TcpStream {
     let runtime = tokio::runtime::Builder::new_current_thread()
