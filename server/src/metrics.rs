@@ -62,6 +62,11 @@ pub struct Metrics {
     keys: Mutex<BTreeMap<String, (String, Arc<KeyUsage>)>>,
     feeds: Mutex<BTreeMap<&'static str, Arc<FeedTraffic>>>,
     open_streams: Mutex<BTreeMap<String, u64>>,
+    /// Open streams of every account together.
+    open_streams_total: AtomicU64,
+    /// The most clients (connections and streams) open at once since
+    /// [`Metrics::take_clients_peak`] last looked.
+    clients_peak: AtomicU64,
     streams_ended: Mutex<BTreeMap<(&'static str, &'static str, &'static str), u64>>,
     lag_skips: Mutex<BTreeMap<&'static str, u64>>,
     raw_feed_skips: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
@@ -177,6 +182,26 @@ impl Metrics {
     /// Sets the number of connections open over both edges.
     pub fn set_open_connections(&self, open: u64) {
         self.open_connections.store(open, Ordering::Relaxed);
+        self.note_clients();
+    }
+
+    /// Clients open now: connections of both edges and streams of every
+    /// account.
+    pub fn clients(&self) -> u64 {
+        self.open_connections.load(Ordering::Relaxed)
+            + self.open_streams_total.load(Ordering::Relaxed)
+    }
+
+    fn note_clients(&self) {
+        self.clients_peak
+            .fetch_max(self.clients(), Ordering::Relaxed);
+    }
+
+    /// The most clients open at once since the last call (or the start),
+    /// and clients open now; the peak starts again from now.
+    pub fn take_clients_peak(&self) -> (u64, u64) {
+        let now = self.clients();
+        (self.clients_peak.swap(now, Ordering::Relaxed).max(now), now)
     }
 
     /// Counts a connection closed at once over a limit, by edge and limit.
@@ -200,7 +225,14 @@ impl Metrics {
 
     /// Sets the number of open streams of an account.
     pub fn set_open_streams(&self, account: &str, open: u64) {
-        self.open_streams.lock().insert(account.to_owned(), open);
+        let mut streams = self.open_streams.lock();
+        let before = streams.insert(account.to_owned(), open).unwrap_or(0);
+        let total = self.open_streams_total.load(Ordering::Relaxed);
+        // Under the lock: every change of the total is made here.
+        self.open_streams_total
+            .store((total + open).saturating_sub(before), Ordering::Relaxed);
+        drop(streams);
+        self.note_clients();
     }
 
     /// Open streams per account (the status page).
@@ -511,6 +543,22 @@ pub fn warn_allowed(what: &str, every: std::time::Duration) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_clients_peak_counts_connections_and_streams_between_looks() {
+        let metrics = Metrics::default();
+        metrics.set_open_connections(3);
+        metrics.set_open_streams("a", 500);
+        metrics.set_open_streams("b", 200);
+        metrics.set_open_streams("a", 10);
+        metrics.set_open_connections(1);
+        // A burst between two looks is seen at its height.
+        assert_eq!(metrics.take_clients_peak(), (703, 211));
+        // The next look starts from what was open then.
+        assert_eq!(metrics.take_clients_peak(), (211, 211));
+        metrics.set_open_streams("b", 0);
+        assert_eq!(metrics.clients(), 11);
+    }
 
     #[test]
     fn counters_render_as_prometheus_text() {

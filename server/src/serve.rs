@@ -389,6 +389,19 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
     {
         let status = Arc::clone(engine.status());
         access.metrics().render_also(move || status.families());
+        let trims = Arc::new(crate::host::memory::Trims::default());
+        tasks.push(crate::host::memory::spawn(
+            access.metrics().clone(),
+            Arc::clone(&trims),
+        ));
+        access.metrics().render_also(move || {
+            vec![crate::metrics::Family {
+                name: "l1gate_memory_trims_total",
+                kind: "counter",
+                help: "Times the allocator was asked to return its free pages after a burst of clients ended (the clients fell to half a peak at least 256 above them).",
+                samples: vec![(String::new(), trims.done())],
+            }]
+        });
         let lookups = candles.clone();
         access.metrics().render_also(move || {
             let (.., error) = lookups.progress();

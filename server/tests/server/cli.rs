@@ -22,13 +22,107 @@ impl Drop for Killed {
     }
 }
 
+/// `l1gate serve` in a child process over `data`, with one key (of an
+/// admin account: the status page says the engine's height), loopback
+/// addresses of its own, `extra` arguments and, with `nofile`, that
+/// open-file limit; up once it logged `serving`.
+struct Served {
+    guard: Killed,
+    /// Its log lines, read on a thread of their own.
+    log: std::sync::mpsc::Receiver<String>,
+    /// What it logged up to `serving`.
+    start_log: Vec<String>,
+    http: String,
+    grpc: String,
+    key: String,
+    /// Holds the keys file and the state directory.
+    _dir: tempfile::TempDir,
+}
+
+impl Served {
+    fn start(data: &std::path::Path, nofile: Option<u32>, extra: &[&str]) -> Served {
+        let dir = tempfile::tempdir().unwrap();
+        let keys = dir.path().join("keys.toml");
+        // A keys file with one key: a missing one is a start-up error.
+        let mut file = l1gate::access::keys::KeysFile::default();
+        let (key, _) = file.add_key("tests", 0).unwrap();
+        file.set_role("tests", l1gate::access::keys::Role::Admin)
+            .unwrap();
+        file.save(&keys).unwrap();
+        let http = format!("127.0.0.1:{}", free_port());
+        let grpc = format!("127.0.0.1:{}", free_port());
+        let limit = nofile.map_or_else(String::new, |n| format!("ulimit -n {n} && "));
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(format!("{limit}exec \"$0\" \"$@\""))
+            .arg(L1GATE)
+            .arg("serve")
+            .arg("--data")
+            .arg(data)
+            .arg("--keys-file")
+            .arg(&keys)
+            .arg("--state-dir")
+            .arg(dir.path().join("state"))
+            .args(["--grpc-addr", &grpc, "--http-addr", &http])
+            .args(extra)
+            .env_remove("L1GATE_LOG")
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let guard = Killed(child);
+        let log = lines_of(stderr);
+        let mut start_log: Vec<String> = Vec::new();
+        let started = std::time::Instant::now();
+        while !start_log.last().is_some_and(|l| l.contains("serving")) {
+            start_log.push(
+                log.recv_timeout(Duration::from_secs(30))
+                    .expect("server start"),
+            );
+            assert!(started.elapsed() < Duration::from_secs(30));
+        }
+        Served {
+            guard,
+            log,
+            start_log,
+            http,
+            grpc,
+            key,
+            _dir: dir,
+        }
+    }
+
+    /// `GET path` from the loopback address `from`, with the key: the
+    /// whole answer.
+    fn get(&self, from: &str, path: &str) -> String {
+        use std::io::{Read as _, Write as _};
+        let mut stream = connect_from_blocking(from, &self.http);
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: l1gate.test\r\nX-Api-Key: {}\r\nConnection: close\r\n\r\n",
+            self.key
+        )
+        .unwrap();
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer);
+        answer
+    }
+}
+
 /// The lines `from` yields, read on a thread of their own.
 fn lines_of(from: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        for line in BufReader::new(from).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
+        // Read to the end whatever comes (a line that is not UTF-8 too): a
+        // pipe nobody drains would block the child's next write.
+        let mut from = BufReader::new(from);
+        let mut line = Vec::new();
+        while from.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
+            let text = String::from_utf8_lossy(&line).trim_end().to_owned();
+            line.clear();
+            if tx.send(text).is_err() {
                 break;
             }
         }
@@ -288,73 +382,30 @@ fn serve_warns_about_a_data_directory_without_node_output_in_plain_text() {
 /// is still served.
 #[test]
 fn an_idle_connection_flood_under_a_low_descriptor_limit_leaves_the_server_up() {
-    use std::io::{Read as _, Write as _};
-    let dir = tempfile::tempdir().unwrap();
-    let keys = dir.path().join("keys.toml");
-    // A keys file with one key: a missing one is a start-up error.
-    let mut file = l1gate::access::keys::KeysFile::default();
-    file.add_key("tests", 0).unwrap();
-    file.save(&keys).unwrap();
-    let http = format!("127.0.0.1:{}", free_port());
-    let grpc = format!("127.0.0.1:{}", free_port());
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg("ulimit -n 300 && exec \"$0\" \"$@\"")
-        .arg(L1GATE)
-        .arg("serve")
-        .arg("--data")
-        .arg(super::harness::real("btc-985148182"))
-        .arg("--keys-file")
-        .arg(&keys)
-        .arg("--state-dir")
-        .arg(dir.path().join("state"))
-        .args(["--grpc-addr", &grpc, "--http-addr", &http])
-        .env_remove("L1GATE_LOG")
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let guard = Killed(child);
-    let rx = lines_of(stderr);
-    // Up once it logs "serving".
-    let started = std::time::Instant::now();
-    while !rx
-        .recv_timeout(Duration::from_secs(30))
-        .expect("server start")
-        .contains("serving")
-    {
-        assert!(started.elapsed() < Duration::from_secs(30));
-    }
-    // `GET /healthz` from `from`: the answer.
-    let healthz = |from: &str| -> String {
-        let mut stream = connect_from_blocking(from, &http);
-        stream
-            .write_all(b"GET /healthz HTTP/1.1\r\nHost: l1gate.test\r\nConnection: close\r\n\r\n")
-            .unwrap();
-        let mut answer = String::new();
-        let _ = stream.read_to_string(&mut answer);
-        answer
-    };
+    let served = Served::start(&super::harness::real("btc-985148182"), Some(300), &[]);
     // The flood: 400 idle connections to both edges, far past the limit.
     let mut flood = Vec::new();
     for i in 0..400 {
-        let addr = if i % 2 == 0 { &http } else { &grpc };
+        let addr = if i % 2 == 0 {
+            &served.http
+        } else {
+            &served.grpc
+        };
         if let Ok(stream) = std::net::TcpStream::connect(addr) {
             flood.push(stream);
         }
     }
     std::thread::sleep(Duration::from_millis(500));
     // Another address is served while the flood holds its places.
-    let answer = healthz("127.0.0.2");
+    let answer = served.get("127.0.0.2", "/healthz");
     assert!(answer.starts_with("HTTP/1.1 "), "{answer:?}");
     drop(flood);
     std::thread::sleep(Duration::from_millis(300));
-    assert!(healthz("127.0.0.1").starts_with("HTTP/1.1 "));
+    assert!(served.get("127.0.0.1", "/healthz").starts_with("HTTP/1.1 "));
+    let Served { guard, log, .. } = served;
     drop(guard);
     // The log: a few lines, not one per refused connection.
-    let lines: Vec<String> = rx.try_iter().collect();
+    let lines: Vec<String> = log.try_iter().collect();
     let refusals = lines
         .iter()
         .filter(|l| l.contains("over a connection limit"))
@@ -365,6 +416,21 @@ fn an_idle_connection_flood_under_a_low_descriptor_limit_leaves_the_server_up() 
     );
 }
 
+/// The connections among `flood` the server has not closed.
+fn still_open(flood: &mut Vec<std::net::TcpStream>) {
+    use std::io::Read as _;
+    std::thread::sleep(Duration::from_millis(500));
+    flood.retain(|stream| {
+        stream.set_nonblocking(true).unwrap();
+        let open = matches!(
+            (&*stream).read(&mut [0; 1]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
+        );
+        stream.set_nonblocking(false).unwrap();
+        open
+    });
+}
+
 /// Under a 300-descriptor limit the connection cap is what the limit leaves
 /// beside the engine's reserve, and the start-up log says so; a flood from
 /// many addresses holds every place and more are refused, while the engine
@@ -372,65 +438,19 @@ fn an_idle_connection_flood_under_a_low_descriptor_limit_leaves_the_server_up() 
 /// on under the flood, and no read fails for want of a descriptor.
 #[test]
 fn the_fold_keeps_up_while_a_connection_flood_holds_every_place() {
-    use std::io::{Read as _, Write as _};
     let node = super::market_live::live_node(600, 20, Duration::from_millis(40));
-    let dir = tempfile::tempdir().unwrap();
-    let keys = dir.path().join("keys.toml");
-    let mut file = l1gate::access::keys::KeysFile::default();
-    let (key, _) = file.add_key("tests", 0).unwrap();
-    // The status page, which says the engine's height, is for operators.
-    file.set_role("tests", l1gate::access::keys::Role::Admin)
-        .unwrap();
-    file.save(&keys).unwrap();
-    let http = format!("127.0.0.1:{}", free_port());
-    let grpc = format!("127.0.0.1:{}", free_port());
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg("ulimit -n 300 && exec \"$0\" \"$@\"")
-        .arg(L1GATE)
-        .arg("serve")
-        .arg("--data")
-        .arg(node.dir.path())
-        .arg("--keys-file")
-        .arg(&keys)
-        .arg("--state-dir")
-        .arg(dir.path().join("state"))
-        .args(["--grpc-addr", &grpc, "--http-addr", &http])
-        .env_remove("L1GATE_LOG")
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let guard = Killed(child);
-    let rx = lines_of(stderr);
-    let mut log = Vec::new();
-    let started = std::time::Instant::now();
-    while !log.last().is_some_and(|l: &String| l.contains("serving")) {
-        log.push(
-            rx.recv_timeout(Duration::from_secs(30))
-                .expect("server start"),
-        );
-        assert!(started.elapsed() < Duration::from_secs(30));
-    }
-    let cap = log
+    let served = Served::start(node.dir.path(), Some(300), &[]);
+    let cap = served
+        .start_log
         .iter()
         .find(|l| l.contains("connections: over the caps"))
-        .unwrap_or_else(|| panic!("the cap is said at start: {log:#?}"));
+        .unwrap_or_else(|| panic!("the cap is said at start: {:#?}", served.start_log));
     assert!(cap.contains("max_connections=44"), "{cap}");
     // The engine's height, over a place the flood gives back.
     let height = |flood: &mut Vec<std::net::TcpStream>, from: &str| -> u64 {
         flood.pop();
         std::thread::sleep(Duration::from_millis(100));
-        let mut stream = connect_from_blocking(from, &http);
-        write!(
-            stream,
-            "GET /status.json HTTP/1.1\r\nHost: l1gate.test\r\nX-Api-Key: {key}\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
-        let mut answer = String::new();
-        let _ = stream.read_to_string(&mut answer);
+        let answer = served.get(from, "/status.json");
         let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
         let status: serde_json::Value =
             serde_json::from_str(body).unwrap_or_else(|e| panic!("status.json: {e}: {answer:?}"));
@@ -439,38 +459,30 @@ fn the_fold_keeps_up_while_a_connection_flood_holds_every_place() {
             .unwrap_or_else(|| panic!("no engine height: {status}"))
     };
     // The flood: 20 idle connections from each of 20 addresses, to both
-    // edges: far past the 44 places.
+    // edges: far past the 44 places. Those over a cap are closed as
+    // accepted; fresh addresses top it up until it holds every place.
     let mut flood = Vec::new();
     for n in 0..400 {
-        let from = format!("127.0.0.{}", 10 + n / 20);
-        let addr = if n % 2 == 0 { &http } else { &grpc };
-        flood.push(connect_from_blocking(&from, addr));
+        let addr = if n % 2 == 0 {
+            &served.http
+        } else {
+            &served.grpc
+        };
+        flood.push(connect_from_blocking(
+            &format!("127.0.0.{}", 10 + n / 20),
+            addr,
+        ));
     }
-    // Those over a cap were closed as accepted: keep the open ones.
-    let still_open = |flood: &mut Vec<std::net::TcpStream>| {
-        std::thread::sleep(Duration::from_millis(500));
-        flood.retain(|stream| {
-            stream.set_nonblocking(true).unwrap();
-            let open = matches!(
-                (&*stream).read(&mut [0; 1]),
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
-            );
-            stream.set_nonblocking(false).unwrap();
-            open
-        });
-    };
     still_open(&mut flood);
-    // Topped up from fresh addresses until the cap holds them all: one more
-    // is refused.
     for n in 0..88 {
         flood.push(connect_from_blocking(
             &format!("127.0.0.{}", 40 + n / 11),
-            &http,
+            &served.http,
         ));
     }
     still_open(&mut flood);
     assert_eq!(flood.len(), 44, "the flood holds every place");
-    let mut over = vec![connect_from_blocking("127.0.0.99", &http)];
+    let mut over = vec![connect_from_blocking("127.0.0.99", &served.http)];
     still_open(&mut over);
     assert!(over.is_empty(), "one more is refused");
     let first = height(&mut flood, "127.0.0.100");
@@ -478,12 +490,17 @@ fn the_fold_keeps_up_while_a_connection_flood_holds_every_place() {
     let second = height(&mut flood, "127.0.0.101");
     assert!(
         first > 0 && second > first,
-        "the engine folds under the flood: {first} then {second}; log: {:#?}",
-        rx.try_iter().collect::<Vec<_>>()
+        "the engine folds under the flood: {first} then {second}"
     );
     drop(flood);
+    let Served {
+        guard,
+        log,
+        start_log,
+        ..
+    } = served;
     drop(guard);
-    let lines: Vec<String> = log.into_iter().chain(rx.try_iter()).collect();
+    let lines: Vec<String> = start_log.into_iter().chain(log.try_iter()).collect();
     assert!(
         !lines
             .iter()
