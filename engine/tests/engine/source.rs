@@ -20,15 +20,19 @@ fn write_fills(dir: &Path, blocks: std::ops::RangeInclusive<u64>) {
     std::fs::write(hour, text).unwrap();
 }
 
-#[test]
-fn a_capture_of_fills_alone_completes_blocks_without_waiting_for_other_streams() {
-    let dir = tempfile::tempdir().unwrap();
-    write_fills(dir.path(), 1..=3);
+/// A block source over every event stream of `dir`, from the start, with a
+/// long grace; and the fills feed it reads.
+fn source_over(dir: &Path) -> (BlockSource, Feed) {
     let feeds: Vec<Feed> = Source::EVENT_STREAMS
         .iter()
-        .map(|&source| Feed::open(dir.path(), source).unwrap())
+        .map(|&source| Feed::open(dir, source).unwrap())
         .collect();
-    let mut source = BlockSource::new(
+    let fills = feeds
+        .iter()
+        .find(|feed| feed.source() == Source::Fills)
+        .unwrap()
+        .clone();
+    let source = BlockSource::new(
         feeds,
         SourceOptions {
             grace_ms: 60_000,
@@ -36,6 +40,14 @@ fn a_capture_of_fills_alone_completes_blocks_without_waiting_for_other_streams()
         },
     )
     .unwrap();
+    (source, fills)
+}
+
+#[test]
+fn a_capture_of_fills_alone_completes_blocks_without_waiting_for_other_streams() {
+    let dir = tempfile::tempdir().unwrap();
+    write_fills(dir.path(), 1..=3);
+    let (mut source, _) = source_over(dir.path());
     assert!(source.reads(Source::Fills));
     assert!(!source.reads(Source::OrderStatuses));
     assert_eq!(source.read(0).unwrap(), 3);
@@ -59,23 +71,7 @@ fn a_capture_of_fills_alone_completes_blocks_without_waiting_for_other_streams()
 fn a_replaced_file_is_read_again_after_the_last_block_emitted() {
     let dir = tempfile::tempdir().unwrap();
     write_fills(dir.path(), 1..=3);
-    let feeds: Vec<Feed> = Source::EVENT_STREAMS
-        .iter()
-        .map(|&source| Feed::open(dir.path(), source).unwrap())
-        .collect();
-    let fills = feeds[Source::EVENT_STREAMS
-        .iter()
-        .position(|&s| s == Source::Fills)
-        .unwrap()]
-    .clone();
-    let mut source = BlockSource::new(
-        feeds,
-        SourceOptions {
-            grace_ms: 60_000,
-            ..SourceOptions::from_block(0)
-        },
-    )
-    .unwrap();
+    let (mut source, fills) = source_over(dir.path());
     source.read(0).unwrap();
     let mut popped: Vec<u64> = std::iter::from_fn(|| source.pop(0))
         .map(|b| b.number)

@@ -178,8 +178,14 @@ fn replay_reports_bad_data_and_fails_when_asked() {
     assert!(error.contains("--fail-on-bad-data"), "{error}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_node_file_that_shrinks_does_not_take_the_server_down() {
+/// A server over a copy of the real capture, and a fills stream that has
+/// read the whole file and waits at its end.
+async fn serving_a_copy() -> (
+    tempfile::TempDir,
+    TestServer,
+    proto::venue_l1_gateway_client::VenueL1GatewayClient<tonic::transport::Channel>,
+    tonic::Streaming<proto::Record>,
+) {
     let dir = tempfile::tempdir().unwrap();
     let source = real("btc-985148182");
     for entry in walk(&source) {
@@ -190,7 +196,6 @@ async fn a_node_file_that_shrinks_does_not_take_the_server_down() {
     let server = TestServer::start(dir.path(), |_| {}).await;
     ready(&server).await;
     let mut client = server.client().await;
-    // A stream that has read the whole file and waits at its end.
     let mut fills = client
         .stream_fills(server.req(from_block(1)))
         .await
@@ -202,6 +207,12 @@ async fn a_node_file_that_shrinks_does_not_take_the_server_down() {
             break;
         }
     }
+    (dir, server, client, fills)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_file_that_shrinks_does_not_take_the_server_down() {
+    let (dir, server, mut client, mut fills) = serving_a_copy().await;
     // Rewritten shorter, as no node would.
     std::fs::OpenOptions::new()
         .write(true)
@@ -239,27 +250,7 @@ async fn a_node_file_that_shrinks_does_not_take_the_server_down() {
 /// them), and the replacement is counted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_file_replaced_under_its_name_is_followed() {
-    let dir = tempfile::tempdir().unwrap();
-    let source = real("btc-985148182");
-    for entry in walk(&source) {
-        let to = dir.path().join(entry.strip_prefix(&source).unwrap());
-        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(&entry, &to).unwrap();
-    }
-    let server = TestServer::start(dir.path(), |_| {}).await;
-    ready(&server).await;
-    let mut client = server.client().await;
-    let mut fills = client
-        .stream_fills(server.req(from_block(1)))
-        .await
-        .unwrap()
-        .into_inner();
-    loop {
-        let record = next(&mut fills, Duration::from_secs(30)).await.unwrap();
-        if record.block_number == Some(i64::try_from(LAST_BLOCK).unwrap()) {
-            break;
-        }
-    }
+    let (dir, server, mut client, mut fills) = serving_a_copy().await;
     // The same lines and three blocks more (the last block's line again
     // under the next numbers), staged beside it and renamed over it.
     let path = dir.path().join(FILLS);
