@@ -1133,3 +1133,48 @@ fn a_checkpoint_is_due_by_count_or_by_time_once_a_block_was_folded() {
     );
     assert!(CheckpointPolicy::default().enabled());
 }
+
+/// A checkpoint directory that cannot be written (a full disk, a path that
+/// is not a directory) fails each checkpoint due, says why, and keeps no
+/// state that stops the next: once it can be written again, the next due
+/// checkpoint is written and loads — a restart then resumes from it, not
+/// from the start of the files.
+#[test]
+fn checkpoints_resume_once_their_directory_can_be_written_again() {
+    let blocks = crate::common::by_block_blocks(&real("btc-985148182"));
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path().join("checkpoints");
+    // Not a directory: every write under it fails.
+    std::fs::write(&dir, b"in the way").unwrap();
+    let mut market = Market::new(Needs::ALL);
+    let policy = CheckpointPolicy {
+        every_blocks: 5,
+        every_ms: 0,
+        keep: 2,
+    };
+    let mut checkpointer = Checkpointer::new(&dir, policy, None, 0);
+    let mut outcomes = Vec::new();
+    let (failing, recovered) = blocks.split_at(blocks.len() / 2);
+    for block in failing {
+        market.apply(block);
+        outcomes.extend(checkpointer.after_block(&market, 0).finished);
+    }
+    outcomes.extend(checkpointer.finish());
+    assert!(!outcomes.is_empty(), "checkpoints were due");
+    assert!(outcomes.iter().all(Result::is_err), "{outcomes:?}");
+    std::fs::remove_file(&dir).unwrap();
+    let mut written = Vec::new();
+    for block in recovered {
+        market.apply(block);
+        written.extend(checkpointer.after_block(&market, 0).finished);
+    }
+    written.extend(checkpointer.finish());
+    let last = written
+        .into_iter()
+        .filter_map(Result::ok)
+        .next_back()
+        .expect("a checkpoint written once the directory can be");
+    let loaded = engine::checkpoint::load(&last.written.path, Needs::ALL).unwrap();
+    assert_eq!(loaded.market.height(), Some(last.written.block_number));
+    assert!(last.written.block_number > failing.last().unwrap().number);
+}

@@ -301,6 +301,8 @@ pub struct EngineStatus {
     error: Mutex<Option<String>>,
     coins: parking_lot::RwLock<Arc<BTreeSet<String>>>,
     anomalies: Anomalies,
+    /// The last checkpoint's writing failed (a full disk, say).
+    checkpoints_failing: AtomicBool,
 }
 
 /// What the engine met in the node's files that it could not fold as
@@ -448,6 +450,15 @@ impl EngineStatus {
             samples: vec![(
                 "reason=\"busy\"".to_owned(),
                 self.refused_busy.load(Ordering::Relaxed),
+            )],
+        });
+        families.push(crate::metrics::Family {
+            name: "l1gate_engine_checkpoints_failing",
+            kind: "gauge",
+            help: "1 while engine checkpoints fail to be written (a full disk, say; the next due one is tried as usual), else 0.",
+            samples: vec![(
+                String::new(),
+                u64::from(self.checkpoints_failing.load(Ordering::Relaxed)),
             )],
         });
         families.push(crate::metrics::Family {
@@ -822,7 +833,10 @@ impl<'s> Writer<'s> {
         if let Some(checkpointer) = self.checkpointer.as_mut().filter(|_| asked)
             && self.market.height().is_some()
         {
-            log_checkpoint(checkpointer.take_now(&self.market, crate::unix_now_ms()));
+            log_checkpoint(
+                self.status,
+                checkpointer.take_now(&self.market, crate::unix_now_ms()),
+            );
         }
     }
 
@@ -839,12 +853,18 @@ impl<'s> Writer<'s> {
         let height = self.market.height();
         let new = height.is_some_and(|h| checkpointer.last_block().is_none_or(|last| last < h));
         if self.status.ready() && new {
-            log_checkpoint(checkpointer.take_now(&self.market, crate::unix_now_ms()));
+            log_checkpoint(
+                self.status,
+                checkpointer.take_now(&self.market, crate::unix_now_ms()),
+            );
         }
-        log_checkpoint(Progress {
-            finished: checkpointer.finish(),
-            taken: None,
-        });
+        log_checkpoint(
+            self.status,
+            Progress {
+                finished: checkpointer.finish(),
+                taken: None,
+            },
+        );
     }
 
     /// Hands `message` to the candle store thread; when its queue is full
@@ -1005,7 +1025,10 @@ impl<'s> Writer<'s> {
         self.status.block_time_ms.store(at.time, Ordering::Release);
         self.status.height.store(at.block_number, Ordering::Release);
         if let Some(checkpointer) = &mut self.checkpointer {
-            log_checkpoint(checkpointer.after_block(&self.market, crate::unix_now_ms()));
+            log_checkpoint(
+                self.status,
+                checkpointer.after_block(&self.market, crate::unix_now_ms()),
+            );
         }
     }
 
@@ -1218,7 +1241,10 @@ fn resume(dir: &Path, bounds: Bounds) -> Option<Market> {
 }
 
 /// Logs what the checkpointer did after a block.
-fn log_checkpoint(progress: Progress) {
+/// Logs what the checkpointer did: a failure once when checkpoints start
+/// failing (then counted in the gauge only), once more when one is written
+/// again.
+fn log_checkpoint(status: &EngineStatus, progress: Progress) {
     if let Some(taken) = progress.taken {
         tracing::debug!(
             block = taken.block_number,
@@ -1228,16 +1254,32 @@ fn log_checkpoint(progress: Progress) {
         );
     }
     match progress.finished {
-        Some(Ok(finished)) => tracing::info!(
-            path = %finished.written.path.display(),
-            block = finished.written.block_number,
-            bytes = finished.written.bytes,
-            serialize_ms = finished.written.serialize.as_millis() as u64,
-            write_ms = finished.written.write.as_millis() as u64,
-            pruned = finished.pruned.len(),
-            "engine checkpoint written"
-        ),
-        Some(Err(error)) => tracing::warn!(%error, "engine checkpoint not written"),
+        Some(Ok(finished)) => {
+            if status.checkpoints_failing.swap(false, Ordering::AcqRel) {
+                tracing::warn!("engine checkpoints are written again");
+            }
+            tracing::info!(
+                path = %finished.written.path.display(),
+                block = finished.written.block_number,
+                bytes = finished.written.bytes,
+                serialize_ms = finished.written.serialize.as_millis() as u64,
+                write_ms = finished.written.write.as_millis() as u64,
+                pruned = finished.pruned.len(),
+                "engine checkpoint written"
+            );
+        }
+        Some(Err(error)) => {
+            if status.checkpoints_failing.swap(true, Ordering::AcqRel) {
+                tracing::debug!(%error, "engine checkpoint not written");
+            } else {
+                tracing::warn!(
+                    %error,
+                    "engine checkpoint not written; the next due one is tried as usual, and \
+                     further failures are not logged until one is written again \
+                     (l1gate_engine_checkpoints_failing)"
+                );
+            }
+        }
         None => {}
     }
 }
@@ -1298,6 +1340,49 @@ mod tests {
     use fixtures::{RunOptions, SimConfig};
 
     use super::*;
+
+    #[test]
+    fn failing_checkpoints_show_in_the_gauge_until_one_is_written() {
+        let status = EngineStatus::default();
+        let gauge = |status: &EngineStatus| {
+            status
+                .families()
+                .into_iter()
+                .find(|f| f.name == "l1gate_engine_checkpoints_failing")
+                .map(|f| f.samples[0].1)
+        };
+        assert_eq!(gauge(&status), Some(0));
+        for _ in 0..2 {
+            log_checkpoint(
+                &status,
+                Progress {
+                    finished: Some(Err(engine::checkpoint::CheckpointError::Serialize(
+                        "no space left on device".into(),
+                    ))),
+                    taken: None,
+                },
+            );
+            assert_eq!(gauge(&status), Some(1));
+        }
+        let written = engine::checkpoint::Finished {
+            written: file::Written {
+                path: PathBuf::from("checkpoint"),
+                block_number: 7,
+                bytes: 1,
+                serialize: Duration::ZERO,
+                write: Duration::ZERO,
+            },
+            pruned: Vec::new(),
+        };
+        log_checkpoint(
+            &status,
+            Progress {
+                finished: Some(Ok(written)),
+                taken: None,
+            },
+        );
+        assert_eq!(gauge(&status), Some(0));
+    }
 
     /// The simulator's small profile, 250 blocks (snapshots at its start and
     /// every 100 blocks), and the feeds over it.
