@@ -229,11 +229,11 @@ pub struct ServeArgs {
     /// being answered, is closed. Default 60000.
     #[arg(long, env = "L1GATE_HTTP_IDLE_TIMEOUT_MS", value_name = "MS")]
     pub http_idle_timeout_ms: Option<u64>,
-    /// gRPC: a connection that sent nothing this long is sent an HTTP/2
-    /// PING, and closed when the PING is not answered within as long again.
-    /// Default 10000.
-    #[arg(long, env = "L1GATE_GRPC_KEEPALIVE_MS", value_name = "MS")]
-    pub grpc_keepalive_ms: Option<u64>,
+    /// gRPC and WebSocket: a connection that sent nothing this long is sent
+    /// a PING (HTTP/2, or a WebSocket Ping frame), and closed when nothing
+    /// answers within as long again. Default 10000.
+    #[arg(long, env = "L1GATE_KEEPALIVE_MS", value_name = "MS")]
+    pub keepalive_ms: Option<u64>,
 
     /// The public base URL of the HTTP address (API, WebSocket), as
     /// clients reach it through the deployment's names and proxies; shown
@@ -320,7 +320,7 @@ impl ServeArgs {
             max_connections_per_ip: self.max_connections_per_ip.or(lower.max_connections_per_ip),
             http_header_timeout_ms: self.http_header_timeout_ms.or(lower.http_header_timeout_ms),
             http_idle_timeout_ms: self.http_idle_timeout_ms.or(lower.http_idle_timeout_ms),
-            grpc_keepalive_ms: self.grpc_keepalive_ms.or(lower.grpc_keepalive_ms),
+            keepalive_ms: self.keepalive_ms.or(lower.keepalive_ms),
             public_http_url: self.public_http_url.or(lower.public_http_url),
             public_grpc_url: self.public_grpc_url.or(lower.public_grpc_url),
             chain_network: self.chain_network.or(lower.chain_network),
@@ -435,9 +435,9 @@ pub struct Settings {
     pub connections: crate::access::connections::ConnectionLimits,
     /// The HTTP edge's timeouts.
     pub http_timeouts: crate::http::listen::HttpTimeouts,
-    /// gRPC keepalive: PING after this much silence from the client, close
-    /// when the PING is unanswered this long.
-    pub grpc_keepalive: Duration,
+    /// Keepalive of both edges' streaming connections: PING after this
+    /// much silence from the client, close when nothing answers this long.
+    pub keepalive: Duration,
     /// Public base URL of the HTTP address.
     pub public_http_url: String,
     /// Public URL of the gRPC address.
@@ -630,11 +630,7 @@ impl ServeArgs {
                     Duration::from_secs(60),
                 )?,
             },
-            grpc_keepalive: positive(
-                "grpc_keepalive_ms",
-                self.grpc_keepalive_ms,
-                Duration::from_secs(10),
-            )?,
+            keepalive: positive("keepalive_ms", self.keepalive_ms, Duration::from_secs(10))?,
             access: resolve_access(
                 self.requests_per_second,
                 self.request_burst,

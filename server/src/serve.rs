@@ -539,7 +539,10 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
             access: access.clone(),
             info: info_feed,
             lookup,
-            limits: crate::ws::Limits::default(),
+            limits: crate::ws::Limits {
+                keepalive: settings.keepalive,
+                ..crate::ws::Limits::default()
+            },
             shutdown: shutdown.clone(),
         }
         .routes(),
@@ -581,8 +584,8 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
     // kernel still takes bytes would hold its streams as long as the socket
     // buffers last: it answers no PING, so keepalive ends it.
     let router = tonic::transport::Server::builder()
-        .http2_keepalive_interval(Some(settings.grpc_keepalive))
-        .http2_keepalive_timeout(Some(settings.grpc_keepalive))
+        .http2_keepalive_interval(Some(settings.keepalive))
+        .http2_keepalive_timeout(Some(settings.keepalive))
         .add_service(health)
         .add_service(InterceptedService::new(reflection, check.clone()))
         .add_service(InterceptedService::new(reflection_v1alpha, check.clone()))

@@ -86,6 +86,9 @@ pub mod close {
     /// The connection sent more refused messages than
     /// [`super::REFUSALS_PER_MINUTE`] in a minute.
     pub const REFUSED: u16 = 4004;
+    /// The connection answered nothing — no Pong, no message — within
+    /// [`super::Limits::keepalive`] of a Ping sent after as long a silence.
+    pub const UNRESPONSIVE: u16 = 4005;
 }
 
 /// The per-connection limits the exchange documents.
@@ -101,6 +104,10 @@ pub struct Limits {
     pub inflight_posts: usize,
     /// Largest client message, bytes.
     pub max_message_bytes: usize,
+    /// A connection that sent nothing this long is sent a Ping, and closed
+    /// when it answers nothing within as long again: a stopped client
+    /// process whose kernel still takes bytes answers no Ping.
+    pub keepalive: std::time::Duration,
 }
 
 impl Default for Limits {
@@ -111,6 +118,7 @@ impl Default for Limits {
             messages_per_minute: 2_000,
             inflight_posts: 100,
             max_message_bytes: 64 * 1024,
+            keepalive: std::time::Duration::from_secs(10),
         }
     }
 }
@@ -118,6 +126,7 @@ impl Default for Limits {
 /// What the writer sends.
 enum Outgoing {
     Text(Utf8Bytes),
+    Ping,
     Close(u16, String),
 }
 
@@ -199,6 +208,11 @@ pub async fn run(
                                 ..Measured::default()
                             });
                         }
+                        Outgoing::Ping => {
+                            if sink.feed(Message::Ping(bytes::Bytes::new())).await.is_err() {
+                                return;
+                            }
+                        }
                         Outgoing::Close(code, reason) => {
                             let frame = CloseFrame {
                                 code,
@@ -242,6 +256,11 @@ pub async fn run(
         retry: None,
         refusals: Budget::new(REFUSALS_PER_MINUTE),
     };
+    // Keepalive: when the client last sent anything, and when it was sent
+    // a Ping it has not answered.
+    let keepalive = session.service.limits.keepalive;
+    let mut heard = tokio::time::Instant::now();
+    let mut pinged: Option<tokio::time::Instant> = None;
     let closing: Option<(u16, String)> = loop {
         if session.stalled {
             let reason = format!(
@@ -263,7 +282,10 @@ pub async fn run(
                 session.error_if_room(&going_away().1);
                 break Some(going_away());
             }
-            message = incoming.next() => match message {
+            message = incoming.next() => match message.inspect(|_| {
+                heard = tokio::time::Instant::now();
+                pinged = None;
+            }) {
                 Some(Ok(Message::Text(text))) => session.on_text(text.as_str()).await,
                 Some(Ok(Message::Binary(_))) => {
                     session
@@ -288,6 +310,21 @@ pub async fn run(
                     };
                 }
             },
+            () = tokio::time::sleep_until(pinged.unwrap_or(heard) + keepalive) => {
+                if pinged.is_some() {
+                    break Some((
+                        close::UNRESPONSIVE,
+                        format!(
+                            "no answer to a ping within {} ms (keepalive_ms): the client stopped reading",
+                            keepalive.as_millis()
+                        ),
+                    ));
+                }
+                // A full outbox means the client reads nothing anyway: the
+                // stall check ends it.
+                let _ = session.out.try_send(Outgoing::Ping);
+                pinged = Some(tokio::time::Instant::now());
+            }
             Some(Ended { status }) = ended.recv() => {
                 // The full reason first, for clients that read messages (if
                 // there is room: the client may be the one not reading); the

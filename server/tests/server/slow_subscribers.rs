@@ -425,30 +425,20 @@ async fn a_stream_ended_while_its_producer_is_polled_ends_with_the_logged_status
 
 /// A reader process that stopped (SIGSTOP) while its kernel still takes
 /// bytes holds a light stream as long as the socket buffers last. The
-/// server PINGs a connection that sent nothing for `grpc_keepalive_ms` and
-/// closes it when the PING goes unanswered as long again: the stopped
+/// server PINGs a connection that sent nothing for `keepalive_ms` and
+/// closes it when nothing answers within as long again: the stopped
 /// client's `StreamBbo` ends within about twice the setting. The client is
 /// grpcio (pinned, in the tests' Python environment) in a process of its
 /// own; the test stops and kills it by its PID.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_stopped_reader_process_is_let_go_within_the_keepalive_bound() {
-    use std::io::BufRead as _;
-    const KEEPALIVE_MS: u64 = 500;
+async fn a_stopped_grpc_reader_process_is_let_go_within_the_keepalive_bound() {
     let python = super::python::venv_named(super::python::APTOS_VENV, &super::python::APTOS_CLIENT);
-    let server = TestServer::start(&super::harness::real("btc-985148182"), |a| {
-        a.grpc_keepalive_ms = Some(KEEPALIVE_MS);
-    })
-    .await;
-    ready(&server).await;
+    let server = keepalive_server().await;
     let request = prost::Message::encode_to_vec(&pb::BboRequest {
         coins: vec!["BTC".into()],
     });
     let hex: String = request.iter().map(|b| format!("{b:02x}")).collect();
-    let script_dir = tempfile::tempdir().unwrap();
-    let script = script_dir.path().join("reader.py");
-    std::fs::write(
-        &script,
-        r#"import sys, time, grpc
+    let script = r#"import sys, time, grpc
 addr, key, request = sys.argv[1], sys.argv[2], bytes.fromhex(sys.argv[3])
 channel = grpc.insecure_channel(addr)
 call = channel.unary_stream(
@@ -462,18 +452,71 @@ next(stream)
 print("opened", flush=True)
 while True:
     time.sleep(60)
-"#,
-    )
-    .unwrap();
+"#;
+    let args = [
+        server.running.grpc_addr.to_string(),
+        server.key.clone(),
+        hex,
+    ];
+    stop_and_wait(&server, &python, script, &args).await;
+}
+
+/// The same over the exchange's WebSocket API: a stopped reader of `bbo`
+/// answers no WebSocket Ping, and the server closes its connection (4005)
+/// within about twice `keepalive_ms`. The client is the `websocket-client`
+/// package the exchange's Python SDK uses (pinned with it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_websocket_reader_process_is_let_go_within_the_keepalive_bound() {
+    let python = super::python::venv(&[super::python::HYPERLIQUID_SDK]);
+    let server = keepalive_server().await;
+    let script = r#"import sys, time, websocket
+ws = websocket.create_connection(sys.argv[1])
+ws.send('{"method":"subscribe","subscription":{"type":"bbo","coin":"BTC"}}')
+ws.recv()
+ws.recv()
+print("opened", flush=True)
+while True:
+    time.sleep(60)
+"#;
+    let args = [format!(
+        "ws://{}/{}/ws",
+        server.running.http_addr, server.key
+    )];
+    stop_and_wait(&server, &python, script, &args).await;
+}
+
+/// Keepalive of the tests: half a second.
+const KEEPALIVE_MS: u64 = 500;
+
+async fn keepalive_server() -> TestServer {
+    let server = TestServer::start(&super::harness::real("btc-985148182"), |a| {
+        a.keepalive_ms = Some(KEEPALIVE_MS);
+    })
+    .await;
+    ready(&server).await;
+    server
+}
+
+/// Runs `script` with `python` and `args` as a reader process, waits for it
+/// to print `opened` (its stream open), stops it (SIGSTOP) and waits for the
+/// server to end its stream: within twice the keepalive and some slack.
+async fn stop_and_wait(
+    server: &TestServer,
+    python: &std::path::Path,
+    script: &str,
+    args: &[String],
+) {
+    use std::io::BufRead as _;
+    let script_dir = tempfile::tempdir().unwrap();
+    let path = script_dir.path().join("reader.py");
+    std::fs::write(&path, script).unwrap();
     let mut child = Reader(
-        std::process::Command::new(&python)
-            .arg(&script)
-            .arg(server.running.grpc_addr.to_string())
-            .arg(&server.key)
-            .arg(&hex)
+        std::process::Command::new(python)
+            .arg(&path)
+            .args(args)
             .stdout(std::process::Stdio::piped())
             .spawn()
-            .expect("start the grpcio reader"),
+            .expect("start the reader"),
     );
     let pid = child.0.id().to_string();
     let mut out = std::io::BufReader::new(child.0.stdout.take().unwrap());
@@ -488,17 +531,14 @@ while True:
         .unwrap();
     assert_eq!(line.trim(), "opened");
     let series = "l1gate_account_open_streams{account=\"tests\"}";
-    assert_eq!(sample(&metrics(&server).await, series), 1);
+    assert_eq!(sample(&metrics(server).await, series), 1);
     let stop = std::process::Command::new("kill")
         .args(["-STOP", "--", &pid])
         .status()
         .unwrap();
     assert!(stop.success());
     let stopped = Instant::now();
-    loop {
-        if sample(&metrics(&server).await, series) == 0 {
-            break;
-        }
+    while sample(&metrics(server).await, series) != 0 {
         assert!(
             stopped.elapsed() < Duration::from_millis(KEEPALIVE_MS * 2 + 5_000),
             "the stopped reader's stream still open after {:?}",
@@ -506,6 +546,7 @@ while True:
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    drop(child);
 }
 
 /// A reader process this test started, killed (by its PID) and reaped
