@@ -575,18 +575,24 @@ impl Engine {
             begun.changes.resets.insert(reset.coin.clone());
             begun.report.resets.push(reset);
         }
+        let mut any_first = false;
         if begun.books {
             self.decode_diffs(block, &mut begun.diffs, &mut begun.report, first);
             for pending in &mut begun.diffs {
                 if pending.first {
+                    any_first = true;
                     pending.applied = self.change_book(&pending.diff, pending.book, None, block);
                 }
             }
         }
-        begun.first.resets.clone_from(&begun.changes.resets);
-        for (at, coin) in self.books.stamped(epoch) {
-            begun.first.touched.push(Short::new(coin));
-            begun.first.touched_at.push(at);
+        // Nothing stamped yet (the usual block with no subscription of
+        // levels): no walk over the books for it.
+        if any_first || !begun.changes.resets.is_empty() {
+            begun.first.resets.clone_from(&begun.changes.resets);
+            for (at, coin) in self.books.stamped(epoch) {
+                begun.first.touched.push(Short::new(coin));
+                begun.first.touched_at.push(at);
+            }
         }
         begun
     }

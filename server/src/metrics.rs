@@ -62,8 +62,6 @@ pub struct Metrics {
     keys: Mutex<BTreeMap<String, (String, Arc<KeyUsage>)>>,
     feeds: Mutex<BTreeMap<&'static str, Arc<FeedTraffic>>>,
     open_streams: Mutex<BTreeMap<String, u64>>,
-    /// Open streams of every account together.
-    open_streams_total: AtomicU64,
     /// The most clients (connections and streams) open at once since
     /// [`Metrics::take_clients_peak`] last looked.
     clients_peak: AtomicU64,
@@ -188,8 +186,8 @@ impl Metrics {
     /// Clients open now: connections of both edges and streams of every
     /// account.
     pub fn clients(&self) -> u64 {
-        self.open_connections.load(Ordering::Relaxed)
-            + self.open_streams_total.load(Ordering::Relaxed)
+        let streams: u64 = self.open_streams.lock().values().sum();
+        self.open_connections.load(Ordering::Relaxed) + streams
     }
 
     fn note_clients(&self) {
@@ -225,13 +223,7 @@ impl Metrics {
 
     /// Sets the number of open streams of an account.
     pub fn set_open_streams(&self, account: &str, open: u64) {
-        let mut streams = self.open_streams.lock();
-        let before = streams.insert(account.to_owned(), open).unwrap_or(0);
-        let total = self.open_streams_total.load(Ordering::Relaxed);
-        // Under the lock: every change of the total is made here.
-        self.open_streams_total
-            .store((total + open).saturating_sub(before), Ordering::Relaxed);
-        drop(streams);
+        self.open_streams.lock().insert(account.to_owned(), open);
         self.note_clients();
     }
 

@@ -389,7 +389,7 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
     {
         let status = Arc::clone(engine.status());
         access.metrics().render_also(move || status.families());
-        let trims = Arc::new(crate::host::memory::Trims::default());
+        let trims = Arc::new(std::sync::atomic::AtomicU64::new(0));
         tasks.push(crate::host::memory::spawn(
             access.metrics().clone(),
             Arc::clone(&trims),
@@ -399,7 +399,10 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
                 name: "l1gate_memory_trims_total",
                 kind: "counter",
                 help: "Times the allocator was asked to return its free pages after a burst of clients ended (the clients fell to half a peak at least 256 above them).",
-                samples: vec![(String::new(), trims.done())],
+                samples: vec![(
+                    String::new(),
+                    trims.load(std::sync::atomic::Ordering::Relaxed),
+                )],
             }]
         });
         let lookups = candles.clone();
@@ -437,25 +440,13 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
                 name: "l1gate_feed_files_replaced_total",
                 kind: "counter",
                 help: "Node files found replaced under their name (another file renamed over them, or rotated: a new inode), by feed; each is read anew from its start.",
-                samples: Source::ALL
-                    .iter()
-                    .filter_map(|&source| {
-                        let replacements = live.feed(source)?.replacements();
-                        Some((format!("feed=\"{}\"", source.feed_id()), replacements))
-                    })
-                    .collect(),
+                samples: per_feed(&live, feeds::Feed::replacements),
                 },
                 crate::metrics::Family {
                 name: "l1gate_feed_files_shrunk_total",
                 kind: "counter",
                 help: "Node files found shorter than what was already read from them (rewritten or truncated; the node only appends), by feed; each is read anew.",
-                samples: Source::ALL
-                    .iter()
-                    .filter_map(|&source| {
-                        let shrinks = live.feed(source)?.shrinks();
-                        Some((format!("feed=\"{}\"", source.feed_id()), shrinks))
-                    })
-                    .collect(),
+                samples: per_feed(&live, feeds::Feed::shrinks),
                 },
             ]
         });
@@ -714,4 +705,15 @@ fn log_repair(outcome: &crate::host::candles::Repair) {
             "candle store: folding it again failed"
         ),
     }
+}
+
+/// One sample per feed the server reads, labelled `feed`: `count` of it.
+fn per_feed(live: &LiveFeeds, count: fn(&feeds::Feed) -> u64) -> Vec<(String, u64)> {
+    Source::ALL
+        .iter()
+        .filter_map(|&source| {
+            let feed = live.feed(source)?;
+            Some((format!("feed=\"{}\"", source.feed_id()), count(&feed)))
+        })
+        .collect()
 }

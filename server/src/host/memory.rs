@@ -22,28 +22,15 @@ pub const EVERY: Duration = Duration::from_secs(5);
 /// Clients a peak must hold above the count now for its end to be a burst.
 pub const BURST: u64 = 256;
 
-/// The watch's state: the clients' peak since the last trim, and the trims
-/// done.
-#[derive(Debug, Default)]
-pub struct Trims {
-    done: AtomicU64,
-}
-
-impl Trims {
-    /// Trims done so far.
-    pub fn done(&self) -> u64 {
-        self.done.load(Ordering::Relaxed)
-    }
-}
-
 /// Whether a count of clients `now` ends a burst that peaked at `peak`.
 pub fn burst_ended(peak: u64, now: u64) -> bool {
     peak >= now.saturating_add(BURST) && now.saturating_mul(2) <= peak
 }
 
 /// Starts the watch on the current runtime: the clients' peak and count
-/// read from `metrics` every [`EVERY`], a trim when a burst ended.
-pub fn spawn(metrics: Arc<Metrics>, trims: Arc<Trims>) -> tokio::task::JoinHandle<()> {
+/// read from `metrics` every [`EVERY`], a trim when a burst ended, counted
+/// in `trims`.
+pub fn spawn(metrics: Arc<Metrics>, trims: Arc<AtomicU64>) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut peak = 0u64;
         let mut ticks = tokio::time::interval(EVERY);
@@ -56,7 +43,7 @@ pub fn spawn(metrics: Arc<Metrics>, trims: Arc<Trims>) -> tokio::task::JoinHandl
             peak = peak.max(seen);
             if burst_ended(peak, now) {
                 let released = tokio::task::spawn_blocking(trim).await.unwrap_or(false);
-                trims.done.fetch_add(1, Ordering::Relaxed);
+                trims.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(
                     peak,
                     now,
