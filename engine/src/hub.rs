@@ -253,6 +253,24 @@ impl<T> Hub<T> {
         }
     }
 
+    /// A receiver whose next frame is frame number `seq` (the [`Hub::published`]
+    /// count at some earlier moment): it first reads the frames published
+    /// since then. `None` when `seq` is ahead of the hub or its frame is no
+    /// longer retained. Called by the writer, nothing can overwrite those
+    /// frames before the receiver exists; a slow reader may lag on them
+    /// afterwards like on any other.
+    pub fn subscribe_at(&self, seq: u64) -> Option<Receiver<T>> {
+        let head = self.shared.head.0.load(Ordering::Acquire);
+        if seq > head || seq < head.saturating_sub(self.shared.capacity()) {
+            return None;
+        }
+        self.shared.receivers.fetch_add(1, Ordering::AcqRel);
+        Some(Receiver {
+            shared: sync::Arc::clone(&self.shared),
+            next: seq,
+        })
+    }
+
     /// Publishes one frame, overwriting the oldest when full, then runs the
     /// wake-up hook.
     pub fn publish(&self, frame: T) {

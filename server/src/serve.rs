@@ -377,6 +377,17 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
             },
             checkpoints: Some(checkpoints),
             ready_wait: settings.ready_wait,
+            // Shared openings' frames are this old when read: well inside
+            // the edges' lag and send bounds.
+            opening_reuse: [
+                Some(Duration::from_millis(crate::host::engine::OPENING_REUSE_MS)),
+                settings.market_max_lag.map(|lag| lag / 4),
+                Some(settings.raw_feed.send_timeout / 4),
+            ]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or_default(),
         },
         Some(CandleFeed {
             from: candles_from,

@@ -123,6 +123,32 @@ fn a_new_receiver_sees_only_frames_published_after_it() {
     assert_eq!(frame(reader.recv()), 2);
 }
 
+#[test]
+fn a_receiver_made_at_a_retained_frame_reads_from_it_and_none_outside_the_ring() {
+    let hub = Hub::with_capacity(4);
+    hub.publish(0u32);
+    let at = hub.published();
+    for n in 1..4 {
+        hub.publish(n);
+    }
+    let mut reader = hub.subscribe_at(at).expect("frame 1 is retained");
+    assert_eq!(hub.receiver_count(), 1);
+    assert_eq!(
+        (0..3).map(|_| frame(reader.recv())).collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
+    assert_eq!(reader.recv(), Recv::Empty);
+    // At the head: like `subscribe`.
+    let mut now = hub.subscribe_at(hub.published()).unwrap();
+    assert_eq!(now.recv(), Recv::Empty);
+    // Ahead of the hub, or overwritten: none.
+    assert!(hub.subscribe_at(hub.published() + 1).is_none());
+    hub.publish(4);
+    hub.publish(5);
+    assert!(hub.subscribe_at(at).is_none(), "frame 1 was overwritten");
+    assert!(hub.subscribe_at(at + 1).is_some(), "frame 2 is the oldest");
+}
+
 #[rstest]
 #[case::one_over(4, 5, 1)]
 #[case::twice_around(4, 12, 8)]

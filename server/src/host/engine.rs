@@ -51,8 +51,12 @@
 //! blocks with the opening frame(s) and a hub receiver positioned right
 //! after them, so the opening state and the later frames neither overlap nor
 //! leave a gap. Subscribers asking the same thing share one view key
-//! ([`Key`]), whose frames are built once per block and shared by `Arc`;
-//! those that arrive between the same two blocks share one opening too. A
+//! ([`Key`]), whose frames are built once per block and shared by `Arc`.
+//! A live key keeps its newest opening: a later subscriber is given it with
+//! a receiver positioned at the frame that followed it, so it reads the
+//! frames published since and its stream is the one it would have had
+//! subscribing then; a new opening is built only once the last is older
+//! than `EngineSettings::opening_reuse` (or a quarter of the ring behind). A
 //! key exists only while it has receivers; it is dropped (and what its
 //! subscription holds in the market released) at the next block after its
 //! last receiver goes away.
@@ -118,6 +122,11 @@ pub struct EngineSettings {
     pub checkpoints: Option<Checkpoints>,
     /// How long a subscription or read waits for the views to be ready.
     pub ready_wait: Duration,
+    /// How long a live key's opening is given to later subscribers (with
+    /// the frames published since) rather than built again. Keep it well
+    /// under the edges' lag and send bounds: those frames are that old when
+    /// the subscriber reads them.
+    pub opening_reuse: Duration,
 }
 
 /// Requests (subscriptions, reads) that may wait for the engine thread at
@@ -140,9 +149,17 @@ impl Default for EngineSettings {
             views: ViewSettings::default(),
             checkpoints: None,
             ready_wait: Duration::from_millis(READY_WAIT_MS),
+            opening_reuse: Duration::from_millis(OPENING_REUSE_MS),
         }
     }
 }
+
+/// How long a live key's opening is shared, by default (ms): at the
+/// mainnet pace of ~15 blocks a second, a burst of `l4Book` subscribes to
+/// one coin costs the engine thread two copies of its book a second, and a
+/// subscriber reads at most half a second of frames it would otherwise
+/// not have had to wait for.
+pub const OPENING_REUSE_MS: u64 = 500;
 
 /// Engine checkpoints: where, and when they are written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -245,8 +262,9 @@ pub type MarketRead = Box<dyn FnOnce(&mut Market) + Send>;
 /// variant says what it costs the thread at worst.
 pub enum Command {
     /// Subscribe to `key`. Nothing is built when the key is live and its
-    /// opening was built since the last block (subscribers between the same
-    /// two blocks share it); else the view's opening: for `l4Book` a copy of
+    /// newest opening is recent (`EngineSettings::opening_reuse`; the
+    /// subscriber gets that opening and the frames since); else the view's
+    /// opening: for `l4Book` a copy of
     /// the coin's book (every resting order of it: about 51,000 for BTC on
     /// mainnet), for L2 books and BBO the top levels, for mids every book's
     /// top, for the rest little or nothing.
@@ -619,6 +637,44 @@ struct Entry {
     signal: Arc<Signal>,
     /// The step of a block's fold after which its frames are published.
     step: Step,
+    /// The key's newest opening: later subscribers get it with the frames
+    /// published since ([`Opening::shared`]).
+    opening: Opening,
+}
+
+/// A live key's newest opening, when it was built, and the number of the
+/// hub frame that followed it.
+struct Opening {
+    batch: Arc<Batch>,
+    built: Instant,
+    next_frame: u64,
+}
+
+impl Opening {
+    fn new(batch: &Arc<Batch>, hub: &Hub<Batch>) -> Self {
+        Self {
+            batch: Arc::clone(batch),
+            built: Instant::now(),
+            next_frame: hub.published(),
+        }
+    }
+
+    /// The opening and a receiver of the frames since, while it is younger
+    /// than `reuse` and those frames are under a quarter of the ring (so
+    /// that the subscriber starts far from lagging). The stream is the one
+    /// the subscriber would have had subscribing when it was built.
+    fn shared(
+        &self,
+        hub: &Hub<Batch>,
+        reuse: Duration,
+    ) -> Option<(Arc<Batch>, HubReceiver<Batch>)> {
+        let since = hub.published() - self.next_frame;
+        if self.built.elapsed() > reuse || since > hub.capacity() as u64 / 4 {
+            return None;
+        }
+        let receiver = hub.subscribe_at(self.next_frame)?;
+        Some((Arc::clone(&self.batch), receiver))
+    }
 }
 
 /// How often, at most, the engine thread has the feeds release the pages
@@ -633,9 +689,6 @@ struct Writer<'s> {
     market: Market,
     source: BlockSource,
     keys: BTreeMap<Key, Entry>,
-    /// The openings built since the last block, by key: subscribers that
-    /// arrive between the same two blocks share one.
-    openings: BTreeMap<Key, Arc<Batch>>,
     candles: Option<Sender<CandleMessage>>,
     wakeups: Wakeups,
     last_listing: Instant,
@@ -764,7 +817,6 @@ impl<'s> Writer<'s> {
             market,
             source,
             keys: BTreeMap::new(),
-            openings: BTreeMap::new(),
             candles: sink,
             wakeups,
             last_listing: Instant::now(),
@@ -977,9 +1029,6 @@ impl<'s> Writer<'s> {
 
     fn fold(&mut self, block: &Block) {
         self.drop_unread_keys();
-        // The openings made since the last block describe the state before
-        // this one.
-        self.openings.clear();
         let keys = &mut self.keys;
         let report = self
             .market
@@ -1113,12 +1162,16 @@ impl<'s> Writer<'s> {
         if !self.status.ready() {
             return Err(SubscribeError::NotReady);
         }
-        // A live key whose opening was built since the last block: shared,
-        // nothing built again.
-        if let (Some(entry), Some(opening)) = (self.keys.get(&key), self.openings.get(&key)) {
+        // A live key with a recent opening: that opening, then the frames
+        // published since; nothing built.
+        if let Some(entry) = self.keys.get(&key)
+            && let Some((opening, receiver)) = entry
+                .opening
+                .shared(&entry.hub, self.settings.opening_reuse)
+        {
             return Ok(Opened {
-                opening: Arc::clone(opening),
-                receiver: entry.hub.subscribe(),
+                opening,
+                receiver,
                 signal: Arc::clone(&entry.signal),
             });
         }
@@ -1135,11 +1188,11 @@ impl<'s> Writer<'s> {
             return Err(SubscribeError::UnknownCoin(unknown));
         }
         let opening = Arc::new(Batch::new(self.market.position(), frames));
-        self.openings.insert(key.clone(), Arc::clone(&opening));
-        if let Some(entry) = self.keys.get(&key) {
-            // The key exists: its producer keeps running; this opening was
-            // computed for the new subscriber only.
+        if let Some(entry) = self.keys.get_mut(&key) {
+            // The key exists: its producer keeps running; this opening is
+            // kept for the subscribers after this one.
             producer.close(&mut self.market);
+            entry.opening = Opening::new(&opening, &entry.hub);
             return Ok(Opened {
                 opening,
                 receiver: entry.hub.subscribe(),
@@ -1153,6 +1206,7 @@ impl<'s> Writer<'s> {
         );
         let receiver = hub.subscribe();
         let step = key.kind().ready_after();
+        let shared = Opening::new(&opening, &hub);
         self.keys.insert(
             key,
             Entry {
@@ -1160,6 +1214,7 @@ impl<'s> Writer<'s> {
                 hub,
                 signal: Arc::clone(&signal),
                 step,
+                opening: shared,
             },
         );
         self.status
@@ -1337,6 +1392,7 @@ fn first_block_at(live: &LiveFeeds, from: Start) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use engine::checkpoint::{capture, file};
+    use engine::hub::Recv;
     use fixtures::{RunOptions, SimConfig};
 
     use super::*;
@@ -1620,45 +1676,78 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn subscribers_between_two_blocks_share_one_opening() {
+    async fn a_live_keys_recent_opening_is_shared_with_the_frames_since() {
         let tmp = tempfile::tempdir().unwrap();
         let (live, _) = node(&tmp.path().join("node"));
         let (wakeups, _dispatcher) = crate::host::wakeups::Wakeups::spawn();
         let status = EngineStatus::default();
+        // A ring of 8: an opening is shared for 2 frames after it (a
+        // quarter of the ring), however long that takes here.
         let settings = EngineSettings {
             align_grace: Duration::from_millis(1),
+            ring_capacity: 8,
+            opening_reuse: Duration::from_secs(3600),
             ..EngineSettings::default()
         };
         let mut writer = Writer::new(&live, settings, None, wakeups, &status).unwrap();
-        // Every block but the last.
         let mut blocks = Vec::new();
         for _ in 0..200 {
-            writer.source.read(crate::unix_now_ms()).unwrap();
+            let read = writer.source.read(crate::unix_now_ms()).unwrap();
             while let Some(block) = writer.source.pop(crate::unix_now_ms()) {
                 blocks.push(block);
             }
-            if writer.source.pending() == 0 && !blocks.is_empty() {
+            if read == 0 && writer.source.pending() == 0 && !blocks.is_empty() {
                 break;
             }
             std::thread::sleep(Duration::from_millis(2));
         }
-        let last = blocks.pop().unwrap();
+        assert!(blocks.len() > 40, "{} blocks read", blocks.len());
+        let later = blocks.split_off(blocks.len() - 30);
         for block in &blocks {
             writer.fold(block);
         }
         status.mark_ready();
         let key = Key::L4Book(engine::views::l4book::L4BookKey::new("BTC".into(), None));
-        let first = writer.subscribe(key.clone()).unwrap();
+        let mut first = writer.subscribe(key.clone()).unwrap();
         let second = writer.subscribe(key.clone()).unwrap();
         assert!(!first.opening.frames().is_empty());
         assert!(
             Arc::ptr_eq(&first.opening, &second.opening),
             "one opening, built once"
         );
-        writer.fold(&last);
-        let third = writer.subscribe(key).unwrap();
-        assert!(!Arc::ptr_eq(&first.opening, &third.opening));
-        assert_eq!(third.opening.position().block_number, last.number);
+        // Fold until the key published one frame: a subscriber now gets the
+        // same opening and that frame, the stream `first` reads.
+        let mut later = later.into_iter();
+        let published = |writer: &Writer<'_>| writer.keys[&key].hub.published();
+        while published(&writer) < 1 {
+            writer.fold(&later.next().expect("BTC moves within 30 blocks"));
+        }
+        let mut third = writer.subscribe(key.clone()).unwrap();
+        assert!(Arc::ptr_eq(&first.opening, &third.opening));
+        let (Recv::Frame(a), Recv::Frame(b)) = (first.receiver.recv(), third.receiver.recv())
+        else {
+            panic!("both read the frame published since the opening");
+        };
+        assert!(Arc::ptr_eq(&a, &b));
+        assert!(a.position().block_number > first.opening.position().block_number);
+        assert!(matches!(third.receiver.recv(), Recv::Empty));
+        // Past 2 frames since: a new opening, at the newest block, read from
+        // the head.
+        while published(&writer) < 3 {
+            writer.fold(&later.next().expect("BTC moves within 30 blocks"));
+        }
+        let at = writer.market.position();
+        let mut fourth = writer.subscribe(key.clone()).unwrap();
+        assert!(!Arc::ptr_eq(&first.opening, &fourth.opening));
+        assert_eq!(fourth.opening.position(), at);
+        assert!(matches!(fourth.receiver.recv(), Recv::Empty));
+        // And that one is shared in turn, until it is older than allowed.
+        let fifth = writer.subscribe(key.clone()).unwrap();
+        assert!(Arc::ptr_eq(&fourth.opening, &fifth.opening));
+        writer.settings.opening_reuse = Duration::from_millis(20);
+        std::thread::sleep(Duration::from_millis(30));
+        let sixth = writer.subscribe(key).unwrap();
+        assert!(!Arc::ptr_eq(&fourth.opening, &sixth.opening));
     }
 
     #[tokio::test]

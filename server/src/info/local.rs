@@ -35,6 +35,7 @@ use bytes::Bytes;
 use crossbeam_channel::Sender;
 use engine::book::l4::{RestingOrder, UserOrders};
 use engine::event::Side;
+use engine::hub::Recv;
 use engine::market::candles::Interval;
 use engine::num::{Px, Sz};
 use engine::text::Short;
@@ -227,10 +228,23 @@ impl Local {
         };
         // The subscription is dropped with its receiver; the engine lets
         // go of a key nobody reads at the next block.
-        let opened = subscribe(&self.commands, &self.status, key)
+        let mut opened = subscribe(&self.commands, &self.status, key)
             .await
             .map_err(refused)?;
-        let frame = opened.opening.frames().first().cloned();
+        // A live key's opening may be shared from a few blocks back with
+        // the frames since (snapshots, each whole): the newest is the answer.
+        let mut frame = opened.opening.frames().first().cloned();
+        loop {
+            match opened.receiver.recv() {
+                Recv::Frame(batch) => {
+                    if let Some(newer) = batch.frames().last() {
+                        frame = Some(newer.clone());
+                    }
+                }
+                Recv::Lagged { .. } => {}
+                Recv::Empty | Recv::Closed => break,
+            }
+        }
         let data = frame.and_then(|frame| render::data(&frame, channel));
         Ok(match (channel, data) {
             (Channel::AllMids, Some(mut data)) => data["mids"].take(),

@@ -269,6 +269,35 @@ async fn the_first_bucket_follows_the_rule(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_book_answer_is_the_newest_state_while_a_channel_holds_the_book() {
+    // A block every 30 ms: the channel's opening is shared with Info for a
+    // while, and frames are published after it meanwhile.
+    let node = live_node(400, 20, Duration::from_millis(30));
+    let server = TestServer::start(node.dir.path(), |_| {}).await;
+    ready(&server).await;
+    let mut socket = super::ws_api::connect(&server).await;
+    let subscription = json!({"type":"l2Book","coin":"BTC"});
+    super::ws_api::send(
+        &mut socket,
+        json!({"method":"subscribe","subscription":subscription}),
+    )
+    .await;
+    let mut times = Vec::new();
+    while times.len() < 3 {
+        let message = super::ws_api::on_channel(&mut socket, "l2Book").await;
+        times.push(message["data"]["time"].as_i64().unwrap());
+    }
+    assert!(times[2] > times[0], "{times:?}");
+    let (status, book) = info(&server, json!({"type":"l2Book","coin":"BTC"})).await;
+    assert_eq!(status, 200, "{book}");
+    assert!(
+        book["time"].as_i64().unwrap() >= times[2],
+        "Info answered the book at {} after the channel sent {times:?}",
+        book["time"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_bucket_the_files_begin_in_is_served_while_open_as_the_channel_serves_it() {
     // Fills from 17:39:13, mid-bucket in every interval.
     let hours = simulated_hours(1_800, SimConfig::small(5).start_time_ms);
