@@ -6,7 +6,6 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, SeqAccess, Visitor};
 use thiserror::Error;
 
@@ -74,8 +73,69 @@ pub fn parse_coins(
     bytes: &[u8],
     coins: Option<&BTreeSet<String>>,
 ) -> Result<L4Snapshot, SnapshotError> {
+    parse_with(bytes, coins, None)
+}
+
+/// [`parse`], telling `release` every few MiB how many leading bytes of
+/// `bytes` it is done with (it never reads them again), so that a caller
+/// parsing a mapped file can let go of those pages as it goes: the
+/// server's start then holds a window of the file, not the file and the
+/// books at once.
+///
+/// # Errors
+/// As [`parse`].
+pub fn parse_releasing(
+    bytes: &[u8],
+    release: &mut dyn FnMut(usize),
+) -> Result<L4Snapshot, SnapshotError> {
+    let progress = Progress {
+        start: bytes.as_ptr() as usize,
+        len: bytes.len(),
+        released: std::cell::Cell::new(0),
+        release: std::cell::RefCell::new(release),
+    };
+    parse_with(bytes, None, Some(&progress as &dyn Reached))
+}
+
+/// How far a parse has read, told to a caller every [`RELEASE_STEP`].
+struct Progress<'r> {
+    /// Address and length of the bytes parsed.
+    start: usize,
+    len: usize,
+    /// What the caller was told last.
+    released: std::cell::Cell<usize>,
+    release: std::cell::RefCell<&'r mut dyn FnMut(usize)>,
+}
+
+/// Bytes read between two calls of a [`parse_releasing`] caller's release.
+const RELEASE_STEP: usize = 4 << 20;
+
+/// Told where a parse is.
+trait Reached {
+    /// `text`, borrowed from the bytes parsed, was just read: every byte
+    /// before it is done with. (A parse reads front to back, and strings
+    /// without escapes are borrowed straight from the input, so the
+    /// address says where the parse is.)
+    fn reached(&self, text: &str);
+}
+
+impl Reached for Progress<'_> {
+    fn reached(&self, text: &str) {
+        let at = (text.as_ptr() as usize).wrapping_sub(self.start);
+        if at <= self.len && at >= self.released.get() + RELEASE_STEP {
+            self.released.set(at);
+            (self.release.borrow_mut())(at);
+        }
+    }
+}
+
+fn parse_with(
+    bytes: &[u8],
+    coins: Option<&BTreeSet<String>>,
+    progress: Reach<'_>,
+) -> Result<L4Snapshot, SnapshotError> {
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
-    let (height, coins) = SnapshotSeed(coins)
+    let (height, coins) = SnapshotSeed(coins, progress)
         .deserialize(&mut deserializer)
         .and_then(|parsed| deserializer.end().map(|()| parsed))
         .map_err(|e| SnapshotError::Malformed {
@@ -94,15 +154,18 @@ pub fn parse_coins(
 /// The coins whose books are built (`None`: all).
 type Scope<'s> = Option<&'s BTreeSet<String>>;
 
-/// `[height, [[coin, [bids, asks]], …]]`.
-struct SnapshotSeed<'s>(Scope<'s>);
+/// Where a parse reports how far it read (`None`: nowhere).
+type Reach<'p> = Option<&'p dyn Reached>;
 
-impl<'de> DeserializeSeed<'de> for SnapshotSeed<'_> {
+/// `[height, [[coin, [bids, asks]], …]]`.
+struct SnapshotSeed<'s, 'p>(Scope<'s>, Reach<'p>);
+
+impl<'de> DeserializeSeed<'de> for SnapshotSeed<'_, '_> {
     type Value = (u64, Vec<(String, L4Book, Option<u64>)>);
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        struct SnapshotVisitor<'s>(Scope<'s>);
-        impl<'de> Visitor<'de> for SnapshotVisitor<'_> {
+        struct SnapshotVisitor<'s, 'p>(Scope<'s>, Reach<'p>);
+        impl<'de> Visitor<'de> for SnapshotVisitor<'_, '_> {
             type Value = (u64, Vec<(String, L4Book, Option<u64>)>);
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("[height, [[coin, [bids, asks]], …]]")
@@ -112,7 +175,7 @@ impl<'de> DeserializeSeed<'de> for SnapshotSeed<'_> {
                     .next_element()?
                     .ok_or_else(|| de::Error::invalid_length(0, &self))?;
                 let coins = seq
-                    .next_element_seed(CoinListSeed(self.0))?
+                    .next_element_seed(CoinListSeed(self.0, self.1))?
                     .ok_or_else(|| de::Error::invalid_length(1, &self))?;
                 if seq.next_element::<de::IgnoredAny>()?.is_some() {
                     return Err(de::Error::invalid_length(3, &self));
@@ -120,26 +183,26 @@ impl<'de> DeserializeSeed<'de> for SnapshotSeed<'_> {
                 Ok((height, coins))
             }
         }
-        deserializer.deserialize_seq(SnapshotVisitor(self.0))
+        deserializer.deserialize_seq(SnapshotVisitor(self.0, self.1))
     }
 }
 
 /// `[[coin, [bids, asks]], …]`, each book in scope built while reading.
-struct CoinListSeed<'s>(Scope<'s>);
+struct CoinListSeed<'s, 'p>(Scope<'s>, Reach<'p>);
 
-impl<'de> DeserializeSeed<'de> for CoinListSeed<'_> {
+impl<'de> DeserializeSeed<'de> for CoinListSeed<'_, '_> {
     type Value = Vec<(String, L4Book, Option<u64>)>;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        struct CoinsVisitor<'s>(Scope<'s>);
-        impl<'de> Visitor<'de> for CoinsVisitor<'_> {
+        struct CoinsVisitor<'s, 'p>(Scope<'s>, Reach<'p>);
+        impl<'de> Visitor<'de> for CoinsVisitor<'_, '_> {
             type Value = Vec<(String, L4Book, Option<u64>)>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a list of [coin, [bids, asks]]")
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
                 let mut out = Vec::new();
-                while let Some(entry) = seq.next_element_seed(CoinEntrySeed(self.0))? {
+                while let Some(entry) = seq.next_element_seed(CoinEntrySeed(self.0, self.1))? {
                     if let Some(entry) = entry {
                         out.push((entry.coin, entry.book, entry.misplaced));
                     }
@@ -147,12 +210,12 @@ impl<'de> DeserializeSeed<'de> for CoinListSeed<'_> {
                 Ok(out)
             }
         }
-        deserializer.deserialize_seq(CoinsVisitor(self.0))
+        deserializer.deserialize_seq(CoinsVisitor(self.0, self.1))
     }
 }
 
 /// `[coin, [bids, asks]]`; `None` for a coin out of scope.
-struct CoinEntrySeed<'s>(Scope<'s>);
+struct CoinEntrySeed<'s, 'p>(Scope<'s>, Reach<'p>);
 
 /// One coin's book as read.
 struct CoinEntry {
@@ -161,12 +224,12 @@ struct CoinEntry {
     misplaced: Option<u64>,
 }
 
-impl<'de> DeserializeSeed<'de> for CoinEntrySeed<'_> {
+impl<'de> DeserializeSeed<'de> for CoinEntrySeed<'_, '_> {
     type Value = Option<CoinEntry>;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        struct EntryVisitor<'s>(Scope<'s>);
-        impl<'de> Visitor<'de> for EntryVisitor<'_> {
+        struct EntryVisitor<'s, 'p>(Scope<'s>, Reach<'p>);
+        impl<'de> Visitor<'de> for EntryVisitor<'_, '_> {
             type Value = Option<CoinEntry>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("[coin, [bids, asks]]")
@@ -183,20 +246,16 @@ impl<'de> DeserializeSeed<'de> for CoinEntrySeed<'_> {
                     }
                     return Ok(None);
                 }
-                let sides: Sides = seq
-                    .next_element()?
+                let mut building = Building {
+                    book: L4Book::new(),
+                    misplaced: None,
+                    reach: self.1,
+                };
+                seq.next_element_seed(SidesSeed(&mut building))?
                     .ok_or_else(|| de::Error::invalid_length(1, &self))?;
-                let mut book = L4Book::new();
-                let mut misplaced = None;
-                for (expected, orders) in [(Side::Bid, sides.bids), (Side::Ask, sides.asks)] {
-                    for order in orders {
-                        if order.side != expected || misplaced.is_some() {
-                            misplaced.get_or_insert(order.oid);
-                            continue;
-                        }
-                        book.insert(order);
-                    }
-                }
+                let Building {
+                    book, misplaced, ..
+                } = building;
                 if seq.next_element::<de::IgnoredAny>()?.is_some() {
                     return Err(de::Error::invalid_length(3, &self));
                 }
@@ -207,46 +266,83 @@ impl<'de> DeserializeSeed<'de> for CoinEntrySeed<'_> {
                 }))
             }
         }
-        deserializer.deserialize_seq(EntryVisitor(self.0))
+        deserializer.deserialize_seq(EntryVisitor(self.0, self.1))
     }
 }
 
-/// `[bids, asks]`.
-struct Sides {
-    bids: Vec<RestingOrder>,
-    asks: Vec<RestingOrder>,
+/// One coin's book as its orders are read: each goes straight into the
+/// book (no list of a side's orders is held), unless it or an order before
+/// it sits in the wrong side's list.
+struct Building<'p> {
+    book: L4Book,
+    /// The first order found in the wrong side's list.
+    misplaced: Option<u64>,
+    reach: Reach<'p>,
 }
 
-impl<'de> Deserialize<'de> for Sides {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let (bids, asks): (OrderList, OrderList) = Deserialize::deserialize(deserializer)?;
-        Ok(Sides {
-            bids: bids.0,
-            asks: asks.0,
-        })
+impl Building<'_> {
+    fn take(&mut self, order: RestingOrder, expected: Side) {
+        if order.side != expected || self.misplaced.is_some() {
+            self.misplaced.get_or_insert(order.oid);
+            return;
+        }
+        self.book.insert(order);
     }
 }
 
-/// `[[user, order], …]`, converted element by element.
-struct OrderList(Vec<RestingOrder>);
+/// `[bids, asks]`, into a [`Building`].
+struct SidesSeed<'b, 'p>(&'b mut Building<'p>);
 
-impl<'de> Deserialize<'de> for OrderList {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct OrdersVisitor;
-        impl<'de> Visitor<'de> for OrdersVisitor {
-            type Value = OrderList;
+impl<'de> DeserializeSeed<'de> for SidesSeed<'_, '_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        struct SidesVisitor<'b, 'p>(&'b mut Building<'p>);
+        impl<'de> Visitor<'de> for SidesVisitor<'_, '_> {
+            type Value = ();
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("[bids, asks]")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+                for (at, side) in [Side::Bid, Side::Ask].into_iter().enumerate() {
+                    seq.next_element_seed(OrderListSeed(&mut *self.0, side))?
+                        .ok_or_else(|| de::Error::invalid_length(at, &self))?;
+                }
+                if seq.next_element::<de::IgnoredAny>()?.is_some() {
+                    return Err(de::Error::invalid_length(3, &self));
+                }
+                Ok(())
+            }
+        }
+        deserializer.deserialize_seq(SidesVisitor(self.0))
+    }
+}
+
+/// `[[user, order], …]` of one side, converted element by element into a
+/// [`Building`].
+struct OrderListSeed<'b, 'p>(&'b mut Building<'p>, Side);
+
+impl<'de> DeserializeSeed<'de> for OrderListSeed<'_, '_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        struct OrdersVisitor<'b, 'p>(&'b mut Building<'p>, Side);
+        impl<'de> Visitor<'de> for OrdersVisitor<'_, '_> {
+            type Value = ();
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a list of [user, order]")
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<OrderList, A::Error> {
-                let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
                 while let Some((user, order)) = seq.next_element::<(&'de str, NodeOrder<'de>)>()? {
-                    out.push(RestingOrder::from_node(user, &order));
+                    if let Some(reach) = self.0.reach {
+                        reach.reached(user);
+                    }
+                    self.0.take(RestingOrder::from_node(user, &order), self.1);
                 }
-                Ok(OrderList(out))
+                Ok(())
             }
         }
-        deserializer.deserialize_seq(OrdersVisitor)
+        deserializer.deserialize_seq(OrdersVisitor(self.0, self.1))
     }
 }
 
@@ -388,6 +484,39 @@ mod tests {
             parse_coins(extra.as_bytes(), Some(&only)).is_err(),
             "a third element"
         );
+    }
+
+    #[test]
+    fn a_releasing_parse_builds_the_same_books_and_tells_how_far_it_read() {
+        // About 12 MB over three coins.
+        let mut coins = Vec::new();
+        for coin in ["A", "B", "C"] {
+            let orders: Vec<String> = (0..12_000u64)
+                .map(|n| {
+                    let oid = n + 1_000_000 * u64::from(coin.as_bytes()[0]);
+                    format!(
+                        r#"["0x{n:040x}",{{"coin":"{coin}","side":"B","limitPx":"{}.5","sz":"2.0","oid":{oid},"timestamp":{n},"triggerCondition":"N/A","isTrigger":false,"triggerPx":"0.0","children":[],"isPositionTpsl":false,"reduceOnly":false,"orderType":"Limit","origSz":"2.0","tif":"Gtc","cloid":null,"padding":"{}"}}]"#,
+                        100 + n % 50,
+                        "x".repeat(200)
+                    )
+                })
+                .collect();
+            coins.push(format!(r#"["{coin}",[[{}],[]]]"#, orders.join(",")));
+        }
+        let text = format!("[42,[{}]]", coins.join(","));
+        let mut told = Vec::new();
+        let parsed = parse_releasing(text.as_bytes(), &mut |below| told.push(below)).unwrap();
+        assert_eq!(parsed, parse(text.as_bytes()).unwrap());
+        assert!(told.len() >= 2, "{told:?}");
+        assert!(
+            told.windows(2).all(|w| w[1] >= w[0] + RELEASE_STEP),
+            "{told:?}"
+        );
+        assert!(*told.last().unwrap() < text.len());
+        // Every byte told is behind an order already read: the parse never
+        // goes back, so nothing before the last told offset is needed.
+        let last = *told.last().unwrap();
+        assert!(text[last..].starts_with("0x"), "told where a user starts");
     }
 
     #[test]

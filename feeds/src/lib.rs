@@ -39,6 +39,6 @@ pub use filter::{EventFilter, FilterError, Filtered};
 pub use index::Target;
 pub use layout::SegmentKey;
 pub use legacy::LineFormat;
-pub use snapshot::{SnapshotFile, SnapshotTime, Snapshots};
+pub use snapshot::{MappedSnapshot, SnapshotFile, SnapshotTime, Snapshots};
 pub use source::{Mode, PositionKind, Source, SourceSet};
 pub use watch::{Change, Watcher};

@@ -465,40 +465,46 @@ impl Segment {
     /// them (a replay, a lagging subscriber) maps them again on first touch,
     /// from the same file. Returns the length of the range released, whole
     /// pages (0 when `below` is 0 or nothing is mapped).
-    #[allow(unsafe_code)]
     pub fn release_below(&self, below: u64) -> usize {
-        let map = &self.map;
-        let page = rustix::param::page_size();
-        let upto = usize::try_from(below.min(self.complete_len()))
-            .unwrap_or(usize::MAX)
-            .min(map.len());
-        // The mapping covers whole pages, so the page holding `upto` is in it.
-        let len = upto.div_ceil(page) * page;
-        if len == 0 {
-            return 0;
-        }
-        // SAFETY: `map` owns a read-only shared mapping of the file starting
-        // at `map.as_ptr()` (the whole mapping `map_file` made, page-aligned)
-        // and keeps it alive while any view of it exists; `[start, start +
-        // len)` is a whole number of pages inside it. MADV_DONTNEED on a
-        // shared file mapping only removes this process's page-table entries:
-        // the address range stays mapped with the same protection, and the
-        // next read of any of it faults the page in again from the file. The
-        // bytes below the complete prefix are final (the files are append
-        // only), so a view reads the same bytes before and after; a file
-        // shortened by hand behaves as it does for any first read (the
-        // SIGBUS guard, `crate::fault`). Pages `defuse_past` replaced with
-        // private zero pages read as zeros again. This process never writes
-        // through the mapping, so nothing is discarded.
-        let released = unsafe {
-            rustix::mm::madvise(
-                map.as_ptr().cast_mut().cast(),
-                len,
-                rustix::mm::Advice::LinuxDontNeed,
-            )
-        };
-        if released.is_ok() { len } else { 0 }
+        let upto = usize::try_from(below.min(self.complete_len())).unwrap_or(usize::MAX);
+        release_mapped(&self.map, upto)
     }
+}
+
+/// Lets go of this process's resident pages of `map` — a whole mapping made
+/// by [`map_file`] — holding its first `upto` bytes (rounded up to whole
+/// pages, capped at the mapping). Bytes below `upto` must be final (the
+/// files are append only; a snapshot is whole when mapped). Returns the
+/// length released.
+#[allow(unsafe_code)]
+pub(crate) fn release_mapped(map: &Bytes, upto: usize) -> usize {
+    let page = rustix::param::page_size();
+    let upto = upto.min(map.len());
+    // The mapping covers whole pages, so the page holding `upto` is in it.
+    let len = upto.div_ceil(page) * page;
+    if len == 0 {
+        return 0;
+    }
+    // SAFETY: `map` owns a read-only shared mapping of the file starting
+    // at `map.as_ptr()` (the whole mapping `map_file` made, page-aligned)
+    // and keeps it alive while any view of it exists; `[start, start +
+    // len)` is a whole number of pages inside it. MADV_DONTNEED on a
+    // shared file mapping only removes this process's page-table entries:
+    // the address range stays mapped with the same protection, and the
+    // next read of any of it faults the page in again from the file. The
+    // bytes below `upto` are final, so a view reads the same bytes before
+    // and after; a file shortened by hand behaves as it does for any first
+    // read (the SIGBUS guard, `crate::fault`). Pages `defuse_past` replaced
+    // with private zero pages read as zeros again. This process never
+    // writes through the mapping, so nothing is discarded.
+    let released = unsafe {
+        rustix::mm::madvise(
+            map.as_ptr().cast_mut().cast(),
+            len,
+            rustix::mm::Advice::LinuxDontNeed,
+        )
+    };
+    if released.is_ok() { len } else { 0 }
 }
 
 /// The last complete line of newline-terminated `data`.

@@ -321,6 +321,10 @@ pub struct EngineStatus {
     anomalies: Anomalies,
     /// The last checkpoint's writing failed (a full disk, say).
     checkpoints_failing: AtomicBool,
+    /// Subscriptions answered with an opening built for them, and with a
+    /// live key's recent opening.
+    openings_built: AtomicU64,
+    openings_shared: AtomicU64,
 }
 
 /// What the engine met in the node's files that it could not fold as
@@ -484,6 +488,21 @@ impl EngineStatus {
             kind: "counter",
             help: "Folded blocks whose candles waited for room in the candle store thread's queue (its disk held it up); the engine waits, nothing is dropped.",
             samples: vec![(String::new(), self.candle_waits.load(Ordering::Relaxed))],
+        });
+        families.push(crate::metrics::Family {
+            name: "l1gate_engine_subscriptions_total",
+            kind: "counter",
+            help: "Subscriptions the market engine accepted, by how their opening came: built for them, or a live key's recent opening shared with the frames since (no work on the engine thread).",
+            samples: vec![
+                (
+                    "opening=\"built\"".to_owned(),
+                    self.openings_built.load(Ordering::Relaxed),
+                ),
+                (
+                    "opening=\"shared\"".to_owned(),
+                    self.openings_shared.load(Ordering::Relaxed),
+                ),
+            ],
         });
         families
     }
@@ -682,6 +701,11 @@ impl Opening {
 /// tables of the files' mappings, on the feeds' reaper thread.
 const RELEASE_EVERY: Duration = Duration::from_secs(1);
 
+/// Bytes of node files read between two releases of the pages read while
+/// catching up (live, [`RELEASE_EVERY`] paces them): the catch-up of hours
+/// of files holds about this much of them resident, not all it read.
+const CATCH_UP_RELEASE: u64 = 16 << 20;
+
 struct Writer<'s> {
     settings: EngineSettings,
     status: &'s EngineStatus,
@@ -694,6 +718,8 @@ struct Writer<'s> {
     last_listing: Instant,
     /// When the feeds last let go of pages read long ago (`None`: never).
     last_release: Option<Instant>,
+    /// The source's bytes read at the last release while catching up.
+    released_at: u64,
     /// The block source's alignment counters already added to the status.
     aligned: AlignCounts,
     /// Takes checkpoints as the market folds (`None`: off).
@@ -821,6 +847,7 @@ impl<'s> Writer<'s> {
             wakeups,
             last_listing: Instant::now(),
             last_release: None,
+            released_at: 0,
             aligned: AlignCounts::default(),
             checkpointer,
         })
@@ -1020,6 +1047,10 @@ impl<'s> Writer<'s> {
                 self.fold(&block);
                 folded += 1;
             }
+            if !self.status.ready() && self.source.bytes() >= self.released_at + CATCH_UP_RELEASE {
+                self.live.release_read();
+                self.released_at = self.source.bytes();
+            }
             self.count_alignment();
             if read == 0 && folded == 0 {
                 return Ok(Drained::Idle);
@@ -1169,6 +1200,7 @@ impl<'s> Writer<'s> {
                 .opening
                 .shared(&entry.hub, self.settings.opening_reuse)
         {
+            self.status.openings_shared.fetch_add(1, Ordering::Relaxed);
             return Ok(Opened {
                 opening,
                 receiver,
@@ -1188,6 +1220,7 @@ impl<'s> Writer<'s> {
             return Err(SubscribeError::UnknownCoin(unknown));
         }
         let opening = Arc::new(Batch::new(self.market.position(), frames));
+        self.status.openings_built.fetch_add(1, Ordering::Relaxed);
         if let Some(entry) = self.keys.get_mut(&key) {
             // The key exists: its producer keeps running; this opening is
             // kept for the subscribers after this one.
@@ -1349,10 +1382,17 @@ fn newest_sound_snapshot(live: &LiveFeeds) -> Market {
     }
     let mut passed_over = 0;
     for file in snapshots.list().iter().rev() {
+        // Pages parsed are let go of as the parse goes: the start holds a
+        // window of the file beside the books, not the whole file.
         let parsed = snapshots
-            .read(file)
+            .map(file)
             .map_err(|e| e.to_string())
-            .and_then(|bytes| engine::snapshot::parse(&bytes).map_err(|e| e.to_string()));
+            .and_then(|mapped| {
+                engine::snapshot::parse_releasing(mapped.bytes(), &mut |below| {
+                    mapped.release_below(below);
+                })
+                .map_err(|e| e.to_string())
+            });
         match parsed {
             Ok(snapshot) => {
                 if passed_over > 0 {
@@ -1748,6 +1788,19 @@ mod tests {
         std::thread::sleep(Duration::from_millis(30));
         let sixth = writer.subscribe(key).unwrap();
         assert!(!Arc::ptr_eq(&fourth.opening, &sixth.opening));
+        // first, fourth and sixth built; second, third and fifth shared.
+        let counted = status
+            .families()
+            .into_iter()
+            .find(|f| f.name == "l1gate_engine_subscriptions_total")
+            .unwrap();
+        assert_eq!(
+            counted.samples,
+            vec![
+                ("opening=\"built\"".to_owned(), 3),
+                ("opening=\"shared\"".to_owned(), 3)
+            ]
+        );
     }
 
     #[tokio::test]
