@@ -30,6 +30,14 @@ use crate::block::Block;
 /// Records read per feed per [`BlockSource::read`].
 pub const READ_BATCH: usize = 256;
 
+/// Blocks a feed is read ahead of the last block the aligner emitted, at
+/// most: past it the feed waits for the others. Without the bound, a feed
+/// that starts far ahead of another (the order statuses at the snapshot's
+/// height while the fills start hours earlier for the candles) would be
+/// read to its end while the other catches up — every line of it held by
+/// the aligner and its pages resident.
+pub const READ_AHEAD: u64 = READ_BATCH as u64;
+
 /// Where a [`BlockSource`] reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SourceOptions {
@@ -65,6 +73,8 @@ struct Input {
     done: bool,
     /// The feed's [`Feed::replacements`] as of the last read.
     replacements: u64,
+    /// The block number of the last record read.
+    last_block: Option<u64>,
 }
 
 /// The node's files as blocks. See the module docs.
@@ -104,6 +114,7 @@ impl BlockSource {
                 feed,
                 cursor: None,
                 done: false,
+                last_block: None,
             })
             .collect();
         let sources: Vec<Source> = inputs.iter().map(|input| input.source).collect();
@@ -176,56 +187,88 @@ impl BlockSource {
 
     /// Reads what the files hold now, up to [`READ_BATCH`] records per feed,
     /// into the aligner; returns how many records were read (0: nothing new,
-    /// or the end of captured files).
+    /// or the end of captured files). A feed more than [`READ_AHEAD`] blocks
+    /// ahead of the last block emitted is read only when no other has lines.
     ///
     /// # Errors
     /// [`FeedError`] when a file cannot be read (a pruned file under the
     /// cursor, for example).
     pub fn read(&mut self, now_ms: i64) -> Result<usize, FeedError> {
-        let mut read = 0;
         let emitted = self.aligner.emitted();
-        for input in &mut self.inputs {
-            if input.done {
+        let mut read = 0;
+        let mut ahead = Vec::new();
+        for at in 0..self.inputs.len() {
+            let input = &self.inputs[at];
+            if let (Some(last), Some(emitted)) = (input.last_block, emitted)
+                && last > emitted.saturating_add(READ_AHEAD)
+            {
+                ahead.push(at);
                 continue;
             }
-            let Some(cursor) = input.cursor.as_mut() else {
-                continue;
-            };
-            // A file of this feed was replaced under its name: what the
-            // cursor's offset points at in the new one is not what it read
-            // up to. Read the feed again after the last block emitted (the
-            // aligner drops what it already holds as duplicates).
-            let replacements = input.feed.replacements();
-            if replacements != input.replacements {
-                input.replacements = replacements;
-                *cursor = input
-                    .feed
-                    .seek(Start::BlockNumber(emitted.map_or(0, |n| n + 1)))?;
+            read += self.read_input(at, emitted, now_ms)?;
+        }
+        // Only the feeds ahead have lines left: read them, so that `0`
+        // still means nothing is left anywhere.
+        if read == 0 {
+            for at in ahead {
+                read += self.read_input(at, emitted, now_ms)?;
             }
-            let records = match input.feed.read(cursor, READ_BATCH) {
-                Ok(records) => records,
-                // The cursor is past the damaged file's sound lines: the
-                // feed goes on with the next file; the caller decides
-                // what the damage means for it.
-                Err(damage @ FeedError::Damaged { .. }) => {
-                    self.damage.push(damage);
-                    continue;
-                }
-                Err(error) => return Err(error),
-            };
-            for record in records {
-                if self
-                    .options
-                    .to_block
-                    .is_some_and(|to| record.block_number.is_some_and(|n| n > to))
-                {
-                    input.done = true;
-                    break;
-                }
-                read += 1;
-                self.bytes += record.data.len() as u64 + 1;
-                self.aligner.push_line(input.source, record.data, now_ms);
+        }
+        Ok(read)
+    }
+
+    /// Reads up to [`READ_BATCH`] records of input `at` into the aligner.
+    fn read_input(
+        &mut self,
+        at: usize,
+        emitted: Option<u64>,
+        now_ms: i64,
+    ) -> Result<usize, FeedError> {
+        let input = &mut self.inputs[at];
+        if input.done {
+            return Ok(0);
+        }
+        let Some(cursor) = input.cursor.as_mut() else {
+            return Ok(0);
+        };
+        // A file of this feed was replaced under its name: what the
+        // cursor's offset points at in the new one is not what it read
+        // up to. Read the feed again after the last block emitted (the
+        // aligner drops what it already holds as duplicates).
+        let replacements = input.feed.replacements();
+        if replacements != input.replacements {
+            input.replacements = replacements;
+            *cursor = input
+                .feed
+                .seek(Start::BlockNumber(emitted.map_or(0, |n| n + 1)))?;
+        }
+        let records = match input.feed.read(cursor, READ_BATCH) {
+            Ok(records) => records,
+            // The cursor is past the damaged file's sound lines: the
+            // feed goes on with the next file; the caller decides
+            // what the damage means for it.
+            Err(damage @ FeedError::Damaged { .. }) => {
+                self.damage.push(damage);
+                return Ok(0);
             }
+            Err(error) => return Err(error),
+        };
+        let mut read = 0;
+        for record in records {
+            if self
+                .options
+                .to_block
+                .is_some_and(|to| record.block_number.is_some_and(|n| n > to))
+            {
+                input.done = true;
+                break;
+            }
+            read += 1;
+            self.bytes += record.data.len() as u64 + 1;
+            if record.block_number.is_some() {
+                input.last_block = record.block_number;
+            }
+            self.aligner.push_line(input.source, record.data, now_ms);
         }
         Ok(read)
     }
@@ -327,6 +370,7 @@ impl BlockSource {
         for input in &mut self.inputs {
             if input.cursor.is_some() {
                 input.cursor = Some(input.feed.seek(Start::BlockNumber(after + 1))?);
+                input.last_block = None;
             }
         }
         Ok(())
@@ -372,6 +416,7 @@ impl BlockSource {
                 _ => Start::BlockNumber(self.options.from_block),
             };
             input.cursor = Some(input.feed.seek(start)?);
+            input.last_block = None;
             self.aligner.activate(input.source);
             joined = true;
         }

@@ -94,3 +94,50 @@ fn a_replaced_file_is_read_again_after_the_last_block_emitted() {
     assert_eq!(popped, (1..=9).collect::<Vec<_>>());
     assert_eq!(fills.replacements(), 2);
 }
+
+/// A feed that starts far ahead of another (the order statuses at a
+/// snapshot's height while the fills start earlier, for the candles) is not
+/// read to its end while the other catches up: the aligner holds a bounded
+/// window of it, and every block still comes once, in order.
+#[test]
+fn a_feed_far_ahead_waits_for_the_others_within_a_bounded_window() {
+    use engine::source::{READ_AHEAD, READ_BATCH};
+    let dir = tempfile::tempdir().unwrap();
+    write_fills(dir.path(), 1..=4_000);
+    let statuses = dir
+        .path()
+        .join("hl/data/node_order_statuses_by_block/hourly/20260101/0");
+    std::fs::create_dir_all(statuses.parent().unwrap()).unwrap();
+    std::fs::write(&statuses, (2_000..=4_000).map(line).collect::<String>()).unwrap();
+    let feeds: Vec<Feed> = Source::EVENT_STREAMS
+        .iter()
+        .map(|&source| Feed::open(dir.path(), source).unwrap())
+        .collect();
+    let mut source = BlockSource::new(
+        feeds,
+        SourceOptions {
+            fills_from: Some(feeds::Start::BlockNumber(1)),
+            grace_ms: i64::MAX,
+            ..SourceOptions::from_block(2_000)
+        },
+    )
+    .unwrap();
+    let mut popped = Vec::new();
+    let mut most_pending = 0;
+    loop {
+        let read = source.read(0).unwrap();
+        most_pending = most_pending.max(source.pending());
+        let before = popped.len();
+        popped.extend(std::iter::from_fn(|| source.pop(0)).map(|b| b.number));
+        if read == 0 && popped.len() == before {
+            popped.extend(std::iter::from_fn(|| source.finish()).map(|b| b.number));
+            break;
+        }
+    }
+    assert_eq!(popped, (1..=4_000).collect::<Vec<u64>>());
+    let bound = READ_AHEAD as usize + 2 * READ_BATCH;
+    assert!(
+        most_pending <= bound,
+        "{most_pending} blocks waited at once (bound {bound})"
+    );
+}

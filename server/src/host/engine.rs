@@ -1050,6 +1050,10 @@ impl<'s> Writer<'s> {
             if !self.status.ready() && self.source.bytes() >= self.released_at + CATCH_UP_RELEASE {
                 self.live.release_read();
                 self.released_at = self.source.bytes();
+                tracing::debug!(
+                    read = self.released_at,
+                    "engine: catching up; pages read let go of"
+                );
             }
             self.count_alignment();
             if read == 0 && folded == 0 {
