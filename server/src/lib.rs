@@ -16,6 +16,7 @@ pub mod http;
 pub mod info;
 pub mod metrics;
 pub mod node;
+pub mod percent;
 pub mod registry;
 pub mod serve;
 pub mod status;

@@ -54,8 +54,8 @@ pub struct ConnectError {
 
 impl BusUrl {
     /// Parses `nats://[user[:pass]@]host[:port]` (or `tls://…`); a user
-    /// without a password is a token. `%XX` escapes in the credential are
-    /// decoded.
+    /// without a password is a token. The credential is percent-decoded
+    /// (`crate::percent::component`).
     ///
     /// # Errors
     /// A message naming what is wrong, never quoting the credential.
@@ -217,24 +217,9 @@ fn strip_credential(text: &str) -> String {
 }
 
 fn percent_decode(text: &str) -> Result<String, String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = bytes
-                .get(i + 1..i + 3)
-                .and_then(|h| std::str::from_utf8(h).ok())
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or("a %-escape in the URL's credential is not two hex digits")?;
-            out.push(hex);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).map_err(|_| "the URL's credential is not UTF-8 once decoded".to_owned())
+    crate::percent::component(text)
+        .map(std::borrow::Cow::into_owned)
+        .map_err(|_| "the URL's credential is not UTF-8 once decoded".to_owned())
 }
 
 #[cfg(test)]

@@ -15,8 +15,9 @@
 //!   (`2026-05-05T17:39:00Z`, fractions allowed when they are zero). A time
 //!   inside a bucket is a 400 naming `time` and the bucket holding it.
 //!
-//! Query values are percent-decoded; `+` is taken literally (it is an
-//! offset sign in times). Other parameters are ignored.
+//! Query values are percent-decoded (`crate::percent::component`: `+` is
+//! taken literally, it is an offset sign in times; a value that is not
+//! UTF-8 once decoded is a 400 naming it). Other parameters are ignored.
 //!
 //! # Answers
 //!
@@ -99,14 +100,20 @@ pub fn parse_query(query: &str) -> Result<CandleQuery<'_>, BadParameter> {
     let mut repeated: Option<&'static str> = None;
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        let key = percent_decode(key);
+        let Ok(key) = crate::percent::component(key) else {
+            continue;
+        };
         let Some(slot) = NAMES.iter().position(|name| *name == key) else {
             continue;
         };
         if values[slot].is_some() {
             repeated.get_or_insert(NAMES[slot]);
         }
-        values[slot] = Some(percent_decode(value));
+        let value = crate::percent::component(value).map_err(|error| BadParameter {
+            parameter: NAMES[slot],
+            message: format!("{}: {error}", NAMES[slot]),
+        })?;
+        values[slot] = Some(value);
     }
     let [market, interval, time] = values;
     let take = |name: &'static str, value| take_value(name, value, repeated);
@@ -210,31 +217,6 @@ fn check_market(market: &str) -> Result<(), BadParameter> {
         }
     }
     Ok(())
-}
-
-/// Percent-decodes a query component (`+` stays `+`); invalid escapes and
-/// non-UTF-8 results are kept as written.
-fn percent_decode(text: &str) -> Cow<'_, str> {
-    if !text.contains('%') {
-        return Cow::Borrowed(text);
-    }
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && let Some(hex) = bytes.get(i + 1..i + 3)
-            && let Ok(hex) = std::str::from_utf8(hex)
-            && let Ok(byte) = u8::from_str_radix(hex, 16)
-        {
-            out.push(byte);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).map_or(Cow::Borrowed(text), Cow::Owned)
 }
 
 async fn candle(State(route): State<CandleRoute>, RawQuery(query): RawQuery) -> Response {
@@ -423,6 +405,7 @@ mod tests {
             ("market=BTC&interval=3m", "interval"),
             ("market=BTC&interval=1m&time=2026-05-05T17:40:01Z", "time"),
             ("market=BTC&interval=5m&time=2026-05-05T17:41:00Z", "time"),
+            ("market=BTC&interval=%FF1m", "interval"),
         ] {
             assert_eq!(
                 parse_query(query).unwrap_err().parameter,

@@ -281,40 +281,20 @@ impl Query {
     }
 }
 
-/// Percent-decodes `text` (`+` is a space in a query); `None` when the
-/// result is not UTF-8 or an escape is broken.
+/// A query name or value, decoded as the node APIs read their queries
+/// (`+` is a space; `None` when it is not UTF-8 once decoded).
 fn decode(text: &str) -> Option<String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'%' => {
-                let hex = bytes.get(i + 1..i + 3)?;
-                let hex = std::str::from_utf8(hex).ok()?;
-                out.push(u8::from_str_radix(hex, 16).ok()?);
-                i += 3;
-            }
-            b'+' => {
-                out.push(b' ');
-                i += 1;
-            }
-            byte => {
-                out.push(byte);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8(out).ok()
+    crate::percent::form(text)
+        .ok()
+        .map(std::borrow::Cow::into_owned)
 }
 
-/// A path segment, percent-decoded (`None` when it does not decode).
+/// A path segment, percent-decoded (`+` is a plus; `None` when it is not
+/// UTF-8 once decoded).
 fn segment(text: &str) -> Option<String> {
-    if text.contains('+') {
-        // `+` is literal in a path.
-        return decode(&text.replace('+', "%2B"));
-    }
-    decode(text)
+    crate::percent::component(text)
+        .ok()
+        .map(std::borrow::Cow::into_owned)
 }
 
 fn parse_u64(text: &str) -> Option<u64> {
