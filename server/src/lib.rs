@@ -4,6 +4,7 @@
 
 pub mod access;
 pub mod archive;
+pub mod backoff;
 pub mod bus;
 pub mod candles;
 pub mod cli;

@@ -28,6 +28,7 @@ use engine::checkpoint::file;
 use futures_util::StreamExt as _;
 use tokio::io::AsyncReadExt as _;
 
+use crate::backoff::Backoff;
 use crate::bus::settings::PublishSettings;
 use crate::bus::status::BusStatus;
 
@@ -35,7 +36,7 @@ use crate::bus::status::BusStatus;
 pub const BUCKET: &str = "L1GATE_CHECKPOINTS";
 /// How often the publisher looks for new checkpoint files.
 const LOOK_EVERY: Duration = Duration::from_secs(1);
-/// First wait after a failure; doubled up to [`MAX_BACKOFF`].
+/// First wait after a failure; doubled (with jitter) up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 /// Longest wait between two attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -105,7 +106,7 @@ pub async fn upload(
     dir: PathBuf,
     status: Arc<BusStatus>,
 ) {
-    let mut backoff = FIRST_BACKOFF;
+    let mut backoff = Backoff::new(FIRST_BACKOFF, MAX_BACKOFF);
     loop {
         let failure = match bucket(&context, &settings).await {
             Ok(store) => keep_in_step(&store, &dir, &status, &mut backoff).await,
@@ -115,8 +116,7 @@ pub async fn upload(
             tracing::warn!(error = %failure, "bus: putting engine checkpoints on the bus failed; retrying");
         }
         status.set_checkpoint_error(Some(failure));
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(MAX_BACKOFF);
+        tokio::time::sleep(backoff.next_wait()).await;
     }
 }
 
@@ -126,7 +126,7 @@ async fn keep_in_step(
     store: &object_store::ObjectStore,
     dir: &Path,
     status: &BusStatus,
-    backoff: &mut Duration,
+    backoff: &mut Backoff,
 ) -> String {
     let mut on_bus: BTreeSet<String> = match listed(store).await {
         Ok(found) => {
@@ -188,7 +188,7 @@ async fn keep_in_step(
             }
         }
         status.set_checkpoint_error(None);
-        *backoff = FIRST_BACKOFF;
+        backoff.reset();
         tokio::time::sleep(LOOK_EVERY).await;
     }
 }

@@ -49,6 +49,7 @@ use feeds::{Source, SourceSet};
 use futures_util::{FutureExt as _, StreamExt as _};
 
 use crate::access::keys::KeysFile;
+use crate::backoff::Backoff;
 use crate::bus::checkpoints::OnBus;
 use crate::bus::mirror::{Mirror, Written};
 use crate::bus::status::{BusStatus, FeedState, Role};
@@ -65,7 +66,8 @@ const STATE_LOCK: &str = "edge.lock";
 const WAIT_LOG_EVERY: Duration = Duration::from_secs(10);
 /// Messages written per batch before readers are told.
 const WRITE_BATCH: usize = 1024;
-/// First wait after a consumer failure; doubled up to [`MAX_BACKOFF`].
+/// First wait after a consumer failure; doubled (with jitter) up to
+/// [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 /// Longest wait between two attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
@@ -332,7 +334,7 @@ struct FeedConsumer {
 
 impl FeedConsumer {
     async fn run(mut self) {
-        let mut backoff = FIRST_BACKOFF;
+        let mut backoff = Backoff::new(FIRST_BACKOFF, MAX_BACKOFF);
         let feed = self.source.feed_id();
         loop {
             let failure = self.session(&mut backoff).await;
@@ -350,13 +352,12 @@ impl FeedConsumer {
                 );
             }
             self.state.set_error(Some(failure));
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(MAX_BACKOFF);
+            tokio::time::sleep(backoff.next_wait()).await;
         }
     }
 
     /// Consumes until something fails; returns what.
-    async fn session(&mut self, backoff: &mut Duration) -> String {
+    async fn session(&mut self, backoff: &mut Backoff) -> String {
         let name = stream_name(self.source);
         let stream = match self.context.get_stream(&name).await {
             Ok(stream) => stream,
@@ -412,7 +413,7 @@ impl FeedConsumer {
                 Some(Err(error)) => return format!("{name}: {error}"),
                 None => return format!("{name}: the consumer ended"),
             };
-            *backoff = FIRST_BACKOFF;
+            backoff.reset();
             let mut relist = false;
             let mut failure = None;
             match self.take(&first) {

@@ -45,6 +45,7 @@ use feeds::{Source, Start};
 use futures_util::FutureExt as _;
 use tokio::task::JoinSet;
 
+use crate::backoff::Backoff;
 use crate::bus::settings::PublishSettings;
 use crate::bus::status::{BusStatus, FeedState, Role};
 use crate::bus::subjects::{BUS_FEEDS, Placement, stream_name, subject};
@@ -59,7 +60,7 @@ pub const MAX_IN_FLIGHT_BYTES: usize = 32 << 20;
 /// How long a publish waits for its acknowledgement, and a stream lookup
 /// for its answer.
 const ACK_TIMEOUT: Duration = Duration::from_secs(10);
-/// First wait after a failure; doubled up to [`MAX_BACKOFF`].
+/// First wait after a failure; doubled (with jitter) up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 /// Longest wait between two attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -90,7 +91,7 @@ async fn run(
     status: Arc<BusStatus>,
 ) {
     let url = &settings.url;
-    let mut backoff = FIRST_BACKOFF;
+    let mut backoff = Backoff::new(FIRST_BACKOFF, MAX_BACKOFF);
     let mut attempts = 0u32;
     let client = loop {
         match url.connect("l1gate publisher").await {
@@ -108,8 +109,7 @@ async fn run(
                 } else if crate::metrics::warn_allowed("bus connect", Duration::from_secs(60)) {
                     tracing::warn!(%error, attempts, "bus: still cannot connect; retrying");
                 }
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(MAX_BACKOFF);
+                tokio::time::sleep(backoff.next_wait()).await;
             }
         }
     };
@@ -185,7 +185,7 @@ impl FeedPublisher {
     }
 
     async fn run(self) {
-        let mut backoff = FIRST_BACKOFF;
+        let mut backoff = Backoff::new(FIRST_BACKOFF, MAX_BACKOFF);
         loop {
             let stop = self.session(&mut backoff).await;
             self.state().resyncs.fetch_add(1, Ordering::AcqRel);
@@ -196,6 +196,7 @@ impl FeedPublisher {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
                 Stop::Failed(why) => {
+                    let wait = backoff.next_wait();
                     if crate::metrics::warn_allowed(
                         &format!("bus publish {feed}"),
                         Duration::from_secs(10),
@@ -204,13 +205,12 @@ impl FeedPublisher {
                             feed,
                             url = %self.settings.url,
                             error = %self.settings.url.redact(&why),
-                            retry_in_ms = backoff.as_millis() as u64,
+                            retry_in_ms = wait.as_millis() as u64,
                             "bus: publishing stopped; resuming from the stream's end"
                         );
                     }
                     self.state().set_error(Some(self.settings.url.redact(&why)));
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                    tokio::time::sleep(wait).await;
                 }
             }
         }
@@ -290,7 +290,7 @@ impl FeedPublisher {
         Ok((last, Some(placement)))
     }
 
-    async fn session(&self, backoff: &mut Duration) -> Stop {
+    async fn session(&self, backoff: &mut Backoff) -> Stop {
         let stream = match self.ensure_stream().await {
             Ok(stream) => stream,
             Err(error) => return Stop::Failed(error),
@@ -350,7 +350,7 @@ impl FeedPublisher {
                         if let Err(stop) = self.acknowledged(acked, &done) {
                             return stop;
                         }
-                        *backoff = FIRST_BACKOFF;
+                        backoff.reset();
                     }
                     changed = changes.changed() => if changed.is_err() {
                         return Stop::Failed("the feed closed".to_owned());
@@ -417,7 +417,7 @@ impl FeedPublisher {
                     if let Err(stop) = self.acknowledged(acked, &done) {
                         return stop;
                     }
-                    *backoff = FIRST_BACKOFF;
+                    backoff.reset();
                 }
                 // Take the acknowledgements already here without waiting.
                 while let Some(front) = in_flight.front_mut() {
