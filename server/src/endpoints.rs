@@ -138,88 +138,51 @@ impl Endpoints {
         let upstreams = &settings.upstreams;
         let info = upstreams.info_url.as_ref().map_or_else(
             || {
-                "Info lookup, body {\"type\": …}: no Info upstream configured (info_url): \
-                 l2Book/allMids/openOrders/frontendOpenOrders/candleSnapshot answered locally, \
-                 meta/spotMeta derived from the data, other types 503"
+                "the exchange's Info lookup, body {\"type\": …}: no Info upstream configured \
+                 (info_url): l2Book/allMids/openOrders/frontendOpenOrders/candleSnapshot answered \
+                 locally, meta/spotMeta derived from the data, other types 503"
                     .to_owned()
             },
-            |url| format!("Info lookup, body {{\"type\": …}}: upstream {url}"),
+            |url| format!("the exchange's Info lookup, body {{\"type\": …}}: upstream {url}"),
         );
         let node = upstreams.node_url.as_ref().map_or_else(
-            || "node REST/GraphQL gateway: no node upstream configured (node_url): 503".to_owned(),
-            |url| format!("node REST/GraphQL gateway to {url}"),
+            || {
+                "the node's REST/GraphQL API: no node upstream configured (node_url): 503"
+                    .to_owned()
+            },
+            |url| format!("the node's REST/GraphQL API, relayed to {url}"),
         );
-        let http = vec![
-            route(
-                "GET",
-                "/healthz",
-                KeyForm::None,
-                "health and data freshness per source",
-            ),
-            route("GET", "/metrics", KeyForm::None, "Prometheus metrics"),
-            route(
-                "GET",
-                "/<API_KEY>/v1/feeds",
-                KeyForm::PathOrHeader,
-                "raw feeds, their positions and filters",
-            ),
-            route(
-                "GET",
-                "/<API_KEY>/v1/candles?market=…&interval=1s|1m|5m&time=ISO-8601",
-                KeyForm::PathOrHeader,
-                "one OHLCV candle per request",
-            ),
-            route("POST", "/<API_KEY>/info", KeyForm::PathOrHeader, &info),
-            route(
-                "GET",
-                "/<API_KEY>/ws",
-                KeyForm::PathOrHeader,
-                "the exchange's WebSocket API (upgrade; also /<API_KEY> and /ws with the header)",
-            ),
-            route("ANY", "/<API_KEY>/v1/…", KeyForm::PathOrHeader, &node),
-        ];
-        let mut http = http;
-        // The configured networks, each on its own host (crate::node).
-        for site in crate::registry::sites(&settings.chains) {
-            let host = &site.host;
-            let name = site.name();
-            let mut add = |method: &'static str, path: String, what: String| {
-                http.push(route(method, &path, KeyForm::PathOrHeader, &what));
-            };
-            if site.upstream(|n| n.rest.as_ref()).is_some() {
-                let rules = if site.ecosystem == crate::registry::Ecosystem::Move {
-                    " (the seed's REST rules checked first)"
-                } else {
-                    ""
+        let names: std::collections::BTreeMap<String, String> =
+            crate::registry::sites(&settings.chains)
+                .into_iter()
+                .map(|site| (site.host.clone(), site.name()))
+                .collect();
+        let http = crate::http::routes::planned(settings)
+            .into_iter()
+            .map(|served| {
+                let route = served.route;
+                let description = match &served.host {
+                    Some(host) => format!(
+                        "{}: {}",
+                        names.get(host).map_or(host.as_str(), String::as_str),
+                        route.what
+                    ),
+                    None if route == crate::info::lookup::INFO => info.clone(),
+                    None if crate::node::rest::ROUTES.contains(&route) => node.clone(),
+                    None => route.what.to_owned(),
                 };
-                add(
-                    "ANY",
-                    format!("//{host}/<API_KEY>/v1/…"),
-                    format!("{name} node REST{rules}"),
-                );
-            }
-            if site.upstream(|n| n.graphql.as_ref()).is_some() {
-                add(
-                    "POST",
-                    format!("//{host}/<API_KEY>/v1/graphql"),
-                    format!("{name} GraphQL indexer"),
-                );
-            }
-            if site.upstream(|n| n.jsonrpc.as_ref()).is_some() {
-                add(
-                    "POST",
-                    format!("//{host}/<API_KEY>"),
-                    format!("{name} JSON-RPC"),
-                );
-            }
-            if site.upstream(|n| n.jsonrpc_ws.as_ref()).is_some() {
-                add(
-                    "GET",
-                    format!("//{host}/<API_KEY>"),
-                    format!("{name} JSON-RPC over WebSocket (upgrade)"),
-                );
-            }
-        }
+                HttpRoute {
+                    method: route.method,
+                    path: listed_path(served.host.as_deref(), &route),
+                    key: if route.keyed {
+                        KeyForm::PathOrHeader
+                    } else {
+                        KeyForm::None
+                    },
+                    description,
+                }
+            })
+            .collect();
         Ok(Self {
             grpc_url: format!("http://{}", settings.grpc_addr),
             http_url: format!("http://{}", settings.http_addr),
@@ -271,13 +234,19 @@ impl Endpoints {
     }
 }
 
-fn route(method: &'static str, path: &str, key: KeyForm, description: &str) -> HttpRoute {
-    HttpRoute {
-        method,
-        path: path.to_owned(),
-        key,
-        description: description.to_owned(),
+/// How a route is written in the listing: `//host` for a network's,
+/// `/<API_KEY>` before a keyed route's path.
+fn listed_path(host: Option<&str>, route: &crate::http::routes::Route) -> String {
+    let mut out = host.map(|host| format!("//{host}")).unwrap_or_default();
+    if route.keyed {
+        out.push_str("/<API_KEY>");
+        if route.path != "/" {
+            out.push_str(route.path);
+        }
+    } else {
+        out.push_str(route.path);
     }
+    out
 }
 
 #[cfg(test)]

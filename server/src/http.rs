@@ -28,6 +28,7 @@
 
 pub mod candles;
 pub mod listen;
+pub mod routes;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -41,6 +42,7 @@ use axum::routing::get;
 use axum::{Extension, Router};
 use feeds::Source;
 
+use self::routes::{Route, Routed};
 use crate::access::keys::Principal;
 use crate::access::{Access, Denial};
 use crate::candles::Candles;
@@ -151,25 +153,57 @@ pub async fn follow_freshness(
     }
 }
 
+/// `GET /healthz`.
+pub const HEALTHZ: Route = Route {
+    method: "GET",
+    path: "/healthz",
+    keyed: false,
+    what: "health and data freshness per source",
+};
+/// `GET /metrics`.
+pub const METRICS: Route = Route {
+    method: "GET",
+    path: "/metrics",
+    keyed: false,
+    what: "Prometheus metrics",
+};
+/// `GET /{key}/v1/feeds`.
+pub const FEEDS: Route = Route {
+    method: "GET",
+    path: "/v1/feeds",
+    keyed: true,
+    what: "raw feeds, their positions and filters",
+};
+
 /// Routes of the HTTP edge; `more` are further authenticated API routes
 /// (the Info lookup, the node gateway), served behind the same key check
 /// after l1gate's own.
-pub fn router(health: Health, access: Access, more: Router) -> Router {
+pub fn router(health: Health, access: Access, more: Routed) -> Routed {
     let live = health.live.clone();
     let metrics = access.metrics().clone();
-    let mut api = Router::new()
-        .route("/v1/feeds", get(list_feeds))
-        .with_state(live);
+    let mut api = Routed::new()
+        .route(FEEDS, get(list_feeds))
+        .map(|router| router.with_state(live));
     if let Some(candles) = &health.candles {
         api = api.merge(candles::routes(candles.clone(), metrics.clone()));
     }
     let api = api.merge(more);
-    Router::new()
-        .route("/healthz", get(healthz))
-        .with_state(health)
-        .route("/metrics", get(render_metrics).with_state(metrics.clone()))
+    let layer_metrics = metrics.clone();
+    Routed::new()
+        .route(HEALTHZ, get(healthz))
+        .map(|router| router.with_state(health))
+        .merge(
+            Routed::new()
+                .route(METRICS, get(render_metrics))
+                .map(|router| router.with_state(metrics)),
+        )
         .merge(authenticated(api, access))
-        .layer(middleware::from_fn_with_state(metrics, count_responses))
+        .map(|router| {
+            router.layer(middleware::from_fn_with_state(
+                layer_metrics,
+                count_responses,
+            ))
+        })
 }
 
 /// Serves `routes` behind the API key in both forms: as written (key in the
@@ -177,11 +211,13 @@ pub fn router(health: Health, access: Access, more: Router) -> Router {
 /// passes [`require_key`]; handlers read the caller with
 /// `Extension<Principal>`. Nested handlers see the `api_key` capture among
 /// their path parameters, so they should extract named parameters.
-pub fn authenticated(routes: Router, access: Access) -> Router {
-    Router::new()
-        .merge(routes.clone())
-        .nest(&format!("/{{{PATH_KEY}}}"), routes)
-        .route_layer(middleware::from_fn_with_state(access, require_key))
+pub fn authenticated(routes: Routed, access: Access) -> Routed {
+    routes.map(|routes| {
+        Router::new()
+            .merge(routes.clone())
+            .nest(&format!("/{{{PATH_KEY}}}"), routes)
+            .route_layer(middleware::from_fn_with_state(access, require_key))
+    })
 }
 
 /// Middleware of [`authenticated`]: the key (path segment or header), the

@@ -43,6 +43,7 @@ use axum::http::header;
 use tower::ServiceExt as _;
 
 use crate::access::Access;
+use crate::http::routes::{Routed, Served};
 use crate::registry::{ChainConfig, Ecosystem};
 use crate::upstream::{UpstreamSettings, UpstreamUrl};
 
@@ -50,6 +51,8 @@ use crate::upstream::{UpstreamSettings, UpstreamUrl};
 #[derive(Debug, Clone)]
 pub struct Networks {
     sites: Arc<Vec<(String, Router)>>,
+    /// The routes the sites serve, for the server's list.
+    sites_served: Vec<Served>,
     exchange: rest::RestApi,
     /// Every network's REST side, for `/healthz` (one per network: its
     /// base URL's).
@@ -94,6 +97,7 @@ impl Networks {
             ledger_window: upstreams.ledger_cache,
         });
         let mut sites = Vec::new();
+        let mut sites_served = Vec::new();
         let mut probes = Vec::new();
         let mut named = std::collections::BTreeSet::new();
         for site in crate::registry::sites(chains) {
@@ -130,7 +134,12 @@ impl Networks {
                 probes.push(api.clone());
             }
             let name = site.name();
-            let routes = crate::http::authenticated(api.routes().merge(rpc.routes()), access.clone())
+            let routed =
+                crate::http::authenticated(api.routes().merge(rpc.routes()), access.clone())
+                    .on_host(&site.host);
+            let (routes, served) = routed.into_parts();
+            sites_served.extend(served);
+            let routes = routes
                 .fallback(move |request: Request| {
                     let name = name.clone();
                     async move {
@@ -155,6 +164,7 @@ impl Networks {
         }
         Ok(Self {
             sites: Arc::new(sites),
+            sites_served,
             exchange,
             probes: Arc::new(probes),
         })
@@ -162,7 +172,7 @@ impl Networks {
 
     /// The exchange host's node routes (`/v1/…` to `node_url`), merged into
     /// l1gate's own API.
-    pub fn exchange_routes(&self) -> Router {
+    pub fn exchange_routes(&self) -> Routed {
         self.exchange.clone().routes()
     }
 
@@ -172,16 +182,19 @@ impl Networks {
     }
 
     /// `main` (the exchange host's routes) with the networks' hosts routed
-    /// to their own routes first.
-    pub fn serve(self, main: Router) -> Router {
+    /// to their own routes first, and every route the result serves.
+    pub fn serve(self, main: Routed) -> (Router, Vec<Served>) {
+        let (main, mut served) = main.into_parts();
+        served.extend(self.sites_served);
         if self.sites.is_empty() {
-            return main;
+            return (main, served);
         }
         let sites = self.sites;
-        Router::new().fallback_service(tower::service_fn(move |request: Request| {
+        let router = Router::new().fallback_service(tower::service_fn(move |request: Request| {
             let router = site_for(&sites, &request).unwrap_or_else(|| main.clone());
             router.oneshot(request)
-        }))
+        }));
+        (router, served)
     }
 
     /// `{"chain/network": verdict}` for `/healthz` (each network's ledger

@@ -72,6 +72,9 @@ pub struct Running {
     pub grpc_addr: SocketAddr,
     /// Bound HTTP address.
     pub http_addr: SocketAddr,
+    /// Every HTTP route served, as registered
+    /// ([`crate::http::routes::Routed`]).
+    pub http_routes: Vec<crate::http::routes::Served>,
     /// The feeds being served.
     pub live: Arc<LiveFeeds>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
@@ -632,7 +635,7 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
         bus,
     };
     let metrics = access.metrics().clone();
-    let http = networks.serve(crate::http::router(health, access, api));
+    let (http, http_routes) = networks.serve(crate::http::router(health, access, api));
     tasks.push(tokio::spawn(crate::http::listen::serve(
         http_listener,
         http,
@@ -646,6 +649,7 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
     Ok(Running {
         grpc_addr,
         http_addr,
+        http_routes,
         live,
         tasks,
         engine,

@@ -30,12 +30,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use axum::Extension;
 use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse as _, Json, Response};
 use axum::routing::get;
-use axum::{Extension, Router};
 use feeds::Source;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
@@ -45,6 +45,36 @@ use crate::access::keys::Principal;
 use crate::grpc::flow::Supervisor;
 use crate::host::engine::EngineStatus;
 use crate::host::feeds::LiveFeeds;
+use crate::http::routes::{Route, Routed};
+
+/// `GET /{key}/status`: the status page.
+pub const PAGE_ROUTE: Route = Route {
+    method: "GET",
+    path: "/status",
+    keyed: true,
+    what: "the operator status page (admin accounts)",
+};
+/// `GET /{key}/status/`: the same page.
+pub const PAGE_SLASH_ROUTE: Route = Route {
+    method: "GET",
+    path: "/status/",
+    keyed: true,
+    what: "the operator status page (admin accounts)",
+};
+/// `GET /{key}/status/events`: the page's live figures.
+pub const EVENTS_ROUTE: Route = Route {
+    method: "GET",
+    path: "/status/events",
+    keyed: true,
+    what: "the status page's figures as server-sent events, once a second (admin accounts)",
+};
+/// `GET /{key}/status.json`: the figures once.
+pub const JSON_ROUTE: Route = Route {
+    method: "GET",
+    path: "/status.json",
+    keyed: true,
+    what: "the status page's figures once, as JSON (admin accounts)",
+};
 
 /// The page.
 const PAGE: &str = include_str!("status/page.html");
@@ -107,13 +137,13 @@ impl StatusPage {
     }
 
     /// The authenticated routes (see the module docs).
-    pub fn routes(self) -> Router {
-        Router::new()
-            .route("/status", get(page))
-            .route("/status/", get(page))
-            .route("/status/events", get(events))
-            .route("/status.json", get(once))
-            .with_state(self)
+    pub fn routes(self) -> Routed {
+        Routed::new()
+            .route(PAGE_ROUTE, get(page))
+            .route(PAGE_SLASH_ROUTE, get(page))
+            .route(EVENTS_ROUTE, get(events))
+            .route(JSON_ROUTE, get(once))
+            .map(|router| router.with_state(self))
     }
 
     /// Blocks per second of the engine, over the time since the last call

@@ -77,16 +77,32 @@ pub mod render;
 
 use std::net::SocketAddr;
 
+use axum::Extension;
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::{ConnectInfo, State};
 use axum::response::Response;
 use axum::routing::get;
-use axum::{Extension, Router};
 
 use crate::access::keys::Principal;
 use crate::http::listen::HeldConnection;
 
+use crate::http::routes::{Route, Routed};
 pub use connection::{Limits, WsService};
+
+/// `GET /{key}/ws`: the WebSocket API.
+pub const WS: Route = Route {
+    method: "GET",
+    path: "/ws",
+    keyed: true,
+    what: "the exchange's WebSocket API (upgrade)",
+};
+/// `GET /{key}`: the same API at the key's root.
+pub const WS_ROOT: Route = Route {
+    method: "GET",
+    path: "/",
+    keyed: true,
+    what: "the exchange's WebSocket API (upgrade), as at /ws",
+};
 
 /// Bytes gathered before a connection's writer writes to its socket (it
 /// also writes whenever its queue is empty).
@@ -95,11 +111,11 @@ const WRITE_BUFFER: usize = 16 * 1024;
 impl WsService {
     /// The authenticated routes: `GET /ws` and `GET /` (nested under the
     /// key by [`crate::http::authenticated`]).
-    pub fn routes(self) -> Router {
-        Router::new()
-            .route("/ws", get(upgrade))
-            .route("/", get(upgrade))
-            .with_state(self)
+    pub fn routes(self) -> Routed {
+        Routed::new()
+            .route(WS, get(upgrade))
+            .route(WS_ROOT, get(upgrade))
+            .map(|router| router.with_state(self))
     }
 }
 

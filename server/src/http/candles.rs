@@ -41,7 +41,6 @@ use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use axum::Router;
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse as _, Response};
@@ -51,6 +50,7 @@ use feeds::time::{format_iso8601_ms, parse_iso8601_ms, write_iso8601_ms};
 
 use crate::candles::store::{INTERVALS, MAX_COIN_LEN};
 use crate::candles::{CandleValues, Candles, Miss};
+use crate::http::routes::{Route, Routed};
 use crate::metrics::Metrics;
 
 /// State of the candle route.
@@ -60,12 +60,20 @@ pub struct CandleRoute {
     metrics: Arc<Metrics>,
 }
 
+/// `GET /{key}/v1/candles`.
+pub const CANDLES: Route = Route {
+    method: "GET",
+    path: "/v1/candles",
+    keyed: true,
+    what: "one OHLCV candle per request: ?market=…&interval=1s|1m|5m&time=ISO-8601",
+};
+
 /// The `/v1/candles` route (to be served behind
 /// [`crate::http::authenticated`]).
-pub fn routes(candles: Arc<Candles>, metrics: Arc<Metrics>) -> Router {
-    Router::new()
-        .route("/v1/candles", get(candle))
-        .with_state(CandleRoute { candles, metrics })
+pub fn routes(candles: Arc<Candles>, metrics: Arc<Metrics>) -> Routed {
+    Routed::new()
+        .route(CANDLES, get(candle))
+        .map(|router| router.with_state(CandleRoute { candles, metrics }))
 }
 
 /// A rejected request parameter.

@@ -30,18 +30,27 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use axum::Extension;
 use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse as _, Json, Response};
 use axum::routing::post;
-use axum::{Extension, Router};
 use bytes::Bytes;
 use parking_lot::Mutex;
 use serde_json::Value;
 
 use crate::access::keys::Principal;
 use crate::host::engine::EngineStatus;
+use crate::http::routes::{Route, Routed};
 use crate::upstream::{UpstreamClient, UpstreamError, UpstreamResponse, UpstreamUrl};
+
+/// `POST /{key}/info`.
+pub const INFO: Route = Route {
+    method: "POST",
+    path: "/info",
+    keyed: true,
+    what: "the exchange's Info lookup, body {\"type\": …}",
+};
 
 /// Request types answered from the cache.
 pub const CACHED_TYPES: [&str; 3] = ["meta", "spotMeta", "perpDexs"];
@@ -107,8 +116,10 @@ impl InfoLookup {
     }
 
     /// The authenticated routes: `POST /info`.
-    pub fn routes(self) -> Router {
-        Router::new().route("/info", post(info)).with_state(self)
+    pub fn routes(self) -> Routed {
+        Routed::new()
+            .route(INFO, post(info))
+            .map(|router| router.with_state(self))
     }
 }
 

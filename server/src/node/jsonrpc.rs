@@ -30,13 +30,13 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use axum::Extension;
 use axum::body::Body;
 use axum::extract::ws::{CloseFrame, Message as ClientMessage, WebSocket, WebSocketUpgrade};
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse as _, Json, Response};
 use axum::routing::post;
-use axum::{Extension, Router};
 use futures_util::{SinkExt as _, StreamExt as _};
 use tokio_tungstenite::tungstenite::Message as NodeMessage;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame as NodeCloseFrame;
@@ -45,7 +45,16 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use crate::access::keys::Principal;
 use crate::access::{Access, StreamGuard};
 use crate::http::listen::HeldConnection;
+use crate::http::routes::{Route, Routed};
 use crate::upstream::{UpstreamClient, UpstreamError, UpstreamUrl};
+
+/// `POST /{key}` (and the WebSocket upgrade, `GET`): the node's JSON-RPC.
+pub const RPC: Route = Route {
+    method: "GET, POST",
+    path: "/",
+    keyed: true,
+    what: "the node's JSON-RPC, over HTTP (POST) or a WebSocket (GET, upgrade)",
+};
 
 /// Most calls in one batch.
 pub const MAX_BATCH: usize = 1000;
@@ -104,11 +113,14 @@ impl JsonRpc {
 
     /// The routes (authenticated by the caller): `POST /` and the
     /// WebSocket upgrade at `GET /`.
-    pub fn routes(self) -> Router {
-        Router::new()
-            .route("/", post(relay_http).get(upgrade))
-            .layer(axum::extract::DefaultBodyLimit::max(MAX_REQUEST_BODY))
-            .with_state(self)
+    pub fn routes(self) -> Routed {
+        Routed::new()
+            .route(RPC, post(relay_http).get(upgrade))
+            .map(|router| {
+                router
+                    .layer(axum::extract::DefaultBodyLimit::max(MAX_REQUEST_BODY))
+                    .with_state(self)
+            })
     }
 }
 

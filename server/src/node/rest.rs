@@ -29,18 +29,42 @@
 
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::body::Body;
 use axum::extract::DefaultBodyLimit;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderName, StatusCode, header};
 use axum::response::{IntoResponse as _, Json, Response};
 use axum::routing::any;
-use axum::{Extension, Router};
 
 use super::ledger::LedgerCache;
 use super::rules::{self, Route};
 use crate::access::keys::Principal;
+use crate::http::routes::{Route as HttpRoute, Routed};
 use crate::upstream::{UpstreamClient, UpstreamError, UpstreamResponse, UpstreamUrl};
+
+/// `/{key}/v1`, `/{key}/v1/` and everything below: the node's REST API
+/// (and its GraphQL indexer at `/v1/graphql`), relayed.
+pub const ROUTES: [HttpRoute; 3] = [
+    HttpRoute {
+        method: "ANY",
+        path: "/v1",
+        keyed: true,
+        what: "the node's REST API, relayed",
+    },
+    HttpRoute {
+        method: "ANY",
+        path: "/v1/",
+        keyed: true,
+        what: "the node's REST API, relayed",
+    },
+    HttpRoute {
+        method: "ANY",
+        path: "/v1/{*rest}",
+        keyed: true,
+        what: "the node's REST API (GraphQL at /v1/graphql), relayed",
+    },
+];
 
 /// Largest request body relayed to the node.
 pub const MAX_REQUEST_BODY: usize = 8 << 20;
@@ -154,13 +178,17 @@ impl RestApi {
 
     /// The routes (authenticated by the caller): `/v1` and `/v1/{*rest}`,
     /// every method.
-    pub fn routes(self) -> Router {
-        Router::new()
-            .route("/v1", any(relay))
-            .route("/v1/", any(relay))
-            .route("/v1/{*rest}", any(relay))
-            .layer(DefaultBodyLimit::max(MAX_REQUEST_BODY))
-            .with_state(self)
+    pub fn routes(self) -> Routed {
+        let [root, slash, below] = ROUTES;
+        Routed::new()
+            .route(root, any(relay))
+            .route(slash, any(relay))
+            .route(below, any(relay))
+            .map(|router| {
+                router
+                    .layer(DefaultBodyLimit::max(MAX_REQUEST_BODY))
+                    .with_state(self)
+            })
     }
 
     /// The network's ledger info, from the cache (one node request per
