@@ -19,7 +19,7 @@ const NETWORK_HOST: &str = "aptos-mainnet.gw.test";
 
 /// One network whose node is down: its routes are served all the same.
 fn one_network() -> Vec<ChainConfig> {
-    let text = format!(
+    super::networks::chains_of(&format!(
         r#"
 [[chains]]
 id = "aptos"
@@ -35,12 +35,7 @@ node_type = "full"
 rest = "http://127.0.0.1:9/v1"
 jsonrpc = "http://127.0.0.1:9"
 "#
-    );
-    #[derive(serde::Deserialize)]
-    struct File {
-        chains: Vec<ChainConfig>,
-    }
-    toml::from_str::<File>(&text).unwrap().chains
+    ))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

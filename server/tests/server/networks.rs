@@ -80,11 +80,16 @@ jsonrpc_ws = "{}"
         rpc.http_url(),
         rpc.ws_url(),
     );
+    chains_of(&text)
+}
+
+/// The `[[chains]]` of a config file's text.
+pub fn chains_of(text: &str) -> Vec<ChainConfig> {
     #[derive(serde::Deserialize)]
     struct File {
         chains: Vec<ChainConfig>,
     }
-    toml::from_str::<File>(&text).unwrap().chains
+    toml::from_str::<File>(text).unwrap().chains
 }
 
 struct Setup {
