@@ -11,6 +11,7 @@ use prost_types::FileDescriptorSet;
 use serde::Serialize;
 
 use crate::config::Settings;
+use crate::http::routes::{Route, Served};
 
 /// How a route takes the API key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -157,7 +158,7 @@ impl Endpoints {
                 .into_iter()
                 .map(|site| (site.host.clone(), site.name()))
                 .collect();
-        let http = crate::http::routes::planned(settings)
+        let http = planned(settings)
             .into_iter()
             .map(|served| {
                 let route = served.route;
@@ -234,9 +235,42 @@ impl Endpoints {
     }
 }
 
+/// The HTTP routes a server started with `settings` serves, in listing
+/// order (see [`crate::http::routes`]).
+pub fn planned(settings: &Settings) -> Vec<Served> {
+    use crate::{http, info, node, status, ws};
+    let own = |route: Route| Served { host: None, route };
+    let mut out: Vec<Served> = [
+        http::HEALTHZ,
+        http::METRICS,
+        http::FEEDS,
+        http::candles::CANDLES,
+        info::lookup::INFO,
+        ws::WS,
+        ws::WS_ROOT,
+        status::PAGE_ROUTE,
+        status::PAGE_SLASH_ROUTE,
+        status::EVENTS_ROUTE,
+        status::JSON_ROUTE,
+    ]
+    .into_iter()
+    .chain(node::rest::ROUTES)
+    .map(own)
+    .collect();
+    for site in crate::registry::sites(&settings.chains) {
+        for route in node::rest::ROUTES.into_iter().chain([node::jsonrpc::RPC]) {
+            out.push(Served {
+                host: Some(site.host.clone()),
+                route,
+            });
+        }
+    }
+    out
+}
+
 /// How a route is written in the listing: `//host` for a network's,
 /// `/<API_KEY>` before a keyed route's path.
-fn listed_path(host: Option<&str>, route: &crate::http::routes::Route) -> String {
+fn listed_path(host: Option<&str>, route: &Route) -> String {
     let mut out = host.map(|host| format!("//{host}")).unwrap_or_default();
     if route.keyed {
         out.push_str("/<API_KEY>");

@@ -5,17 +5,15 @@
 //! registers it with [`Routed::route`], which records it beside the axum
 //! route; a direct `axum::Router::route` is refused by clippy
 //! (`clippy.toml`). The server keeps what it registered
-//! (`Running::http_routes`), and `l1gate routes` lists [`planned`] for the
-//! same settings; a test compares the two on a running server, and requests
-//! every listed route.
+//! (`Running::http_routes`), and `l1gate routes` lists
+//! `crate::endpoints::planned` for the same settings; a test compares the
+//! two on a running server, and requests every listed route.
 //!
 //! Adding a route: its constant beside its handler, `Routed::route` where
-//! the module builds its router, and its line in [`planned`].
+//! the module builds its router, and its line in `crate::endpoints::planned`.
 
 use axum::Router;
 use axum::routing::MethodRouter;
-
-use crate::config::Settings;
 
 /// One route: what a request must match and what it serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -99,36 +97,4 @@ impl<S: Clone + Send + Sync + 'static> Routed<S> {
     pub fn into_parts(self) -> (Router<S>, Vec<Served>) {
         (self.router, self.served)
     }
-}
-
-/// The routes a server started with `settings` serves, in listing order.
-pub fn planned(settings: &Settings) -> Vec<Served> {
-    use crate::{http, info, node, status, ws};
-    let own = |route: Route| Served { host: None, route };
-    let mut out: Vec<Served> = [
-        http::HEALTHZ,
-        http::METRICS,
-        http::FEEDS,
-        http::candles::CANDLES,
-        info::lookup::INFO,
-        ws::WS,
-        ws::WS_ROOT,
-        status::PAGE_ROUTE,
-        status::PAGE_SLASH_ROUTE,
-        status::EVENTS_ROUTE,
-        status::JSON_ROUTE,
-    ]
-    .into_iter()
-    .chain(node::rest::ROUTES)
-    .map(own)
-    .collect();
-    for site in crate::registry::sites(&settings.chains) {
-        for route in node::rest::ROUTES.into_iter().chain([node::jsonrpc::RPC]) {
-            out.push(Served {
-                host: Some(site.host.clone()),
-                route,
-            });
-        }
-    }
-    out
 }

@@ -59,9 +59,7 @@ async fn the_listing_is_what_the_server_registered_and_every_listed_route_is_ser
         server.running.http_routes.len(),
         "a route registered twice"
     );
-    let planned: BTreeSet<_> = l1gate::http::routes::planned(&settings)
-        .into_iter()
-        .collect();
+    let planned: BTreeSet<_> = l1gate::endpoints::planned(&settings).into_iter().collect();
     assert_eq!(served, planned);
     assert!(
         served

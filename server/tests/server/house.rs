@@ -1,5 +1,5 @@
 //! House rules of the workspace's sources: no module imports another that
-//! imports it back, in any crate.
+//! imports it back, in any crate; every source folder is on the map.
 //!
 //! A module's imports are the paths it names outside its test modules —
 //! `use` trees and paths written inline — that start at `crate`, `super`,
@@ -41,6 +41,37 @@ fn no_module_imports_one_that_imports_it_back() {
         failures.is_empty(),
         "import cycles:\n{}",
         failures.join("\n")
+    );
+}
+
+/// Every source folder of the workspace's crates appears in the map of
+/// `docs/architecture.md` (as `crate/src/folder/`), so that the map cannot
+/// fall behind a new folder.
+#[test]
+fn every_source_folder_is_on_the_map() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let map = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+    let mut missing = Vec::new();
+    for krate in CRATES {
+        let mut folders = vec![root.join(krate).join("src")];
+        while let Some(folder) = folders.pop() {
+            for entry in std::fs::read_dir(&folder).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    folders.push(path);
+                }
+            }
+            let shown = format!("`{}/`", folder.strip_prefix(&root).unwrap().display());
+            if !map.contains(&shown) {
+                missing.push(shown);
+            }
+        }
+    }
+    missing.sort();
+    assert!(
+        missing.is_empty(),
+        "docs/architecture.md does not show {}",
+        missing.join(", ")
     );
 }
 
