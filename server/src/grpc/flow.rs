@@ -101,6 +101,16 @@ pub enum EndReason {
 }
 
 impl EndReason {
+    /// Why a stream whose key is no longer admitted ends.
+    pub fn of_denial(denial: &Denial) -> Self {
+        match denial {
+            Denial::Forbidden { .. } => EndReason::Forbidden,
+            Denial::RotatedKey { .. } => EndReason::Rotated,
+            Denial::QuotaExhausted { .. } => EndReason::Quota,
+            _ => EndReason::Revoked,
+        }
+    }
+
     /// The metric label.
     pub fn label(self) -> &'static str {
         match self {
@@ -262,21 +272,15 @@ impl Supervisor {
             let ended = |status: fn(String) -> Status| {
                 status(format!("stream ended: {}", denial.message()))
             };
-            let (reason, status) = match denial {
-                Denial::Forbidden { .. } => {
-                    (EndReason::Forbidden, ended(Status::permission_denied))
-                }
-                Denial::RotatedKey { .. } => (EndReason::Rotated, ended(Status::unauthenticated)),
-                Denial::QuotaExhausted { .. } => {
-                    (EndReason::Quota, ended(Status::resource_exhausted))
-                }
-                _ => (
-                    EndReason::Revoked,
-                    Status::unauthenticated(format!(
-                        "stream ended: API key {} was revoked or removed from the keys file",
-                        slot.key_id
-                    )),
-                ),
+            let reason = EndReason::of_denial(&denial);
+            let status = match reason {
+                EndReason::Forbidden => ended(Status::permission_denied),
+                EndReason::Rotated => ended(Status::unauthenticated),
+                EndReason::Quota => ended(Status::resource_exhausted),
+                _ => Status::unauthenticated(format!(
+                    "stream ended: API key {} was revoked or removed from the keys file",
+                    slot.key_id
+                )),
             };
             slot.end(reason, status);
         }

@@ -273,12 +273,7 @@ where
         /// The status ending the stream, if its key is no longer admitted.
         fn refused(&self) -> Option<Status> {
             let denial = self.access.recheck(&self.guard).err()?;
-            let reason = match denial.reason() {
-                "forbidden" => "forbidden",
-                "rotated_key" => "rotated",
-                "quota_exceeded" => "quota",
-                _ => "revoked",
-            };
+            let reason = crate::grpc::flow::EndReason::of_denial(&denial).label();
             self.access
                 .metrics()
                 .stream_ended("transaction_stream", "transactions", reason);
