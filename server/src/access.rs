@@ -29,6 +29,11 @@
 //!
 //! Keys never leave [`crate::access::auth`]: rejections, logs and metrics name the
 //! key id (`k_` + a prefix of its SHA-256) and the account at most.
+//!
+//! Nothing here knows an edge's protocol: a check answers a [`Denial`], and
+//! each edge adapts it — the gRPC interceptor and admissions with their
+//! statuses in [`crate::grpc::admission`], the HTTP key check in
+//! [`crate::http`], the WebSocket's in [`crate::ws`].
 
 pub mod allow_list;
 pub mod auth;
@@ -47,13 +52,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
-use futures_util::{Stream, StreamExt as _};
 use parking_lot::Mutex;
 use serde::Serialize;
-use tonic::{Request, Status};
 
 use crate::metrics::{FeedTraffic, KeyUsage, Metrics};
-use auth::{API_KEY_METADATA, Auth};
+use auth::Auth;
 use clock::Clock;
 pub use denial::Denial;
 use gcra::Gcra;
@@ -489,84 +492,27 @@ impl Access {
         tracing::debug!(edge, reason = denial.reason(), "request refused");
     }
 
-    /// The gRPC interceptor: steps 1 and 2 on the lowercase `x-api-key`
-    /// metadata and the TCP peer; records the [`Principal`] in the request's
-    /// extensions for the service's step 3 ([`Access::grpc_unary`],
-    /// [`Access::grpc_stream`]).
+    /// Steps 3 and 4 for a stream of an identified caller: one request of
+    /// the key's quota, then one of the account's stream slots; the guard
+    /// must live as long as the stream.
     ///
     /// # Errors
-    /// UNAUTHENTICATED or PERMISSION_DENIED.
-    pub fn intercept(&self, mut request: Request<()>) -> Result<Request<()>, Status> {
-        let key = request
-            .metadata()
-            .get(API_KEY_METADATA)
-            .and_then(|v| v.to_str().ok());
-        let peer = request.remote_addr().map(|a| a.ip());
-        match self.identify(key, peer) {
-            Ok(principal) => {
-                request.extensions_mut().insert(principal);
-                Ok(request)
-            }
-            Err(denial) => {
-                self.record_denial("grpc", &denial);
-                Err(denial.to_status())
-            }
-        }
-    }
-
-    fn caller<T>(request: &Request<T>) -> Result<Principal, Status> {
-        request
-            .extensions()
-            .get::<Principal>()
-            .cloned()
-            .ok_or_else(|| {
-                Status::unauthenticated(
-                    "no authenticated caller: the access interceptor did not run",
-                )
-            })
-    }
-
-    /// Steps 3 and 4 for a unary gRPC call admitted by
-    /// [`Access::intercept`].
-    ///
-    /// # Errors
-    /// RESOURCE_EXHAUSTED over the quota or the rate; UNAUTHENTICATED when
-    /// the request did not pass the interceptor.
-    pub fn grpc_unary<T>(&self, request: &Request<T>) -> Result<(), Status> {
-        let principal = Self::caller(request)?;
-        self.charge_request(&principal)
-            .inspect(|()| self.inner.metrics.grpc_admission("ok"))
-            .map_err(|denial| {
-                self.record_denial("grpc", &denial);
-                denial.to_status()
-            })
-    }
-
-    /// Steps 3 and 4 for a gRPC stream admitted by [`Access::intercept`]:
-    /// one request of the key's quota, then one of the account's stream
-    /// slots; the guard must live as long as the response stream (see
-    /// [`guard_stream`]).
-    ///
-    /// # Errors
-    /// RESOURCE_EXHAUSTED over the quota or at the stream cap;
-    /// UNAUTHENTICATED when the request did not pass the interceptor.
-    pub fn grpc_stream<T>(&self, request: &Request<T>) -> Result<StreamGuard, Status> {
-        let principal = Self::caller(request)?;
-        let peer = request.remote_addr().map(|a| a.ip());
+    /// The [`Denial`] over the quota or at the stream cap (the request
+    /// taken is given back then).
+    pub fn admit_stream(
+        &self,
+        principal: &Principal,
+        peer: Option<IpAddr>,
+    ) -> Result<StreamGuard, Denial> {
         let now = self.now_ms();
-        let meter = self.meter(&principal, now);
+        let meter = self.meter(principal, now);
         meter
             .take_request()
             .map_err(|kind| meter.exhausted(kind, now))
             .and_then(|()| {
-                self.open_stream(&principal, peer).inspect_err(|_| {
+                self.open_stream(principal, peer).inspect_err(|_| {
                     meter.give_back_request();
                 })
-            })
-            .inspect(|_| self.inner.metrics.grpc_admission("ok"))
-            .map_err(|denial| {
-                self.record_denial("grpc", &denial);
-                denial.to_status()
             })
     }
 
@@ -763,46 +709,6 @@ impl Drop for StreamGuard {
     }
 }
 
-/// Ties `guard` to a response stream: every item passing through is counted
-/// with `measure` (payload bytes, block time in Unix ms), and the guard (and the account's stream slot) is released
-/// when the stream is dropped — at its end or when the client goes away.
-/// Once the key's byte quota is used up, the item that used it up is
-/// delivered and the stream ends with RESOURCE_EXHAUSTED naming the quota.
-pub fn guard_stream<S, T>(
-    stream: S,
-    guard: StreamGuard,
-    measure: fn(&T) -> (usize, Option<i64>),
-) -> impl Stream<Item = Result<T, Status>> + Send + 'static
-where
-    S: Stream<Item = Result<T, Status>> + Send + 'static,
-    T: Send + 'static,
-{
-    /// The stream, its guard, and the status to end with after the item
-    /// just delivered.
-    type State<S> = (std::pin::Pin<Box<S>>, StreamGuard, Option<Status>);
-    futures_util::stream::unfold(
-        Some((Box::pin(stream), guard, None)),
-        move |state: Option<State<S>>| async move {
-            let (mut stream, guard, ending) = state?;
-            if let Some(status) = ending {
-                return Some((Err(status), None));
-            }
-            let item = stream.next().await?;
-            let mut ending = None;
-            if let Ok(message) = &item {
-                let (bytes, block_time_ms) = measure(message);
-                ending = guard
-                    .sent_within_quota(bytes, block_time_ms)
-                    .err()
-                    .map(|denial| {
-                        Status::resource_exhausted(format!("stream ended: {}", denial.message()))
-                    });
-            }
-            Some((item, Some((stream, guard, ending))))
-        },
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -837,7 +743,6 @@ mod tests {
         );
         let forbidden = access.identify(Some(&key), outside).unwrap_err();
         assert_eq!(forbidden.http_status(), 403);
-        assert_eq!(forbidden.to_status().code(), tonic::Code::PermissionDenied);
         assert!(forbidden.message().contains("https://keys.example/allow"));
         assert!(forbidden.message().contains(&stored.id));
         assert!(!forbidden.message().contains(&key));
@@ -865,7 +770,7 @@ mod tests {
         let limited = access.charge_request(&a1).unwrap_err();
         assert_eq!(limited.http_status(), 429);
         assert!(limited.retry_after().unwrap() > Duration::from_millis(900));
-        assert_eq!(limited.to_status().code(), tonic::Code::ResourceExhausted);
+        assert_eq!(limited.http_status(), 429);
         assert!(limited.message().contains("rate limit"));
         assert!(access.charge_request(&a2).is_err());
         // Another account has its own allowance (the default here).
@@ -903,7 +808,7 @@ mod tests {
         let refused = access.identify(Some(&old_key), None).unwrap_err();
         assert_eq!(refused.http_status(), 401);
         assert_eq!(refused.reason(), "rotated_key");
-        assert_eq!(refused.to_status().code(), tonic::Code::Unauthenticated);
+        assert_eq!(refused.http_status(), 401);
         assert_eq!(
             refused.message(),
             format!(
@@ -956,7 +861,6 @@ mod tests {
         let exhausted = access.charge_request(&alice).unwrap_err();
         assert_eq!(exhausted.reason(), "quota_exceeded");
         assert_eq!(exhausted.http_status(), 429);
-        assert_eq!(exhausted.to_status().code(), tonic::Code::ResourceExhausted);
         assert_eq!(exhausted.retry_after(), Some(Duration::from_secs(3_600)));
         assert_eq!(
             exhausted.message(),

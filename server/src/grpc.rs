@@ -6,6 +6,7 @@
 //! ([`flow`]: a subscriber that lags or stops reading is ended). The
 //! sockets gather the frames of many streams into one write ([`batched`]).
 
+pub mod admission;
 pub mod batched;
 pub mod flow;
 pub mod health;

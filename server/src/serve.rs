@@ -37,6 +37,7 @@ use crate::access::keys::{KeyStore, KeysFile};
 use crate::candles::Candles;
 use crate::candles::store::CandleStore;
 use crate::config::Settings;
+use crate::grpc::admission::GrpcAccess as _;
 use crate::grpc::flow::{FlowSettings, Supervisor};
 use crate::grpc::market::MarketService;
 use crate::grpc::raw_feed::RawFeedService;

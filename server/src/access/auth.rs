@@ -9,10 +9,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use parking_lot::RwLock;
-use tonic::Status;
 
 use crate::access::denial::Denial;
-use crate::access::keys::{AccountLimits, KeyEntry, KeyStore, KeysFile, Principal};
+use crate::access::keys::{AccountLimits, KeyEntry, KeyStore, KeysFile};
 use crate::access::quota::Quota;
 
 /// gRPC metadata key carrying the API key.
@@ -65,24 +64,6 @@ impl Auth {
     /// The entry of the key with id `key_id`, if it is still in force.
     pub fn entry_by_id(&self, key_id: &str) -> Option<KeyEntry> {
         self.store.read().entry_by_id(key_id).cloned()
-    }
-
-    /// Checks a presented key alone: no allow-list, no limits. The edges
-    /// go through [`crate::access::Access`], which applies all three.
-    ///
-    /// # Errors
-    /// `UNAUTHENTICATED` when the key is missing, unknown or revoked.
-    pub fn check_key(&self, key: Option<&str>) -> Result<Principal, Status> {
-        let Some(key) = key.filter(|k| !k.is_empty()) else {
-            return Err(Status::unauthenticated(
-                "missing API key: send it in the lowercase `x-api-key` request metadata",
-            ));
-        };
-        self.store
-            .read()
-            .authenticate(key)
-            .cloned()
-            .ok_or_else(|| Status::unauthenticated("API key rejected: unknown or revoked key"))
     }
 
     /// The entry of a presented key (owner and allow-list).
@@ -209,11 +190,12 @@ mod tests {
         let mut file = KeysFile::default();
         let (key, _) = file.add_key("alice", 0).unwrap();
         let auth = Auth::new(KeyStore::new(&file));
-        let missing = auth.check_key(None).unwrap_err();
-        assert_eq!(missing.code(), tonic::Code::Unauthenticated);
-        assert!(missing.message().contains("x-api-key"));
-        let wrong = auth.check_key(Some("l1g_00")).unwrap_err();
-        assert_eq!(wrong.code(), tonic::Code::Unauthenticated);
-        assert_eq!(auth.check_key(Some(&key)).unwrap().account, "alice");
+        assert_eq!(auth.lookup(None).unwrap_err(), Denial::MissingKey);
+        assert_eq!(auth.lookup(Some("")).unwrap_err(), Denial::MissingKey);
+        assert_eq!(
+            auth.lookup(Some("l1g_00")).unwrap_err(),
+            Denial::RejectedKey
+        );
+        assert_eq!(auth.lookup(Some(&key)).unwrap().principal.account, "alice");
     }
 }

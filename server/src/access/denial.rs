@@ -4,8 +4,6 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use tonic::Status;
-
 use crate::access::keys::Rotation;
 use crate::access::quota::{Period, QuotaKind, format_size};
 
@@ -167,17 +165,6 @@ impl Denial {
                     feeds::time::format_iso8601_ms(*resets_at_ms),
                 )
             }
-        }
-    }
-
-    /// The gRPC status: UNAUTHENTICATED, PERMISSION_DENIED or
-    /// RESOURCE_EXHAUSTED.
-    pub fn to_status(&self) -> Status {
-        let message = self.message();
-        match self.http_status() {
-            401 => Status::unauthenticated(message),
-            403 => Status::permission_denied(message),
-            _ => Status::resource_exhausted(message),
         }
     }
 

@@ -50,6 +50,7 @@ use proto::v3 as pb;
 use tonic::{Request, Response, Status};
 
 use crate::access::{Access, StreamGuard};
+use crate::grpc::admission::GrpcAccess as _;
 use crate::grpc::flow::{Measured, Slot, Supervisor, Watched};
 use crate::grpc::relay::{RelaySource, view_status};
 use crate::grpc::render;

@@ -35,6 +35,7 @@ use tonic::{Request, Response, Status};
 
 use crate::access::Access;
 use crate::config::RawFeedSettings;
+use crate::grpc::admission::GrpcAccess as _;
 use crate::grpc::flow::{self, EndReason, Measured, Slot, Supervisor, Watched};
 use crate::host::feeds::LiveFeeds;
 
@@ -79,7 +80,7 @@ impl RawFeedService {
     /// Applies the callers' rate limits and usage accounting: unary calls
     /// take a unit of the account's request rate, streams hold one of its
     /// stream slots until the response stream is dropped. Requests must
-    /// have passed [`Access::intercept`].
+    /// have passed [`GrpcAccess::intercept`](crate::grpc::admission::GrpcAccess::intercept).
     #[must_use]
     pub fn with_access(mut self, access: Access) -> Self {
         self.access = Some(access);

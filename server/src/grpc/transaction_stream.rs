@@ -96,6 +96,7 @@ use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Request, Response, Status};
 
 use crate::access::{Access, StreamGuard};
+use crate::grpc::admission::GrpcAccess as _;
 use crate::registry::{ChainConfig, NodeConfig};
 
 /// Largest request accepted (the filter is its only field that grows).
@@ -162,7 +163,7 @@ impl TransactionStreamService {
     }
 
     /// Holds one of the caller's account stream slots per stream (and
-    /// counts its usage); requests must have passed [`Access::intercept`].
+    /// counts its usage); requests must have passed [`GrpcAccess::intercept`](crate::grpc::admission::GrpcAccess::intercept).
     #[must_use]
     pub fn with_access(mut self, access: Access) -> Self {
         self.access = Some(access);
@@ -282,7 +283,7 @@ where
                 reason,
                 "transaction stream ended: its key is no longer admitted"
             );
-            let status = denial.to_status();
+            let status = crate::grpc::admission::status_of(&denial);
             Some(Status::new(
                 status.code(),
                 format!("stream ended: {}", status.message()),
