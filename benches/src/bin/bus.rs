@@ -62,6 +62,7 @@ use benches::live::{
 };
 use benches::streams::{Readers, Shared, Totals, summarize, tally_window};
 use benches::sys::CpuTime;
+use clap::Parser;
 use feeds::Source;
 use hdrhistogram::Histogram;
 use l1gate::config::ServeArgs;
@@ -88,48 +89,39 @@ const STREAM_WINDOW: u32 = 65_535;
 /// streams.
 const PUBLISH_MAX_BYTES: &str = "1GiB";
 
+#[derive(Debug, Parser)]
+#[command(
+    about = "Scale-out over NATS JetStream: publish throughput, edge latency, stream capacity",
+    args_override_self = true
+)]
 struct Args {
+    /// Simulator blocks of the publish-throughput part.
+    #[arg(long, default_value_t = 1_500)]
     blocks: u64,
+    /// Activity and book depth as a fraction of mainnet.
+    #[arg(long, default_value_t = 1.0)]
     scale: f64,
     /// The latency window, seconds.
+    #[arg(long, default_value_t = 20)]
     seconds: u64,
-    /// Stream counts of the capacity phase (empty: none).
-    streams: Vec<usize>,
+    /// Stream counts of the capacity phase, comma-separated (`0`: none).
+    // `std::vec::Vec`: the whole list is one value, parsed by `streams_counts`.
+    #[arg(long, value_parser = streams_counts, default_value = "1000,4000")]
+    streams: std::vec::Vec<usize>,
     /// The capacity window, seconds.
+    #[arg(long, default_value_t = 10.0)]
     window: f64,
     /// Connections to the node host in the capacity phase (half as many to each edge).
+    #[arg(long, default_value_t = 100)]
     connections: usize,
-    write: bool,
+    /// Print only; leave `benches/BENCHMARKS.md` as it is.
+    #[arg(long)]
+    no_write: bool,
 }
 
-fn parse_args(argv: &[String]) -> anyhow::Result<Args> {
-    let mut a = Args {
-        blocks: 1_500,
-        scale: 1.0,
-        seconds: 20,
-        streams: vec![1_000, 4_000],
-        window: 10.0,
-        connections: 100,
-        write: true,
-    };
-    let mut it = argv.iter();
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--blocks" => a.blocks = value()?.parse().context("bad --blocks")?,
-            "--scale" => a.scale = value()?.parse().context("bad --scale")?,
-            "--seconds" => a.seconds = value()?.parse().context("bad --seconds")?,
-            "--streams" => a.streams = benches::counts(value()?, "--streams")?,
-            "--window" => a.window = value()?.parse().context("bad --window")?,
-            "--connections" => a.connections = value()?.parse().context("bad --connections")?,
-            "--no-write" => a.write = false,
-            other => bail!("unknown flag {other}"),
-        }
-    }
-    if a.connections < 2 || !(a.window.is_finite() && a.window > 0.0) || a.seconds == 0 {
-        bail!("--connections must be at least 2, --window and --seconds positive");
-    }
-    Ok(a)
+/// `--streams` as [`benches::counts`] reads it.
+fn streams_counts(value: &str) -> anyhow::Result<Vec<usize>> {
+    benches::counts(value, "--streams")
 }
 
 /// A `nats-server -js` on loopback, killed when dropped.
@@ -961,7 +953,11 @@ fn main() -> anyhow::Result<()> {
     if argv.first().map(String::as_str) == Some(CHILD_FLAG) {
         return bus_child(&argv[1..]);
     }
-    let args = parse_args(&argv)?;
+    let args = Args::parse();
+    if args.connections < 2 || !(args.window.is_finite() && args.window > 0.0) || args.seconds == 0
+    {
+        bail!("--connections must be at least 2, --window and --seconds positive");
+    }
     let machine = benches::Machine::detect();
     let command = benches::cargo_command("bus");
     let load_before = live::load_average();
@@ -974,7 +970,7 @@ fn main() -> anyhow::Result<()> {
     drop(runtime);
     let s = render(&args, &machine, &command, &load_before, &throughput, &run);
     println!("{s}");
-    if args.write {
+    if !args.no_write {
         benches::write_section(&benches::benchmarks_md(), "bus", &s)?;
     }
     Ok(())

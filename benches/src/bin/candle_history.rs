@@ -29,6 +29,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
+use clap::Parser;
 use engine::market::candles::{Candle, Interval};
 use feeds::Source;
 use l1gate::candles::store::{CandleStore, CommitInfo, INTERVALS, Span, Watermark};
@@ -39,48 +40,40 @@ const BLOCKS_PER_HOUR: u64 = 53_280;
 const HISTORY_START_MS: i64 = 1_753_603_200_000;
 const DAY_MS: i64 = 86_400_000;
 
+#[derive(Debug, Parser)]
+#[command(
+    about = "The candle history: archive import, store size, server memory and lookups",
+    args_override_self = true
+)]
 struct Args {
+    /// Hours of simulated archive fills to import.
+    #[arg(long, default_value_t = 24)]
     hours: u64,
+    /// Days of the long store (the imported day, shifted a day at a time).
+    #[arg(long, default_value_t = 7)]
     days: i64,
+    /// Activity and book depth as a fraction of mainnet.
+    #[arg(long, default_value_t = 1.0)]
     scale: f64,
+    /// Simulator seed.
+    #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Keep-alive connections of the `GET /v1/candles` lookups.
+    #[arg(long, default_value_t = 32)]
     connections: usize,
+    /// Seconds of `GET /v1/candles` lookups.
+    #[arg(long, default_value_t = 10.0)]
     seconds: f64,
-    write: bool,
-}
-
-fn parse_args(args: &[String]) -> anyhow::Result<Args> {
-    let mut a = Args {
-        hours: 24,
-        days: 7,
-        scale: 1.0,
-        seed: 1,
-        connections: 32,
-        seconds: 10.0,
-        write: true,
-    };
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--hours" => a.hours = value()?.parse().context("bad --hours")?,
-            "--days" => a.days = value()?.parse().context("bad --days")?,
-            "--scale" => a.scale = value()?.parse().context("bad --scale")?,
-            "--seed" => a.seed = value()?.parse().context("bad --seed")?,
-            "--connections" => a.connections = value()?.parse().context("bad --connections")?,
-            "--seconds" => a.seconds = value()?.parse().context("bad --seconds")?,
-            "--no-write" => a.write = false,
-            other => bail!("unknown argument {other}"),
-        }
-    }
-    if a.hours == 0 || a.days < 1 || a.connections == 0 || a.seconds <= 0.0 {
-        bail!("--hours, --days and --connections must be ≥ 1, --seconds > 0");
-    }
-    Ok(a)
+    /// Print only; leave `benches/BENCHMARKS.md` as it is.
+    #[arg(long)]
+    no_write: bool,
 }
 
 fn main() -> anyhow::Result<()> {
-    let args = parse_args(&std::env::args().skip(1).collect::<Vec<_>>())?;
+    let args = Args::parse();
+    if args.hours == 0 || args.days < 1 || args.connections == 0 || args.seconds <= 0.0 {
+        bail!("--hours, --days and --connections must be ≥ 1, --seconds > 0");
+    }
     let command = benches::cargo_command("candle_history");
     let machine = benches::Machine::detect();
     let l1gate = sibling("l1gate")?;
@@ -182,7 +175,7 @@ fn main() -> anyhow::Result<()> {
         &long_served,
     );
     println!("{text}");
-    if args.write {
+    if !args.no_write {
         let path = benches::benchmarks_md();
         benches::write_section(&path, "candle_history", &text)
             .with_context(|| format!("write {}", path.display()))?;

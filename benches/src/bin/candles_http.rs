@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use bytes::Bytes;
+use clap::Parser;
 use hdrhistogram::Histogram;
 use http_body_util::{BodyExt as _, Empty};
 use hyper_util::rt::TokioIo;
@@ -38,49 +39,36 @@ const TARGET_RPS: f64 = 50_000.0;
 const TARGET_P99_US: u64 = 2_000;
 const INTERVALS: [(&str, i64); 3] = [("1s", 1_000), ("1m", 60_000), ("5m", 300_000)];
 
+#[derive(Debug, Parser)]
+#[command(
+    about = "Candle lookup latency and throughput over HTTP/1.1 keep-alive on loopback",
+    args_override_self = true
+)]
 struct Args {
+    /// Simulator blocks to generate (6000 ≈ 7 minutes of block time).
+    #[arg(long, default_value_t = 6_000)]
     blocks: u64,
+    /// Activity and book depth as a fraction of mainnet.
+    #[arg(long, default_value_t = 0.2)]
     scale: f64,
+    /// Simulator seed.
+    #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Keep-alive connections of the load process (one request in flight on each).
+    #[arg(long, default_value_t = 32)]
     connections: usize,
+    /// Measured seconds of load, after the warm-up.
+    #[arg(long, default_value_t = 10.0)]
     seconds: f64,
+    /// Seconds of load before the measure starts.
+    #[arg(long, default_value_t = 2.0)]
     warmup: f64,
+    /// Tokio worker threads of the load process.
+    #[arg(long, default_value_t = 1)]
     client_threads: usize,
-    write: bool,
-}
-
-fn parse_args(args: &[String]) -> anyhow::Result<Args> {
-    let mut a = Args {
-        blocks: 6_000,
-        scale: 0.2,
-        seed: 1,
-        connections: 32,
-        seconds: 10.0,
-        warmup: 2.0,
-        client_threads: 1,
-        write: true,
-    };
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--blocks" => a.blocks = value()?.parse().context("bad --blocks")?,
-            "--scale" => a.scale = value()?.parse().context("bad --scale")?,
-            "--seed" => a.seed = value()?.parse().context("bad --seed")?,
-            "--connections" => a.connections = value()?.parse().context("bad --connections")?,
-            "--seconds" => a.seconds = value()?.parse().context("bad --seconds")?,
-            "--warmup" => a.warmup = value()?.parse().context("bad --warmup")?,
-            "--client-threads" => {
-                a.client_threads = value()?.parse().context("bad --client-threads")?;
-            }
-            "--no-write" => a.write = false,
-            other => bail!("unknown argument {other}"),
-        }
-    }
-    if a.connections == 0 || a.client_threads == 0 || a.seconds <= 0.0 || a.warmup < 0.0 {
-        bail!("--connections and --client-threads must be ≥ 1, --seconds > 0, --warmup ≥ 0");
-    }
-    Ok(a)
+    /// Print only; leave `benches/BENCHMARKS.md` as it is.
+    #[arg(long)]
+    no_write: bool,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -88,7 +76,11 @@ fn main() -> anyhow::Result<()> {
     if argv.first().map(String::as_str) == Some("--load-child") {
         return load_child(&argv[1..]);
     }
-    let args = parse_args(&argv)?;
+    let args = Args::parse();
+    if args.connections == 0 || args.client_threads == 0 || args.seconds <= 0.0 || args.warmup < 0.0
+    {
+        bail!("--connections and --client-threads must be ≥ 1, --seconds > 0, --warmup ≥ 0");
+    }
     let command = benches::cargo_command("candles_http");
     let machine = benches::Machine::detect();
 
@@ -239,7 +231,7 @@ fn main() -> anyhow::Result<()> {
         &result,
     );
     println!("{report}");
-    if args.write {
+    if !args.no_write {
         let path = benches::benchmarks_md();
         benches::write_section(&path, "candles_http", &report)
             .with_context(|| format!("write {}", path.display()))?;

@@ -35,6 +35,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
+use clap::Parser;
 use engine::checkpoint::{self, CheckpointPolicy, Checkpointer, capture};
 use engine::market::{Market, Needs};
 use engine::source::{BlockSource, SourceOptions};
@@ -44,41 +45,27 @@ use serde_json::json;
 /// The brief's target for loading the mainnet-size book from a checkpoint.
 const TARGET_MS: f64 = 200.0;
 
+#[derive(Debug, Parser)]
+#[command(
+    about = "Loading the full book from a checkpoint beside its JSON L4 snapshot",
+    args_override_self = true
+)]
 struct Args {
+    /// Activity and book depth of the simulated book as a fraction of mainnet.
+    #[arg(long, default_value_t = 1.0)]
     scale: f64,
+    /// Blocks the simulator writes between its two snapshots.
+    #[arg(long, default_value_t = 200)]
     blocks: u64,
+    /// Interleaved runs of each measure (the median is reported).
+    #[arg(long, default_value_t = 5)]
     runs: usize,
+    /// Simulator seed.
+    #[arg(long, default_value_t = 1)]
     seed: u64,
-    write: bool,
-}
-
-fn parse_args(argv: &[String]) -> anyhow::Result<Args> {
-    let mut a = Args {
-        scale: 1.0,
-        blocks: 200,
-        runs: 5,
-        seed: 1,
-        write: true,
-    };
-    let mut it = argv.iter();
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--scale" => a.scale = value()?.parse().context("--scale")?,
-            "--blocks" => a.blocks = value()?.parse().context("--blocks")?,
-            "--runs" => a.runs = value()?.parse().context("--runs")?,
-            "--seed" => a.seed = value()?.parse().context("--seed")?,
-            "--no-write" => a.write = false,
-            other => bail!("unknown argument {other}"),
-        }
-    }
-    if !(a.scale.is_finite() && a.scale > 0.0) {
-        bail!("--scale must be positive");
-    }
-    if a.runs == 0 || a.blocks == 0 {
-        bail!("--runs and --blocks must be at least 1");
-    }
-    Ok(a)
+    /// Print only; leave `benches/BENCHMARKS.md` as it is.
+    #[arg(long)]
+    no_write: bool,
 }
 
 /// Timings of one book.
@@ -101,8 +88,13 @@ struct Book {
 }
 
 fn main() -> anyhow::Result<()> {
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    let args = parse_args(&argv)?;
+    let args = Args::parse();
+    if !(args.scale.is_finite() && args.scale > 0.0) {
+        bail!("--scale must be positive");
+    }
+    if args.runs == 0 || args.blocks == 0 {
+        bail!("--runs and --blocks must be at least 1");
+    }
     let machine = benches::Machine::detect();
     let command = benches::cargo_command("checkpoint");
     let load_at_start = benches::sys::loadavg().unwrap_or_else(|| "unknown".to_owned());
@@ -146,7 +138,7 @@ fn main() -> anyhow::Result<()> {
     );
     let body = render(&args, &machine, &command, &load, &sim_line, &books);
     println!("{body}");
-    if args.write {
+    if !args.no_write {
         let path = benches::benchmarks_md();
         benches::write_section(&path, "checkpoint", &body)
             .with_context(|| format!("write {}", path.display()))?;

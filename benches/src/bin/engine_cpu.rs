@@ -40,6 +40,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use benches::live::{self, LiveNode, SERVE_FLAG, ServerOptions, ServerProcess};
 use benches::sys::{CpuDelta, CpuTime};
+use clap::Parser;
 use engine::block::Block;
 use engine::fold::Engine;
 use engine::market::{Market, Needs};
@@ -63,59 +64,33 @@ const ENGINE_THREAD: &str = "l1gate-engine";
 /// Mainnet blocks per second of the simulator's profile.
 const MAINNET_BLOCKS_PER_S: f64 = 14.8;
 
+#[derive(Debug, Parser)]
+#[command(
+    about = "CPU time of the server's engine thread per block at mainnet pace",
+    args_override_self = true
+)]
 struct Args {
+    /// Length of the live window, seconds.
+    #[arg(long, default_value_t = 20.0)]
     seconds: f64,
+    /// Length of the idle window, seconds.
+    #[arg(long, default_value_t = 10.0)]
     idle_seconds: f64,
+    /// Seconds to wait before each window.
+    #[arg(long, default_value_t = 2.0)]
     settle: f64,
+    /// Back-to-back passes of each fold in this process (the median is reported).
+    #[arg(long, default_value_t = 5)]
     passes: usize,
+    /// Passes of each fold paced like the server's (0: none).
+    #[arg(long, default_value_t = 3)]
     paced_passes: usize,
+    /// Activity and book depth as a fraction of mainnet.
+    #[arg(long, default_value_t = 1.0)]
     scale: f64,
-    write: bool,
-}
-
-fn parse_args(argv: &[String]) -> anyhow::Result<Args> {
-    let mut a = Args {
-        seconds: 20.0,
-        idle_seconds: 10.0,
-        settle: 2.0,
-        passes: 5,
-        paced_passes: 3,
-        scale: 1.0,
-        write: true,
-    };
-    let mut it = argv.iter();
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--seconds" => a.seconds = value()?.parse().context("--seconds")?,
-            "--idle-seconds" => a.idle_seconds = value()?.parse().context("--idle-seconds")?,
-            "--settle" => a.settle = value()?.parse().context("--settle")?,
-            "--passes" => a.passes = value()?.parse().context("--passes")?,
-            "--paced-passes" => {
-                a.paced_passes = value()?.parse().context("--paced-passes")?;
-            }
-            "--scale" => a.scale = value()?.parse().context("--scale")?,
-            "--no-write" => a.write = false,
-            "-h" | "--help" => {
-                println!(
-                    "engine_cpu [--seconds S (20)] [--idle-seconds S (10)] [--settle S (2)] [--passes N (5)] [--paced-passes N (1)] [--scale X (1)] [--no-write]"
-                );
-                std::process::exit(0);
-            }
-            other => bail!("unknown argument {other}"),
-        }
-    }
-    let positive = |v: f64| v.is_finite() && v > 0.0;
-    if !positive(a.seconds) || !positive(a.idle_seconds) || !positive(a.scale) {
-        bail!("--seconds, --idle-seconds and --scale must be positive");
-    }
-    if !(a.settle.is_finite() && a.settle >= 0.0) {
-        bail!("--settle must be zero or more seconds");
-    }
-    if a.passes == 0 {
-        bail!("--passes must be at least 1");
-    }
-    Ok(a)
+    /// Print only; leave `benches/BENCHMARKS.md` as it is.
+    #[arg(long)]
+    no_write: bool,
 }
 
 /// The server at one instant.
@@ -211,7 +186,17 @@ fn main() -> anyhow::Result<()> {
     if argv.first().map(String::as_str) == Some(SERVE_FLAG) {
         return live::serve_child(&argv[1..]);
     }
-    let args = parse_args(&argv)?;
+    let args = Args::parse();
+    let positive = |v: f64| v.is_finite() && v > 0.0;
+    if !positive(args.seconds) || !positive(args.idle_seconds) || !positive(args.scale) {
+        bail!("--seconds, --idle-seconds and --scale must be positive");
+    }
+    if !(args.settle.is_finite() && args.settle >= 0.0) {
+        bail!("--settle must be zero or more seconds");
+    }
+    if args.passes == 0 {
+        bail!("--passes must be at least 1");
+    }
     let machine = benches::Machine::detect();
     let command = benches::cargo_command("engine_cpu");
     let load_before = live::load_average();
@@ -344,7 +329,7 @@ fn main() -> anyhow::Result<()> {
         &folds,
     );
     println!("{}", body.text);
-    if args.write {
+    if !args.no_write {
         let path = benches::benchmarks_md();
         benches::write_section(&path, SECTION, &body.text)
             .with_context(|| format!("write {}", path.display()))?;

@@ -56,6 +56,7 @@ use benches::streams::{
     summarize, tally_window, wait_ended,
 };
 use benches::summary::FANOUT_BBO;
+use clap::Parser;
 use fixtures::SimConfig;
 use proto::v3 as pb;
 
@@ -74,48 +75,44 @@ const STALLED_CONNECTIONS: usize = 10;
 /// The server's `send_timeout_ms` (its default).
 const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 
+#[derive(Debug, Parser)]
+#[command(
+    about = "Market-streaming fan-out: concurrent StreamBbo subscribers at mainnet pace",
+    args_override_self = true
+)]
 struct Args {
-    streams: Vec<usize>,
-    /// Connection counts of the WebSocket runs (empty: none).
-    ws: Vec<usize>,
+    /// Stream counts of the fast runs, comma-separated.
+    // `std::vec::Vec`: the whole list is one value, parsed by `streams_counts`.
+    #[arg(long, value_parser = streams_counts, default_value = "1000,10000")]
+    streams: std::vec::Vec<usize>,
+    /// Connection counts of the WebSocket runs, comma-separated (`0`: none).
+    #[arg(long, value_parser = ws_counts, default_value = "1000,10000")]
+    ws: std::vec::Vec<usize>,
+    /// Seconds of each measured window.
+    #[arg(long, default_value_t = 10.0)]
     seconds: f64,
+    /// HTTP/2 connections the fast streams share.
+    #[arg(long, default_value_t = 100)]
     connections: usize,
+    /// Stalled `StreamL2Book` streams of the memory phase (`0`: none).
+    #[arg(long, default_value_t = 1_000)]
     stalled: usize,
+    /// Activity and book depth as a fraction of mainnet.
+    #[arg(long, default_value_t = 1.0)]
     scale: f64,
-    write: bool,
+    /// Print only; leave `benches/BENCHMARKS.md` as it is.
+    #[arg(long)]
+    no_write: bool,
 }
 
-fn parse_args(argv: &[String]) -> anyhow::Result<Args> {
-    let mut args = Args {
-        streams: vec![1_000, 10_000],
-        ws: vec![1_000, 10_000],
-        seconds: 10.0,
-        connections: 100,
-        stalled: 1_000,
-        scale: 1.0,
-        write: true,
-    };
-    let mut it = argv.iter();
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--streams" => args.streams = benches::counts(value()?, "--streams")?,
-            "--ws" => args.ws = benches::counts(value()?, "--ws")?,
-            "--seconds" => args.seconds = value()?.parse().context("--seconds")?,
-            "--connections" => args.connections = value()?.parse().context("--connections")?,
-            "--stalled" => args.stalled = value()?.parse().context("--stalled")?,
-            "--scale" => args.scale = value()?.parse().context("--scale")?,
-            "--no-write" => args.write = false,
-            other => bail!("unknown argument {other}"),
-        }
-    }
-    if args.streams.is_empty() || args.streams.contains(&0) {
-        bail!("--streams: counts must be positive");
-    }
-    if args.connections == 0 || !(args.seconds.is_finite() && args.seconds > 0.0) {
-        bail!("--connections and --seconds must be positive");
-    }
-    Ok(args)
+/// `--streams` as [`benches::counts`] reads it.
+fn streams_counts(value: &str) -> anyhow::Result<Vec<usize>> {
+    benches::counts(value, "--streams")
+}
+
+/// `--ws` as [`benches::counts`] reads it.
+fn ws_counts(value: &str) -> anyhow::Result<Vec<usize>> {
+    benches::counts(value, "--ws")
 }
 
 /// One measured window over the fast streams.
@@ -261,7 +258,13 @@ fn main() -> anyhow::Result<()> {
     if argv.first().map(String::as_str) == Some(SERVE_FLAG) {
         return live::serve_child(&argv[1..]);
     }
-    let args = parse_args(&argv)?;
+    let args = Args::parse();
+    if args.streams.is_empty() || args.streams.contains(&0) {
+        bail!("--streams: counts must be positive");
+    }
+    if args.connections == 0 || !(args.seconds.is_finite() && args.seconds > 0.0) {
+        bail!("--connections and --seconds must be positive");
+    }
     let machine = benches::Machine::detect();
     let command = benches::cargo_command("fanout");
     let load_before = live::load_average();
@@ -519,7 +522,7 @@ fn main() -> anyhow::Result<()> {
         stalled.as_ref(),
     );
     println!("{s}");
-    if args.write {
+    if !args.no_write {
         let path = benches::benchmarks_md();
         benches::write_section(&path, "fanout", &s)
             .with_context(|| format!("write {}", path.display()))?;

@@ -52,6 +52,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, bail};
 use bytes::Bytes;
+use clap::Parser;
 use hdrhistogram::Histogram;
 use http_body_util::{BodyExt as _, Empty, Full};
 use hyper_util::rt::TokioIo;
@@ -73,42 +74,24 @@ const BLOCKS: u64 = 100;
 /// Simulator scale of the server's node directory.
 const SCALE: f64 = 0.05;
 
+#[derive(Debug, Parser)]
+#[command(
+    about = "The node gateway's cost: Aptos-family REST requests relayed by l1gate vs direct",
+    args_override_self = true
+)]
 struct Args {
+    /// Keep-alive connections of each scenario's load.
+    #[arg(long, default_value_t = 32)]
     connections: usize,
+    /// Seconds measured per scenario.
+    #[arg(long, default_value_t = 10.0)]
     seconds: f64,
+    /// Seconds of load before each measured window.
+    #[arg(long, default_value_t = 2.0)]
     warmup: f64,
-    write: bool,
-}
-
-fn parse_args(args: &[String]) -> anyhow::Result<Args> {
-    let mut a = Args {
-        connections: 32,
-        seconds: 10.0,
-        warmup: 2.0,
-        write: true,
-    };
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--connections" => a.connections = value()?.parse().context("bad --connections")?,
-            "--seconds" => a.seconds = value()?.parse().context("bad --seconds")?,
-            "--warmup" => a.warmup = value()?.parse().context("bad --warmup")?,
-            "--no-write" => a.write = false,
-            "--help" | "-h" => {
-                println!(
-                    "gateway [--connections C (32)] [--seconds S (10)] [--warmup S (2)] \
-                     [--no-write]"
-                );
-                std::process::exit(0);
-            }
-            other => bail!("unknown argument {other}"),
-        }
-    }
-    if a.connections == 0 || a.seconds <= 0.0 || a.warmup < 0.0 {
-        bail!("--connections must be ≥ 1, --seconds > 0, --warmup ≥ 0");
-    }
-    Ok(a)
+    /// Print only; leave `benches/BENCHMARKS.md` as it is.
+    #[arg(long)]
+    no_write: bool,
 }
 
 /// Where a scenario's requests go.
@@ -180,7 +163,10 @@ fn main() -> anyhow::Result<()> {
         Some("--upstream-child") => return upstream_child(),
         _ => {}
     }
-    let args = parse_args(&argv)?;
+    let args = Args::parse();
+    if args.connections == 0 || args.seconds <= 0.0 || args.warmup < 0.0 {
+        bail!("--connections must be ≥ 1, --seconds > 0, --warmup ≥ 0");
+    }
     let command = benches::cargo_command("gateway");
     let machine = benches::Machine::detect();
     let load_at_start = benches::sys::loadavg().unwrap_or_else(|| "unknown".to_owned());
@@ -318,7 +304,7 @@ fn main() -> anyhow::Result<()> {
         results: &results,
     });
     println!("{report}");
-    if args.write {
+    if !args.no_write {
         let path = benches::benchmarks_md();
         place_section(&path, "gateway", "candles_http")
             .with_context(|| format!("place the gateway section in {}", path.display()))?;

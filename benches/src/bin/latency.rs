@@ -50,6 +50,7 @@ use benches::live::{
 };
 use benches::load::{LoadRun, LoadTally};
 use benches::sys::CpuTime;
+use clap::Parser;
 use fixtures::SimConfig;
 use hdrhistogram::Histogram;
 use proto::market_streaming_client::MarketStreamingClient;
@@ -218,13 +219,31 @@ fn config_text(poll: Poll) -> String {
     )
 }
 
+#[derive(Debug, Parser)]
+#[command(
+    about = "End-to-end market-streaming latency: node file append to decoded gRPC frame",
+    args_override_self = true
+)]
 struct Args {
+    /// Seconds each stream reads per (server, rate, load).
+    #[arg(long, default_value_t = 5.0)]
     seconds: f64,
-    rates: Vec<f64>,
-    polls: Vec<Poll>,
-    loads: Vec<Load>,
+    /// Multiples of mainnet pace the simulator appends at, comma-separated.
+    // `std::vec::Vec`: the whole list is one value, parsed by the `value_parser`.
+    #[arg(long, value_parser = rates, default_value = "1,10")]
+    rates: std::vec::Vec<f64>,
+    /// `poll_interval_ms` of each server, comma-separated (`default`: unset; numbers in ms).
+    #[arg(long, value_parser = polls, default_value = "default")]
+    polls: std::vec::Vec<Poll>,
+    /// Loads beside each window, comma-separated: quiet, open-orders, l4-subscribes.
+    #[arg(long, value_parser = Load::parse, default_value = "quiet")]
+    loads: std::vec::Vec<Load>,
+    /// Activity and book depth as a fraction of mainnet.
+    #[arg(long, default_value_t = 1.0)]
     scale: f64,
-    write: bool,
+    /// Print only; leave `benches/BENCHMARKS.md` as it is.
+    #[arg(long)]
+    no_write: bool,
 }
 
 fn list<T: std::str::FromStr>(flag: &str, value: &str) -> anyhow::Result<Vec<T>> {
@@ -250,42 +269,9 @@ fn polls(value: &str) -> anyhow::Result<Vec<Poll>> {
         .collect()
 }
 
-fn parse_args(argv: &[String]) -> anyhow::Result<Args> {
-    let mut args = Args {
-        seconds: 5.0,
-        rates: vec![1.0, 10.0],
-        polls: vec![None],
-        loads: vec![Load::Quiet],
-        scale: 1.0,
-        write: true,
-    };
-    let mut it = argv.iter();
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--seconds" => args.seconds = value()?.parse().context("--seconds")?,
-            "--rates" => args.rates = list("--rates", value()?)?,
-            "--polls" => args.polls = polls(value()?)?,
-            "--loads" => args.loads = Load::parse(value()?)?,
-            "--scale" => args.scale = value()?.parse().context("--scale")?,
-            "--no-write" => args.write = false,
-            "-h" | "--help" => {
-                println!(
-                    "latency [--seconds S (5)] [--rates 1,10] [--polls default,5] [--loads quiet,open-orders,l4-subscribes] [--scale X (1)] [--no-write]"
-                );
-                std::process::exit(0);
-            }
-            other => bail!("unknown argument {other}"),
-        }
-    }
-    let positive = |v: f64| v.is_finite() && v > 0.0;
-    if !positive(args.seconds) || !args.rates.iter().all(|&r| positive(r)) {
-        bail!("--seconds and --rates must be positive");
-    }
-    if args.rates.is_empty() || args.polls.is_empty() || args.loads.is_empty() {
-        bail!("--rates, --polls and --loads need at least one value");
-    }
-    Ok(args)
+/// `--rates` as [`list`] reads it.
+fn rates(value: &str) -> anyhow::Result<Vec<f64>> {
+    list("--rates", value)
 }
 
 /// From which append instant of a block a frame's latency counts: the write of the last line
@@ -551,7 +537,14 @@ fn main() -> anyhow::Result<()> {
     if argv.first().map(String::as_str) == Some(SERVE_FLAG) {
         return live::serve_child(&argv[1..]);
     }
-    let args = parse_args(&argv)?;
+    let args = Args::parse();
+    let positive = |v: f64| v.is_finite() && v > 0.0;
+    if !positive(args.seconds) || !args.rates.iter().all(|&r| positive(r)) {
+        bail!("--seconds and --rates must be positive");
+    }
+    if args.rates.is_empty() || args.polls.is_empty() || args.loads.is_empty() {
+        bail!("--rates, --polls and --loads need at least one value");
+    }
     if fixtures::WRITE_ORDER.first() != Some(&feeds::Source::Fills) {
         bail!(
             "the simulator's writer no longer appends fills first ({:?}): the raw feed reference would be timed from the wrong line",
@@ -675,7 +668,7 @@ fn main() -> anyhow::Result<()> {
         [&floor, &grpc_floor],
     );
     println!("{s}");
-    if args.write {
+    if !args.no_write {
         let path = benches::benchmarks_md();
         benches::write_section(&path, "latency", &s)
             .with_context(|| format!("write {}", path.display()))?;

@@ -37,6 +37,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use benches::sys::Rss;
+use clap::Parser;
 use proto::market_streaming_client::MarketStreamingClient;
 use proto::v3 as pb;
 use serde_json::json;
@@ -56,56 +57,59 @@ const ENGINE_CHILD: &str = "--engine-child";
 /// The coin whose BBO stream marks "serving live".
 const COIN: &str = "BTC";
 
+#[derive(Debug, Parser)]
+#[command(
+    about = "Memory and cold start of the l1gate server with a full mainnet-size book",
+    args_override_self = true
+)]
 struct Args {
-    scales: Vec<f64>,
+    /// Comma-separated scales (activity and book depth as a fraction of mainnet).
+    #[arg(long, default_value = "0.25,0.5,1", value_parser = scales)]
+    scales: std::vec::Vec<f64>,
+    /// Blocks the simulator writes after its starting snapshot (100 ≈ 7 s of block time).
+    #[arg(long, default_value_t = 100)]
     blocks: u64,
+    /// Cold starts of the server per scale (the median is reported).
+    #[arg(long, default_value_t = 2)]
     runs: usize,
+    /// Seconds the server idles, stream open, before its memory is read again.
+    #[arg(long, default_value_t = 2.0)]
     settle: f64,
+    /// Simulator seed.
+    #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// The `l1gate` binary to run (default: build it with this harness's cargo).
+    #[arg(long)]
     l1gate: Option<PathBuf>,
-    write: bool,
+    /// Print only; leave `benches/BENCHMARKS.md` as it is.
+    #[arg(long)]
+    no_write: bool,
 }
 
-fn parse_args(argv: &[String]) -> anyhow::Result<Args> {
-    let mut a = Args {
-        scales: vec![0.25, 0.5, 1.0],
-        blocks: 100,
-        runs: 2,
-        settle: 2.0,
-        seed: 1,
-        l1gate: None,
-        write: true,
-    };
-    let mut it = argv.iter();
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--scales" => {
-                a.scales = value()?
-                    .split(',')
-                    .map(|v| v.trim().parse::<f64>())
-                    .collect::<Result<_, _>>()
-                    .context("--scales: a comma-separated list of numbers")?;
-            }
-            "--blocks" => a.blocks = value()?.parse().context("--blocks")?,
-            "--runs" => a.runs = value()?.parse().context("--runs")?,
-            "--settle" => a.settle = value()?.parse().context("--settle")?,
-            "--seed" => a.seed = value()?.parse().context("--seed")?,
-            "--l1gate" => a.l1gate = Some(PathBuf::from(value()?)),
-            "--no-write" => a.write = false,
-            other => bail!("unknown argument {other}"),
+impl Args {
+    /// What the types do not check.
+    fn check(&self) -> anyhow::Result<()> {
+        if self.runs == 0 {
+            bail!("--runs must be at least 1");
         }
+        if !(self.settle.is_finite() && self.settle >= 0.0) {
+            bail!("--settle must be zero or more seconds");
+        }
+        Ok(())
     }
-    if a.scales.is_empty() || !a.scales.iter().all(|s| s.is_finite() && *s > 0.0) {
-        bail!("--scales: every scale must be positive");
+}
+
+/// `--scales`: a comma-separated list of positive numbers.
+fn scales(text: &str) -> Result<Vec<f64>, String> {
+    let scales = text
+        .split(',')
+        .map(|v| v.trim().parse::<f64>())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|error| format!("a comma-separated list of numbers: {error}"))?;
+    if scales.is_empty() || !scales.iter().all(|s| s.is_finite() && *s > 0.0) {
+        return Err("every scale must be positive".to_owned());
     }
-    if a.runs == 0 {
-        bail!("--runs must be at least 1");
-    }
-    if !(a.settle.is_finite() && a.settle >= 0.0) {
-        bail!("--settle must be zero or more seconds");
-    }
-    Ok(a)
+    Ok(scales)
 }
 
 /// One cold start of the server process.
@@ -183,7 +187,8 @@ fn main() -> anyhow::Result<()> {
     if argv.first().map(String::as_str) == Some(ENGINE_CHILD) {
         return engine_child(&argv[1..]);
     }
-    let args = parse_args(&argv)?;
+    let args = Args::parse();
+    args.check()?;
     let machine = benches::Machine::detect();
     let command = benches::cargo_command("memory");
     let l1gate = if let Some(path) = &args.l1gate {
@@ -206,7 +211,7 @@ fn main() -> anyhow::Result<()> {
     }
     let body = render(&args, &machine, &command, &l1gate, &scales);
     println!("{body}");
-    if args.write {
+    if !args.no_write {
         let path = benches::benchmarks_md();
         benches::write_section(&path, "memory", &body)
             .with_context(|| format!("write {}", path.display()))?;
@@ -657,7 +662,11 @@ mod tests {
 
     #[test]
     fn arguments_are_checked() {
-        let parse = |a: &[&str]| parse_args(&a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>());
+        let parse = |a: &[&str]| -> anyhow::Result<Args> {
+            let args = Args::try_parse_from(std::iter::once("memory").chain(a.iter().copied()))?;
+            args.check()?;
+            Ok(args)
+        };
         let a = parse(&["--scales", "0.5,1", "--runs", "3"]).unwrap();
         assert_eq!(a.scales, vec![0.5, 1.0]);
         assert_eq!(a.runs, 3);

@@ -31,6 +31,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
+use clap::Parser;
 use feeds::{EventFilter, Feed, Source, Start};
 use fixtures::{RunOptions, SimConfig, generate};
 use hdrhistogram::Histogram;
@@ -47,53 +48,42 @@ const USER_SAMPLE_BLOCKS: usize = 200;
 /// Longest wait for one gRPC record before the pass is declared stuck.
 const RECORD_WAIT: Duration = Duration::from_secs(30);
 
+#[derive(Debug, Parser)]
+#[command(
+    about = "Raw feed replay throughput over gRPC, beside the layers beneath it",
+    args_override_self = true
+)]
 struct Args {
+    /// Generate this many blocks (instead of up to `--target-mb`).
+    #[arg(long)]
     blocks: Option<u64>,
+    /// Generate until the node output reaches this many MB (without `--blocks`).
+    #[arg(long, default_value_t = 1_000)]
     target_mb: u64,
+    /// Activity and book depth as a fraction of mainnet.
+    #[arg(long, default_value_t = 1.0)]
     scale: f64,
+    /// Simulator seed.
+    #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Replays of each feed and layer (the median is reported).
+    #[arg(long, default_value_t = 3)]
     repeat: usize,
+    /// Coin of the `coins` filter.
+    #[arg(long, default_value = "BTC")]
     coin: String,
+    /// Measure this existing `hl/data` tree instead of generating one.
+    #[arg(long)]
     data: Option<PathBuf>,
+    /// Keep the generated data.
+    #[arg(long)]
     keep: bool,
-    write: bool,
-    filters: bool,
-}
-
-fn parse_args() -> anyhow::Result<Args> {
-    let mut a = Args {
-        blocks: None,
-        target_mb: 1_000,
-        scale: 1.0,
-        seed: 1,
-        repeat: 3,
-        coin: "BTC".to_owned(),
-        data: None,
-        keep: false,
-        write: true,
-        filters: true,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--blocks" => a.blocks = Some(value()?.parse().context("bad --blocks")?),
-            "--target-mb" => a.target_mb = value()?.parse().context("bad --target-mb")?,
-            "--scale" => a.scale = value()?.parse().context("bad --scale")?,
-            "--seed" => a.seed = value()?.parse().context("bad --seed")?,
-            "--repeat" => a.repeat = value()?.parse().context("bad --repeat")?,
-            "--coin" => a.coin = value()?,
-            "--data" => a.data = Some(PathBuf::from(value()?)),
-            "--keep" => a.keep = true,
-            "--no-write" => a.write = false,
-            "--no-filters" => a.filters = false,
-            other => bail!("unknown argument {other}"),
-        }
-    }
-    if a.repeat == 0 {
-        bail!("--repeat must be at least 1");
-    }
-    Ok(a)
+    /// Print only; leave `benches/BENCHMARKS.md` as it is.
+    #[arg(long)]
+    no_write: bool,
+    /// Replay unfiltered only (no `coins` and `users` filters).
+    #[arg(long)]
+    no_filters: bool,
 }
 
 /// One measured pass over a feed.
@@ -406,7 +396,10 @@ fn histogram() -> anyhow::Result<Histogram<u64>> {
 }
 
 fn main() -> anyhow::Result<()> {
-    let args = parse_args()?;
+    let args = Args::parse();
+    if args.repeat == 0 {
+        bail!("--repeat must be at least 1");
+    }
     let machine = benches::Machine::detect();
     let command = benches::cargo_command("raw_feed");
     let data = prepare_data(&args)?;
@@ -445,7 +438,7 @@ fn main() -> anyhow::Result<()> {
             .with_context(|| format!("{}: no first block", source.feed_id()))?;
         let user = most_active_user(&feed, first)?;
         let mut filters = vec![Which::None];
-        if args.filters {
+        if !args.no_filters {
             filters.push(Which::Coins(args.coin.clone()));
             filters.extend(user.map(Which::Users));
         }
@@ -556,7 +549,7 @@ fn main() -> anyhow::Result<()> {
         &gap_rows,
     );
     println!("{report}");
-    if args.write {
+    if !args.no_write {
         let path = benches::benchmarks_md();
         benches::write_section(&path, "raw_feed", &report)
             .with_context(|| format!("write {}", path.display()))?;

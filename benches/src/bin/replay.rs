@@ -33,6 +33,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use clap::Parser;
 use engine::align::{AlignMode, Aligner};
 use engine::block::Block;
 use engine::fold::Engine;
@@ -54,59 +55,33 @@ const TARGET_MB_S: f64 = 1_000.0;
 const GENERATE_FLAG: &str = "--generate-into";
 
 /// Command-line options.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Parser)]
+#[command(
+    about = "End-to-end throughput of the engine over mainnet-scale simulator output",
+    args_override_self = true
+)]
 struct Args {
+    /// Simulator blocks to generate.
+    #[arg(long, default_value_t = DEFAULT_BLOCKS)]
     blocks: u64,
+    /// Activity and book depth as a fraction of mainnet.
+    #[arg(long, default_value_t = 1.0)]
     scale: f64,
+    /// Simulator seed.
+    #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Fold passes over the same blocks; the fastest is reported.
+    #[arg(long, default_value_t = 1)]
     repeat: u32,
-    write: bool,
-    /// Only the scan and the fold passes (implies no write).
+    /// Print only; leave `benches/BENCHMARKS.md` as it is.
+    #[arg(long)]
+    no_write: bool,
+    /// Only the scan and the fold passes (implies `--no-write`).
+    #[arg(long)]
     fold_only: bool,
     /// The arguments as given, for the recorded command.
+    #[arg(skip)]
     given: Vec<String>,
-}
-
-fn parse_args(raw: &[String]) -> Result<Args> {
-    let mut args = Args {
-        blocks: DEFAULT_BLOCKS,
-        scale: 1.0,
-        seed: 1,
-        repeat: 1,
-        write: true,
-        fold_only: false,
-        given: raw.to_vec(),
-    };
-    let mut it = raw.iter();
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--blocks" => args.blocks = value()?.parse().context("--blocks")?,
-            "--scale" => args.scale = value()?.parse().context("--scale")?,
-            "--seed" => args.seed = value()?.parse().context("--seed")?,
-            "--repeat" => args.repeat = value()?.parse().context("--repeat")?,
-            "--no-write" => args.write = false,
-            "--fold-only" => {
-                args.fold_only = true;
-                args.write = false;
-            }
-            "-h" | "--help" => {
-                println!(
-                    "replay [--blocks N (default {DEFAULT_BLOCKS})] [--scale X (default 1)] [--seed S] [--repeat N (default 1)] [--no-write] [--fold-only]"
-                );
-                std::process::exit(0);
-            }
-            other => bail!("unknown argument {other:?}"),
-        }
-    }
-    if args.blocks == 0 {
-        bail!("--blocks must be at least 1");
-    }
-    if args.repeat == 0 {
-        bail!("--repeat must be at least 1");
-    }
-    Ok(args)
 }
 
 fn main() -> Result<()> {
@@ -114,7 +89,16 @@ fn main() -> Result<()> {
     if raw.first().map(String::as_str) == Some(GENERATE_FLAG) {
         return generate_child(&raw[1..]);
     }
-    let args = parse_args(&raw)?;
+    let args = Args {
+        given: raw,
+        ..Args::parse()
+    };
+    if args.blocks == 0 {
+        bail!("--blocks must be at least 1");
+    }
+    if args.repeat == 0 {
+        bail!("--repeat must be at least 1");
+    }
     let dir = tempfile::tempdir().context("temp dir")?;
     let started = Instant::now();
     eprintln!(
@@ -141,7 +125,7 @@ fn main() -> Result<()> {
     let results = measure(dir.path(), &args)?;
     let body = render(&args, &results);
     println!("{body}");
-    if args.write {
+    if !args.no_write && !args.fold_only {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("BENCHMARKS.md");
         write_section(&path, SECTION, &body, &results.history_row)?;
         eprintln!("replay: wrote the {SECTION} section of {}", path.display());

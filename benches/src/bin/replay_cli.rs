@@ -29,6 +29,7 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use anyhow::{Context as _, bail};
+use clap::Parser;
 use feeds::Source;
 use serde_json::json;
 
@@ -41,50 +42,30 @@ const COIN: &str = "BTC";
 /// The views measured.
 const VIEWS: [&str; 2] = ["bbo", "trades"];
 
+#[derive(Debug, Parser)]
+#[command(
+    about = "`l1gate replay` end to end, as a user runs it",
+    args_override_self = true
+)]
 struct Args {
+    /// Blocks the simulator writes after its starting snapshot.
+    #[arg(long, default_value_t = 3_000)]
     blocks: u64,
+    /// Activity and book depth as a fraction of mainnet.
+    #[arg(long, default_value_t = 1.0)]
     scale: f64,
+    /// Simulator seed.
+    #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Runs of each command (the median is reported).
+    #[arg(long, default_value_t = 3)]
     runs: usize,
+    /// The `l1gate` binary to run (default: build it with this harness's cargo).
+    #[arg(long)]
     l1gate: Option<PathBuf>,
-    write: bool,
-}
-
-fn parse_args(argv: &[String]) -> anyhow::Result<Args> {
-    let mut a = Args {
-        blocks: 3_000,
-        scale: 1.0,
-        seed: 1,
-        runs: 3,
-        l1gate: None,
-        write: true,
-    };
-    let mut it = argv.iter();
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--blocks" => a.blocks = value()?.parse().context("--blocks")?,
-            "--scale" => a.scale = value()?.parse().context("--scale")?,
-            "--seed" => a.seed = value()?.parse().context("--seed")?,
-            "--runs" => a.runs = value()?.parse().context("--runs")?,
-            "--l1gate" => a.l1gate = Some(PathBuf::from(value()?)),
-            "--no-write" => a.write = false,
-            "-h" | "--help" => {
-                println!(
-                    "replay_cli [--blocks N (3000)] [--scale X (1)] [--seed S (1)] [--runs R (3)] [--l1gate PATH] [--no-write]"
-                );
-                std::process::exit(0);
-            }
-            other => bail!("unknown argument {other}"),
-        }
-    }
-    if a.blocks == 0 || a.runs == 0 {
-        bail!("--blocks and --runs must be at least 1");
-    }
-    if !(a.scale.is_finite() && a.scale > 0.0) {
-        bail!("--scale must be positive");
-    }
-    Ok(a)
+    /// Print only; leave `benches/BENCHMARKS.md` as it is.
+    #[arg(long)]
+    no_write: bool,
 }
 
 /// The node files of the slice.
@@ -144,8 +125,13 @@ impl Measured {
 }
 
 fn main() -> anyhow::Result<()> {
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    let args = parse_args(&argv)?;
+    let args = Args::parse();
+    if args.blocks == 0 || args.runs == 0 {
+        bail!("--blocks and --runs must be at least 1");
+    }
+    if !(args.scale.is_finite() && args.scale > 0.0) {
+        bail!("--scale must be positive");
+    }
     let machine = benches::Machine::detect();
     let command = benches::cargo_command("replay_cli");
     let l1gate = if let Some(path) = &args.l1gate {
@@ -219,7 +205,7 @@ fn main() -> anyhow::Result<()> {
 
     let body = render(&args, &machine, &command, &l1gate, &slice, &measured);
     println!("{body}");
-    if args.write {
+    if !args.no_write {
         let path = benches::benchmarks_md();
         benches::write_section(&path, SECTION, &body)
             .with_context(|| format!("write {}", path.display()))?;

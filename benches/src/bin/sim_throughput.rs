@@ -14,51 +14,47 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
+use clap::Parser;
 use fixtures::{OutputMode, RunOptions, SimConfig, Simulator, generate};
 
+#[derive(Debug, Parser)]
+#[command(
+    about = "Generation speed of the fixtures simulator at mainnet scale",
+    args_override_self = true
+)]
 struct Args {
+    /// Blocks to generate (the simulation-only rate uses at most 2,000 of them).
+    #[arg(long, default_value_t = 3_000)]
     blocks: u64,
+    /// Activity and book depth as a fraction of mainnet.
+    #[arg(long, default_value_t = 1.0)]
     scale: f64,
+    /// File layout the node writes: by-block, streaming or both.
+    #[arg(long, default_value = "by-block", value_parser = mode)]
     mode: OutputMode,
-    replica: bool,
+    /// Write no `replica_cmds` files.
+    #[arg(long)]
+    no_replica: bool,
+    /// Keep the generated directory.
+    #[arg(long)]
     keep: bool,
-    write: bool,
+    /// Print only; leave `benches/BENCHMARKS.md` as it is.
+    #[arg(long)]
+    no_write: bool,
 }
 
-fn parse_args() -> Result<Args, String> {
-    let mut a = Args {
-        blocks: 3_000,
-        scale: 1.0,
-        mode: OutputMode::ByBlock,
-        replica: true,
-        keep: false,
-        write: true,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--blocks" => a.blocks = value()?.parse().map_err(|_| "bad --blocks")?,
-            "--scale" => a.scale = value()?.parse().map_err(|_| "bad --scale")?,
-            "--mode" => {
-                a.mode = match value()?.as_str() {
-                    "by-block" => OutputMode::ByBlock,
-                    "streaming" => OutputMode::Streaming,
-                    "both" => OutputMode::Both,
-                    other => return Err(format!("unknown mode {other}")),
-                }
-            }
-            "--no-replica" => a.replica = false,
-            "--keep" => a.keep = true,
-            "--no-write" => a.write = false,
-            other => return Err(format!("unknown argument {other}")),
-        }
+/// `--mode`: `by-block`, `streaming` or `both`.
+fn mode(text: &str) -> Result<OutputMode, String> {
+    match text {
+        "by-block" => Ok(OutputMode::ByBlock),
+        "streaming" => Ok(OutputMode::Streaming),
+        "both" => Ok(OutputMode::Both),
+        other => Err(format!("unknown mode {other}")),
     }
-    Ok(a)
 }
 
 fn run() -> Result<(), String> {
-    let args = parse_args()?;
+    let args = Args::parse();
     let machine = benches::Machine::detect();
     let command = benches::cargo_command("sim_throughput");
     let cfg = SimConfig {
@@ -88,7 +84,7 @@ fn run() -> Result<(), String> {
     let dir: PathBuf = std::env::temp_dir().join(format!("sim_throughput_{}", std::process::id()));
     let run = RunOptions {
         blocks: Some(args.blocks),
-        no_replica_cmds: !args.replica,
+        no_replica_cmds: args.no_replica,
         ..RunOptions::default()
     };
     let summary = generate(&cfg, &dir, &run, &mut |_| {}).map_err(|e| e.to_string())?;
@@ -102,7 +98,7 @@ fn run() -> Result<(), String> {
             "run",
             format!(
                 "mode {:?}, scale {}, replica_cmds {}",
-                args.mode, args.scale, args.replica
+                args.mode, args.scale, !args.no_replica
             ),
         ),
         (
@@ -156,7 +152,7 @@ fn run() -> Result<(), String> {
     for (label, text) in &rows {
         println!("{label}: {text}");
     }
-    if args.write {
+    if !args.no_write {
         let mut md = String::from("## Simulator generation speed (`sim_throughput`)\n\n");
         md.push_str(&machine.markdown(&command));
         md.push_str(

@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use benches::live::{self, LiveNode, SERVE_FLAG, ServerOptions, ServerProcess};
 use benches::streams::{BBO, Readers, Shared, Totals, ended, open_stalled, tally_window};
+use clap::Parser;
 use fixtures::SimConfig;
 use proto::v3 as pb;
 
@@ -40,49 +41,33 @@ const SLOW_STREAM_WINDOW: u32 = 4_096;
 /// The stream window of every other connection.
 const STREAM_WINDOW: u32 = 65_535;
 
+#[derive(Debug, Parser)]
+#[command(
+    about = "A server under steady load for a long time, sampled for what must stay flat",
+    args_override_self = true
+)]
 struct Args {
+    /// Length of the run, minutes.
+    #[arg(long, default_value_t = 60.0)]
     minutes: f64,
+    /// Pace of the simulator, × mainnet.
+    #[arg(long, default_value_t = 10.0)]
     speed: f64,
+    /// `StreamBbo` subscribers (one coin each, round-robin over the universe).
+    #[arg(long, default_value_t = 1_000)]
     streams: usize,
+    /// Connections the subscribers are spread over.
+    #[arg(long, default_value_t = 10)]
     connections: usize,
+    /// Seconds between samples.
+    #[arg(long, default_value_t = 30.0)]
     sample_seconds: f64,
+    /// Activity and book depth as a fraction of mainnet.
+    #[arg(long, default_value_t = 0.2)]
     scale: f64,
-    write: bool,
-}
-
-fn parse_args(argv: &[String]) -> anyhow::Result<Args> {
-    let mut args = Args {
-        minutes: 60.0,
-        speed: 10.0,
-        streams: 1_000,
-        connections: 10,
-        sample_seconds: 30.0,
-        scale: 0.2,
-        write: true,
-    };
-    let mut it = argv.iter();
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--minutes" => args.minutes = value()?.parse().context("--minutes")?,
-            "--speed" => args.speed = value()?.parse().context("--speed")?,
-            "--streams" => args.streams = value()?.parse().context("--streams")?,
-            "--connections" => args.connections = value()?.parse().context("--connections")?,
-            "--sample-seconds" => {
-                args.sample_seconds = value()?.parse().context("--sample-seconds")?;
-            }
-            "--scale" => args.scale = value()?.parse().context("--scale")?,
-            "--no-write" => args.write = false,
-            other => bail!("unknown argument {other}"),
-        }
-    }
-    if args.streams == 0 || args.connections == 0 {
-        bail!("--streams and --connections must be positive");
-    }
-    if !(args.minutes > 0.0 && args.speed > 0.0 && args.sample_seconds > 0.0) {
-        bail!("--minutes, --speed and --sample-seconds must be positive");
-    }
-    Ok(args)
+    /// Print only; leave `benches/BENCHMARKS.md` as it is.
+    #[arg(long)]
+    no_write: bool,
 }
 
 /// One sample of the run.
@@ -146,7 +131,13 @@ fn main() -> anyhow::Result<()> {
     if argv.first().map(String::as_str) == Some(SERVE_FLAG) {
         return live::serve_child(&argv[1..]);
     }
-    let args = parse_args(&argv)?;
+    let args = Args::parse();
+    if args.streams == 0 || args.connections == 0 {
+        bail!("--streams and --connections must be positive");
+    }
+    if !(args.minutes > 0.0 && args.speed > 0.0 && args.sample_seconds > 0.0) {
+        bail!("--minutes, --speed and --sample-seconds must be positive");
+    }
     let machine = benches::Machine::detect();
     let command = benches::cargo_command("soak");
     let load_before = live::load_average();
@@ -311,7 +302,7 @@ fn main() -> anyhow::Result<()> {
         &outcomes,
     );
     println!("{s}");
-    if args.write {
+    if !args.no_write {
         let path = benches::benchmarks_md();
         benches::write_section(&path, "soak", &s)
             .with_context(|| format!("write {}", path.display()))?;

@@ -40,7 +40,10 @@ const SUBSCRIBES: usize = 1_001;
 const TARGET: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Parser)]
-#[command(about = "A WebSocket flood beside a neighbour's 1,001 subscribes")]
+#[command(
+    about = "A WebSocket flood beside a neighbour's 1,001 subscribes",
+    args_override_self = true
+)]
 struct Args {
     /// Connections flooding the server with invalid JSON.
     #[arg(long, default_value_t = 50)]
