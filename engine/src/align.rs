@@ -223,6 +223,11 @@ impl Aligner {
         Some(pending.first_seen_ms.saturating_add(self.grace_ms))
     }
 
+    /// The number of the oldest block waiting to complete.
+    pub fn oldest_pending(&self) -> Option<u64> {
+        self.pending.first_key_value().map(|(&number, _)| number)
+    }
+
     /// Blocks waiting to complete.
     pub fn pending(&self) -> usize {
         self.pending.len()

@@ -75,6 +75,9 @@ struct Input {
     replacements: u64,
     /// The block number of the last record read.
     last_block: Option<u64>,
+    /// The last read of this feed took fewer records than it asked for:
+    /// what its files hold now is read.
+    drained: bool,
 }
 
 /// The node's files as blocks. See the module docs.
@@ -115,6 +118,7 @@ impl BlockSource {
                 cursor: None,
                 done: false,
                 last_block: None,
+                drained: false,
             })
             .collect();
         let sources: Vec<Source> = inputs.iter().map(|input| input.source).collect();
@@ -243,7 +247,10 @@ impl BlockSource {
                 .seek(Start::BlockNumber(emitted.map_or(0, |n| n + 1)))?;
         }
         let records = match input.feed.read(cursor, READ_BATCH) {
-            Ok(records) => records,
+            Ok(records) => {
+                input.drained = records.len() < READ_BATCH;
+                records
+            }
             // The cursor is past the damaged file's sound lines: the
             // feed goes on with the next file; the caller decides
             // what the damage means for it.
@@ -310,7 +317,21 @@ impl BlockSource {
     /// The next complete block, if any (complete: every stream moved past
     /// it, or its grace passed at `now_ms`).
     pub fn pop(&mut self, now_ms: i64) -> Option<Block> {
-        self.aligner.pop(now_ms)
+        // The grace is for a stream the node has not written yet, not for
+        // one this source has not read yet: while a feed behind the oldest
+        // waiting block still has lines to read (the fills hours before the
+        // snapshot, for the candles, say), that block does not complete by
+        // time, or the lines read after it would be dropped as late.
+        let oldest = self.aligner.oldest_pending();
+        let behind = self.inputs.iter().any(|input| {
+            input.cursor.is_some()
+                && !input.done
+                && !input.drained
+                && input
+                    .last_block
+                    .is_none_or(|last| oldest.is_some_and(|oldest| last < oldest))
+        });
+        self.aligner.pop(if behind { i64::MIN } else { now_ms })
     }
 
     /// The next pending block whether complete or not (end of input).

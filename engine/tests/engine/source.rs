@@ -141,3 +141,56 @@ fn a_feed_far_ahead_waits_for_the_others_within_a_bounded_window() {
         "{most_pending} blocks waited at once (bound {bound})"
     );
 }
+
+/// The grace completes a block a stream has not written yet, never one a
+/// stream has written but this source has not read yet: the fills read
+/// from long before the snapshot (for the candles) reach the snapshot's
+/// blocks however long that takes, and none is dropped as late.
+#[test]
+fn a_feed_with_lines_left_to_read_is_waited_for_whatever_the_grace() {
+    let dir = tempfile::tempdir().unwrap();
+    write_fills(dir.path(), 1..=2_000);
+    let statuses = dir
+        .path()
+        .join("hl/data/node_order_statuses_by_block/hourly/20260101/0");
+    std::fs::create_dir_all(statuses.parent().unwrap()).unwrap();
+    std::fs::write(&statuses, (1_500..=2_000).map(line).collect::<String>()).unwrap();
+    let feeds: Vec<Feed> = Source::EVENT_STREAMS
+        .iter()
+        .map(|&source| Feed::open(dir.path(), source).unwrap())
+        .collect();
+    let mut source = BlockSource::new(
+        feeds,
+        SourceOptions {
+            fills_from: Some(feeds::Start::BlockNumber(1)),
+            grace_ms: 0,
+            ..SourceOptions::from_block(1_500)
+        },
+    )
+    .unwrap();
+    // Every block's grace has long passed whenever it is asked for.
+    let later = i64::MAX / 2;
+    let mut popped = Vec::new();
+    loop {
+        let read = source.read(0).unwrap();
+        let before = popped.len();
+        popped.extend(std::iter::from_fn(|| source.pop(later)));
+        if read == 0 && popped.len() == before {
+            popped.extend(std::iter::from_fn(|| source.finish()));
+            break;
+        }
+    }
+    let numbers: Vec<u64> = popped.iter().map(|block| block.number).collect();
+    assert_eq!(numbers, (1..=2_000).collect::<Vec<u64>>());
+    assert!(
+        popped.iter().all(|block| block.lines.fills.len() == 1),
+        "every block with its fills line"
+    );
+    assert!(
+        popped
+            .iter()
+            .filter(|block| block.number >= 1_500)
+            .all(|block| block.lines.order_statuses.len() == 1),
+        "and the statuses from the snapshot on"
+    );
+}
