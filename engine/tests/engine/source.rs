@@ -95,6 +95,46 @@ fn a_replaced_file_is_read_again_after_the_last_block_emitted() {
     assert_eq!(fills.replacements(), 2);
 }
 
+/// Fills for blocks 1 to `last` and order statuses from `snapshot` to
+/// `last`, read as a server does with an empty candle store: the fills
+/// from the first block, the rest from the snapshot's height.
+fn fills_before_a_snapshot(dir: &Path, snapshot: u64, last: u64, grace_ms: i64) -> BlockSource {
+    write_fills(dir, 1..=last);
+    let statuses = dir.join("hl/data/node_order_statuses_by_block/hourly/20260101/0");
+    std::fs::create_dir_all(statuses.parent().unwrap()).unwrap();
+    std::fs::write(&statuses, (snapshot..=last).map(line).collect::<String>()).unwrap();
+    let feeds: Vec<Feed> = Source::EVENT_STREAMS
+        .iter()
+        .map(|&source| Feed::open(dir, source).unwrap())
+        .collect();
+    BlockSource::new(
+        feeds,
+        SourceOptions {
+            fills_from: Some(feeds::Start::BlockNumber(1)),
+            grace_ms,
+            ..SourceOptions::from_block(snapshot)
+        },
+    )
+    .unwrap()
+}
+
+/// Every block `source` gives, reading until the files run out and asking
+/// at `now_ms`; and the most blocks that waited in it at once.
+fn every_block(source: &mut BlockSource, now_ms: i64) -> (Vec<engine::block::Block>, usize) {
+    let mut popped = Vec::new();
+    let mut most_pending = 0;
+    loop {
+        let read = source.read(0).unwrap();
+        most_pending = most_pending.max(source.pending());
+        let before = popped.len();
+        popped.extend(std::iter::from_fn(|| source.pop(now_ms)));
+        if read == 0 && popped.len() == before {
+            popped.extend(std::iter::from_fn(|| source.finish()));
+            return (popped, most_pending);
+        }
+    }
+}
+
 /// A feed that starts far ahead of another (the order statuses at a
 /// snapshot's height while the fills start earlier, for the candles) is not
 /// read to its end while the other catches up: the aligner holds a bounded
@@ -103,38 +143,10 @@ fn a_replaced_file_is_read_again_after_the_last_block_emitted() {
 fn a_feed_far_ahead_waits_for_the_others_within_a_bounded_window() {
     use engine::source::{READ_AHEAD, READ_BATCH};
     let dir = tempfile::tempdir().unwrap();
-    write_fills(dir.path(), 1..=4_000);
-    let statuses = dir
-        .path()
-        .join("hl/data/node_order_statuses_by_block/hourly/20260101/0");
-    std::fs::create_dir_all(statuses.parent().unwrap()).unwrap();
-    std::fs::write(&statuses, (2_000..=4_000).map(line).collect::<String>()).unwrap();
-    let feeds: Vec<Feed> = Source::EVENT_STREAMS
-        .iter()
-        .map(|&source| Feed::open(dir.path(), source).unwrap())
-        .collect();
-    let mut source = BlockSource::new(
-        feeds,
-        SourceOptions {
-            fills_from: Some(feeds::Start::BlockNumber(1)),
-            grace_ms: i64::MAX,
-            ..SourceOptions::from_block(2_000)
-        },
-    )
-    .unwrap();
-    let mut popped = Vec::new();
-    let mut most_pending = 0;
-    loop {
-        let read = source.read(0).unwrap();
-        most_pending = most_pending.max(source.pending());
-        let before = popped.len();
-        popped.extend(std::iter::from_fn(|| source.pop(0)).map(|b| b.number));
-        if read == 0 && popped.len() == before {
-            popped.extend(std::iter::from_fn(|| source.finish()).map(|b| b.number));
-            break;
-        }
-    }
-    assert_eq!(popped, (1..=4_000).collect::<Vec<u64>>());
+    let mut source = fills_before_a_snapshot(dir.path(), 2_000, 4_000, i64::MAX);
+    let (popped, most_pending) = every_block(&mut source, 0);
+    let numbers: Vec<u64> = popped.iter().map(|block| block.number).collect();
+    assert_eq!(numbers, (1..=4_000).collect::<Vec<u64>>());
     let bound = READ_AHEAD as usize + 2 * READ_BATCH;
     assert!(
         most_pending <= bound,
@@ -149,37 +161,9 @@ fn a_feed_far_ahead_waits_for_the_others_within_a_bounded_window() {
 #[test]
 fn a_feed_with_lines_left_to_read_is_waited_for_whatever_the_grace() {
     let dir = tempfile::tempdir().unwrap();
-    write_fills(dir.path(), 1..=2_000);
-    let statuses = dir
-        .path()
-        .join("hl/data/node_order_statuses_by_block/hourly/20260101/0");
-    std::fs::create_dir_all(statuses.parent().unwrap()).unwrap();
-    std::fs::write(&statuses, (1_500..=2_000).map(line).collect::<String>()).unwrap();
-    let feeds: Vec<Feed> = Source::EVENT_STREAMS
-        .iter()
-        .map(|&source| Feed::open(dir.path(), source).unwrap())
-        .collect();
-    let mut source = BlockSource::new(
-        feeds,
-        SourceOptions {
-            fills_from: Some(feeds::Start::BlockNumber(1)),
-            grace_ms: 0,
-            ..SourceOptions::from_block(1_500)
-        },
-    )
-    .unwrap();
+    let mut source = fills_before_a_snapshot(dir.path(), 1_500, 2_000, 0);
     // Every block's grace has long passed whenever it is asked for.
-    let later = i64::MAX / 2;
-    let mut popped = Vec::new();
-    loop {
-        let read = source.read(0).unwrap();
-        let before = popped.len();
-        popped.extend(std::iter::from_fn(|| source.pop(later)));
-        if read == 0 && popped.len() == before {
-            popped.extend(std::iter::from_fn(|| source.finish()));
-            break;
-        }
-    }
+    let (popped, _) = every_block(&mut source, i64::MAX / 2);
     let numbers: Vec<u64> = popped.iter().map(|block| block.number).collect();
     assert_eq!(numbers, (1..=2_000).collect::<Vec<u64>>());
     assert!(
