@@ -108,6 +108,13 @@ pub fn counts(text: &str, flag: &str) -> anyhow::Result<Vec<usize>> {
         })
 }
 
+/// The median of `samples` (the upper one of an even count; zero for none).
+pub fn median_duration(samples: &[std::time::Duration]) -> std::time::Duration {
+    let mut sorted = samples.to_vec();
+    sorted.sort_unstable();
+    sorted.get(sorted.len() / 2).copied().unwrap_or_default()
+}
+
 /// The command line that reproduces this run, as `cargo run --release -p benches --bin NAME -- ARGS`.
 pub fn cargo_command(bin: &str) -> String {
     let mut s = format!("cargo run --release -p benches --bin {bin}");

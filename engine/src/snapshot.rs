@@ -84,17 +84,14 @@ pub fn parse_coins(
 ///
 /// # Errors
 /// As [`parse`].
-pub fn parse_releasing(
-    bytes: &[u8],
-    release: &mut dyn FnMut(usize),
-) -> Result<L4Snapshot, SnapshotError> {
+pub fn parse_releasing(bytes: &[u8], release: &dyn Fn(usize)) -> Result<L4Snapshot, SnapshotError> {
     let progress = Progress {
         start: bytes.as_ptr() as usize,
         len: bytes.len(),
         released: std::cell::Cell::new(0),
-        release: std::cell::RefCell::new(release),
+        release,
     };
-    parse_with(bytes, None, Some(&progress as &dyn Reached))
+    parse_with(bytes, None, Some(&progress))
 }
 
 /// How far a parse has read, told to a caller every [`RELEASE_STEP`].
@@ -104,27 +101,22 @@ struct Progress<'r> {
     len: usize,
     /// What the caller was told last.
     released: std::cell::Cell<usize>,
-    release: std::cell::RefCell<&'r mut dyn FnMut(usize)>,
+    release: &'r dyn Fn(usize),
 }
 
 /// Bytes read between two calls of a [`parse_releasing`] caller's release.
 const RELEASE_STEP: usize = 4 << 20;
 
-/// Told where a parse is.
-trait Reached {
+impl Progress<'_> {
     /// `text`, borrowed from the bytes parsed, was just read: every byte
     /// before it is done with. (A parse reads front to back, and strings
     /// without escapes are borrowed straight from the input, so the
     /// address says where the parse is.)
-    fn reached(&self, text: &str);
-}
-
-impl Reached for Progress<'_> {
     fn reached(&self, text: &str) {
         let at = (text.as_ptr() as usize).wrapping_sub(self.start);
         if at <= self.len && at >= self.released.get() + RELEASE_STEP {
             self.released.set(at);
-            (self.release.borrow_mut())(at);
+            (self.release)(at);
         }
     }
 }
@@ -155,7 +147,7 @@ fn parse_with(
 type Scope<'s> = Option<&'s BTreeSet<String>>;
 
 /// Where a parse reports how far it read (`None`: nowhere).
-type Reach<'p> = Option<&'p dyn Reached>;
+type Reach<'p> = Option<&'p Progress<'p>>;
 
 /// `[height, [[coin, [bids, asks]], …]]`.
 struct SnapshotSeed<'s, 'p>(Scope<'s>, Reach<'p>);
@@ -504,8 +496,10 @@ mod tests {
             coins.push(format!(r#"["{coin}",[[{}],[]]]"#, orders.join(",")));
         }
         let text = format!("[42,[{}]]", coins.join(","));
-        let mut told = Vec::new();
-        let parsed = parse_releasing(text.as_bytes(), &mut |below| told.push(below)).unwrap();
+        let told = std::cell::RefCell::new(Vec::new());
+        let parsed =
+            parse_releasing(text.as_bytes(), &|below| told.borrow_mut().push(below)).unwrap();
+        let told = told.into_inner();
         assert_eq!(parsed, parse(text.as_bytes()).unwrap());
         assert!(told.len() >= 2, "{told:?}");
         assert!(

@@ -35,6 +35,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
+use benches::median_duration as median;
 use clap::Parser;
 use engine::checkpoint::{self, CheckpointPolicy, Checkpointer, capture};
 use engine::market::{Market, Needs};
@@ -316,12 +317,6 @@ fn measure(
         drop(decoded);
     }
     Ok(book)
-}
-
-fn median(samples: &[Duration]) -> Duration {
-    let mut sorted = samples.to_vec();
-    sorted.sort_unstable();
-    sorted.get(sorted.len() / 2).copied().unwrap_or_default()
 }
 
 fn ms(d: Duration) -> f64 {

@@ -182,11 +182,6 @@ async fn neighbour(url: &str, coins: &[String]) -> anyhow::Result<(Duration, usi
     Ok((elapsed, accepted))
 }
 
-fn median(mut values: Vec<Duration>) -> Duration {
-    values.sort();
-    values.get(values.len() / 2).copied().unwrap_or_default()
-}
-
 fn main() -> anyhow::Result<()> {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     if argv.first().map(String::as_str) == Some(SERVE_FLAG) {
@@ -245,7 +240,10 @@ fn main() -> anyhow::Result<()> {
     drop(server);
     node.stop()?;
 
-    let (quiet, flooded) = (median(quiet), median(flooded));
+    let (quiet, flooded) = (
+        benches::median_duration(&quiet),
+        benches::median_duration(&flooded),
+    );
     let sent = tally.sent.load(Ordering::Relaxed);
     let errors = tally.errors.load(Ordering::Relaxed);
     let closed = tally.closed_4004.load(Ordering::Relaxed);

@@ -1392,7 +1392,7 @@ fn newest_sound_snapshot(live: &LiveFeeds) -> Market {
             .map(file)
             .map_err(|e| e.to_string())
             .and_then(|mapped| {
-                engine::snapshot::parse_releasing(mapped.bytes(), &mut |below| {
+                engine::snapshot::parse_releasing(mapped.bytes(), &|below| {
                     mapped.release_below(below);
                 })
                 .map_err(|e| e.to_string())
