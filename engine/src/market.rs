@@ -210,6 +210,10 @@ pub struct Market {
     /// there are none, a block's fold leaves `bbo` and `mids` alone: they
     /// are rebuilt from the books when the first such subscription opens.
     tops_watchers: usize,
+    /// Open fills subscriptions. While there are none, a block's fills are
+    /// not mapped into frame entries (only the position moves): nothing
+    /// would read them, and a busy block has thousands.
+    fills_watchers: usize,
     /// Coins whose books are folded first ([`Step::FirstBooks`]), with how
     /// many open subscriptions asked for each.
     first: BTreeMap<String, usize>,
@@ -268,6 +272,7 @@ impl Market {
             time_ms: parts.time_ms,
             fold: parts.fold,
             tops_watchers: 0,
+            fills_watchers: 0,
             first: BTreeMap::new(),
             bbo: BboView::default(),
             l2: L2Tracker::default(),
@@ -377,6 +382,19 @@ impl Market {
         self.tops_watchers = self.tops_watchers.saturating_sub(1);
     }
 
+    /// Starts mapping each block's fills into frame entries (a fills
+    /// subscription opens; it reads the next block's). Pair every call with
+    /// [`Market::unwatch_fills`].
+    pub fn watch_fills(&mut self) {
+        self.fills_watchers += 1;
+    }
+
+    /// A subscription that called [`Market::watch_fills`] closed; when none
+    /// is left, blocks no longer map their fills.
+    pub fn unwatch_fills(&mut self) {
+        self.fills_watchers = self.fills_watchers.saturating_sub(1);
+    }
+
     /// Folds the books of `coins` first in every block, before the order
     /// statuses and the other books ([`Step::FirstBooks`]): for a
     /// subscription that reads only those coins' price levels. Pair every
@@ -452,7 +470,8 @@ impl Market {
         &self.trades
     }
 
-    /// The last block's fills.
+    /// The last block's fills: mapped while a fills subscription is open
+    /// ([`Market::watch_fills`]), none otherwise.
     pub fn fills(&self) -> &FillsView {
         &self.fills
     }
@@ -574,7 +593,11 @@ impl Market {
             }
         }
         if needs.fills && books_due {
-            self.fills.apply_fills(number, time, &fills);
+            if self.fills_watchers > 0 {
+                self.fills.apply_fills(number, time, &fills);
+            } else {
+                self.fills.apply_fills(number, time, []);
+            }
         }
         after(Step::Fills, self);
         let mut triggers = None;

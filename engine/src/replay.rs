@@ -293,6 +293,11 @@ pub fn run(
     if let Some(coins) = &scope {
         market = market.keeping_books_of(coins.clone());
     }
+    if market.needs().fills {
+        // The fills view opens after the first printed block and prints
+        // that block's fills: keep every block's mapped, from the start.
+        market.watch_fills();
+    }
     let start = market.height().map_or(0, |h| h + 1);
     let mut source = BlockSource::new(
         feeds,

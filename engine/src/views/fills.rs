@@ -165,11 +165,16 @@ impl View for FillsSubscription {
     }
 
     fn open(
-        _market: &mut Market,
+        market: &mut Market,
         key: &FillsKey,
         _settings: &ViewSettings,
     ) -> Result<(Self, Vec<FillsUpdate>), ViewError> {
+        market.watch_fills();
         Ok((Self::new(key.clone()), Vec::new()))
+    }
+
+    fn close(self, market: &mut Market) {
+        market.unwatch_fills();
     }
 
     /// The block's matching fills, in file order.

@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 use engine::block::Block;
 use engine::market::Market;
 use engine::market::fills::{Fill, FillsView};
-use engine::views::View;
 use engine::views::fills::{FillsFilter, FillsKey, FillsSubscription, FillsUpdate};
+use engine::views::{View, ViewSettings};
 use serde_json::{Map, Value, json};
 
 use crate::common::{Sub, by_block_blocks, real};
@@ -253,4 +253,38 @@ fn replay_prints_user_and_all_fills_with_sequences() {
         engine::replay::run(&opts, &mut Vec::new(), &mut |_| {}).unwrap_err(),
         ReplayError::Request(ViewError::UserCount { count: 2 })
     );
+}
+
+#[test]
+fn a_blocks_fills_are_mapped_only_while_a_fills_subscription_is_open() {
+    let blocks = real_blocks();
+    let busy: Vec<&Block> = blocks
+        .iter()
+        .filter(|block| !block.decode().fills.is_empty())
+        .collect();
+    assert!(busy.len() >= 4, "the capture has blocks with fills");
+    let mut market = Market::new(FillsSubscription::NEEDS);
+    let mapped = |market: &Market| market.fills().fills().len();
+
+    // Nobody reads fills: the position moves, nothing is mapped.
+    market.apply(busy[0]);
+    assert_eq!(mapped(&market), 0);
+    assert_eq!(market.fills().position().0, busy[0].number);
+
+    let all = key(FillsFilter::All, &[]);
+    let settings = ViewSettings::default();
+    let (first, _) = FillsSubscription::open(&mut market, &all, &settings).unwrap();
+    let (second, _) = FillsSubscription::open(&mut market, &all, &settings).unwrap();
+    market.apply(busy[1]);
+    assert_eq!(mapped(&market), busy[1].decode().fills.len());
+
+    // One of two closes: still mapped for the other.
+    first.close(&mut market);
+    market.apply(busy[2]);
+    assert_eq!(mapped(&market), busy[2].decode().fills.len());
+
+    second.close(&mut market);
+    market.apply(busy[3]);
+    assert_eq!(mapped(&market), 0);
+    assert_eq!(market.fills().position().0, busy[3].number);
 }
