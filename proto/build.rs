@@ -2,6 +2,7 @@
 //! `protoc` is needed on any machine, and keeps the encoded descriptor set for
 //! gRPC reflection.
 
+use std::fmt::Write as _;
 use std::{env, fs, path::PathBuf};
 
 use prost::Message;
@@ -54,6 +55,7 @@ fn encoded_market_server(
         .flat_map(|file| file.service.iter())
         .find(|service| service.name() == "MarketStreaming")
         .ok_or("MarketStreaming service missing from the descriptor set")?;
+    let mut listed = String::new();
     let mut builder = tonic_build::manual::Service::builder()
         .name("MarketStreaming")
         .package("venue_l1_gateway.v3");
@@ -62,6 +64,12 @@ fn encoded_market_server(
             .input_type()
             .strip_prefix(".venue_l1_gateway.v3.")
             .ok_or("MarketStreaming input outside venue_l1_gateway.v3")?;
+        let stream = format!("{}Stream", method.name());
+        writeln!(
+            listed,
+            "            {}($crate::v3::{input}) => {stream},",
+            snake_case(method.name())
+        )?;
         builder = builder.method(
             tonic_build::manual::Method::builder()
                 .name(snake_case(method.name()))
@@ -79,6 +87,17 @@ fn encoded_market_server(
         .build_client(false)
         .out_dir(&dir)
         .compile(&[builder.build()]);
+    fs::write(
+        dir.join("market_streaming_methods.rs"),
+        format!(
+            "/// Calls `$callback! {{ method(Request) => StreamType, … }}` with every\n\
+             /// `MarketStreaming` method of the `.proto`, so a service can be\n\
+             /// written once for all of them.\n\
+             #[macro_export]\n\
+             macro_rules! for_each_market_method {{\n    \
+                 ($callback:ident) => {{\n        $callback! {{\n{listed}        }}\n    }};\n}}\n"
+        ),
+    )?;
     Ok(())
 }
 

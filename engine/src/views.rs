@@ -41,9 +41,11 @@ use crate::book::l2::L2Error;
 use crate::market::candles::CandleError;
 use crate::market::{Market, Needs};
 
-/// A subscription request outside a view's contract.
+/// A subscription request outside a view's contract. Not
+/// `#[non_exhaustive]`: each edge maps every kind to its own status, and a
+/// new kind must make their matches fail to compile, not fall into a
+/// catch-all.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[non_exhaustive]
 pub enum ViewError {
     /// A required coin list is empty or too long (after deduplication).
     #[error("view: {view} needs 1 to 20 coins, got {count}")]

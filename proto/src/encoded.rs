@@ -188,6 +188,12 @@ mod generated {
 
 pub use generated::market_streaming_server;
 
+// `for_each_market_method!`, made from the same descriptors.
+include!(concat!(
+    env!("OUT_DIR"),
+    "/encoded/market_streaming_methods.rs"
+));
+
 #[cfg(test)]
 mod tests {
     use super::*;

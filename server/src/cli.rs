@@ -233,7 +233,7 @@ pub struct ReplayCommand {
     pub to_block: Option<u64>,
     /// The view to print.
     #[arg(long, value_name = "VIEW", value_parser = clap::builder::PossibleValuesParser::new(
-        ["l2book", "bbo", "l2diff", "l4book", "l4updates", "tpsl", "trades", "fills", "candles", "mids", "statuses"]
+        engine::views::registry::ViewKind::ALL.iter().map(|view| view.name())
     ))]
     pub view: String,
     /// Coins (comma-separated or repeated), exact and case-sensitive.

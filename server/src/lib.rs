@@ -22,6 +22,7 @@ pub mod registry;
 pub mod serve;
 pub mod status;
 pub mod upstream;
+pub mod views;
 pub mod ws;
 
 /// Longest quote of client input an error message carries, in characters.

@@ -1,8 +1,8 @@
 //! The view registry: every view by name, and one enum each for their keys,
 //! their frames and their open subscriptions, so a driver (`l1gate replay`,
 //! the server's engine thread) handles any view the same way. One line per
-//! view in the `registry!` invocation below registers it: the variant name
-//! and the type implementing [`View`].
+//! view in [`for_each_view!`](crate::for_each_view) registers it: the
+//! variant name and the type implementing [`View`].
 //!
 //! A [`Batch`] is what a driver publishes per key and block: the frames,
 //! their position, and each edge's rendering of them, made once by the first
@@ -18,6 +18,30 @@ use serde::Serialize;
 use crate::market::{Market, Needs, Position, Step};
 use crate::views::numbering::{Numbering, Numbers};
 use crate::views::{OnLag, Selection, View, ViewError, ViewSettings};
+
+/// Calls `$callback! { Variant => ViewType, … }` with every view: the one
+/// list of views. The registry above is made from it, and so is each edge's
+/// per-view dispatch (the gRPC and WebSocket renderings), so a view added
+/// here is a compile error at every edge until the edge says how it serves
+/// it. The order is the order `l1gate replay` lists the views in.
+#[macro_export]
+macro_rules! for_each_view {
+    ($callback:ident) => {
+        $callback! {
+            L2Book => $crate::views::l2book::L2BookSubscription,
+            Bbo => $crate::views::bbo::BboSubscription,
+            L2Diff => $crate::views::l2diff::L2DiffSubscription,
+            L4Book => $crate::views::l4book::L4BookSubscription,
+            L4Updates => $crate::views::l4updates::L4UpdatesSubscription,
+            Tpsl => $crate::views::tpsl::TpslSubscription,
+            Trades => $crate::views::trades::TradesSubscription,
+            Fills => $crate::views::fills::FillsSubscription,
+            Candles => $crate::views::candles::CandleSubscription,
+            Mids => $crate::views::mids::MidsSubscription,
+            Statuses => $crate::views::statuses::StatusesSubscription,
+        }
+    };
+}
 
 macro_rules! registry {
     ($($variant:ident => $view:ty),* $(,)?) => {
@@ -202,19 +226,7 @@ macro_rules! registry {
     };
 }
 
-registry! {
-    L2Book => crate::views::l2book::L2BookSubscription,
-    Bbo => crate::views::bbo::BboSubscription,
-    L2Diff => crate::views::l2diff::L2DiffSubscription,
-    L4Book => crate::views::l4book::L4BookSubscription,
-    L4Updates => crate::views::l4updates::L4UpdatesSubscription,
-    Tpsl => crate::views::tpsl::TpslSubscription,
-    Trades => crate::views::trades::TradesSubscription,
-    Fills => crate::views::fills::FillsSubscription,
-    Candles => crate::views::candles::CandleSubscription,
-    Mids => crate::views::mids::MidsSubscription,
-    Statuses => crate::views::statuses::StatusesSubscription,
-}
+for_each_view!(registry);
 
 /// An open subscription of some view (the engine side of a key).
 #[derive(Debug)]

@@ -23,14 +23,14 @@ use std::time::Duration;
 use crossbeam_channel::Sender;
 use engine::hub::{Receiver, Recv};
 use engine::market::Position;
-use engine::market::candles::{CandleError, Interval};
+use engine::views::OnLag;
 use engine::views::registry::{Batch, Key};
-use engine::views::{OnLag, ViewError};
 use tonic::Status;
 
 use crate::grpc::flow::{self, EndReason, Slot};
 use crate::host::engine::{Command, EngineStatus, Opened, SubscribeError, subscribe};
 use crate::host::wakeups::Signal;
+use crate::views::request::view_status;
 
 /// Renders one batch into a subscriber's messages (numbering them, for
 /// views that carry numbers).
@@ -289,41 +289,5 @@ pub fn status_of(error: SubscribeError) -> Status {
             Status::invalid_argument(format!("coins: unknown coin {}", crate::quoted(&coin)))
         }
         SubscribeError::View(error) => view_status(error),
-    }
-}
-
-/// The status of a request its view refused.
-pub fn view_status(error: ViewError) -> Status {
-    match error {
-        ViewError::CoinCount { count, .. } => Status::invalid_argument(format!(
-            "coins: 1 to 20 distinct coins are required, got {count}"
-        )),
-        ViewError::MissingCoin { .. } | ViewError::Candle(CandleError::MissingCoin) => {
-            Status::invalid_argument("coin: required")
-        }
-        ViewError::L2(error) => Status::invalid_argument(crate::bounded(error.to_string())),
-        ViewError::NotPerp { coin } => Status::invalid_argument(format!(
-            "coins: {} is not a perp coin",
-            crate::quoted(&coin)
-        )),
-        ViewError::Candle(CandleError::UnknownInterval(interval)) => {
-            Status::invalid_argument(format!(
-                "interval: unknown interval {}; one of {}",
-                crate::quoted(&interval),
-                Interval::ALL.map(Interval::as_str).join(" ")
-            ))
-        }
-        ViewError::MissingUser => Status::invalid_argument("user: required"),
-        ViewError::AccountCount { count, .. } => Status::invalid_argument(format!(
-            "users: 1 to 20 distinct addresses are required, got {count}"
-        )),
-        ViewError::MissingBuilder => Status::invalid_argument("builder: required"),
-        ViewError::Disabled { view: "candles" } => Status::failed_precondition(
-            "candle streaming is disabled on this server (candle_streaming = false)",
-        ),
-        error @ (ViewError::Disabled { .. }
-        | ViewError::UserCount { .. }
-        | ViewError::Candle(CandleError::Overflow { .. })
-        | _) => Status::internal(error.to_string()),
     }
 }

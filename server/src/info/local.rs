@@ -44,8 +44,8 @@ use serde_json::{Map, Value, json};
 
 use crate::candles::{Candles, Miss, stored_under};
 use crate::host::engine::{Command, EngineStatus, SubscribeError, read, subscribe};
+use crate::views::{self, channel::Channel};
 use crate::ws::protocol;
-use crate::ws::render::{self, Channel};
 
 /// The request types answered here.
 pub const LOCAL_TYPES: [&str; 5] = [
@@ -134,9 +134,11 @@ fn refused(error: SubscribeError) -> Refusal {
         SubscribeError::UnknownCoin(coin) => {
             invalid(format!("coin: unknown coin {}", crate::quoted(&coin)))
         }
-        SubscribeError::View(error) => {
-            invalid(crate::grpc::relay::view_status(error).message().to_owned())
-        }
+        SubscribeError::View(error) => invalid(
+            crate::views::request::view_status(error)
+                .message()
+                .to_owned(),
+        ),
     }
 }
 
@@ -245,7 +247,7 @@ impl Local {
                 Recv::Empty | Recv::Closed => break,
             }
         }
-        let data = frame.and_then(|frame| render::data(&frame, channel));
+        let data = frame.and_then(|frame| views::ws_data(&frame, channel));
         Ok(match (channel, data) {
             (Channel::AllMids, Some(mut data)) => data["mids"].take(),
             (_, Some(data)) => data,

@@ -33,6 +33,7 @@ use crate::grpc::flow::{EndReason, Measured, Slot, Supervisor};
 use crate::grpc::relay::RelaySource;
 use crate::http::listen::HeldConnection;
 use crate::info::{InfoFeed, InfoLookup};
+use crate::views::channel;
 
 /// What the WebSocket edge serves from.
 #[derive(Debug, Clone)]
@@ -408,7 +409,7 @@ struct Session {
 }
 
 fn error_message(message: &str) -> Utf8Bytes {
-    render::message("error", &Value::String(crate::bounded(message.to_owned())))
+    channel::message("error", &Value::String(crate::bounded(message.to_owned())))
 }
 
 /// An error that echoes the client's request whole after `prefix`, as the
@@ -423,7 +424,7 @@ fn echo_message(prefix: &str, echo: &Value, reason: Option<&str>) -> Utf8Bytes {
         text.push_str(": ");
         text.push_str(&reason);
     }
-    render::message("error", &Value::String(text))
+    channel::message("error", &Value::String(text))
 }
 
 impl Session {
@@ -510,7 +511,7 @@ impl Session {
                 original,
             }) => {
                 if self.open.remove(&subscription).is_some() {
-                    self.send(render::message("subscriptionResponse", &original))
+                    self.send(channel::message("subscriptionResponse", &original))
                         .await;
                 } else {
                     self.refuse(echo_message(
@@ -558,7 +559,7 @@ impl Session {
         match self.start(&subscription).await {
             Ok((open, first)) => {
                 // The acknowledgement goes out before the task's first frame.
-                self.send(render::message("subscriptionResponse", &original))
+                self.send(channel::message("subscriptionResponse", &original))
                     .await;
                 let _ = first.send(());
                 self.open.insert(subscription, open);
@@ -613,11 +614,11 @@ impl Session {
         // The fills channels open with a snapshot message: l1gate keeps no
         // fill history, so it holds no fills (see crate::ws).
         let mut opening = match subscription {
-            Subscription::UserFills { user, .. } => Some(render::message(
+            Subscription::UserFills { user, .. } => Some(channel::message(
                 "userFills",
                 &json!({ "user": user, "fills": [], "isSnapshot": true }),
             )),
-            Subscription::UserTwapSliceFills { user } => Some(render::message(
+            Subscription::UserTwapSliceFills { user } => Some(channel::message(
                 "userTwapSliceFills",
                 &json!({ "user": user, "twapSliceFills": [], "isSnapshot": true }),
             )),
@@ -727,7 +728,7 @@ impl Session {
                     }
                 });
                 if out
-                    .send(Outgoing::Text(render::message("activeAssetCtx", &data)))
+                    .send(Outgoing::Text(channel::message("activeAssetCtx", &data)))
                     .await
                     .is_err()
                 {
@@ -797,7 +798,7 @@ impl Session {
 
 /// `{"channel":"post","data":{"id","response"}}`.
 fn post_answer(id: &Value, response: &Value) -> Utf8Bytes {
-    render::message("post", &json!({ "id": id, "response": response }))
+    channel::message("post", &json!({ "id": id, "response": response }))
 }
 
 #[cfg(test)]

@@ -24,7 +24,7 @@ use engine::views::statuses::StatusesKey;
 use engine::views::trades::TradesKey;
 use serde_json::{Map, Value};
 
-use super::render::Channel;
+use crate::views::channel::Channel;
 
 /// One parsed client message.
 #[derive(Debug, Clone, PartialEq)]
