@@ -216,6 +216,25 @@ pub struct CandleFeed {
     pub sink: Sender<CandleMessage>,
 }
 
+/// Why the engine thread stopped (it keeps no other error: what it can go
+/// on from, it logs and goes on).
+#[derive(Debug, Error)]
+pub enum EngineError {
+    /// Told to start from a checkpoint, and none in the directory is usable.
+    #[error(
+        "no usable engine checkpoint in {} to start from (the reasons are logged above)",
+        .0.display()
+    )]
+    NoCheckpoint(PathBuf),
+    /// The node files cannot be opened at the block to start from.
+    #[error("cannot open the node files: {0}")]
+    Open(#[source] feeds::FeedError),
+    /// After a failed read, the node files cannot be positioned after the
+    /// last folded block again.
+    #[error("cannot reposition the node files: {0}")]
+    Reposition(#[source] feeds::FeedError),
+}
+
 /// Why a subscription was refused.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum SubscribeError {
@@ -547,7 +566,8 @@ impl EngineThread {
                         .and_then(|writer| writer.run(&inbox, &wake));
                     if let Err(error) = result {
                         tracing::error!(%error, "engine thread stopped");
-                        *status.error.lock().unwrap_or_else(PoisonError::into_inner) = Some(error);
+                        *status.error.lock().unwrap_or_else(PoisonError::into_inner) =
+                            Some(error.to_string());
                     }
                     // Whoever waits for the views learns that they will not come.
                     status.ready_wake.notify_waiters();
@@ -760,7 +780,7 @@ impl<'s> Writer<'s> {
         candles: Option<CandleFeed>,
         wakeups: Wakeups,
         status: &'s EngineStatus,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, EngineError> {
         let latest_snapshot = live.snapshots().latest();
         let feeds: Vec<_> = Needs::ALL
             .sources()
@@ -792,13 +812,12 @@ impl<'s> Writer<'s> {
         let mut market = match resumed {
             Some(market) => market,
             None if origin == Origin::Checkpoint => {
-                return Err(format!(
-                    "no usable engine checkpoint in {} to start from (the reasons are logged \
-                     above)",
+                return Err(EngineError::NoCheckpoint(
                     settings
                         .checkpoints
                         .as_ref()
-                        .map_or_else(String::new, |c| c.dir.display().to_string())
+                        .map(|c| c.dir.clone())
+                        .unwrap_or_default(),
                 ));
             }
             None => newest_sound_snapshot(live),
@@ -822,7 +841,7 @@ impl<'s> Writer<'s> {
             options.fills_from = Some(Start::BlockNumber(first));
             market = market.with_candles_from(first);
         }
-        let source = BlockSource::new(feeds, options).map_err(|e| e.to_string())?;
+        let source = BlockSource::new(feeds, options).map_err(EngineError::Open)?;
         status.publish_coins(market.universe());
         let checkpointer = settings
             .checkpoints
@@ -853,7 +872,7 @@ impl<'s> Writer<'s> {
         })
     }
 
-    fn run(mut self, inbox: &Receiver<Command>, wake: &Wake) -> Result<(), String> {
+    fn run(mut self, inbox: &Receiver<Command>, wake: &Wake) -> Result<(), EngineError> {
         loop {
             match self.drain(inbox)? {
                 Drained::Stop => {
@@ -1001,7 +1020,7 @@ impl<'s> Writer<'s> {
 
     /// Reads and folds until nothing more is readable, answering commands
     /// between rounds.
-    fn drain(&mut self, inbox: &Receiver<Command>) -> Result<Drained, String> {
+    fn drain(&mut self, inbox: &Receiver<Command>) -> Result<Drained, EngineError> {
         loop {
             while let Ok(command) = inbox.try_recv() {
                 if matches!(command, Command::Stop) {
@@ -1038,7 +1057,7 @@ impl<'s> Writer<'s> {
                     }
                     self.source
                         .reposition(after)
-                        .map_err(|e| format!("cannot reposition the node files: {e}"))?;
+                        .map_err(EngineError::Reposition)?;
                     return Ok(Drained::Failed);
                 }
             };
