@@ -9,8 +9,9 @@
 //! Views read the [`Market`]; they hold no market state of their own beyond
 //! what their subscription needs (coin filters, coalescing windows). A view
 //! is found by name, and opened from a normalised request (its `Key`),
-//! through the [`registry`]: adding a view is its module, its proto message
-//! and one line there.
+//! through the [`registry`], which is made from the one list of views,
+//! [`for_each_view!`](crate::for_each_view). The edges' side of a view is
+//! the server's (`server::views`).
 //!
 //! Frames carry no per-subscriber numbering: `sequence` and the L2 diffs'
 //! `seq` / `prev_seq` are given by [`numbering`], per subscriber, in one
