@@ -323,7 +323,7 @@ async fn render_metrics(State(metrics): State<Arc<Metrics>>) -> Response {
     (
         [(
             header::CONTENT_TYPE,
-            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
         )],
         metrics.render(crate::unix_now_ms()),
     )

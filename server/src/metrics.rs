@@ -1,5 +1,8 @@
-//! Counters of the HTTP and gRPC edges and their Prometheus text rendering
-//! (`GET /metrics`).
+//! Counters of the HTTP and gRPC edges and their exposition (`GET
+//! /metrics`): the counters are this module's own atomics and maps (hot
+//! paths bump an atomic; nothing is looked up per record), read into
+//! [`Family`] values at each scrape and written by the `prometheus-client`
+//! crate's OpenMetrics text encoder (escaping, `_total` suffixes, `# EOF`).
 //!
 //! Labels carry key ids (`k_` + a prefix of the key's SHA-256) and account
 //! names, never a key or a full hash. Hot paths (records sent on a stream)
@@ -7,11 +10,16 @@
 //! or stream.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric as _, MetricEncoder};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::Registry;
 
 /// Usage of one key.
 #[derive(Debug, Default)]
@@ -35,22 +43,69 @@ pub struct FeedTraffic {
     pub newest_block_time_ms: AtomicI64,
 }
 
-/// Counters kept elsewhere (the engine's, say), rendered with the rest:
-/// `(name, help, samples of (labels, value))`.
+/// Families kept elsewhere (the engine's, say), read at every scrape.
 pub type Gauges = Box<dyn Fn() -> Vec<Family> + Send + Sync>;
 
-/// One metric family rendered from outside: name, help, and samples of
-/// (labels without braces, value).
+/// A family's kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Only ever grows; its name ends in `_total`.
+    Counter,
+    /// Goes up and down.
+    Gauge,
+}
+
+/// One metric family as a scrape reads it: its sample name, kind, help
+/// and samples.
 #[derive(Debug, Clone)]
 pub struct Family {
-    /// Metric name.
+    /// The sample name (`l1gate_…`; a counter's ends in `_total`).
     pub name: &'static str,
-    /// `counter` or `gauge`.
-    pub kind: &'static str,
+    /// Counter or gauge.
+    pub kind: Kind,
     /// The HELP text.
     pub help: &'static str,
-    /// (labels, value); labels as `k="v"`, empty for none.
-    pub samples: Vec<(String, u64)>,
+    /// Its samples.
+    pub samples: Vec<Sample>,
+}
+
+/// One sample of a family.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    /// Label names and values (values are escaped when written).
+    pub labels: Vec<(&'static str, String)>,
+    /// The value.
+    pub value: Number,
+}
+
+/// A sample's value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Number {
+    /// A count.
+    Count(u64),
+    /// A measure with a fraction (seconds, say).
+    Real(f64),
+}
+
+impl Sample {
+    /// A sample without labels.
+    pub fn of(value: u64) -> Self {
+        Self {
+            labels: Vec::new(),
+            value: Number::Count(value),
+        }
+    }
+
+    /// A sample labelled `labels`.
+    pub fn by(labels: &[(&'static str, &str)], value: u64) -> Self {
+        Self {
+            labels: labels
+                .iter()
+                .map(|(name, value)| (*name, (*value).to_owned()))
+                .collect(),
+            value: Number::Count(value),
+        }
+    }
 }
 
 /// Every counter of the server.
@@ -245,71 +300,76 @@ impl Metrics {
             .collect()
     }
 
-    /// The Prometheus text exposition (format 0.0.4) of every counter, with
-    /// data ages measured from `now_ms` (Unix ms).
+    /// The exposition of every family (OpenMetrics text, which Prometheus
+    /// reads), with data ages measured from `now_ms` (Unix ms).
     pub fn render(&self, now_ms: i64) -> String {
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(Scrape(self.families(now_ms))));
         let mut out = String::new();
-        family(
-            &mut out,
-            "l1gate_http_responses_total",
-            "counter",
-            "HTTP responses by status.",
-        );
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
+        out
+    }
+
+    /// Every family with its samples as they stand, data ages measured from
+    /// `now_ms` (Unix ms).
+    pub fn families(&self, now_ms: i64) -> Vec<Family> {
+        let count = |name, help| Family::new(name, Kind::Counter, help);
+        let gauge = |name, help| Family::new(name, Kind::Gauge, help);
+        let mut families = Vec::new();
+
+        let mut family = count("l1gate_http_responses_total", "HTTP responses by status.");
         for (status, n) in self.http_responses.lock().iter() {
-            let _ = writeln!(
-                out,
-                "l1gate_http_responses_total{{status=\"{status}\"}} {n}"
-            );
+            family.add(&[("status", &status.to_string())], *n);
         }
-        family(
-            &mut out,
+        families.push(family);
+
+        let mut family = count(
             "l1gate_grpc_admissions_total",
-            "counter",
             "gRPC calls by admission outcome: ok, or the status code of the rejection.",
         );
         for (code, n) in self.grpc_admissions.lock().iter() {
-            let _ = writeln!(out, "l1gate_grpc_admissions_total{{code=\"{code}\"}} {n}");
+            family.add(&[("code", code)], *n);
         }
-        family(
-            &mut out,
+        families.push(family);
+
+        let mut family = count(
             "l1gate_access_rejections_total",
-            "counter",
             "Requests rejected by access control, by edge and reason.",
         );
         for ((edge, reason), n) in self.rejections.lock().iter() {
-            let _ = writeln!(
-                out,
-                "l1gate_access_rejections_total{{edge=\"{edge}\",reason=\"{reason}\"}} {n}"
-            );
+            family.add(&[("edge", edge), ("reason", reason)], *n);
         }
-        family(
-            &mut out,
+        families.push(family);
+
+        let mut family = count(
             "l1gate_streams_ended_total",
-            "counter",
             "Streams ended because the subscriber was too slow, by service, view (or feed) and reason: lag (too far behind the newest data) or stall (the connection took nothing for send_timeout_ms).",
         );
         for ((service, view, reason), n) in self.streams_ended.lock().iter() {
-            let _ = writeln!(
-                out,
-                "l1gate_streams_ended_total{{service=\"{service}\",view=\"{view}\",reason=\"{reason}\"}} {n}"
+            family.add(
+                &[("service", service), ("view", view), ("reason", reason)],
+                *n,
             );
         }
-        family(
-            &mut out,
+        families.push(family);
+
+        let mut family = count(
             "l1gate_market_lag_skips_total",
-            "counter",
             "Snapshot-view streams (BBO, L2 book, candle, mids) that fell too far behind and were re-opened on the newest state, by view.",
         );
         for (view, n) in self.lag_skips.lock().iter() {
-            let _ = writeln!(out, "l1gate_market_lag_skips_total{{view=\"{view}\"}} {n}");
+            family.add(&[("view", view)], *n);
         }
+        families.push(family);
+
         let keys: Vec<(String, String, Arc<KeyUsage>)> = self
             .keys
             .lock()
             .iter()
             .map(|(id, (account, usage))| (id.clone(), account.clone(), usage.clone()))
             .collect();
-        let per_key: [(&str, &str, UsageField); 3] = [
+        let per_key: [(&'static str, &'static str, UsageField); 3] = [
             (
                 "l1gate_key_requests_total",
                 "Admitted HTTP requests and unary gRPC calls per key id.",
@@ -327,31 +387,27 @@ impl Metrics {
             ),
         ];
         for (name, help, field) in per_key {
-            family(&mut out, name, "counter", help);
+            let mut family = count(name, help);
             for (id, account, usage) in &keys {
-                let _ = writeln!(
-                    out,
-                    "{name}{{key_id=\"{id}\",account=\"{account}\"}} {}",
-                    field(usage).load(Ordering::Relaxed)
+                family.add(
+                    &[("key_id", id), ("account", account)],
+                    field(usage).load(Ordering::Relaxed),
                 );
             }
+            families.push(family);
         }
-        family(
-            &mut out,
+
+        let mut family = gauge(
             "l1gate_account_open_streams",
-            "gauge",
             "Streams currently open per account.",
         );
         for (account, n) in self.open_streams.lock().iter() {
-            let _ = writeln!(
-                out,
-                "l1gate_account_open_streams{{account=\"{account}\"}} {n}"
-            );
+            family.add(&[("account", account)], *n);
         }
-        family(
-            &mut out,
+        families.push(family);
+
+        let mut family = count(
             "l1gate_candle_lookups_total",
-            "counter",
             "Candle lookups (admitted requests to /v1/candles) by HTTP status.",
         );
         let lookups = &self.candle_lookups;
@@ -367,153 +423,200 @@ impl Metrics {
             }
         }
         for (status, n) in by_status {
-            let _ = writeln!(
-                out,
-                "l1gate_candle_lookups_total{{status=\"{status}\"}} {n}"
-            );
+            family.add(&[("status", &status.to_string())], n);
         }
-        family(
-            &mut out,
+        families.push(family);
+
+        let mut family = count(
             "l1gate_raw_feed_anomalies_total",
-            "counter",
             "Node lines raw-feed streams did not send (reason undecodable, duplicate, backwards) and block gaps they passed over (reason gap), by feed; counted once per stream that met them.",
         );
         for ((feed, reason), n) in self.raw_feed_skips.lock().iter() {
-            let _ = writeln!(
-                out,
-                "l1gate_raw_feed_anomalies_total{{feed=\"{feed}\",reason=\"{reason}\"}} {n}"
-            );
+            family.add(&[("feed", feed), ("reason", reason)], *n);
         }
-        family(
-            &mut out,
-            "l1gate_connections_open",
-            "gauge",
-            "Connections open over both edges (gRPC and HTTP).",
+        families.push(family);
+
+        families.push(
+            gauge(
+                "l1gate_connections_open",
+                "Connections open over both edges (gRPC and HTTP).",
+            )
+            .with(&[], self.open_connections.load(Ordering::Relaxed)),
         );
-        let _ = writeln!(
-            out,
-            "l1gate_connections_open {}",
-            self.open_connections.load(Ordering::Relaxed)
-        );
-        family(
-            &mut out,
+
+        let mut family = count(
             "l1gate_connections_refused_total",
-            "counter",
             "Connections closed as soon as accepted, over max_connections or max_connections_per_ip, by edge and limit.",
         );
         for ((edge, limit), n) in self.connections_refused.lock().iter() {
-            let _ = writeln!(
-                out,
-                "l1gate_connections_refused_total{{edge=\"{edge}\",limit=\"{limit}\"}} {n}"
-            );
+            family.add(&[("edge", edge), ("limit", limit)], *n);
         }
-        family(
-            &mut out,
+        families.push(family);
+
+        let mut family = count(
             "l1gate_http_connections_timed_out_total",
-            "counter",
             "HTTP connections closed because a request's headers took longer than http_header_timeout_ms (header) or nothing moved for http_idle_timeout_ms (idle).",
         );
         for (reason, n) in self.http_timeouts.lock().iter() {
-            let _ = writeln!(
-                out,
-                "l1gate_http_connections_timed_out_total{{reason=\"{reason}\"}} {n}"
-            );
+            family.add(&[("reason", reason)], *n);
         }
-        family(
-            &mut out,
-            "l1gate_grpc_socket_writes_total",
-            "counter",
-            "Write system calls on gRPC connections (the frames of many streams share one).",
+        families.push(family);
+
+        families.push(
+            count(
+                "l1gate_grpc_socket_writes_total",
+                "Write system calls on gRPC connections (the frames of many streams share one).",
+            )
+            .with(&[], self.grpc_writes.calls.load(Ordering::Relaxed)),
         );
-        let _ = writeln!(
-            out,
-            "l1gate_grpc_socket_writes_total {}",
-            self.grpc_writes.calls.load(Ordering::Relaxed)
+        families.push(
+            count(
+                "l1gate_grpc_socket_write_bytes_total",
+                "Bytes written to gRPC connections.",
+            )
+            .with(&[], self.grpc_writes.bytes.load(Ordering::Relaxed)),
         );
-        family(
-            &mut out,
-            "l1gate_grpc_socket_write_bytes_total",
-            "counter",
-            "Bytes written to gRPC connections.",
-        );
-        let _ = writeln!(
-            out,
-            "l1gate_grpc_socket_write_bytes_total {}",
-            self.grpc_writes.bytes.load(Ordering::Relaxed)
-        );
+
         let feeds: Vec<(&'static str, Arc<FeedTraffic>)> = self
             .feeds
             .lock()
             .iter()
             .map(|(id, t)| (*id, t.clone()))
             .collect();
-        family(
-            &mut out,
+        let mut records = count(
             "l1gate_raw_feed_records_sent_total",
-            "counter",
             "Raw-feed records sent to subscribers, by feed.",
         );
-        for (feed, traffic) in &feeds {
-            let _ = writeln!(
-                out,
-                "l1gate_raw_feed_records_sent_total{{feed=\"{feed}\"}} {}",
-                traffic.records.load(Ordering::Relaxed)
-            );
-        }
-        family(
-            &mut out,
+        let mut bytes = count(
             "l1gate_raw_feed_bytes_sent_total",
-            "counter",
             "Raw-feed record bytes sent to subscribers, by feed.",
         );
-        for (feed, traffic) in &feeds {
-            let _ = writeln!(
-                out,
-                "l1gate_raw_feed_bytes_sent_total{{feed=\"{feed}\"}} {}",
-                traffic.bytes.load(Ordering::Relaxed)
-            );
-        }
-        family(
-            &mut out,
+        let mut ages = gauge(
             "l1gate_raw_feed_data_age_seconds",
-            "gauge",
             "Wall-clock time minus the newest block time sent to any subscriber of the feed (feeds that sent nothing are absent).",
         );
         for (feed, traffic) in &feeds {
+            records.add(&[("feed", feed)], traffic.records.load(Ordering::Relaxed));
+            bytes.add(&[("feed", feed)], traffic.bytes.load(Ordering::Relaxed));
             let newest = traffic.newest_block_time_ms.load(Ordering::Relaxed);
             if newest > 0 {
                 let age_ms = now_ms.saturating_sub(newest);
-                let _ = writeln!(
-                    out,
-                    "l1gate_raw_feed_data_age_seconds{{feed=\"{feed}\"}} {}.{:03}",
-                    age_ms.div_euclid(1000),
-                    age_ms.rem_euclid(1000)
-                );
+                ages.samples.push(Sample {
+                    labels: vec![("feed", (*feed).to_owned())],
+                    value: Number::Real(age_ms as f64 / 1000.0),
+                });
             }
         }
+        families.extend([records, bytes, ages]);
+
         for read in self.extras.lock().iter() {
-            for extra in read() {
-                family(&mut out, extra.name, extra.kind, extra.help);
-                for (labels, value) in extra.samples {
-                    if labels.is_empty() {
-                        let _ = writeln!(out, "{} {value}", extra.name);
-                    } else {
-                        let _ = writeln!(out, "{}{{{labels}}} {value}", extra.name);
-                    }
-                }
-            }
+            families.extend(read());
         }
-        out
+        families
+    }
+}
+
+impl Family {
+    /// A family without samples yet.
+    pub fn new(name: &'static str, kind: Kind, help: &'static str) -> Self {
+        debug_assert!(
+            (kind == Kind::Counter) == name.ends_with("_total"),
+            "{name}: a counter's name, and only a counter's, ends in _total"
+        );
+        Self {
+            name,
+            kind,
+            help,
+            samples: Vec::new(),
+        }
+    }
+
+    /// Adds a sample labelled `labels`.
+    pub fn add(&mut self, labels: &[(&'static str, &str)], value: u64) {
+        self.samples.push(Sample::by(labels, value));
+    }
+
+    /// The family with one more sample labelled `labels`.
+    #[must_use]
+    pub fn with(mut self, labels: &[(&'static str, &str)], value: u64) -> Self {
+        self.add(labels, value);
+        self
+    }
+
+    /// Writes the family through the exposition's encoder. A counter is
+    /// described by its name without `_total`, which the encoder puts back
+    /// on its samples.
+    fn encode(&self, encoder: &mut DescriptorEncoder<'_>) -> std::fmt::Result {
+        let (name, kind) = match self.kind {
+            Kind::Counter => (
+                self.name.strip_suffix("_total").unwrap_or(self.name),
+                MetricType::Counter,
+            ),
+            Kind::Gauge => (self.name, MetricType::Gauge),
+        };
+        let mut metric = encoder.encode_descriptor(name, self.help, None, kind)?;
+        if let [only] = self.samples.as_slice()
+            && only.labels.is_empty()
+        {
+            // One series without labels: written as `name value`.
+            return only.value.encode(self.kind, metric);
+        }
+        for sample in &self.samples {
+            // The encoder writes label values as they are: escaped here.
+            let labels: Vec<(&str, String)> = sample
+                .labels
+                .iter()
+                .map(|(name, value)| (*name, escaped(value)))
+                .collect();
+            sample
+                .value
+                .encode(self.kind, metric.encode_family(&labels)?)?;
+        }
+        Ok(())
+    }
+}
+
+impl Number {
+    /// Writes the value as a sample of a family of `kind`.
+    fn encode(self, kind: Kind, encoder: MetricEncoder<'_>) -> std::fmt::Result {
+        match (kind, self) {
+            (Kind::Counter, Number::Count(n)) => ConstCounter::new(n).encode(encoder),
+            (Kind::Counter, Number::Real(x)) => ConstCounter::new(x).encode(encoder),
+            (Kind::Gauge, Number::Count(n)) => ConstGauge::new(n).encode(encoder),
+            (Kind::Gauge, Number::Real(x)) => ConstGauge::new(x).encode(encoder),
+        }
+    }
+}
+
+/// A label value as the text format wants it: backslash, double quote and
+/// line feed escaped.
+fn escaped(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// One scrape's families, handed to the exposition's encoder.
+#[derive(Debug)]
+struct Scrape(Vec<Family>);
+
+impl Collector for Scrape {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> std::fmt::Result {
+        self.0
+            .iter()
+            .try_for_each(|family| family.encode(&mut encoder))
     }
 }
 
 /// Picks one counter of a key's usage.
 type UsageField = fn(&KeyUsage) -> &AtomicU64;
-
-fn family(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
-}
 
 /// Whether a warning about `what` may be logged now: at most once per
 /// `every` per `what`, so that a burst of bad input logs a line, not a
@@ -578,7 +681,7 @@ mod tests {
         metrics.candle_lookup(503);
         let text = metrics.render(1_002_500);
         for line in [
-            "# TYPE l1gate_http_responses_total counter",
+            "# TYPE l1gate_http_responses counter",
             "l1gate_http_responses_total{status=\"200\"} 2",
             "l1gate_http_responses_total{status=\"429\"} 1",
             "l1gate_grpc_admissions_total{code=\"ok\"} 1",
@@ -589,7 +692,7 @@ mod tests {
             "l1gate_account_open_streams{account=\"alice\"} 2",
             "l1gate_raw_feed_records_sent_total{feed=\"blocks\"} 7",
             "l1gate_raw_feed_bytes_sent_total{feed=\"blocks\"} 0",
-            "l1gate_raw_feed_data_age_seconds{feed=\"blocks\"} 2.500",
+            "l1gate_raw_feed_data_age_seconds{feed=\"blocks\"} 2.5",
             "l1gate_candle_lookups_total{status=\"200\"} 2",
             "l1gate_candle_lookups_total{status=\"503\"} 1",
         ] {
@@ -599,5 +702,39 @@ mod tests {
             );
         }
         assert!(!text.contains("l1gate_raw_feed_data_age_seconds{feed=\"fills\"}"));
+        assert!(text.ends_with("# EOF\n"), "{text}");
+        // A series without labels has no braces.
+        assert!(
+            text.lines().any(|l| l == "l1gate_connections_open 0"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn label_values_are_escaped_and_counters_keep_their_total_suffix() {
+        let metrics = Metrics::default();
+        // Account names come from the keys file: whatever they hold, the
+        // exposition stays parseable.
+        metrics.set_open_streams("a\"b\\c\nd", 1);
+        metrics.http_response(200);
+        let text = metrics.render(0);
+        assert!(
+            text.lines()
+                .any(|l| l == r#"l1gate_account_open_streams{account="a\"b\\c\nd"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.lines()
+                .any(|l| l == "# TYPE l1gate_account_open_streams gauge")
+        );
+        assert!(!text.contains("_total_total"), "{text}");
+        for family in metrics.families(0) {
+            assert_eq!(
+                family.kind == Kind::Counter,
+                family.name.ends_with("_total"),
+                "{}",
+                family.name
+            );
+        }
     }
 }

@@ -412,12 +412,9 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
         access.metrics().render_also(move || {
             vec![crate::metrics::Family {
                 name: "l1gate_memory_trims_total",
-                kind: "counter",
+                kind: crate::metrics::Kind::Counter,
                 help: "Times the allocator was asked to return its free pages after a burst of clients ended (the clients fell to half a peak at least 256 above them).",
-                samples: vec![(
-                    String::new(),
-                    trims.load(std::sync::atomic::Ordering::Relaxed),
-                )],
+                samples: vec![crate::metrics::Sample::of(trims.load(std::sync::atomic::Ordering::Relaxed))],
             }]
         });
         let lookups = candles.clone();
@@ -425,9 +422,9 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
             let (.., error) = lookups.progress();
             vec![crate::metrics::Family {
                 name: "l1gate_candle_store_failing",
-                kind: "gauge",
+                kind: crate::metrics::Kind::Gauge,
                 help: "1 while the candle store's commits fail (a full disk, say; serving goes on and each commit is retried), else 0.",
-                samples: vec![(String::new(), u64::from(error.is_some()))],
+                samples: vec![crate::metrics::Sample::of(u64::from(error.is_some()))],
             }]
         });
         let live = live.clone();
@@ -435,31 +432,31 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
             vec![
                 crate::metrics::Family {
                     name: "l1gate_feed_page_faults_total",
-                    kind: "counter",
+                    kind: crate::metrics::Kind::Counter,
                     help: "Reads of node-file pages the file no longer backs (truncated) or the disk could not read, answered with zero pages instead of ending the process.",
-                    samples: vec![(String::new(), feeds::fault::faults())],
+                    samples: vec![crate::metrics::Sample::of(feeds::fault::faults())],
                 },
                 crate::metrics::Family {
                     name: "l1gate_feed_damaged_files_total",
-                    kind: "counter",
+                    kind: crate::metrics::Kind::Counter,
                     help: "Compressed node files found damaged (truncated, corrupt, or failing their checksum) when decoded; their lines before the damage are read, the rest is skipped.",
-                    samples: vec![(String::new(), feeds::codec::damaged_files())],
+                    samples: vec![crate::metrics::Sample::of(feeds::codec::damaged_files())],
                 },
                 crate::metrics::Family {
                     name: "l1gate_feed_unguarded_mappings_total",
-                    kind: "counter",
+                    kind: crate::metrics::Kind::Counter,
                     help: "Node-file mappings made without the SIGBUS guard because its table was full (a fault in one ends the process).",
-                    samples: vec![(String::new(), feeds::fault::unguarded())],
+                    samples: vec![crate::metrics::Sample::of(feeds::fault::unguarded())],
                 },
                 crate::metrics::Family {
                 name: "l1gate_feed_files_replaced_total",
-                kind: "counter",
+                kind: crate::metrics::Kind::Counter,
                 help: "Node files found replaced under their name (another file renamed over them, or rotated: a new inode), by feed; each is read anew from its start.",
                 samples: per_feed(&live, feeds::Feed::replacements),
                 },
                 crate::metrics::Family {
                 name: "l1gate_feed_files_shrunk_total",
-                kind: "counter",
+                kind: crate::metrics::Kind::Counter,
                 help: "Node files found shorter than what was already read from them (rewritten or truncated; the node only appends), by feed; each is read anew.",
                 samples: per_feed(&live, feeds::Feed::shrinks),
                 },
@@ -724,12 +721,15 @@ fn log_repair(outcome: &crate::host::candles::Repair) {
 }
 
 /// One sample per feed the server reads, labelled `feed`: `count` of it.
-fn per_feed(live: &LiveFeeds, count: fn(&feeds::Feed) -> u64) -> Vec<(String, u64)> {
+fn per_feed(live: &LiveFeeds, count: fn(&feeds::Feed) -> u64) -> Vec<crate::metrics::Sample> {
     Source::ALL
         .iter()
         .filter_map(|&source| {
             let feed = live.feed(source)?;
-            Some((format!("feed=\"{}\"", source.feed_id()), count(&feed)))
+            Some(crate::metrics::Sample::by(
+                &[("feed", source.feed_id())],
+                count(&feed),
+            ))
         })
         .collect()
 }

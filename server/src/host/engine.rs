@@ -376,40 +376,46 @@ impl Anomalies {
         vec![
             Family {
                 name: "l1gate_engine_lines_dropped_total",
-                kind: "counter",
+                kind: crate::metrics::Kind::Counter,
                 help: "Node lines the market engine dropped: not a block envelope (garbage, missing fields), a duplicate of a line already read, or of a block already folded (block numbers going backwards).",
                 samples: vec![
-                    ("reason=\"not_an_envelope\"".to_owned(), n(&self.bad_lines)),
-                    ("reason=\"duplicate\"".to_owned(), n(&self.duplicate_lines)),
-                    (
-                        "reason=\"block_already_folded\"".to_owned(),
+                    crate::metrics::Sample::by(
+                        &[("reason", "not_an_envelope")],
+                        n(&self.bad_lines),
+                    ),
+                    crate::metrics::Sample::by(
+                        &[("reason", "duplicate")],
+                        n(&self.duplicate_lines),
+                    ),
+                    crate::metrics::Sample::by(
+                        &[("reason", "block_already_folded")],
                         n(&self.late_lines),
                     ),
                 ],
             },
             Family {
                 name: "l1gate_engine_lines_out_of_order_total",
-                kind: "counter",
+                kind: crate::metrics::Kind::Counter,
                 help: "Node lines that arrived out of block order but in time to be folded.",
-                samples: vec![(String::new(), n(&self.out_of_order_lines))],
+                samples: vec![crate::metrics::Sample::of(n(&self.out_of_order_lines))],
             },
             Family {
                 name: "l1gate_engine_missing_blocks_total",
-                kind: "counter",
+                kind: crate::metrics::Kind::Counter,
                 help: "Block numbers skipped between folded blocks.",
-                samples: vec![(String::new(), n(&self.missing_blocks))],
+                samples: vec![crate::metrics::Sample::of(n(&self.missing_blocks))],
             },
             Family {
                 name: "l1gate_engine_undecodable_events_total",
-                kind: "counter",
+                kind: crate::metrics::Kind::Counter,
                 help: "Order statuses, book diffs and fills that did not decode and were not folded.",
-                samples: vec![(String::new(), n(&self.undecodable_events))],
+                samples: vec![crate::metrics::Sample::of(n(&self.undecodable_events))],
             },
             Family {
                 name: "l1gate_engine_diffs_not_applied_total",
-                kind: "counter",
+                kind: crate::metrics::Kind::Counter,
                 help: "Raw book diffs that could not be applied to the book as written.",
-                samples: vec![(String::new(), n(&self.diffs_not_applied))],
+                samples: vec![crate::metrics::Sample::of(n(&self.diffs_not_applied))],
             },
         ]
     }
@@ -486,40 +492,31 @@ impl EngineStatus {
         let mut families = self.anomalies.families();
         families.push(crate::metrics::Family {
             name: "l1gate_engine_requests_refused_total",
-            kind: "counter",
+            kind: crate::metrics::Kind::Counter,
             help: "Subscriptions and reads refused because the market engine's queue of requests was full (the client is told to retry with back-off).",
-            samples: vec![(
-                "reason=\"busy\"".to_owned(),
-                self.refused_busy.load(Ordering::Relaxed),
+            samples: vec![crate::metrics::Sample::by(&[("reason", "busy")], self.refused_busy.load(Ordering::Relaxed),
             )],
         });
         families.push(crate::metrics::Family {
             name: "l1gate_engine_checkpoints_failing",
-            kind: "gauge",
+            kind: crate::metrics::Kind::Gauge,
             help: "1 while engine checkpoints fail to be written (a full disk, say; the next due one is tried as usual), else 0.",
-            samples: vec![(
-                String::new(),
-                u64::from(self.checkpoints_failing.load(Ordering::Relaxed)),
-            )],
+            samples: vec![crate::metrics::Sample::of(u64::from(self.checkpoints_failing.load(Ordering::Relaxed)))],
         });
         families.push(crate::metrics::Family {
             name: "l1gate_engine_candle_queue_full_total",
-            kind: "counter",
+            kind: crate::metrics::Kind::Counter,
             help: "Folded blocks whose candles waited for room in the candle store thread's queue (its disk held it up); the engine waits, nothing is dropped.",
-            samples: vec![(String::new(), self.candle_waits.load(Ordering::Relaxed))],
+            samples: vec![crate::metrics::Sample::of(self.candle_waits.load(Ordering::Relaxed))],
         });
         families.push(crate::metrics::Family {
             name: "l1gate_engine_subscriptions_total",
-            kind: "counter",
+            kind: crate::metrics::Kind::Counter,
             help: "Subscriptions the market engine accepted, by how their opening came: built for them, or a live key's recent opening shared with the frames since (no work on the engine thread).",
             samples: vec![
-                (
-                    "opening=\"built\"".to_owned(),
-                    self.openings_built.load(Ordering::Relaxed),
+                crate::metrics::Sample::by(&[("opening", "built")], self.openings_built.load(Ordering::Relaxed),
                 ),
-                (
-                    "opening=\"shared\"".to_owned(),
-                    self.openings_shared.load(Ordering::Relaxed),
+                crate::metrics::Sample::by(&[("opening", "shared")], self.openings_shared.load(Ordering::Relaxed),
                 ),
             ],
         });
@@ -1468,9 +1465,9 @@ mod tests {
                 .families()
                 .into_iter()
                 .find(|f| f.name == "l1gate_engine_checkpoints_failing")
-                .map(|f| f.samples[0].1)
+                .map(|f| f.samples[0].value)
         };
-        assert_eq!(gauge(&status), Some(0));
+        assert_eq!(gauge(&status), Some(crate::metrics::Number::Count(0)));
         for _ in 0..2 {
             log_checkpoint(
                 &status,
@@ -1481,7 +1478,7 @@ mod tests {
                     taken: None,
                 },
             );
-            assert_eq!(gauge(&status), Some(1));
+            assert_eq!(gauge(&status), Some(crate::metrics::Number::Count(1)));
         }
         let written = engine::checkpoint::Finished {
             written: file::Written {
@@ -1500,7 +1497,7 @@ mod tests {
                 taken: None,
             },
         );
-        assert_eq!(gauge(&status), Some(0));
+        assert_eq!(gauge(&status), Some(crate::metrics::Number::Count(0)));
     }
 
     /// The simulator's small profile, 250 blocks (snapshots at its start and
@@ -1696,7 +1693,10 @@ mod tests {
             .into_iter()
             .find(|f| f.name == "l1gate_engine_requests_refused_total")
             .unwrap();
-        assert_eq!(refused.samples, vec![("reason=\"busy\"".to_owned(), 2)]);
+        assert_eq!(
+            refused.samples,
+            vec![crate::metrics::Sample::by(&[("reason", "busy")], 2)]
+        );
         let status = crate::grpc::relay::status_of(SubscribeError::Busy(1));
         assert_eq!(status.code(), tonic::Code::ResourceExhausted);
     }
@@ -1820,8 +1820,8 @@ mod tests {
         assert_eq!(
             counted.samples,
             vec![
-                ("opening=\"built\"".to_owned(), 3),
-                ("opening=\"shared\"".to_owned(), 3)
+                crate::metrics::Sample::by(&[("opening", "built")], 3),
+                crate::metrics::Sample::by(&[("opening", "shared")], 3)
             ]
         );
     }

@@ -179,7 +179,7 @@ async fn health_and_metrics_need_no_key_and_unknown_routes_are_404() {
     assert_eq!(health.status, 503, "{}", health.text);
     assert_eq!(health.json()["status"], "stale");
     let metrics = gate.metrics().await;
-    assert!(metrics.contains("# TYPE l1gate_http_responses_total counter"));
+    assert!(metrics.contains("# TYPE l1gate_http_responses counter"));
     // An authenticated but unknown route is a 404.
     assert_eq!(gate.get(&format!("/{key}/v2/nope"), None).await.status, 404);
     assert_eq!(gate.get("/v2/nope", Some(&key)).await.status, 404);
