@@ -1,5 +1,5 @@
 //! The HTTP edge: `/healthz` (feed directories and data freshness),
-//! `/metrics` (Prometheus text) and the authenticated API routes: feeds,
+//! `/metrics` (OpenMetrics text) and the authenticated API routes: feeds,
 //! candles (see [`crate::candles`]) and those passed to [`router`] (`/info`
 //! from [`crate::info`], the exchange node's REST API under `/v1` from
 //! [`crate::node`]).
