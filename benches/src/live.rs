@@ -358,7 +358,7 @@ impl HarnessKey {
     pub fn new() -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
         let file = dir.path().join("keys.toml");
-        let mut keys = l1gate::access::keys::KeysFile::default();
+        let mut keys = access::keys::KeysFile::default();
         let (key, _) = keys.add_key("bench", 0)?;
         let load_keys = (1..=LOAD_ACCOUNTS)
             .map(|n| Ok(keys.add_key(&format!("load{n}"), 0)?.0))

@@ -288,7 +288,7 @@ pub struct SimulateCommand {
     #[arg(long, value_name = "N")]
     pub blocks: Option<u64>,
     /// Simulated block time to cover, e.g. `90s`, `10m`, `1h`.
-    #[arg(long, value_name = "D", value_parser = crate::parse_duration)]
+    #[arg(long, value_name = "D", value_parser = common::parse_duration)]
     pub duration: Option<std::time::Duration>,
     /// Pace blocks in real time (block times start now and follow the wall
     /// clock) and flush every line, for tailing.
@@ -369,7 +369,7 @@ mod tests {
             (
                 Some(1_000),
                 Some(10_000_000_000),
-                Some(crate::access::quota::Period::Day),
+                Some(access::quota::Period::Day),
                 false
             )
         );
@@ -470,7 +470,7 @@ pub enum KeysCommand {
         account: String,
         /// The role.
         #[arg(value_enum)]
-        role: crate::access::keys::Role,
+        role: access::keys::Role,
     },
     /// Replace a key: prints a new key for the same account (with the old
     /// key's allow-list and quota) once, alone on the last line of stdout,
@@ -483,7 +483,7 @@ pub enum KeysCommand {
         key_id: String,
         /// How long the old key keeps working: `30m`, `24h`, `7d`; `0s`
         /// refuses it at once.
-        #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = crate::parse_duration)]
+        #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = common::parse_duration)]
         grace: std::time::Duration,
     },
     /// Set or clear a key's usage quota: at most N admitted requests and/or
@@ -506,11 +506,11 @@ pub enum KeysCommand {
         requests: Option<u64>,
         /// Bytes sent to the client per period: a count or a size such as
         /// `10GB` or `512MiB`.
-        #[arg(long, value_name = "N|SIZE", requires = "period", value_parser = crate::access::quota::parse_size)]
+        #[arg(long, value_name = "N|SIZE", requires = "period", value_parser = access::quota::parse_size)]
         bytes: Option<u64>,
         /// The period usage is counted over (UTC calendar).
         #[arg(long, value_enum, requires = "caps")]
-        period: Option<crate::access::quota::Period>,
+        period: Option<access::quota::Period>,
         /// Remove the key's quota.
         #[arg(long, conflicts_with_all = ["requests", "bytes", "period"])]
         clear: bool,

@@ -401,7 +401,7 @@ pub struct Settings {
     /// Demo simulator scale.
     pub demo_scale: f64,
     /// Access-control defaults and links.
-    pub access: crate::access::AccessSettings,
+    pub access: access::AccessSettings,
     /// Frames each market view ring retains.
     pub market_ring_capacity: usize,
     /// How long a block waits at most for a stream's line.
@@ -432,7 +432,7 @@ pub struct Settings {
     /// Data older than this makes `/healthz` answer 503.
     pub max_data_age: Duration,
     /// Connection caps over both edges.
-    pub connections: crate::access::connections::ConnectionLimits,
+    pub connections: access::connections::ConnectionLimits,
     /// The HTTP edge's timeouts.
     pub http_timeouts: crate::http::listen::HttpTimeouts,
     /// Keepalive of both edges' streaming connections: PING after this
@@ -606,7 +606,7 @@ impl ServeArgs {
                 DEFAULT_MAX_DATA_AGE,
             )?,
             connections: {
-                use crate::access::connections::ConnectionLimits;
+                use access::connections::ConnectionLimits;
                 let max_total = at_least_one("max_connections", self.max_connections)?
                     .unwrap_or_else(ConnectionLimits::default_total);
                 ConnectionLimits {
@@ -722,7 +722,7 @@ fn public_url(
         }
         Some(url) => Err(ConfigError::Invalid {
             name,
-            message: format!("{} is not an http(s) URL", crate::quoted(&url)),
+            message: format!("{} is not an http(s) URL", common::quoted(&url)),
         }),
     }
 }
@@ -800,8 +800,8 @@ fn resolve_access(
     request_burst: Option<u32>,
     max_streams: Option<u32>,
     allow_list_url: Option<String>,
-) -> Result<crate::access::AccessSettings, ConfigError> {
-    let defaults = crate::access::AccessSettings::default();
+) -> Result<access::AccessSettings, ConfigError> {
+    let defaults = access::AccessSettings::default();
     let at_least_one = |name: &'static str, value: Option<u32>, default: u32| match value {
         Some(0) => Err(ConfigError::Invalid {
             name,
@@ -819,7 +819,7 @@ fn resolve_access(
             });
         }
     }
-    Ok(crate::access::AccessSettings {
+    Ok(access::AccessSettings {
         requests_per_second: at_least_one(
             "requests_per_second",
             requests_per_second,

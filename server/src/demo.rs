@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use fixtures::{OutputMode, RunOptions, SimConfig};
 
-use crate::access::keys::KeysFile;
+use access::keys::KeysFile;
 
 /// Blocks between the demo's L4 snapshot files (about 70 s of block time).
 const DEMO_SNAPSHOT_EVERY: u64 = 1_000;
@@ -48,12 +48,12 @@ impl Demo {
             .context("demo: temporary directory")?;
         let keys_file = dir.path().join("demo-keys.toml");
         let mut keys = KeysFile::default();
-        let (key, _) = keys.add_key("demo", crate::unix_now_ms())?;
+        let (key, _) = keys.add_key("demo", common::unix_now_ms())?;
         keys.save(&keys_file)?;
 
         let mut config = SimConfig::mainnet(seed, scale);
         config.mode = OutputMode::ByBlock;
-        config.start_time_ms = crate::unix_now_ms();
+        config.start_time_ms = common::unix_now_ms();
         config.snapshot_every = Some(DEMO_SNAPSHOT_EVERY);
         let stop = Arc::new(AtomicBool::new(false));
         let run = RunOptions {

@@ -22,8 +22,8 @@ use futures_util::{Stream, StreamExt as _};
 use tokio::net::{TcpListener, TcpStream};
 use tonic::transport::server::TcpIncoming;
 
-use crate::access::connections::Connections;
-use crate::metrics::SocketWrites;
+use access::connections::Connections;
+use common::metrics::SocketWrites;
 
 /// gRPC reflection over l1gate's contract and health, for both protocol
 /// versions: grpcurl and most clients speak v1, older ones (Python's

@@ -11,7 +11,7 @@
 //! freshness guide) or no feed has a record yet, else 200 (`"ok"`).
 //!
 //! Authenticated routes take the API key in either form, with the same key,
-//! limits and usage accounting (see [`crate::access`]):
+//! limits and usage accounting (see the `access` crate):
 //! - the first path segment: `GET /{key}/v1/feeds`;
 //! - the `X-Api-Key` header: `GET /v1/feeds`.
 //!
@@ -43,11 +43,11 @@ use axum::{Extension, Router};
 use feeds::Source;
 
 use self::routes::{Route, Routed};
-use crate::access::keys::Principal;
-use crate::access::{Access, Denial};
 use crate::candles::Candles;
 use crate::host::feeds::LiveFeeds;
-use crate::metrics::Metrics;
+use access::keys::Principal;
+use access::{Access, Denial};
+use common::metrics::Metrics;
 
 /// Header carrying the API key (matched case-insensitively).
 pub const API_KEY_HEADER: &str = "x-api-key";
@@ -65,7 +65,7 @@ pub struct Health {
     /// The candle writer's progress, when candles are served.
     pub candles: Option<Arc<Candles>>,
     /// The keys in force, whose reload problems are reported.
-    pub auth: Option<crate::access::auth::Auth>,
+    pub auth: Option<access::auth::Auth>,
     /// The node gateway's networks, whose freshness is reported.
     pub networks: Option<NetworkProbe>,
     /// The message bus (publisher or edge), whose state is reported.
@@ -130,7 +130,7 @@ pub async fn follow_freshness(
     let mut last = None;
     loop {
         tick.tick().await;
-        let age = newest_data_age_ms(&live, crate::unix_now_ms());
+        let age = newest_data_age_ms(&live, common::unix_now_ms());
         let fresh = is_fresh(age, bound);
         if last == Some(fresh) {
             continue;
@@ -325,7 +325,7 @@ async fn render_metrics(State(metrics): State<Arc<Metrics>>) -> Response {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
         )],
-        metrics.render(crate::unix_now_ms()),
+        metrics.render(common::unix_now_ms()),
     )
         .into_response()
 }
@@ -363,7 +363,7 @@ async fn list_feeds(
 /// "newest_age_ms","max_data_age_ms","candles":{...}}`; a feed whose
 /// directory has not appeared yet maps to `null` in both maps.
 async fn healthz(State(health): State<Health>) -> Response {
-    let now = crate::unix_now_ms();
+    let now = common::unix_now_ms();
     let mut feeds = serde_json::Map::new();
     let mut freshness = serde_json::Map::new();
     let newest_age = newest_data_age_ms(&health.live, now);

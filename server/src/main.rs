@@ -1,9 +1,9 @@
 //! `l1gate`: market-data engine and access layer beside an exchange-chain
 //! node. See `l1gate --help`.
 
+use access::keys::{KeysError, KeysFile};
 use anyhow::Context as _;
 use clap::Parser as _;
-use l1gate::access::keys::{KeysError, KeysFile};
 use l1gate::cli::{
     Cli, Command, KeysArgs, KeysCommand, ReplayCommand, ServeCommand, SimMode, SimulateCommand,
 };
@@ -162,9 +162,9 @@ fn run_endpoints(command: l1gate::cli::EndpointsCommand) -> anyhow::Result<()> {
         let what = match &command.action {
             EndpointsAction::List => "no chain".to_owned(),
             EndpointsAction::Search { keyword } => {
-                format!("no chain or network matches {}", l1gate::quoted(keyword))
+                format!("no chain or network matches {}", common::quoted(keyword))
             }
-            EndpointsAction::Get { chain } => format!("no chain {}", l1gate::quoted(chain)),
+            EndpointsAction::Get { chain } => format!("no chain {}", common::quoted(chain)),
         };
         let message = format!("{what} with the filters given");
         let help = "`l1gate endpoints list` shows every chain; drop a filter to widen the search";
@@ -202,7 +202,7 @@ fn run_endpoints(command: l1gate::cli::EndpointsCommand) -> anyhow::Result<()> {
             "data": found,
             "meta": {
                 "command": name,
-                "timestamp": feeds::time::format_iso8601_ms(l1gate::unix_now_ms()),
+                "timestamp": feeds::time::format_iso8601_ms(common::unix_now_ms()),
             },
         });
         if let Some(path) = env_file {
@@ -264,7 +264,7 @@ fn run_serve(command: ServeCommand) -> anyhow::Result<()> {
     let keys_file_given = merged.keys_file.is_some();
     let state_dir_given = merged.state_dir.is_some();
     // Before the settings: the default connection cap follows the limit.
-    let raised = l1gate::access::connections::raise_open_files_limit();
+    let raised = access::connections::raise_open_files_limit();
     let mut settings = merged.resolve()?;
     if command.print_config {
         println!("{}", toml::to_string_pretty(&settings)?);
@@ -350,7 +350,7 @@ fn run_simulate(command: &SimulateCommand) -> anyhow::Result<()> {
     };
     config.snapshot_every = (command.snapshot_every > 0).then_some(command.snapshot_every);
     if command.live {
-        config.start_time_ms = l1gate::unix_now_ms();
+        config.start_time_ms = common::unix_now_ms();
     }
     let run = fixtures::RunOptions {
         blocks: command.blocks,
@@ -432,7 +432,7 @@ fn run_keys(args: KeysArgs) -> anyhow::Result<()> {
         KeysCommand::Add { account } => {
             let mut created = None;
             edit(&mut |file| {
-                created = Some(file.add_key(&account, l1gate::unix_now_ms())?);
+                created = Some(file.add_key(&account, common::unix_now_ms())?);
                 Ok(())
             })?;
             let (key, stored) = created.context("no key was created")?;
@@ -466,7 +466,7 @@ fn run_keys(args: KeysArgs) -> anyhow::Result<()> {
             max_streams,
             reset,
         } => {
-            let limits = l1gate::access::keys::AccountLimits {
+            let limits = access::keys::AccountLimits {
                 requests_per_second,
                 request_burst,
                 max_streams,
@@ -477,13 +477,13 @@ fn run_keys(args: KeysArgs) -> anyhow::Result<()> {
         KeysCommand::Role { account, role } => {
             edit(&mut |file| file.set_role(&account, role))?;
             let role = match role {
-                l1gate::access::keys::Role::Admin => "admin",
-                l1gate::access::keys::Role::User => "user",
+                access::keys::Role::Admin => "admin",
+                access::keys::Role::User => "user",
             };
             println!("account {account} is now {role}");
         }
         KeysCommand::Rotate { key_id, grace } => {
-            let now = l1gate::unix_now_ms();
+            let now = common::unix_now_ms();
             let grace_ms = i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
             let mut created = None;
             edit(&mut |file| {
@@ -514,7 +514,7 @@ fn run_keys(args: KeysArgs) -> anyhow::Result<()> {
                 None
             } else {
                 let period = period.context("--period is required with --requests or --bytes")?;
-                Some(l1gate::access::quota::Quota {
+                Some(access::quota::Quota {
                     period,
                     requests,
                     bytes,
@@ -578,7 +578,7 @@ fn humantime_short(duration: std::time::Duration) -> String {
 /// `grace ended TIME`), creation, allow-list, then `quota=…` and
 /// `replaces=OLD` when set.
 fn list_keys(file: &KeysFile) {
-    let now = l1gate::unix_now_ms();
+    let now = common::unix_now_ms();
     for account in &file.accounts {
         let limits = [
             ("requests_per_second", account.requests_per_second),
@@ -597,7 +597,7 @@ fn list_keys(file: &KeysFile) {
                 .collect();
             println!("{}\tlimits\t{}", account.name, shown.join("\t"));
         }
-        if account.role == l1gate::access::keys::Role::Admin {
+        if account.role == access::keys::Role::Admin {
             println!("{}\trole\tadmin", account.name);
         }
         for key in &account.keys {

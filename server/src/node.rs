@@ -42,10 +42,10 @@ use axum::extract::Request;
 use axum::http::header;
 use tower::ServiceExt as _;
 
-use crate::access::Access;
 use crate::http::routes::{Routed, Served};
 use crate::registry::{ChainConfig, Ecosystem};
 use crate::upstream::{UpstreamSettings, UpstreamUrl};
+use access::Access;
 
 /// The gateway's networks, each with its routes.
 #[derive(Debug, Clone)]
@@ -105,7 +105,7 @@ impl Networks {
                 anyhow::bail!(
                     "chains: {} uses host {}, which is l1gate's own public_http_url",
                     site.name(),
-                    crate::quoted(&site.host)
+                    common::quoted(&site.host)
                 );
             }
             let url = |pick: fn(&crate::registry::NodeConfig) -> Option<&String>| {
@@ -148,7 +148,7 @@ impl Networks {
                             "not_found",
                             format!(
                                 "{name}: {} is not a route of this network (REST under /{{key}}/v1, JSON-RPC at /{{key}})",
-                                crate::quoted(request.uri().path())
+                                common::quoted(request.uri().path())
                             ),
                         )
                     }
@@ -204,7 +204,7 @@ impl Networks {
         crate::http::NetworkProbe(Arc::new(move || {
             let probes = probes.clone();
             Box::pin(async move {
-                let now = crate::unix_now_ms();
+                let now = common::unix_now_ms();
                 let mut out = serde_json::Map::new();
                 for probe in probes.iter() {
                     let verdict = match tokio::time::timeout(PROBE_TIMEOUT, probe.ledger()).await {

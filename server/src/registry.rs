@@ -238,7 +238,7 @@ pub fn check(chains: &[ChainConfig]) -> Result<(), String> {
         if chain.id.trim().is_empty() || !ids.insert(chain.id.to_ascii_lowercase()) {
             return Err(format!(
                 "chains: id {} is blank or used twice",
-                crate::quoted(&chain.id)
+                common::quoted(&chain.id)
             ));
         }
         let mut networks = std::collections::BTreeSet::new();
@@ -247,7 +247,7 @@ pub fn check(chains: &[ChainConfig]) -> Result<(), String> {
                 return Err(format!(
                     "chains.{}.networks: id {} is blank or used twice",
                     chain.id,
-                    crate::quoted(&network.id)
+                    common::quoted(&network.id)
                 ));
             }
             let urls = std::iter::once(("base_url", &network.base_url)).chain(
@@ -264,7 +264,7 @@ pub fn check(chains: &[ChainConfig]) -> Result<(), String> {
                         "chains.{}.networks.{}.{field}: {} is not an http(s) URL with a host",
                         chain.id,
                         network.id,
-                        crate::quoted(url)
+                        common::quoted(url)
                     ));
                 }
             }
@@ -308,7 +308,7 @@ pub fn check(chains: &[ChainConfig]) -> Result<(), String> {
         {
             return Err(format!(
                 "chains: host {} is the base URL of both {other} and {}; each network needs its own host name",
-                crate::quoted(&site.host),
+                common::quoted(&site.host),
                 site.name()
             ));
         }

@@ -30,10 +30,6 @@ use tonic::service::interceptor::InterceptedService;
 use engine::views::ViewSettings;
 use feeds::Source;
 
-use crate::access::Access;
-use crate::access::auth::Auth;
-use crate::access::connections::Connections;
-use crate::access::keys::{KeyStore, KeysFile};
 use crate::candles::Candles;
 use crate::candles::store::CandleStore;
 use crate::config::Settings;
@@ -44,8 +40,12 @@ use crate::grpc::raw_feed::RawFeedService;
 use crate::host::candles::{CandleWriter, WriterSettings};
 use crate::host::engine::{CandleFeed, EngineSettings, EngineThread};
 use crate::host::feeds::LiveFeeds;
-use crate::metrics::Metrics;
 use crate::upstream::UpstreamClient;
+use access::Access;
+use access::auth::Auth;
+use access::connections::Connections;
+use access::keys::{KeyStore, KeysFile};
+use common::metrics::Metrics;
 
 /// Longest a stopping server waits for its clients to go ([`Running::drain`]).
 pub const DRAIN: Duration = Duration::from_secs(5);
@@ -85,7 +85,7 @@ pub struct Running {
     pub candles: Arc<crate::candles::Candles>,
     /// Key usage and quotas (written to `state_dir` a last time when the
     /// server is dropped, before the candle writer lets go of it).
-    pub usage: crate::access::UsageKeeper,
+    pub usage: access::UsageKeeper,
     /// The candle writer thread (stopped, after a last commit, when the
     /// server is dropped).
     pub candle_writer: CandleWriter,
@@ -218,8 +218,8 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
     tracing::info!(
         max_connections = limits.max_total,
         max_connections_per_ip = limits.max_per_ip,
-        open_files_limit = crate::access::connections::open_files_limit().unwrap_or(0),
-        kept_for_the_engine = crate::access::connections::DESCRIPTOR_RESERVE,
+        open_files_limit = access::connections::open_files_limit().unwrap_or(0),
+        kept_for_the_engine = access::connections::DESCRIPTOR_RESERVE,
         "connections: over the caps, refused as accepted; the open-files limit less the \
          descriptors kept for the node files, the engine and the stores bounds the total"
     );
@@ -272,7 +272,7 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
     let bus = bus.map(|status| {
         let families = status.clone();
         access.metrics().render_also(move || families.families());
-        crate::http::BusProbe(Arc::new(move || status.json(crate::unix_now_ms())))
+        crate::http::BusProbe(Arc::new(move || status.json(common::unix_now_ms())))
     });
     let raw_feed = RawFeedService::new(live.clone(), settings.raw_feed).with_access(access.clone());
     let reflection_v1alpha = crate::grpc::reflection()
@@ -410,53 +410,53 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
             Arc::clone(&trims),
         ));
         access.metrics().render_also(move || {
-            vec![crate::metrics::Family {
+            vec![common::metrics::Family {
                 name: "l1gate_memory_trims_total",
-                kind: crate::metrics::Kind::Counter,
+                kind: common::metrics::Kind::Counter,
                 help: "Times the allocator was asked to return its free pages after a burst of clients ended (the clients fell to half a peak at least 256 above them).",
-                samples: vec![crate::metrics::Sample::of(trims.load(std::sync::atomic::Ordering::Relaxed))],
+                samples: vec![common::metrics::Sample::of(trims.load(std::sync::atomic::Ordering::Relaxed))],
             }]
         });
         let lookups = candles.clone();
         access.metrics().render_also(move || {
             let (.., error) = lookups.progress();
-            vec![crate::metrics::Family {
+            vec![common::metrics::Family {
                 name: "l1gate_candle_store_failing",
-                kind: crate::metrics::Kind::Gauge,
+                kind: common::metrics::Kind::Gauge,
                 help: "1 while the candle store's commits fail (a full disk, say; serving goes on and each commit is retried), else 0.",
-                samples: vec![crate::metrics::Sample::of(u64::from(error.is_some()))],
+                samples: vec![common::metrics::Sample::of(u64::from(error.is_some()))],
             }]
         });
         let live = live.clone();
         access.metrics().render_also(move || {
             vec![
-                crate::metrics::Family {
+                common::metrics::Family {
                     name: "l1gate_feed_page_faults_total",
-                    kind: crate::metrics::Kind::Counter,
+                    kind: common::metrics::Kind::Counter,
                     help: "Reads of node-file pages the file no longer backs (truncated) or the disk could not read, answered with zero pages instead of ending the process.",
-                    samples: vec![crate::metrics::Sample::of(feeds::fault::faults())],
+                    samples: vec![common::metrics::Sample::of(feeds::fault::faults())],
                 },
-                crate::metrics::Family {
+                common::metrics::Family {
                     name: "l1gate_feed_damaged_files_total",
-                    kind: crate::metrics::Kind::Counter,
+                    kind: common::metrics::Kind::Counter,
                     help: "Compressed node files found damaged (truncated, corrupt, or failing their checksum) when decoded; their lines before the damage are read, the rest is skipped.",
-                    samples: vec![crate::metrics::Sample::of(feeds::codec::damaged_files())],
+                    samples: vec![common::metrics::Sample::of(feeds::codec::damaged_files())],
                 },
-                crate::metrics::Family {
+                common::metrics::Family {
                     name: "l1gate_feed_unguarded_mappings_total",
-                    kind: crate::metrics::Kind::Counter,
+                    kind: common::metrics::Kind::Counter,
                     help: "Node-file mappings made without the SIGBUS guard because its table was full (a fault in one ends the process).",
-                    samples: vec![crate::metrics::Sample::of(feeds::fault::unguarded())],
+                    samples: vec![common::metrics::Sample::of(feeds::fault::unguarded())],
                 },
-                crate::metrics::Family {
+                common::metrics::Family {
                 name: "l1gate_feed_files_replaced_total",
-                kind: crate::metrics::Kind::Counter,
+                kind: common::metrics::Kind::Counter,
                 help: "Node files found replaced under their name (another file renamed over them, or rotated: a new inode), by feed; each is read anew from its start.",
                 samples: per_feed(&live, feeds::Feed::replacements),
                 },
-                crate::metrics::Family {
+                common::metrics::Family {
                 name: "l1gate_feed_files_shrunk_total",
-                kind: crate::metrics::Kind::Counter,
+                kind: common::metrics::Kind::Counter,
                 help: "Node files found shorter than what was already read from them (rewritten or truncated; the node only appends), by feed; each is read anew.",
                 samples: per_feed(&live, feeds::Feed::shrinks),
                 },
@@ -721,12 +721,12 @@ fn log_repair(outcome: &crate::host::candles::Repair) {
 }
 
 /// One sample per feed the server reads, labelled `feed`: `count` of it.
-fn per_feed(live: &LiveFeeds, count: fn(&feeds::Feed) -> u64) -> Vec<crate::metrics::Sample> {
+fn per_feed(live: &LiveFeeds, count: fn(&feeds::Feed) -> u64) -> Vec<common::metrics::Sample> {
     Source::ALL
         .iter()
         .filter_map(|&source| {
             let feed = live.feed(source)?;
-            Some(crate::metrics::Sample::by(
+            Some(common::metrics::Sample::by(
                 &[("feed", source.feed_id())],
                 count(&feed),
             ))

@@ -40,12 +40,12 @@ use feeds::Source;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
-use crate::access::Access;
-use crate::access::keys::Principal;
 use crate::grpc::flow::Supervisor;
 use crate::host::engine::EngineStatus;
 use crate::host::feeds::LiveFeeds;
 use crate::http::routes::{Route, Routed};
+use access::Access;
+use access::keys::Principal;
 
 /// `GET /{key}/status`: the status page.
 pub const PAGE_ROUTE: Route = Route {
@@ -170,7 +170,7 @@ impl StatusPage {
 
     /// The snapshot the page renders.
     pub async fn snapshot(&self) -> Value {
-        let now = crate::unix_now_ms();
+        let now = common::unix_now_ms();
         let bound = i64::try_from(self.max_data_age.as_millis()).unwrap_or(i64::MAX);
         let newest_age = crate::http::newest_data_age_ms(&self.live, now);
         let mut feeds = Vec::new();
@@ -359,7 +359,7 @@ fn admin_only(principal: &Principal) -> Result<(), Box<Response>> {
             "error": "forbidden",
             "message": format!(
                 "the status page is for admin accounts; account {} has no role = \"admin\" in the keys file",
-                crate::quoted(&principal.account)
+                common::quoted(&principal.account)
             ),
         });
         Err(Box::new(

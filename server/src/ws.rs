@@ -83,8 +83,8 @@ use axum::extract::{ConnectInfo, State};
 use axum::response::Response;
 use axum::routing::get;
 
-use crate::access::keys::Principal;
 use crate::http::listen::HeldConnection;
+use access::keys::Principal;
 
 use crate::http::routes::{Route, Routed};
 pub use connection::{Limits, WsService};

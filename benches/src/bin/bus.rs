@@ -293,7 +293,7 @@ async fn publish_throughput(args: &Args) -> anyhow::Result<Throughput> {
     cfg.mode = fixtures::OutputMode::ByBlock;
     cfg.snapshot_every = None;
     // Recent block times: within the streams' retention (`publish_max_age`, 24 h).
-    cfg.start_time_ms = l1gate::unix_now_ms() - 3_600_000;
+    cfg.start_time_ms = common::unix_now_ms() - 3_600_000;
     let started = Instant::now();
     let summary = fixtures::generate(
         &cfg,
@@ -384,7 +384,7 @@ impl Cluster {
     fn start(args: &Args) -> anyhow::Result<Self> {
         let mut cfg = fixtures::SimConfig::mainnet(2, args.scale);
         // Recent block times: within the streams' retention (`publish_max_age`, 24 h).
-        cfg.start_time_ms = l1gate::unix_now_ms();
+        cfg.start_time_ms = common::unix_now_ms();
         eprintln!("bus: generating the starting state (scale {})", args.scale);
         let node = LiveNode::start(&cfg, WARM_BLOCKS, 1.0, MAX_LIVE_BLOCKS)?;
         let nats = Nats::start()?;

@@ -122,7 +122,7 @@ fn main() -> anyhow::Result<()> {
     let bytes_per_candle = long_size as f64 / long_candles.max(1) as f64;
     let day_span_h = args.hours as f64;
     let candles_per_day = day_candles as f64 * 24.0 / day_span_h;
-    let days_since = ((l1gate::unix_now_ms() - HISTORY_START_MS) as f64 / DAY_MS as f64).ceil();
+    let days_since = ((common::unix_now_ms() - HISTORY_START_MS) as f64 / DAY_MS as f64).ceil();
     let extrapolated_gb = candles_per_day * days_since * bytes_per_candle / 1e9;
 
     // 4. and 5. A server over each store, the same load.
@@ -232,7 +232,7 @@ struct Served {
 
 /// A key with limits out of the way, in a new keys file.
 fn bench_key(keys: &Path) -> anyhow::Result<String> {
-    let mut file = l1gate::access::keys::KeysFile::default();
+    let mut file = access::keys::KeysFile::default();
     let (key, _) = file.add_key("bench", 0)?;
     file.accounts[0].requests_per_second = Some(1_000_000);
     file.accounts[0].request_burst = Some(1_000_000);

@@ -24,13 +24,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use access::keys::KeysFile;
 use anyhow::{Context as _, bail};
 use bytes::Bytes;
 use clap::Parser;
 use hdrhistogram::Histogram;
 use http_body_util::{BodyExt as _, Empty};
 use hyper_util::rt::TokioIo;
-use l1gate::access::keys::KeysFile;
 use l1gate::config::ServeArgs;
 
 /// Target throughput.
@@ -144,7 +144,7 @@ fn main() -> anyhow::Result<()> {
     }
     let ready_s = ready_started.elapsed().as_secs_f64();
     // Keep the lookups that find a candle (the hot path; misses are cheaper).
-    let now = l1gate::unix_now_ms();
+    let now = common::unix_now_ms();
     let found: Vec<(&str, engine::market::candles::Interval, &str, i64)> = queries
         .iter()
         .filter_map(|(coin, interval, open)| {

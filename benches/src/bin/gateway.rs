@@ -50,13 +50,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use access::keys::KeysFile;
 use anyhow::{Context as _, bail};
 use bytes::Bytes;
 use clap::Parser;
 use hdrhistogram::Histogram;
 use http_body_util::{BodyExt as _, Empty, Full};
 use hyper_util::rt::TokioIo;
-use l1gate::access::keys::KeysFile;
 use l1gate::config::ServeArgs;
 use l1gate::registry::{ChainConfig, Ecosystem, NetworkConfig, NodeConfig, NodeType};
 use serde_json::{Value, json};

@@ -375,7 +375,7 @@ fn cold_start(
 ) -> anyhow::Result<Start> {
     let run_dir = tempfile::Builder::new().prefix("run-").tempdir_in(work)?;
     let keys_file = run_dir.path().join("keys.toml");
-    let mut keys = l1gate::access::keys::KeysFile::default();
+    let mut keys = access::keys::KeysFile::default();
     let (key, _) = keys.add_key("bench", 0)?;
     keys.save(&keys_file)?;
     let log = run_dir.path().join("server.log");

@@ -30,12 +30,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use access::keys::KeysFile;
 use anyhow::{Context as _, bail};
 use clap::Parser;
 use feeds::{EventFilter, Feed, Source, Start};
 use fixtures::{RunOptions, SimConfig, generate};
 use hdrhistogram::Histogram;
-use l1gate::access::keys::KeysFile;
 use l1gate::config::ServeArgs;
 use proto::venue_l1_gateway_client::VenueL1GatewayClient;
 use tonic::metadata::MetadataValue;

@@ -479,7 +479,7 @@ impl Client {
     ) -> Result<Response<Incoming>, S3Error> {
         let failed = |message: String| self.transport(shown, message);
         let request = self
-            .request(key, query, range, crate::unix_now_ms().div_euclid(1_000))
+            .request(key, query, range, common::unix_now_ms().div_euclid(1_000))
             .map_err(failed)?;
         let host = self.endpoint.connect_host(&self.bucket);
         let port = self.endpoint.port;

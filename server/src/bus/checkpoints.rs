@@ -112,7 +112,7 @@ pub async fn upload(
             Ok(store) => keep_in_step(&store, &dir, &status, &mut backoff).await,
             Err(error) => error,
         };
-        if crate::metrics::warn_allowed("bus checkpoints", Duration::from_secs(30)) {
+        if common::metrics::warn_allowed("bus checkpoints", Duration::from_secs(30)) {
             tracing::warn!(error = %failure, "bus: putting engine checkpoints on the bus failed; retrying");
         }
         status.set_checkpoint_error(Some(failure));

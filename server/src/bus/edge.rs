@@ -48,7 +48,6 @@ use async_nats::jetstream::{self, consumer};
 use feeds::{Source, SourceSet};
 use futures_util::{FutureExt as _, StreamExt as _};
 
-use crate::access::keys::KeysFile;
 use crate::backoff::Backoff;
 use crate::bus::checkpoints::OnBus;
 use crate::bus::mirror::{Mirror, Written};
@@ -57,6 +56,7 @@ use crate::bus::subjects::{BUS_FEEDS, Placement, stream_name};
 use crate::bus::url::BusUrl;
 use crate::config::Settings;
 use crate::host::feeds::{LiveFeeds, Pending};
+use access::keys::KeysFile;
 
 /// How often the bucket is asked again while no checkpoint is there.
 const CHECKPOINT_POLL: Duration = Duration::from_millis(500);
@@ -218,7 +218,7 @@ fn lock_state_dir(state_dir: &Path) -> anyhow::Result<std::fs::File> {
     std::fs::create_dir_all(state_dir)
         .with_context(|| format!("creating the state directory {}", state_dir.display()))?;
     let path = state_dir.join(STATE_LOCK);
-    crate::lock_exclusive(&path)
+    common::lock_exclusive(&path)
         .with_context(|| format!("locking {}", path.display()))?
         .ok_or_else(|| {
             anyhow::anyhow!(
@@ -339,7 +339,7 @@ impl FeedConsumer {
         loop {
             let failure = self.session(&mut backoff).await;
             let failure = self.url.redact(&failure);
-            if crate::metrics::warn_allowed(
+            if common::metrics::warn_allowed(
                 &format!("edge consume {feed}"),
                 Duration::from_secs(10),
             ) {
@@ -476,7 +476,7 @@ impl FeedConsumer {
             Ok(placement) => placement,
             Err(error) => {
                 self.state.rejected.fetch_add(1, Ordering::AcqRel);
-                if crate::metrics::warn_allowed("edge bad message", Duration::from_secs(10)) {
+                if common::metrics::warn_allowed("edge bad message", Duration::from_secs(10)) {
                     tracing::warn!(
                         feed = self.source.feed_id(),
                         sequence,

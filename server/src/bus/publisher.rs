@@ -106,7 +106,7 @@ async fn run(
                          (up to every {} s); publishing starts where the streams end",
                         MAX_BACKOFF.as_secs()
                     );
-                } else if crate::metrics::warn_allowed("bus connect", Duration::from_secs(60)) {
+                } else if common::metrics::warn_allowed("bus connect", Duration::from_secs(60)) {
                     tracing::warn!(%error, attempts, "bus: still cannot connect; retrying");
                 }
                 tokio::time::sleep(backoff.next_wait()).await;
@@ -197,7 +197,7 @@ impl FeedPublisher {
                 }
                 Stop::Failed(why) => {
                     let wait = backoff.next_wait();
-                    if crate::metrics::warn_allowed(
+                    if common::metrics::warn_allowed(
                         &format!("bus publish {feed}"),
                         Duration::from_secs(10),
                     ) {
@@ -305,7 +305,7 @@ impl FeedPublisher {
             Start::BlockNumber(placement.block)
         } else {
             let age = i64::try_from(self.settings.max_age.as_millis()).unwrap_or(i64::MAX);
-            Start::Timestamp(crate::unix_now_ms().saturating_sub(age).max(1))
+            Start::Timestamp(common::unix_now_ms().saturating_sub(age).max(1))
         };
         let mut cursor = match self.feed.seek(start) {
             Ok(cursor) => cursor,

@@ -42,7 +42,7 @@ impl PublishSettings {
         let url = BusUrl::parse(url).map_err(|message| ("publish_url", message))?;
         let max_age = match max_age {
             None => DEFAULT_MAX_AGE,
-            Some(text) => match crate::parse_duration(text.trim()) {
+            Some(text) => match common::parse_duration(text.trim()) {
                 Ok(age) if age >= Duration::from_secs(60) => age,
                 Ok(_) => return Err(("publish_max_age", "must be at least 1m".to_owned())),
                 Err(message) => return Err(("publish_max_age", message)),
@@ -50,7 +50,7 @@ impl PublishSettings {
         };
         let max_bytes = match max_bytes {
             None => DEFAULT_MAX_BYTES,
-            Some(text) => crate::access::quota::parse_size(text.trim())
+            Some(text) => access::quota::parse_size(text.trim())
                 .map_err(|message| ("publish_max_bytes", message))?,
         };
         Ok(PublishSettings {

@@ -169,13 +169,13 @@ impl BusStatus {
     }
 
     /// The `l1gate_bus_*` metric families.
-    pub fn families(&self) -> Vec<crate::metrics::Family> {
-        use crate::metrics::Family;
-        let per_feed = |read: &dyn Fn(&FeedState) -> u64| -> Vec<crate::metrics::Sample> {
+    pub fn families(&self) -> Vec<common::metrics::Family> {
+        use common::metrics::Family;
+        let per_feed = |read: &dyn Fn(&FeedState) -> u64| -> Vec<common::metrics::Sample> {
             self.feeds
                 .iter()
                 .map(|(source, state)| {
-                    crate::metrics::Sample::by(&[("feed", source.feed_id())], read(state))
+                    common::metrics::Sample::by(&[("feed", source.feed_id())], read(state))
                 })
                 .collect()
         };
@@ -193,43 +193,43 @@ impl BusStatus {
         let mut families = vec![
             Family {
                 name: "l1gate_bus_connected",
-                kind: crate::metrics::Kind::Gauge,
+                kind: common::metrics::Kind::Gauge,
                 help: "1 while the connection to the NATS bus is up.",
-                samples: vec![crate::metrics::Sample::of(u64::from(self.connected()))],
+                samples: vec![common::metrics::Sample::of(u64::from(self.connected()))],
             },
             Family {
                 name: "l1gate_bus_records_total",
-                kind: crate::metrics::Kind::Counter,
+                kind: common::metrics::Kind::Counter,
                 help: records_help,
                 samples: per_feed(&|s| load(&s.records)),
             },
             Family {
                 name: "l1gate_bus_bytes_total",
-                kind: crate::metrics::Kind::Counter,
+                kind: common::metrics::Kind::Counter,
                 help: bytes_help,
                 samples: per_feed(&|s| load(&s.bytes)),
             },
             Family {
                 name: "l1gate_bus_last_block",
-                kind: crate::metrics::Kind::Gauge,
+                kind: common::metrics::Kind::Gauge,
                 help: "Block number of the last record moved over the bus, by feed.",
                 samples: per_feed(&|s| load(&s.last_block)),
             },
             Family {
                 name: "l1gate_bus_stream_sequence",
-                kind: crate::metrics::Kind::Gauge,
+                kind: common::metrics::Kind::Gauge,
                 help: "JetStream stream sequence of the last record moved, by feed.",
                 samples: per_feed(&|s| load(&s.last_sequence)),
             },
             Family {
                 name: "l1gate_bus_checkpoint_block",
-                kind: crate::metrics::Kind::Gauge,
+                kind: common::metrics::Kind::Gauge,
                 help: "Block of the newest engine checkpoint put on the bus (publisher) or started from (edge).",
-                samples: vec![crate::metrics::Sample::of(load(&self.checkpoint_block))],
+                samples: vec![common::metrics::Sample::of(load(&self.checkpoint_block))],
             },
             Family {
                 name: "l1gate_bus_rejected_total",
-                kind: crate::metrics::Kind::Counter,
+                kind: common::metrics::Kind::Counter,
                 help: "Messages or lines that are not records and were not moved, by feed.",
                 samples: per_feed(&|s| load(&s.rejected)),
             },
@@ -238,20 +238,20 @@ impl BusStatus {
             Role::Publisher => {
                 families.push(Family {
                     name: "l1gate_bus_lag_bytes",
-                    kind: crate::metrics::Kind::Gauge,
+                    kind: common::metrics::Kind::Gauge,
                     help: "Bytes of the node's records not yet acknowledged by the bus, by feed.",
                     samples: per_feed(&|s| load(&s.lag_bytes)),
                 });
                 families.push(Family {
                     name: "l1gate_bus_resyncs_total",
-                    kind: crate::metrics::Kind::Counter,
+                    kind: common::metrics::Kind::Counter,
                     help: "Times the publisher looked up the stream's end again after a failed or refused publish, by feed.",
                     samples: per_feed(&|s| load(&s.resyncs)),
                 });
             }
             Role::Edge => families.push(Family {
                 name: "l1gate_bus_gaps_total",
-                kind: crate::metrics::Kind::Counter,
+                kind: common::metrics::Kind::Counter,
                 help: "Stream sequences retention removed before the edge read them, by feed.",
                 samples: per_feed(&|s| load(&s.gaps)),
             }),

@@ -67,7 +67,7 @@ impl BusUrl {
         } else {
             return Err(format!(
                 "{} is not a nats:// or tls:// URL",
-                crate::quoted(&strip_credential(text))
+                common::quoted(&strip_credential(text))
             ));
         };
         let rest = rest.trim_end_matches('/');
@@ -79,13 +79,13 @@ impl BusUrl {
         if host_port.is_empty() || host_port.contains(['/', '?', '#', ' ', ',']) {
             return Err(format!(
                 "{} has no host, or more than host:port after it",
-                crate::quoted(&shown())
+                common::quoted(&shown())
             ));
         }
         let host_port = match host_port.rsplit_once(':') {
             Some((host, port)) if !host.is_empty() && !port.contains(']') => {
                 port.parse::<u16>().map_err(|_| {
-                    format!("{}: the port is not a number", crate::quoted(&shown()))
+                    format!("{}: the port is not a number", common::quoted(&shown()))
                 })?;
                 host_port.to_owned()
             }

@@ -752,7 +752,7 @@ impl CandleStore {
             source,
         })?;
         let lock_path = dir.join(LOCK_NAME);
-        let lock = match crate::lock_exclusive(&lock_path) {
+        let lock = match common::lock_exclusive(&lock_path) {
             Ok(Some(lock)) => lock,
             Ok(None) => return Err(StoreError::Locked { path: lock_path }),
             Err(source) => {

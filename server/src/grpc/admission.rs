@@ -5,10 +5,10 @@
 
 use tonic::{Request, Status};
 
-use crate::access::auth::API_KEY_METADATA;
-use crate::access::denial::Denial;
-use crate::access::keys::Principal;
-use crate::access::{Access, StreamGuard};
+use access::auth::API_KEY_METADATA;
+use access::denial::Denial;
+use access::keys::Principal;
+use access::{Access, StreamGuard};
 
 /// The gRPC status of a refusal: 401s are UNAUTHENTICATED, 403s
 /// PERMISSION_DENIED, the rest (quota, rate, stream cap)
@@ -101,7 +101,7 @@ fn caller<T>(request: &Request<T>) -> Result<Principal, Status> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::access::quota::{Period, QuotaKind};
+    use access::quota::{Period, QuotaKind};
 
     #[test]
     fn each_refusal_has_its_grpc_code_and_message() {

@@ -36,8 +36,8 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tonic::transport::server::Connected;
 
-use crate::access::connections::ConnectionGuard;
-use crate::metrics::SocketWrites;
+use access::connections::ConnectionGuard;
+use common::metrics::SocketWrites;
 
 /// Bytes gathered before a write waits for the socket.
 pub const BUFFER_LIMIT: usize = 256 << 10;

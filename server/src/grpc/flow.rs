@@ -66,10 +66,10 @@ use futures_util::Stream;
 use parking_lot::Mutex;
 use tonic::Status;
 
-use crate::access::denial::Denial;
-use crate::access::{Access, StreamGuard};
 use crate::host::engine::EngineStatus;
-use crate::metrics::Metrics;
+use access::denial::Denial;
+use access::{Access, StreamGuard};
+use common::metrics::Metrics;
 
 /// How streams are supervised.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -191,7 +191,7 @@ impl Supervisor {
                         sweeper.recheck(access);
                     }
                 }
-                sweeper.sweep(crate::unix_now_ms(), engine.as_deref());
+                sweeper.sweep(common::unix_now_ms(), engine.as_deref());
             }
         });
         (supervisor, task)
@@ -227,7 +227,7 @@ impl Supervisor {
             key_id: guard
                 .as_ref()
                 .map_or_else(|| "-".to_owned(), |g| g.key_id().to_owned()),
-            handed_ms: AtomicI64::new(crate::unix_now_ms()),
+            handed_ms: AtomicI64::new(common::unix_now_ms()),
             front_made_ms: AtomicI64::new(0),
             front_block_ms: AtomicI64::new(0),
             unsent: AtomicU64::new(0),
@@ -428,7 +428,7 @@ impl Slot {
     pub fn queued_record(&self) {
         if self.unsent.fetch_add(1, Ordering::AcqRel) == 0 {
             self.unsent_since_ms
-                .store(crate::unix_now_ms(), Ordering::Release);
+                .store(common::unix_now_ms(), Ordering::Release);
         }
     }
 
@@ -528,7 +528,7 @@ impl Slot {
             self.note_block(block, time);
         }
         self.handed_ms
-            .store(crate::unix_now_ms(), Ordering::Release);
+            .store(common::unix_now_ms(), Ordering::Release);
         if let Some(denial) = exhausted {
             self.end(
                 EndReason::Quota,

@@ -35,7 +35,6 @@ use futures_util::{Stream, StreamExt as _};
 use proto::encoded::{Encoded, market_streaming_server};
 use tonic::{Request, Response, Status};
 
-use crate::access::{Access, StreamGuard};
 use crate::grpc::admission::GrpcAccess as _;
 use crate::grpc::flow::{Measured, Slot, Supervisor, Watched};
 use crate::grpc::relay::RelaySource;
@@ -44,6 +43,7 @@ use crate::host::engine::{Command, EngineStatus};
 use crate::info::InfoFeed;
 use crate::info::streams::TypedStream;
 use crate::views::request::{MarketRequest, Opening};
+use access::{Access, StreamGuard};
 
 /// A server stream of pre-encoded messages.
 pub type MarketStream = Pin<Box<dyn Stream<Item = Result<Encoded, Status>> + Send>>;

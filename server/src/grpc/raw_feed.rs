@@ -33,11 +33,11 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::time::{Instant, timeout_at};
 use tonic::{Request, Response, Status};
 
-use crate::access::Access;
 use crate::config::RawFeedSettings;
 use crate::grpc::admission::GrpcAccess as _;
 use crate::grpc::flow::{self, EndReason, Measured, Slot, Supervisor, Watched};
 use crate::host::feeds::LiveFeeds;
+use access::Access;
 
 /// Records per read from a feed before yielding to the runtime.
 const READ_BATCH: usize = 256;
@@ -337,7 +337,7 @@ impl RawFeedService {
 struct Order {
     last_block: Option<u64>,
     one_line_per_block: bool,
-    metrics: Option<Arc<crate::metrics::Metrics>>,
+    metrics: Option<Arc<common::metrics::Metrics>>,
 }
 
 impl Order {
@@ -360,7 +360,7 @@ impl Order {
                 metrics.raw_feed_skip(source.feed_id(), reason);
             }
             let what = format!("raw feed {} {reason}", source.feed_id());
-            if crate::metrics::warn_allowed(&what, Duration::from_secs(10)) {
+            if common::metrics::warn_allowed(&what, Duration::from_secs(10)) {
                 tracing::warn!(
                     feed = source.feed_id(),
                     reason,
@@ -605,15 +605,15 @@ pub fn compile_filter(
     }
     let mut constraints = Vec::with_capacity(filter.fields.len());
     for field in &filter.fields {
-        let name = format!("filter field {}", crate::quoted(&field.field));
-        crate::bounded_list(&name, &field.values).map_err(Status::invalid_argument)?;
+        let name = format!("filter field {}", common::quoted(&field.field));
+        common::bounded_list(&name, &field.values).map_err(Status::invalid_argument)?;
         if !matches!(
             proto::FilterOp::try_from(field.op),
             Ok(proto::FilterOp::Unspecified | proto::FilterOp::In)
         ) {
             return Err(Status::invalid_argument(format!(
                 "filter field {}: unknown op {}",
-                crate::quoted(&field.field),
+                common::quoted(&field.field),
                 field.op
             )));
         }
@@ -621,7 +621,7 @@ pub fn compile_filter(
     }
     feeds::EventFilter::new(source, &constraints)
         .map(Some)
-        .map_err(|e| Status::invalid_argument(crate::bounded(e.to_string())))
+        .map_err(|e| Status::invalid_argument(common::bounded(e.to_string())))
 }
 
 fn feed_status(source: Source, error: &FeedError) -> Status {

@@ -118,7 +118,7 @@ impl<M> Relay<M> {
 
     fn queue(&mut self, batch: &Batch) {
         let at = batch.position();
-        let made = batch.made_ms().unwrap_or_else(crate::unix_now_ms);
+        let made = batch.made_ms().unwrap_or_else(common::unix_now_ms);
         let messages = (self.render)(batch);
         self.pending
             .extend(messages.into_iter().map(|message| (message, at, made)));
@@ -142,7 +142,7 @@ impl<M> Relay<M> {
             .status
             .block_time_ms()
             .saturating_sub(batch.position().time);
-        let waited = crate::unix_now_ms().saturating_sub(batch.made_ms()?);
+        let waited = common::unix_now_ms().saturating_sub(batch.made_ms()?);
         (behind > bound && waited > bound).then_some(behind)
     }
 
@@ -265,7 +265,7 @@ pub fn stale(status: &EngineStatus, bound: Option<Duration>) -> Option<Status> {
         // Subscribing answers NotReady; nothing to judge yet.
         return None;
     }
-    let age_ms = crate::unix_now_ms().saturating_sub(status.block_time_ms());
+    let age_ms = common::unix_now_ms().saturating_sub(status.block_time_ms());
     let bound_ms = i64::try_from(bound.as_millis()).unwrap_or(i64::MAX);
     (age_ms > bound_ms).then(|| {
         Status::unavailable(format!(
@@ -286,7 +286,7 @@ pub fn status_of(error: SubscribeError) -> Status {
         }
         SubscribeError::Busy(_) => Status::resource_exhausted(error.to_string()),
         SubscribeError::UnknownCoin(coin) => {
-            Status::invalid_argument(format!("coins: unknown coin {}", crate::quoted(&coin)))
+            Status::invalid_argument(format!("coins: unknown coin {}", common::quoted(&coin)))
         }
         SubscribeError::View(error) => view_status(error),
     }

@@ -87,9 +87,9 @@ use proto::aptos::indexer::v1::raw_data_server::{RawData, RawDataServer};
 use proto::aptos::indexer::v1::{GetTransactionsRequest, TransactionsResponse};
 use tonic::{Request, Response, Status};
 
-use crate::access::{Access, StreamGuard};
 use crate::grpc::admission::GrpcAccess as _;
 use crate::registry::ChainConfig;
+use access::{Access, StreamGuard};
 
 mod routing;
 mod upstream;

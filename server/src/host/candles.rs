@@ -513,7 +513,7 @@ fn fold_fills(
         },
     )
     .map_err(|e| e.to_string())?;
-    let now = crate::unix_now_ms();
+    let now = common::unix_now_ms();
     loop {
         let read = source.read(now).map_err(|e| e.to_string())?;
         // A damaged compressed file: what the caller folded would miss its

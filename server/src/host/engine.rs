@@ -370,24 +370,24 @@ pub struct Anomalies {
 
 impl Anomalies {
     /// The counters as `/metrics` families.
-    pub fn families(&self) -> Vec<crate::metrics::Family> {
-        use crate::metrics::Family;
+    pub fn families(&self) -> Vec<common::metrics::Family> {
+        use common::metrics::Family;
         let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
         vec![
             Family {
                 name: "l1gate_engine_lines_dropped_total",
-                kind: crate::metrics::Kind::Counter,
+                kind: common::metrics::Kind::Counter,
                 help: "Node lines the market engine dropped: not a block envelope (garbage, missing fields), a duplicate of a line already read, or of a block already folded (block numbers going backwards).",
                 samples: vec![
-                    crate::metrics::Sample::by(
+                    common::metrics::Sample::by(
                         &[("reason", "not_an_envelope")],
                         n(&self.bad_lines),
                     ),
-                    crate::metrics::Sample::by(
+                    common::metrics::Sample::by(
                         &[("reason", "duplicate")],
                         n(&self.duplicate_lines),
                     ),
-                    crate::metrics::Sample::by(
+                    common::metrics::Sample::by(
                         &[("reason", "block_already_folded")],
                         n(&self.late_lines),
                     ),
@@ -395,27 +395,27 @@ impl Anomalies {
             },
             Family {
                 name: "l1gate_engine_lines_out_of_order_total",
-                kind: crate::metrics::Kind::Counter,
+                kind: common::metrics::Kind::Counter,
                 help: "Node lines that arrived out of block order but in time to be folded.",
-                samples: vec![crate::metrics::Sample::of(n(&self.out_of_order_lines))],
+                samples: vec![common::metrics::Sample::of(n(&self.out_of_order_lines))],
             },
             Family {
                 name: "l1gate_engine_missing_blocks_total",
-                kind: crate::metrics::Kind::Counter,
+                kind: common::metrics::Kind::Counter,
                 help: "Block numbers skipped between folded blocks.",
-                samples: vec![crate::metrics::Sample::of(n(&self.missing_blocks))],
+                samples: vec![common::metrics::Sample::of(n(&self.missing_blocks))],
             },
             Family {
                 name: "l1gate_engine_undecodable_events_total",
-                kind: crate::metrics::Kind::Counter,
+                kind: common::metrics::Kind::Counter,
                 help: "Order statuses, book diffs and fills that did not decode and were not folded.",
-                samples: vec![crate::metrics::Sample::of(n(&self.undecodable_events))],
+                samples: vec![common::metrics::Sample::of(n(&self.undecodable_events))],
             },
             Family {
                 name: "l1gate_engine_diffs_not_applied_total",
-                kind: crate::metrics::Kind::Counter,
+                kind: common::metrics::Kind::Counter,
                 help: "Raw book diffs that could not be applied to the book as written.",
-                samples: vec![crate::metrics::Sample::of(n(&self.diffs_not_applied))],
+                samples: vec![common::metrics::Sample::of(n(&self.diffs_not_applied))],
             },
         ]
     }
@@ -488,35 +488,35 @@ impl EngineStatus {
 
     /// The engine's metric families: what it could not fold, and the
     /// requests it refused because its queue was full.
-    pub fn families(&self) -> Vec<crate::metrics::Family> {
+    pub fn families(&self) -> Vec<common::metrics::Family> {
         let mut families = self.anomalies.families();
-        families.push(crate::metrics::Family {
+        families.push(common::metrics::Family {
             name: "l1gate_engine_requests_refused_total",
-            kind: crate::metrics::Kind::Counter,
+            kind: common::metrics::Kind::Counter,
             help: "Subscriptions and reads refused because the market engine's queue of requests was full (the client is told to retry with back-off).",
-            samples: vec![crate::metrics::Sample::by(&[("reason", "busy")], self.refused_busy.load(Ordering::Relaxed),
+            samples: vec![common::metrics::Sample::by(&[("reason", "busy")], self.refused_busy.load(Ordering::Relaxed),
             )],
         });
-        families.push(crate::metrics::Family {
+        families.push(common::metrics::Family {
             name: "l1gate_engine_checkpoints_failing",
-            kind: crate::metrics::Kind::Gauge,
+            kind: common::metrics::Kind::Gauge,
             help: "1 while engine checkpoints fail to be written (a full disk, say; the next due one is tried as usual), else 0.",
-            samples: vec![crate::metrics::Sample::of(u64::from(self.checkpoints_failing.load(Ordering::Relaxed)))],
+            samples: vec![common::metrics::Sample::of(u64::from(self.checkpoints_failing.load(Ordering::Relaxed)))],
         });
-        families.push(crate::metrics::Family {
+        families.push(common::metrics::Family {
             name: "l1gate_engine_candle_queue_full_total",
-            kind: crate::metrics::Kind::Counter,
+            kind: common::metrics::Kind::Counter,
             help: "Folded blocks whose candles waited for room in the candle store thread's queue (its disk held it up); the engine waits, nothing is dropped.",
-            samples: vec![crate::metrics::Sample::of(self.candle_waits.load(Ordering::Relaxed))],
+            samples: vec![common::metrics::Sample::of(self.candle_waits.load(Ordering::Relaxed))],
         });
-        families.push(crate::metrics::Family {
+        families.push(common::metrics::Family {
             name: "l1gate_engine_subscriptions_total",
-            kind: crate::metrics::Kind::Counter,
+            kind: common::metrics::Kind::Counter,
             help: "Subscriptions the market engine accepted, by how their opening came: built for them, or a live key's recent opening shared with the frames since (no work on the engine thread).",
             samples: vec![
-                crate::metrics::Sample::by(&[("opening", "built")], self.openings_built.load(Ordering::Relaxed),
+                common::metrics::Sample::by(&[("opening", "built")], self.openings_built.load(Ordering::Relaxed),
                 ),
-                crate::metrics::Sample::by(&[("opening", "shared")], self.openings_shared.load(Ordering::Relaxed),
+                common::metrics::Sample::by(&[("opening", "shared")], self.openings_shared.load(Ordering::Relaxed),
                 ),
             ],
         });
@@ -849,7 +849,7 @@ impl<'s> Writer<'s> {
                     checkpoints.dir.clone(),
                     checkpoints.policy,
                     market.height(),
-                    crate::unix_now_ms(),
+                    common::unix_now_ms(),
                 )
             });
         Ok(Self {
@@ -930,7 +930,7 @@ impl<'s> Writer<'s> {
         {
             log_checkpoint(
                 self.status,
-                checkpointer.take_now(&self.market, crate::unix_now_ms()),
+                checkpointer.take_now(&self.market, common::unix_now_ms()),
             );
         }
     }
@@ -950,7 +950,7 @@ impl<'s> Writer<'s> {
         if self.status.ready() && new {
             log_checkpoint(
                 self.status,
-                checkpointer.take_now(&self.market, crate::unix_now_ms()),
+                checkpointer.take_now(&self.market, common::unix_now_ms()),
             );
         }
         log_checkpoint(
@@ -984,7 +984,7 @@ impl<'s> Writer<'s> {
             .backup_poll
             .saturating_sub(self.last_listing.elapsed());
         let grace_left = self.source.deadline_ms().map(|deadline| {
-            let left = deadline.saturating_sub(crate::unix_now_ms()).max(0);
+            let left = deadline.saturating_sub(common::unix_now_ms()).max(0);
             Duration::from_millis(u64::try_from(left).unwrap_or(0))
         });
         let timeout = grace_left.map_or(poll_left, |grace| grace.min(poll_left));
@@ -1025,7 +1025,7 @@ impl<'s> Writer<'s> {
                 }
                 self.command(command);
             }
-            let now = crate::unix_now_ms();
+            let now = common::unix_now_ms();
             let read = match self.source.read(now) {
                 Ok(read) => {
                     for damage in self.source.take_damage() {
@@ -1049,7 +1049,7 @@ impl<'s> Writer<'s> {
                     // again after the last block folded (the aligner drops
                     // what comes again).
                     let after = self.market.height().unwrap_or(0);
-                    if crate::metrics::warn_allowed("engine read", Duration::from_secs(10)) {
+                    if common::metrics::warn_allowed("engine read", Duration::from_secs(10)) {
                         tracing::warn!(%error, after, "engine: reading failed; repositioning");
                     }
                     self.source
@@ -1059,7 +1059,7 @@ impl<'s> Writer<'s> {
                 }
             };
             let mut folded = 0;
-            while let Some(block) = self.source.pop(crate::unix_now_ms()) {
+            while let Some(block) = self.source.pop(common::unix_now_ms()) {
                 self.fold(&block);
                 folded += 1;
             }
@@ -1103,13 +1103,13 @@ impl<'s> Writer<'s> {
             counter.fetch_add(n, Ordering::Relaxed);
         }
         if (!report.decode_errors.is_empty() || missing > 0)
-            && crate::metrics::warn_allowed("engine anomalies", Duration::from_secs(10))
+            && common::metrics::warn_allowed("engine anomalies", Duration::from_secs(10))
         {
             tracing::warn!(
                 block = block.number,
                 undecodable_events = report.decode_errors.len(),
                 missing_blocks = missing,
-                first = ?report.decode_errors.first().map(|e| crate::bounded(e.to_string())),
+                first = ?report.decode_errors.first().map(|e| common::bounded(e.to_string())),
                 "engine: node data not folded as written; further ones are counted in /metrics \
                  (l1gate_engine_*)"
             );
@@ -1127,7 +1127,7 @@ impl<'s> Writer<'s> {
         if let Some(checkpointer) = &mut self.checkpointer {
             log_checkpoint(
                 self.status,
-                checkpointer.after_block(&self.market, crate::unix_now_ms()),
+                checkpointer.after_block(&self.market, common::unix_now_ms()),
             );
         }
     }
@@ -1166,7 +1166,7 @@ impl<'s> Writer<'s> {
         }
         if now.bad_lines + now.duplicates + now.late
             > self.aligned.bad_lines + self.aligned.duplicates + self.aligned.late
-            && crate::metrics::warn_allowed("engine lines", Duration::from_secs(10))
+            && common::metrics::warn_allowed("engine lines", Duration::from_secs(10))
         {
             tracing::warn!(
                 not_envelopes = now.bad_lines,
@@ -1285,7 +1285,7 @@ impl<'s> Writer<'s> {
 /// is final at the end of `step`.
 fn publish(keys: &mut BTreeMap<Key, Entry>, step: Step, market: &Market) {
     let at = market.position();
-    let made = crate::unix_now_ms();
+    let made = common::unix_now_ms();
     let mut published = false;
     for entry in keys.values_mut().filter(|entry| entry.step == step) {
         let frames = entry.producer.on_block(market);
@@ -1467,7 +1467,7 @@ mod tests {
                 .find(|f| f.name == "l1gate_engine_checkpoints_failing")
                 .map(|f| f.samples[0].value)
         };
-        assert_eq!(gauge(&status), Some(crate::metrics::Number::Count(0)));
+        assert_eq!(gauge(&status), Some(common::metrics::Number::Count(0)));
         for _ in 0..2 {
             log_checkpoint(
                 &status,
@@ -1478,7 +1478,7 @@ mod tests {
                     taken: None,
                 },
             );
-            assert_eq!(gauge(&status), Some(crate::metrics::Number::Count(1)));
+            assert_eq!(gauge(&status), Some(common::metrics::Number::Count(1)));
         }
         let written = engine::checkpoint::Finished {
             written: file::Written {
@@ -1497,7 +1497,7 @@ mod tests {
                 taken: None,
             },
         );
-        assert_eq!(gauge(&status), Some(crate::metrics::Number::Count(0)));
+        assert_eq!(gauge(&status), Some(common::metrics::Number::Count(0)));
     }
 
     /// The simulator's small profile, 250 blocks (snapshots at its start and
@@ -1518,9 +1518,9 @@ mod tests {
     /// be written before the next block (as the blocks' pace would).
     fn fold_all(writer: &mut Writer<'_>) {
         for _ in 0..200 {
-            let read = writer.source.read(crate::unix_now_ms()).unwrap();
+            let read = writer.source.read(common::unix_now_ms()).unwrap();
             let mut folded = 0;
-            while let Some(block) = writer.source.pop(crate::unix_now_ms()) {
+            while let Some(block) = writer.source.pop(common::unix_now_ms()) {
                 writer.fold(&block);
                 folded += 1;
                 if let Some(checkpointer) = writer.checkpointer.as_mut()
@@ -1695,7 +1695,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             refused.samples,
-            vec![crate::metrics::Sample::by(&[("reason", "busy")], 2)]
+            vec![common::metrics::Sample::by(&[("reason", "busy")], 2)]
         );
         let status = crate::grpc::relay::status_of(SubscribeError::Busy(1));
         assert_eq!(status.code(), tonic::Code::ResourceExhausted);
@@ -1755,8 +1755,8 @@ mod tests {
         let mut writer = Writer::new(&live, settings, None, wakeups, &status).unwrap();
         let mut blocks = Vec::new();
         for _ in 0..200 {
-            let read = writer.source.read(crate::unix_now_ms()).unwrap();
-            while let Some(block) = writer.source.pop(crate::unix_now_ms()) {
+            let read = writer.source.read(common::unix_now_ms()).unwrap();
+            while let Some(block) = writer.source.pop(common::unix_now_ms()) {
                 blocks.push(block);
             }
             if read == 0 && writer.source.pending() == 0 && !blocks.is_empty() {
@@ -1820,8 +1820,8 @@ mod tests {
         assert_eq!(
             counted.samples,
             vec![
-                crate::metrics::Sample::by(&[("opening", "built")], 3),
-                crate::metrics::Sample::by(&[("opening", "shared")], 3)
+                common::metrics::Sample::by(&[("opening", "built")], 3),
+                common::metrics::Sample::by(&[("opening", "shared")], 3)
             ]
         );
     }

@@ -275,7 +275,7 @@ impl LiveFeeds {
                 Ok(false)
             };
             if let Err(error) = refreshed
-                && crate::metrics::warn_allowed(source.feed_id(), Duration::from_secs(10))
+                && common::metrics::warn_allowed(source.feed_id(), Duration::from_secs(10))
             {
                 tracing::warn!(feed = source.feed_id(), %error, "refresh failed");
             }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::metrics::Metrics;
+use common::metrics::Metrics;
 
 /// How often the clients are counted.
 pub const EVERY: Duration = Duration::from_secs(5);

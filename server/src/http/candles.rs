@@ -51,7 +51,7 @@ use feeds::time::{format_iso8601_ms, parse_iso8601_ms, write_iso8601_ms};
 use crate::candles::store::{INTERVALS, MAX_COIN_LEN};
 use crate::candles::{CandleValues, Candles, Miss};
 use crate::http::routes::{Route, Routed};
-use crate::metrics::Metrics;
+use common::metrics::Metrics;
 
 /// State of the candle route.
 #[derive(Debug, Clone)]
@@ -135,7 +135,7 @@ pub fn parse_query(query: &str) -> Result<CandleQuery<'_>, BadParameter> {
             parameter: "interval",
             message: format!(
                 "interval {} is not served; use one of 1s, 1m, 5m",
-                crate::quoted(&interval_text)
+                common::quoted(&interval_text)
             ),
         })?;
     let time_text = take("time", time)?;
@@ -189,7 +189,7 @@ fn check_market(market: &str) -> Result<(), BadParameter> {
         parameter: "market",
         message: format!(
             "market {} is not a market name: {why}",
-            crate::quoted(market)
+            common::quoted(market)
         ),
     };
     if market.len() > MAX_COIN_LEN {
@@ -246,7 +246,7 @@ pub fn answer(candles: &Candles, query: &str) -> Response {
             return (StatusCode::BAD_REQUEST, axum::Json(body)).into_response();
         }
     };
-    let now = crate::unix_now_ms();
+    let now = common::unix_now_ms();
     match candles.lookup(&request.market, request.interval, request.open_time, now) {
         Ok(values) => {
             let body = candle_json(&request.market, request.interval, &values);

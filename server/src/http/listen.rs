@@ -1,5 +1,5 @@
 //! The HTTP edge's accept loop: each connection is admitted under the
-//! connection limits ([`crate::access::connections`]) before a byte is read,
+//! connection limits ([`access::connections`]) before a byte is read,
 //! then served by HTTP/1.1 with two timeouts:
 //!
 //! - **Headers**: a request's headers must arrive within
@@ -31,8 +31,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
-use crate::access::connections::{ConnectionGuard, Connections};
-use crate::metrics::Metrics;
+use access::connections::{ConnectionGuard, Connections};
+use common::metrics::Metrics;
 
 /// The HTTP edge's timeouts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -74,7 +74,7 @@ pub async fn serve(
         let (socket, peer) = match accepted {
             Ok(accepted) => accepted,
             Err(error) => {
-                if crate::metrics::warn_allowed("http accept", Duration::from_secs(10)) {
+                if common::metrics::warn_allowed("http accept", Duration::from_secs(10)) {
                     tracing::warn!(%error, "HTTP accept failed; retrying");
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;

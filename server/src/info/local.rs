@@ -132,7 +132,7 @@ fn refused(error: SubscribeError) -> Refusal {
             error.to_string(),
         ),
         SubscribeError::UnknownCoin(coin) => {
-            invalid(format!("coin: unknown coin {}", crate::quoted(&coin)))
+            invalid(format!("coin: unknown coin {}", common::quoted(&coin)))
         }
         SubscribeError::View(error) => invalid(
             crate::views::request::view_status(error)
@@ -167,7 +167,7 @@ impl Local {
         match kind {
             "l2Book" | "allMids" => self.view_state(fields).await.map(Answer::Value),
             "openOrders" | "frontendOpenOrders" => {
-                let user = crate::address(
+                let user = common::address(
                     "user",
                     fields
                         .get("user")
@@ -216,7 +216,7 @@ impl Local {
                 .map(|text| Answer::Text(text.into())),
             other => Err(invalid(format!(
                 "type: {} is not answered locally",
-                crate::quoted(other)
+                common::quoted(other)
             ))),
         }
     }
@@ -277,7 +277,7 @@ impl Local {
         let interval = Interval::parse(interval_text).map_err(|_| {
             invalid(format!(
                 "req.interval: unknown interval {}; one of {}",
-                crate::quoted(interval_text),
+                common::quoted(interval_text),
                 Interval::ALL.map(Interval::as_str).join(" ")
             ))
         })?;
@@ -292,7 +292,7 @@ impl Local {
                 _ => Err(invalid(format!("req.{name}: required, Unix milliseconds"))),
             }
         };
-        let now = crate::unix_now_ms();
+        let now = common::unix_now_ms();
         let start = time("startTime", true)?.unwrap_or_default();
         let end = time("endTime", false)?.unwrap_or(now).min(now);
         if end < start {

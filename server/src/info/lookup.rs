@@ -39,10 +39,10 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use serde_json::Value;
 
-use crate::access::keys::Principal;
 use crate::host::engine::EngineStatus;
 use crate::http::routes::{Route, Routed};
 use crate::upstream::{UpstreamClient, UpstreamError, UpstreamResponse, UpstreamUrl};
+use access::keys::Principal;
 
 /// `POST /{key}/info`.
 pub const INFO: Route = Route {
@@ -151,7 +151,7 @@ fn request_type(body: &[u8]) -> Result<(Value, String), String> {
         Some(other) => {
             return Err(bad(format!(
                 "must be a string, got {}",
-                crate::clipped(&other.to_string())
+                common::clipped(&other.to_string())
             )));
         }
         None if value.is_object() => return Err(bad("required".into())),
@@ -275,7 +275,7 @@ impl InfoLookup {
                         "type {} needs an Info source: start l1gate with --info-url \
                          (L1GATE_INFO_URL, info_url); without one only meta and spotMeta are \
                          answered, derived from the node's data",
-                        crate::quoted(other)
+                        common::quoted(other)
                     ),
                 );
             }

@@ -179,7 +179,7 @@ async fn run(shared: Arc<Shared>, client: UpstreamClient, url: UpstreamUrl, inte
                 }
                 let value: Value = serde_json::from_slice(&response.body)
                     .map_err(|e| format!("answer is not JSON: {e}"))?;
-                let now_ms = crate::unix_now_ms();
+                let now_ms = common::unix_now_ms();
                 match poll {
                     Poll::Mids => {
                         let mids = parse_mids(&value)?;

@@ -59,7 +59,7 @@ pub async fn active_asset_ctx(
     if !coin::is_default_perp(&coin) {
         return Err(Status::invalid_argument(format!(
             "coin: {} is not a perp of the default exchange",
-            crate::quoted(&coin)
+            common::quoted(&coin)
         )));
     }
     let mut receiver = feed.watch_ctxs();
@@ -88,7 +88,7 @@ pub async fn active_asset_ctx(
     {
         return Err(Status::invalid_argument(format!(
             "coin: unknown coin {} (not in the Info source's perp universe)",
-            crate::quoted(&coin)
+            common::quoted(&coin)
         )));
     }
     // `wait_for` marked the state just read as seen: the first frame is

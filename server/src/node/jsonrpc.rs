@@ -42,11 +42,11 @@ use tokio_tungstenite::tungstenite::Message as NodeMessage;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame as NodeCloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
-use crate::access::keys::Principal;
-use crate::access::{Access, StreamGuard};
 use crate::http::listen::HeldConnection;
 use crate::http::routes::{Route, Routed};
 use crate::upstream::{UpstreamClient, UpstreamError, UpstreamUrl};
+use access::keys::Principal;
+use access::{Access, StreamGuard};
 
 /// `POST /{key}` (and the WebSocket upgrade, `GET`): the node's JSON-RPC.
 pub const RPC: Route = Route {
@@ -140,7 +140,7 @@ fn calls(body: &[u8]) -> Result<usize, Box<Response>> {
         Box::new(rpc_error(
             StatusCode::BAD_REQUEST,
             -32700,
-            crate::bounded(format!("parse error: body is not JSON ({e})")),
+            common::bounded(format!("parse error: body is not JSON ({e})")),
         ))
     })?;
     match value {
@@ -287,7 +287,7 @@ async fn upgrade(
             return rpc_error(
                 StatusCode::BAD_GATEWAY,
                 -32603,
-                crate::bounded(format!("{}: node WebSocket: {error}", rpc.name)),
+                common::bounded(format!("{}: node WebSocket: {error}", rpc.name)),
             );
         }
         Err(_) => {

@@ -39,9 +39,9 @@ use axum::routing::any;
 
 use super::ledger::LedgerCache;
 use super::rules::{self, Route};
-use crate::access::keys::Principal;
 use crate::http::routes::{Route as HttpRoute, Routed};
 use crate::upstream::{UpstreamClient, UpstreamError, UpstreamResponse, UpstreamUrl};
+use access::keys::Principal;
 
 /// `/{key}/v1`, `/{key}/v1/` and everything below: the node's REST API
 /// (and its GraphQL indexer at `/v1/graphql`), relayed.
@@ -294,7 +294,7 @@ async fn relay(
                 return node_error(
                     StatusCode::BAD_REQUEST,
                     "invalid_input",
-                    crate::bounded(message),
+                    common::bounded(message),
                 );
             }
         }
@@ -341,7 +341,7 @@ async fn relay(
             return node_error(
                 StatusCode::BAD_REQUEST,
                 "invalid_input",
-                crate::bounded(format!("path: {e}")),
+                common::bounded(format!("path: {e}")),
             );
         }
     };

@@ -248,7 +248,7 @@ impl Query {
                     let limit = parse_u64(value).ok_or_else(|| {
                         format!(
                             "limit: {} is not an integer",
-                            crate::quoted(&crate::bounded(value.clone()))
+                            common::quoted(&common::bounded(value.clone()))
                         )
                     })?;
                     if limit == 0 || limit > max {
@@ -263,7 +263,7 @@ impl Query {
                         if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
                             return Err(format!(
                                 "start: {} is not a pagination cursor (hex, as the node's X-Aptos-Cursor header gives it)",
-                                crate::quoted(&crate::bounded(value.clone()))
+                                common::quoted(&common::bounded(value.clone()))
                             ));
                         }
                     }
@@ -271,7 +271,7 @@ impl Query {
                 flag if shape.flags.contains(&flag) && value != "true" && value != "false" => {
                     return Err(format!(
                         "{flag}: {} is not true or false",
-                        crate::quoted(&crate::bounded(value.clone()))
+                        common::quoted(&common::bounded(value.clone()))
                     ));
                 }
                 _ => {}
@@ -309,7 +309,7 @@ fn integer(name: &str, text: &str) -> Result<(), String> {
     parse_u64(&text).map(drop).ok_or_else(|| {
         format!(
             "{name}: {} is not an unsigned 64-bit integer",
-            crate::quoted(&crate::bounded(text))
+            common::quoted(&common::bounded(text))
         )
     })
 }
@@ -330,7 +330,7 @@ fn account_address(name: &str, text: &str) -> Result<(), String> {
     } else {
         Err(format!(
             "{name}: {} is not an account address (0x followed by up to 64 hex digits)",
-            crate::quoted(&crate::bounded(text))
+            common::quoted(&common::bounded(text))
         ))
     }
 }
@@ -345,7 +345,7 @@ fn transaction_hash(name: &str, text: &str) -> Result<(), String> {
     } else {
         Err(format!(
             "{name}: {} is not a transaction hash (0x followed by 64 hex digits)",
-            crate::quoted(&crate::bounded(text))
+            common::quoted(&common::bounded(text))
         ))
     }
 }
@@ -366,7 +366,7 @@ fn identifier(name: &str, text: &str) -> Result<(), String> {
     } else {
         Err(format!(
             "{name}: {} is not a Move identifier",
-            crate::quoted(&crate::bounded(text))
+            common::quoted(&common::bounded(text))
         ))
     }
 }
@@ -387,7 +387,7 @@ fn struct_tag(name: &str, text: &str) -> Result<(), String> {
     } else {
         Err(format!(
             "{name}: {} is not a struct tag (<address>::<module>::<Struct>)",
-            crate::quoted(&crate::bounded(text))
+            common::quoted(&common::bounded(text))
         ))
     }
 }
@@ -408,7 +408,7 @@ fn is_json(content_type: Option<&str>) -> bool {
 
 fn check_body(kind: Body, body: &[u8]) -> Result<(), String> {
     let value: Value = serde_json::from_slice(body)
-        .map_err(|e| format!("body: not JSON ({})", crate::bounded(e.to_string())))?;
+        .map_err(|e| format!("body: not JSON ({})", common::bounded(e.to_string())))?;
     match kind {
         Body::Transaction { signed, encode } => transaction("body", &value, signed, encode),
         Body::Batch => {
@@ -439,7 +439,7 @@ fn check_body(kind: Body, body: &[u8]) -> Result<(), String> {
             if !is_function_id(function) {
                 return Err(format!(
                     "body.function: {} is not <address>::<module>::<function>",
-                    crate::quoted(&crate::bounded(function.to_owned()))
+                    common::quoted(&common::bounded(function.to_owned()))
                 ));
             }
             string_array("body", object, "type_arguments")?;
@@ -507,7 +507,7 @@ fn u64_string(
     parse_u64(text).map(drop).ok_or_else(|| {
         format!(
             "{at}.{field}: {} is not an unsigned 64-bit integer in a string",
-            crate::quoted(&crate::bounded(text.to_owned()))
+            common::quoted(&common::bounded(text.to_owned()))
         )
     })
 }
@@ -521,7 +521,7 @@ fn transaction(at: &str, value: &Value, signed: bool, encode: bool) -> Result<()
     if !is_account_address(sender) {
         return Err(format!(
             "{at}.sender: {} is not an account address",
-            crate::quoted(&crate::bounded(sender.to_owned()))
+            common::quoted(&common::bounded(sender.to_owned()))
         ));
     }
     u64_string(at, object, "sequence_number")?;
@@ -545,7 +545,7 @@ fn transaction(at: &str, value: &Value, signed: bool, encode: bool) -> Result<()
         if !is_function_id(function) {
             return Err(format!(
                 "{at}.payload.function: {} is not <address>::<module>::<function>",
-                crate::quoted(&crate::bounded(function.to_owned()))
+                common::quoted(&common::bounded(function.to_owned()))
             ));
         }
         string_array(&format!("{at}.payload"), payload, "type_arguments")?;

@@ -80,7 +80,7 @@ impl<S: Subscriber> tracing_subscriber::Layer<S> for WarningLayer {
             message.push('…');
         }
         keep(Warning {
-            time: feeds::time::format_iso8601_ms(crate::unix_now_ms()),
+            time: feeds::time::format_iso8601_ms(common::unix_now_ms()),
             level,
             message,
         });

@@ -43,12 +43,12 @@ impl MarketRequest for pb::ActiveAssetCtxRequest {
 /// # Errors
 /// `INVALID_ARGUMENT` naming `field`.
 pub fn entries(field: &str, values: &[String]) -> Result<(), Status> {
-    crate::bounded_list(field, values).map_err(Status::invalid_argument)?;
+    common::bounded_list(field, values).map_err(Status::invalid_argument)?;
     for value in values {
         if value.trim().is_empty() {
             return Err(Status::invalid_argument(format!(
                 "{field}: blank entry {}",
-                crate::quoted(value)
+                common::quoted(value)
             )));
         }
         if value == "*" {
@@ -81,12 +81,12 @@ pub fn coins(field: &str, values: &[String]) -> Result<BTreeSet<String>, Status>
     Ok(values.iter().cloned().collect())
 }
 
-/// A required address (user or builder), lowercased; see [`crate::address`].
+/// A required address (user or builder), lowercased; see [`common::address`].
 ///
 /// # Errors
 /// `INVALID_ARGUMENT` naming `field`.
 pub fn address(field: &str, value: &str) -> Result<String, Status> {
-    crate::address(field, value).map_err(Status::invalid_argument)
+    common::address(field, value).map_err(Status::invalid_argument)
 }
 
 /// A scope list of addresses (empty = all): each entry checked, lowercased,
@@ -108,15 +108,15 @@ pub fn view_status(error: ViewError) -> Status {
         ViewError::MissingCoin { .. } | ViewError::Candle(CandleError::MissingCoin) => {
             Status::invalid_argument("coin: required")
         }
-        ViewError::L2(error) => Status::invalid_argument(crate::bounded(error.to_string())),
+        ViewError::L2(error) => Status::invalid_argument(common::bounded(error.to_string())),
         ViewError::NotPerp { coin } => Status::invalid_argument(format!(
             "coins: {} is not a perp coin",
-            crate::quoted(&coin)
+            common::quoted(&coin)
         )),
         ViewError::Candle(CandleError::UnknownInterval(interval)) => {
             Status::invalid_argument(format!(
                 "interval: unknown interval {}; one of {}",
-                crate::quoted(&interval),
+                common::quoted(&interval),
                 Interval::ALL.map(Interval::as_str).join(" ")
             ))
         }

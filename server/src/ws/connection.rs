@@ -26,14 +26,14 @@ use tonic::{Code, Status};
 
 use super::protocol::{self, ClientMessage, Subscription};
 use super::render;
-use crate::access::gcra::Gcra;
-use crate::access::keys::Principal;
-use crate::access::{Access, StreamGuard};
 use crate::grpc::flow::{EndReason, Measured, Slot, Supervisor};
 use crate::grpc::relay::RelaySource;
 use crate::http::listen::HeldConnection;
 use crate::info::{InfoFeed, InfoLookup};
 use crate::views::channel;
+use access::gcra::Gcra;
+use access::keys::Principal;
+use access::{Access, StreamGuard};
 
 /// What the WebSocket edge serves from.
 #[derive(Debug, Clone)]
@@ -409,7 +409,7 @@ struct Session {
 }
 
 fn error_message(message: &str) -> Utf8Bytes {
-    channel::message("error", &Value::String(crate::bounded(message.to_owned())))
+    channel::message("error", &Value::String(common::bounded(message.to_owned())))
 }
 
 /// An error that echoes the client's request whole after `prefix`, as the
@@ -420,7 +420,7 @@ fn error_message(message: &str) -> Utf8Bytes {
 fn echo_message(prefix: &str, echo: &Value, reason: Option<&str>) -> Utf8Bytes {
     let mut text = format!("{prefix}{echo}");
     if let Some(reason) = reason {
-        let reason = crate::bounded(reason.replace('{', "(").replace('}', ")"));
+        let reason = common::bounded(reason.replace('{', "(").replace('}', ")"));
         text.push_str(": ");
         text.push_str(&reason);
     }
@@ -701,7 +701,7 @@ impl Session {
             return Err(Status::invalid_argument(format!(
                 "coin: {} is a spot coin; activeSpotAssetCtx is not served (the Info poller \
                  follows perp contexts only)",
-                crate::quoted(coin)
+                common::quoted(coin)
             )));
         }
         let mut stream = crate::info::streams::active_asset_ctx(info, coin.clone()).await?;
@@ -752,7 +752,7 @@ impl Session {
             } else {
                 format!(
                     "400 Bad Request: request.type: unknown type {}; info or action",
-                    crate::quoted(&kind)
+                    common::quoted(&kind)
                 )
             };
             self.send(respond(json!({ "type": "error", "payload": why })))

@@ -296,13 +296,13 @@ pub fn parse(text: &str) -> Result<ClientMessage, Refusal> {
     let value: Value = serde_json::from_str(text).map_err(|error| {
         format!(
             "Error parsing JSON into valid websocket request: {} ({error})",
-            crate::clipped(text)
+            common::clipped(text)
         )
     })?;
     let Some(object) = value.as_object() else {
         return Err(format!(
             "Error parsing JSON into valid websocket request: {}: not an object",
-            crate::clipped(text)
+            common::clipped(text)
         )
         .into());
     };
@@ -311,7 +311,7 @@ pub fn parse(text: &str) -> Result<ClientMessage, Refusal> {
         Some(other) => {
             return Err(format!(
                 "method: must be a string, got {}",
-                crate::clipped(&other.to_string())
+                common::clipped(&other.to_string())
             )
             .into());
         }
@@ -350,7 +350,7 @@ pub fn parse(text: &str) -> Result<ClientMessage, Refusal> {
         "post" => post(object),
         other => Err(format!(
             "method: unknown method {}; one of subscribe, unsubscribe, ping, post",
-            crate::quoted(other)
+            common::quoted(other)
         )
         .into()),
     }
@@ -362,7 +362,7 @@ fn post(object: &Map<String, Value>) -> Result<ClientMessage, Refusal> {
         Some(other) => {
             return Err(format!(
                 "id: must be a non-negative integer, got {}",
-                crate::clipped(&other.to_string())
+                common::clipped(&other.to_string())
             )
             .into());
         }
@@ -397,7 +397,7 @@ fn string(fields: &Map<String, Value>, name: &str) -> Result<String, String> {
         Some(Value::Null) | None => Err(format!("{name}: required")),
         Some(other) => Err(format!(
             "{name}: must be a string, got {}",
-            crate::clipped(&other.to_string())
+            common::clipped(&other.to_string())
         )),
     }
 }
@@ -412,14 +412,14 @@ fn uint(fields: &Map<String, Value>, name: &str) -> Result<Option<u64>, String> 
             .ok_or_else(|| format!("{name}: must be a non-negative integer, got {number}")),
         Some(other) => Err(format!(
             "{name}: must be an integer, got {}",
-            crate::clipped(&other.to_string())
+            common::clipped(&other.to_string())
         )),
     }
 }
 
 fn user(fields: &Map<String, Value>) -> Result<String, String> {
     let user = string(fields, "user")?;
-    crate::address("user", &user)
+    common::address("user", &user)
 }
 
 /// A `subscription` object (or an Info request of the same fields),
@@ -471,7 +471,7 @@ pub fn subscription(fields: &Map<String, Value>) -> Result<Subscription, String>
             let interval = Interval::parse(&interval).map_err(|_| {
                 format!(
                     "interval: unknown interval {}; one of {}",
-                    crate::quoted(&interval),
+                    common::quoted(&interval),
                     Interval::ALL.map(Interval::as_str).join(" ")
                 )
             })?;
@@ -484,7 +484,7 @@ pub fn subscription(fields: &Map<String, Value>) -> Result<Subscription, String>
                 Some(other) => {
                     return Err(format!(
                         "dex: must be a string, got {}",
-                        crate::clipped(&other.to_string())
+                        common::clipped(&other.to_string())
                     ));
                 }
             },
@@ -500,7 +500,7 @@ pub fn subscription(fields: &Map<String, Value>) -> Result<Subscription, String>
                 Some(other) => {
                     return Err(format!(
                         "aggregateByTime: must be a boolean, got {}",
-                        crate::clipped(&other.to_string())
+                        common::clipped(&other.to_string())
                     ));
                 }
             },
@@ -519,7 +519,7 @@ pub fn subscription(fields: &Map<String, Value>) -> Result<Subscription, String>
             if coin.starts_with('@') || coin.contains('/') {
                 return Err(format!(
                     "coin: l4Book serves perp books only, got the spot coin {}",
-                    crate::quoted(&coin)
+                    common::quoted(&coin)
                 ));
             }
             Subscription::L4Book { coin }
@@ -527,7 +527,7 @@ pub fn subscription(fields: &Map<String, Value>) -> Result<Subscription, String>
         other => {
             return Err(format!(
                 "type: unknown subscription type {}; l1gate serves {}",
-                crate::quoted(other),
+                common::quoted(other),
                 TYPES.join(", ")
             ));
         }

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use l1gate::access::keys::KeysFile;
+use access::keys::KeysFile;
 use proto::{ListFeedsRequest, StreamRequest};
 use tonic::Code;
 

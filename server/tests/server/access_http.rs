@@ -1,7 +1,7 @@
 //! The HTTP edge's access control over real HTTP: both key forms, 401 vs
 //! 403 vs 429, pooled per-account limits, and what gets counted.
 
-use l1gate::access::keys::KeysFile;
+use access::keys::KeysFile;
 
 use super::access_support::{Gate, sample};
 

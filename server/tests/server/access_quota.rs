@@ -7,10 +7,10 @@
 
 use std::time::{Duration, Instant};
 
+use access::clock::Clock;
+use access::keys::KeysFile;
+use access::quota::{Period, Quota};
 use futures_util::SinkExt as _;
-use l1gate::access::clock::Clock;
-use l1gate::access::keys::KeysFile;
-use l1gate::access::quota::{Period, Quota};
 use proto::{ListFeedsRequest, StreamRequest};
 use tokio_tungstenite::tungstenite::Message;
 use tonic::Code;

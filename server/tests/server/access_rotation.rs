@@ -7,9 +7,9 @@
 
 use std::time::{Duration, Instant};
 
+use access::clock::Clock;
+use access::keys::KeysFile;
 use futures_util::StreamExt as _;
-use l1gate::access::clock::Clock;
-use l1gate::access::keys::KeysFile;
 use proto::{ListFeedsRequest, StreamRequest};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 use tokio_tungstenite::tungstenite::{self, Message};

@@ -7,7 +7,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use l1gate::access::keys::{KeysFile, hash_key};
+use access::keys::{KeysFile, hash_key};
 use proto::{ListFeedsRequest, StreamRequest};
 use tracing_subscriber::fmt::MakeWriter;
 
@@ -63,7 +63,7 @@ async fn no_key_or_key_hash_appears_in_any_log_line() {
     keys.revoke(&revoked_key.id).unwrap();
     keys.accounts[2].requests_per_second = Some(1);
     keys.accounts[2].request_burst = Some(1);
-    let unknown = l1gate::access::keys::generate_key();
+    let unknown = access::keys::generate_key();
     let gate = Gate::start(keys, |_| {}).await;
 
     let mut statuses = Vec::new();
@@ -99,7 +99,7 @@ async fn no_key_or_key_hash_appears_in_any_log_line() {
         "the capture must have seen the server's own debug lines:\n{text}"
     );
     for key in [&good, &fenced, &revoked, &unknown, &slow] {
-        let hex = key.trim_start_matches(l1gate::access::keys::KEY_PREFIX);
+        let hex = key.trim_start_matches(access::keys::KEY_PREFIX);
         for secret in [key.as_str(), hex, &hash_key(key)] {
             assert!(!text.contains(secret), "key material in the logs");
         }

@@ -4,11 +4,11 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use access::clock::Clock;
+use access::keys::KeysFile;
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Empty};
 use hyper_util::rt::TokioIo;
-use l1gate::access::clock::Clock;
-use l1gate::access::keys::KeysFile;
 use l1gate::config::ServeArgs;
 use l1gate::serve::Running;
 use proto::venue_l1_gateway_client::VenueL1GatewayClient;

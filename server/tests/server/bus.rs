@@ -187,7 +187,7 @@ impl GrowingNode {
         cfg.mode = fixtures::OutputMode::ByBlock;
         cfg.snapshot_every = None;
         // Recent block times: within the streams' retention, and fresh.
-        cfg.start_time_ms = l1gate::unix_now_ms() - 2_000;
+        cfg.start_time_ms = common::unix_now_ms() - 2_000;
         let run = fixtures::RunOptions {
             blocks: Some(blocks),
             ..fixtures::RunOptions::default()
@@ -633,9 +633,7 @@ async fn bad_credentials_and_unreachable_buses_are_named_without_the_password() 
     let nats = Nats::with_user("l1gate", "right-horse-battery");
     let keys = tempfile::tempdir().unwrap();
     let keys_file = keys.path().join("keys.toml");
-    l1gate::access::keys::KeysFile::default()
-        .save(&keys_file)
-        .unwrap();
+    access::keys::KeysFile::default().save(&keys_file).unwrap();
     let wrong = format!("nats://l1gate:wrong-staple@127.0.0.1:{}", nats.port);
     let error = Edge::start(&wrong, &keys_file)
         .await

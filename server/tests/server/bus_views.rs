@@ -283,10 +283,9 @@ async fn an_edges_market_views_candles_and_info_equal_the_node_hosts() {
     let node = GrowingNode::start(420, 150, Duration::from_millis(25));
     let host = publisher(node.path(), &nats.url()).await;
     // An operator's key, for the status page.
-    let mut keys = l1gate::access::keys::KeysFile::load(&host.keys_file).unwrap();
+    let mut keys = access::keys::KeysFile::load(&host.keys_file).unwrap();
     let (admin, _) = keys.add_key("ops", 0).unwrap();
-    keys.set_role("ops", l1gate::access::keys::Role::Admin)
-        .unwrap();
+    keys.set_role("ops", access::keys::Role::Admin).unwrap();
     keys.save(&host.keys_file).unwrap();
     let edge = Edge::start(&nats.url(), &host.keys_file).await.unwrap();
     // It started from a checkpoint of the publisher's, taken while the

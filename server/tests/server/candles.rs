@@ -583,7 +583,7 @@ async fn bad_parameters_missing_buckets_and_wrong_keys() {
             .contains("2025-07-27T08:00:00Z")
     );
 
-    let now = l1gate::unix_now_ms();
+    let now = common::unix_now_ms();
     let future = now - now.rem_euclid(60_000) + 3_600_000;
     let reply = http
         .get(&candle_path(&key, "AAVE", "1m", future), None)
@@ -1070,7 +1070,7 @@ async fn healthz_reports_data_age_and_is_503_when_stale() {
     let mut cfg = fixtures::SimConfig::small(3);
     cfg.mode = fixtures::OutputMode::ByBlock;
     cfg.snapshot_every = None;
-    cfg.start_time_ms = l1gate::unix_now_ms() - 2_000;
+    cfg.start_time_ms = common::unix_now_ms() - 2_000;
     let run = fixtures::RunOptions {
         blocks: Some(20),
         no_replica_cmds: true,

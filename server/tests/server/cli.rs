@@ -44,10 +44,9 @@ impl Served {
         let dir = tempfile::tempdir().unwrap();
         let keys = dir.path().join("keys.toml");
         // A keys file with one key: a missing one is a start-up error.
-        let mut file = l1gate::access::keys::KeysFile::default();
+        let mut file = access::keys::KeysFile::default();
         let (key, _) = file.add_key("tests", 0).unwrap();
-        file.set_role("tests", l1gate::access::keys::Role::Admin)
-            .unwrap();
+        file.set_role("tests", access::keys::Role::Admin).unwrap();
         file.save(&keys).unwrap();
         let http = format!("127.0.0.1:{}", free_port());
         let grpc = format!("127.0.0.1:{}", free_port());
@@ -262,7 +261,7 @@ fn keys_add_prints_the_key_alone_on_the_last_line_and_stores_only_its_hash() {
     assert!(key.starts_with("l1g_") && key.len() == 68, "{key}");
     let stored = std::fs::read_to_string(&file).unwrap();
     assert!(!stored.contains(key));
-    assert!(stored.contains(&l1gate::access::keys::hash_key(key)));
+    assert!(stored.contains(&access::keys::hash_key(key)));
     let list = Command::new(L1GATE)
         .args(["keys", "list", "--keys-file"])
         .arg(&file)
@@ -328,7 +327,7 @@ fn serve_until_logged(data: &std::path::Path, wanted: &str) -> (String, Vec<Stri
     let dir = tempfile::tempdir().unwrap();
     let keys = dir.path().join("keys.toml");
     // A keys file with one key: a missing one is a start-up error.
-    let mut file = l1gate::access::keys::KeysFile::default();
+    let mut file = access::keys::KeysFile::default();
     file.add_key("tests", 0).unwrap();
     file.save(&keys).unwrap();
     let mut child = Command::new(L1GATE)

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use l1gate::access::keys::KeysFile;
+use access::keys::KeysFile;
 use l1gate::config::{ServeArgs, Settings};
 use l1gate::serve::Running;
 use proto::venue_l1_gateway_client::VenueL1GatewayClient;

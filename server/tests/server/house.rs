@@ -11,7 +11,26 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-const CRATES: [&str; 6] = ["proto", "feeds", "engine", "server", "fixtures", "benches"];
+/// The workspace's crates, as its manifest lists them.
+fn crates(root: &Path) -> Vec<String> {
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let line = manifest
+        .lines()
+        .find(|line| line.trim_start().starts_with("members"))
+        .expect("a members line in the workspace manifest");
+    let list = line
+        .split_once('[')
+        .and_then(|(_, rest)| rest.split_once(']'));
+    let crates: Vec<String> = list
+        .expect("members = [...] on one line")
+        .0
+        .split(',')
+        .map(|member| member.trim().trim_matches('"').to_owned())
+        .filter(|member| !member.is_empty())
+        .collect();
+    assert!(crates.len() >= 6, "{crates:?}");
+    crates
+}
 
 type Module = Vec<String>;
 
@@ -19,8 +38,8 @@ type Module = Vec<String>;
 fn no_module_imports_one_that_imports_it_back() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut failures = Vec::new();
-    for krate in CRATES {
-        let src = root.join(krate).join("src");
+    for krate in crates(&root) {
+        let src = root.join(&krate).join("src");
         let modules = modules_of(&src);
         assert!(!modules.is_empty(), "no sources under {}", src.display());
         let graph = imports(&modules);
@@ -52,8 +71,8 @@ fn every_source_folder_is_on_the_map() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let map = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
     let mut missing = Vec::new();
-    for krate in CRATES {
-        let mut folders = vec![root.join(krate).join("src")];
+    for krate in crates(&root) {
+        let mut folders = vec![root.join(&krate).join("src")];
         while let Some(folder) = folders.pop() {
             for entry in std::fs::read_dir(&folder).unwrap() {
                 let path = entry.unwrap().path();

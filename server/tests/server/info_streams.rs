@@ -39,7 +39,7 @@ async fn all_mids_follow_the_source_perps_only_and_an_outage_is_silence() {
     let server = with_source(&source).await;
     let mut client = client(&server).await;
 
-    let before = l1gate::unix_now_ms();
+    let before = common::unix_now_ms();
     let asked = Instant::now();
     let mut stream = client
         .stream_all_mids(server.req(pb::AllMidsRequest {}))
@@ -60,7 +60,7 @@ async fn all_mids_follow_the_source_perps_only_and_an_outage_is_silence() {
         "spot, builder and outcome keys are left out"
     );
     assert_eq!(opening.mids["BTC"], "81001.5");
-    assert!(opening.time >= before && opening.time <= l1gate::unix_now_ms());
+    assert!(opening.time >= before && opening.time <= common::unix_now_ms());
 
     // A perp mid changes: a new full map.
     world.lock().mids.insert("BTC".into(), "81010.0".into());

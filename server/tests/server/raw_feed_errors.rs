@@ -157,7 +157,7 @@ async fn a_revoked_key_stops_working_without_a_restart() {
             .await
             .is_ok()
     );
-    let mut file = l1gate::access::keys::KeysFile::load(&server.keys_file).unwrap();
+    let mut file = access::keys::KeysFile::load(&server.keys_file).unwrap();
     let id = file.accounts[0].keys[0].id.clone();
     file.revoke(&id).unwrap();
     file.save(&server.keys_file).unwrap();

@@ -944,7 +944,7 @@ async fn clients_of_every_edge_ride_through_a_graceful_and_a_hard_restart() {
     let node = live_node(BLOCKS, INITIAL, EVERY);
     let dir = tempfile::tempdir().unwrap();
     let keys_file = dir.path().join("keys.toml");
-    let mut keys = l1gate::access::keys::KeysFile::default();
+    let mut keys = access::keys::KeysFile::default();
     // An account per policy: each opens five streams at once.
     let keys_by_policy: Vec<(Policy, String)> = Policy::ALL
         .iter()

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use l1gate::access::keys::{KeysFile, hash_key};
+use access::keys::{KeysFile, hash_key};
 use proto::v3 as pb;
 use tonic::{Code, Status};
 

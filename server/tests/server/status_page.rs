@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use l1gate::access::keys::{KeysFile, Role};
+use access::keys::{KeysFile, Role};
 use serde_json::{Value, json};
 
 use super::harness::{TestServer, real};

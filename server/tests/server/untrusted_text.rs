@@ -9,7 +9,7 @@
 //! Failing cases are saved beside this file (`*.proptest-regressions`) and
 //! replayed first on later runs.
 
-use l1gate::access::keys::{KeyStore, KeysFile};
+use access::keys::{KeyStore, KeysFile};
 use l1gate::config::ServeArgs;
 use proptest::prelude::*;
 

@@ -104,7 +104,7 @@ impl Routes {
     /// The upstream for a call sent to `authority`.
     pub(super) fn route(&self, authority: Option<&str>) -> Result<Arc<Upstream>, Status> {
         let host = authority.and_then(crate::registry::request_host);
-        let shown = authority.map_or_else(|| "(no authority)".to_owned(), crate::quoted);
+        let shown = authority.map_or_else(|| "(no authority)".to_owned(), common::quoted);
         let mut claimed_by = None;
         for (site_host, name, upstream) in &self.hosts {
             if host.as_deref() != Some(site_host.as_str()) {

@@ -1,6 +1,6 @@
 //! Per-key usage of the current quota period: admitted requests and bytes
 //! sent to the client, counted against the key's quota (see
-//! [`crate::access::quota`]), and kept across restarts in
+//! [`crate::quota`]), and kept across restarts in
 //! `state_dir/usage.json`.
 //!
 //! - **Counting.** Each key has one [`KeyMeter`] of atomics. A request takes
@@ -41,9 +41,9 @@ use std::time::Duration;
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 
-use crate::access::clock::Clock;
-use crate::access::denial::Denial;
-use crate::access::quota::{Period, Quota, QuotaKind};
+use crate::clock::Clock;
+use crate::denial::Denial;
+use crate::quota::{Period, Quota, QuotaKind};
 
 /// Name of the usage file in `state_dir`.
 pub const USAGE_FILE: &str = "usage.json";

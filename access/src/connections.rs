@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use crate::metrics::Metrics;
+use common::metrics::Metrics;
 
 /// Descriptors kept back from connections: the node's files and their
 /// directories, the candle store, the watcher, listeners, logs.
@@ -177,7 +177,7 @@ impl Connections {
             }
             Err(refused) => {
                 self.inner.metrics.connection_refused(edge, refused.label());
-                if crate::metrics::warn_allowed(edge, Duration::from_secs(10)) {
+                if common::metrics::warn_allowed(edge, Duration::from_secs(10)) {
                     tracing::warn!(
                         edge,
                         %peer,

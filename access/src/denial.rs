@@ -4,8 +4,8 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use crate::access::keys::Rotation;
-use crate::access::quota::{Period, QuotaKind, format_size};
+use crate::keys::Rotation;
+use crate::quota::{Period, QuotaKind, format_size};
 
 /// Why a request was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]

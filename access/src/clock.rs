@@ -28,7 +28,7 @@ impl Clock {
     /// The time now, Unix ms.
     pub fn now_ms(&self) -> i64 {
         match self {
-            Self::System => crate::unix_now_ms(),
+            Self::System => common::unix_now_ms(),
             Self::Manual(ms) => ms.load(Ordering::Acquire),
         }
     }

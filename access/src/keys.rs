@@ -46,8 +46,8 @@ use std::path::{Path, PathBuf};
 
 use rand::RngCore as _;
 
-use crate::access::allow_list::{AllowList, parse_network};
-use crate::access::quota::Quota;
+use crate::allow_list::{AllowList, parse_network};
+use crate::quota::Quota;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 use thiserror::Error;
@@ -905,7 +905,7 @@ mod tests {
         let (old_key, old) = file.add_key("alice", 1).unwrap();
         file.allow(&old.id, "10.0.0.0/8").unwrap();
         let quota = Quota {
-            period: crate::access::quota::Period::Day,
+            period: crate::quota::Period::Day,
             requests: Some(10),
             bytes: None,
         };
@@ -956,7 +956,7 @@ mod tests {
         let mut file = KeysFile::default();
         let (_, key) = file.add_key("alice", 1).unwrap();
         let quota = Quota {
-            period: crate::access::quota::Period::Month,
+            period: crate::quota::Period::Month,
             requests: None,
             bytes: Some(10_000_000_000),
         };

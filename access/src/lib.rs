@@ -25,15 +25,16 @@
 //! Streams already open are checked again ([`Access::recheck`]) when the
 //! keys file changes, when a rotated key's grace period ends and when a
 //! key's byte cap is reached ([`Access::recheck_due`]); the stream
-//! supervisor ([`crate::grpc::flow`]) ends the ones no longer admitted.
+//! supervisor (the server's `grpc::flow`) ends the ones no longer admitted.
 //!
-//! Keys never leave [`crate::access::auth`]: rejections, logs and metrics name the
+//! Keys never leave [`crate::auth`]: rejections, logs and metrics name the
 //! key id (`k_` + a prefix of its SHA-256) and the account at most.
 //!
 //! Nothing here knows an edge's protocol: a check answers a [`Denial`], and
 //! each edge adapts it — the gRPC interceptor and admissions with their
-//! statuses in [`crate::grpc::admission`], the HTTP key check in
-//! [`crate::http`], the WebSocket's in [`crate::ws`].
+//! statuses in the server's `grpc::admission`, the HTTP key check in its
+//! `http`, the WebSocket's in its `ws`. This crate depends on no edge: the
+//! edges depend on it.
 
 pub mod allow_list;
 pub mod auth;
@@ -55,9 +56,9 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use serde::Serialize;
 
-use crate::metrics::{FeedTraffic, KeyUsage, Metrics};
 use auth::Auth;
 use clock::Clock;
+use common::metrics::{FeedTraffic, KeyUsage, Metrics};
 pub use denial::Denial;
 use gcra::Gcra;
 use keys::{KeyEntry, Principal, Rotation};
@@ -712,8 +713,8 @@ impl Drop for StreamGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::access::keys::{KeyStore, KeysFile};
-    use crate::access::quota::{Period, Quota};
+    use crate::keys::{KeyStore, KeysFile};
+    use crate::quota::{Period, Quota};
 
     fn gate(file: &KeysFile, settings: AccessSettings) -> Access {
         Access::new(

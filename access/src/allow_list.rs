@@ -36,7 +36,7 @@ pub fn parse_network(text: &str) -> Result<IpNet, String> {
     } else {
         return Err(format!(
             "{} is not a CIDR network (expected e.g. 10.0.0.0/8, 203.0.113.7 or 2001:db8::/32)",
-            crate::quoted(text)
+            common::quoted(text)
         ));
     };
     Ok(unmapped(net))

@@ -10,9 +10,9 @@ use std::time::{Duration, SystemTime};
 
 use parking_lot::RwLock;
 
-use crate::access::denial::Denial;
-use crate::access::keys::{AccountLimits, KeyEntry, KeyStore, KeysFile};
-use crate::access::quota::Quota;
+use crate::denial::Denial;
+use crate::keys::{AccountLimits, KeyEntry, KeyStore, KeysFile};
+use crate::quota::Quota;
 
 /// gRPC metadata key carrying the API key.
 pub const API_KEY_METADATA: &str = "x-api-key";
