@@ -4,6 +4,11 @@
 //! SIGTERM. An edge (`l1gate edge`, [`crate::bus::edge`]) runs the same
 //! server over its copy of the bus ([`start_with`]).
 //!
+//! [`start_with`] reads as the wiring: access control, the node's files,
+//! the message bus, the candle store, the market engine, then the edges
+//! (the Info source, the HTTP API, the gRPC address), each a named function
+//! below it.
+//!
 //! # Stopping
 //!
 //! [`Running::drain`] stops the server the way its clients can ride
@@ -179,11 +184,125 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
 /// # Errors
 /// As [`start`]; an edge's checkpoint that cannot be used.
 pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyhow::Result<Running> {
-    let data_dir = match &from_bus {
-        Some(edge) => edge.live.data_dir().to_owned(),
-        None => settings.data.clone().context("serve: no data directory")?,
+    let (access, connections) = access_control(settings)?;
+    let live = node_files(settings, from_bus.as_ref())?;
+    let data = live.data_dir().to_owned();
+    let grpc_listener = TcpListener::bind(settings.grpc_addr)
+        .await
+        .with_context(|| format!("gRPC listen address {}", settings.grpc_addr))?;
+    let http_listener = TcpListener::bind(settings.http_addr)
+        .await
+        .with_context(|| format!("HTTP listen address {}", settings.http_addr))?;
+    let grpc_addr = grpc_listener.local_addr()?;
+    let http_addr = http_listener.local_addr()?;
+
+    let shutdown = CancellationToken::new();
+    let mut tasks = vec![
+        live.spawn_refresher(settings.raw_feed.poll_interval),
+        access
+            .auth()
+            .spawn_reloader(settings.keys_file.clone(), KEYS_RELOAD_EVERY),
+    ];
+    let bus = message_bus(settings, from_bus.as_ref(), &live, &access, &mut tasks)?;
+    let (store, candle_feed) = candle_store(settings, from_bus.as_ref(), &data, &access).await?;
+    let engine = market_engine(settings, from_bus.as_ref(), &live, candle_feed, &mut tasks)?;
+    count_engine_and_stores(&access, &engine, &store.candles, &live, &mut tasks);
+    // Slow subscribers of both services, and streams whose key is no longer
+    // admitted, are ended (crate::grpc::flow).
+    let (flow, sweeper) = Supervisor::spawn(
+        FlowSettings {
+            send_timeout: settings.raw_feed.send_timeout,
+            market_max_lag: settings.market_max_lag,
+        },
+        access.metrics().clone(),
+        Some(engine.status().clone()),
+        Some(access.clone()),
+    );
+    tasks.push(sweeper);
+    let edges = Edges {
+        live: live.clone(),
+        access: access.clone(),
+        connections,
+        engine: &engine,
+        candles: store.candles.clone(),
+        flow: flow.clone(),
+        shutdown: shutdown.clone(),
     };
-    let data = data_dir.as_path();
+    let (info_lookup, info_feed) = info_source(settings, &edges, &mut tasks);
+    let networks = crate::node::Networks::new(
+        &settings.chains,
+        &settings.upstreams,
+        crate::registry::host_of(&settings.public_http_url).as_deref(),
+        &access,
+    )?;
+    let market = MarketService::new(engine.commands(), engine.status().clone())
+        .with_flow(flow.clone())
+        .with_stale_after(settings.market_stale_after)
+        .with_access(access.clone())
+        .with_info(info_feed.clone());
+    let http_api = http_api(
+        settings,
+        &edges,
+        &market,
+        &networks,
+        info_lookup,
+        info_feed,
+        bus.clone(),
+    );
+    let grpc = grpc_edge(settings, &edges, market, grpc_listener, &mut tasks).await?;
+    let health = crate::http::Health {
+        live: live.clone(),
+        max_data_age: settings.max_data_age,
+        candles: Some(store.candles.clone()),
+        auth: Some(access.auth().clone()),
+        networks: Some(networks.health()),
+        bus,
+    };
+    let (http, http_routes) = networks.serve(crate::http::router(health, access.clone(), http_api));
+    tasks.push(tokio::spawn(crate::http::listen::serve(
+        http_listener,
+        http,
+        edges.connections.clone(),
+        settings.http_timeouts,
+        access.metrics().clone(),
+        shutdown.clone(),
+    )));
+
+    tracing::info!(%grpc_addr, %http_addr, data = %data.display(), "serving");
+    Ok(Running {
+        grpc_addr,
+        http_addr,
+        http_routes,
+        live,
+        tasks,
+        engine,
+        candles: store.candles,
+        usage: store.usage,
+        candle_writer: store.writer,
+        shutdown,
+        flow,
+        grpc: Some(grpc),
+    })
+}
+
+/// What every edge of one server shares.
+struct Edges<'a> {
+    live: Arc<LiveFeeds>,
+    access: Access,
+    connections: Connections,
+    engine: &'a EngineThread,
+    candles: Arc<Candles>,
+    flow: Supervisor,
+    shutdown: CancellationToken,
+}
+
+/// The keys, the access control over them, and the connection limits (the
+/// open-files limit less what the node files and the engine keep).
+///
+/// # Errors
+/// When the keys file is missing (unless serving with none is allowed) or
+/// unreadable.
+fn access_control(settings: &Settings) -> anyhow::Result<(Access, Connections)> {
     anyhow::ensure!(
         settings.allow_no_keys || settings.keys_file.exists(),
         "keys file {path} does not exist, so every request would be refused: create a key with \
@@ -199,9 +318,8 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
             "no usable API key: every request will be rejected; create one with `l1gate keys add --account NAME`"
         );
     }
-    let auth = Auth::new(store);
     let access = Access::new(
-        auth.clone(),
+        Auth::new(store),
         settings.access.clone(),
         Arc::new(Metrics::default()),
     );
@@ -221,36 +339,44 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
         open_files_limit = access::connections::open_files_limit().unwrap_or(0),
         kept_for_the_engine = access::connections::DESCRIPTOR_RESERVE,
         "connections: over the caps, refused as accepted; the open-files limit less the \
-         descriptors kept for the node files, the engine and the stores bounds the total"
+         descriptors kept for the node files and the engine and the stores bounds the total"
     );
     let connections = Connections::new(limits, access.metrics().clone());
-    let live = if let Some(edge) = &from_bus {
-        edge.live.clone()
-    } else {
-        let live =
-            LiveFeeds::open(data).with_context(|| format!("data directory {}", data.display()))?;
-        live.refresh(crate::host::feeds::Pending::ALL);
-        warn_without_node_output(data, &live);
-        live
-    };
+    Ok((access, connections))
+}
 
-    let grpc_listener = TcpListener::bind(settings.grpc_addr)
-        .await
-        .with_context(|| format!("gRPC listen address {}", settings.grpc_addr))?;
-    let http_listener = TcpListener::bind(settings.http_addr)
-        .await
-        .with_context(|| format!("HTTP listen address {}", settings.http_addr))?;
-    let grpc_addr = grpc_listener.local_addr()?;
-    let http_addr = http_listener.local_addr()?;
+/// The node's files: the data directory's, or an edge's bus mirror.
+///
+/// # Errors
+/// When the data directory is unset or cannot be opened.
+fn node_files(settings: &Settings, from_bus: Option<&FromBus>) -> anyhow::Result<Arc<LiveFeeds>> {
+    if let Some(edge) = from_bus {
+        return Ok(edge.live.clone());
+    }
+    let data = settings
+        .data
+        .as_deref()
+        .context("serve: no data directory")?;
+    let live =
+        LiveFeeds::open(data).with_context(|| format!("data directory {}", data.display()))?;
+    live.refresh(crate::host::feeds::Pending::ALL);
+    warn_without_node_output(data, &live);
+    Ok(live)
+}
 
-    let shutdown = CancellationToken::new();
-    let mut tasks = vec![
-        live.spawn_refresher(settings.raw_feed.poll_interval),
-        auth.spawn_reloader(settings.keys_file.clone(), KEYS_RELOAD_EVERY),
-    ];
-
-    // Scale-out: the node's records to the bus, beside serving them
-    // (crate::bus::publisher); never in the serving path.
+/// Scale-out: the node's records to the bus beside serving them
+/// (crate::bus::publisher; never in the serving path), or an edge's bus
+/// status; what `/healthz` says of it.
+///
+/// # Errors
+/// Publishing without engine checkpoints, which edges start from.
+fn message_bus(
+    settings: &Settings,
+    from_bus: Option<&FromBus>,
+    live: &Arc<LiveFeeds>,
+    access: &Access,
+    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+) -> anyhow::Result<Option<crate::http::BusProbe>> {
     let publish = settings.publish.clone().filter(|_| from_bus.is_none());
     if publish.is_some() {
         anyhow::ensure!(
@@ -260,7 +386,7 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
         );
     }
     let checkpoint_dir = settings.state_dir.join(engine::checkpoint::DIR_NAME);
-    let bus = match &from_bus {
+    let status = match from_bus {
         Some(edge) => Some(edge.status.clone()),
         None => publish.map(|publish| {
             let (status, task) =
@@ -269,24 +395,37 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
             status
         }),
     };
-    let bus = bus.map(|status| {
+    Ok(status.map(|status| {
         let families = status.clone();
         access.metrics().render_also(move || families.families());
         crate::http::BusProbe(Arc::new(move || status.json(common::unix_now_ms())))
-    });
-    let raw_feed = RawFeedService::new(live.clone(), settings.raw_feed).with_access(access.clone());
-    let reflection_v1alpha = crate::grpc::reflection()
-        .build_v1alpha()
-        .context("gRPC reflection (v1alpha)")?;
-    let reflection = crate::grpc::reflection()
-        .build_v1()
-        .context("gRPC reflection")?;
-    let candle_dir = from_bus
-        .as_ref()
-        .map_or(settings.state_dir.as_path(), |edge| edge.candles.as_path());
-    // Opening the store (a crash repair, a carried-over first store) and
-    // folding damaged stretches again read files: off the runtime's
-    // workers, which the edges' tasks run on.
+    }))
+}
+
+/// The candle store, opened, repaired and handed to its writer thread, and
+/// key usage kept beside it (the engine gets the store's [`CandleFeed`]).
+struct CandleParts {
+    candles: Arc<Candles>,
+    writer: CandleWriter,
+    usage: access::UsageKeeper,
+}
+
+/// Opens the candle store (a crash repair, a carried-over first store),
+/// folds damaged stretches the node's files still reach again, and starts
+/// its writer thread; an edge's store first learns the mirror's fills up
+/// to its checkpoint. Key usage is kept beside it, under the same
+/// one-server-per-`state_dir` lock. What reads files runs off the runtime's
+/// workers, which the edges' tasks run on.
+///
+/// # Errors
+/// When the store cannot be opened, repaired or primed.
+async fn candle_store(
+    settings: &Settings,
+    from_bus: Option<&FromBus>,
+    data: &std::path::Path,
+    access: &Access,
+) -> anyhow::Result<(CandleParts, CandleFeed)> {
+    let candle_dir = from_bus.map_or(settings.state_dir.as_path(), |edge| edge.candles.as_path());
     let (candle_store, recovery) = {
         let (dir, start) = (candle_dir.to_owned(), settings.candle_history_start_ms);
         tokio::task::spawn_blocking(move || CandleStore::open(&dir, start))
@@ -294,7 +433,6 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
             .context("opening the candle store")?
             .context("candle store (state_dir)")?
     };
-    // Key usage beside it, under the same one-server-per-state_dir lock.
     let usage = access.keep_usage(&settings.state_dir);
     if let Some(carried) = &recovery.carried_over {
         tracing::info!(
@@ -304,8 +442,6 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
             "candle store: the first release's store was carried over"
         );
     }
-    // Damaged chunks and known gaps the node's files still reach are folded
-    // again before the server serves.
     let candle_store = {
         let data = data.to_owned();
         tokio::task::spawn_blocking(move || {
@@ -324,38 +460,60 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
     ));
     let writer_settings =
         WriterSettings::for_store(&candle_store, settings.candle_history_start_ms);
-    let candles_from = writer_settings.fold_start();
+    let from = writer_settings.fold_start();
     let carried_at = crate::host::candles::carried_at(&candle_store);
-    let (candle_writer, candle_sink) =
-        CandleWriter::start(candle_store, candles.clone(), writer_settings)
-            .context("candle store thread")?;
-    let checkpoints = match &from_bus {
-        // The edge's candle store learns the candles of the mirror's fills
-        // up to the checkpoint before the engine goes on from it.
-        Some(edge) => {
-            let (dir, through, sink) = (data.to_owned(), edge.block, candle_sink.clone());
-            let primed = tokio::task::spawn_blocking(move || {
-                crate::host::candles::prime(&dir, through, &sink)
-            })
-            .await
-            .context("priming the candle store")?
-            .map_err(|error| anyhow::anyhow!("priming the candle store: {error}"))?;
-            tracing::info!(
-                blocks = primed,
-                through = edge.block,
-                "edge: candle store primed from the mirrored fills"
-            );
-            crate::host::engine::Checkpoints {
-                dir: edge.checkpoints.clone(),
-                policy: engine::checkpoint::CheckpointPolicy {
-                    every_blocks: 0,
-                    every_ms: 0,
-                    keep: 1,
-                },
-                at_catch_up: false,
-                origin: crate::host::engine::Origin::Checkpoint,
-            }
-        }
+    let (writer, sink) = CandleWriter::start(candle_store, candles.clone(), writer_settings)
+        .context("candle store thread")?;
+    if let Some(edge) = from_bus {
+        let (dir, through, sink) = (data.to_owned(), edge.block, sink.clone());
+        let primed =
+            tokio::task::spawn_blocking(move || crate::host::candles::prime(&dir, through, &sink))
+                .await
+                .context("priming the candle store")?
+                .map_err(|error| anyhow::anyhow!("priming the candle store: {error}"))?;
+        tracing::info!(
+            blocks = primed,
+            through = edge.block,
+            "edge: candle store primed from the mirrored fills"
+        );
+    }
+    Ok((
+        CandleParts {
+            candles,
+            writer,
+            usage,
+        },
+        CandleFeed {
+            from,
+            carried_at,
+            sink,
+        },
+    ))
+}
+
+/// The market engine thread: from the newest usable checkpoint or
+/// snapshot (an edge: from the bus's checkpoint), its candles to the store.
+///
+/// # Errors
+/// When the thread cannot be started.
+fn market_engine(
+    settings: &Settings,
+    from_bus: Option<&FromBus>,
+    live: &Arc<LiveFeeds>,
+    candles: CandleFeed,
+    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+) -> anyhow::Result<EngineThread> {
+    let checkpoints = match from_bus {
+        Some(edge) => crate::host::engine::Checkpoints {
+            dir: edge.checkpoints.clone(),
+            policy: engine::checkpoint::CheckpointPolicy {
+                every_blocks: 0,
+                every_ms: 0,
+                keep: 1,
+            },
+            at_catch_up: false,
+            origin: crate::host::engine::Origin::Checkpoint,
+        },
         None => crate::host::engine::Checkpoints {
             at_catch_up: settings.publish.is_some(),
             ..crate::host::engine::Checkpoints::under(&settings.state_dir, settings.checkpoints)
@@ -393,98 +551,103 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
             .min()
             .unwrap_or_default(),
         },
-        Some(CandleFeed {
-            from: candles_from,
-            carried_at,
-            sink: candle_sink,
-        }),
+        Some(candles),
         wakeups,
     )
     .context("market engine thread")?;
-    {
-        let status = Arc::clone(engine.status());
-        access.metrics().render_also(move || status.families());
-        let trims = Arc::new(std::sync::atomic::AtomicU64::new(0));
-        tasks.push(crate::host::memory::spawn(
-            access.metrics().clone(),
-            Arc::clone(&trims),
-        ));
-        access.metrics().render_also(move || {
-            vec![common::metrics::Family {
-                name: "l1gate_memory_trims_total",
-                kind: common::metrics::Kind::Counter,
-                help: "Times the allocator was asked to return its free pages after a burst of clients ended (the clients fell to half a peak at least 256 above them).",
-                samples: vec![common::metrics::Sample::of(trims.load(std::sync::atomic::Ordering::Relaxed))],
-            }]
-        });
-        let lookups = candles.clone();
-        access.metrics().render_also(move || {
-            let (.., error) = lookups.progress();
-            vec![common::metrics::Family {
-                name: "l1gate_candle_store_failing",
-                kind: common::metrics::Kind::Gauge,
-                help: "1 while the candle store's commits fail (a full disk, say; serving goes on and each commit is retried), else 0.",
-                samples: vec![common::metrics::Sample::of(u64::from(error.is_some()))],
-            }]
-        });
-        let live = live.clone();
-        access.metrics().render_also(move || {
-            vec![
-                common::metrics::Family {
-                    name: "l1gate_feed_page_faults_total",
-                    kind: common::metrics::Kind::Counter,
-                    help: "Reads of node-file pages the file no longer backs (truncated) or the disk could not read, answered with zero pages instead of ending the process.",
-                    samples: vec![common::metrics::Sample::of(feeds::fault::faults())],
-                },
-                common::metrics::Family {
-                    name: "l1gate_feed_damaged_files_total",
-                    kind: common::metrics::Kind::Counter,
-                    help: "Compressed node files found damaged (truncated, corrupt, or failing their checksum) when decoded; their lines before the damage are read, the rest is skipped.",
-                    samples: vec![common::metrics::Sample::of(feeds::codec::damaged_files())],
-                },
-                common::metrics::Family {
-                    name: "l1gate_feed_unguarded_mappings_total",
-                    kind: common::metrics::Kind::Counter,
-                    help: "Node-file mappings made without the SIGBUS guard because its table was full (a fault in one ends the process).",
-                    samples: vec![common::metrics::Sample::of(feeds::fault::unguarded())],
-                },
-                common::metrics::Family {
+    Ok(engine)
+}
+
+/// The engine's, the candle store's and the node files' counters on
+/// `/metrics`, and the allocator trimmer after bursts of clients.
+fn count_engine_and_stores(
+    access: &Access,
+    engine: &EngineThread,
+    candles: &Arc<Candles>,
+    live: &Arc<LiveFeeds>,
+    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+) {
+    use common::metrics::{Family, Kind, Sample};
+    let metrics = access.metrics();
+    let status = Arc::clone(engine.status());
+    metrics.render_also(move || status.families());
+    let trims = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    tasks.push(crate::host::memory::spawn(
+        metrics.clone(),
+        Arc::clone(&trims),
+    ));
+    metrics.render_also(move || {
+        vec![Family {
+            name: "l1gate_memory_trims_total",
+            kind: Kind::Counter,
+            help: "Times the allocator was asked to return its free pages after a burst of clients ended (the clients fell to half a peak at least 256 above them).",
+            samples: vec![Sample::of(trims.load(std::sync::atomic::Ordering::Relaxed))],
+        }]
+    });
+    let lookups = candles.clone();
+    metrics.render_also(move || {
+        let (.., error) = lookups.progress();
+        vec![Family {
+            name: "l1gate_candle_store_failing",
+            kind: Kind::Gauge,
+            help: "1 while the candle store's commits fail (a full disk, say; serving goes on and each commit is retried), else 0.",
+            samples: vec![Sample::of(u64::from(error.is_some()))],
+        }]
+    });
+    let live = live.clone();
+    metrics.render_also(move || {
+        vec![
+            Family {
+                name: "l1gate_feed_page_faults_total",
+                kind: Kind::Counter,
+                help: "Reads of node-file pages the file no longer backs (truncated) or the disk could not read, answered with zero pages instead of ending the process.",
+                samples: vec![Sample::of(feeds::fault::faults())],
+            },
+            Family {
+                name: "l1gate_feed_damaged_files_total",
+                kind: Kind::Counter,
+                help: "Compressed node files found damaged (truncated, corrupt, or failing their checksum) when decoded; their lines before the damage are read, the rest is skipped.",
+                samples: vec![Sample::of(feeds::codec::damaged_files())],
+            },
+            Family {
+                name: "l1gate_feed_unguarded_mappings_total",
+                kind: Kind::Counter,
+                help: "Node-file mappings made without the SIGBUS guard because its table was full (a fault in one ends the process).",
+                samples: vec![Sample::of(feeds::fault::unguarded())],
+            },
+            Family {
                 name: "l1gate_feed_files_replaced_total",
-                kind: common::metrics::Kind::Counter,
+                kind: Kind::Counter,
                 help: "Node files found replaced under their name (another file renamed over them, or rotated: a new inode), by feed; each is read anew from its start.",
                 samples: per_feed(&live, feeds::Feed::replacements),
-                },
-                common::metrics::Family {
+            },
+            Family {
                 name: "l1gate_feed_files_shrunk_total",
-                kind: common::metrics::Kind::Counter,
+                kind: Kind::Counter,
                 help: "Node files found shorter than what was already read from them (rewritten or truncated; the node only appends), by feed; each is read anew.",
                 samples: per_feed(&live, feeds::Feed::shrinks),
-                },
-            ]
-        });
-    }
-    // Slow subscribers of both services, and streams whose key is no longer
-    // admitted, are ended (crate::grpc::flow).
-    let (flow, sweeper) = Supervisor::spawn(
-        FlowSettings {
-            send_timeout: settings.raw_feed.send_timeout,
-            market_max_lag: settings.market_max_lag,
-        },
-        access.metrics().clone(),
-        Some(engine.status().clone()),
-        Some(access.clone()),
-    );
-    tasks.push(sweeper);
-    let raw_feed = raw_feed.with_flow(flow.clone());
+            },
+        ]
+    });
+}
+
+/// The Info source (`info_url`): its lookup, answered from l1gate's own
+/// state where it can be, and its poller's feed for the Info-derived
+/// streams.
+fn info_source(
+    settings: &Settings,
+    edges: &Edges<'_>,
+    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+) -> (crate::info::InfoLookup, Option<crate::info::InfoFeed>) {
     let upstreams = &settings.upstreams;
-    let info_source = upstreams
+    let source = upstreams
         .info_url
         .clone()
         .map(|url| crate::info::lookup::InfoSource {
             url,
             client: UpstreamClient::new(upstreams.timeout, INFO_MAX_BODY),
         });
-    let info_feed = info_source.as_ref().map(|source| {
+    let feed = source.as_ref().map(|source| {
         let (feed, task) = crate::info::poller::spawn(
             source.client.clone(),
             source.url.clone(),
@@ -493,63 +656,86 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
         tasks.push(task);
         feed
     });
+    let engine = edges.engine;
     let lookup = crate::info::InfoLookup::new(
-        info_source,
+        source,
         upstreams.info_cache,
         engine.status().clone(),
         Some(crate::info::local::Local {
             commands: engine.commands(),
             status: engine.status().clone(),
-            candles: Some(candles.clone()),
+            candles: Some(edges.candles.clone()),
             open_orders: Arc::default(),
         }),
     );
-    // The node gateway: the exchange host's node at `node_url`, and the
-    // configured networks on their own hosts (crate::node).
-    let networks = crate::node::Networks::new(
-        &settings.chains,
-        upstreams,
-        crate::registry::host_of(&settings.public_http_url).as_deref(),
-        &access,
-    )?;
-    let api = lookup.clone().routes().merge(networks.exchange_routes());
-    let market = MarketService::new(engine.commands(), engine.status().clone())
-        .with_flow(flow.clone())
-        .with_stale_after(settings.market_stale_after)
+    (lookup, feed)
+}
+
+/// The HTTP address's API beside the router's own routes: Info, the
+/// exchange node's REST API, the operator status page (admin accounts) and
+/// the exchange's WebSocket API.
+fn http_api(
+    settings: &Settings,
+    edges: &Edges<'_>,
+    market: &MarketService,
+    networks: &crate::node::Networks,
+    lookup: crate::info::InfoLookup,
+    info: Option<crate::info::InfoFeed>,
+    bus: Option<crate::http::BusProbe>,
+) -> crate::http::routes::Routed {
+    let status = crate::status::StatusPage::new(
+        edges.live.clone(),
+        settings.max_data_age,
+        edges.engine.status().clone(),
+        edges.access.clone(),
+        edges.flow.clone(),
+        Some(networks.health()),
+        info.clone(),
+    )
+    .with_bus(bus);
+    let ws = crate::ws::WsService {
+        relays: market.relays(),
+        flow: edges.flow.clone(),
+        access: edges.access.clone(),
+        info,
+        lookup: lookup.clone(),
+        limits: crate::ws::Limits {
+            keepalive: settings.keepalive,
+            ..crate::ws::Limits::default()
+        },
+        shutdown: edges.shutdown.clone(),
+    };
+    lookup
+        .routes()
+        .merge(networks.exchange_routes())
+        .merge(status.routes())
+        .merge(ws.routes())
+}
+
+/// The gRPC address: the raw feed, market streaming, the Transaction Stream
+/// relay, reflection and health, each behind access control, on connections
+/// admitted under the limits. On shutdown: no new connections, GOAWAY on
+/// the open ones, and the task ends once they are gone.
+///
+/// # Errors
+/// When reflection cannot be built from the descriptor set.
+async fn grpc_edge(
+    settings: &Settings,
+    edges: &Edges<'_>,
+    market: MarketService,
+    listener: TcpListener,
+    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let access = &edges.access;
+    let raw_feed = RawFeedService::new(edges.live.clone(), settings.raw_feed)
         .with_access(access.clone())
-        .with_info(info_feed.clone());
-    // The operator status page, for admin accounts (crate::status).
-    let api = api.merge(
-        crate::status::StatusPage::new(
-            live.clone(),
-            settings.max_data_age,
-            engine.status().clone(),
-            access.clone(),
-            flow.clone(),
-            Some(networks.health()),
-            info_feed.clone(),
-        )
-        .with_bus(bus.clone())
-        .routes(),
-    );
-    let transaction_flow = flow.clone();
-    let supervisor = flow.clone();
-    // The exchange's WebSocket API on the HTTP address (crate::ws).
-    let api = api.merge(
-        crate::ws::WsService {
-            relays: market.relays(),
-            flow,
-            access: access.clone(),
-            info: info_feed,
-            lookup,
-            limits: crate::ws::Limits {
-                keepalive: settings.keepalive,
-                ..crate::ws::Limits::default()
-            },
-            shutdown: shutdown.clone(),
-        }
-        .routes(),
-    );
+        .with_flow(edges.flow.clone());
+    let reflection_v1alpha = crate::grpc::reflection()
+        .build_v1alpha()
+        .context("gRPC reflection (v1alpha)")?;
+    let reflection = crate::grpc::reflection()
+        .build_v1()
+        .context("gRPC reflection")?;
     let (health_reporter, _) = tonic_health::server::health_reporter();
     let health = crate::grpc::health::server(health_reporter.clone());
     health_reporter
@@ -565,14 +751,13 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
         .await;
     tasks.push(tokio::spawn(crate::http::follow_freshness(
         health_reporter,
-        live.clone(),
+        edges.live.clone(),
         settings.max_data_age,
         vec![
             <proto::venue_l1_gateway_server::VenueL1GatewayServer<RawFeedService> as tonic::server::NamedService>::NAME,
             <proto::encoded::market_streaming_server::MarketStreamingServer<MarketService> as tonic::server::NamedService>::NAME,
         ],
     )));
-
     let check = {
         let access = access.clone();
         move |request| access.intercept(request)
@@ -582,7 +767,7 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
     let transaction_stream =
         crate::grpc::transaction_stream::TransactionStreamService::new(&settings.chains)
             .with_access(access.clone())
-            .with_flow(transaction_flow);
+            .with_flow(edges.flow.clone());
     // A client that stopped (SIGSTOP, a debugger, a frozen VM) while its
     // kernel still takes bytes would hold its streams as long as the socket
     // buffers last: it answers no PING, so keepalive ends it.
@@ -606,58 +791,19 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
             check,
         ));
     let incoming = crate::grpc::admitted_incoming(
-        grpc_listener,
-        connections.clone(),
+        listener,
+        edges.connections.clone(),
         access.metrics().grpc_writes(),
     );
-    // On shutdown: no new connections, GOAWAY on the open ones, and the
-    // task ends once they are gone.
-    let grpc = tokio::spawn({
-        let stopping = shutdown.clone().cancelled_owned();
-        async move {
-            if let Err(error) = router
-                .serve_with_incoming_shutdown(incoming, stopping)
-                .await
-            {
-                tracing::error!(%error, "gRPC server stopped");
-            }
+    let stopping = edges.shutdown.clone().cancelled_owned();
+    Ok(tokio::spawn(async move {
+        if let Err(error) = router
+            .serve_with_incoming_shutdown(incoming, stopping)
+            .await
+        {
+            tracing::error!(%error, "gRPC server stopped");
         }
-    });
-
-    let health = crate::http::Health {
-        live: live.clone(),
-        max_data_age: settings.max_data_age,
-        candles: Some(candles.clone()),
-        auth: Some(access.auth().clone()),
-        networks: Some(networks.health()),
-        bus,
-    };
-    let metrics = access.metrics().clone();
-    let (http, http_routes) = networks.serve(crate::http::router(health, access, api));
-    tasks.push(tokio::spawn(crate::http::listen::serve(
-        http_listener,
-        http,
-        connections,
-        settings.http_timeouts,
-        metrics,
-        shutdown.clone(),
-    )));
-
-    tracing::info!(%grpc_addr, %http_addr, data = %data.display(), "serving");
-    Ok(Running {
-        grpc_addr,
-        http_addr,
-        http_routes,
-        live,
-        tasks,
-        engine,
-        candles,
-        usage,
-        candle_writer,
-        shutdown,
-        flow: supervisor,
-        grpc: Some(grpc),
-    })
+    }))
 }
 
 /// Whether the node's fills reach back before `history_start_ms` (then the
