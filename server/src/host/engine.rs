@@ -523,6 +523,11 @@ impl EngineStatus {
         families
     }
 
+    fn publish_position(&self, at: engine::market::Position) {
+        self.block_time_ms.store(at.time, Ordering::Release);
+        self.height.store(at.block_number, Ordering::Release);
+    }
+
     fn publish_coins(&self, coins: &BTreeSet<String>) {
         *self.coins.write() = Arc::new(coins.clone());
     }
@@ -840,6 +845,12 @@ impl<'s> Writer<'s> {
         }
         let source = BlockSource::new(feeds, options).map_err(EngineError::Open)?;
         status.publish_coins(market.universe());
+        if market.height().is_some() {
+            // Started from a checkpoint or a snapshot: the market is at its
+            // block before any other is folded (an edge whose bus has
+            // nothing newer yet serves that block, not "block 0").
+            status.publish_position(market.position());
+        }
         let checkpointer = settings
             .checkpoints
             .as_ref()
@@ -1121,9 +1132,7 @@ impl<'s> Writer<'s> {
         if self.market.universe_grew() {
             self.status.publish_coins(self.market.universe());
         }
-        let at = self.market.position();
-        self.status.block_time_ms.store(at.time, Ordering::Release);
-        self.status.height.store(at.block_number, Ordering::Release);
+        self.status.publish_position(self.market.position());
         if let Some(checkpointer) = &mut self.checkpointer {
             log_checkpoint(
                 self.status,
@@ -1571,9 +1580,15 @@ mod tests {
 
         // A restart resumes from the newest checkpoint and ends where the
         // first run did, in exactly the same state.
+        let status = EngineStatus::default();
         let mut second =
             Writer::new(&live, settings.clone(), None, wakeups.clone(), &status).unwrap();
         assert_eq!(second.market.height(), Some(newest));
+        // Its block is the status's before anything newer is folded: a
+        // market started from a checkpoint is not "at block 0".
+        assert_eq!(status.height(), newest);
+        assert_eq!(status.block_time_ms(), second.market.position().time);
+        assert!(status.block_time_ms() > 0);
         fold_all(&mut second);
         assert_eq!(capture(&second.market), capture(&first.market));
 
