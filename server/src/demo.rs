@@ -8,13 +8,39 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
 use fixtures::{OutputMode, RunOptions, SimConfig};
 
 use access::keys::KeysFile;
 
 /// Blocks between the demo's L4 snapshot files (about 70 s of block time).
 const DEMO_SNAPSHOT_EVERY: u64 = 1_000;
+
+/// Why the demo did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    /// The temporary node directory or the simulator thread could not be
+    /// made.
+    #[error("demo: {what}")]
+    Io {
+        /// What.
+        what: &'static str,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The demo key could not be made or saved.
+    #[error("demo: keys file")]
+    Keys(#[from] access::keys::KeysError),
+    /// The simulator failed before its first block.
+    #[error("demo simulator")]
+    Simulator(#[source] fixtures::SimError),
+    /// The simulator ended (or panicked) without writing a block.
+    #[error("demo simulator stopped before writing a block")]
+    Stopped,
+    /// The simulator wrote nothing in time.
+    #[error("demo simulator wrote nothing within 60 s")]
+    Slow,
+}
 
 /// A running demo simulator and its temporary node directory. Dropping it
 /// stops the simulator and removes the directory.
@@ -41,11 +67,14 @@ impl Demo {
     /// # Errors
     /// When the temporary directory or the demo keys file cannot be created,
     /// or the simulator fails before writing its first block.
-    pub fn start(seed: u64, scale: f64) -> anyhow::Result<Demo> {
+    pub fn start(seed: u64, scale: f64) -> Result<Demo, DemoError> {
         let dir = tempfile::Builder::new()
             .prefix("l1gate-demo-")
             .tempdir()
-            .context("demo: temporary directory")?;
+            .map_err(|source| DemoError::Io {
+                what: "temporary directory",
+                source,
+            })?;
         let keys_file = dir.path().join("demo-keys.toml");
         let mut keys = KeysFile::default();
         let (key, _) = keys.add_key("demo", common::unix_now_ms())?;
@@ -65,7 +94,10 @@ impl Demo {
         let thread = std::thread::Builder::new()
             .name("demo-simulator".into())
             .spawn(move || fixtures::generate(&config, &out, &run, &mut |_| {}))
-            .context("demo: simulator thread")?;
+            .map_err(|source| DemoError::Io {
+                what: "simulator thread",
+                source,
+            })?;
         let mut demo = Demo {
             dir,
             stop,
@@ -77,7 +109,7 @@ impl Demo {
         Ok(demo)
     }
 
-    fn wait_for_first_block(&mut self) -> anyhow::Result<()> {
+    fn wait_for_first_block(&mut self) -> Result<(), DemoError> {
         let fills = self.dir.path().join("hl/data/node_fills_by_block");
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
@@ -86,16 +118,13 @@ impl Demo {
             }
             if self.thread.as_ref().is_some_and(JoinHandle::is_finished) {
                 return match self.thread.take().map(JoinHandle::join) {
-                    Some(Ok(Err(error))) => Err(error).context("demo simulator"),
-                    _ => Err(anyhow::anyhow!(
-                        "demo simulator stopped before writing a block"
-                    )),
+                    Some(Ok(Err(error))) => Err(DemoError::Simulator(error)),
+                    _ => Err(DemoError::Stopped),
                 };
             }
-            anyhow::ensure!(
-                Instant::now() < deadline,
-                "demo simulator wrote nothing within 60 s"
-            );
+            if Instant::now() >= deadline {
+                return Err(DemoError::Slow);
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
     }

@@ -59,6 +59,22 @@ pub struct Networks {
     probes: Arc<Vec<rest::RestApi>>,
 }
 
+/// Why the node gateway's networks cannot be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum NetworksError {
+    /// An upstream address that does not parse.
+    #[error(transparent)]
+    Url(#[from] crate::upstream::UrlError),
+    /// A network claims the host of l1gate's own public address.
+    #[error("chains: {network} uses host {}, which is l1gate's own public_http_url", common::quoted(.host))]
+    OwnHost {
+        /// The network.
+        network: String,
+        /// Its host.
+        host: String,
+    },
+}
+
 impl Networks {
     /// The networks of `chains`, the exchange host's `node_url`, with the
     /// timing of `upstreams`.
@@ -71,7 +87,7 @@ impl Networks {
         upstreams: &UpstreamSettings,
         exchange_host: Option<&str>,
         access: &Access,
-    ) -> anyhow::Result<Self> {
+    ) -> Result<Self, NetworksError> {
         let exchange = rest::RestApi::new(rest::RestConfig {
             name: "exchange node (node_url)".to_owned(),
             rules: true,
@@ -102,11 +118,10 @@ impl Networks {
         let mut named = std::collections::BTreeSet::new();
         for site in crate::registry::sites(chains) {
             if exchange_host.is_some_and(|host| host == site.host) {
-                anyhow::bail!(
-                    "chains: {} uses host {}, which is l1gate's own public_http_url",
-                    site.name(),
-                    common::quoted(&site.host)
-                );
+                return Err(NetworksError::OwnHost {
+                    network: site.name(),
+                    host: site.host.clone(),
+                });
             }
             let url = |pick: fn(&crate::registry::NodeConfig) -> Option<&String>| {
                 site.upstream(pick)

@@ -24,10 +24,10 @@
 //! market stream from a fresh opening.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tonic::service::interceptor::InterceptedService;
@@ -70,6 +70,76 @@ const INFO_MAX_BODY: usize = 32 << 20;
 /// Waiting up to this long keeps an edge's books equal to the node host's
 /// through such lags: its data turns late, not wrong.
 const EDGE_ALIGN_GRACE: Duration = Duration::from_secs(30);
+
+/// Why a server did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// No keys file, and serving with none was not asked for.
+    #[error(
+        "keys file {path} does not exist, so every request would be refused: create a key with \
+         `l1gate keys add --account NAME --keys-file {path}`, or start with --allow-no-keys true \
+         (L1GATE_ALLOW_NO_KEYS, allow_no_keys) to serve with none until one is added",
+        path = .0.display()
+    )]
+    NoKeysFile(PathBuf),
+    /// The keys file does not load.
+    #[error(transparent)]
+    Keys(#[from] access::keys::KeysError),
+    /// No data directory was given.
+    #[error("serve: no data directory")]
+    NoDataDir,
+    /// The data directory cannot be read.
+    #[error("data directory {}", path.display())]
+    DataDir {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: feeds::FeedError,
+    },
+    /// A listen address cannot be bound.
+    #[error("{edge} listen address {addr}")]
+    Listen {
+        /// `gRPC` or `HTTP`.
+        edge: &'static str,
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Publishing to the bus without the checkpoints edges start from.
+    #[error(
+        "--publish: edges start from the engine checkpoints the publisher puts on the bus; \
+         set checkpoint_every_blocks or checkpoint_every_ms above 0"
+    )]
+    PublishWithoutCheckpoints,
+    /// The candle store cannot be opened.
+    #[error("candle store (state_dir)")]
+    CandleStore(#[source] crate::candles::store::StoreError),
+    /// An edge's candle store cannot learn the mirror's fills.
+    #[error("priming the candle store: {0}")]
+    Prime(String),
+    /// A thread of the server cannot be started.
+    #[error("{what}")]
+    Thread {
+        /// Which.
+        what: &'static str,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A start-up step run off the async threads did not finish (it
+    /// panicked).
+    #[error("{0} did not finish")]
+    Step(&'static str),
+    /// gRPC reflection cannot be built from the descriptor set.
+    #[error("gRPC reflection: {0:?}")]
+    Reflection(tonic_reflection::server::Error),
+    /// The node gateway's networks cannot be set up.
+    #[error(transparent)]
+    Networks(#[from] crate::node::NetworksError),
+}
 
 /// A running server: its bound addresses and the tasks behind it.
 #[derive(Debug)]
@@ -174,7 +244,7 @@ pub struct FromBus {
 ///
 /// # Errors
 /// When the keys file, the data directory or a listen address is unusable.
-pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
+pub async fn start(settings: &Settings) -> Result<Running, StartError> {
     start_with(settings, None).await
 }
 
@@ -183,18 +253,15 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
 ///
 /// # Errors
 /// As [`start`]; an edge's checkpoint that cannot be used.
-pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyhow::Result<Running> {
+pub async fn start_with(
+    settings: &Settings,
+    from_bus: Option<FromBus>,
+) -> Result<Running, StartError> {
     let (access, connections) = access_control(settings)?;
     let live = node_files(settings, from_bus.as_ref())?;
     let data = live.data_dir().to_owned();
-    let grpc_listener = TcpListener::bind(settings.grpc_addr)
-        .await
-        .with_context(|| format!("gRPC listen address {}", settings.grpc_addr))?;
-    let http_listener = TcpListener::bind(settings.http_addr)
-        .await
-        .with_context(|| format!("HTTP listen address {}", settings.http_addr))?;
-    let grpc_addr = grpc_listener.local_addr()?;
-    let http_addr = http_listener.local_addr()?;
+    let (grpc_listener, grpc_addr) = bind("gRPC", settings.grpc_addr).await?;
+    let (http_listener, http_addr) = bind("HTTP", settings.http_addr).await?;
 
     let shutdown = CancellationToken::new();
     let mut tasks = vec![
@@ -285,6 +352,17 @@ pub async fn start_with(settings: &Settings, from_bus: Option<FromBus>) -> anyho
     })
 }
 
+/// A listener on `addr` and the address it got.
+async fn bind(
+    edge: &'static str,
+    addr: SocketAddr,
+) -> Result<(TcpListener, SocketAddr), StartError> {
+    let error = |source| StartError::Listen { edge, addr, source };
+    let listener = TcpListener::bind(addr).await.map_err(error)?;
+    let bound = listener.local_addr().map_err(error)?;
+    Ok((listener, bound))
+}
+
 /// What every edge of one server shares.
 struct Edges<'a> {
     live: Arc<LiveFeeds>,
@@ -302,14 +380,10 @@ struct Edges<'a> {
 /// # Errors
 /// When the keys file is missing (unless serving with none is allowed) or
 /// unreadable.
-fn access_control(settings: &Settings) -> anyhow::Result<(Access, Connections)> {
-    anyhow::ensure!(
-        settings.allow_no_keys || settings.keys_file.exists(),
-        "keys file {path} does not exist, so every request would be refused: create a key with \
-         `l1gate keys add --account NAME --keys-file {path}`, or start with --allow-no-keys true \
-         (L1GATE_ALLOW_NO_KEYS, allow_no_keys) to serve with none until one is added",
-        path = settings.keys_file.display()
-    );
+fn access_control(settings: &Settings) -> Result<(Access, Connections), StartError> {
+    if !settings.allow_no_keys && !settings.keys_file.exists() {
+        return Err(StartError::NoKeysFile(settings.keys_file.clone()));
+    }
     let keys = KeysFile::load(&settings.keys_file)?;
     let store = KeyStore::new(&keys);
     if store.is_empty() {
@@ -349,16 +423,18 @@ fn access_control(settings: &Settings) -> anyhow::Result<(Access, Connections)> 
 ///
 /// # Errors
 /// When the data directory is unset or cannot be opened.
-fn node_files(settings: &Settings, from_bus: Option<&FromBus>) -> anyhow::Result<Arc<LiveFeeds>> {
+fn node_files(
+    settings: &Settings,
+    from_bus: Option<&FromBus>,
+) -> Result<Arc<LiveFeeds>, StartError> {
     if let Some(edge) = from_bus {
         return Ok(edge.live.clone());
     }
-    let data = settings
-        .data
-        .as_deref()
-        .context("serve: no data directory")?;
-    let live =
-        LiveFeeds::open(data).with_context(|| format!("data directory {}", data.display()))?;
+    let data = settings.data.as_deref().ok_or(StartError::NoDataDir)?;
+    let live = LiveFeeds::open(data).map_err(|source| StartError::DataDir {
+        path: data.to_owned(),
+        source,
+    })?;
     live.refresh(crate::host::feeds::Pending::ALL);
     warn_without_node_output(data, &live);
     Ok(live)
@@ -376,14 +452,10 @@ fn message_bus(
     live: &Arc<LiveFeeds>,
     access: &Access,
     tasks: &mut Vec<tokio::task::JoinHandle<()>>,
-) -> anyhow::Result<Option<crate::http::BusProbe>> {
+) -> Result<Option<crate::http::BusProbe>, StartError> {
     let publish = settings.publish.clone().filter(|_| from_bus.is_none());
-    if publish.is_some() {
-        anyhow::ensure!(
-            settings.checkpoints.enabled(),
-            "--publish: edges start from the engine checkpoints the publisher puts on the bus; \
-             set checkpoint_every_blocks or checkpoint_every_ms above 0"
-        );
+    if publish.is_some() && !settings.checkpoints.enabled() {
+        return Err(StartError::PublishWithoutCheckpoints);
     }
     let checkpoint_dir = settings.state_dir.join(engine::checkpoint::DIR_NAME);
     let status = match from_bus {
@@ -424,14 +496,14 @@ async fn candle_store(
     from_bus: Option<&FromBus>,
     data: &std::path::Path,
     access: &Access,
-) -> anyhow::Result<(CandleParts, CandleFeed)> {
+) -> Result<(CandleParts, CandleFeed), StartError> {
     let candle_dir = from_bus.map_or(settings.state_dir.as_path(), |edge| edge.candles.as_path());
     let (candle_store, recovery) = {
         let (dir, start) = (candle_dir.to_owned(), settings.candle_history_start_ms);
         tokio::task::spawn_blocking(move || CandleStore::open(&dir, start))
             .await
-            .context("opening the candle store")?
-            .context("candle store (state_dir)")?
+            .map_err(|_| StartError::Step("opening the candle store"))?
+            .map_err(StartError::CandleStore)?
     };
     let usage = access.keep_usage(&settings.state_dir);
     if let Some(carried) = &recovery.carried_over {
@@ -452,7 +524,7 @@ async fn candle_store(
             store
         })
         .await
-        .context("repairing the candle store")?
+        .map_err(|_| StartError::Step("repairing the candle store"))?
     };
     let candles = Arc::new(Candles::new(
         candle_store.reader().clone(),
@@ -463,14 +535,17 @@ async fn candle_store(
     let from = writer_settings.fold_start();
     let carried_at = crate::host::candles::carried_at(&candle_store);
     let (writer, sink) = CandleWriter::start(candle_store, candles.clone(), writer_settings)
-        .context("candle store thread")?;
+        .map_err(|source| StartError::Thread {
+            what: "candle store thread",
+            source,
+        })?;
     if let Some(edge) = from_bus {
         let (dir, through, sink) = (data.to_owned(), edge.block, sink.clone());
         let primed =
             tokio::task::spawn_blocking(move || crate::host::candles::prime(&dir, through, &sink))
                 .await
-                .context("priming the candle store")?
-                .map_err(|error| anyhow::anyhow!("priming the candle store: {error}"))?;
+                .map_err(|_| StartError::Step("priming the candle store"))?
+                .map_err(StartError::Prime)?;
         tracing::info!(
             blocks = primed,
             through = edge.block,
@@ -502,7 +577,7 @@ fn market_engine(
     live: &Arc<LiveFeeds>,
     candles: CandleFeed,
     tasks: &mut Vec<tokio::task::JoinHandle<()>>,
-) -> anyhow::Result<EngineThread> {
+) -> Result<EngineThread, StartError> {
     let checkpoints = match from_bus {
         Some(edge) => crate::host::engine::Checkpoints {
             dir: edge.checkpoints.clone(),
@@ -554,7 +629,10 @@ fn market_engine(
         Some(candles),
         wakeups,
     )
-    .context("market engine thread")?;
+    .map_err(|source| StartError::Thread {
+        what: "market engine thread",
+        source,
+    })?;
     Ok(engine)
 }
 
@@ -725,17 +803,17 @@ async fn grpc_edge(
     market: MarketService,
     listener: TcpListener,
     tasks: &mut Vec<tokio::task::JoinHandle<()>>,
-) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+) -> Result<tokio::task::JoinHandle<()>, StartError> {
     let access = &edges.access;
     let raw_feed = RawFeedService::new(edges.live.clone(), settings.raw_feed)
         .with_access(access.clone())
         .with_flow(edges.flow.clone());
     let reflection_v1alpha = crate::grpc::reflection()
         .build_v1alpha()
-        .context("gRPC reflection (v1alpha)")?;
+        .map_err(StartError::Reflection)?;
     let reflection = crate::grpc::reflection()
         .build_v1()
-        .context("gRPC reflection")?;
+        .map_err(StartError::Reflection)?;
     let (health_reporter, _) = tonic_health::server::health_reporter();
     let health = crate::grpc::health::server(health_reporter.clone());
     health_reporter

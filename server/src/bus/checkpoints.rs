@@ -22,7 +22,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use async_nats::jetstream::{self, object_store};
 use engine::checkpoint::file;
 use futures_util::StreamExt as _;
@@ -193,17 +192,46 @@ async fn keep_in_step(
     }
 }
 
+/// Why a checkpoint could not be listed or copied from the bus.
+#[derive(Debug, thiserror::Error)]
+pub enum TransferError {
+    /// The bus did not answer as asked (the bucket may not exist yet).
+    #[error("{0}")]
+    Bus(String),
+    /// The object's size is not what the bucket listed.
+    #[error("{name} from {BUCKET}: {read} bytes read, {listed} listed")]
+    Size {
+        /// The object.
+        name: String,
+        /// Bytes read.
+        read: usize,
+        /// Bytes listed.
+        listed: usize,
+    },
+    /// The local disk failed.
+    #[error("{what} {}", path.display())]
+    Disk {
+        /// What was being done.
+        what: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 /// The newest checkpoint on the bus (`None`: the bucket is empty).
 ///
 /// # Errors
 /// The bus failed to answer, or the bucket does not exist (no publisher
 /// has created it yet).
-pub async fn newest(context: &jetstream::Context) -> anyhow::Result<Option<OnBus>> {
+pub async fn newest(context: &jetstream::Context) -> Result<Option<OnBus>, TransferError> {
     let store = context
         .get_object_store(BUCKET)
         .await
-        .map_err(|error| anyhow::anyhow!("object store {BUCKET}: {error}"))?;
-    Ok(listed(&store).await.map_err(anyhow::Error::msg)?.pop())
+        .map_err(|error| TransferError::Bus(format!("object store {BUCKET}: {error}")))?;
+    Ok(listed(&store).await.map_err(TransferError::Bus)?.pop())
 }
 
 /// Copies `checkpoint` from the bus into `dir` (under its own name, written
@@ -216,37 +244,45 @@ pub async fn download(
     context: &jetstream::Context,
     checkpoint: &OnBus,
     dir: &Path,
-) -> anyhow::Result<PathBuf> {
+) -> Result<PathBuf, TransferError> {
     let store = context
         .get_object_store(BUCKET)
         .await
-        .map_err(|error| anyhow::anyhow!("object store {BUCKET}: {error}"))?;
-    let mut object = store
-        .get(&checkpoint.name)
-        .await
-        .map_err(|error| anyhow::anyhow!("getting {} from {BUCKET}: {error}", checkpoint.name))?;
+        .map_err(|error| TransferError::Bus(format!("object store {BUCKET}: {error}")))?;
+    let mut object = store.get(&checkpoint.name).await.map_err(|error| {
+        TransferError::Bus(format!(
+            "getting {} from {BUCKET}: {error}",
+            checkpoint.name
+        ))
+    })?;
     let mut bytes = Vec::with_capacity(checkpoint.bytes);
-    object
-        .read_to_end(&mut bytes)
-        .await
-        .with_context(|| format!("reading {} from {BUCKET}", checkpoint.name))?;
-    anyhow::ensure!(
-        bytes.len() == checkpoint.bytes,
-        "{} from {BUCKET}: {} bytes read, {} listed",
-        checkpoint.name,
-        bytes.len(),
-        checkpoint.bytes
-    );
+    object.read_to_end(&mut bytes).await.map_err(|error| {
+        TransferError::Bus(format!(
+            "reading {} from {BUCKET}: {error}",
+            checkpoint.name
+        ))
+    })?;
+    if bytes.len() != checkpoint.bytes {
+        return Err(TransferError::Size {
+            name: checkpoint.name.clone(),
+            read: bytes.len(),
+            listed: checkpoint.bytes,
+        });
+    }
+    let disk = |what, path: &Path| {
+        let path = path.to_owned();
+        move |source| TransferError::Disk { what, path, source }
+    };
     tokio::fs::create_dir_all(dir)
         .await
-        .with_context(|| format!("creating {}", dir.display()))?;
+        .map_err(disk("creating", dir))?;
     let path = dir.join(&checkpoint.name);
     let partial = dir.join(format!("{}.partial", checkpoint.name));
     tokio::fs::write(&partial, &bytes)
         .await
-        .with_context(|| format!("writing {}", partial.display()))?;
+        .map_err(disk("writing", &partial))?;
     tokio::fs::rename(&partial, &path)
         .await
-        .with_context(|| format!("renaming {}", partial.display()))?;
+        .map_err(disk("renaming", &partial))?;
     Ok(path)
 }

@@ -43,7 +43,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime};
 
-use anyhow::Context as _;
 use async_nats::jetstream::{self, consumer};
 use feeds::{Source, SourceSet};
 use futures_util::{FutureExt as _, StreamExt as _};
@@ -100,6 +99,57 @@ impl Drop for RunningEdge {
     }
 }
 
+/// Why an edge did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum EdgeError {
+    /// A data directory was given: an edge reads only the bus.
+    #[error("edge: --data is for `l1gate serve`; an edge reads no node files, only the bus")]
+    DataGiven,
+    /// The keys file does not load.
+    #[error(transparent)]
+    Keys(#[from] access::keys::KeysError),
+    /// Another edge holds the state directory.
+    #[error(
+        "state_dir {} is in use by another edge ({} is locked): give each edge a state \
+         directory of its own",
+        state_dir.display(),
+        lock.display()
+    )]
+    InUse {
+        /// The state directory.
+        state_dir: PathBuf,
+        /// Its lock file.
+        lock: PathBuf,
+    },
+    /// One of the edge's own directories cannot be made ready.
+    #[error("{what} {}", path.display())]
+    Dir {
+        /// What was being done.
+        what: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The bus: unreachable, refusing, without JetStream, or failing to
+    /// hand over the checkpoint.
+    #[error(transparent)]
+    Bus(#[from] crate::bus::url::ConnectError),
+    /// The bus copy cannot be read as node files.
+    #[error("edge mirror {}", path.display())]
+    Mirror {
+        /// The copy's directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: feeds::FeedError,
+    },
+    /// The server over the copy did not start.
+    #[error(transparent)]
+    Serve(#[from] crate::serve::StartError),
+}
+
 /// Connects to the bus, copies its streams, waits for the publisher's
 /// newest checkpoint and for the copy to reach the streams' ends, then
 /// serves; returns once listening.
@@ -109,11 +159,10 @@ impl Drop for RunningEdge {
 /// JetStream (each naming the URL, credential hidden); the keys file, the
 /// state directory or a listen address is unusable; the checkpoint cannot
 /// be used.
-pub async fn start(url: &BusUrl, settings: &Settings) -> anyhow::Result<RunningEdge> {
-    anyhow::ensure!(
-        settings.data.is_none(),
-        "edge: --data is for `l1gate serve`; an edge reads no node files, only the bus"
-    );
+pub async fn start(url: &BusUrl, settings: &Settings) -> Result<RunningEdge, EdgeError> {
+    if settings.data.is_some() {
+        return Err(EdgeError::DataGiven);
+    }
     // The keys file is read again by the server below; a broken one is
     // refused before the bus is even asked.
     KeysFile::load(&settings.keys_file)?;
@@ -142,8 +191,10 @@ pub async fn start(url: &BusUrl, settings: &Settings) -> anyhow::Result<RunningE
 
     let mirror_root = mirror_dir(&settings.state_dir);
     fresh_dir(&mirror_root)?;
-    let live = LiveFeeds::open(&mirror_root)
-        .with_context(|| format!("edge mirror {}", mirror_root.display()))?;
+    let live = LiveFeeds::open(&mirror_root).map_err(|source| EdgeError::Mirror {
+        path: mirror_root.clone(),
+        source,
+    })?;
 
     let mut tasks = Vec::new();
     for source in BUS_FEEDS {
@@ -214,20 +265,21 @@ pub async fn start(url: &BusUrl, settings: &Settings) -> anyhow::Result<RunningE
 /// Takes an exclusive `flock` on `state_dir/edge.lock`: the edge empties
 /// its copy, checkpoint and candle directories at start, so a second edge
 /// on the same state directory must be refused before it touches them.
-fn lock_state_dir(state_dir: &Path) -> anyhow::Result<std::fs::File> {
-    std::fs::create_dir_all(state_dir)
-        .with_context(|| format!("creating the state directory {}", state_dir.display()))?;
+fn lock_state_dir(state_dir: &Path) -> Result<std::fs::File, EdgeError> {
+    std::fs::create_dir_all(state_dir).map_err(dir_error("creating", state_dir))?;
     let path = state_dir.join(STATE_LOCK);
     common::lock_exclusive(&path)
-        .with_context(|| format!("locking {}", path.display()))?
-        .ok_or_else(|| {
-            anyhow::anyhow!(
-                "state_dir {} is in use by another edge ({} is locked): give each edge a state \
-                 directory of its own",
-                state_dir.display(),
-                path.display()
-            )
+        .map_err(dir_error("locking", &path))?
+        .ok_or_else(|| EdgeError::InUse {
+            state_dir: state_dir.to_owned(),
+            lock: path,
         })
+}
+
+/// An [`EdgeError::Dir`] of `what` done to `path`.
+fn dir_error(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> EdgeError {
+    let path = path.to_owned();
+    move |source| EdgeError::Dir { what, path, source }
 }
 
 /// Waits for a checkpoint on the bus (a publisher puts its first one there
@@ -298,23 +350,21 @@ async fn caught_up(context: &jetstream::Context, status: &BusStatus, url: &BusUr
 }
 
 /// Empties (or creates) one of the edge's own directories.
-fn empty_dir(dir: &Path) -> anyhow::Result<()> {
+fn empty_dir(dir: &Path) -> Result<(), EdgeError> {
     match std::fs::remove_dir_all(dir) {
         Ok(()) => {}
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-        Err(error) => {
-            return Err(error).with_context(|| format!("emptying {}", dir.display()));
-        }
+        Err(error) => return Err(dir_error("emptying", dir)(error)),
     }
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))
+    std::fs::create_dir_all(dir).map_err(dir_error("creating", dir))
 }
 
 /// Empties (or creates) the edge's mirror directory: it is the edge's own,
 /// rebuilt from the bus at every start.
-fn fresh_dir(dir: &Path) -> anyhow::Result<()> {
+fn fresh_dir(dir: &Path) -> Result<(), EdgeError> {
     empty_dir(dir)?;
     let data = dir.join("hl").join("data");
-    std::fs::create_dir_all(&data).with_context(|| format!("creating {}", data.display()))
+    std::fs::create_dir_all(&data).map_err(dir_error("creating", &data))
 }
 
 /// Consumes one feed's stream into its mirror.
