@@ -44,6 +44,7 @@ pub mod denial;
 pub mod gcra;
 pub mod keys;
 pub mod quota;
+pub mod report;
 pub mod usage;
 
 use std::collections::HashMap;
@@ -61,8 +62,10 @@ use clock::Clock;
 use common::metrics::{FeedTraffic, KeyUsage, Metrics};
 pub use denial::Denial;
 use gcra::Gcra;
-use keys::{KeyEntry, Principal, Rotation};
-use quota::{Period, Quota, QuotaKind};
+use keys::{KeyEntry, Principal};
+use quota::QuotaKind;
+pub use report::{KeyUsageReport, PendingRotation, UsageReport};
+pub use usage::ResponseBytes;
 use usage::{KeyMeter, Meters};
 
 /// How often the usage keeper looks at every key's period and quota.
@@ -604,64 +607,6 @@ impl StreamGuard {
             Ok(())
         }
     }
-}
-
-/// Counts an HTTP response body toward its key's byte quota.
-#[derive(Debug, Clone)]
-pub struct ResponseBytes(Arc<KeyMeter>);
-
-impl ResponseBytes {
-    /// Counts `bytes` sent to the client.
-    pub fn sent(&self, bytes: u64) {
-        if bytes > 0 {
-            self.0.add_bytes(bytes);
-        }
-    }
-}
-
-/// One key's usage this period (see [`Access::usage_report`]).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct KeyUsageReport {
-    /// The key's id.
-    pub key_id: String,
-    /// Its account.
-    pub account: String,
-    /// Admitted requests this period.
-    pub requests: u64,
-    /// Bytes sent to the client this period.
-    pub bytes: u64,
-    /// The period usage is counted over (the quota's; a month without one).
-    pub period: Period,
-    /// Its start, Unix ms.
-    pub period_start_ms: i64,
-    /// Its end, when usage starts again from zero, Unix ms.
-    pub period_end_ms: i64,
-    /// Its quota, if it has one.
-    pub quota: Option<Quota>,
-    /// Its rotation, if it was rotated.
-    pub rotation: Option<Rotation>,
-}
-
-/// A rotated key still in its grace period.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct PendingRotation {
-    /// The old key's id.
-    pub key_id: String,
-    /// Its account.
-    pub account: String,
-    /// When, by which key, and until when it works.
-    pub rotation: Rotation,
-}
-
-/// Every key's usage and the pending rotations, at `now_ms`.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct UsageReport {
-    /// When it was taken (access clock), Unix ms.
-    pub now_ms: i64,
-    /// Every key in force, by account and key id.
-    pub keys: Vec<KeyUsageReport>,
-    /// Rotated keys whose grace period has not ended.
-    pub pending_rotations: Vec<PendingRotation>,
 }
 
 /// Keeps key usage for a running server (see [`Access::keep_usage`]): its

@@ -504,6 +504,19 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Counts an HTTP response body toward its key's byte quota.
+#[derive(Debug, Clone)]
+pub struct ResponseBytes(pub(crate) Arc<KeyMeter>);
+
+impl ResponseBytes {
+    /// Counts `bytes` sent to the client.
+    pub fn sent(&self, bytes: u64) {
+        if bytes > 0 {
+            self.0.add_bytes(bytes);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
