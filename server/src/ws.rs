@@ -109,6 +109,12 @@ pub const WS_ROOT: Route = Route {
 const WRITE_BUFFER: usize = 16 * 1024;
 
 impl WsService {
+    /// Whether the market engine thread has stopped (its streams cannot
+    /// come back without a restart).
+    fn engine_stopped(&self) -> bool {
+        self.relays.status.error().is_some()
+    }
+
     /// The authenticated routes: `GET /ws` and `GET /` (nested under the
     /// key by [`crate::http::authenticated`]).
     pub fn routes(self) -> Routed {

@@ -331,14 +331,20 @@ pub async fn run(
                 // there is room: the client may be the one not reading); the
                 // close frame's reason has room for 123 bytes.
                 session.error_if_room(status.message());
-                break Some((close_code(&status), status.message().to_owned()));
+                break Some((
+                    close_code(&status, session.service.engine_stopped()),
+                    status.message().to_owned(),
+                ));
             }
             () = connection.cancelled() => {
                 let status = connection.take_status().unwrap_or_else(|| {
                     Status::unauthenticated("the connection's key is no longer admitted")
                 });
                 session.error_if_room(status.message());
-                break Some((close_code(&status), status.message().to_owned()));
+                break Some((
+                    close_code(&status, session.service.engine_stopped()),
+                    status.message().to_owned(),
+                ));
             }
         }
     };
@@ -357,14 +363,16 @@ pub async fn run(
     drop(held);
 }
 
-/// The close code a subscription's ending status maps to.
-fn close_code(status: &Status) -> u16 {
+/// The close code a subscription's ending status maps to; an unavailable
+/// market is the server's failure (1011) once its engine has stopped, else
+/// a passing state to retry (1013).
+fn close_code(status: &Status, engine_stopped: bool) -> u16 {
     match status.code() {
         Code::Aborted => close::LAGGING,
         Code::DeadlineExceeded => close::STALLED,
         Code::Unauthenticated | Code::PermissionDenied => close::POLICY,
         Code::ResourceExhausted => close::QUOTA,
-        Code::Unavailable if status.message().contains("stopped") => close::INTERNAL,
+        Code::Unavailable if engine_stopped => close::INTERNAL,
         Code::Unavailable => close::TRY_AGAIN_LATER,
         _ => close::INTERNAL,
     }
@@ -578,7 +586,7 @@ impl Session {
                 )))
                 .await;
                 let code = match status.code() {
-                    Code::Unavailable => close_code(&status),
+                    Code::Unavailable => close_code(&status, self.service.engine_stopped()),
                     _ => close::TRY_AGAIN_LATER,
                 };
                 self.retry = Some((code, status.message().to_owned()));
@@ -821,22 +829,22 @@ mod tests {
 
     #[test]
     fn statuses_map_to_documented_close_codes() {
-        assert_eq!(close_code(&Status::aborted("lag")), close::LAGGING);
+        let code = |status: &Status| close_code(status, false);
+        assert_eq!(code(&Status::aborted("lag")), close::LAGGING);
+        assert_eq!(code(&Status::deadline_exceeded("slow")), close::STALLED);
+        assert_eq!(code(&Status::unauthenticated("revoked")), close::POLICY);
         assert_eq!(
-            close_code(&Status::deadline_exceeded("slow")),
-            close::STALLED
-        );
-        assert_eq!(
-            close_code(&Status::unauthenticated("revoked")),
-            close::POLICY
-        );
-        assert_eq!(
-            close_code(&Status::unavailable("market data is stale")),
+            code(&Status::unavailable("market data is stale")),
             close::TRY_AGAIN_LATER
         );
         assert_eq!(
-            close_code(&Status::resource_exhausted("usage quota exhausted")),
+            code(&Status::resource_exhausted("usage quota exhausted")),
             close::QUOTA
+        );
+        // The same status once the engine has stopped: the server failed.
+        assert_eq!(
+            close_code(&Status::unavailable("the market engine stopped"), true),
+            close::INTERNAL
         );
     }
 }
