@@ -235,9 +235,19 @@ pub struct ServeArgs {
     #[arg(long, env = "L1GATE_KEEPALIVE_MS", value_name = "MS")]
     pub keepalive_ms: Option<u64>,
 
+    /// TLS on both listen addresses: the certificate chain (PEM, the
+    /// server's certificate first). With `tls_key_file`; a file replaced on
+    /// disk is picked up by new connections without a restart.
+    #[arg(long, env = "L1GATE_TLS_CERT_FILE", value_name = "PEM")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// TLS: the certificate's private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, env = "L1GATE_TLS_KEY_FILE", value_name = "PEM")]
+    pub tls_key_file: Option<PathBuf>,
+
     /// The public base URL of the HTTP address (API, WebSocket), as
     /// clients reach it through the deployment's names and proxies; shown
-    /// by `l1gate endpoints`. Default `http://` and the HTTP listen address.
+    /// by `l1gate endpoints`. Default `http://` (`https://` with TLS) and
+    /// the HTTP listen address.
     #[arg(long, env = "L1GATE_PUBLIC_HTTP_URL", value_name = "URL")]
     pub public_http_url: Option<String>,
     /// The public URL of the gRPC address. Default `http://` and the gRPC
@@ -321,6 +331,8 @@ impl ServeArgs {
             http_header_timeout_ms: self.http_header_timeout_ms.or(lower.http_header_timeout_ms),
             http_idle_timeout_ms: self.http_idle_timeout_ms.or(lower.http_idle_timeout_ms),
             keepalive_ms: self.keepalive_ms.or(lower.keepalive_ms),
+            tls_cert_file: self.tls_cert_file.or(lower.tls_cert_file),
+            tls_key_file: self.tls_key_file.or(lower.tls_key_file),
             public_http_url: self.public_http_url.or(lower.public_http_url),
             public_grpc_url: self.public_grpc_url.or(lower.public_grpc_url),
             chain_network: self.chain_network.or(lower.chain_network),
@@ -438,6 +450,8 @@ pub struct Settings {
     /// Keepalive of both edges' streaming connections: PING after this
     /// much silence from the client, close when nothing answers this long.
     pub keepalive: Duration,
+    /// TLS on both listen addresses, if configured.
+    pub tls: Option<crate::tls::TlsFiles>,
     /// Public base URL of the HTTP address.
     pub public_http_url: String,
     /// Public URL of the gRPC address.
@@ -486,6 +500,22 @@ impl ServeArgs {
     /// [`ConfigError::Invalid`] naming the setting.
     pub fn resolve(self) -> Result<Settings, ConfigError> {
         let defaults = RawFeedSettings::default();
+        let tls = match (self.tls_cert_file.clone(), self.tls_key_file.clone()) {
+            (Some(cert), Some(key)) => Some(crate::tls::TlsFiles { cert, key }),
+            (None, None) => None,
+            (Some(_), None) => {
+                return Err(ConfigError::Invalid {
+                    name: "tls_key_file",
+                    message: "required with tls_cert_file".into(),
+                });
+            }
+            (None, Some(_)) => {
+                return Err(ConfigError::Invalid {
+                    name: "tls_cert_file",
+                    message: "required with tls_key_file".into(),
+                });
+            }
+        };
         let positive = |name: &'static str, value: Option<u64>, default: Duration| match value {
             Some(0) => Err(ConfigError::Invalid {
                 name,
@@ -641,12 +671,15 @@ impl ServeArgs {
                 "public_http_url",
                 self.public_http_url,
                 addr(self.http_addr, DEFAULT_HTTP_ADDR)?,
+                tls.is_some(),
             )?,
             public_grpc_url: public_url(
                 "public_grpc_url",
                 self.public_grpc_url,
                 addr(self.grpc_addr, DEFAULT_GRPC_ADDR)?,
+                tls.is_some(),
             )?,
+            tls,
             chain_network: match self.chain_network {
                 Some(name) if name.trim().is_empty() => {
                     return Err(ConfigError::Invalid {
@@ -714,8 +747,10 @@ fn public_url(
     name: &'static str,
     value: Option<String>,
     listen: SocketAddr,
+    tls: bool,
 ) -> Result<String, ConfigError> {
     match value {
+        None if tls => Ok(format!("https://{listen}")),
         None => Ok(format!("http://{listen}")),
         Some(url) if url.starts_with("https://") || url.starts_with("http://") => {
             Ok(url.trim_end_matches('/').to_owned())

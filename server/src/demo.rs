@@ -172,27 +172,35 @@ fn walk_any_file(dir: &Path, depth: u32) -> bool {
     })
 }
 
-/// The lines printed when demo mode starts: the key and commands to paste.
+/// The lines printed when demo mode starts: the key and commands to paste
+/// (with `tls`, for the TLS addresses: grpcurl without `-plaintext`,
+/// `https://` and `wss://`).
 pub fn banner(
     key: &str,
     grpc: std::net::SocketAddr,
     http: std::net::SocketAddr,
     data: &Path,
+    tls: bool,
 ) -> String {
+    let (plaintext, web, socket) = if tls {
+        ("", "https", "wss")
+    } else {
+        ("-plaintext ", "http", "ws")
+    };
     format!(
         "l1gate demo: the built-in simulator is writing mainnet-like node output to {data}\n\
          \n\
          demo API key: {key}\n\
          \n\
          try:\n\
-         \x20 grpcurl -plaintext -H 'x-api-key: {key}' {grpc} list\n\
-         \x20 grpcurl -plaintext -H 'x-api-key: {key}' {grpc} venue_l1_gateway.v3.VenueL1Gateway/ListFeeds\n\
-         \x20 grpcurl -plaintext -H 'x-api-key: {key}' {grpc} venue_l1_gateway.v3.VenueL1Gateway/StreamFills\n\
-         \x20 grpcurl -plaintext -H 'x-api-key: {key}' -d '{{\"filter\":{{\"fields\":[{{\"field\":\"coins\",\"values\":[\"BTC\"]}}]}}}}' {grpc} venue_l1_gateway.v3.VenueL1Gateway/StreamRawBookDiffs\n\
+         \x20 grpcurl {plaintext}-H 'x-api-key: {key}' {grpc} list\n\
+         \x20 grpcurl {plaintext}-H 'x-api-key: {key}' {grpc} venue_l1_gateway.v3.VenueL1Gateway/ListFeeds\n\
+         \x20 grpcurl {plaintext}-H 'x-api-key: {key}' {grpc} venue_l1_gateway.v3.VenueL1Gateway/StreamFills\n\
+         \x20 grpcurl {plaintext}-H 'x-api-key: {key}' -d '{{\"filter\":{{\"fields\":[{{\"field\":\"coins\",\"values\":[\"BTC\"]}}]}}}}' {grpc} venue_l1_gateway.v3.VenueL1Gateway/StreamRawBookDiffs\n\
          \n\
-         the exchange's WebSocket API (any exchange SDK: base URL http://{http}/{key}):\n\
-         \x20 websocat ws://{http}/{key}/ws   then send: {{\"method\":\"subscribe\",\"subscription\":{{\"type\":\"trades\",\"coin\":\"BTC\"}}}}\n\
-         \x20 python3 -c \"from hyperliquid.info import Info; i = Info('http://{http}/{key}', skip_ws=False); i.subscribe({{'type': 'trades', 'coin': 'BTC'}}, print)\"\n",
+         the exchange's WebSocket API (any exchange SDK: base URL {web}://{http}/{key}):\n\
+         \x20 websocat {socket}://{http}/{key}/ws   then send: {{\"method\":\"subscribe\",\"subscription\":{{\"type\":\"trades\",\"coin\":\"BTC\"}}}}\n\
+         \x20 python3 -c \"from hyperliquid.info import Info; i = Info('{web}://{http}/{key}', skip_ws=False); i.subscribe({{'type': 'trades', 'coin': 'BTC'}}, print)\"\n",
         data = data.display()
     )
 }

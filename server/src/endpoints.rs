@@ -136,6 +136,11 @@ impl Endpoints {
                     key,
                 }),
         );
+        let scheme = if settings.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
         let upstreams = &settings.upstreams;
         let info = upstreams.info_url.as_ref().map_or_else(
             || {
@@ -185,8 +190,8 @@ impl Endpoints {
             })
             .collect();
         Ok(Self {
-            grpc_url: format!("http://{}", settings.grpc_addr),
-            http_url: format!("http://{}", settings.http_addr),
+            grpc_url: format!("{scheme}://{}", settings.grpc_addr),
+            http_url: format!("{scheme}://{}", settings.http_addr),
             grpc,
             http,
         })

@@ -19,11 +19,14 @@ pub mod transaction_stream;
 use std::sync::Arc;
 
 use futures_util::{Stream, StreamExt as _};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
 use tonic::transport::server::TcpIncoming;
 
 use access::connections::Connections;
 use common::metrics::SocketWrites;
+
+use crate::tls::EdgeStream;
 
 /// gRPC reflection over l1gate's contract and health, for both protocol
 /// versions: grpcurl and most clients speak v1, older ones (Python's
@@ -38,29 +41,50 @@ pub fn reflection() -> tonic_reflection::server::Builder<'static> {
 
 /// The connections of the gRPC address: each admitted under the
 /// connection limits before a byte is read (over a limit it is closed at
-/// once), without Nagle delay (frames are small and latency-bound), its
-/// writes gathered across its streams ([`batched`]) and counted in
-/// `writes`.
+/// once), without Nagle delay (frames are small and latency-bound), under
+/// TLS when `tls` is given (handshakes run side by side; one that fails or
+/// stalls is dropped), its writes gathered across its streams
+/// ([`batched`]) and counted in `writes`.
 pub fn admitted_incoming(
     listener: TcpListener,
     connections: Connections,
     writes: Arc<SocketWrites>,
-) -> impl Stream<Item = std::io::Result<batched::BatchedWrites<TcpStream>>> {
+    tls: Option<TlsAcceptor>,
+) -> impl Stream<Item = std::io::Result<batched::BatchedWrites<EdgeStream>>> {
     TcpIncoming::from(listener)
         .with_nodelay(Some(true))
         .filter_map(move |accepted| {
-            let admitted =
-                match accepted {
-                    Ok(socket) => socket
-                        .peer_addr()
-                        .ok()
-                        .and_then(|peer| connections.admit("grpc", peer.ip()).ok())
-                        .map(|guard| {
-                            Ok(batched::BatchedWrites::new(socket, Arc::clone(&writes))
-                                .admitted(guard))
-                        }),
-                    Err(error) => Some(Err(error)),
-                };
+            let admitted = match accepted {
+                Ok(socket) => socket
+                    .peer_addr()
+                    .ok()
+                    .and_then(|peer| connections.admit("grpc", peer.ip()).ok())
+                    .map(|guard| Ok((socket, guard))),
+                Err(error) => Some(Err(error)),
+            };
             std::future::ready(admitted)
         })
+        .map(move |admitted| {
+            let (tls, writes) = (tls.clone(), Arc::clone(&writes));
+            async move {
+                let (socket, guard) = match admitted {
+                    Ok(admitted) => admitted,
+                    Err(error) => return Some(Err(error)),
+                };
+                match EdgeStream::accept(socket, tls.as_ref()).await {
+                    Ok(stream) => Some(Ok(
+                        batched::BatchedWrites::new(stream, writes).admitted(guard)
+                    )),
+                    Err(error) => {
+                        tracing::debug!(%error, "gRPC: TLS handshake failed");
+                        None
+                    }
+                }
+            }
+        })
+        .buffer_unordered(HANDSHAKES)
+        .filter_map(std::future::ready)
 }
+
+/// TLS handshakes of the gRPC address in progress at once.
+const HANDSHAKES: usize = 256;

@@ -19,6 +19,7 @@ pub mod percent;
 pub mod registry;
 pub mod serve;
 pub mod status;
+pub mod tls;
 pub mod upstream;
 pub mod views;
 pub mod ws;

@@ -139,6 +139,9 @@ pub enum StartError {
     /// The node gateway's networks cannot be set up.
     #[error(transparent)]
     Networks(#[from] crate::node::NetworksError),
+    /// The TLS certificate or key cannot be served.
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
 }
 
 /// A running server: its bound addresses and the tasks behind it.
@@ -258,6 +261,11 @@ pub async fn start_with(
     from_bus: Option<FromBus>,
 ) -> Result<Running, StartError> {
     let (access, connections) = access_control(settings)?;
+    let tls = settings
+        .tls
+        .as_ref()
+        .map(crate::tls::ServerTls::load)
+        .transpose()?;
     let live = node_files(settings, from_bus.as_ref())?;
     let data = live.data_dir().to_owned();
     let (grpc_listener, grpc_addr) = bind("gRPC", settings.grpc_addr).await?;
@@ -270,6 +278,16 @@ pub async fn start_with(
             .auth()
             .spawn_reloader(settings.keys_file.clone(), KEYS_RELOAD_EVERY),
     ];
+    let tls = match &tls {
+        Some(tls) => {
+            tasks.push(tls.spawn_reloader());
+            Some(EdgeTls {
+                grpc: tls.acceptor(&[b"h2"])?,
+                http: tls.acceptor(&[b"http/1.1"])?,
+            })
+        }
+        None => None,
+    };
     let bus = message_bus(settings, from_bus.as_ref(), &live, &access, &mut tasks)?;
     let (store, candle_feed) = candle_store(settings, from_bus.as_ref(), &data, &access).await?;
     let engine = market_engine(settings, from_bus.as_ref(), &live, candle_feed, &mut tasks)?;
@@ -294,6 +312,7 @@ pub async fn start_with(
         candles: store.candles.clone(),
         flow: flow.clone(),
         shutdown: shutdown.clone(),
+        tls,
     };
     let (info_lookup, info_feed) = info_source(settings, &edges, &mut tasks);
     let networks = crate::node::Networks::new(
@@ -329,10 +348,13 @@ pub async fn start_with(
     tasks.push(tokio::spawn(crate::http::listen::serve(
         http_listener,
         http,
-        edges.connections.clone(),
-        settings.http_timeouts,
-        access.metrics().clone(),
-        shutdown.clone(),
+        crate::http::listen::Serving {
+            connections: edges.connections.clone(),
+            timeouts: settings.http_timeouts,
+            metrics: access.metrics().clone(),
+            tls: edges.tls.as_ref().map(|tls| tls.http.clone()),
+            shutdown: shutdown.clone(),
+        },
     )));
 
     tracing::info!(%grpc_addr, %http_addr, data = %data.display(), "serving");
@@ -372,6 +394,15 @@ struct Edges<'a> {
     candles: Arc<Candles>,
     flow: Supervisor,
     shutdown: CancellationToken,
+    /// TLS on both addresses, if configured.
+    tls: Option<EdgeTls>,
+}
+
+/// The TLS acceptors of the two addresses: ALPN `h2` on the gRPC one,
+/// `http/1.1` on the HTTP one.
+struct EdgeTls {
+    grpc: tokio_rustls::TlsAcceptor,
+    http: tokio_rustls::TlsAcceptor,
 }
 
 /// The keys, the access control over them, and the connection limits (the
@@ -872,6 +903,7 @@ async fn grpc_edge(
         listener,
         edges.connections.clone(),
         access.metrics().grpc_writes(),
+        edges.tls.as_ref().map(|tls| tls.grpc.clone()),
     );
     let stopping = edges.shutdown.clone().cancelled_owned();
     Ok(tokio::spawn(async move {

@@ -28,11 +28,14 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
 use access::connections::{ConnectionGuard, Connections};
 use common::metrics::Metrics;
+
+use crate::tls::EdgeStream;
 
 /// The HTTP edge's timeouts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -56,15 +59,39 @@ pub struct HeldConnection {
 /// How long a closing connection may take to finish before it is dropped.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
 
+/// How the HTTP address serves its connections.
+pub struct Serving {
+    /// The connection limits each is admitted under.
+    pub connections: Connections,
+    /// Its timeouts.
+    pub timeouts: HttpTimeouts,
+    /// Where timeouts are counted.
+    pub metrics: Arc<Metrics>,
+    /// TLS, if configured: each connection's handshake is made in its own
+    /// task, within [`crate::tls::HANDSHAKE_TIMEOUT`].
+    pub tls: Option<TlsAcceptor>,
+    /// Cancelled when the server stops.
+    pub shutdown: CancellationToken,
+}
+
+impl std::fmt::Debug for Serving {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Serving")
+            .field("timeouts", &self.timeouts)
+            .field("tls", &self.tls.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
 /// Serves `router` on `listener` until the task is dropped.
-pub async fn serve(
-    listener: TcpListener,
-    router: Router,
-    connections: Connections,
-    timeouts: HttpTimeouts,
-    metrics: Arc<Metrics>,
-    shutdown: CancellationToken,
-) {
+pub async fn serve(listener: TcpListener, router: Router, serving: Serving) {
+    let Serving {
+        connections,
+        timeouts,
+        metrics,
+        tls,
+        shutdown,
+    } = serving;
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
@@ -86,20 +113,26 @@ pub async fn serve(
             continue;
         };
         let _ = socket.set_nodelay(true);
-        tokio::spawn(serve_connection(
-            socket,
-            peer,
+        let (router, metrics, shutdown, tls) = (
             router.clone(),
-            timeouts,
-            guard,
             Arc::clone(&metrics),
             shutdown.clone(),
-        ));
+            tls.clone(),
+        );
+        tokio::spawn(async move {
+            match EdgeStream::accept(socket, tls.as_ref()).await {
+                Ok(stream) => {
+                    serve_connection(stream, peer, router, timeouts, guard, metrics, shutdown)
+                        .await;
+                }
+                Err(error) => tracing::debug!(%error, %peer, "HTTP: TLS handshake failed"),
+            }
+        });
     }
 }
 
 async fn serve_connection(
-    socket: TcpStream,
+    socket: EdgeStream,
     peer: SocketAddr,
     router: Router,
     timeouts: HttpTimeouts,
@@ -222,7 +255,7 @@ impl Drop for Busy {
 
 /// A socket that notes when bytes move.
 struct Tracked {
-    inner: TcpStream,
+    inner: EdgeStream,
     activity: Arc<Activity>,
 }
 

@@ -49,8 +49,9 @@ pub(crate) fn run(command: ServeCommand) -> anyhow::Result<()> {
         .context("tokio runtime")?;
     runtime.block_on(async move {
         let running = l1gate::serve::start(&settings).await?;
+        let tls = if settings.tls.is_some() { " (TLS)" } else { "" };
         println!(
-            "l1gate serving gRPC on {} and HTTP on {}",
+            "l1gate serving gRPC on {} and HTTP on {}{tls}",
             running.grpc_addr, running.http_addr
         );
         if let Some(demo) = &demo {
@@ -67,6 +68,7 @@ pub(crate) fn run(command: ServeCommand) -> anyhow::Result<()> {
                         running.grpc_addr,
                         running.http_addr,
                         demo.data_dir(),
+                        settings.tls.is_some(),
                     )
                 );
             }

@@ -1,0 +1,292 @@
+//! TLS on both listening addresses, with certificates the tests make (a
+//! test certificate authority, rcgen): curl over `https://` with the
+//! authority as its only root, a gRPC client over TLS, a renewed
+//! certificate served to new connections while a stream opened before
+//! goes on, and the start-up errors of an expired, mismatched or missing
+//! certificate, each naming its file.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use access::keys::KeysFile;
+use proto::venue_l1_gateway_client::VenueL1GatewayClient;
+use proto::{ListFeedsRequest, StreamRequest};
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig};
+
+use crate::server::access_support::Gate;
+use crate::server::harness::with_key;
+
+/// A certificate authority of the tests'.
+struct Authority {
+    issuer: Issuer<'static, KeyPair>,
+    pem: String,
+}
+
+impl Authority {
+    fn new(name: &str) -> Self {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, name);
+        let key = KeyPair::generate().unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        Self {
+            pem: cert.pem(),
+            issuer: Issuer::new(params, key),
+        }
+    }
+
+    /// A server certificate for `localhost` and 127.0.0.1, valid from
+    /// `from` to `until` days around now, and its key, as PEM.
+    fn server(&self, from_days: i64, until_days: i64) -> (String, String) {
+        let mut params =
+            CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
+        let now = time::OffsetDateTime::now_utc();
+        params.not_before = now + time::Duration::days(from_days);
+        params.not_after = now + time::Duration::days(until_days);
+        let key = KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
+
+    fn write(&self, dir: &Path, name: &str) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, &self.pem).unwrap();
+        path
+    }
+}
+
+/// Writes a certificate and key as the server's files.
+fn install(dir: &Path, (cert, key): &(String, String)) -> (PathBuf, PathBuf) {
+    let (cert_path, key_path) = (dir.join("server.pem"), dir.join("server.key"));
+    // Written beside and renamed over, as a renewal tool does.
+    for (path, text) in [(&cert_path, cert), (&key_path, key)] {
+        let partial = path.with_extension("partial");
+        std::fs::write(&partial, text).unwrap();
+        std::fs::rename(&partial, path).unwrap();
+    }
+    (cert_path, key_path)
+}
+
+/// The capture's fills from its first block: a record per block to read
+/// before and after a renewal.
+fn from_the_first_block() -> StreamRequest {
+    StreamRequest {
+        position: Some(proto::Position {
+            kind: Some(proto::position::Kind::BlockNumber(985_148_182)),
+        }),
+        filter: None,
+    }
+}
+
+async fn start(dir: &Path, keys: KeysFile) -> Gate {
+    let (cert, key) = (dir.join("server.pem"), dir.join("server.key"));
+    Gate::start(keys, move |args| {
+        args.tls_cert_file = Some(cert);
+        args.tls_key_file = Some(key);
+    })
+    .await
+}
+
+async fn grpc(
+    gate: &Gate,
+    ca: &str,
+) -> Result<VenueL1GatewayClient<Channel>, tonic::transport::Error> {
+    let url = format!("https://localhost:{}", gate.running.grpc_addr.port());
+    let channel = Channel::from_shared(url)
+        .unwrap()
+        .tls_config(
+            ClientTlsConfig::new()
+                .ca_certificate(Certificate::from_pem(ca))
+                .domain_name("localhost"),
+        )?
+        .connect()
+        .await?;
+    Ok(VenueL1GatewayClient::new(channel))
+}
+
+/// curl's status code for `url` with `ca` as its only root (000: no
+/// answer, the TLS handshake failed).
+fn curl(url: &str, ca: &Path) -> String {
+    let out = std::process::Command::new("curl")
+        .args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "--max-time",
+            "10",
+        ])
+        .arg("--cacert")
+        .arg(ca)
+        .arg(url)
+        .output()
+        .expect("curl (Debian package curl) must be installed for the TLS tests");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_addresses_serve_tls_to_clients_that_trust_the_authority() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Authority::new("l1gate test CA");
+    let ca_file = ca.write(dir.path(), "ca.pem");
+    install(dir.path(), &ca.server(-1, 30));
+    let mut keys = KeysFile::default();
+    let (key, _) = keys.add_key("alice", 0).unwrap();
+    let gate = start(dir.path(), keys).await;
+    let http = gate.running.http_addr.port();
+
+    // HTTPS with the authority as the only root; the key in the path.
+    assert_eq!(
+        curl(
+            &format!("https://localhost:{http}/{key}/v1/feeds"),
+            &ca_file
+        ),
+        "200"
+    );
+    // Plain HTTP to a TLS address gets no HTTP answer.
+    assert_eq!(
+        curl(&format!("http://localhost:{http}/healthz"), &ca_file),
+        "000"
+    );
+    // A client trusting another authority refuses the certificate.
+    let other = Authority::new("another CA").write(dir.path(), "other.pem");
+    assert_eq!(
+        curl(&format!("https://localhost:{http}/healthz"), &other),
+        "000"
+    );
+
+    // gRPC over TLS (ALPN h2), the key in the metadata, the client's
+    // address still seen by access control.
+    let mut client = grpc(&gate, &ca.pem).await.unwrap();
+    let feeds = client
+        .list_feeds(with_key(ListFeedsRequest {}, &key))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!feeds.feeds.is_empty());
+    let refused = client
+        .list_feeds(with_key(ListFeedsRequest {}, "l1g_not_a_key"))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::Unauthenticated);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewed_certificate_reaches_new_connections_and_open_streams_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = Authority::new("first CA");
+    install(dir.path(), &first.server(-1, 30));
+    let mut keys = KeysFile::default();
+    let (key, _) = keys.add_key("alice", 0).unwrap();
+    let gate = start(dir.path(), keys).await;
+
+    // A stream opened under the first certificate.
+    let mut client = grpc(&gate, &first.pem).await.unwrap();
+    let mut stream = client
+        .stream_fills(with_key(from_the_first_block(), &key))
+        .await
+        .unwrap()
+        .into_inner();
+    let before = tokio::time::timeout(Duration::from_secs(10), stream.message())
+        .await
+        .expect("a record within 10 s")
+        .unwrap();
+    assert!(before.is_some());
+
+    // Renewed under another authority.
+    let second = Authority::new("second CA");
+    install(dir.path(), &second.server(-1, 60));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(mut renewed) = grpc(&gate, &second.pem).await
+            && renewed
+                .list_feeds(with_key(ListFeedsRequest {}, &key))
+                .await
+                .is_ok()
+        {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "new connections did not get the renewed certificate"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // The old authority no longer verifies a new connection.
+    let stale = match grpc(&gate, &first.pem).await {
+        Ok(mut client) => client
+            .list_feeds(with_key(ListFeedsRequest {}, &key))
+            .await
+            .is_err(),
+        Err(_) => true,
+    };
+    assert!(stale, "a new connection still got the first certificate");
+    // The stream opened before goes on over its connection.
+    let after = tokio::time::timeout(Duration::from_secs(10), stream.message())
+        .await
+        .expect("the open stream goes on")
+        .unwrap();
+    assert!(after.is_some());
+}
+
+#[tokio::test]
+async fn an_unusable_certificate_stops_the_start_naming_its_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Authority::new("l1gate test CA");
+    let expect = |settings: l1gate::config::ServeArgs| async move {
+        let settings = settings.resolve().unwrap();
+        let error = l1gate::serve::start(&settings)
+            .await
+            .expect_err("the start is refused");
+        error.to_string()
+    };
+    let args = |cert: &Path, key: &Path| l1gate::config::ServeArgs {
+        data: Some(crate::server::harness::real("btc-985148182")),
+        allow_no_keys: Some(true),
+        grpc_addr: Some("127.0.0.1:0".parse().unwrap()),
+        http_addr: Some("127.0.0.1:0".parse().unwrap()),
+        state_dir: Some(dir.path().join("state")),
+        tls_cert_file: Some(cert.to_owned()),
+        tls_key_file: Some(key.to_owned()),
+        ..l1gate::config::ServeArgs::default()
+    };
+
+    // Expired.
+    let (cert, key) = install(dir.path(), &ca.server(-30, -1));
+    let message = expect(args(&cert, &key)).await;
+    assert!(
+        message.contains("server.pem") && message.contains("expired"),
+        "{message}"
+    );
+    // A key of another certificate.
+    let (good_cert, _) = ca.server(-1, 30);
+    let (_, other_key) = ca.server(-1, 30);
+    let (cert, key) = install(dir.path(), &(good_cert, other_key));
+    let message = expect(args(&cert, &key)).await;
+    assert!(
+        message.contains("server.key") && message.contains("does not belong"),
+        "{message}"
+    );
+    // Missing.
+    let missing = dir.path().join("nowhere.pem");
+    let message = expect(args(&missing, &key)).await;
+    assert!(
+        message.contains("nowhere.pem") && message.contains("no such file"),
+        "{message}"
+    );
+    // The addresses the listings show are https:// ones.
+    let resolved = args(&cert, &key).resolve().unwrap();
+    assert!(resolved.public_http_url.starts_with("https://"));
+    assert!(resolved.public_grpc_url.starts_with("https://"));
+    let routes = l1gate::endpoints::Endpoints::of(&resolved).unwrap();
+    assert!(routes.grpc_url.starts_with("https://") && routes.http_url.starts_with("https://"));
+    // Half configured: a setting error naming the missing one.
+    let half = l1gate::config::ServeArgs {
+        tls_key_file: None,
+        ..args(&cert, &key)
+    };
+    let refused = half.resolve().unwrap_err().to_string();
+    assert!(refused.contains("tls_key_file"), "{refused}");
+}
