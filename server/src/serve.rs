@@ -30,6 +30,7 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tonic::codec::CompressionEncoding;
 use tonic::service::interceptor::InterceptedService;
 
 use engine::views::ViewSettings;
@@ -345,6 +346,9 @@ pub async fn start_with(
         bus,
     };
     let (http, http_routes) = networks.serve(crate::http::router(health, access.clone(), http_api));
+    // Answers compressed (zstd, gzip) for clients that accept it; event
+    // streams, gRPC, small and already encoded answers are left as they are.
+    let http = http.layer(tower_http::compression::CompressionLayer::new());
     tasks.push(tokio::spawn(crate::http::listen::serve(
         http_listener,
         http,
@@ -887,7 +891,11 @@ async fn grpc_edge(
         .add_service(InterceptedService::new(reflection, check.clone()))
         .add_service(InterceptedService::new(reflection_v1alpha, check.clone()))
         .add_service(InterceptedService::new(
-            proto::venue_l1_gateway_server::VenueL1GatewayServer::new(raw_feed),
+            proto::venue_l1_gateway_server::VenueL1GatewayServer::new(raw_feed)
+                .accept_compressed(CompressionEncoding::Gzip)
+                .accept_compressed(CompressionEncoding::Zstd)
+                .send_compressed(CompressionEncoding::Zstd)
+                .send_compressed(CompressionEncoding::Gzip),
             check.clone(),
         ))
         .add_service(InterceptedService::new(
@@ -895,8 +903,12 @@ async fn grpc_edge(
             check.clone(),
         ))
         .add_service(InterceptedService::new(
+            // Frames are encoded once for every subscriber of a key; sent
+            // compressed, each subscriber's copy would be compressed apart.
             proto::encoded::market_streaming_server::MarketStreamingServer::new(market)
-                .max_encoding_message_size(256 << 20),
+                .max_encoding_message_size(256 << 20)
+                .accept_compressed(CompressionEncoding::Gzip)
+                .accept_compressed(CompressionEncoding::Zstd),
             check,
         ));
     let incoming = crate::grpc::admitted_incoming(

@@ -28,6 +28,7 @@ mod server {
     pub mod candles;
     mod cli;
     pub mod compressed_files;
+    mod compression;
     mod connection_limits;
     mod docs;
     mod endpoints;
