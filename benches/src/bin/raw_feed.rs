@@ -263,6 +263,63 @@ fn median(mut values: Vec<f64>) -> f64 {
 }
 
 /// The repeated passes of one (feed, layer, filter) row.
+/// Bytes the server wrote for one unfiltered replay, plain and with zstd
+/// (first pass of each: the bytes do not change from pass to pass).
+struct Wire {
+    source: Source,
+    plain: u64,
+    zstd: u64,
+    plain_s: f64,
+    zstd_s: f64,
+    tls_s: f64,
+}
+
+/// The bytes on the wire with zstd and without, and the time each took.
+fn render_wire(wire: &[Wire]) -> String {
+    let mut s = String::new();
+    let mut seen = std::collections::BTreeSet::new();
+    let _ = writeln!(
+        s,
+        "\nBytes the server wrote to the gRPC connection for one unfiltered replay \
+         (`l1gate_grpc_socket_write_bytes_total`, before TLS), plain and with zstd (the client \
+         accepting zstd), and the replay's time; first pass of each feed.\n"
+    );
+    let _ = writeln!(
+        s,
+        "| feed | plain MB | zstd MB | bytes zstd / plain | time zstd / plain | throughput TLS / plain |"
+    );
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|");
+    for w in wire {
+        if !seen.insert(w.source.feed_id()) {
+            continue;
+        }
+        let _ = writeln!(
+            s,
+            "| {} | {:.1} | {:.1} | {:.3} | {:.2} | {:.2}× |",
+            w.source.feed_id(),
+            w.plain as f64 / 1e6,
+            w.zstd as f64 / 1e6,
+            w.zstd as f64 / w.plain.max(1) as f64,
+            w.zstd_s / w.plain_s.max(1e-9),
+            w.plain_s / w.tls_s.max(1e-9),
+        );
+    }
+    let worst = wire
+        .iter()
+        .map(|w| w.plain_s / w.tls_s.max(1e-9))
+        .fold(f64::INFINITY, f64::min);
+    if worst.is_finite() {
+        let _ = writeln!(
+            s,
+            "\nTarget: raw-feed replay over TLS at least 0.7× the plain throughput on the same files. \
+             This run: {worst:.2}× at worst — {}.",
+            if worst >= 0.7 { "met" } else { "not met" }
+        );
+    }
+    s
+}
+
+#[derive(Clone)]
 struct Row {
     source: Source,
     layer: &'static str,
@@ -372,6 +429,7 @@ fn prepare_data(args: &Args) -> anyhow::Result<Data> {
 async fn start_server(
     data: &Path,
     keys_dir: &Path,
+    tls: Option<l1gate::tls::TlsFiles>,
 ) -> anyhow::Result<(l1gate::serve::Running, String)> {
     let keys_file = keys_dir.join("keys.toml");
     let mut keys = KeysFile::default();
@@ -384,11 +442,67 @@ async fn start_server(
         http_addr: Some("127.0.0.1:0".parse()?),
         idle_timeout_ms: Some(60_000),
         state_dir: Some(keys_dir.join("state")),
+        tls_cert_file: tls.as_ref().map(|tls| tls.cert.clone()),
+        tls_key_file: tls.as_ref().map(|tls| tls.key.clone()),
         ..ServeArgs::default()
     }
     .resolve()?;
     let running = l1gate::serve::start(&settings).await?;
     Ok((running, key))
+}
+
+/// A certificate authority and a `localhost` certificate it signed, written
+/// into `dir`: the files the TLS server serves, and the authority's PEM
+/// for the client.
+fn test_certificate(dir: &Path) -> anyhow::Result<(l1gate::tls::TlsFiles, String)> {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let mut ca = CertificateParams::new(Vec::<String>::new())?;
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_key = KeyPair::generate()?;
+    let ca_pem = ca.self_signed(&ca_key)?.pem();
+    let issuer = Issuer::new(ca, ca_key);
+    let key = KeyPair::generate()?;
+    let cert = CertificateParams::new(vec!["localhost".to_owned()])?.signed_by(&key, &issuer)?;
+    let files = l1gate::tls::TlsFiles {
+        cert: dir.join("server.pem"),
+        key: dir.join("server.key"),
+    };
+    std::fs::write(&files.cert, cert.pem())?;
+    std::fs::write(&files.key, key.serialize_pem())?;
+    Ok((files, ca_pem))
+}
+
+/// A raw-feed client of `url` with the bulk replay's receive windows
+/// (records are ~100 KB-1 MB; the 64 KiB defaults would cost round trips
+/// per record), over TLS trusting `ca` when given.
+async fn client(url: String, ca: Option<&str>) -> anyhow::Result<VenueL1GatewayClient<Channel>> {
+    let mut endpoint = Channel::from_shared(url)?
+        .initial_stream_window_size(Some(16 << 20))
+        .initial_connection_window_size(Some(32 << 20));
+    if let Some(ca) = ca {
+        endpoint = endpoint.tls_config(
+            tonic::transport::ClientTlsConfig::new()
+                .ca_certificate(tonic::transport::Certificate::from_pem(ca))
+                .domain_name("localhost"),
+        )?;
+    }
+    let channel = endpoint.connect().await?;
+    Ok(VenueL1GatewayClient::new(channel).max_decoding_message_size(256 << 20))
+}
+
+/// Bytes the server has written to its gRPC connections
+/// (`l1gate_grpc_socket_write_bytes_total`, before TLS), read from its
+/// `/metrics`.
+fn grpc_bytes_written(http: std::net::SocketAddr) -> anyhow::Result<u64> {
+    use std::io::{Read as _, Write as _};
+    let mut socket = std::net::TcpStream::connect(http)?;
+    socket.write_all(b"GET /metrics HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")?;
+    let mut text = String::new();
+    socket.read_to_string(&mut text)?;
+    text.lines()
+        .find_map(|line| line.strip_prefix("l1gate_grpc_socket_write_bytes_total "))
+        .and_then(|value| value.trim().parse().ok())
+        .context("no l1gate_grpc_socket_write_bytes_total in /metrics")
 }
 
 fn histogram() -> anyhow::Result<Histogram<u64>> {
@@ -408,18 +522,22 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     let keys_dir = tempfile::tempdir()?;
-    let (running, key) = runtime.block_on(start_server(&data.root, keys_dir.path()))?;
+    let (running, key) = runtime.block_on(start_server(&data.root, keys_dir.path(), None))?;
+    // The same files behind TLS: a second server, its own certificate.
+    let tls_dir = tempfile::tempdir()?;
+    let (tls_files, ca) = test_certificate(tls_dir.path())?;
+    let (tls_running, tls_key) =
+        runtime.block_on(start_server(&data.root, tls_dir.path(), Some(tls_files)))?;
     let key = MetadataValue::try_from(key.as_str())?;
-    let mut client = runtime.block_on(async {
-        // Bulk replay: records are ~100 KB-1 MB, so the client's HTTP/2
-        // receive windows (64 KiB by default) would cost round trips per record.
-        let channel = Channel::from_shared(format!("http://{}", running.grpc_addr))?
-            .initial_stream_window_size(Some(16 << 20))
-            .initial_connection_window_size(Some(32 << 20))
-            .connect()
-            .await?;
-        anyhow::Ok(VenueL1GatewayClient::new(channel).max_decoding_message_size(256 << 20))
-    })?;
+    let tls_key = MetadataValue::try_from(tls_key.as_str())?;
+    let plain_url = format!("http://{}", running.grpc_addr);
+    let mut client_plain = runtime.block_on(client(plain_url.clone(), None))?;
+    let mut client_zstd = runtime
+        .block_on(client(plain_url, None))?
+        .accept_compressed(tonic::codec::CompressionEncoding::Zstd);
+    let tls_url = format!("https://localhost:{}", tls_running.grpc_addr.port());
+    let mut client_tls = runtime.block_on(client(tls_url, Some(&ca)))?;
+    let mut wire: Vec<Wire> = Vec::new();
 
     let mut rows: Vec<Row> = Vec::new();
     let mut gap_rows: Vec<(Source, String, Histogram<u64>)> = Vec::new();
@@ -476,6 +594,19 @@ fn main() -> anyhow::Result<()> {
                 passes: Vec::new(),
             })
             .collect();
+        // Unfiltered, over TLS and with zstd.
+        let mut tls_row = Row {
+            source,
+            layer: "gRPC, TLS",
+            filter: Which::None.label(),
+            passes: Vec::new(),
+        };
+        let mut zstd_row = Row {
+            source,
+            layer: "gRPC, zstd",
+            filter: Which::None.label(),
+            passes: Vec::new(),
+        };
         let mut gaps: Vec<Histogram<u64>> = filters
             .iter()
             .map(|_| histogram())
@@ -499,8 +630,9 @@ fn main() -> anyhow::Result<()> {
                     continue;
                 };
                 let mut h = histogram()?;
+                let before = grpc_bytes_written(running.http_addr)?;
                 let mut pass = runtime.block_on(grpc_pass(
-                    &mut client,
+                    &mut client_plain,
                     &key,
                     source,
                     first,
@@ -508,6 +640,58 @@ fn main() -> anyhow::Result<()> {
                     which,
                     &mut h,
                 ))?;
+                let plain_bytes = grpc_bytes_written(running.http_addr)? - before;
+                if matches!(which, Which::None) {
+                    let mut unused = histogram()?;
+                    let before = grpc_bytes_written(running.http_addr)?;
+                    let zstd = runtime.block_on(grpc_pass(
+                        &mut client_zstd,
+                        &key,
+                        source,
+                        first,
+                        last,
+                        which,
+                        &mut unused,
+                    ))?;
+                    let zstd_bytes = grpc_bytes_written(running.http_addr)? - before;
+                    let tls = runtime.block_on(grpc_pass(
+                        &mut client_tls,
+                        &tls_key,
+                        source,
+                        first,
+                        last,
+                        which,
+                        &mut unused,
+                    ))?;
+                    for (layer, got) in [("gRPC, zstd", &zstd), ("gRPC, TLS", &tls)] {
+                        if got.records != want.records || got.delivered != want.delivered {
+                            bail!(
+                                "{} {layer}: {} records / {} bytes, Feed::read {} / {}",
+                                source.feed_id(),
+                                got.records,
+                                got.delivered,
+                                want.records,
+                                want.delivered
+                            );
+                        }
+                    }
+                    wire.push(Wire {
+                        source,
+                        plain: plain_bytes,
+                        zstd: zstd_bytes,
+                        plain_s: pass.seconds,
+                        zstd_s: zstd.seconds,
+                        tls_s: tls.seconds,
+                    });
+                    zstd_row.passes.push(Pass {
+                        scanned: want.scanned,
+                        ..zstd
+                    });
+                    tls_row.passes.push(Pass {
+                        scanned: want.scanned,
+                        ..tls
+                    });
+                }
                 if pass.records != want.records || pass.delivered != want.delivered {
                     bail!(
                         "{} {}: gRPC delivered {} records / {} bytes, Feed::read {} / {}",
@@ -526,9 +710,17 @@ fn main() -> anyhow::Result<()> {
         }
         rows.push(fs_row);
         for (f, g) in feed_rows.into_iter().zip(grpc_rows) {
+            let unfiltered = f.filter == Which::None.label();
             rows.push(f);
             if !g.passes.is_empty() {
                 rows.push(g);
+            }
+            if unfiltered {
+                rows.extend(
+                    [zstd_row.clone(), tls_row.clone()]
+                        .into_iter()
+                        .filter(|r| !r.passes.is_empty()),
+                );
             }
         }
         for (which, h) in filters.iter().zip(gaps) {
@@ -538,9 +730,10 @@ fn main() -> anyhow::Result<()> {
         }
     }
     running.shutdown();
+    tls_running.shutdown();
     drop(runtime);
 
-    let report = render(
+    let mut report = render(
         &machine,
         &command,
         &data.note,
@@ -548,6 +741,7 @@ fn main() -> anyhow::Result<()> {
         &rows,
         &gap_rows,
     );
+    report.push_str(&render_wire(&wire));
     println!("{report}");
     if !args.no_write {
         let path = benches::benchmarks_md();
@@ -610,7 +804,7 @@ fn render(
             .iter()
             .find(|r| r.source == row.source && r.layer == "fs::read")
             .map_or(f64::NAN, Row::source_mb_s);
-        let feed = if row.layer == "gRPC" {
+        let feed = if row.layer.starts_with("gRPC") {
             rows.iter()
                 .find(|r| {
                     r.source == row.source && r.layer == "Feed::read" && r.filter == row.filter
