@@ -269,20 +269,23 @@ struct Wire {
     source: Source,
     plain: u64,
     zstd: u64,
-    plain_s: f64,
-    zstd_s: f64,
-    tls_s: f64,
 }
 
-/// The bytes on the wire with zstd and without, and the time each took.
-fn render_wire(wire: &[Wire]) -> String {
+/// The bytes on the wire with zstd and without, and the median times of
+/// the unfiltered replays plain, with zstd and over TLS (from `rows`).
+fn render_wire(wire: &[Wire], rows: &[Row]) -> String {
+    let seconds = |source: Source, layer: &str| {
+        rows.iter()
+            .find(|r| r.source == source && r.layer == layer && r.filter == Which::None.label())
+            .map_or(f64::NAN, Row::seconds)
+    };
     let mut s = String::new();
     let mut seen = std::collections::BTreeSet::new();
     let _ = writeln!(
         s,
         "\nBytes the server wrote to the gRPC connection for one unfiltered replay \
-         (`l1gate_grpc_socket_write_bytes_total`, before TLS), plain and with zstd (the client \
-         accepting zstd), and the replay's time; first pass of each feed.\n"
+         (`l1gate_grpc_socket_write_bytes_total`, before TLS; first pass), plain and with zstd \
+         (the client accepting zstd), and the median times of the rows above.\n"
     );
     let _ = writeln!(
         s,
@@ -300,13 +303,13 @@ fn render_wire(wire: &[Wire]) -> String {
             w.plain as f64 / 1e6,
             w.zstd as f64 / 1e6,
             w.zstd as f64 / w.plain.max(1) as f64,
-            w.zstd_s / w.plain_s.max(1e-9),
-            w.plain_s / w.tls_s.max(1e-9),
+            seconds(w.source, "gRPC, zstd") / seconds(w.source, "gRPC"),
+            seconds(w.source, "gRPC") / seconds(w.source, "gRPC, TLS"),
         );
     }
     let worst = wire
         .iter()
-        .map(|w| w.plain_s / w.tls_s.max(1e-9))
+        .map(|w| seconds(w.source, "gRPC") / seconds(w.source, "gRPC, TLS"))
         .fold(f64::INFINITY, f64::min);
     if worst.is_finite() {
         let _ = writeln!(
@@ -643,26 +646,21 @@ fn main() -> anyhow::Result<()> {
                 let plain_bytes = grpc_bytes_written(running.http_addr)? - before;
                 if matches!(which, Which::None) {
                     let mut unused = histogram()?;
+                    let mut replay = |client: &mut VenueL1GatewayClient<Channel>, key| {
+                        runtime.block_on(grpc_pass(
+                            client,
+                            key,
+                            source,
+                            first,
+                            last,
+                            which,
+                            &mut unused,
+                        ))
+                    };
                     let before = grpc_bytes_written(running.http_addr)?;
-                    let zstd = runtime.block_on(grpc_pass(
-                        &mut client_zstd,
-                        &key,
-                        source,
-                        first,
-                        last,
-                        which,
-                        &mut unused,
-                    ))?;
+                    let zstd = replay(&mut client_zstd, &key)?;
                     let zstd_bytes = grpc_bytes_written(running.http_addr)? - before;
-                    let tls = runtime.block_on(grpc_pass(
-                        &mut client_tls,
-                        &tls_key,
-                        source,
-                        first,
-                        last,
-                        which,
-                        &mut unused,
-                    ))?;
+                    let tls = replay(&mut client_tls, &tls_key)?;
                     for (layer, got) in [("gRPC, zstd", &zstd), ("gRPC, TLS", &tls)] {
                         if got.records != want.records || got.delivered != want.delivered {
                             bail!(
@@ -679,9 +677,6 @@ fn main() -> anyhow::Result<()> {
                         source,
                         plain: plain_bytes,
                         zstd: zstd_bytes,
-                        plain_s: pass.seconds,
-                        zstd_s: zstd.seconds,
-                        tls_s: tls.seconds,
                     });
                     zstd_row.passes.push(Pass {
                         scanned: want.scanned,
@@ -741,7 +736,7 @@ fn main() -> anyhow::Result<()> {
         &rows,
         &gap_rows,
     );
-    report.push_str(&render_wire(&wire));
+    report.push_str(&render_wire(&wire, &rows));
     println!("{report}");
     if !args.no_write {
         let path = benches::benchmarks_md();
