@@ -57,7 +57,7 @@ mod server {
     pub mod slow_subscribers;
     pub mod standin;
     mod status_page;
-    mod tls;
+    pub mod tls;
     mod transaction_stream;
     mod untrusted_text;
     mod ws_api;

@@ -3,7 +3,8 @@
 //! unchanged: `Info(base_url, skip_ws=False)` with l1gate's address and a
 //! key in the path, subscriptions over the WebSocket API while a node
 //! directory grows, then Info calls answered locally. What it receives is
-//! checked against replay of the same blocks.
+//! checked against replay of the same blocks. Over TLS too: Info over
+//! `https://` and a subscription over `wss://`.
 //!
 //! The SDK's constructor reads `meta` and `spotMeta` (with `szDecimals`
 //! and spot tokens, which the node's files do not carry): l1gate runs with
@@ -241,5 +242,69 @@ async fn the_python_sdk_streams_and_asks_info_unchanged() {
     assert!(
         !candles.json().as_array().unwrap().is_empty(),
         "no candle in the range"
+    );
+}
+
+/// The SDK over TLS: `https://` for Info and `wss://` for the WebSocket
+/// API, trusting the tests' authority through the variables its HTTP and
+/// WebSocket libraries read.
+const TLS_CLIENT: &str = r#"
+import json, os, sys, threading, time
+base, ca, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+os.environ["REQUESTS_CA_BUNDLE"] = ca
+os.environ["WEBSOCKET_CLIENT_CA_BUNDLE"] = ca
+from hyperliquid.info import Info
+
+info = Info(base, skip_ws=False)
+trades = []
+info.subscribe({"type": "trades", "coin": "BTC"}, trades.append)
+deadline = time.time() + seconds
+while not trades and time.time() < deadline:
+    time.sleep(0.1)
+mids = info.all_mids()
+info.disconnect_websocket()
+print(json.dumps({"trades": len(trades), "mids": len(mids), "channel": trades[0]["channel"] if trades else None}))
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_works_over_https_and_wss() {
+    let python = super::python::venv(&[super::python::HYPERLIQUID_SDK]);
+    let mut cfg = fixtures::SimConfig::small(11);
+    cfg.mode = fixtures::OutputMode::ByBlock;
+    let universe = fixtures::Simulator::new(&cfg).universe().clone();
+    let info = StandIn::start(node_info(&universe)).await;
+    let node = live_node(400, 60, Duration::from_millis(30));
+    let certs = tempfile::tempdir().unwrap();
+    let authority = super::tls::Authority::new("l1gate test CA");
+    let ca = authority.write(certs.path(), "ca.pem");
+    let (cert, key) = super::tls::install(certs.path(), &authority.server(-1, 30));
+    let server = TestServer::start(node.dir.path(), |args| {
+        args.info_url = Some(info.url("/info"));
+        args.tls_cert_file = Some(cert);
+        args.tls_key_file = Some(key);
+    })
+    .await;
+    ready(&server).await;
+    let base = format!(
+        "https://localhost:{}/{}",
+        server.running.http_addr.port(),
+        server.key
+    );
+    let out = super::python::run(
+        &python,
+        TLS_CLIENT,
+        &[base, ca.display().to_string(), "20".into()],
+        Duration::from_secs(120),
+    )
+    .await;
+    let out: Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        out["trades"].as_u64().unwrap() > 0,
+        "trades over wss://: {out}"
+    );
+    assert_eq!(out["channel"], "trades");
+    assert!(
+        out["mids"].as_u64().unwrap() > 0,
+        "allMids over https://: {out}"
     );
 }

@@ -3,7 +3,8 @@
 //! which speaks only `grpc.reflection.v1alpha`, and a dynamic client here
 //! over `grpc.reflection.v1`. Each lists the services, then calls
 //! `ListFeeds` and `StreamBbo` with messages built from the descriptors it
-//! fetched, the key in metadata as everywhere.
+//! fetched, the key in metadata as everywhere. The Python client does it
+//! again over TLS (grpcio with the tests' authority as its root).
 
 use std::time::Duration;
 
@@ -25,6 +26,8 @@ import grpc
 from grpc_requests import Client
 
 endpoint, key = sys.argv[1], sys.argv[2]
+# A third argument: the authority to trust, over TLS.
+ca = sys.argv[3] if len(sys.argv) > 3 else None
 
 class Details(collections.namedtuple("Details", ("method", "timeout", "metadata",
         "credentials", "wait_for_ready", "compression")), grpc.ClientCallDetails):
@@ -41,7 +44,12 @@ class Key(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor,
     def intercept_stream_unary(self, call, d, requests): return call(self.keyed(d), requests)
     def intercept_stream_stream(self, call, d, requests): return call(self.keyed(d), requests)
 
-client = Client(endpoint, interceptors=[Key()])
+if ca:
+    # grpc_requests reads each credential given as a path.
+    client = Client(endpoint, ssl=True, credentials={"root_certificates": ca},
+                    interceptors=[Key()])
+else:
+    client = Client(endpoint, interceptors=[Key()])
 services = client.service_names
 feeds = client.request("venue_l1_gateway.v3.VenueL1Gateway", "ListFeeds", {})
 bbo = next(iter(client.request("venue_l1_gateway.v3.MarketStreaming", "StreamBbo",
@@ -62,7 +70,40 @@ async fn a_v1alpha_reflection_client_lists_and_calls() {
         Duration::from_secs(120),
     )
     .await;
-    let out: Value = serde_json::from_str(&out).unwrap();
+    lists_and_calls(&serde_json::from_str(&out).unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpcio_lists_and_calls_over_tls() {
+    let python = super::python::venv(&[super::python::GRPC_REQUESTS]);
+    let node = live_node(60, 60, Duration::from_millis(1));
+    let certs = tempfile::tempdir().unwrap();
+    let authority = super::tls::Authority::new("l1gate test CA");
+    let ca = authority.write(certs.path(), "ca.pem");
+    let (cert, key) = super::tls::install(certs.path(), &authority.server(-1, 30));
+    let server = TestServer::start(node.dir.path(), |args| {
+        args.tls_cert_file = Some(cert);
+        args.tls_key_file = Some(key);
+    })
+    .await;
+    ready(&server).await;
+    let out = super::python::run(
+        &python,
+        CLIENT,
+        &[
+            format!("localhost:{}", server.running.grpc_addr.port()),
+            server.key.clone(),
+            ca.display().to_string(),
+        ],
+        Duration::from_secs(120),
+    )
+    .await;
+    lists_and_calls(&serde_json::from_str(&out).unwrap());
+}
+
+/// What the `grpc_requests` client printed: the services, the feeds and a
+/// BBO frame.
+fn lists_and_calls(out: &Value) {
     let services: Vec<&str> = out["services"]
         .as_array()
         .unwrap()

@@ -18,13 +18,14 @@ use crate::server::access_support::Gate;
 use crate::server::harness::with_key;
 
 /// A certificate authority of the tests'.
-struct Authority {
+pub struct Authority {
     issuer: Issuer<'static, KeyPair>,
     pem: String,
 }
 
 impl Authority {
-    fn new(name: &str) -> Self {
+    /// A new authority named `name`.
+    pub fn new(name: &str) -> Self {
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params.distinguished_name.push(DnType::CommonName, name);
@@ -38,7 +39,7 @@ impl Authority {
 
     /// A server certificate for `localhost` and 127.0.0.1, valid from
     /// `from` to `until` days around now, and its key, as PEM.
-    fn server(&self, from_days: i64, until_days: i64) -> (String, String) {
+    pub fn server(&self, from_days: i64, until_days: i64) -> (String, String) {
         let mut params =
             CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
         let now = time::OffsetDateTime::now_utc();
@@ -49,7 +50,8 @@ impl Authority {
         (cert.pem(), key.serialize_pem())
     }
 
-    fn write(&self, dir: &Path, name: &str) -> PathBuf {
+    /// The authority's certificate written to `dir/name`.
+    pub fn write(&self, dir: &Path, name: &str) -> PathBuf {
         let path = dir.join(name);
         std::fs::write(&path, &self.pem).unwrap();
         path
@@ -57,7 +59,7 @@ impl Authority {
 }
 
 /// Writes a certificate and key as the server's files.
-fn install(dir: &Path, (cert, key): &(String, String)) -> (PathBuf, PathBuf) {
+pub fn install(dir: &Path, (cert, key): &(String, String)) -> (PathBuf, PathBuf) {
     let (cert_path, key_path) = (dir.join("server.pem"), dir.join("server.key"));
     // Written beside and renamed over, as a renewal tool does.
     for (path, text) in [(&cert_path, cert), (&key_path, key)] {
