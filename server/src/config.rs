@@ -147,7 +147,7 @@ pub struct ServeArgs {
     #[arg(long, env = "L1GATE_L2_COALESCE_MS", value_name = "MS")]
     pub l2_coalesce_ms: Option<u64>,
 
-    /// Info source (http:// only): answers `POST /info` and feeds
+    /// Info source (`http://` or `https://`): answers `POST /info` and feeds
     /// StreamAllMids / StreamActiveAssetCtx, e.g. the node's local info
     /// server `http://127.0.0.1:3001/info` (node run with `--serve-info`).
     /// Default: none (meta/spotMeta derived from the data, mids from books).
@@ -164,10 +164,15 @@ pub struct ServeArgs {
     #[arg(long, env = "L1GATE_INFO_POLL_INTERVAL_MS", value_name = "MS")]
     pub info_poll_interval_ms: Option<u64>,
 
-    /// Chain node REST/GraphQL API (http:// only) that `/{key}/v1/...` is
+    /// Chain node REST/GraphQL API (`http://` or `https://`) that `/{key}/v1/...` is
     /// relayed to. Default: none (those routes answer 503).
     #[arg(long, env = "L1GATE_NODE_URL", value_name = "URL")]
     pub node_url: Option<String>,
+    /// A CA bundle (PEM) that `https://` upstreams (the Info source, the
+    /// node gateway's REST, GraphQL and JSON-RPC) are verified against,
+    /// beside the system's root certificates.
+    #[arg(long, env = "L1GATE_UPSTREAM_CA_FILE", value_name = "PEM")]
+    pub upstream_ca_file: Option<PathBuf>,
 
     /// Longest exchange with the Info source or the node (connect, request
     /// and whole response). Default 10000.
@@ -315,6 +320,7 @@ impl ServeArgs {
             info_cache_ms: self.info_cache_ms.or(lower.info_cache_ms),
             info_poll_interval_ms: self.info_poll_interval_ms.or(lower.info_poll_interval_ms),
             node_url: self.node_url.or(lower.node_url),
+            upstream_ca_file: self.upstream_ca_file.or(lower.upstream_ca_file),
             upstream_timeout_ms: self.upstream_timeout_ms.or(lower.upstream_timeout_ms),
             node_wait_timeout_ms: self.node_wait_timeout_ms.or(lower.node_wait_timeout_ms),
             ledger_cache_ms: self.ledger_cache_ms.or(lower.ledger_cache_ms),
@@ -724,6 +730,7 @@ impl ServeArgs {
                     INFO_POLL_INTERVAL,
                 )?,
                 self.node_url.as_deref(),
+                self.upstream_ca_file.as_deref(),
                 positive(
                     "upstream_timeout_ms",
                     self.upstream_timeout_ms,
@@ -807,6 +814,7 @@ fn resolve_upstreams(
     info_cache: Duration,
     info_poll_interval: Duration,
     node_url: Option<&str>,
+    ca_file: Option<&Path>,
     timeout: Duration,
 ) -> Result<crate::upstream::UpstreamSettings, ConfigError> {
     let url = |name: &'static str, value: Option<&str>| {
@@ -827,6 +835,10 @@ fn resolve_upstreams(
         timeout,
         node_wait_timeout: NODE_WAIT_TIMEOUT,
         ledger_cache: LEDGER_CACHE,
+        tls: crate::upstream::UpstreamTls::new(ca_file).map_err(|error| ConfigError::Invalid {
+            name: "upstream_ca_file",
+            message: error.to_string(),
+        })?,
     })
 }
 
@@ -1036,7 +1048,7 @@ mod tests {
         for (args, name) in [
             (
                 ServeArgs {
-                    info_url: Some("https://api.example/info".into()),
+                    info_url: Some("ftp://api.example/info".into()),
                     ..ServeArgs::default()
                 },
                 "info_url",

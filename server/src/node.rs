@@ -111,6 +111,7 @@ impl Networks {
             timeout: upstreams.timeout,
             wait_timeout: upstreams.node_wait_timeout,
             ledger_window: upstreams.ledger_cache,
+            tls: upstreams.tls.clone(),
         });
         let mut sites = Vec::new();
         let mut sites_served = Vec::new();
@@ -136,6 +137,7 @@ impl Networks {
                 timeout: upstreams.timeout,
                 wait_timeout: upstreams.node_wait_timeout,
                 ledger_window: upstreams.ledger_cache,
+                tls: upstreams.tls.clone(),
             });
             let rpc = jsonrpc::JsonRpc::new(
                 site.name(),
@@ -143,6 +145,7 @@ impl Networks {
                 site.upstream(|n| n.jsonrpc_ws.as_ref())
                     .map(|(_, u)| u.clone()),
                 upstreams.timeout,
+                &upstreams.tls,
                 access.clone(),
             );
             if api.has_node() && named.insert(site.name()) {

@@ -758,7 +758,7 @@ fn info_source(
         .clone()
         .map(|url| crate::info::lookup::InfoSource {
             url,
-            client: UpstreamClient::new(upstreams.timeout, INFO_MAX_BODY),
+            client: UpstreamClient::new(upstreams.timeout, INFO_MAX_BODY, &upstreams.tls),
         });
     let feed = source.as_ref().map(|source| {
         let (feed, task) = crate::info::poller::spawn(

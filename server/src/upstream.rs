@@ -2,9 +2,11 @@
 //! (lookups and the poller behind the Info-derived streams) and the chain
 //! node's REST/GraphQL API (the gateway).
 //!
-//! Plain `http://` only (HTTP/1.1 over hyper's pooled client): upstreams are
-//! expected next to l1gate (the node's local info server, the node's REST
-//! port, or a local forwarding proxy). Every exchange is bounded: the whole
+//! `http://` or `https://` (HTTP/1.1 over hyper's pooled client, rustls
+//! for TLS): an `https://` upstream is verified against the system's root
+//! certificates plus the operator's `upstream_ca_file`, and one that fails
+//! verification is an error of the exchange (logged, answered 502), never
+//! a fall back to plain text. Every exchange is bounded: the whole
 //! request, response head and body must complete within the configured
 //! timeout, and a response body larger than its cap is refused rather than
 //! buffered.
@@ -20,6 +22,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde::{Serialize, Serializer};
 use thiserror::Error;
+use tokio_rustls::rustls;
 
 /// How long a TCP connect to an upstream may take (within the exchange's
 /// overall timeout).
@@ -37,10 +40,8 @@ pub enum UrlError {
     /// Not a URL at all.
     #[error("{0:?} is not a URL")]
     Malformed(String),
-    /// A scheme other than `http`.
-    #[error(
-        "{0:?}: only http:// upstreams are supported (run the upstream, or a forwarding proxy, next to l1gate)"
-    )]
+    /// A scheme other than `http` or `https`.
+    #[error("{0:?}: an upstream is an http:// or https:// URL")]
     Scheme(String),
     /// No host.
     #[error("{0:?} has no host")]
@@ -54,13 +55,14 @@ impl UpstreamUrl {
     /// Parses and checks `text`.
     ///
     /// # Errors
-    /// [`UrlError`] when it is not an `http://` URL with a host and no query.
+    /// [`UrlError`] when it is not an `http://` or `https://` URL with a
+    /// host and no query.
     pub fn parse(text: &str) -> Result<Self, UrlError> {
         let uri: Uri = text
             .parse()
             .map_err(|_| UrlError::Malformed(text.to_owned()))?;
         match uri.scheme_str() {
-            Some("http") => {}
+            Some("http" | "https") => {}
             Some(_) => return Err(UrlError::Scheme(text.to_owned())),
             None => return Err(UrlError::Malformed(text.to_owned())),
         }
@@ -133,6 +135,103 @@ pub struct UpstreamSettings {
     pub node_wait_timeout: Duration,
     /// How long a network's ledger info is cached.
     pub ledger_cache: Duration,
+    /// What `https://` upstreams are verified against.
+    pub tls: UpstreamTls,
+}
+
+/// The roots `https://` upstreams are verified against: the system's
+/// certificates and those of an optional CA bundle.
+#[derive(Clone)]
+pub struct UpstreamTls {
+    ca_file: Option<std::path::PathBuf>,
+    config: std::sync::Arc<rustls::ClientConfig>,
+}
+
+/// Why the upstream roots cannot be loaded.
+#[derive(Debug, Error)]
+pub enum UpstreamTlsError {
+    /// The CA bundle cannot be read or holds no certificate.
+    #[error("{}: {reason}", path.display())]
+    Bundle {
+        /// The bundle.
+        path: std::path::PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The TLS configuration cannot be made.
+    #[error("TLS: {0}")]
+    Config(String),
+}
+
+impl UpstreamTls {
+    /// The system's roots, and those of `ca_file` when given.
+    ///
+    /// # Errors
+    /// [`UpstreamTlsError`] when the bundle cannot be read or holds no
+    /// certificate.
+    pub fn new(ca_file: Option<&std::path::Path>) -> Result<Self, UpstreamTlsError> {
+        use rustls::pki_types::CertificateDer;
+        use rustls::pki_types::pem::PemObject as _;
+        let mut roots = rustls::RootCertStore::empty();
+        // The system's store: what it cannot read is left out (logged at
+        // debug; the bundle is the operator's way to add roots).
+        let system = rustls_native_certs::load_native_certs();
+        for error in &system.errors {
+            tracing::debug!(%error, "upstream TLS: a system root could not be read");
+        }
+        roots.add_parsable_certificates(system.certs);
+        if let Some(path) = ca_file {
+            let bundle_error = |reason: String| UpstreamTlsError::Bundle {
+                path: path.to_owned(),
+                reason,
+            };
+            let certs = CertificateDer::pem_file_iter(path)
+                .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+                .map_err(|error| bundle_error(error.to_string()))?;
+            if certs.is_empty() {
+                return Err(bundle_error("no CERTIFICATE block".into()));
+            }
+            let (added, _) = roots.add_parsable_certificates(certs);
+            if added == 0 {
+                return Err(bundle_error("no certificate that parses".into()));
+            }
+        }
+        // No ALPN here: the connector offers http/1.1 itself.
+        let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .map_err(|error| UpstreamTlsError::Config(error.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        Ok(Self {
+            ca_file: ca_file.map(std::path::Path::to_owned),
+            config: std::sync::Arc::new(config),
+        })
+    }
+}
+
+impl fmt::Debug for UpstreamTls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UpstreamTls")
+            .field("ca_file", &self.ca_file)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Two are the same when they add the same bundle to the system's roots.
+impl PartialEq for UpstreamTls {
+    fn eq(&self, other: &Self) -> bool {
+        self.ca_file == other.ca_file
+    }
+}
+
+impl Eq for UpstreamTls {}
+
+impl Serialize for UpstreamTls {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.ca_file.serialize(serializer)
+    }
 }
 
 impl UpstreamSettings {
@@ -178,7 +277,7 @@ pub enum UpstreamError {
 /// A pooled HTTP/1.1 client with a timeout and a response size cap.
 #[derive(Clone)]
 pub struct UpstreamClient {
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
     timeout: Duration,
     max_body: usize,
 }
@@ -194,11 +293,18 @@ impl fmt::Debug for UpstreamClient {
 
 impl UpstreamClient {
     /// A client whose exchanges take at most `timeout` and whose response
-    /// bodies are at most `max_body` bytes.
-    pub fn new(timeout: Duration, max_body: usize) -> Self {
+    /// bodies are at most `max_body` bytes, `https://` verified against
+    /// `tls`.
+    pub fn new(timeout: Duration, max_body: usize, tls: &UpstreamTls) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(CONNECT_TIMEOUT.min(timeout)));
         connector.set_nodelay(true);
+        connector.enforce_http(false);
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config((*tls.config).clone())
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(connector);
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(30))
             .build(connector);
@@ -298,11 +404,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_plain_http_urls_with_a_host_and_no_query_are_accepted() {
+    fn only_http_and_https_urls_with_a_host_and_no_query_are_accepted() {
         assert!(UpstreamUrl::parse("http://127.0.0.1:3001/info").is_ok());
         assert!(UpstreamUrl::parse("http://node.local").is_ok());
+        assert!(UpstreamUrl::parse("https://api.example/info").is_ok());
         assert!(matches!(
-            UpstreamUrl::parse("https://api.example/info"),
+            UpstreamUrl::parse("ftp://api.example/info"),
             Err(UrlError::Scheme(_))
         ));
         assert!(matches!(

@@ -99,13 +99,14 @@ impl JsonRpc {
         http: Option<UpstreamUrl>,
         ws: Option<String>,
         timeout: Duration,
+        tls: &crate::upstream::UpstreamTls,
         access: Access,
     ) -> Self {
         Self {
             name,
             http,
             ws,
-            client: UpstreamClient::new(timeout, MAX_RESPONSE_BODY),
+            client: UpstreamClient::new(timeout, MAX_RESPONSE_BODY, tls),
             access,
             connect_timeout: timeout,
         }

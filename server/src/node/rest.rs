@@ -143,6 +143,8 @@ pub struct RestConfig {
     pub wait_timeout: std::time::Duration,
     /// Ledger info cache window.
     pub ledger_window: std::time::Duration,
+    /// What `https://` upstreams are verified against.
+    pub tls: crate::upstream::UpstreamTls,
 }
 
 impl RestApi {
@@ -154,8 +156,12 @@ impl RestApi {
                 rules: config.rules,
                 rest: config.rest,
                 graphql: config.graphql,
-                client: UpstreamClient::new(config.timeout, MAX_RESPONSE_BODY),
-                wait_client: UpstreamClient::new(config.wait_timeout, MAX_RESPONSE_BODY),
+                client: UpstreamClient::new(config.timeout, MAX_RESPONSE_BODY, &config.tls),
+                wait_client: UpstreamClient::new(
+                    config.wait_timeout,
+                    MAX_RESPONSE_BODY,
+                    &config.tls,
+                ),
                 ledger: LedgerCache::new(config.ledger_window),
             }),
         }

@@ -292,3 +292,97 @@ async fn an_unusable_certificate_stops_the_start_naming_its_file() {
     let refused = half.resolve().unwrap_err().to_string();
     assert!(refused.contains("tls_key_file"), "{refused}");
 }
+
+/// Serves `router` over TLS with `files`, as an upstream of l1gate's
+/// would; its address.
+async fn tls_upstream(router: axum::Router, files: &l1gate::tls::TlsFiles) -> std::net::SocketAddr {
+    let acceptor = l1gate::tls::ServerTls::load(files)
+        .unwrap()
+        .acceptor(&[b"http/1.1"])
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            let (acceptor, router) = (acceptor.clone(), router.clone());
+            tokio::spawn(async move {
+                let Ok(stream) = acceptor.accept(socket).await else {
+                    return;
+                };
+                let service = hyper_util::service::TowerToHyperService::new(router);
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+/// `POST /{key}/info` of `body`: status and JSON.
+async fn info(gate: &Gate, key: &str, body: &str) -> (u16, serde_json::Value) {
+    let out = std::process::Command::new("curl")
+        .args(["-s", "-w", "\n%{http_code}", "--max-time", "10", "-d", body])
+        .arg(format!("http://{}/{key}/info", gate.running.http_addr))
+        .output()
+        .expect("curl (Debian package curl) must be installed for the TLS tests");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (json, status) = text.rsplit_once('\n').unwrap();
+    (
+        status.parse().unwrap(),
+        serde_json::from_str(json).unwrap_or(serde_json::Value::Null),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_https_info_source_is_verified_against_the_ca_bundle() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Authority::new("upstream CA");
+    let ca_file = ca.write(dir.path(), "ca.pem");
+    let (cert, key) = install(dir.path(), &ca.server(-1, 30));
+    let fees = serde_json::json!({"userCrossRate": "0.00035", "answered": "upstream"});
+    let answer = fees.clone();
+    let router = axum::Router::new().route(
+        "/info",
+        axum::routing::post(move || {
+            let answer = answer.clone();
+            async move { axum::Json(answer) }
+        }),
+    );
+    let upstream = tls_upstream(router, &l1gate::tls::TlsFiles { cert, key }).await;
+    let url = format!("https://localhost:{}/info", upstream.port());
+    let body = r#"{"type":"userFees","user":"0x0000000000000000000000000000000000000001"}"#;
+
+    // Trusted through the bundle: the upstream's answer.
+    let mut keys = KeysFile::default();
+    let (api_key, _) = keys.add_key("alice", 0).unwrap();
+    let gate = Gate::start(keys.clone(), |args| {
+        args.info_url = Some(url.clone());
+        args.upstream_ca_file = Some(ca_file.clone());
+    })
+    .await;
+    let (status, answered) = info(&gate, &api_key, body).await;
+    assert_eq!((status, &answered), (200, &fees));
+
+    // Without the bundle the certificate is not trusted: 502, saying why,
+    // never a fall back to plain text.
+    let gate = Gate::start(keys, |args| args.info_url = Some(url.clone())).await;
+    let (status, refused) = info(&gate, &api_key, body).await;
+    assert_eq!(status, 502, "{refused}");
+    let message = refused["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    assert!(message.contains("certificate"), "{refused}");
+
+    // A bundle that cannot be read is a setting error naming it.
+    let broken = l1gate::config::ServeArgs {
+        upstream_ca_file: Some(dir.path().join("missing.pem")),
+        ..l1gate::config::ServeArgs::default()
+    };
+    let error = broken.resolve().unwrap_err().to_string();
+    assert!(
+        error.contains("upstream_ca_file") && error.contains("missing.pem"),
+        "{error}"
+    );
+}
