@@ -136,21 +136,36 @@ with lock:
     print(json.dumps({"received": received, "answers": answers}))
 "#;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_python_sdk_streams_and_asks_info_unchanged() {
+/// The SDK's venv; the stand-in node info server of the simulator's
+/// universe; a node directory appended to (340 blocks over about 10 s,
+/// while a client starts and subscribes); and a server over it, its
+/// settings tuned by `tune`, caught up.
+async fn sdk_setup(
+    tune: impl FnOnce(&mut l1gate::config::ServeArgs),
+) -> (
+    std::path::PathBuf,
+    StandIn,
+    super::market_live::LiveNode,
+    TestServer,
+) {
     let python = super::python::venv(&[super::python::HYPERLIQUID_SDK]);
     let mut cfg = fixtures::SimConfig::small(11);
     cfg.mode = fixtures::OutputMode::ByBlock;
     let universe = fixtures::Simulator::new(&cfg).universe().clone();
     let info = StandIn::start(node_info(&universe)).await;
-    // 340 blocks appended over about 10 s, while the client starts and
-    // subscribes.
     let node = live_node(400, 60, Duration::from_millis(30));
     let server = TestServer::start(node.dir.path(), |args| {
         args.info_url = Some(info.url("/info"));
+        tune(args);
     })
     .await;
     ready(&server).await;
+    (python, info, node, server)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_streams_and_asks_info_unchanged() {
+    let (python, _info, node, server) = sdk_setup(|_| {}).await;
     let user = actors(node.dir.path()).user;
     let base = format!("http://{}/{}", server.running.http_addr, server.key);
     let client_run = {
@@ -268,23 +283,15 @@ print(json.dumps({"trades": len(trades), "mids": len(mids), "channel": trades[0]
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_sdk_works_over_https_and_wss() {
-    let python = super::python::venv(&[super::python::HYPERLIQUID_SDK]);
-    let mut cfg = fixtures::SimConfig::small(11);
-    cfg.mode = fixtures::OutputMode::ByBlock;
-    let universe = fixtures::Simulator::new(&cfg).universe().clone();
-    let info = StandIn::start(node_info(&universe)).await;
-    let node = live_node(400, 60, Duration::from_millis(30));
     let certs = tempfile::tempdir().unwrap();
     let authority = super::tls::Authority::new("l1gate test CA");
     let ca = authority.write(certs.path(), "ca.pem");
     let (cert, key) = super::tls::install(certs.path(), &authority.server(-1, 30));
-    let server = TestServer::start(node.dir.path(), |args| {
-        args.info_url = Some(info.url("/info"));
+    let (python, _info, _node, server) = sdk_setup(|args| {
         args.tls_cert_file = Some(cert);
         args.tls_key_file = Some(key);
     })
     .await;
-    ready(&server).await;
     let base = format!(
         "https://localhost:{}/{}",
         server.running.http_addr.port(),
