@@ -278,7 +278,14 @@ pub fn check(chains: &[ChainConfig]) -> Result<(), String> {
                 ];
                 for (field, url) in upstreams {
                     let Some(url) = url else { continue };
-                    let checked = if field == "jsonrpc_ws" {
+                    let checked = if field == "transaction_stream" && !url.starts_with("http://") {
+                        // Its HTTP/2 client has no TLS yet.
+                        Err(
+                            "only http:// is supported (plain HTTP/2; a forwarding proxy on the \
+                             same host for an upstream behind TLS)"
+                                .to_owned(),
+                        )
+                    } else if field == "jsonrpc_ws" {
                         url.strip_prefix("ws://")
                             .ok_or_else(|| "only ws:// is supported".to_owned())
                             .and_then(|rest| {
@@ -712,6 +719,43 @@ pub fn write_env_file(path: &std::path::Path, lines: &[(String, String)]) -> std
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn chain_with_node(node: &str) -> Vec<ChainConfig> {
+        let text = format!(
+            "id = \"aptos\"\nname = \"Aptos\"\necosystem = \"move\"\n\
+             [[networks]]\nid = \"mainnet\"\nname = \"Mainnet\"\nbase_url = \"https://aptos.example\"\n\
+             [[networks.nodes]]\nid = \"full\"\nnode_type = \"full\"\n{node}\n"
+        );
+        vec![toml::from_str(&text).unwrap()]
+    }
+
+    #[test]
+    fn upstreams_take_the_schemes_their_clients_speak() {
+        assert_eq!(
+            check(&chain_with_node("rest = \"https://node.example/v1\"")),
+            Ok(())
+        );
+        assert_eq!(
+            check(&chain_with_node("jsonrpc = \"https://rpc.example\"")),
+            Ok(())
+        );
+        let refused = check(&chain_with_node(
+            "transaction_stream = \"https://grpc.example:443\"",
+        ))
+        .unwrap_err();
+        assert!(
+            refused.contains("transaction_stream") && refused.contains("only http://"),
+            "{refused}"
+        );
+        assert_eq!(
+            check(&chain_with_node(
+                "transaction_stream = \"http://127.0.0.1:50052\""
+            )),
+            Ok(())
+        );
+        let refused = check(&chain_with_node("jsonrpc_ws = \"wss://rpc.example\"")).unwrap_err();
+        assert!(refused.contains("only ws://"), "{refused}");
+    }
 
     #[test]
     fn websocket_urls_follow_the_scheme() {
