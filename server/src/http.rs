@@ -70,6 +70,12 @@ pub struct Health {
     pub networks: Option<NetworkProbe>,
     /// The message bus (publisher or edge), whose state is reported.
     pub bus: Option<BusProbe>,
+    /// The Info source and the client that reaches it, whose last failure
+    /// is reported.
+    pub info_source: Option<(
+        crate::upstream::UpstreamUrl,
+        crate::upstream::UpstreamClient,
+    )>,
 }
 
 /// The message bus's state for `/healthz` (`crate::bus::status`).
@@ -425,6 +431,14 @@ async fn healthz(State(health): State<Health>) -> Response {
         // Serving the node does not depend on the bus: reported, not a
         // reason for 503 (an edge's staleness shows in its data's age).
         body["bus"] = (bus.0)();
+    }
+    if let Some((url, client)) = &health.info_source {
+        // Serving the node's data does not depend on it: reported, not a
+        // reason for 503.
+        body["info_source"] = serde_json::json!({
+            "url": url.to_string(),
+            "error": client.last_failure(),
+        });
     }
     if let Some(networks) = &health.networks {
         // A network's node is the node's business: reported per network,

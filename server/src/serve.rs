@@ -315,7 +315,7 @@ pub async fn start_with(
         shutdown: shutdown.clone(),
         tls,
     };
-    let (info_lookup, info_feed) = info_source(settings, &edges, &mut tasks);
+    let (info_lookup, info_feed, info_upstream) = info_source(settings, &edges, &mut tasks);
     let networks = crate::node::Networks::new(
         &settings.chains,
         &settings.upstreams,
@@ -344,6 +344,7 @@ pub async fn start_with(
         auth: Some(access.auth().clone()),
         networks: Some(networks.health()),
         bus,
+        info_source: info_upstream,
     };
     let (http, http_routes) = networks.serve(crate::http::router(health, access.clone(), http_api));
     // Answers compressed (zstd, gzip) for clients that accept it; event
@@ -745,13 +746,17 @@ fn count_engine_and_stores(
 }
 
 /// The Info source (`info_url`): its lookup, answered from l1gate's own
-/// state where it can be, and its poller's feed for the Info-derived
-/// streams.
+/// state where it can be, its poller's feed for the Info-derived streams,
+/// and its address and client (whose last failure `/healthz` reports).
 fn info_source(
     settings: &Settings,
     edges: &Edges<'_>,
     tasks: &mut Vec<tokio::task::JoinHandle<()>>,
-) -> (crate::info::InfoLookup, Option<crate::info::InfoFeed>) {
+) -> (
+    crate::info::InfoLookup,
+    Option<crate::info::InfoFeed>,
+    Option<(crate::upstream::UpstreamUrl, UpstreamClient)>,
+) {
     let upstreams = &settings.upstreams;
     let source = upstreams
         .info_url
@@ -769,6 +774,9 @@ fn info_source(
         tasks.push(task);
         feed
     });
+    let upstream = source
+        .as_ref()
+        .map(|source| (source.url.clone(), source.client.clone()));
     let engine = edges.engine;
     let lookup = crate::info::InfoLookup::new(
         source,
@@ -781,7 +789,7 @@ fn info_source(
             open_orders: Arc::default(),
         }),
     );
-    (lookup, feed)
+    (lookup, feed, upstream)
 }
 
 /// The HTTP address's API beside the router's own routes: Info, the

@@ -280,6 +280,9 @@ pub struct UpstreamClient {
     client: Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
     timeout: Duration,
     max_body: usize,
+    /// Why the last exchange failed, if it did (shared by clones): what
+    /// `/healthz` says of the upstream.
+    last_failure: std::sync::Arc<parking_lot::Mutex<Option<String>>>,
 }
 
 impl fmt::Debug for UpstreamClient {
@@ -312,7 +315,14 @@ impl UpstreamClient {
             client,
             timeout,
             max_body,
+            last_failure: std::sync::Arc::default(),
         }
+    }
+
+    /// Why the last exchange of this client (or a clone) failed, if it
+    /// did: unreachable, a certificate that did not verify, too slow.
+    pub fn last_failure(&self) -> Option<String> {
+        self.last_failure.lock().clone()
     }
 
     /// The exchange timeout.
@@ -363,9 +373,11 @@ impl UpstreamClient {
                 body,
             })
         };
-        tokio::time::timeout(self.timeout, exchange)
+        let result = tokio::time::timeout(self.timeout, exchange)
             .await
-            .unwrap_or(Err(UpstreamError::Timeout(self.timeout.as_millis())))
+            .unwrap_or(Err(UpstreamError::Timeout(self.timeout.as_millis())));
+        *self.last_failure.lock() = result.as_ref().err().map(ToString::to_string);
+        result
     }
 
     /// POSTs a JSON body to `uri`.

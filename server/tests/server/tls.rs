@@ -319,6 +319,16 @@ async fn tls_upstream(router: axum::Router, files: &l1gate::tls::TlsFiles) -> st
     addr
 }
 
+/// `/healthz` as JSON.
+fn health(gate: &Gate) -> serde_json::Value {
+    let out = std::process::Command::new("curl")
+        .args(["-s", "--max-time", "10"])
+        .arg(format!("http://{}/healthz", gate.running.http_addr))
+        .output()
+        .expect("curl (Debian package curl) must be installed for the TLS tests");
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// `POST /{key}/info` of `body`: status and JSON.
 async fn info(gate: &Gate, key: &str, body: &str) -> (u16, serde_json::Value) {
     let out = std::process::Command::new("curl")
@@ -363,6 +373,10 @@ async fn an_https_info_source_is_verified_against_the_ca_bundle() {
     .await;
     let (status, answered) = info(&gate, &api_key, body).await;
     assert_eq!((status, &answered), (200, &fees));
+    assert_eq!(
+        health(&gate)["info_source"]["error"],
+        serde_json::Value::Null
+    );
 
     // Without the bundle the certificate is not trusted: 502, saying why,
     // never a fall back to plain text.
