@@ -255,8 +255,8 @@ pub struct ServeArgs {
     /// the HTTP listen address.
     #[arg(long, env = "L1GATE_PUBLIC_HTTP_URL", value_name = "URL")]
     pub public_http_url: Option<String>,
-    /// The public URL of the gRPC address. Default `http://` and the gRPC
-    /// listen address.
+    /// The public URL of the gRPC address. Default `http://` (`https://`
+    /// with TLS) and the gRPC listen address.
     #[arg(long, env = "L1GATE_PUBLIC_GRPC_URL", value_name = "URL")]
     pub public_grpc_url: Option<String>,
     /// Which network of the exchange chain the node follows (`mainnet`,
