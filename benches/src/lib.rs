@@ -19,6 +19,7 @@ pub mod plot;
 pub mod streams;
 pub mod summary;
 pub mod sys;
+pub mod tls;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;

@@ -323,13 +323,16 @@ fn milli(speedup: f64) -> u64 {
 }
 
 /// Server settings a harness varies.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct ServerOptions {
     /// `poll_interval_ms` (the backup poll of the file watcher); `None` = the server's
     /// default.
     pub poll_ms: Option<u64>,
     /// `market_ring_capacity`; `None` = the server's default.
     pub ring: Option<usize>,
+    /// TLS on both addresses, with a certificate of the harness's own authority (the
+    /// channels of [`ServerProcess::channel`] trust it).
+    pub tls: bool,
 }
 
 /// A keys file holding one key for the harness, in a temporary directory of its own.
@@ -389,6 +392,8 @@ pub struct ServerProcess {
     pub key: String,
     /// Keys of the load accounts ([`HarnessKey::load_keys`]).
     pub load_keys: Vec<String>,
+    /// The authority the server's certificate is of, when it serves TLS.
+    ca: Option<String>,
     _keys: tempfile::TempDir,
 }
 
@@ -396,6 +401,15 @@ impl ServerProcess {
     /// Starts the server over `data` and waits until its market engine has caught up.
     pub fn spawn(data: &Path, options: &ServerOptions) -> anyhow::Result<Self> {
         let keys = HarnessKey::new()?;
+        let tls = if options.tls {
+            Some(crate::tls::test_certificate(keys.dir.path())?)
+        } else {
+            None
+        };
+        let (cert, key): (OsString, OsString) = match &tls {
+            Some((files, _)) => (files.cert.clone().into(), files.key.clone().into()),
+            None => (DEFAULT.into(), DEFAULT.into()),
+        };
         let args: Vec<OsString> = vec![
             SERVE_FLAG.into(),
             data.into(),
@@ -408,8 +422,12 @@ impl ServerProcess {
                 .ring
                 .map_or_else(|| DEFAULT.to_owned(), |n| n.to_string())
                 .into(),
+            cert,
+            key,
         ];
-        Self::spawn_child(&args, keys)
+        let mut process = Self::spawn_child(&args, keys)?;
+        process.ca = tls.map(|(_, ca)| ca);
+        Ok(process)
     }
 
     /// Starts this binary re-executed with `args` as a server child that speaks as
@@ -447,6 +465,7 @@ impl ServerProcess {
             http_addr,
             key: keys.key,
             load_keys: keys.load_keys,
+            ca: None,
             _keys: keys.dir,
         })
     }
@@ -512,8 +531,18 @@ impl ServerProcess {
 
     /// A client channel with an HTTP/2 stream window of `stream_window` bytes and a large
     /// connection window (so one stream's unread data cannot stall the connection's others).
+    /// Over TLS when the server serves it.
     pub async fn channel(&self, stream_window: u32) -> anyhow::Result<Channel> {
-        Ok(Endpoint::from_shared(format!("http://{}", self.addr))?
+        let endpoint = match &self.ca {
+            Some(ca) => Endpoint::from_shared(format!("https://localhost:{}", self.addr.port()))?
+                .tls_config(
+                tonic::transport::ClientTlsConfig::new()
+                    .ca_certificate(tonic::transport::Certificate::from_pem(ca))
+                    .domain_name("localhost"),
+            )?,
+            None => Endpoint::from_shared(format!("http://{}", self.addr))?,
+        };
+        Ok(endpoint
             .initial_stream_window_size(stream_window)
             .initial_connection_window_size(256 << 20)
             .connect()
@@ -581,9 +610,10 @@ const DEFAULT: &str = "default";
 /// engine has caught up, prints `ready ADDR`, then serves until standard input closes,
 /// answering each `height` line on it with `height N` (the engine's last folded block).
 pub fn serve_child(args: &[String]) -> anyhow::Result<()> {
-    let [data, keys_file, poll_ms, ring] = args else {
-        bail!("{SERVE_FLAG} takes DATA KEYS_FILE POLL_MS RING, got {args:?}");
+    let [data, keys_file, poll_ms, ring, cert, key] = args else {
+        bail!("{SERVE_FLAG} takes DATA KEYS_FILE POLL_MS RING CERT KEY, got {args:?}");
     };
+    let file = |path: &String| (path != DEFAULT).then(|| PathBuf::from(path));
     let poll_interval_ms = if poll_ms == DEFAULT {
         None
     } else {
@@ -599,6 +629,8 @@ pub fn serve_child(args: &[String]) -> anyhow::Result<()> {
         } else {
             Some(ring.parse().context("RING")?)
         },
+        tls_cert_file: file(cert),
+        tls_key_file: file(key),
         ..child_serve_args(Path::new(keys_file), state.path())
     }
     .resolve()?;

@@ -211,6 +211,7 @@ fn main() -> anyhow::Result<()> {
         &ServerOptions {
             poll_ms: None,
             ring: None,
+            ..ServerOptions::default()
         },
     )?;
     let pid = server.pid();

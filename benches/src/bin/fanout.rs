@@ -282,6 +282,7 @@ fn main() -> anyhow::Result<()> {
         &ServerOptions {
             poll_ms: None,
             ring: None,
+            ..ServerOptions::default()
         },
     )?;
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -244,6 +244,10 @@ struct Args {
     /// Print only; leave `benches/BENCHMARKS.md` as it is.
     #[arg(long)]
     no_write: bool,
+    /// Skip the default server over TLS (measured at the first rate, quiet, beside the
+    /// plain one).
+    #[arg(long)]
+    no_tls: bool,
 }
 
 fn list<T: std::str::FromStr>(flag: &str, value: &str) -> anyhow::Result<Vec<T>> {
@@ -580,6 +584,7 @@ fn main() -> anyhow::Result<()> {
             &ServerOptions {
                 poll_ms: poll,
                 ring: None,
+                ..ServerOptions::default()
             },
         )?;
         for (&rate, &load) in args
@@ -646,6 +651,40 @@ fn main() -> anyhow::Result<()> {
         }
         drop(server);
     }
+    let mut tls_rows = Vec::new();
+    if !args.no_tls {
+        let rate = args.rates[0];
+        eprintln!("latency: the default server over TLS, {rate}×, quiet");
+        node.set_speedup(rate);
+        let server = ServerProcess::spawn(
+            node.path(),
+            &ServerOptions {
+                tls: true,
+                ..ServerOptions::default()
+            },
+        )?;
+        let (measured, ..) = runtime.block_on(run(
+            &server,
+            &node.log,
+            &coins,
+            args.seconds,
+            (Load::Quiet, &targets),
+        ))?;
+        for (stream, m, seconds) in measured {
+            tls_rows.push(Row {
+                poll: None,
+                rate,
+                load: Load::Quiet,
+                stream,
+                reference: stream == RAW_STREAM,
+                frames: m.frames,
+                early: m.early,
+                seconds,
+                histogram: m.histogram,
+            });
+        }
+        drop(server);
+    }
     drop(runtime);
     let written = node.stop()?;
     // The machine's own floor, with the writer and the server gone: as many appends as one
@@ -658,7 +697,7 @@ fn main() -> anyhow::Result<()> {
     eprintln!("latency: gRPC floor, {appends} appends");
     let grpc_floor = benches::floor::measure_grpc(scratch.path(), appends, interval)?;
 
-    let s = render(
+    let mut s = render(
         &args,
         &machine,
         &command,
@@ -667,6 +706,7 @@ fn main() -> anyhow::Result<()> {
         (&rows, &besides, &targets),
         [&floor, &grpc_floor],
     );
+    s.push_str(&render_tls(&rows, &tls_rows));
     println!("{s}");
     if !args.no_write {
         let path = benches::benchmarks_md();
@@ -770,6 +810,46 @@ fn reference(rows: &[Row], poll: Poll, rate: f64) -> Option<&Row> {
 /// Whether two rates are the same multiple of mainnet pace.
 fn same(a: f64, b: f64) -> bool {
     (a - b).abs() < 1e-9
+}
+
+/// Each stream of the default server over TLS beside the same stream of the plain default
+/// server at the same rate, quiet.
+fn render_tls(rows: &[Row], tls_rows: &[Row]) -> String {
+    let mut s = String::new();
+    if tls_rows.is_empty() {
+        return s;
+    }
+    let _ = writeln!(
+        s,
+        "\n### Over TLS\n\nThe default server again, with TLS on both addresses (a certificate of the \
+         harness's own authority, the client trusting it), at {}×, quiet, beside the plain default \
+         server's rows of this run. Append → decoded frame, ms.\n",
+        tls_rows[0].rate
+    );
+    let _ = writeln!(
+        s,
+        "| stream | frames | plain p50 | TLS p50 | plain p99 | TLS p99 | TLS / plain p50 |"
+    );
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|");
+    for tls in tls_rows {
+        let Some(plain) = rows.iter().find(|r| {
+            r.poll.is_none()
+                && same(r.rate, tls.rate)
+                && r.load == Load::Quiet
+                && r.stream == tls.stream
+        }) else {
+            continue;
+        };
+        let ([p50, _, p99, _, _], [t50, _, t99, _, _]) = (plain.percentiles(), tls.percentiles());
+        let _ = writeln!(
+            s,
+            "| {} | {} | {p50:.3} | {t50:.3} | {p99:.3} | {t99:.3} | {:.2}× |",
+            tls.stream,
+            tls.frames,
+            t50 / p50
+        );
+    }
+    s
 }
 
 fn render(

@@ -454,27 +454,6 @@ async fn start_server(
     Ok((running, key))
 }
 
-/// A certificate authority and a `localhost` certificate it signed, written
-/// into `dir`: the files the TLS server serves, and the authority's PEM
-/// for the client.
-fn test_certificate(dir: &Path) -> anyhow::Result<(l1gate::tls::TlsFiles, String)> {
-    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
-    let mut ca = CertificateParams::new(Vec::<String>::new())?;
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca_key = KeyPair::generate()?;
-    let ca_pem = ca.self_signed(&ca_key)?.pem();
-    let issuer = Issuer::new(ca, ca_key);
-    let key = KeyPair::generate()?;
-    let cert = CertificateParams::new(vec!["localhost".to_owned()])?.signed_by(&key, &issuer)?;
-    let files = l1gate::tls::TlsFiles {
-        cert: dir.join("server.pem"),
-        key: dir.join("server.key"),
-    };
-    std::fs::write(&files.cert, cert.pem())?;
-    std::fs::write(&files.key, key.serialize_pem())?;
-    Ok((files, ca_pem))
-}
-
 /// A raw-feed client of `url` with the bulk replay's receive windows
 /// (records are ~100 KB-1 MB; the 64 KiB defaults would cost round trips
 /// per record), over TLS trusting `ca` when given.
@@ -528,7 +507,7 @@ fn main() -> anyhow::Result<()> {
     let (running, key) = runtime.block_on(start_server(&data.root, keys_dir.path(), None))?;
     // The same files behind TLS: a second server, its own certificate.
     let tls_dir = tempfile::tempdir()?;
-    let (tls_files, ca) = test_certificate(tls_dir.path())?;
+    let (tls_files, ca) = benches::tls::test_certificate(tls_dir.path())?;
     let (tls_running, tls_key) =
         runtime.block_on(start_server(&data.root, tls_dir.path(), Some(tls_files)))?;
     let key = MetadataValue::try_from(key.as_str())?;

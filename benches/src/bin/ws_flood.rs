@@ -205,6 +205,7 @@ fn main() -> anyhow::Result<()> {
         &ServerOptions {
             poll_ms: None,
             ring: None,
+            ..ServerOptions::default()
         },
     )?;
     let url = format!("ws://{}/{}/ws", server.http_addr, server.key);

@@ -1,0 +1,28 @@
+//! Certificates for the harnesses' TLS runs: an authority of their own and
+//! a `localhost` certificate it signed.
+
+use std::path::Path;
+
+/// A certificate authority and a `localhost` certificate it signed, written
+/// into `dir`: the files the TLS server serves, and the authority's PEM
+/// for the client.
+///
+/// # Errors
+/// When the certificate cannot be made or written.
+pub fn test_certificate(dir: &Path) -> anyhow::Result<(l1gate::tls::TlsFiles, String)> {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let mut ca = CertificateParams::new(Vec::<String>::new())?;
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_key = KeyPair::generate()?;
+    let ca_pem = ca.self_signed(&ca_key)?.pem();
+    let issuer = Issuer::new(ca, ca_key);
+    let key = KeyPair::generate()?;
+    let cert = CertificateParams::new(vec!["localhost".to_owned()])?.signed_by(&key, &issuer)?;
+    let files = l1gate::tls::TlsFiles {
+        cert: dir.join("server.pem"),
+        key: dir.join("server.key"),
+    };
+    std::fs::write(&files.cert, cert.pem())?;
+    std::fs::write(&files.key, key.serialize_pem())?;
+    Ok((files, ca_pem))
+}
