@@ -499,28 +499,7 @@ impl ServerProcess {
     /// The server's `/metrics` text (Prometheus exposition), over a fresh HTTP/1.1
     /// connection.
     pub fn metrics(&self) -> anyhow::Result<String> {
-        let mut stream = std::net::TcpStream::connect(self.http_addr)?;
-        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-        write!(
-            stream,
-            "GET /metrics HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
-            self.http_addr
-        )?;
-        let mut response = String::new();
-        std::io::Read::read_to_string(&mut stream, &mut response)?;
-        let (head, body) = response
-            .split_once("\r\n\r\n")
-            .context("/metrics: no end of headers")?;
-        if !head.starts_with("HTTP/1.1 200") {
-            bail!("/metrics answered {}", head.lines().next().unwrap_or(""));
-        }
-        if head
-            .lines()
-            .any(|l| l.eq_ignore_ascii_case("transfer-encoding: chunked"))
-        {
-            bail!("/metrics: chunked answers are not read here");
-        }
-        Ok(body.to_owned())
+        metrics_text(self.http_addr)
     }
 
     /// The child's resident set size (`VmRSS`), in KiB.
@@ -717,6 +696,35 @@ pub fn answer_parent(running: &l1gate::serve::Running) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The `/metrics` text of the server whose HTTP address is `http_addr`, over a fresh
+/// HTTP/1.1 connection.
+///
+/// # Errors
+/// When it cannot be reached or answers other than 200 with a plain body.
+pub fn metrics_text(http_addr: std::net::SocketAddr) -> anyhow::Result<String> {
+    let mut stream = std::net::TcpStream::connect(http_addr)?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: {http_addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut response = String::new();
+    std::io::Read::read_to_string(&mut stream, &mut response)?;
+    let (head, body) = response
+        .split_once("\r\n\r\n")
+        .context("/metrics: no end of headers")?;
+    if !head.starts_with("HTTP/1.1 200") {
+        bail!("/metrics answered {}", head.lines().next().unwrap_or(""));
+    }
+    if head
+        .lines()
+        .any(|l| l.eq_ignore_ascii_case("transfer-encoding: chunked"))
+    {
+        bail!("/metrics: chunked answers are not read here");
+    }
+    Ok(body.to_owned())
 }
 
 /// The sum of the samples of metric `name` in a Prometheus text whose labels contain every

@@ -399,6 +399,14 @@ pub fn load_file(path: &Path) -> Result<ServeArgs, ConfigError> {
     })
 }
 
+/// The settings of the config file at `path`; none when no file is given.
+///
+/// # Errors
+/// As [`load_file`].
+pub fn load_optional(path: Option<&Path>) -> Result<ServeArgs, ConfigError> {
+    path.map_or_else(|| Ok(ServeArgs::default()), load_file)
+}
+
 /// Resolved settings of `l1gate serve`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Settings {

@@ -372,6 +372,28 @@ struct Row {
 }
 
 impl Row {
+    /// The row of `stream`'s measurement on the server of `poll`, at `rate`, beside `load`.
+    fn of(
+        poll: Poll,
+        rate: f64,
+        load: Load,
+        stream: &'static str,
+        measured: Measured,
+        seconds: f64,
+    ) -> Self {
+        Self {
+            poll,
+            rate,
+            load,
+            stream,
+            reference: stream == RAW_STREAM,
+            frames: measured.frames,
+            early: measured.early,
+            seconds,
+            histogram: measured.histogram,
+        }
+    }
+
     fn percentiles(&self) -> [f64; 5] {
         live::percentiles_ms(&self.histogram)
     }
@@ -613,17 +635,7 @@ fn main() -> anyhow::Result<()> {
                 if stream.starts_with("StreamL4OrderUpdates") {
                     blocks = m.frames + m.early;
                 }
-                rows.push(Row {
-                    poll,
-                    rate,
-                    load,
-                    stream,
-                    reference: stream == RAW_STREAM,
-                    frames: m.frames,
-                    early: m.early,
-                    seconds,
-                    histogram: m.histogram,
-                });
+                rows.push(Row::of(poll, rate, load, stream, m, seconds));
             }
             eprintln!(
                 "latency: {}: {} sent, {} answered, {} refused, {} failed{}; engine thread {:.1} ms CPU for {blocks} blocks",
@@ -670,19 +682,11 @@ fn main() -> anyhow::Result<()> {
             args.seconds,
             (Load::Quiet, &targets),
         ))?;
-        for (stream, m, seconds) in measured {
-            tls_rows.push(Row {
-                poll: None,
-                rate,
-                load: Load::Quiet,
-                stream,
-                reference: stream == RAW_STREAM,
-                frames: m.frames,
-                early: m.early,
-                seconds,
-                histogram: m.histogram,
-            });
-        }
+        tls_rows.extend(
+            measured
+                .into_iter()
+                .map(|(stream, m, seconds)| Row::of(None, rate, Load::Quiet, stream, m, seconds)),
+        );
         drop(server);
     }
     drop(runtime);

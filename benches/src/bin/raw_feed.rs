@@ -476,15 +476,8 @@ async fn client(url: String, ca: Option<&str>) -> anyhow::Result<VenueL1GatewayC
 /// (`l1gate_grpc_socket_write_bytes_total`, before TLS), read from its
 /// `/metrics`.
 fn grpc_bytes_written(http: std::net::SocketAddr) -> anyhow::Result<u64> {
-    use std::io::{Read as _, Write as _};
-    let mut socket = std::net::TcpStream::connect(http)?;
-    socket.write_all(b"GET /metrics HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")?;
-    let mut text = String::new();
-    socket.read_to_string(&mut text)?;
-    text.lines()
-        .find_map(|line| line.strip_prefix("l1gate_grpc_socket_write_bytes_total "))
-        .and_then(|value| value.trim().parse().ok())
-        .context("no l1gate_grpc_socket_write_bytes_total in /metrics")
+    let text = benches::live::metrics_text(http)?;
+    Ok(benches::live::metric_sum(&text, "l1gate_grpc_socket_write_bytes_total", &[]) as u64)
 }
 
 fn histogram() -> anyhow::Result<Histogram<u64>> {

@@ -6,10 +6,7 @@ use crate::init_logging;
 
 pub(crate) fn run(command: l1gate::cli::CandlesCommand) -> anyhow::Result<()> {
     let l1gate::cli::CandlesAction::Import(args) = command.action;
-    let file = match &args.config {
-        Some(path) => config::load_file(path)?,
-        None => config::ServeArgs::default(),
-    };
+    let file = config::load_optional(args.config.as_deref())?;
     let given = config::ServeArgs {
         state_dir: args.state_dir.clone(),
         candle_history_start: args.candle_history_start.clone(),

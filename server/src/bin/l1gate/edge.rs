@@ -6,10 +6,7 @@ use l1gate::config;
 use crate::{init_logging, shutdown_signal};
 
 pub(crate) fn run(command: l1gate::cli::EdgeCommand) -> anyhow::Result<()> {
-    let file = match &command.config {
-        Some(path) => config::load_file(path)?,
-        None => config::ServeArgs::default(),
-    };
+    let file = config::load_optional(command.config.as_deref())?;
     let merged = command.settings.or(file);
     anyhow::ensure!(
         merged.data.is_none() && merged.publish_url.is_none(),

@@ -6,10 +6,7 @@ use l1gate::config;
 pub(crate) fn run(command: l1gate::cli::EndpointsCommand) -> anyhow::Result<()> {
     use l1gate::cli::EndpointsAction;
     use l1gate::registry::{self, Ecosystem, Filter, NodeType, Protocol};
-    let file = match &command.config {
-        Some(path) => config::load_file(path)?,
-        None => config::ServeArgs::default(),
-    };
+    let file = config::load_optional(command.config.as_deref())?;
     let settings = command.settings.or(file).resolve()?;
     let filter = Filter {
         ecosystem: command

@@ -3,10 +3,7 @@
 use l1gate::config;
 
 pub(crate) fn run(command: l1gate::cli::RoutesCommand) -> anyhow::Result<()> {
-    let file = match &command.config {
-        Some(path) => config::load_file(path)?,
-        None => config::ServeArgs::default(),
-    };
+    let file = config::load_optional(command.config.as_deref())?;
     let settings = command.settings.or(file).resolve()?;
     let endpoints = l1gate::endpoints::Endpoints::of(&settings)?;
     if command.json {

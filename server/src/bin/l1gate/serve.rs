@@ -7,10 +7,7 @@ use l1gate::config;
 use crate::{init_logging, shutdown_signal};
 
 pub(crate) fn run(command: ServeCommand) -> anyhow::Result<()> {
-    let file = match &command.config {
-        Some(path) => config::load_file(path)?,
-        None => config::ServeArgs::default(),
-    };
+    let file = config::load_optional(command.config.as_deref())?;
     let merged = command.settings.or(file);
     let keys_file_given = merged.keys_file.is_some();
     let state_dir_given = merged.state_dir.is_some();
