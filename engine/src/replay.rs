@@ -213,19 +213,47 @@ impl fmt::Display for ReplaySummary {
     }
 }
 
-/// Where frames go: one JSON object per line.
+/// Where a replay's frames go, numbered for one subscriber, in order.
+///
+/// Anything that is [`Write`] takes them as JSON lines (one object per
+/// line, the default output); other formats (columnar files) implement it
+/// themselves.
+pub trait FrameWriter {
+    /// Takes one frame.
+    ///
+    /// # Errors
+    /// [`ReplayError::Output`] when it cannot be written.
+    fn frame(&mut self, frame: &Frame) -> Result<(), ReplayError>;
+
+    /// Makes everything taken so far durable where it goes (called once
+    /// the replay ends, and before a damage error is returned).
+    ///
+    /// # Errors
+    /// [`ReplayError::Output`] when it cannot be written.
+    fn flush(&mut self) -> Result<(), ReplayError>;
+}
+
+impl<W: Write> FrameWriter for W {
+    fn frame(&mut self, frame: &Frame) -> Result<(), ReplayError> {
+        serde_json::to_writer(&mut *self, frame).map_err(|e| ReplayError::Output(e.to_string()))?;
+        self.write_all(b"\n")
+            .map_err(|e| ReplayError::Output(e.to_string()))
+    }
+
+    fn flush(&mut self) -> Result<(), ReplayError> {
+        Write::flush(self).map_err(|e| ReplayError::Output(e.to_string()))
+    }
+}
+
+/// The writer with a count of the frames given to it.
 struct FrameSink<'a> {
-    out: &'a mut dyn Write,
+    out: &'a mut dyn FrameWriter,
     frames: u64,
 }
 
 impl FrameSink<'_> {
     fn frame(&mut self, frame: &Frame) -> Result<(), ReplayError> {
-        serde_json::to_writer(&mut *self.out, frame)
-            .map_err(|e| ReplayError::Output(e.to_string()))?;
-        self.out
-            .write_all(b"\n")
-            .map_err(|e| ReplayError::Output(e.to_string()))?;
+        self.out.frame(frame)?;
         self.frames += 1;
         Ok(())
     }
@@ -246,8 +274,8 @@ impl Subscriber {
     }
 }
 
-/// Replays `opts` and writes the view's frames to `out`, one JSON object per
-/// line; `progress` is called after every folded block.
+/// Replays `opts` and gives the view's frames to `out` (any [`Write`]: one
+/// JSON object per line); `progress` is called after every folded block.
 ///
 /// # Errors
 /// [`ReplayError`] for an invalid view request, missing or unreadable
@@ -255,7 +283,7 @@ impl Subscriber {
 /// are not errors: they are counted in the [`ReplaySummary`].
 pub fn run(
     opts: &ReplayOptions,
-    out: &mut dyn Write,
+    out: &mut dyn FrameWriter,
     progress: &mut dyn FnMut(&ReplayProgress),
 ) -> Result<ReplaySummary, ReplayError> {
     let started = Instant::now();
@@ -363,20 +391,14 @@ pub fn run(
         if let Some(damage) = damage {
             // What came before the damage is written; then the replay
             // stops, naming the file and where it stops.
-            run.sink
-                .out
-                .flush()
-                .map_err(|e| ReplayError::Output(e.to_string()))?;
+            run.sink.out.flush()?;
             return Err(ReplayError::Feed(damage));
         }
         if at_end {
             break;
         }
     }
-    run.sink
-        .out
-        .flush()
-        .map_err(|e| ReplayError::Output(e.to_string()))?;
+    run.sink.out.flush()?;
     let mut summary = run.summary;
     summary.frames = run.sink.frames;
     summary.bytes = source.bytes();

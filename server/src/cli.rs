@@ -268,6 +268,59 @@ pub struct ReplayCommand {
     /// Candle interval: 1s 1m 3m 5m 15m 30m 1h 2h 4h 8h 12h 1d 3d 1w 1M.
     #[arg(long, value_name = "I")]
     pub interval: Option<String>,
+    /// Output format: the frames as JSON lines, or the view's table (one
+    /// row per level, order, diff, trade, fill, candle or mid; schemas in
+    /// docs/replay-and-simulate.md) as CSV or Parquet.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Jsonl)]
+    pub format: OutputFormat,
+    /// Write to this file (or, with --partition day, this directory)
+    /// instead of standard output; needed for csv and parquet. A file is
+    /// named only once it is whole: a replay cut short leaves none.
+    #[arg(long, value_name = "PATH")]
+    pub out: Option<PathBuf>,
+    /// Split the output into one file per UTC day of the blocks' times,
+    /// `VIEW-YYYY-MM-DD.EXT` in the --out directory.
+    #[arg(long, value_enum, default_value_t = OutputPartition::None, requires = "out")]
+    pub partition: OutputPartition,
+}
+
+/// `--format` of `replay` and `candles export`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// One JSON object per frame and line (replay only).
+    Jsonl,
+    /// CSV with a header row.
+    Csv,
+    /// Parquet (zstd).
+    Parquet,
+}
+
+impl From<OutputFormat> for export::Format {
+    fn from(format: OutputFormat) -> Self {
+        match format {
+            OutputFormat::Jsonl => export::Format::Jsonl,
+            OutputFormat::Csv => export::Format::Csv,
+            OutputFormat::Parquet => export::Format::Parquet,
+        }
+    }
+}
+
+/// `--partition` of `replay`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputPartition {
+    /// One file.
+    None,
+    /// One file per UTC day.
+    Day,
+}
+
+impl From<OutputPartition> for export::Partition {
+    fn from(partition: OutputPartition) -> Self {
+        match partition {
+            OutputPartition::None => export::Partition::None,
+            OutputPartition::Day => export::Partition::Day,
+        }
+    }
 }
 
 /// `l1gate simulate`.

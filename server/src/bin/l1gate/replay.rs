@@ -1,6 +1,7 @@
-//! `l1gate replay`: captured node files folded offline, one view's frames as JSON lines.
+//! `l1gate replay`: captured node files folded offline, one view's frames as
+//! JSON lines, or its table as CSV or Parquet files.
 
-use l1gate::cli::ReplayCommand;
+use l1gate::cli::{OutputFormat, ReplayCommand};
 
 pub(crate) fn run(command: ReplayCommand) -> anyhow::Result<()> {
     use std::io::{IsTerminal as _, Write as _};
@@ -28,8 +29,12 @@ pub(crate) fn run(command: ReplayCommand) -> anyhow::Result<()> {
     let fail_on_bad_data = command.fail_on_bad_data;
     options.selection.interval = command.interval;
 
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
+    if command.out.is_none() && command.format != OutputFormat::Jsonl {
+        anyhow::bail!(
+            "--format {} needs --out PATH (standard output carries JSON lines only)",
+            export::Format::from(command.format).extension()
+        );
+    }
     let terminal = std::io::stderr().is_terminal();
     let mut last_shown = std::time::Instant::now();
     let mut progress = |p: &engine::replay::ReplayProgress| {
@@ -45,10 +50,41 @@ pub(crate) fn run(command: ReplayCommand) -> anyhow::Result<()> {
             );
         }
     };
-    let summary = engine::replay::run(&options, &mut out, &mut progress)?;
-    out.flush()?;
+    let (summary, written) = match &command.out {
+        None => {
+            let stdout = std::io::stdout();
+            let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
+            let summary = engine::replay::run(&options, &mut out, &mut progress)?;
+            out.flush()?;
+            (summary, Vec::new())
+        }
+        Some(path) => {
+            let mut tables = export::FrameTables::new(
+                view,
+                command.format.into(),
+                command.partition.into(),
+                path,
+            )?;
+            match engine::replay::run(&options, &mut tables, &mut progress) {
+                Ok(summary) => (summary, tables.finish()?),
+                Err(damage @ engine::replay::ReplayError::Feed(_)) => {
+                    // What came before the damaged file's bad line is kept,
+                    // as on standard output: the files are whole up to it.
+                    for file in tables.finish()? {
+                        eprintln!("wrote {} (up to the damage)", describe(&file));
+                    }
+                    return Err(damage.into());
+                }
+                // Anything else names no file: what was begun is dropped.
+                Err(error) => return Err(error.into()),
+            }
+        }
+    };
     if terminal {
         eprintln!();
+    }
+    for file in &written {
+        eprintln!("wrote {}", describe(file));
     }
     let unknown: u64 = summary
         .unknown_ids
@@ -100,4 +136,14 @@ pub(crate) fn run(command: ReplayCommand) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// `PATH: N rows, X MB`.
+fn describe(file: &export::writer::Written) -> String {
+    format!(
+        "{}: {} rows, {:.1} MB",
+        file.path.display(),
+        file.rows,
+        file.bytes as f64 / 1e6
+    )
 }

@@ -1,0 +1,46 @@
+//! `statuses`: one row per order status of the subscribed accounts.
+
+use engine::views::statuses::{OrderStatusesUpdate, StatusesSubscription};
+
+use super::order::{STATUS, StatusEvent, status_cells, unreadable};
+use super::{Exported, RowSink, block_cells};
+use crate::table::{BLOCK, Cell, Column, ExportError, Kind, Table, join};
+
+const NAME: &str = "statuses";
+
+impl Exported for StatusesSubscription {
+    const TABLE: Table = Table {
+        name: NAME,
+        row: "one order status of a subscribed account, in file order",
+        columns: &join::<3, 21, 24>(
+            [
+                BLOCK[0],
+                BLOCK[1],
+                Column::required(
+                    "sequence",
+                    Kind::UInt64,
+                    "the frame's number: 1, then +1 per frame",
+                ),
+            ],
+            STATUS,
+        ),
+    };
+
+    fn block(frame: &OrderStatusesUpdate) -> (u64, i64) {
+        (frame.block_number, frame.time)
+    }
+
+    fn rows(frame: &OrderStatusesUpdate, out: &mut RowSink<'_>) -> Result<(), ExportError> {
+        let [number, time] = block_cells(Self::block(frame));
+        for raw in &frame.statuses {
+            let event: StatusEvent<'_> =
+                serde_json::from_str(raw.as_str()).map_err(|e| unreadable(NAME, &e))?;
+            let status = status_cells(NAME, &event)?;
+            let mut cells = Vec::with_capacity(24);
+            cells.extend([number, time, Cell::U64(frame.sequence)]);
+            cells.extend(status);
+            out.row(&cells)?;
+        }
+        Ok(())
+    }
+}
