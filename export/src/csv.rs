@@ -1,8 +1,16 @@
 //! Rows as CSV (RFC 4180): a header of the column names, then one record
-//! per row. Decimals are written as the node wrote them (their own
-//! decimals), instants as ISO 8601 UTC with milliseconds, flags as
-//! `true`/`false`, and an empty field for no value. Fields holding a comma,
-//! a quote or a line break (the node's JSON) are quoted.
+//! per row, `\n` after each. Text is always quoted (inner quotes doubled),
+//! so readers that guess the dialect from the first rows (DuckDB) see the
+//! quote character even when the first field that needs it (the node's
+//! JSON) comes a million rows later; numbers, flags and instants are not.
+//! No value is an empty, unquoted field — distinct from empty text (`""`).
+//! Decimals are written as the node wrote them (their own decimals),
+//! instants as ISO 8601 UTC (milliseconds unless whole), flags as
+//! `true`/`false`.
+//!
+//! Written here rather than with the `csv` crate: it quotes by one rule for
+//! every field, and this format needs text quoted and no-value unquoted in
+//! the same record.
 
 use std::io::Write;
 
@@ -10,9 +18,9 @@ use crate::table::{Cell, ExportError, Rows, Table};
 
 /// A CSV file being written.
 pub struct CsvRows<W: Write> {
-    writer: ::csv::Writer<W>,
-    /// One field's text, reused.
-    field: String,
+    out: W,
+    /// One record's bytes, reused.
+    record: String,
 }
 
 impl<W: Write> CsvRows<W> {
@@ -21,53 +29,64 @@ impl<W: Write> CsvRows<W> {
     /// # Errors
     /// [`ExportError::Csv`] when the header cannot be written.
     pub fn new(table: &Table, out: W) -> Result<Self, ExportError> {
-        let mut writer = ::csv::WriterBuilder::new()
-            .has_headers(false)
-            .buffer_capacity(1 << 16)
-            .from_writer(out);
-        writer
-            .write_record(table.columns.iter().map(|column| column.name))
-            .map_err(|e| ExportError::Csv(e.to_string()))?;
-        Ok(Self {
-            writer,
-            field: String::new(),
-        })
+        let mut rows = Self {
+            out,
+            record: String::with_capacity(1024),
+        };
+        for (i, column) in table.columns.iter().enumerate() {
+            if i > 0 {
+                rows.record.push(',');
+            }
+            quote(&mut rows.record, column.name);
+        }
+        rows.end_record()?;
+        Ok(rows)
+    }
+
+    fn end_record(&mut self) -> Result<(), ExportError> {
+        self.record.push('\n');
+        let written = self.out.write_all(self.record.as_bytes());
+        self.record.clear();
+        written.map_err(|e| ExportError::Csv(e.to_string()))
     }
 
     /// Writes what is buffered; the output back.
     ///
     /// # Errors
     /// [`ExportError::Csv`] when the rest cannot be written.
-    pub fn finish(self) -> Result<W, ExportError> {
-        self.writer
-            .into_inner()
-            .map_err(|e| ExportError::Csv(e.error().to_string()))
+    pub fn finish(mut self) -> Result<W, ExportError> {
+        self.out
+            .flush()
+            .map_err(|e| ExportError::Csv(e.to_string()))?;
+        Ok(self.out)
     }
 }
 
 impl<W: Write> Rows for CsvRows<W> {
     fn row(&mut self, cells: &[Cell<'_>]) -> Result<(), ExportError> {
-        for cell in cells {
-            self.field.clear();
-            let text: &str = match *cell {
-                Cell::Text(text) => text,
-                Cell::Null => "",
-                other => {
-                    write_cell(&mut self.field, other);
-                    &self.field
-                }
-            };
-            self.writer
-                .write_field(text)
-                .map_err(|e| ExportError::Csv(e.to_string()))?;
+        for (i, cell) in cells.iter().enumerate() {
+            if i > 0 {
+                self.record.push(',');
+            }
+            write_cell(&mut self.record, *cell);
         }
-        self.writer
-            .write_record(None::<&[u8]>)
-            .map_err(|e| ExportError::Csv(e.to_string()))
+        self.end_record()
     }
 }
 
-/// The text of a cell that is not text itself.
+/// `text` quoted, its quotes doubled.
+fn quote(out: &mut String, text: &str) {
+    out.push('"');
+    for (i, part) in text.split('"').enumerate() {
+        if i > 0 {
+            out.push_str("\"\"");
+        }
+        out.push_str(part);
+    }
+    out.push('"');
+}
+
+/// One field of a record.
 fn write_cell(out: &mut String, cell: Cell<'_>) {
     use std::fmt::Write as _;
     match cell {
@@ -80,7 +99,7 @@ fn write_cell(out: &mut String, cell: Cell<'_>) {
         Cell::Bool(v) => out.push_str(if v { "true" } else { "false" }),
         Cell::Decimal { units, scale } => write_decimal(out, units, scale),
         Cell::TimeMs(ms) => write_time(out, ms),
-        Cell::Text(text) => out.push_str(text),
+        Cell::Text(text) => quote(out, text),
         Cell::Null => {}
     }
 }
@@ -108,17 +127,10 @@ pub fn write_decimal(out: &mut String, units: i128, scale: u8) {
     }
 }
 
-/// Unix milliseconds as ISO 8601 UTC (`2026-05-05T17:39:00.123Z`).
+/// Unix milliseconds as ISO 8601 UTC (`2026-05-05T17:39:00.123Z`, the
+/// milliseconds left out on a whole second).
 pub fn write_time(out: &mut String, ms: i64) {
-    use std::fmt::Write as _;
-    match chrono::DateTime::from_timestamp_millis(ms) {
-        Some(at) => {
-            let _ = write!(out, "{}", at.format("%Y-%m-%dT%H:%M:%S%.3fZ"));
-        }
-        None => {
-            let _ = write!(out, "{ms}");
-        }
-    }
+    feeds::time::write_iso8601_ms(out, ms);
 }
 
 #[cfg(test)]
@@ -145,10 +157,13 @@ mod tests {
         let mut out = String::new();
         write_time(&mut out, 1_777_916_340_123);
         assert_eq!(out, "2026-05-04T17:39:00.123Z");
+        out.clear();
+        write_time(&mut out, 1_777_916_340_000);
+        assert_eq!(out, "2026-05-04T17:39:00Z");
     }
 
     #[test]
-    fn a_field_with_json_is_quoted_and_an_empty_one_stays_empty() {
+    fn text_is_quoted_numbers_are_not_and_no_value_is_an_empty_field() {
         const T: Table = Table {
             name: "t",
             row: "",
@@ -156,12 +171,33 @@ mod tests {
                 Column::required("n", Kind::UInt64, ""),
                 Column::optional("raw", Kind::Text, ""),
                 Column::optional("px", Kind::Decimal, ""),
+                Column::optional("at", Kind::TimeMs, ""),
             ],
         };
         let mut rows = CsvRows::new(&T, Vec::new()).unwrap();
-        rows.row(&[Cell::U64(7), Cell::Text(r#"{"a":1,"b":"x"}"#), Cell::Null])
-            .unwrap();
+        rows.row(&[
+            Cell::U64(7),
+            Cell::Text(r#"{"a":1,"b":"x"}"#),
+            Cell::Null,
+            Cell::TimeMs(0),
+        ])
+        .unwrap();
+        rows.row(&[
+            Cell::U64(8),
+            Cell::Text(""),
+            Cell::Decimal {
+                units: 15,
+                scale: 1,
+            },
+            Cell::Null,
+        ])
+        .unwrap();
         let text = String::from_utf8(rows.finish().unwrap()).unwrap();
-        assert_eq!(text, "n,raw,px\n7,\"{\"\"a\"\":1,\"\"b\"\":\"\"x\"\"}\",\n");
+        assert_eq!(
+            text,
+            "\"n\",\"raw\",\"px\",\"at\"\n\
+             7,\"{\"\"a\"\":1,\"\"b\"\":\"\"x\"\"}\",,1970-01-01T00:00:00Z\n\
+             8,\"\",1.5,\n"
+        );
     }
 }

@@ -6,11 +6,13 @@
 //! - [`views`]: every view's table (one file per view) and the candle
 //!   columns;
 //! - [`parquet`] and [`csv`]: the two encoders of rows;
+//! - [`candles`]: the candle store's table;
 //! - [`file`]: output files that appear whole or not at all;
 //! - [`writer`]: frames of a replay to files ([`writer::FrameTables`], an
 //!   [`engine::replay::FrameWriter`]), one file or one per UTC day, and
 //!   candles to a file ([`writer::TableFile`]).
 
+pub mod candles;
 pub mod csv;
 pub mod file;
 pub mod parquet;

@@ -21,7 +21,8 @@ pub enum Kind {
     /// wrote it (its own decimals, `81307.0` stays `81307.0`).
     Decimal,
     /// An instant, milliseconds since the Unix epoch: Parquet
-    /// `TIMESTAMP(MILLIS, UTC)`; in CSV, ISO 8601 UTC (`2026-05-05T17:39:00.123Z`).
+    /// `TIMESTAMP(MILLIS, UTC)`; in CSV, ISO 8601 UTC (`2026-05-05T17:39:00.123Z`;
+    /// `…:00Z` on a whole second).
     TimeMs,
 }
 

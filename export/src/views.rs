@@ -14,7 +14,7 @@
 //!   times instants, sides `B`/`A`, and enumerations lower-case words.
 
 mod bbo;
-mod candles;
+pub(crate) mod candles;
 mod fills;
 mod l2book;
 mod l2diff;

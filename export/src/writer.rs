@@ -229,8 +229,8 @@ impl FrameTables {
 
     /// The file of `day` (days since the epoch) in the output directory.
     pub fn day_path(&self, day: i64) -> PathBuf {
-        let date = chrono::DateTime::from_timestamp_millis(day * DAY_MS)
-            .map_or_else(|| day.to_string(), |at| at.format("%Y-%m-%d").to_string());
+        let (year, month, day) = feeds::time::civil_from_days(day);
+        let date = format!("{year:04}-{month:02}-{day:02}");
         self.out.join(format!(
             "{}-{date}.{}",
             self.view.name(),

@@ -24,6 +24,7 @@
 //! canonical decimal form (see [`engine::market::candles`]).
 
 pub mod chunk;
+pub mod export;
 pub mod import;
 pub mod store;
 

@@ -69,6 +69,60 @@ pub enum CandlesAction {
     /// server holds the store. Ends with a report of hours, blocks, fills,
     /// candles and every gap.
     Import(CandlesImportArgs),
+    /// Write one market's candles of one interval over a time range from
+    /// the candle store to a Parquet or CSV file (`1s`, `1m`, `5m` as
+    /// stored; larger intervals built from them as Info builds them, with
+    /// their exact VWAP). Refused while a server holds the store.
+    Export(CandlesExportArgs),
+}
+
+/// `l1gate candles export`.
+#[derive(Debug, clap::Args)]
+pub struct CandlesExportArgs {
+    /// Market, as the store names it (`BTC`, `@107`, `xyz:NVDA`).
+    #[arg(long, value_name = "COIN")]
+    pub market: String,
+    /// Interval: 1s 1m 3m 5m 15m 30m 1h 2h 4h 8h 12h 1d 3d 1w 1M.
+    #[arg(long, value_name = "I")]
+    pub interval: String,
+    /// Start: ISO-8601 UTC (`2025-07-27T08:00:00Z`) or Unix ms; the bucket
+    /// holding it is the first.
+    #[arg(long, value_name = "TIME")]
+    pub from: String,
+    /// End (exclusive): ISO-8601 UTC or Unix ms. Default: now.
+    #[arg(long, value_name = "TIME")]
+    pub to: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Parquet)]
+    pub format: OutputFormat,
+    /// The file to write (named only once whole).
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// TOML config file, as for `serve` (`state_dir`,
+    /// `candle_history_start`).
+    #[arg(long, env = "L1GATE_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Directory of the server's own state, holding the candle store.
+    /// Default `l1gate-state`.
+    #[arg(long, env = "L1GATE_STATE_DIR", value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// The oldest bucket stored, ISO-8601 UTC. Default 2025-07-27T08:00:00Z.
+    #[arg(long, env = "L1GATE_CANDLE_HISTORY_START", value_name = "TIME")]
+    pub candle_history_start: Option<String>,
+}
+
+impl CandlesExportArgs {
+    /// `--from` or `--to` as Unix ms.
+    ///
+    /// # Errors
+    /// A message naming the flag.
+    pub fn time(flag: &str, text: &str) -> Result<i64, String> {
+        match text.parse::<i64>() {
+            Ok(ms) if ms >= 0 => Ok(ms),
+            Ok(_) => Err(format!("{flag}: Unix ms before 1970")),
+            Err(_) => feeds::time::parse_iso8601_ms(text).map_err(|e| format!("{flag}: {e}")),
+        }
+    }
 }
 
 /// `l1gate candles import`.

@@ -1,11 +1,56 @@
-//! `l1gate candles import`: the candle store from archive hour files.
+//! `l1gate candles import`: the candle store from archive hour files;
+//! `l1gate candles export`: its candles to a Parquet or CSV file.
 
+use l1gate::cli::{CandlesAction, CandlesExportArgs, CandlesImportArgs};
 use l1gate::config;
 
 use crate::init_logging;
 
 pub(crate) fn run(command: l1gate::cli::CandlesCommand) -> anyhow::Result<()> {
-    let l1gate::cli::CandlesAction::Import(args) = command.action;
+    match command.action {
+        CandlesAction::Import(args) => import(&args),
+        CandlesAction::Export(args) => export(&args),
+    }
+}
+
+fn export(args: &CandlesExportArgs) -> anyhow::Result<()> {
+    let file = config::load_optional(args.config.as_deref())?;
+    let given = config::ServeArgs {
+        state_dir: args.state_dir.clone(),
+        candle_history_start: args.candle_history_start.clone(),
+        ..config::ServeArgs::default()
+    };
+    let settings = given.or(file).resolve()?;
+    let interval = engine::market::candles::Interval::parse(&args.interval).map_err(|_| {
+        anyhow::anyhow!(
+            "--interval: unknown interval {:?}; one of {}",
+            args.interval,
+            engine::market::candles::Interval::ALL
+                .map(engine::market::candles::Interval::as_str)
+                .join(" ")
+        )
+    })?;
+    let from_ms = CandlesExportArgs::time("--from", &args.from).map_err(anyhow::Error::msg)?;
+    let to_ms = match &args.to {
+        Some(text) => CandlesExportArgs::time("--to", text).map_err(anyhow::Error::msg)?,
+        None => common::unix_now_ms(),
+    };
+    let options = l1gate::candles::export::ExportOptions {
+        state_dir: settings.state_dir.clone(),
+        history_start_ms: settings.candle_history_start_ms,
+        market: args.market.clone(),
+        interval,
+        from_ms,
+        to_ms,
+        format: args.format.into(),
+        out: args.out.clone(),
+    };
+    let report = l1gate::candles::export::run(&options)?;
+    eprint!("{}", l1gate::candles::export::render(&report, &args.out));
+    Ok(())
+}
+
+fn import(args: &CandlesImportArgs) -> anyhow::Result<()> {
     let file = config::load_optional(args.config.as_deref())?;
     let given = config::ServeArgs {
         state_dir: args.state_dir.clone(),
