@@ -1,7 +1,9 @@
 """Reads the Parquet and CSV tables of `l1gate replay` with DuckDB and polars
-and checks them against the JSON-lines replay of the same blocks.
+and checks them against the JSON-lines replay of the same blocks; and the
+candle store's export against candles worked out here from the trades.
 
-argv[1]: a JSON list of cases {"view", "jsonl", "parquet", "csv"}. For each,
+argv[1]: a JSON list of cases. A replay case {"view", "jsonl", "parquet",
+"csv"}: for each,
 the rows the view's table should hold are worked out here from the frames
 (this file's own reading of the documented row rules), then each reader's
 view of each file must agree on: the number of rows, the exact sum of the
@@ -162,9 +164,72 @@ def polars_rows(view, path, kind):
     ]
 
 
+def candle_buckets(trades_path, interval_ms):
+    """open time -> the bucket's candle, from the trades' JSON lines."""
+    buckets = {}
+    with open(trades_path) as lines:
+        for line in lines:
+            for trade in json.loads(line)["trades"]:
+                px, sz = Decimal(trade["px"]), Decimal(trade["sz"])
+                start = trade["time"] - trade["time"] % interval_ms
+                c = buckets.setdefault(start, {
+                    "open": px, "high": px, "low": px, "volume": Decimal(0),
+                    "notional": Decimal(0), "trades_count": 0,
+                })
+                c["high"], c["low"], c["close"] = max(c["high"], px), min(c["low"], px), px
+                c["volume"] += sz
+                c["notional"] += px * sz
+                c["trades_count"] += 1
+    return buckets
+
+
+def check_candles(case):
+    """A candle export case {"trades", "interval_ms", "parquet", "csv"}: every
+    complete row is the bucket worked out from the trades, and no bucket
+    between the first and the last complete row is missing."""
+    want = candle_buckets(case["trades"], case["interval_ms"])
+    parquet = duckdb.connect().execute(
+        f"SELECT epoch_ms(open_time), open, high, low, close, volume, trades_count, vwap, "
+        f"complete FROM read_parquet('{case['parquet']}') ORDER BY open_time"
+    ).fetchall()
+    csv = pl.read_csv(case["csv"], infer_schema=False)
+    csv_rows = list(zip(*[csv[c].to_list() for c in (
+        "open", "high", "low", "close", "volume", "trades_count", "vwap", "complete")]))
+    if len(csv_rows) != len(parquet):
+        raise SystemExit(f"{case['name']}: {len(csv_rows)} CSV rows, {len(parquet)} Parquet rows")
+    complete = []
+    for row, text in zip(parquet, csv_rows):
+        start, o, h, l, c, v, n, vwap, whole = row
+        if [dec(x) for x in (o, h, l, c, v, vwap)] + [n, whole] != [
+                dec(x) for x in text[:5]] + [dec(text[6]), int(text[5]), text[7] == "true"]:
+            raise SystemExit(f"{case['name']}: Parquet {row} and CSV {text} differ")
+        if not whole:
+            continue
+        complete.append(start)
+        bucket = want.get(start)
+        got = {"open": dec(o), "high": dec(h), "low": dec(l), "close": dec(c),
+               "volume": dec(v), "trades_count": n}
+        if bucket is None or any(got[k] != bucket[k] for k in got):
+            raise SystemExit(f"{case['name']}: bucket {start}: exported {got}, trades say {bucket}")
+        exact = bucket["notional"] / bucket["volume"]
+        # The VWAP is rounded to the decimals it is written with.
+        places = -Decimal(text[6]).as_tuple().exponent
+        if abs(dec(vwap) - exact) > Decimal(10) ** -places:
+            raise SystemExit(f"{case['name']}: bucket {start}: VWAP {vwap}, trades say {exact}")
+    if not parquet or len(complete) < case["min_complete"]:
+        raise SystemExit(f"{case['name']}: only {len(complete)} complete candles")
+    between = [t for t in want if complete and complete[0] <= t <= complete[-1]]
+    if sorted(between) != complete:
+        raise SystemExit(f"{case['name']}: complete buckets {complete}, trades say {sorted(between)}")
+    print(f"{case['name']}: {len(complete)} complete candles equal the trades' in duckdb and polars")
+
+
 def main():
     cases = json.loads(open(sys.argv[1]).read())
     for case in cases:
+        if "trades" in case:
+            check_candles(case)
+            continue
         view = case["view"]
         want = summary(expected(view, case["jsonl"]))
         if want["rows"] == 0:

@@ -100,6 +100,7 @@ fn check(cases: &[serde_json::Value]) -> String {
         "the readers disagree with the JSON-lines replay:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    eprint!("{stdout}");
     stdout
 }
 
@@ -353,6 +354,120 @@ fn partitioned_by_day_each_utc_day_is_a_file_holding_its_blocks() {
         want.iter().all(|rows| *rows > 0),
         "trades on both days: {want:?}"
     );
+}
+
+#[test]
+fn the_candle_stores_export_is_the_candles_the_trades_make_and_is_refused_beside_its_holder() {
+    // Ten simulated minutes, imported into a store.
+    let data = tempfile::tempdir().unwrap();
+    simulate(data.path(), 9_000, None);
+    let state = tempfile::tempdir().unwrap();
+    let start = "2026-05-05T00:00:00Z";
+    let import = Command::new(L1GATE)
+        .args(["candles", "import"])
+        .arg(data.path().join("hl/data"))
+        .arg("--state-dir")
+        .arg(state.path())
+        .args(["--candle-history-start", start, "--quiet"])
+        .output()
+        .unwrap();
+    assert!(
+        import.status.success(),
+        "{}",
+        String::from_utf8_lossy(&import.stderr)
+    );
+    let trades = tempfile::tempdir().unwrap();
+    let trades_path = trades.path().join("btc.jsonl");
+    std::fs::write(
+        &trades_path,
+        replay(&[
+            "--data",
+            data.path().to_str().unwrap(),
+            "--view",
+            "trades",
+            "--coins",
+            "BTC",
+        ]),
+    )
+    .unwrap();
+    let export = |interval: &str, format: &str| {
+        let out = trades.path().join(format!("btc-{interval}.{format}"));
+        let run = Command::new(L1GATE)
+            .args([
+                "candles",
+                "export",
+                "--market",
+                "BTC",
+                "--interval",
+                interval,
+            ])
+            .args([
+                "--from",
+                "2026-05-05T17:00:00Z",
+                "--to",
+                "2026-05-05T18:00:00Z",
+            ])
+            .args(["--format", format, "--out"])
+            .arg(&out)
+            .arg("--state-dir")
+            .arg(state.path())
+            .args(["--candle-history-start", start])
+            .env("RUST_BACKTRACE", "0")
+            .output()
+            .unwrap();
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let said = String::from_utf8_lossy(&run.stderr).into_owned();
+        assert!(said.contains("not in the store"), "{said}");
+        out.to_str().unwrap().to_owned()
+    };
+    // Stored intervals (1s, 1m, 5m) and built ones (3m from 1m, 15m from 5m).
+    let cases: Vec<serde_json::Value> = [
+        ("1s", 1_000, 100),
+        ("1m", 60_000, 5),
+        ("3m", 180_000, 2),
+        ("5m", 300_000, 1),
+        ("15m", 900_000, 0),
+    ]
+    .iter()
+    .map(|(interval, ms, min_complete)| {
+        serde_json::json!({
+            "name": format!("candles {interval}"),
+            "trades": trades_path.to_str().unwrap(),
+            "interval_ms": ms,
+            "min_complete": min_complete,
+            "parquet": export(interval, "parquet"),
+            "csv": export(interval, "csv"),
+        })
+    })
+    .collect();
+    let said = check(&cases);
+    assert_eq!(said.lines().count(), cases.len(), "{said}");
+
+    // Beside the store's holder (a server, here the store opened by this
+    // test): refused, naming the lock.
+    let (_held, _) = l1gate::candles::store::CandleStore::open(
+        state.path(),
+        feeds::time::parse_iso8601_ms(start).unwrap(),
+    )
+    .unwrap();
+    let refused = Command::new(L1GATE)
+        .args(["candles", "export", "--market", "BTC", "--interval", "1m"])
+        .args(["--from", "2026-05-05T17:00:00Z", "--out"])
+        .arg(trades.path().join("refused.csv"))
+        .args(["--format", "csv", "--state-dir"])
+        .arg(state.path())
+        .args(["--candle-history-start", start])
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("in use by another l1gate process"), "{said}");
+    assert!(!trades.path().join("refused.csv").exists());
 }
 
 #[test]
