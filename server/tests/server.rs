@@ -52,7 +52,7 @@ mod server {
     mod raw_feed_live;
     mod raw_feed_real;
     mod reflection_clients;
-    mod research_export;
+    pub mod research_export;
     mod restart;
     pub mod revocation;
     pub mod slow_subscribers;

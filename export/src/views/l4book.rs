@@ -89,12 +89,12 @@ fn at(name: &str) -> usize {
 impl Exported for L4BookSubscription {
     const TABLE: Table = Table {
         name: NAME,
-        row: "a snapshot frame: one resting order, bids best first then asks, time priority \
-              within a level (kind `order`); a diff frame: one node event of the block, the \
-              order statuses then the raw book diffs in file order, then the mirrored \
-              sibling's (kinds `status` and `diff`); the order columns hold what the event has \
-              (a diff: its price in `limit_px`, the resting size after it in `sz` — empty on \
-              `remove` — and an update's size before it in `orig_sz`)",
+        row: "one resting order of a snapshot frame (kind `order`: bids best first, then asks, \
+              time priority within a level), or one node event of a diff frame (kinds `status` \
+              and `diff`: the block's order statuses, then its raw book diffs, in file order, \
+              then the mirrored sibling's); the order columns hold what the event has (a diff: \
+              its price in `limit_px`, the resting size after it in `sz` — empty on `remove` — \
+              and an update's size before it in `orig_sz`)",
         columns: &columns(),
     };
 

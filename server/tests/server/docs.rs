@@ -448,6 +448,10 @@ fn every_replay_of_the_real_captures_runs_and_prints_what_the_page_shows() {
         if args.get(1).map(String::as_str) != Some("replay") {
             continue;
         }
+        if example.value("--out").is_some() {
+            // Written to files: the research examples' test runs these.
+            continue;
+        }
         let at = &example.at;
         let data = example.value("--data").unwrap_or_default();
         if !data.starts_with(REAL) {
@@ -735,4 +739,119 @@ fn links_between_the_pages_resolve() {
         }
     }
     assert!(checked >= 20, "only {checked} links found");
+}
+
+/// The schema block of `table` as docs/replay-and-simulate.md shows it.
+fn schema_markdown(table: &export::Table) -> String {
+    use std::fmt::Write as _;
+    let mut out = format!(
+        "#### `{}`\n\nOne row is {}.\n\n| column | type | meaning |\n|---|---|---|\n",
+        table.name, table.row
+    );
+    for column in table.columns {
+        let empty = if column.nullable {
+            ", may be empty"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            out,
+            "| `{}` | {}{empty} | {} |",
+            column.name,
+            column.kind.name(),
+            column.doc
+        );
+    }
+    out
+}
+
+#[test]
+fn every_export_tables_schema_is_on_the_replay_page_as_the_code_has_it() {
+    let page = std::fs::read_to_string(workspace().join("docs/replay-and-simulate.md")).unwrap();
+    let mut tables = export::views::all();
+    tables.push(&export::candles::TABLE);
+    let missing: Vec<String> = tables
+        .iter()
+        .map(|table| schema_markdown(table))
+        .filter(|block| !page.contains(block.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/replay-and-simulate.md lacks these schema blocks, as the code has them:\n\n{}",
+        missing.join("\n")
+    );
+}
+
+#[test]
+fn the_research_examples_write_their_files_and_read_in_duckdb_and_polars() {
+    let root = workspace();
+    let dir = tempfile::tempdir().unwrap();
+    let mut wrote = 0;
+    for example in examples() {
+        let Some(mut args) = example.l1gate() else {
+            continue;
+        };
+        if args.get(1).map(String::as_str) != Some("replay") || example.value("--out").is_none() {
+            continue;
+        }
+        let at = &example.at;
+        let data = example.value("--data").unwrap_or_default().to_owned();
+        if !data.starts_with(REAL) {
+            // Over a placeholder: its command line is parsed, not run.
+            continue;
+        }
+        for arg in &mut args {
+            if *arg == data {
+                *arg = root.join(&data).display().to_string();
+            }
+        }
+        let run = Process::new(L1GATE)
+            .args(&args[1..])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            run.status.success(),
+            "{at}: {}\n{}",
+            args.join(" "),
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let out = example.value("--out").unwrap();
+        assert!(dir.path().join(out).exists(), "{at}: {out} not written");
+        wrote += 1;
+    }
+    assert!(wrote >= 3, "only {wrote} export examples found");
+
+    let page = std::fs::read_to_string(root.join("docs/replay-and-simulate.md")).unwrap();
+    let mut blocks = Vec::new();
+    let mut current: Option<String> = None;
+    for line in page.lines() {
+        match (&mut current, line.trim()) {
+            (None, "```python") => current = Some(String::new()),
+            (Some(_), "```") => blocks.extend(current.take()),
+            (Some(block), _) => {
+                block.push_str(line);
+                block.push('\n');
+            }
+            (None, _) => {}
+        }
+    }
+    assert!(blocks.len() >= 4, "only {} Python examples", blocks.len());
+    let python = super::python::venv_named(
+        super::research_export::VENV,
+        &super::research_export::READERS,
+    );
+    for block in &blocks {
+        let run = Process::new(&python)
+            .args(["-c", block])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&run.stdout);
+        assert!(
+            run.status.success() && !stdout.trim().is_empty(),
+            "the example\n{block}\nfailed or printed nothing:\n{stdout}\n{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+    }
 }

@@ -12,10 +12,10 @@ use super::python;
 
 const L1GATE: &str = env!("CARGO_BIN_EXE_l1gate");
 /// The readers, pinned.
-const READERS: [&str; 2] = ["duckdb==2.0.1", "polars==2.1.0"];
+pub const READERS: [&str; 2] = ["duckdb==2.0.1", "polars==2.1.0"];
 /// Their environment (polars' and DuckDB's wheels are large: kept apart
 /// from the SDK clients').
-const VENV: &str = "python-research";
+pub const VENV: &str = "python-research";
 const CHECK: &str = include_str!("research_export.py");
 
 fn real(name: &str) -> PathBuf {
