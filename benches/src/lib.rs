@@ -12,6 +12,7 @@
 //! starts.
 
 pub mod cargo;
+pub mod data;
 pub mod floor;
 pub mod live;
 pub mod load;

@@ -31,11 +31,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use clap::Parser;
 use engine::market::candles::{Candle, Interval};
-use feeds::Source;
 use l1gate::candles::store::{CandleStore, CommitInfo, INTERVALS, Span, Watermark};
 
-/// Blocks per hour at mainnet pace (14.8 a second).
-const BLOCKS_PER_HOUR: u64 = 53_280;
 /// 2025-07-27T08:00:00Z, where the candle history starts.
 const HISTORY_START_MS: i64 = 1_753_603_200_000;
 const DAY_MS: i64 = 86_400_000;
@@ -79,8 +76,8 @@ fn main() -> anyhow::Result<()> {
     let l1gate = sibling("l1gate")?;
 
     // 1. Data.
-    let data = archive_hours(&args)?;
-    let files = hour_files(&data.dir)?;
+    let data = benches::data::archive_hours(args.seed, args.scale, args.hours)?;
+    let files = benches::data::hour_files(&data.dir)?;
     eprintln!(
         "{} hour files, {:.1} MB compressed",
         files.len(),
@@ -401,138 +398,6 @@ fn unchunk(mut rest: &str) -> String {
     out
 }
 
-/// The hour files made for this run.
-struct Hours {
-    dir: PathBuf,
-    blocks: u64,
-    fills: u64,
-    decompressed: u64,
-    compressed: u64,
-    generated_s: Option<f64>,
-}
-
-/// Makes (or reuses) `--hours` hours of simulated fills, compressed as the archive is.
-fn archive_hours(args: &Args) -> anyhow::Result<Hours> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../target/bench-data")
-        .join(format!(
-            "archive-fills-seed{}-scale{}-{}h",
-            args.seed, args.scale, args.hours
-        ));
-    let done = root.join("done.json");
-    if let Ok(text) = std::fs::read_to_string(&done) {
-        let v: serde_json::Value = serde_json::from_str(&text)?;
-        let n = |k: &str| v[k].as_u64().unwrap_or(0);
-        return Ok(Hours {
-            dir: root.clone(),
-            blocks: n("blocks"),
-            fills: n("fills"),
-            decompressed: n("decompressed"),
-            compressed: n("compressed"),
-            generated_s: None,
-        });
-    }
-    let _ = std::fs::remove_dir_all(&root);
-    let started = Instant::now();
-    let mut cfg = fixtures::SimConfig::mainnet(args.seed, args.scale);
-    cfg.snapshot_every = None;
-    let mut sim = fixtures::Simulator::new(&cfg);
-    let blocks = args.hours * BLOCKS_PER_HOUR;
-    let (mut fills, mut decompressed) = (0u64, 0u64);
-    let mut current: Option<(PathBuf, std::io::BufWriter<std::fs::File>)> = None;
-    let mut line = Vec::with_capacity(64 * 1024);
-    let mut plain_files = Vec::new();
-    eprintln!(
-        "simulating {blocks} blocks at scale {} (fills only)…",
-        args.scale
-    );
-    for n in 0..blocks {
-        let block = sim.next_block();
-        fills += block.fills.len() as u64;
-        line.clear();
-        fixtures::by_block_line(&block, Source::Fills, &mut line);
-        decompressed += line.len() as u64;
-        let iso = feeds::time::format_iso8601_ms(block.time_ms());
-        let date: String = iso[..10].chars().filter(char::is_ascii_digit).collect();
-        let hour: u32 = iso[11..13].parse()?;
-        let path = root
-            .join("node_fills_by_block/hourly")
-            .join(&date)
-            .join(hour.to_string());
-        if current.as_ref().is_none_or(|(p, _)| *p != path) {
-            if let Some((_, mut w)) = current.take() {
-                std::io::Write::flush(&mut w)?;
-            }
-            std::fs::create_dir_all(path.parent().context("hour dir")?)?;
-            let file = std::fs::File::create(&path)?;
-            plain_files.push(path.clone());
-            current = Some((path, std::io::BufWriter::with_capacity(1 << 20, file)));
-        }
-        if let Some((_, w)) = current.as_mut() {
-            std::io::Write::write_all(w, &line)?;
-        }
-        if n % 200_000 == 0 && n > 0 {
-            eprintln!("  {n} blocks, {:.0} s", started.elapsed().as_secs_f64());
-        }
-    }
-    if let Some((_, mut w)) = current.take() {
-        std::io::Write::flush(&mut w)?;
-    }
-    let mut compressed = 0u64;
-    for plain in &plain_files {
-        let packed = plain.with_file_name(format!(
-            "{}.lz4",
-            plain.file_name().and_then(|n| n.to_str()).unwrap_or("0")
-        ));
-        let status = Command::new("lz4")
-            .args(["-q", "-f"])
-            .arg(plain)
-            .arg(&packed)
-            .status()
-            .context(
-                "the `lz4` tool (Debian package lz4) compresses the hours as the archive is",
-            )?;
-        if !status.success() {
-            bail!("lz4 failed on {}", plain.display());
-        }
-        std::fs::remove_file(plain)?;
-        compressed += std::fs::metadata(&packed)?.len();
-    }
-    std::fs::write(
-        &done,
-        serde_json::json!({
-            "blocks": blocks, "fills": fills, "decompressed": decompressed, "compressed": compressed,
-        })
-        .to_string(),
-    )?;
-    Ok(Hours {
-        dir: root,
-        blocks,
-        fills,
-        decompressed,
-        compressed,
-        generated_s: Some(started.elapsed().as_secs_f64()),
-    })
-}
-
-fn hour_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
-        for entry in std::fs::read_dir(dir)? {
-            let path = entry?.path();
-            if path.is_dir() {
-                walk(&path, out)?;
-            } else if path.extension().is_some_and(|e| e == "lz4") {
-                out.push(path);
-            }
-        }
-        Ok(())
-    }
-    let mut out = Vec::new();
-    walk(dir, &mut out)?;
-    out.sort();
-    Ok(out)
-}
-
 /// A child process's wall and CPU time (user + system).
 struct Timed {
     wall_s: f64,
@@ -746,7 +611,7 @@ fn render(
     machine: &benches::Machine,
     command: &str,
     args: &Args,
-    data: &Hours,
+    data: &benches::data::Hours,
     reference: &Timed,
     import: &Timed,
     report: &str,

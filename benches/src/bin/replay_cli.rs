@@ -169,7 +169,7 @@ fn main() -> anyhow::Result<()> {
         slice.files.len(),
         slice.bytes as f64 / 1e6
     );
-    warm(&data)?;
+    benches::data::warm(&data)?;
 
     let mut measured: Vec<Measured> = VIEWS
         .iter()
@@ -220,9 +220,7 @@ fn main() -> anyhow::Result<()> {
 
 /// Lists the slice's files under `data`: event-stream files by feed, and the snapshots.
 fn slice(data: &Path, blocks: u64) -> anyhow::Result<Slice> {
-    let mut all = Vec::new();
-    walk(data, &mut all)?;
-    all.sort();
+    let all = benches::data::files(data)?;
     let mut files = Vec::new();
     let mut snapshot_bytes = 0;
     let mut by_feed: Vec<(String, u64)> = Source::EVENT_STREAMS
@@ -269,29 +267,6 @@ fn feed_of(path: &Path) -> Option<usize> {
             .iter()
             .position(|s| s.dir_names().contains(&name))
     })
-}
-
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
-    for entry in std::fs::read_dir(dir).with_context(|| format!("list {}", dir.display()))? {
-        let path = entry?.path();
-        if path.is_dir() {
-            walk(&path, out)?;
-        } else {
-            out.push(path);
-        }
-    }
-    Ok(())
-}
-
-/// Reads every file under `data` once (into the page cache).
-fn warm(data: &Path) -> anyhow::Result<()> {
-    let mut all = Vec::new();
-    walk(data, &mut all)?;
-    for path in all {
-        let mut file = std::fs::File::open(&path)?;
-        std::io::copy(&mut file, &mut std::io::sink())?;
-    }
-    Ok(())
 }
 
 /// `l1gate replay --data DATA --view VIEW --coins BTC`, standard output to `/dev/null`.
