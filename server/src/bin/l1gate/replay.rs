@@ -71,7 +71,10 @@ pub(crate) fn run(command: ReplayCommand) -> anyhow::Result<()> {
                     // What came before the damaged file's bad line is kept,
                     // as on standard output: the files are whole up to it.
                     for file in tables.finish()? {
-                        eprintln!("wrote {} (up to the damage)", describe(&file));
+                        eprintln!(
+                            "wrote {} (up to the damage)",
+                            describe(&file, command.format)
+                        );
                     }
                     return Err(damage.into());
                 }
@@ -84,7 +87,7 @@ pub(crate) fn run(command: ReplayCommand) -> anyhow::Result<()> {
         eprintln!();
     }
     for file in &written {
-        eprintln!("wrote {}", describe(file));
+        eprintln!("wrote {}", describe(file, command.format));
     }
     let unknown: u64 = summary
         .unknown_ids
@@ -138,10 +141,15 @@ pub(crate) fn run(command: ReplayCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `PATH: N rows, X MB`.
-fn describe(file: &export::writer::Written) -> String {
+/// `PATH: N rows, X MB` (JSON lines: `N frames`).
+fn describe(file: &export::writer::Written, format: OutputFormat) -> String {
+    let unit = if format == OutputFormat::Jsonl {
+        "frames"
+    } else {
+        "rows"
+    };
     format!(
-        "{}: {} rows, {:.1} MB",
+        "{}: {} {unit}, {:.1} MB",
         file.path.display(),
         file.rows,
         file.bytes as f64 / 1e6
