@@ -278,18 +278,15 @@ pub fn check(chains: &[ChainConfig]) -> Result<(), String> {
                 ];
                 for (field, url) in upstreams {
                     let Some(url) = url else { continue };
-                    let checked = if field == "transaction_stream" && !url.starts_with("http://") {
-                        // Its HTTP/2 client has no TLS yet.
-                        Err(
-                            "only http:// is supported (plain HTTP/2; a forwarding proxy on the \
-                             same host for an upstream behind TLS)"
-                                .to_owned(),
-                        )
-                    } else if field == "jsonrpc_ws" {
-                        url.strip_prefix("ws://")
-                            .ok_or_else(|| "only ws:// is supported".to_owned())
-                            .and_then(|rest| {
-                                crate::upstream::UpstreamUrl::parse(&format!("http://{rest}"))
+                    let checked = if field == "jsonrpc_ws" {
+                        let as_http = url
+                            .strip_prefix("ws://")
+                            .map(|rest| format!("http://{rest}"))
+                            .or_else(|| url.strip_prefix("wss://").map(|r| format!("https://{r}")));
+                        as_http
+                            .ok_or_else(|| "a ws:// or wss:// URL".to_owned())
+                            .and_then(|as_http| {
+                                crate::upstream::UpstreamUrl::parse(&as_http)
                                     .map(drop)
                                     .map_err(|e| e.to_string())
                             })
@@ -739,22 +736,29 @@ mod tests {
             check(&chain_with_node("jsonrpc = \"https://rpc.example\"")),
             Ok(())
         );
+        assert_eq!(
+            check(&chain_with_node(
+                "transaction_stream = \"https://grpc.example:443\""
+            )),
+            Ok(())
+        );
         let refused = check(&chain_with_node(
-            "transaction_stream = \"https://grpc.example:443\"",
+            "transaction_stream = \"grpc.example:443\"",
         ))
         .unwrap_err();
-        assert!(
-            refused.contains("transaction_stream") && refused.contains("only http://"),
-            "{refused}"
-        );
+        assert!(refused.contains("transaction_stream"), "{refused}");
         assert_eq!(
             check(&chain_with_node(
                 "transaction_stream = \"http://127.0.0.1:50052\""
             )),
             Ok(())
         );
-        let refused = check(&chain_with_node("jsonrpc_ws = \"wss://rpc.example\"")).unwrap_err();
-        assert!(refused.contains("only ws://"), "{refused}");
+        assert_eq!(
+            check(&chain_with_node("jsonrpc_ws = \"wss://rpc.example/ws\"")),
+            Ok(())
+        );
+        let refused = check(&chain_with_node("jsonrpc_ws = \"https://rpc.example\"")).unwrap_err();
+        assert!(refused.contains("ws:// or wss://"), "{refused}");
     }
 
     #[test]

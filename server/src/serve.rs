@@ -497,8 +497,12 @@ fn message_bus(
     let status = match from_bus {
         Some(edge) => Some(edge.status.clone()),
         None => publish.map(|publish| {
-            let (status, task) =
-                crate::bus::publisher::spawn(publish, live.clone(), checkpoint_dir.clone());
+            let (status, task) = crate::bus::publisher::spawn(
+                publish,
+                settings.upstreams.tls.clone(),
+                live.clone(),
+                checkpoint_dir.clone(),
+            );
             tasks.push(task);
             status
         }),
@@ -885,10 +889,12 @@ async fn grpc_edge(
     };
     // The Aptos Transaction Stream relay (served even with no upstream:
     // every call is then FAILED_PRECONDITION).
-    let transaction_stream =
-        crate::grpc::transaction_stream::TransactionStreamService::new(&settings.chains)
-            .with_access(access.clone())
-            .with_flow(edges.flow.clone());
+    let transaction_stream = crate::grpc::transaction_stream::TransactionStreamService::new(
+        &settings.chains,
+        &settings.upstreams.tls,
+    )
+    .with_access(access.clone())
+    .with_flow(edges.flow.clone());
     // A client that stopped (SIGSTOP, a debugger, a frozen VM) while its
     // kernel still takes bytes would hold its streams as long as the socket
     // buffers last: it answers no PING, so keepalive ends it.

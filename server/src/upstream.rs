@@ -211,6 +211,21 @@ impl UpstreamTls {
     }
 }
 
+impl UpstreamTls {
+    /// The client configuration (no ALPN), for upstreams that make their
+    /// own TLS connections (the node's JSON-RPC WebSocket).
+    pub fn client_config(&self) -> std::sync::Arc<rustls::ClientConfig> {
+        self.config.clone()
+    }
+
+    /// The CA bundle added to the system's roots, if any (for the
+    /// Transaction Stream's gRPC client, which takes roots, not a
+    /// configuration).
+    pub fn ca_file(&self) -> Option<&std::path::Path> {
+        self.ca_file.as_deref()
+    }
+}
+
 impl fmt::Debug for UpstreamTls {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("UpstreamTls")

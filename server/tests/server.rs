@@ -44,7 +44,7 @@ mod server {
     pub mod jsonrpc_node;
     pub mod market_live;
     pub mod market_views;
-    mod networks;
+    pub mod networks;
     mod node_pages;
     pub mod python;
     mod python_sdk;
@@ -59,7 +59,7 @@ mod server {
     pub mod standin;
     mod status_page;
     pub mod tls;
-    mod transaction_stream;
+    pub mod transaction_stream;
     mod untrusted_text;
     mod ws_api;
     pub mod ws_streams;

@@ -167,7 +167,7 @@ pub async fn start(url: &BusUrl, settings: &Settings) -> Result<RunningEdge, Edg
     // refused before the bus is even asked.
     KeysFile::load(&settings.keys_file)?;
     let state_lock = lock_state_dir(&settings.state_dir)?;
-    let client = url.connect("l1gate edge").await?;
+    let client = url.connect("l1gate edge", &settings.upstreams.tls).await?;
     // JetStream answers its API subject; a plain NATS server has no
     // responder there.
     let answer = client

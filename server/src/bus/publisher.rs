@@ -76,16 +76,18 @@ type PublishError = jetstream::context::PublishError;
 /// task (abort it to stop) owns the per-feed tasks.
 pub fn spawn(
     settings: PublishSettings,
+    tls: crate::upstream::UpstreamTls,
     live: Arc<LiveFeeds>,
     checkpoints: std::path::PathBuf,
 ) -> (Arc<BusStatus>, tokio::task::JoinHandle<()>) {
     let status = BusStatus::new(Role::Publisher, &settings.url);
-    let task = tokio::spawn(run(settings, live, checkpoints, status.clone()));
+    let task = tokio::spawn(run(settings, tls, live, checkpoints, status.clone()));
     (status, task)
 }
 
 async fn run(
     settings: PublishSettings,
+    tls: crate::upstream::UpstreamTls,
     live: Arc<LiveFeeds>,
     checkpoints: std::path::PathBuf,
     status: Arc<BusStatus>,
@@ -94,7 +96,7 @@ async fn run(
     let mut backoff = Backoff::new(FIRST_BACKOFF, MAX_BACKOFF);
     let mut attempts = 0u32;
     let client = loop {
-        match url.connect("l1gate publisher").await {
+        match url.connect("l1gate publisher", &tls).await {
             Ok(client) => break client,
             Err(error) => {
                 attempts += 1;

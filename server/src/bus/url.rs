@@ -127,7 +127,11 @@ impl BusUrl {
         text.replace(secret.as_str(), "***")
     }
 
-    fn options(&self, name: &str) -> async_nats::ConnectOptions {
+    fn options(
+        &self,
+        name: &str,
+        tls: &crate::upstream::UpstreamTls,
+    ) -> async_nats::ConnectOptions {
         let options = match &self.auth {
             Credential::None => async_nats::ConnectOptions::new(),
             Credential::Token(token) => async_nats::ConnectOptions::with_token(token.clone()),
@@ -137,6 +141,10 @@ impl BusUrl {
         };
         options
             .name(name)
+            // `tls://` (or a server that requires TLS) is verified against
+            // the roots of every upstream: the system's and
+            // `upstream_ca_file`'s.
+            .tls_client_config((*tls.client_config()).clone())
             .connection_timeout(CONNECT_TIMEOUT)
             // Once connected, the client reconnects by itself, forever.
             .max_reconnects(None)
@@ -144,19 +152,31 @@ impl BusUrl {
     }
 
     /// Connects once (the client then reconnects by itself after any
-    /// outage).
+    /// outage); over TLS verified against `tls` when the URL is `tls://` or
+    /// the server requires it.
     ///
     /// # Errors
     /// [`ConnectError`] naming the URL (credential hidden) and the cause:
-    /// refused credentials, an unreachable or silent address.
-    pub async fn connect(&self, name: &str) -> Result<async_nats::Client, ConnectError> {
+    /// refused credentials, an unreachable or silent address, a
+    /// certificate that does not verify.
+    pub async fn connect(
+        &self,
+        name: &str,
+        tls: &crate::upstream::UpstreamTls,
+    ) -> Result<async_nats::Client, ConnectError> {
         use async_nats::ConnectErrorKind as Kind;
-        let attempt = self.options(name).connect(self.address());
+        let attempt = self.options(name, tls).connect(self.address());
         let connected = tokio::time::timeout(CONNECT_TIMEOUT + Duration::from_secs(1), attempt)
             .await
             .map_err(|_| self.error("no answer within the connect timeout"))?;
         connected.map_err(|error| {
+            let text = error.to_string();
             let hint = match error.kind() {
+                // rustls' refusals arrive as I/O errors.
+                _ if text.contains("certificate") => {
+                    "TLS: the server's certificate does not verify against the system's roots \
+                     and upstream_ca_file"
+                }
                 Kind::AuthorizationViolation | Kind::Authentication => {
                     "the server refused the credentials (check the user and password, or the \
                      token, in the URL)"
@@ -167,7 +187,7 @@ impl BusUrl {
                 Kind::Tls => "TLS handshake failed",
                 _ => "connection failed",
             };
-            self.error(format!("{hint}: {error}"))
+            self.error(format!("{hint}: {text}"))
         })
     }
 

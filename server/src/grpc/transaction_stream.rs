@@ -116,10 +116,11 @@ pub struct TransactionStreamService {
 
 impl TransactionStreamService {
     /// The relay for the networks of `chains`. Upstream connections are made
-    /// on first use; must be called within a tokio runtime.
-    pub fn new(chains: &[ChainConfig]) -> Self {
+    /// on first use (an `https://` upstream over TLS verified against
+    /// `tls`); must be called within a tokio runtime.
+    pub fn new(chains: &[ChainConfig], tls: &crate::upstream::UpstreamTls) -> Self {
         Self {
-            routes: Arc::new(Routes::new(chains)),
+            routes: Arc::new(Routes::new(chains, tls)),
             access: None,
             flow: None,
         }
@@ -316,6 +317,10 @@ mod tests {
 
     use super::upstream::{GET_TRANSACTIONS, Undecodable};
     use super::*;
+
+    fn tls() -> crate::upstream::UpstreamTls {
+        crate::upstream::UpstreamTls::new(None).unwrap()
+    }
     use crate::registry::NodeConfig;
     use crate::registry::{Ecosystem, NetworkConfig, NodeType, Secret};
 
@@ -372,7 +377,7 @@ mod tests {
 
     #[tokio::test]
     async fn calls_are_routed_by_authority_with_one_network_as_the_fallback() {
-        let one = Routes::new(&aptos(&[("mainnet", Some("http://127.0.0.1:1"))]));
+        let one = Routes::new(&aptos(&[("mainnet", Some("http://127.0.0.1:1"))]), &tls());
         assert_eq!(
             routed(&one, Some("APTOS-mainnet.example:443")),
             Ok("aptos/mainnet@n2".into())
@@ -387,10 +392,13 @@ mod tests {
         assert!(message.contains("\"eth.example\""), "{message}");
         assert!(message.contains("eth/mainnet"), "{message}");
 
-        let two = Routes::new(&aptos(&[
-            ("mainnet", Some("http://127.0.0.1:1")),
-            ("testnet", Some("http://127.0.0.1:2")),
-        ]));
+        let two = Routes::new(
+            &aptos(&[
+                ("mainnet", Some("http://127.0.0.1:1")),
+                ("testnet", Some("http://127.0.0.1:2")),
+            ]),
+            &tls(),
+        );
         assert_eq!(
             routed(&two, Some("aptos-testnet.example")),
             Ok("aptos/testnet@n2".into())
@@ -403,7 +411,7 @@ mod tests {
         );
         assert!(message.contains("aptos-testnet.example for aptos/testnet"));
 
-        let none = Routes::new(&aptos(&[("mainnet", None)]));
+        let none = Routes::new(&aptos(&[("mainnet", None)]), &tls());
         let (code, message) = routed(&none, Some("localhost:50051")).unwrap_err();
         assert_eq!(code, Code::FailedPrecondition);
         assert!(

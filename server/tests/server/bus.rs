@@ -55,6 +55,9 @@ pub struct Nats {
     pub port: u16,
     store: tempfile::TempDir,
     user: Option<(String, String)>,
+    /// Certificate and key files when it speaks TLS, and the CA that
+    /// signed them.
+    tls: Option<(PathBuf, PathBuf, PathBuf)>,
 }
 
 impl Nats {
@@ -67,12 +70,26 @@ impl Nats {
         Self::start_as(Some((user.to_owned(), password.to_owned())))
     }
 
+    /// A server that requires TLS with `cert` and `key` (signed by `ca`).
+    pub fn with_tls(cert: PathBuf, key: PathBuf, ca: PathBuf) -> Nats {
+        let mut nats = Nats {
+            child: None,
+            port: free_port(),
+            store: tempfile::tempdir().unwrap(),
+            user: None,
+            tls: Some((cert, key, ca)),
+        };
+        nats.run();
+        nats
+    }
+
     fn start_as(user: Option<(String, String)>) -> Nats {
         let mut nats = Nats {
             child: None,
             port: free_port(),
             store: tempfile::tempdir().unwrap(),
             user,
+            tls: None,
         };
         nats.run();
         nats
@@ -96,6 +113,14 @@ impl Nats {
             .stderr(Stdio::null());
         if let Some((user, password)) = &self.user {
             command.args(["--user", user, "--pass", password]);
+        }
+        if let Some((cert, key, _)) = &self.tls {
+            command
+                .arg("--tls")
+                .arg("--tlscert")
+                .arg(cert)
+                .arg("--tlskey")
+                .arg(key);
         }
         self.child = Some(command.spawn().unwrap());
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
@@ -125,19 +150,25 @@ impl Nats {
         }
     }
 
-    /// The server's URL, with its credentials when it has some.
+    /// The server's URL, with its credentials when it has some
+    /// (`tls://localhost:PORT` when it speaks TLS).
     pub fn url(&self) -> String {
-        match &self.user {
-            Some((user, password)) => format!("nats://{user}:{password}@127.0.0.1:{}", self.port),
-            None => format!("nats://127.0.0.1:{}", self.port),
+        match (&self.user, &self.tls) {
+            (_, Some(_)) => format!("tls://localhost:{}", self.port),
+            (Some((user, password)), None) => {
+                format!("nats://{user}:{password}@127.0.0.1:{}", self.port)
+            }
+            (None, None) => format!("nats://127.0.0.1:{}", self.port),
         }
     }
 
     /// A JetStream context of the test's own.
     async fn jetstream(&self) -> async_nats::jetstream::Context {
+        let ca = self.tls.as_ref().map(|(_, _, ca)| ca.as_path());
+        let tls = l1gate::upstream::UpstreamTls::new(ca).unwrap();
         let client = BusUrl::parse(&self.url())
             .unwrap()
-            .connect("l1gate test")
+            .connect("l1gate test", &tls)
             .await
             .unwrap();
         async_nats::jetstream::new(client)
@@ -733,4 +764,67 @@ async fn bad_credentials_and_unreachable_buses_are_named_without_the_password() 
         "{text}"
     );
     assert!(!text.contains("wrong-staple"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bus_over_tls_is_verified_against_the_ca_bundle() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = super::tls::Authority::new("bus CA");
+    let ca_file = ca.write(dir.path(), "ca.pem");
+    let (cert, key) = super::tls::install(dir.path(), &ca.server(-1, 30));
+    let nats = Nats::with_tls(cert, key, ca_file.clone());
+    let keys = tempfile::tempdir().unwrap();
+    let keys_file = keys.path().join("keys.toml");
+    access::keys::KeysFile::default().save(&keys_file).unwrap();
+    let edge_settings = |ca: Option<&Path>, state: &Path| {
+        ServeArgs {
+            keys_file: Some(keys_file.clone()),
+            grpc_addr: Some("127.0.0.1:0".parse().unwrap()),
+            http_addr: Some("127.0.0.1:0".parse().unwrap()),
+            state_dir: Some(state.to_owned()),
+            upstream_ca_file: ca.map(Path::to_owned),
+            ..ServeArgs::default()
+        }
+        .resolve()
+        .unwrap()
+    };
+    let url = BusUrl::parse(&nats.url()).unwrap();
+
+    // Without the bundle the bus's certificate does not verify: the edge
+    // does not start, saying so.
+    let state = tempfile::tempdir().unwrap();
+    let error = l1gate::bus::edge::start(&url, &edge_settings(None, state.path()))
+        .await
+        .expect_err("an edge that cannot verify the bus does not start")
+        .to_string();
+    assert!(
+        error.contains("TLS") && error.contains("certificate"),
+        "{error}"
+    );
+
+    // With it: the node host publishes over TLS and an edge serves what it
+    // published.
+    let node = GrowingNode::start(5, 5, Duration::ZERO);
+    let host = {
+        let (url, ca) = (nats.url(), ca_file.clone());
+        TestServer::start(node.path(), move |args| {
+            args.publish_url = Some(url);
+            args.publish_max_bytes = Some("64MiB".into());
+            args.poll_interval_ms = Some(50);
+            args.upstream_ca_file = Some(ca);
+        })
+        .await
+    };
+    published(host.running.http_addr, &feeds_of(&node)).await;
+    let (_, last) = nats.stream_state(Source::Fills).await;
+    assert!(last > 0, "records on the bus");
+    let state = tempfile::tempdir().unwrap();
+    let edge = tokio::time::timeout(
+        WAIT,
+        l1gate::bus::edge::start(&url, &edge_settings(Some(&ca_file), state.path())),
+    )
+    .await
+    .expect("the edge starts in time")
+    .unwrap();
+    assert_eq!(bus_health(edge.server.http_addr).await["connected"], true);
 }

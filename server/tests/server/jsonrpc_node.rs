@@ -322,6 +322,29 @@ impl JsonRpcNode {
     /// Starts a node on 127.0.0.1:0.
     pub async fn start() -> JsonRpcNode {
         let stop = StopOnDrop::default();
+        let (state, router) = Self::router(&stop);
+        let addr = serve(router, stop.subscribe()).await;
+        JsonRpcNode {
+            addr,
+            state,
+            _stop: stop,
+        }
+    }
+
+    /// Starts a node on 127.0.0.1:0 that speaks TLS with `files` (its
+    /// URLs are then `https://` and `wss://` ones: [`JsonRpcNode::port`]).
+    pub async fn start_tls(files: &l1gate::tls::TlsFiles) -> JsonRpcNode {
+        let stop = StopOnDrop::default();
+        let (state, router) = Self::router(&stop);
+        let addr = super::tls::tls_upstream(router, files).await;
+        JsonRpcNode {
+            addr,
+            state,
+            _stop: stop,
+        }
+    }
+
+    fn router(stop: &StopOnDrop) -> (Arc<RpcState>, Router) {
         let state = Arc::new(RpcState {
             seen: Mutex::new(Vec::new()),
             ws_messages: Mutex::new(Vec::new()),
@@ -333,12 +356,12 @@ impl JsonRpcNode {
             .route("/", get(upgrade).post(http_call))
             .layer(middleware::from_fn_with_state(state.clone(), recorded))
             .with_state(state.clone());
-        let addr = serve(router, stop.subscribe()).await;
-        JsonRpcNode {
-            addr,
-            state,
-            _stop: stop,
-        }
+        (state, router)
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.addr.port()
     }
 
     /// `http://127.0.0.1:PORT/`.

@@ -294,8 +294,11 @@ async fn an_unusable_certificate_stops_the_start_naming_its_file() {
 }
 
 /// Serves `router` over TLS with `files`, as an upstream of l1gate's
-/// would; its address.
-async fn tls_upstream(router: axum::Router, files: &l1gate::tls::TlsFiles) -> std::net::SocketAddr {
+/// would (WebSocket upgrades included); its address.
+pub async fn tls_upstream(
+    router: axum::Router,
+    files: &l1gate::tls::TlsFiles,
+) -> std::net::SocketAddr {
     let acceptor = l1gate::tls::ServerTls::load(files)
         .unwrap()
         .acceptor(&[b"http/1.1"])
@@ -312,6 +315,7 @@ async fn tls_upstream(router: axum::Router, files: &l1gate::tls::TlsFiles) -> st
                 let service = hyper_util::service::TowerToHyperService::new(router);
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .with_upgrades()
                     .await;
             });
         }
@@ -399,4 +403,158 @@ async fn an_https_info_source_is_verified_against_the_ca_bundle() {
         error.contains("upstream_ca_file") && error.contains("missing.pem"),
         "{error}"
     );
+}
+
+/// A JSON-RPC call over a WebSocket through l1gate's gateway for the
+/// network at `host`: the first answer, or the HTTP status of a refusal
+/// with its body.
+async fn rpc_over_websocket(
+    http: std::net::SocketAddr,
+    host: &str,
+    key: &str,
+) -> Result<serde_json::Value, (u16, String)> {
+    use futures_util::{SinkExt as _, StreamExt as _};
+    use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest as _};
+    let mut request = format!("ws://{http}/{key}").into_client_request().unwrap();
+    request.headers_mut().insert("host", host.parse().unwrap());
+    let mut socket = match tokio_tungstenite::connect_async(request).await {
+        Ok((socket, _)) => socket,
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            let body = String::from_utf8_lossy(response.body().as_deref().unwrap_or_default());
+            return Err((response.status().as_u16(), body.into_owned()));
+        }
+        Err(other) => panic!("the WebSocket to l1gate: {other}"),
+    };
+    socket
+        .send(Message::Text(
+            r#"{"jsonrpc":"2.0","id":3,"method":"eth_blockNumber","params":[]}"#.into(),
+        ))
+        .await
+        .unwrap();
+    loop {
+        let message = tokio::time::timeout(Duration::from_secs(10), socket.next())
+            .await
+            .expect("an answer in time")
+            .expect("the connection is open")
+            .unwrap();
+        if let Message::Text(text) = message {
+            return Ok(serde_json::from_str(&text).unwrap());
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wss_json_rpc_upstream_is_verified_against_the_ca_bundle() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Authority::new("node CA");
+    let ca_file = ca.write(dir.path(), "ca.pem");
+    let (cert, key) = install(dir.path(), &ca.server(-1, 30));
+    let node =
+        crate::server::jsonrpc_node::JsonRpcNode::start_tls(&l1gate::tls::TlsFiles { cert, key })
+            .await;
+    let host = "hyperevm-mainnet.gw.test";
+    let chains = crate::server::networks::chains_of(&format!(
+        r#"
+[[chains]]
+id = "hyperevm"
+name = "HyperEVM"
+ecosystem = "evm"
+[[chains.networks]]
+id = "mainnet"
+name = "HyperEVM Mainnet"
+base_url = "https://{host}"
+[[chains.networks.nodes]]
+id = "hyperevm-tls"
+node_type = "full"
+jsonrpc_ws = "wss://localhost:{}/"
+"#,
+        node.port()
+    ));
+
+    // Trusted through the bundle: relayed over TLS.
+    let trusted = crate::server::harness::TestServer::start(&real_capture(), |args| {
+        args.chains = chains.clone();
+        args.upstream_ca_file = Some(ca_file.clone());
+    })
+    .await;
+    let answer = rpc_over_websocket(trusted.running.http_addr, host, &trusted.key)
+        .await
+        .unwrap();
+    assert_eq!(answer["id"], 3, "{answer}");
+    assert!(
+        answer["result"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("0x")),
+        "{answer}"
+    );
+    assert!(
+        node.ws_messages()
+            .iter()
+            .any(|m| m.contains("eth_blockNumber")),
+        "the node saw the call"
+    );
+    drop(trusted);
+
+    // Without the bundle the node's certificate does not verify: a 502
+    // saying so, never a plain-text fallback.
+    let seen = node.ws_messages().len();
+    let untrusted = crate::server::harness::TestServer::start(&real_capture(), |args| {
+        args.chains = chains.clone();
+    })
+    .await;
+    let (status, body) = rpc_over_websocket(untrusted.running.http_addr, host, &untrusted.key)
+        .await
+        .unwrap_err();
+    assert_eq!(status, 502, "{body}");
+    assert!(body.contains("certificate"), "{body}");
+    assert_eq!(node.ws_messages().len(), seen);
+}
+
+fn real_capture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/real/btc-985148182")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_https_transaction_stream_upstream_is_verified_against_the_ca_bundle() {
+    use crate::server::transaction_stream::{
+        Net, StandIn, TOKEN, aptos, batch, client, collect, from,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Authority::new("indexer CA");
+    let ca_file = ca.write(dir.path(), "ca.pem");
+    let (cert, key) = install(dir.path(), &ca.server(-1, 30));
+    let stand_in = StandIn::start_tls(1, &l1gate::tls::TlsFiles { cert, key }).await;
+    assert!(stand_in.url.starts_with("https://localhost:"));
+    let chains = aptos(&[Net {
+        id: "mainnet",
+        stream: Some(&stand_in.url),
+        token: Some(TOKEN),
+    }]);
+
+    // Trusted through the bundle: relayed over HTTP/2 on TLS.
+    let trusted = crate::server::harness::TestServer::start(&real_capture(), |args| {
+        args.chains = chains.clone();
+        args.upstream_ca_file = Some(ca_file.clone());
+    })
+    .await;
+    let mut grpc = client(&trusted, None).await;
+    let batches = collect(&mut grpc, trusted.req(from(100, 15, 10)))
+        .await
+        .unwrap();
+    assert_eq!(batches, vec![batch(1, 100..110, 0), batch(1, 110..115, 0)]);
+    assert_eq!(stand_in.calls(), 1);
+    drop(trusted);
+
+    // Without the bundle the upstream's certificate does not verify: the
+    // call is UNAVAILABLE and never reaches it in plain text.
+    let untrusted = crate::server::harness::TestServer::start(&real_capture(), |args| {
+        args.chains = chains.clone();
+    })
+    .await;
+    let mut grpc = client(&untrusted, None).await;
+    let refused = collect(&mut grpc, untrusted.req(from(100, 15, 10)))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::Unavailable, "{refused:?}");
+    assert_eq!(stand_in.calls(), 1);
 }

@@ -33,7 +33,7 @@ use super::harness::{TestServer, end_status, real, with_key};
 use super::standin::http;
 
 /// The token l1gate is configured with, and the stand-in accepts.
-const TOKEN: &str = "aptos-upstream-token-1234";
+pub const TOKEN: &str = "aptos-upstream-token-1234";
 
 /// `aptos.transaction.v1.Transaction`, cut to a few of its fields (same
 /// numbers and types as Aptos' `transaction.proto`).
@@ -237,6 +237,18 @@ impl RawData for StandInService {
     }
 }
 
+impl StandInService {
+    fn new(chain_id: u64, pad: usize) -> (Self, Arc<Seen>) {
+        let seen = Arc::new(Seen::default());
+        let service = StandInService {
+            chain_id,
+            pad,
+            seen: Arc::clone(&seen),
+        };
+        (service, seen)
+    }
+}
+
 /// A running stand-in.
 pub struct StandIn {
     pub url: String,
@@ -256,12 +268,7 @@ impl StandIn {
     pub async fn start(chain_id: u64, pad: usize) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let seen = Arc::new(Seen::default());
-        let service = StandInService {
-            chain_id,
-            pad,
-            seen: Arc::clone(&seen),
-        };
+        let (service, seen) = StandInService::new(chain_id, pad);
         let task = tokio::spawn(async move {
             tonic::transport::Server::builder()
                 .add_service(RawDataServer::new(service))
@@ -271,6 +278,45 @@ impl StandIn {
         });
         Self {
             url: format!("http://{addr}"),
+            seen,
+            task,
+        }
+    }
+
+    /// [`StandIn::start`] speaking TLS with `files` (ALPN `h2`), at
+    /// `https://localhost:PORT`.
+    pub async fn start_tls(chain_id: u64, files: &l1gate::tls::TlsFiles) -> Self {
+        let acceptor = l1gate::tls::ServerTls::load(files)
+            .unwrap()
+            .acceptor(&[b"h2"])
+            .unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (service, seen) = StandInService::new(chain_id, 0);
+        let (accepted, incoming) = tokio::sync::mpsc::channel(16);
+        let task = tokio::spawn(async move {
+            tokio::spawn(async move {
+                while let Ok((socket, _)) = listener.accept().await {
+                    let (acceptor, accepted) = (acceptor.clone(), accepted.clone());
+                    tokio::spawn(async move {
+                        // A handshake that fails (an untrusting client) is
+                        // not a connection.
+                        if let Ok(stream) =
+                            l1gate::tls::EdgeStream::accept(socket, Some(&acceptor)).await
+                        {
+                            let _ = accepted.send(Ok::<_, std::io::Error>(stream)).await;
+                        }
+                    });
+                }
+            });
+            tonic::transport::Server::builder()
+                .add_service(RawDataServer::new(service))
+                .serve_with_incoming(tokio_stream::wrappers::ReceiverStream::new(incoming))
+                .await
+                .unwrap();
+        });
+        Self {
+            url: format!("https://localhost:{}", addr.port()),
             seen,
             task,
         }

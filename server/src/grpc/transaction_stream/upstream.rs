@@ -12,7 +12,7 @@ use proto::aptos::indexer::v1::{GetTransactionsRequest, TransactionsResponse};
 use tonic::codec::{BufferSettings, Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::codegen::http;
 use tonic::metadata::{AsciiMetadataValue, MetadataMap};
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use tonic::{Code, Request, Response, Status};
 
 use crate::registry::NodeConfig;
@@ -82,11 +82,12 @@ impl Upstream {
         network: &str,
         node: &NodeConfig,
         url: &str,
+        tls: &crate::upstream::UpstreamTls,
         channels: &mut HashMap<String, Option<Channel>>,
     ) -> Self {
         let channel = channels
             .entry(url.to_owned())
-            .or_insert_with(|| match connect_lazy(url) {
+            .or_insert_with(|| match connect_lazy(url, tls) {
                 Ok(channel) => Some(channel),
                 Err(error) => {
                     tracing::error!(
@@ -170,14 +171,34 @@ impl Upstream {
 }
 
 /// A lazily connected HTTP/2 channel to `url`.
-pub(super) fn connect_lazy(url: &str) -> Result<Channel, tonic::transport::Error> {
-    Ok(Endpoint::from_shared(url.to_owned())?
+pub(super) fn connect_lazy(
+    url: &str,
+    tls: &crate::upstream::UpstreamTls,
+) -> Result<Channel, String> {
+    let endpoint = Endpoint::from_shared(url.to_owned())
+        .map_err(|e| e.to_string())?
         .connect_timeout(CONNECT_TIMEOUT)
         .tcp_nodelay(true)
         .http2_keep_alive_interval(KEEP_ALIVE_INTERVAL)
         .keep_alive_timeout(KEEP_ALIVE_TIMEOUT)
         .initial_stream_window_size(UPSTREAM_STREAM_WINDOW)
-        .initial_connection_window_size(UPSTREAM_CONNECTION_WINDOW)
+        .initial_connection_window_size(UPSTREAM_CONNECTION_WINDOW);
+    if !url.starts_with("https://") {
+        return Ok(endpoint.connect_lazy());
+    }
+    // HTTP/2 over TLS (rustls, ALPN `h2`), verified against the same roots
+    // as every `https://` upstream: the system's and `upstream_ca_file`'s.
+    // A certificate that does not verify fails the connection (the call is
+    // UNAVAILABLE), never a plain-text fallback.
+    let mut config = ClientTlsConfig::new().with_native_roots();
+    if let Some(bundle) = tls.ca_file() {
+        let pem = std::fs::read(bundle)
+            .map_err(|e| format!("upstream_ca_file {}: {e}", bundle.display()))?;
+        config = config.ca_certificate(Certificate::from_pem(pem));
+    }
+    Ok(endpoint
+        .tls_config(config)
+        .map_err(|e| e.to_string())?
         .connect_lazy())
 }
 
