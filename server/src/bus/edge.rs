@@ -537,9 +537,27 @@ impl FeedConsumer {
                 return Ok(false);
             }
         };
+        let line = match crate::bus::subjects::decode_payload(
+            message.headers.as_ref(),
+            &message.payload,
+        ) {
+            Ok(line) => line,
+            Err(error) => {
+                self.state.rejected.fetch_add(1, Ordering::AcqRel);
+                if common::metrics::warn_allowed("edge bad payload", Duration::from_secs(10)) {
+                    tracing::warn!(
+                        feed = self.source.feed_id(),
+                        sequence,
+                        error,
+                        "edge: a record on the bus cannot be read; skipped"
+                    );
+                }
+                return Ok(false);
+            }
+        };
         let written = self
             .mirror
-            .append(&placement, &message.payload)
+            .append(&placement, &line)
             .map_err(|error| format!("writing the mirror: {error}"))?;
         match written {
             Written::Refused => {
@@ -547,12 +565,8 @@ impl FeedConsumer {
                 Ok(false)
             }
             Written::Appended | Written::NewFile => {
-                self.state.moved(
-                    placement.block,
-                    placement.time_ms,
-                    sequence,
-                    message.payload.len(),
-                );
+                self.state
+                    .moved(placement.block, placement.time_ms, sequence, line.len());
                 Ok(written == Written::NewFile)
             }
         }

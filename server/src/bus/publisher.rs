@@ -48,7 +48,9 @@ use tokio::task::JoinSet;
 use crate::backoff::Backoff;
 use crate::bus::settings::PublishSettings;
 use crate::bus::status::{BusStatus, FeedState, Role};
-use crate::bus::subjects::{BUS_FEEDS, Placement, stream_name, subject};
+use crate::bus::subjects::{
+    BUS_FEEDS, HEADER_ENCODING, Placement, encode_payload, stream_name, subject,
+};
 use crate::host::feeds::LiveFeeds;
 
 /// Records per read from the files.
@@ -383,16 +385,23 @@ impl FeedPublisher {
                     index,
                     source_dir: source_dir.clone(),
                 };
-                let bytes = record.data.len();
+                let line_bytes = record.data.len();
+                let (payload, compressed) = encode_payload(record.data);
+                let bytes = payload.len();
+                let mut headers = placement.headers(self.source);
+                if compressed {
+                    headers.insert(HEADER_ENCODING, "zstd");
+                }
                 let message = jetstream::message::PublishMessage::build()
-                    .payload(record.data)
-                    .headers(placement.headers(self.source))
+                    .payload(payload)
+                    .headers(headers)
                     .expected_last_sequence(expected);
                 let ack = match self.context.send_publish(subject.clone(), message).await {
                     Ok(ack) => ack,
                     Err(error) if error.kind() == PublishErrorKind::MaxPayloadExceeded => {
                         return Stop::Failed(format!(
-                            "the record of block {block} is {bytes} bytes, over the server's \
+                            "the record of block {block} is {bytes} bytes on the bus \
+                             ({line_bytes} bytes of line, compressed), over the server's \
                              max_payload: raise max_payload in the nats-server configuration \
                              (publishing this feed waits until then)"
                         ));

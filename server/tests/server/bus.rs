@@ -58,6 +58,8 @@ pub struct Nats {
     /// Certificate and key files when it speaks TLS, and the CA that
     /// signed them.
     tls: Option<(PathBuf, PathBuf, PathBuf)>,
+    /// Its `max_payload` when not the default (1 MB).
+    max_payload: Option<usize>,
 }
 
 impl Nats {
@@ -78,6 +80,21 @@ impl Nats {
             store: tempfile::tempdir().unwrap(),
             user: None,
             tls: Some((cert, key, ca)),
+            max_payload: None,
+        };
+        nats.run();
+        nats
+    }
+
+    /// A server whose `max_payload` is `bytes`.
+    pub fn with_max_payload(bytes: usize) -> Nats {
+        let mut nats = Nats {
+            child: None,
+            port: free_port(),
+            store: tempfile::tempdir().unwrap(),
+            user: None,
+            tls: None,
+            max_payload: Some(bytes),
         };
         nats.run();
         nats
@@ -90,6 +107,7 @@ impl Nats {
             store: tempfile::tempdir().unwrap(),
             user,
             tls: None,
+            max_payload: None,
         };
         nats.run();
         nats
@@ -113,6 +131,12 @@ impl Nats {
             .stderr(Stdio::null());
         if let Some((user, password)) = &self.user {
             command.args(["--user", user, "--pass", password]);
+        }
+        if let Some(bytes) = self.max_payload {
+            // Only a configuration file sets it.
+            let conf = self.store.path().join("nats.conf");
+            std::fs::write(&conf, format!("max_payload: {bytes}\n")).unwrap();
+            command.arg("-c").arg(conf);
         }
         if let Some((cert, key, _)) = &self.tls {
             command
@@ -213,8 +237,17 @@ pub struct GrowingNode {
 impl GrowingNode {
     /// `blocks` blocks; the first `initial` at once, then one every `every`.
     pub fn start(blocks: u64, initial: u64, every: Duration) -> GrowingNode {
+        Self::start_with(fixtures::SimConfig::small(21), blocks, initial, every)
+    }
+
+    /// [`GrowingNode::start`] with the simulator configured as `cfg`.
+    pub fn start_with(
+        mut cfg: fixtures::SimConfig,
+        blocks: u64,
+        initial: u64,
+        every: Duration,
+    ) -> GrowingNode {
         let source = tempfile::tempdir().unwrap();
-        let mut cfg = fixtures::SimConfig::small(21);
         cfg.mode = fixtures::OutputMode::ByBlock;
         cfg.snapshot_every = None;
         // Recent block times: within the streams' retention, and fresh.
@@ -827,4 +860,33 @@ async fn a_bus_over_tls_is_verified_against_the_ca_bundle() {
     .expect("the edge starts in time")
     .unwrap();
     assert_eq!(bus_health(edge.server.http_addr).await["connected"], true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lines_longer_than_max_payload_travel_compressed_and_arrive_whole() {
+    // Mainnet-scale order statuses: a block's line is 200–250 KB, over a
+    // 160 KiB max_payload (which still takes the checkpoints' 128 KiB
+    // chunks); compressed it is about an eighth of that.
+    let nats = Nats::with_max_payload(160 << 10);
+    let mut cfg = fixtures::SimConfig::mainnet(21, 1.0);
+    cfg.start_time_ms = common::unix_now_ms() - 2_000;
+    let node = GrowingNode::start_with(cfg, 5, 5, Duration::ZERO);
+    let longest = files(node.path())
+        .iter()
+        .flat_map(|path| {
+            std::fs::read(path)
+                .unwrap()
+                .split(|&b| b == b'\n')
+                .map(<[u8]>::len)
+                .collect::<Vec<_>>()
+        })
+        .max()
+        .unwrap();
+    assert!(longest > 160 << 10, "the longest line is {longest} bytes");
+    let host = publisher(node.path(), &nats.url()).await;
+    let feeds = feeds_of(&node);
+    published(host.running.http_addr, &feeds).await;
+    let keys = host.keys_file.clone();
+    let edge = Edge::start(&nats.url(), &keys).await.unwrap();
+    assert_same_records(&host, edge.running.server.grpc_addr, &feeds).await;
 }
