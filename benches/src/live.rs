@@ -333,6 +333,8 @@ pub struct ServerOptions {
     /// TLS on both addresses, with a certificate of the harness's own authority (the
     /// channels of [`ServerProcess::channel`] trust it).
     pub tls: bool,
+    /// `market_compression`: market frames sent compressed to clients that accept it.
+    pub market_compression: bool,
 }
 
 /// A keys file holding one key for the harness, in a temporary directory of its own.
@@ -424,6 +426,7 @@ impl ServerProcess {
                 .into(),
             cert,
             key,
+            options.market_compression.to_string().into(),
         ];
         let mut process = Self::spawn_child(&args, keys)?;
         process.ca = tls.map(|(_, ca)| ca);
@@ -584,13 +587,13 @@ pub fn vm_rss_kib(status: &str) -> Option<u64> {
 /// The `POLL_MS` argument of [`serve_child`] that leaves `poll_interval_ms` at its default.
 const DEFAULT: &str = "default";
 
-/// The server child's main: `SERVE_FLAG DATA KEYS_FILE POLL_MS RING` (`POLL_MS` = `default`
-/// leaves `poll_interval_ms` unset). Starts the server on loopback, waits until the market
+/// The server child's main: `SERVE_FLAG DATA KEYS_FILE POLL_MS RING CERT KEY COMPRESS`
+/// (`default` leaves a setting unset; `COMPRESS` is `market_compression`, true or false). Starts the server on loopback, waits until the market
 /// engine has caught up, prints `ready ADDR`, then serves until standard input closes,
 /// answering each `height` line on it with `height N` (the engine's last folded block).
 pub fn serve_child(args: &[String]) -> anyhow::Result<()> {
-    let [data, keys_file, poll_ms, ring, cert, key] = args else {
-        bail!("{SERVE_FLAG} takes DATA KEYS_FILE POLL_MS RING CERT KEY, got {args:?}");
+    let [data, keys_file, poll_ms, ring, cert, key, compress] = args else {
+        bail!("{SERVE_FLAG} takes DATA KEYS_FILE POLL_MS RING CERT KEY COMPRESS, got {args:?}");
     };
     let file = |path: &String| (path != DEFAULT).then(|| PathBuf::from(path));
     let poll_interval_ms = if poll_ms == DEFAULT {
@@ -610,6 +613,7 @@ pub fn serve_child(args: &[String]) -> anyhow::Result<()> {
         },
         tls_cert_file: file(cert),
         tls_key_file: file(key),
+        market_compression: Some(compress.parse().context("COMPRESS")?),
         ..child_serve_args(Path::new(keys_file), state.path())
     }
     .resolve()?;

@@ -45,7 +45,24 @@ pub async fn open<R>(
 where
     R: prost::Message + Send + Sync + 'static,
 {
+    open_accepting(channel, path, request, None).await
+}
+
+/// [`open`], telling the server the client accepts `accept` (a server that sends compressed
+/// frames then sends them so).
+pub async fn open_accepting<R>(
+    channel: Channel,
+    path: &'static str,
+    request: tonic::Request<R>,
+    accept: Option<tonic::codec::CompressionEncoding>,
+) -> Result<Streaming<BlockOnly>, tonic::Status>
+where
+    R: prost::Message + Send + Sync + 'static,
+{
     let mut grpc = tonic::client::Grpc::new(channel).max_decoding_message_size(256 << 20);
+    if let Some(encoding) = accept {
+        grpc = grpc.accept_compressed(encoding);
+    }
     grpc.ready()
         .await
         .map_err(|e| tonic::Status::unavailable(e.to_string()))?;

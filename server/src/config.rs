@@ -121,6 +121,11 @@ pub struct ServeArgs {
     /// FAILED_PRECONDITION.
     #[arg(long, env = "L1GATE_CANDLE_STREAMING", value_name = "BOOL")]
     pub candle_streaming: Option<bool>,
+    /// Whether market frames (`MarketStreaming`) are sent compressed to a
+    /// client that accepts zstd or gzip. Default false: each subscriber's
+    /// copy of a frame is compressed on its own (docs/market-streaming.md).
+    #[arg(long, env = "L1GATE_MARKET_COMPRESSION", value_name = "BOOL")]
+    pub market_compression: Option<bool>,
     /// Minimum block time between two frames of the same live candle.
     /// Default 500.
     #[arg(long, env = "L1GATE_CANDLE_THROTTLE_MS", value_name = "MS")]
@@ -311,6 +316,7 @@ impl ServeArgs {
             market_ring_capacity: self.market_ring_capacity.or(lower.market_ring_capacity),
             align_grace_ms: self.align_grace_ms.or(lower.align_grace_ms),
             candle_streaming: self.candle_streaming.or(lower.candle_streaming),
+            market_compression: self.market_compression.or(lower.market_compression),
             candle_throttle_ms: self.candle_throttle_ms.or(lower.candle_throttle_ms),
             market_stale_after_ms: self.market_stale_after_ms.or(lower.market_stale_after_ms),
             ready_wait_ms: self.ready_wait_ms.or(lower.ready_wait_ms),
@@ -434,6 +440,8 @@ pub struct Settings {
     pub align_grace: Duration,
     /// Whether `StreamCandle` is served.
     pub candle_streaming: bool,
+    /// Whether market frames are sent compressed to clients that accept it.
+    pub market_compression: bool,
     /// Minimum block time between two frames of one live candle.
     pub candle_throttle: Duration,
     /// Newest data older than this makes market streams UNAVAILABLE (None =
@@ -615,6 +623,7 @@ impl ServeArgs {
                 Duration::from_secs(1),
             )?,
             candle_streaming: self.candle_streaming.unwrap_or(true),
+            market_compression: self.market_compression.unwrap_or(false),
             candle_throttle: Duration::from_millis(self.candle_throttle_ms.unwrap_or(500)),
             l2_coalesce: Duration::from_millis(self.l2_coalesce_ms.unwrap_or(0)),
             market_stale_after: match self.market_stale_after_ms.unwrap_or(30_000) {

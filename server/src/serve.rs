@@ -844,6 +844,27 @@ fn http_api(
 ///
 /// # Errors
 /// When reflection cannot be built from the descriptor set.
+/// The `MarketStreaming` service: compressed requests accepted; frames
+/// sent compressed only with `market_compression`, because a frame is
+/// encoded once for every subscriber of a key while compression would be
+/// per subscriber (measured in `benches/BENCHMARKS.md`, `market_compression`).
+fn market_server(
+    market: MarketService,
+    compress: bool,
+) -> proto::encoded::market_streaming_server::MarketStreamingServer<MarketService> {
+    let server = proto::encoded::market_streaming_server::MarketStreamingServer::new(market)
+        .max_encoding_message_size(256 << 20)
+        .accept_compressed(CompressionEncoding::Gzip)
+        .accept_compressed(CompressionEncoding::Zstd);
+    if compress {
+        server
+            .send_compressed(CompressionEncoding::Zstd)
+            .send_compressed(CompressionEncoding::Gzip)
+    } else {
+        server
+    }
+}
+
 async fn grpc_edge(
     settings: &Settings,
     edges: &Edges<'_>,
@@ -917,12 +938,7 @@ async fn grpc_edge(
             check.clone(),
         ))
         .add_service(InterceptedService::new(
-            // Frames are encoded once for every subscriber of a key; sent
-            // compressed, each subscriber's copy would be compressed apart.
-            proto::encoded::market_streaming_server::MarketStreamingServer::new(market)
-                .max_encoding_message_size(256 << 20)
-                .accept_compressed(CompressionEncoding::Gzip)
-                .accept_compressed(CompressionEncoding::Zstd),
+            market_server(market, settings.market_compression),
             check,
         ));
     let incoming = crate::grpc::admitted_incoming(

@@ -102,6 +102,48 @@ async fn market_streams_accept_compressed_requests() {
     assert_eq!(first.coin, "BTC");
 }
 
+/// The first frames of an L2 book stream of BTC from a client accepting
+/// zstd, and the encoding they came in.
+async fn l2_frames(gate: &Gate, key: &str) -> (Vec<proto::L2BookUpdate>, Option<String>) {
+    let mut client =
+        proto::market_streaming_client::MarketStreamingClient::new(channel(gate).await)
+            .accept_compressed(CompressionEncoding::Zstd);
+    let response = client
+        .stream_l2_book(with_key(
+            proto::L2BookRequest {
+                coin: "BTC".into(),
+                ..proto::L2BookRequest::default()
+            },
+            key,
+        ))
+        .await
+        .unwrap();
+    let encoding = response
+        .metadata()
+        .get("grpc-encoding")
+        .map(|value| value.to_str().unwrap().to_owned());
+    let first = tokio::time::timeout(Duration::from_secs(10), response.into_inner().message())
+        .await
+        .expect("the opening within 10 s")
+        .unwrap()
+        .expect("an opening frame");
+    (vec![first], encoding)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn market_frames_are_compressed_only_with_market_compression() {
+    let mut keys = KeysFile::default();
+    let (key, _) = keys.add_key("alice", 0).unwrap();
+    let off = Gate::start(keys.clone(), |_| {}).await;
+    let (plain, none) = l2_frames(&off, &key).await;
+    assert_eq!(none, None, "frames go uncompressed by default");
+    let on = Gate::start(keys, |args| args.market_compression = Some(true)).await;
+    let (packed, used) = l2_frames(&on, &key).await;
+    assert_eq!(used.as_deref(), Some("zstd"));
+    assert_eq!(packed, plain, "the same opening once decoded");
+    assert!(!plain[0].bids.is_empty());
+}
+
 /// curl's response headers (lowercased) and body for `url` with
 /// `Accept-Encoding: encoding`.
 fn curl(url: &str, encoding: Option<&str>, decode: bool) -> (String, Vec<u8>) {
