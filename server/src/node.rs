@@ -57,6 +57,8 @@ pub struct Networks {
     /// Every network's REST side, for `/healthz` (one per network: its
     /// base URL's).
     probes: Arc<Vec<rest::RestApi>>,
+    /// Each network's upstream sides, for the failures `/healthz` reports.
+    upstreams: Arc<Vec<(String, rest::RestApi, jsonrpc::JsonRpc)>>,
 }
 
 /// Why the node gateway's networks cannot be set up.
@@ -116,6 +118,8 @@ impl Networks {
         let mut sites = Vec::new();
         let mut sites_served = Vec::new();
         let mut probes = Vec::new();
+        let mut sides = Vec::new();
+        let mut sided = std::collections::BTreeSet::new();
         let mut named = std::collections::BTreeSet::new();
         for site in crate::registry::sites(chains) {
             if exchange_host.is_some_and(|host| host == site.host) {
@@ -151,6 +155,9 @@ impl Networks {
             if api.has_node() && named.insert(site.name()) {
                 probes.push(api.clone());
             }
+            if sided.insert(site.name()) {
+                sides.push((site.name(), api.clone(), rpc.clone()));
+            }
             let name = site.name();
             let routed =
                 crate::http::authenticated(api.routes().merge(rpc.routes()), access.clone())
@@ -185,6 +192,7 @@ impl Networks {
             sites_served,
             exchange,
             probes: Arc::new(probes),
+            upstreams: Arc::new(sides),
         })
     }
 
@@ -216,11 +224,17 @@ impl Networks {
     }
 
     /// `{"chain/network": verdict}` for `/healthz` (each network's ledger
-    /// info through its cache, so at most one node request per window).
+    /// info through its cache, so at most one node request per window),
+    /// with `upstream_errors`: each upstream's last failure (`null` when
+    /// its last exchange succeeded, or none was made), by kind — `rest`
+    /// (REST and GraphQL), `jsonrpc`, `jsonrpc_ws`. A certificate that does
+    /// not verify shows there.
     pub fn health(&self) -> crate::http::NetworkProbe {
         let probes = self.probes.clone();
+        let upstreams = self.upstreams.clone();
         crate::http::NetworkProbe(Arc::new(move || {
             let probes = probes.clone();
+            let upstreams = upstreams.clone();
             Box::pin(async move {
                 let now = common::unix_now_ms();
                 let mut out = serde_json::Map::new();
@@ -239,6 +253,24 @@ impl Networks {
                         probe.name().to_owned(),
                         serde_json::to_value(verdict).unwrap_or_default(),
                     );
+                }
+                for (name, rest, rpc) in upstreams.iter() {
+                    let mut errors = serde_json::Map::new();
+                    if let Some(failure) = rest.last_failure() {
+                        errors.insert("rest".into(), failure.into());
+                    }
+                    for (kind, failure) in rpc.last_failures() {
+                        errors.insert(kind.into(), failure.into());
+                    }
+                    if errors.is_empty() {
+                        continue;
+                    }
+                    let entry = out
+                        .entry(name.clone())
+                        .or_insert_with(|| serde_json::json!({}));
+                    if let Some(entry) = entry.as_object_mut() {
+                        entry.insert("upstream_errors".into(), errors.into());
+                    }
                 }
                 serde_json::Value::Object(out)
             })

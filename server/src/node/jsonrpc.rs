@@ -92,6 +92,9 @@ pub struct JsonRpc {
     pub access: Access,
     /// Longest wait to connect to the WebSocket upstream.
     pub connect_timeout: Duration,
+    /// Why the last connection to the WebSocket upstream failed (`None`
+    /// once one succeeds).
+    pub ws_failure: std::sync::Arc<parking_lot::Mutex<Option<String>>>,
 }
 
 impl JsonRpc {
@@ -112,7 +115,22 @@ impl JsonRpc {
             tls: tls.client_config(),
             access,
             connect_timeout: timeout,
+            ws_failure: std::sync::Arc::default(),
         }
+    }
+
+    /// The last failures of its upstreams, by kind (`jsonrpc`, `jsonrpc_ws`;
+    /// `None`: the last exchange succeeded, or none was made), for those it
+    /// has.
+    pub fn last_failures(&self) -> Vec<(&'static str, Option<String>)> {
+        let mut out = Vec::new();
+        if self.http.is_some() {
+            out.push(("jsonrpc", self.client.last_failure()));
+        }
+        if self.ws.is_some() {
+            out.push(("jsonrpc_ws", self.ws_failure.lock().clone()));
+        }
+        out
     }
 
     /// The routes (authenticated by the caller): `POST /` and the
@@ -278,9 +296,13 @@ async fn upgrade(
     // client sees, not an upgrade closed at once.
     let connect = connect_node(&url, &rpc.tls);
     let node = match tokio::time::timeout(rpc.connect_timeout, connect).await {
-        Ok(Ok(node)) => node,
+        Ok(Ok(node)) => {
+            *rpc.ws_failure.lock() = None;
+            node
+        }
         Ok(Err(error)) => {
             tracing::warn!(network = %rpc.name, %error, "node WebSocket: cannot connect");
+            *rpc.ws_failure.lock() = Some(common::bounded(error.clone()));
             return rpc_error(
                 StatusCode::BAD_GATEWAY,
                 -32603,
@@ -288,6 +310,10 @@ async fn upgrade(
             );
         }
         Err(_) => {
+            *rpc.ws_failure.lock() = Some(format!(
+                "did not accept within {} ms",
+                rpc.connect_timeout.as_millis()
+            ));
             return rpc_error(
                 StatusCode::GATEWAY_TIMEOUT,
                 -32603,

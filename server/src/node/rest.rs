@@ -148,6 +148,13 @@ pub struct RestConfig {
 }
 
 impl RestApi {
+    /// The last failure of its REST and GraphQL exchanges (`None`: the last
+    /// one succeeded, or none was made), when it has either upstream.
+    pub fn last_failure(&self) -> Option<Option<String>> {
+        (self.inner.rest.is_some() || self.inner.graphql.is_some())
+            .then(|| self.inner.client.last_failure())
+    }
+
     /// The REST side of one network.
     pub fn new(config: RestConfig) -> Self {
         Self {

@@ -325,9 +325,14 @@ pub async fn tls_upstream(
 
 /// `/healthz` as JSON.
 fn health(gate: &Gate) -> serde_json::Value {
+    health_at(gate.running.http_addr)
+}
+
+/// `/healthz` of the server at `http` as JSON.
+fn health_at(http: std::net::SocketAddr) -> serde_json::Value {
     let out = std::process::Command::new("curl")
         .args(["-s", "--max-time", "10"])
-        .arg(format!("http://{}/healthz", gate.running.http_addr))
+        .arg(format!("http://{http}/healthz"))
         .output()
         .expect("curl (Debian package curl) must be installed for the TLS tests");
     serde_json::from_slice(&out.stdout).unwrap()
@@ -493,6 +498,12 @@ jsonrpc_ws = "wss://localhost:{}/"
             .any(|m| m.contains("eth_blockNumber")),
         "the node saw the call"
     );
+    let health = health_at(trusted.running.http_addr);
+    assert_eq!(
+        health["networks"]["hyperevm/mainnet"]["upstream_errors"]["jsonrpc_ws"],
+        serde_json::Value::Null,
+        "{health}"
+    );
     drop(trusted);
 
     // Without the bundle the node's certificate does not verify: a 502
@@ -508,6 +519,13 @@ jsonrpc_ws = "wss://localhost:{}/"
     assert_eq!(status, 502, "{body}");
     assert!(body.contains("certificate"), "{body}");
     assert_eq!(node.ws_messages().len(), seen);
+    // And /healthz says why, for the operator.
+    let health = health_at(untrusted.running.http_addr);
+    let failure = &health["networks"]["hyperevm/mainnet"]["upstream_errors"]["jsonrpc_ws"];
+    assert!(
+        failure.as_str().is_some_and(|f| f.contains("certificate")),
+        "{health}"
+    );
 }
 
 fn real_capture() -> PathBuf {
