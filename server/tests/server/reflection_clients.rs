@@ -203,10 +203,46 @@ async fn a_v1_reflection_client_calls_with_fetched_descriptors_only() {
     let node = live_node(60, 60, Duration::from_millis(1));
     let server = TestServer::start(node.dir.path(), |_| {}).await;
     ready(&server).await;
-    let channel = server.channel().await;
+    calls_with_fetched_descriptors(server.channel().await, &server.key).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_descriptor_only_client_calls_over_tls_with_the_authority_as_root() {
+    let node = live_node(60, 60, Duration::from_millis(1));
+    let certs = tempfile::tempdir().unwrap();
+    let authority = super::tls::Authority::new("l1gate test CA");
+    let ca = authority.write(certs.path(), "ca.pem");
+    let (cert, key) = super::tls::install(certs.path(), &authority.server(-1, 30));
+    let server = TestServer::start(node.dir.path(), |args| {
+        args.tls_cert_file = Some(cert);
+        args.tls_key_file = Some(key);
+    })
+    .await;
+    ready(&server).await;
+    let tls = tonic::transport::ClientTlsConfig::new()
+        .ca_certificate(tonic::transport::Certificate::from_pem(
+            std::fs::read(&ca).unwrap(),
+        ))
+        .domain_name("localhost");
+    let channel = Channel::from_shared(format!(
+        "https://localhost:{}",
+        server.running.grpc_addr.port()
+    ))
+    .unwrap()
+    .tls_config(tls)
+    .unwrap()
+    .connect()
+    .await
+    .unwrap();
+    calls_with_fetched_descriptors(channel, &server.key).await;
+}
+
+/// `ListFeeds` and `StreamBbo` with messages built and read only from the
+/// descriptors the server's v1 reflection gives.
+async fn calls_with_fetched_descriptors(channel: Channel, key: &str) {
     let mut pool = DescriptorPool::new();
-    let mut files = files_for(&channel, &server.key, "venue_l1_gateway.v3.VenueL1Gateway").await;
-    files.extend(files_for(&channel, &server.key, "venue_l1_gateway.v3.MarketStreaming").await);
+    let mut files = files_for(&channel, key, "venue_l1_gateway.v3.VenueL1Gateway").await;
+    files.extend(files_for(&channel, key, "venue_l1_gateway.v3.MarketStreaming").await);
     files.sort_by(|a, b| a.name().cmp(b.name()));
     files.dedup_by(|a, b| a.name() == b.name());
     pool.add_file_descriptor_protos(files).unwrap();
@@ -218,7 +254,7 @@ async fn a_v1_reflection_client_calls_with_fetched_descriptors_only() {
     grpc.ready().await.unwrap();
     let answer = grpc
         .unary(
-            with_key(Bytes::from(request), &server.key),
+            with_key(Bytes::from(request), key),
             "/venue_l1_gateway.v3.VenueL1Gateway/ListFeeds"
                 .parse()
                 .unwrap(),
@@ -249,7 +285,7 @@ async fn a_v1_reflection_client_calls_with_fetched_descriptors_only() {
     grpc.ready().await.unwrap();
     let mut stream = grpc
         .server_streaming(
-            with_key(Bytes::from(request.encode_to_vec()), &server.key),
+            with_key(Bytes::from(request.encode_to_vec()), key),
             "/venue_l1_gateway.v3.MarketStreaming/StreamBbo"
                 .parse()
                 .unwrap(),
