@@ -273,16 +273,7 @@ impl StatusPage {
             && let Value::Object(verdicts) = (networks.0)().await
         {
             for (name, verdict) in verdicts {
-                upstreams.push(json!({
-                    "name": format!("node gateway {name}"),
-                    "status": verdict["status"],
-                    "detail": verdict.get("problem").cloned().unwrap_or_else(|| {
-                        json!(format!(
-                            "ledger {} s behind",
-                            verdict["ledger_age_ms"].as_i64().unwrap_or(0) / 1000
-                        ))
-                    }),
-                }));
+                upstreams.push(network_row(&name, &verdict));
             }
         }
         if let Some(bus) = &self.bus {
@@ -309,6 +300,37 @@ impl StatusPage {
 
 /// The bus's row among the upstreams: the connection, the first feed in
 /// trouble, the newest record's age and the engine checkpoint.
+/// A node gateway network's row: its ledger verdict (REST networks) and
+/// the last failure of any of its upstreams (`upstream_errors`).
+fn network_row(name: &str, verdict: &Value) -> Value {
+    let failure = verdict["upstream_errors"].as_object().and_then(|errors| {
+        errors
+            .iter()
+            .find_map(|(kind, error)| error.as_str().map(|e| format!("{kind}: {e}")))
+    });
+    let ledger = verdict.get("status").and_then(Value::as_str);
+    let status = match (ledger, &failure) {
+        (Some("ok") | None, Some(_)) => "error",
+        (Some(status), _) => status,
+        (None, None) => "ok",
+    };
+    let detail = verdict
+        .get("problem")
+        .cloned()
+        .or_else(|| failure.map(Value::from))
+        .or_else(|| {
+            verdict["ledger_age_ms"]
+                .as_i64()
+                .map(|age| json!(format!("ledger {} s behind", age / 1000)))
+        })
+        .unwrap_or(Value::Null);
+    json!({
+        "name": format!("node gateway {name}"),
+        "status": status,
+        "detail": detail,
+    })
+}
+
 fn bus_row(bus: &Value) -> Value {
     let feeds = bus["feeds"].as_object();
     let failing = feeds.and_then(|feeds| {
@@ -447,6 +469,27 @@ async fn events(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_network_row_shows_its_upstream_failures_and_its_ledger() {
+        let ledger_only = json!({"status": "ok", "ledger_age_ms": 2_000});
+        assert_eq!(
+            network_row("aptos/mainnet", &ledger_only),
+            json!({"name": "node gateway aptos/mainnet", "status": "ok", "detail": "ledger 2 s behind"})
+        );
+        let websocket_failing = json!({"upstream_errors": {"jsonrpc": null, "jsonrpc_ws": "TLS: invalid peer certificate"}});
+        assert_eq!(
+            network_row("hyperevm/mainnet", &websocket_failing),
+            json!({"name": "node gateway hyperevm/mainnet", "status": "error", "detail": "jsonrpc_ws: TLS: invalid peer certificate"})
+        );
+        let quiet = json!({"upstream_errors": {"jsonrpc": null}});
+        assert_eq!(network_row("x/y", &quiet)["status"], "ok");
+        let stale = json!({"status": "stale", "problem": "94 s behind", "upstream_errors": {"rest": "timeout"}});
+        assert_eq!(
+            network_row("x/y", &stale),
+            json!({"name": "node gateway x/y", "status": "stale", "detail": "94 s behind"})
+        );
+    }
 
     #[test]
     fn the_bus_row_says_what_is_wrong_first() {
