@@ -59,6 +59,9 @@ pub struct Networks {
     probes: Arc<Vec<rest::RestApi>>,
     /// Each network's upstream sides, for the failures `/healthz` reports.
     upstreams: Arc<Vec<(String, rest::RestApi, jsonrpc::JsonRpc)>>,
+    /// The Transaction Stream's connection failures, by network (its relay
+    /// is on the gRPC address: it reports here).
+    transaction_streams: crate::upstream::FailureBoard,
 }
 
 /// Why the node gateway's networks cannot be set up.
@@ -193,6 +196,7 @@ impl Networks {
             exchange,
             probes: Arc::new(probes),
             upstreams: Arc::new(sides),
+            transaction_streams: crate::upstream::FailureBoard::default(),
         })
     }
 
@@ -200,6 +204,12 @@ impl Networks {
     /// l1gate's own API.
     pub fn exchange_routes(&self) -> Routed {
         self.exchange.clone().routes()
+    }
+
+    /// Where the Transaction Stream relay reports its networks' connection
+    /// failures.
+    pub fn transaction_stream_failures(&self) -> &crate::upstream::FailureBoard {
+        &self.transaction_streams
     }
 
     /// How many ledger info requests the exchange host's node received.
@@ -227,14 +237,17 @@ impl Networks {
     /// info through its cache, so at most one node request per window),
     /// with `upstream_errors`: each upstream's last failure (`null` when
     /// its last exchange succeeded, or none was made), by kind — `rest`
-    /// (REST and GraphQL), `jsonrpc`, `jsonrpc_ws`. A certificate that does
+    /// (REST and GraphQL), `jsonrpc`, `jsonrpc_ws`, `transaction_stream`. A
+    /// certificate that does
     /// not verify shows there.
     pub fn health(&self) -> crate::http::NetworkProbe {
         let probes = self.probes.clone();
         let upstreams = self.upstreams.clone();
+        let streams = self.transaction_streams.clone();
         crate::http::NetworkProbe(Arc::new(move || {
             let probes = probes.clone();
             let upstreams = upstreams.clone();
+            let streams = streams.clone();
             Box::pin(async move {
                 let now = common::unix_now_ms();
                 let mut out = serde_json::Map::new();
@@ -261,6 +274,9 @@ impl Networks {
                     }
                     for (kind, failure) in rpc.last_failures() {
                         errors.insert(kind.into(), failure.into());
+                    }
+                    if let Some(failure) = streams.get(name) {
+                        errors.insert("transaction_stream".into(), failure.into());
                     }
                     if errors.is_empty() {
                         continue;

@@ -336,7 +336,15 @@ pub async fn start_with(
         info_feed,
         bus.clone(),
     );
-    let grpc = grpc_edge(settings, &edges, market, grpc_listener, &mut tasks).await?;
+    let grpc = grpc_edge(
+        settings,
+        &edges,
+        market,
+        networks.transaction_stream_failures(),
+        grpc_listener,
+        &mut tasks,
+    )
+    .await?;
     let health = crate::http::Health {
         live: live.clone(),
         max_data_age: settings.max_data_age,
@@ -869,6 +877,7 @@ async fn grpc_edge(
     settings: &Settings,
     edges: &Edges<'_>,
     market: MarketService,
+    stream_failures: &crate::upstream::FailureBoard,
     listener: TcpListener,
     tasks: &mut Vec<tokio::task::JoinHandle<()>>,
 ) -> Result<tokio::task::JoinHandle<()>, StartError> {
@@ -913,6 +922,7 @@ async fn grpc_edge(
     let transaction_stream = crate::grpc::transaction_stream::TransactionStreamService::new(
         &settings.chains,
         &settings.upstreams.tls,
+        stream_failures,
     )
     .with_access(access.clone())
     .with_flow(edges.flow.clone());

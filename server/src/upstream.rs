@@ -139,6 +139,31 @@ pub struct UpstreamSettings {
     pub tls: UpstreamTls,
 }
 
+/// The last connection failure of each of a kind of upstream, by network
+/// (`None`: the last attempt succeeded, or none was made), shared between
+/// the edge that connects and `/healthz`, which reports it.
+#[derive(Debug, Clone, Default)]
+pub struct FailureBoard(
+    std::sync::Arc<parking_lot::Mutex<std::collections::BTreeMap<String, Option<String>>>>,
+);
+
+impl FailureBoard {
+    /// Lists `network` (with no failure yet).
+    pub fn add(&self, network: &str) {
+        self.0.lock().entry(network.to_owned()).or_insert(None);
+    }
+
+    /// Records the outcome of an attempt to reach `network`'s upstream.
+    pub fn set(&self, network: &str, failure: Option<String>) {
+        self.0.lock().insert(network.to_owned(), failure);
+    }
+
+    /// `network`'s entry: `None` when it is not listed.
+    pub fn get(&self, network: &str) -> Option<Option<String>> {
+        self.0.lock().get(network).cloned()
+    }
+}
+
 /// The roots `https://` upstreams are verified against: the system's
 /// certificates and those of an optional CA bundle.
 #[derive(Clone)]

@@ -118,9 +118,14 @@ impl TransactionStreamService {
     /// The relay for the networks of `chains`. Upstream connections are made
     /// on first use (an `https://` upstream over TLS verified against
     /// `tls`); must be called within a tokio runtime.
-    pub fn new(chains: &[ChainConfig], tls: &crate::upstream::UpstreamTls) -> Self {
+    /// Each network's connection failures go on `failures`.
+    pub fn new(
+        chains: &[ChainConfig],
+        tls: &crate::upstream::UpstreamTls,
+        failures: &crate::upstream::FailureBoard,
+    ) -> Self {
         Self {
-            routes: Arc::new(Routes::new(chains, tls)),
+            routes: Arc::new(Routes::new(chains, tls, failures)),
             access: None,
             flow: None,
         }
@@ -377,7 +382,11 @@ mod tests {
 
     #[tokio::test]
     async fn calls_are_routed_by_authority_with_one_network_as_the_fallback() {
-        let one = Routes::new(&aptos(&[("mainnet", Some("http://127.0.0.1:1"))]), &tls());
+        let one = Routes::new(
+            &aptos(&[("mainnet", Some("http://127.0.0.1:1"))]),
+            &tls(),
+            &Default::default(),
+        );
         assert_eq!(
             routed(&one, Some("APTOS-mainnet.example:443")),
             Ok("aptos/mainnet@n2".into())
@@ -398,6 +407,7 @@ mod tests {
                 ("testnet", Some("http://127.0.0.1:2")),
             ]),
             &tls(),
+            &Default::default(),
         );
         assert_eq!(
             routed(&two, Some("aptos-testnet.example")),
@@ -411,7 +421,7 @@ mod tests {
         );
         assert!(message.contains("aptos-testnet.example for aptos/testnet"));
 
-        let none = Routes::new(&aptos(&[("mainnet", None)]), &tls());
+        let none = Routes::new(&aptos(&[("mainnet", None)]), &tls(), &Default::default());
         let (code, message) = routed(&none, Some("localhost:50051")).unwrap_err();
         assert_eq!(code, Code::FailedPrecondition);
         assert!(

@@ -561,6 +561,15 @@ async fn an_https_transaction_stream_upstream_is_verified_against_the_ca_bundle(
         .unwrap();
     assert_eq!(batches, vec![batch(1, 100..110, 0), batch(1, 110..115, 0)]);
     assert_eq!(stand_in.calls(), 1);
+    let health = health_at(trusted.running.http_addr);
+    assert!(
+        health["networks"]["aptos/mainnet"]["upstream_errors"]
+            .as_object()
+            .is_some_and(
+                |e| e.contains_key("transaction_stream") && e["transaction_stream"].is_null()
+            ),
+        "{health}"
+    );
     drop(trusted);
 
     // Without the bundle the upstream's certificate does not verify: the
@@ -575,4 +584,11 @@ async fn an_https_transaction_stream_upstream_is_verified_against_the_ca_bundle(
         .unwrap_err();
     assert_eq!(refused.code(), tonic::Code::Unavailable, "{refused:?}");
     assert_eq!(stand_in.calls(), 1);
+    // /healthz says why, for the operator.
+    let health = health_at(untrusted.running.http_addr);
+    let failure = &health["networks"]["aptos/mainnet"]["upstream_errors"]["transaction_stream"];
+    assert!(
+        failure.as_str().is_some_and(|f| f.contains("certificate")),
+        "{health}"
+    );
 }

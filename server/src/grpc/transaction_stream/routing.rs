@@ -71,7 +71,11 @@ pub(super) struct Routes {
 }
 
 impl Routes {
-    pub(super) fn new(chains: &[ChainConfig], tls: &crate::upstream::UpstreamTls) -> Self {
+    pub(super) fn new(
+        chains: &[ChainConfig],
+        tls: &crate::upstream::UpstreamTls,
+        failures: &crate::upstream::FailureBoard,
+    ) -> Self {
         let mut channels = HashMap::new();
         let mut hosts = Vec::new();
         let mut first: BTreeMap<String, (String, Arc<Upstream>)> = BTreeMap::new();
@@ -79,7 +83,17 @@ impl Routes {
             let name = site.name();
             let upstream = site
                 .upstream(|node| node.transaction_stream.as_deref())
-                .map(|(node, url)| Arc::new(Upstream::new(&name, node, url, tls, &mut channels)));
+                .map(|(node, url)| {
+                    failures.add(&name);
+                    Arc::new(Upstream::new(
+                        &name,
+                        node,
+                        url,
+                        tls,
+                        failures,
+                        &mut channels,
+                    ))
+                });
             if let Some(upstream) = &upstream {
                 first
                     .entry(name.clone())

@@ -55,6 +55,8 @@ pub(super) struct Upstream {
     /// (logged at start-up).
     channel: Option<Channel>,
     credential: Credential,
+    /// Where its connection failures are reported (`/healthz`).
+    failures: crate::upstream::FailureBoard,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -83,6 +85,7 @@ impl Upstream {
         node: &NodeConfig,
         url: &str,
         tls: &crate::upstream::UpstreamTls,
+        failures: &crate::upstream::FailureBoard,
         channels: &mut HashMap<String, Option<Channel>>,
     ) -> Self {
         let channel = channels
@@ -123,6 +126,7 @@ impl Upstream {
             node: node.id.as_str().into(),
             channel,
             credential,
+            failures: failures.clone(),
         }
     }
 
@@ -155,19 +159,44 @@ impl Upstream {
         let request = Request::from_parts(metadata, tonic::Extensions::default(), message);
         let mut client =
             tonic::client::Grpc::new(channel).max_decoding_message_size(MAX_BATCH_BYTES);
-        client.ready().await.map_err(|error| {
-            mapped(&Status::from_error(error.into()), &self.network, &self.node)
-        })?;
-        client
-            .server_streaming(
-                request,
-                http::uri::PathAndQuery::from_static(GET_TRANSACTIONS),
-                UpstreamCodec,
-            )
-            .await
-            .map(Response::into_inner)
-            .map_err(|status| mapped(&status, &self.network, &self.node))
+        let opened = match client.ready().await {
+            Err(error) => Err(Status::from_error(error.into())),
+            Ok(()) => client
+                .server_streaming(
+                    request,
+                    http::uri::PathAndQuery::from_static(GET_TRANSACTIONS),
+                    UpstreamCodec,
+                )
+                .await
+                .map(Response::into_inner),
+        };
+        match opened {
+            Ok(stream) => {
+                self.failures.set(&self.network, None);
+                Ok(stream)
+            }
+            Err(status) => {
+                // Failures to reach it (connection, TLS) are reported in
+                // /healthz; the upstream's own answers are not failures.
+                if status.source().is_some() {
+                    self.failures.set(&self.network, Some(cause(&status)));
+                }
+                Err(mapped(&status, &self.network, &self.node))
+            }
+        }
     }
+}
+
+/// A status's message and its chain of causes, bounded.
+fn cause(status: &Status) -> String {
+    let mut text = status.message().to_owned();
+    let mut source = status.source();
+    while let Some(error) = source {
+        text.push_str(": ");
+        text.push_str(&error.to_string());
+        source = error.source();
+    }
+    common::bounded(text)
 }
 
 /// A lazily connected HTTP/2 channel to `url`.
