@@ -385,7 +385,7 @@ mod tests {
         let one = Routes::new(
             &aptos(&[("mainnet", Some("http://127.0.0.1:1"))]),
             &tls(),
-            &Default::default(),
+            &crate::upstream::FailureBoard::default(),
         );
         assert_eq!(
             routed(&one, Some("APTOS-mainnet.example:443")),
@@ -407,7 +407,7 @@ mod tests {
                 ("testnet", Some("http://127.0.0.1:2")),
             ]),
             &tls(),
-            &Default::default(),
+            &crate::upstream::FailureBoard::default(),
         );
         assert_eq!(
             routed(&two, Some("aptos-testnet.example")),
@@ -421,7 +421,11 @@ mod tests {
         );
         assert!(message.contains("aptos-testnet.example for aptos/testnet"));
 
-        let none = Routes::new(&aptos(&[("mainnet", None)]), &tls(), &Default::default());
+        let none = Routes::new(
+            &aptos(&[("mainnet", None)]),
+            &tls(),
+            &crate::upstream::FailureBoard::default(),
+        );
         let (code, message) = routed(&none, Some("localhost:50051")).unwrap_err();
         assert_eq!(code, Code::FailedPrecondition);
         assert!(
