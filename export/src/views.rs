@@ -29,7 +29,7 @@ mod trades;
 use engine::views::View;
 use engine::views::registry::{Frame, ViewKind};
 
-use crate::table::{Cell, ExportError, Rows, Table, check_row};
+use crate::table::{Cell, Column, ExportError, Kind, Rows, Table, check_row};
 
 /// A view's table.
 pub trait Exported: View {
@@ -80,6 +80,33 @@ impl<'a> RowSink<'a> {
     pub fn written(&self) -> u64 {
         self.written
     }
+}
+
+/// The frame's number, for the views whose frames are numbered per
+/// subscriber.
+const SEQUENCE: Column = Column::required(
+    "sequence",
+    Kind::UInt64,
+    "the frame's number: 1, then +1 per frame",
+);
+
+/// Whether a frame's rows are the whole state, for the views that send one.
+const SNAPSHOT: Column = Column::required(
+    "snapshot",
+    Kind::Bool,
+    "true: rebuild local state from this frame's rows",
+);
+
+/// One row of a frame that carries no item of its kind: `head` (the
+/// frame's own columns), then `items` empty cells.
+fn empty_frame_row(
+    out: &mut RowSink<'_>,
+    head: &[Cell<'_>],
+    items: usize,
+) -> Result<(), ExportError> {
+    let mut cells = head.to_vec();
+    cells.resize(head.len() + items, Cell::Null);
+    out.row(&cells)
 }
 
 /// The block columns of a frame at `(block_number, time)`.

@@ -76,6 +76,39 @@ pub enum CandlesAction {
     Export(CandlesExportArgs),
 }
 
+/// Where the candle store is, read as `serve` reads it.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CandleStoreArgs {
+    /// TOML config file, as for `serve` (`state_dir`,
+    /// `candle_history_start`).
+    #[arg(long, env = "L1GATE_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Directory of the server's own state, holding the candle store.
+    /// Default `l1gate-state`.
+    #[arg(long, env = "L1GATE_STATE_DIR", value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// The oldest bucket stored, ISO-8601 UTC. Default 2025-07-27T08:00:00Z.
+    #[arg(long, env = "L1GATE_CANDLE_HISTORY_START", value_name = "TIME")]
+    pub candle_history_start: Option<String>,
+}
+
+impl CandleStoreArgs {
+    /// The settings these name (with the config file's below them).
+    ///
+    /// # Errors
+    /// [`crate::config::ConfigError`]: a config file that cannot be read,
+    /// or a setting that does not resolve.
+    pub fn settings(&self) -> Result<crate::config::Settings, crate::config::ConfigError> {
+        let file = crate::config::load_optional(self.config.as_deref())?;
+        let given = crate::config::ServeArgs {
+            state_dir: self.state_dir.clone(),
+            candle_history_start: self.candle_history_start.clone(),
+            ..crate::config::ServeArgs::default()
+        };
+        given.or(file).resolve()
+    }
+}
+
 /// `l1gate candles export`.
 #[derive(Debug, clap::Args)]
 pub struct CandlesExportArgs {
@@ -98,17 +131,9 @@ pub struct CandlesExportArgs {
     /// The file to write (named only once whole).
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
-    /// TOML config file, as for `serve` (`state_dir`,
-    /// `candle_history_start`).
-    #[arg(long, env = "L1GATE_CONFIG", value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    /// Directory of the server's own state, holding the candle store.
-    /// Default `l1gate-state`.
-    #[arg(long, env = "L1GATE_STATE_DIR", value_name = "DIR")]
-    pub state_dir: Option<PathBuf>,
-    /// The oldest bucket stored, ISO-8601 UTC. Default 2025-07-27T08:00:00Z.
-    #[arg(long, env = "L1GATE_CANDLE_HISTORY_START", value_name = "TIME")]
-    pub candle_history_start: Option<String>,
+    /// Where the candle store is.
+    #[command(flatten)]
+    pub store: CandleStoreArgs,
 }
 
 impl CandlesExportArgs {
@@ -131,17 +156,9 @@ pub struct CandlesImportArgs {
     /// Hour files, or directories searched for them.
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
-    /// TOML config file, as for `serve` (`state_dir`,
-    /// `candle_history_start`).
-    #[arg(long, env = "L1GATE_CONFIG", value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    /// Directory of the server's own state, holding the candle store.
-    /// Default `l1gate-state`.
-    #[arg(long, env = "L1GATE_STATE_DIR", value_name = "DIR")]
-    pub state_dir: Option<PathBuf>,
-    /// The oldest bucket stored, ISO-8601 UTC. Default 2025-07-27T08:00:00Z.
-    #[arg(long, env = "L1GATE_CANDLE_HISTORY_START", value_name = "TIME")]
-    pub candle_history_start: Option<String>,
+    /// Where the candle store is.
+    #[command(flatten)]
+    pub store: CandleStoreArgs,
     /// No progress bar (the report is printed either way).
     #[arg(long)]
     pub quiet: bool,

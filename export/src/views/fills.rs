@@ -2,7 +2,7 @@
 
 use engine::views::fills::{FillsSubscription, FillsUpdate};
 
-use super::{Exported, RowSink, block_cells};
+use super::{Exported, RowSink, SEQUENCE, block_cells};
 use crate::table::{BLOCK, Cell, Column, ExportError, Kind, Table};
 
 impl Exported for FillsSubscription {
@@ -12,11 +12,7 @@ impl Exported for FillsSubscription {
         columns: &[
             BLOCK[0],
             BLOCK[1],
-            Column::required(
-                "sequence",
-                Kind::UInt64,
-                "the frame's number: 1, then +1 per frame",
-            ),
+            SEQUENCE,
             Column::required("user", Kind::Text, "the fill's own account"),
             Column::required("coin", Kind::Text, "market"),
             Column::required("px", Kind::Decimal, "price"),

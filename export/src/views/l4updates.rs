@@ -2,7 +2,7 @@
 
 use engine::views::l4updates::{L4OrderDiffType, L4OrderUpdate, L4UpdatesSubscription};
 
-use super::{Exported, RowSink, block_cells};
+use super::{Exported, RowSink, SEQUENCE, SNAPSHOT, block_cells, empty_frame_row};
 use crate::table::{BLOCK, Cell, Column, ExportError, Kind, Table};
 
 impl Exported for L4UpdatesSubscription {
@@ -14,16 +14,8 @@ impl Exported for L4UpdatesSubscription {
         columns: &[
             BLOCK[0],
             BLOCK[1],
-            Column::required(
-                "sequence",
-                Kind::UInt64,
-                "the frame's number: 1, then +1 per frame",
-            ),
-            Column::required(
-                "snapshot",
-                Kind::Bool,
-                "true: rebuild local state from this frame's rows",
-            ),
+            SEQUENCE,
+            SNAPSHOT,
             Column::optional("diff", Kind::Text, "`new`, `update` or `remove`"),
             Column::optional("coin", Kind::Text, "market"),
             Column::optional("oid", Kind::UInt64, "order id"),
@@ -51,9 +43,7 @@ impl Exported for L4UpdatesSubscription {
             Cell::Bool(frame.snapshot),
         ];
         if frame.diffs.is_empty() {
-            let mut cells = head.to_vec();
-            cells.extend([Cell::Null; 7]);
-            return out.row(&cells);
+            return empty_frame_row(out, &head, 7);
         }
         for diff in &frame.diffs {
             let kind = match diff.diff_type {

@@ -3,8 +3,8 @@
 use engine::views::statuses::{OrderStatusesUpdate, StatusesSubscription};
 
 use super::order::{STATUS, StatusEvent, status_cells, unreadable};
-use super::{Exported, RowSink, block_cells};
-use crate::table::{BLOCK, Cell, Column, ExportError, Kind, Table, join};
+use super::{Exported, RowSink, SEQUENCE, block_cells};
+use crate::table::{BLOCK, Cell, ExportError, Table, join};
 
 const NAME: &str = "statuses";
 
@@ -12,18 +12,7 @@ impl Exported for StatusesSubscription {
     const TABLE: Table = Table {
         name: NAME,
         row: "one order status of a subscribed account, in file order",
-        columns: &join::<3, 21, 24>(
-            [
-                BLOCK[0],
-                BLOCK[1],
-                Column::required(
-                    "sequence",
-                    Kind::UInt64,
-                    "the frame's number: 1, then +1 per frame",
-                ),
-            ],
-            STATUS,
-        ),
+        columns: &join::<3, 21, 24>([BLOCK[0], BLOCK[1], SEQUENCE], STATUS),
     };
 
     fn block(frame: &OrderStatusesUpdate) -> (u64, i64) {

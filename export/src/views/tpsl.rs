@@ -3,7 +3,7 @@
 use engine::market::tpsl::TpslDiffType;
 use engine::views::tpsl::{TpslSubscription, TpslUpdate};
 
-use super::{Exported, RowSink, block_cells};
+use super::{Exported, RowSink, SEQUENCE, SNAPSHOT, block_cells, empty_frame_row};
 use crate::table::{BLOCK, Cell, Column, ExportError, Kind, Table};
 
 impl Exported for TpslSubscription {
@@ -14,16 +14,8 @@ impl Exported for TpslSubscription {
         columns: &[
             BLOCK[0],
             BLOCK[1],
-            Column::required(
-                "sequence",
-                Kind::UInt64,
-                "the frame's number: 1, then +1 per frame",
-            ),
-            Column::required(
-                "snapshot",
-                Kind::Bool,
-                "true: rebuild local state from this frame's rows",
-            ),
+            SEQUENCE,
+            SNAPSHOT,
             Column::optional("diff", Kind::Text, "`add`, `update` or `remove`"),
             Column::optional("oid", Kind::UInt64, "order id"),
             Column::optional("coin", Kind::Text, "market (a perp)"),
@@ -72,9 +64,7 @@ impl Exported for TpslSubscription {
             Cell::Bool(frame.snapshot),
         ];
         if frame.diffs.is_empty() {
-            let mut cells = head.to_vec();
-            cells.extend([Cell::Null; 16]);
-            return out.row(&cells);
+            return empty_frame_row(out, &head, 16);
         }
         for diff in &frame.diffs {
             let kind = match diff.diff_type {

@@ -522,34 +522,22 @@ impl FeedConsumer {
             );
         }
         self.last_sequence = sequence;
-        let placement = match Placement::from_headers(message.headers.as_ref()) {
-            Ok(placement) => placement,
+        let read = Placement::from_headers(message.headers.as_ref()).and_then(|placement| {
+            crate::bus::subjects::decode_payload(message.headers.as_ref(), &message.payload)
+                .map(|line| (placement, line))
+        });
+        let (placement, line) = match read {
+            Ok(read) => read,
             Err(error) => {
+                // Not an l1gate record (headers), or one that does not
+                // decode (payload): counted and skipped.
                 self.state.rejected.fetch_add(1, Ordering::AcqRel);
                 if common::metrics::warn_allowed("edge bad message", Duration::from_secs(10)) {
                     tracing::warn!(
                         feed = self.source.feed_id(),
                         sequence,
                         error,
-                        "edge: a message on the bus is not an l1gate record; skipped"
-                    );
-                }
-                return Ok(false);
-            }
-        };
-        let line = match crate::bus::subjects::decode_payload(
-            message.headers.as_ref(),
-            &message.payload,
-        ) {
-            Ok(line) => line,
-            Err(error) => {
-                self.state.rejected.fetch_add(1, Ordering::AcqRel);
-                if common::metrics::warn_allowed("edge bad payload", Duration::from_secs(10)) {
-                    tracing::warn!(
-                        feed = self.source.feed_id(),
-                        sequence,
-                        error,
-                        "edge: a record on the bus cannot be read; skipped"
+                        "edge: a message on the bus is not an l1gate record it can read; skipped"
                     );
                 }
                 return Ok(false);

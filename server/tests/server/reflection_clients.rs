@@ -78,15 +78,7 @@ async fn grpcio_lists_and_calls_over_tls() {
     let python = super::python::venv(&[super::python::GRPC_REQUESTS]);
     let node = live_node(60, 60, Duration::from_millis(1));
     let certs = tempfile::tempdir().unwrap();
-    let authority = super::tls::Authority::new("l1gate test CA");
-    let ca = authority.write(certs.path(), "ca.pem");
-    let (cert, key) = super::tls::install(certs.path(), &authority.server(-1, 30));
-    let server = TestServer::start(node.dir.path(), |args| {
-        args.tls_cert_file = Some(cert);
-        args.tls_key_file = Some(key);
-    })
-    .await;
-    ready(&server).await;
+    let (server, ca) = tls_server(&node, certs.path()).await;
     let out = super::python::run(
         &python,
         CLIENT,
@@ -121,6 +113,24 @@ fn lists_and_calls(out: &Value) {
     assert!(feeds.iter().any(|f| f["id"] == "fills"), "{out}");
     assert_eq!(out["bbo"]["coin"], "BTC", "{out}");
     assert!(out["bbo"]["bid"]["px"].is_string(), "{out}");
+}
+
+/// A server over `node` serving TLS with a certificate of a fresh test
+/// authority (written under `certs`), ready; the authority's file.
+async fn tls_server(
+    node: &super::market_live::LiveNode,
+    certs: &std::path::Path,
+) -> (TestServer, std::path::PathBuf) {
+    let authority = super::tls::Authority::new("l1gate test CA");
+    let ca = authority.write(certs, "ca.pem");
+    let (cert, key) = super::tls::install(certs, &authority.server(-1, 30));
+    let server = TestServer::start(node.dir.path(), |args| {
+        args.tls_cert_file = Some(cert);
+        args.tls_key_file = Some(key);
+    })
+    .await;
+    ready(&server).await;
+    (server, ca)
 }
 
 /// Bytes in, bytes out: the messages are built and read by descriptors.
@@ -210,15 +220,7 @@ async fn a_v1_reflection_client_calls_with_fetched_descriptors_only() {
 async fn the_descriptor_only_client_calls_over_tls_with_the_authority_as_root() {
     let node = live_node(60, 60, Duration::from_millis(1));
     let certs = tempfile::tempdir().unwrap();
-    let authority = super::tls::Authority::new("l1gate test CA");
-    let ca = authority.write(certs.path(), "ca.pem");
-    let (cert, key) = super::tls::install(certs.path(), &authority.server(-1, 30));
-    let server = TestServer::start(node.dir.path(), |args| {
-        args.tls_cert_file = Some(cert);
-        args.tls_key_file = Some(key);
-    })
-    .await;
-    ready(&server).await;
+    let (server, ca) = tls_server(&node, certs.path()).await;
     let tls = tonic::transport::ClientTlsConfig::new()
         .ca_certificate(tonic::transport::Certificate::from_pem(
             std::fs::read(&ca).unwrap(),

@@ -504,50 +504,28 @@ fn requests_outside_the_export_are_refused_naming_the_flag() {
         "day",
     ]);
     assert!(said.contains("--out"), "{said}");
-    let said = run(&[
-        "candles",
-        "export",
-        "--state-dir",
-        dir_path,
-        "--market",
-        "BTC",
-        "--interval",
-        "1m",
-        "--from",
-        "2026-05-05T00:00:00Z",
-        "--out",
-        "x.parquet",
-    ]);
+    // `candles export` with an interval and a start.
+    let export = |interval: &str, from: &str| {
+        run(&[
+            "candles",
+            "export",
+            "--state-dir",
+            dir_path,
+            "--market",
+            "BTC",
+            "--interval",
+            interval,
+            "--from",
+            from,
+            "--out",
+            "x.parquet",
+        ])
+    };
+    let said = export("1m", "2026-05-05T00:00:00Z");
     assert!(said.contains("no candle store"), "{said}");
-    let said = run(&[
-        "candles",
-        "export",
-        "--state-dir",
-        dir_path,
-        "--market",
-        "BTC",
-        "--interval",
-        "7m",
-        "--from",
-        "2026-05-05T00:00:00Z",
-        "--out",
-        "x.parquet",
-    ]);
+    let said = export("7m", "2026-05-05T00:00:00Z");
     assert!(said.contains("--interval: unknown interval"), "{said}");
-    let said = run(&[
-        "candles",
-        "export",
-        "--state-dir",
-        dir_path,
-        "--market",
-        "BTC",
-        "--interval",
-        "1m",
-        "--from",
-        "yesterday",
-        "--out",
-        "x.parquet",
-    ]);
+    let said = export("1m", "yesterday");
     assert!(said.contains("--from"), "{said}");
     assert_eq!(
         std::fs::read_dir(dir.path()).unwrap().count(),

@@ -2,7 +2,6 @@
 //! `l1gate candles export`: its candles to a Parquet or CSV file.
 
 use l1gate::cli::{CandlesAction, CandlesExportArgs, CandlesImportArgs};
-use l1gate::config;
 
 use crate::init_logging;
 
@@ -14,13 +13,7 @@ pub(crate) fn run(command: l1gate::cli::CandlesCommand) -> anyhow::Result<()> {
 }
 
 fn export(args: &CandlesExportArgs) -> anyhow::Result<()> {
-    let file = config::load_optional(args.config.as_deref())?;
-    let given = config::ServeArgs {
-        state_dir: args.state_dir.clone(),
-        candle_history_start: args.candle_history_start.clone(),
-        ..config::ServeArgs::default()
-    };
-    let settings = given.or(file).resolve()?;
+    let settings = args.store.settings()?;
     let interval = engine::market::candles::Interval::parse(&args.interval).map_err(|_| {
         anyhow::anyhow!(
             "--interval: unknown interval {:?}; one of {}",
@@ -51,13 +44,7 @@ fn export(args: &CandlesExportArgs) -> anyhow::Result<()> {
 }
 
 fn import(args: &CandlesImportArgs) -> anyhow::Result<()> {
-    let file = config::load_optional(args.config.as_deref())?;
-    let given = config::ServeArgs {
-        state_dir: args.state_dir.clone(),
-        candle_history_start: args.candle_history_start.clone(),
-        ..config::ServeArgs::default()
-    };
-    let settings = given.or(file).resolve()?;
+    let settings = args.store.settings()?;
     init_logging();
     let options = l1gate::candles::import::ImportOptions {
         paths: args.paths.clone(),
