@@ -1085,14 +1085,16 @@ async fn clients_of_every_edge_ride_through_a_graceful_and_a_hard_restart() {
     assert_no_fault(&clients, Instant::now(), "at the end", origin);
 
     // One session per run, each served; the one open at SIGKILL ended then.
+    // (The summary is made before a journal is locked: made inside, it
+    // would lock that journal again and hang instead of failing.)
+    let seen = summary(&clients, origin);
     for client in &clients {
         client.with(|journal| {
             assert_eq!(
                 journal.sessions.len(),
                 3,
-                "{}: one session per server run\n\n{}",
+                "{}: one session per server run\n\n{seen}",
                 client.name(),
-                summary(&clients, origin)
             );
             let killed = &journal.sessions[1];
             assert!(
