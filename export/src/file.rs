@@ -47,12 +47,18 @@ impl OutputFile {
         if path.is_dir() {
             return Err(io_error(path, "is a directory"));
         }
-        let unnamed = rustix::fs::openat(
-            CWD,
-            &dir,
-            OFlags::TMPFILE | OFlags::WRONLY | OFlags::CLOEXEC,
-            Mode::from_raw_mode(0o644),
-        );
+        // An unnamed file is named later through `/proc/self/fd`: without
+        // procfs, the named partial file is the way.
+        let unnamed = if Path::new("/proc/self/fd").is_dir() {
+            rustix::fs::openat(
+                CWD,
+                &dir,
+                OFlags::TMPFILE | OFlags::WRONLY | OFlags::CLOEXEC,
+                Mode::from_raw_mode(0o644),
+            )
+        } else {
+            Err(rustix::io::Errno::NOTSUP)
+        };
         let (file, partial) = match unnamed {
             Ok(fd) => (File::from(fd), None),
             Err(rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR) => {
