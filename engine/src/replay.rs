@@ -3,10 +3,13 @@
 //! [`Market`] folds them from a snapshot, an engine checkpoint
 //! ([`ReplayOptions::checkpoint`]) or from empty, and the view's
 //! subscriptions, opened through the [`registry`](crate::views::registry),
-//! print their frames as JSON, one object per line, numbered for one
-//! subscriber ([`crate::views::numbering`]). The same input always gives
-//! byte-identical output, and the same frames a server streams for the same
-//! blocks.
+//! hand their frames, numbered for one subscriber
+//! ([`crate::views::numbering`]), to a [`FrameWriter`]: any [`Write`] takes
+//! them as JSON, one object per line; the `export` crate's writer as
+//! Parquet or CSV tables. The same input always gives byte-identical output,
+//! and the same frames a server streams for the same blocks. The pages of
+//! the node files read are let go of as the replay goes, so its resident
+//! memory does not grow with the files.
 //!
 //! The subscriptions open at the first folded block (with `--from-block`,
 //! the first block at or after it: the blocks from the starting snapshot up
