@@ -44,13 +44,6 @@ pub use crate::views::registry::ViewKind;
 use crate::views::registry::{Frame, Key, Producer};
 use crate::views::{Selection, ViewError, ViewSettings};
 
-/// Bytes of node files read between two releases of the pages read: a
-/// replay of a month of files holds about this much of them resident, not
-/// all it read (the kernel keeps them in its page cache either way).
-const RELEASE_EVERY_BYTES: u64 = 16 << 20;
-/// What stays resident of each stream's newest file at a release.
-const RESIDENT_TAIL: u64 = 2 << 20;
-
 /// What went wrong in a replay.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]
@@ -338,7 +331,7 @@ pub fn run(
     }
     let start = market.height().map_or(0, |h| h + 1);
     // The feeds' mapped pages read are let go of as the replay goes (see
-    // `RELEASE_EVERY_BYTES`); the source reads through its own handles.
+    // `feeds::RELEASE_EVERY_READ`); the source reads through its own handles.
     let releasing = feeds.clone();
     let mut released_at = 0;
     let mut source = BlockSource::new(
@@ -395,9 +388,9 @@ pub fn run(
             };
             let Some(block) = block else { break };
             run.fold(&block, &mut market)?;
-            if source.bytes() >= released_at + RELEASE_EVERY_BYTES {
+            if source.bytes() >= released_at + feeds::RELEASE_EVERY_READ {
                 for feed in &releasing {
-                    feed.release_read(RESIDENT_TAIL);
+                    feed.release_read(feeds::RESIDENT_TAIL);
                 }
                 released_at = source.bytes();
             }

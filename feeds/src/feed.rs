@@ -41,6 +41,18 @@ use crate::source::Source;
 /// pruned files); in between only the newest dates are listed.
 const FULL_LIST_EVERY: Duration = Duration::from_secs(1);
 
+/// How much of each source's newest file stays resident after
+/// [`Feed::release_read`] by the readers that release as they go (the
+/// server's engine, `l1gate replay`): several mainnet blocks' worth, what a
+/// live reader reads next or has just read (a reader further behind maps its
+/// pages again from the page cache).
+pub const RESIDENT_TAIL: u64 = 2 << 20;
+
+/// Bytes of node files a reader catching up (the server's engine) or
+/// replaying reads between two [`Feed::release_read`]s: it holds about this
+/// much of them resident, not all it read.
+pub const RELEASE_EVERY_READ: u64 = 16 << 20;
+
 /// A reader of a decoded compressed file lets go of the pages behind it
 /// each time it has read this much more of it, so that its resident memory
 /// does not grow with the file.

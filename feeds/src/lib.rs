@@ -34,7 +34,7 @@ pub mod time;
 pub mod watch;
 
 pub use error::FeedError;
-pub use feed::{Cursor, Feed, Record, RefusedLine, Start};
+pub use feed::{Cursor, Feed, RELEASE_EVERY_READ, RESIDENT_TAIL, Record, RefusedLine, Start};
 pub use filter::{EventFilter, FilterError, Filtered};
 pub use index::Target;
 pub use layout::SegmentKey;

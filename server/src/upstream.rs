@@ -139,28 +139,40 @@ pub struct UpstreamSettings {
     pub tls: UpstreamTls,
 }
 
-/// The last connection failure of each of a kind of upstream, by network
-/// (`None`: the last attempt succeeded, or none was made), shared between
-/// the edge that connects and `/healthz`, which reports it.
+/// Why the last exchange with one upstream failed (`None`: it succeeded,
+/// or none was made), shared by clones: what `/healthz` says of it.
+#[derive(Debug, Clone, Default)]
+pub struct LastFailure(std::sync::Arc<parking_lot::Mutex<Option<String>>>);
+
+impl LastFailure {
+    /// Records the outcome of an exchange.
+    pub fn set(&self, failure: Option<String>) {
+        *self.0.lock() = failure;
+    }
+
+    /// The failure recorded last.
+    pub fn get(&self) -> Option<String> {
+        self.0.lock().clone()
+    }
+}
+
+/// The [`LastFailure`] of each network's upstream of one kind, for an edge
+/// that connects to them apart from the one that reports them (the
+/// Transaction Stream relay on the gRPC address, `/healthz` on HTTP).
 #[derive(Debug, Clone, Default)]
 pub struct FailureBoard(
-    std::sync::Arc<parking_lot::Mutex<std::collections::BTreeMap<String, Option<String>>>>,
+    std::sync::Arc<parking_lot::Mutex<std::collections::BTreeMap<String, LastFailure>>>,
 );
 
 impl FailureBoard {
-    /// Lists `network` (with no failure yet).
-    pub fn add(&self, network: &str) {
-        self.0.lock().entry(network.to_owned()).or_insert(None);
+    /// `network`'s entry, listed (with no failure yet) if it was not.
+    pub fn add(&self, network: &str) -> LastFailure {
+        self.0.lock().entry(network.to_owned()).or_default().clone()
     }
 
-    /// Records the outcome of an attempt to reach `network`'s upstream.
-    pub fn set(&self, network: &str, failure: Option<String>) {
-        self.0.lock().insert(network.to_owned(), failure);
-    }
-
-    /// `network`'s entry: `None` when it is not listed.
+    /// `network`'s last failure: `None` when it is not listed.
     pub fn get(&self, network: &str) -> Option<Option<String>> {
-        self.0.lock().get(network).cloned()
+        self.0.lock().get(network).map(LastFailure::get)
     }
 }
 
@@ -322,7 +334,7 @@ pub struct UpstreamClient {
     max_body: usize,
     /// Why the last exchange failed, if it did (shared by clones): what
     /// `/healthz` says of the upstream.
-    last_failure: std::sync::Arc<parking_lot::Mutex<Option<String>>>,
+    last_failure: LastFailure,
 }
 
 impl fmt::Debug for UpstreamClient {
@@ -355,14 +367,14 @@ impl UpstreamClient {
             client,
             timeout,
             max_body,
-            last_failure: std::sync::Arc::default(),
+            last_failure: LastFailure::default(),
         }
     }
 
     /// Why the last exchange of this client (or a clone) failed, if it
     /// did: unreachable, a certificate that did not verify, too slow.
     pub fn last_failure(&self) -> Option<String> {
-        self.last_failure.lock().clone()
+        self.last_failure.get()
     }
 
     /// The exchange timeout.
@@ -416,7 +428,8 @@ impl UpstreamClient {
         let result = tokio::time::timeout(self.timeout, exchange)
             .await
             .unwrap_or(Err(UpstreamError::Timeout(self.timeout.as_millis())));
-        *self.last_failure.lock() = result.as_ref().err().map(ToString::to_string);
+        self.last_failure
+            .set(result.as_ref().err().map(ToString::to_string));
         result
     }
 

@@ -82,10 +82,10 @@ impl Exported for CandleSubscription {
 
     fn rows(frame: &CandleUpdate, out: &mut RowSink<'_>) -> Result<(), ExportError> {
         let [number, time] = block_cells(Self::block(frame));
-        let mut cells = Vec::with_capacity(14);
-        cells.extend([number, time]);
-        cells.extend(candle_cells(frame));
-        cells.push(Cell::Bool(frame.closed));
+        let mut cells = [Cell::Null; 14];
+        cells[..2].copy_from_slice(&[number, time]);
+        cells[2..13].copy_from_slice(&candle_cells(frame));
+        cells[13] = Cell::Bool(frame.closed);
         out.row(&cells)
     }
 }

@@ -77,13 +77,32 @@ const fn columns() -> [Column; COLUMNS] {
     out
 }
 
-/// A status column's index in the row.
-fn at(name: &str) -> usize {
-    STATUS_AT
-        + STATUS
-            .iter()
-            .position(|column| column.name == name)
-            .unwrap_or(0)
+/// A status column's index in the row (evaluated at compile time where
+/// used: `const { at("user") }`).
+const fn at(name: &str) -> usize {
+    let mut i = 0;
+    while i < STATUS.len() {
+        if same(STATUS[i].name, name) {
+            return STATUS_AT + i;
+        }
+        i += 1;
+    }
+    panic!("not a status column")
+}
+
+const fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
 
 impl Exported for L4BookSubscription {
@@ -150,21 +169,21 @@ fn order_row<'o>(cells: &mut [Cell<'o>], order: &'o L4Order) {
     cells[2..].fill(Cell::Null);
     cells[KIND] = Cell::Text("order");
     cells[MIRROR] = Cell::Bool(order.synthetic);
-    cells[at("user")] = Cell::Text(&order.user);
-    cells[at("coin")] = Cell::Text(&order.coin);
-    cells[at("side")] = Cell::Text(order.side.as_str());
-    cells[at("limit_px")] = Cell::decimal(order.limit_px);
-    cells[at("sz")] = Cell::decimal(order.sz);
-    cells[at("oid")] = Cell::U64(order.oid);
-    cells[at("timestamp")] = Cell::TimeMs(order.timestamp);
-    cells[at("order_type")] = Cell::Text(&order.order_type);
-    cells[at("tif")] = Cell::text_or_null(order.tif.as_deref());
-    cells[at("reduce_only")] = Cell::Bool(order.reduce_only);
-    cells[at("is_trigger")] = Cell::Bool(order.is_trigger);
-    cells[at("trigger_px")] = Cell::decimal(order.trigger_px);
-    cells[at("trigger_condition")] = Cell::Text(&order.trigger_condition);
-    cells[at("is_position_tpsl")] = Cell::Bool(order.is_position_tpsl);
-    cells[at("cloid")] = Cell::text_or_null(order.cloid.as_deref());
+    cells[const { at("user") }] = Cell::Text(&order.user);
+    cells[const { at("coin") }] = Cell::Text(&order.coin);
+    cells[const { at("side") }] = Cell::Text(order.side.as_str());
+    cells[const { at("limit_px") }] = Cell::decimal(order.limit_px);
+    cells[const { at("sz") }] = Cell::decimal(order.sz);
+    cells[const { at("oid") }] = Cell::U64(order.oid);
+    cells[const { at("timestamp") }] = Cell::TimeMs(order.timestamp);
+    cells[const { at("order_type") }] = Cell::Text(&order.order_type);
+    cells[const { at("tif") }] = Cell::text_or_null(order.tif.as_deref());
+    cells[const { at("reduce_only") }] = Cell::Bool(order.reduce_only);
+    cells[const { at("is_trigger") }] = Cell::Bool(order.is_trigger);
+    cells[const { at("trigger_px") }] = Cell::decimal(order.trigger_px);
+    cells[const { at("trigger_condition") }] = Cell::Text(&order.trigger_condition);
+    cells[const { at("is_position_tpsl") }] = Cell::Bool(order.is_position_tpsl);
+    cells[const { at("cloid") }] = Cell::text_or_null(order.cloid.as_deref());
 }
 
 fn diff_row<'e>(
@@ -178,17 +197,17 @@ fn diff_row<'e>(
     cells[DIFF] = Cell::Text(event.raw_book_diff.name());
     let text = |value: &'e Cow<'_, str>| Cell::Text(value.as_ref());
     match &event.raw_book_diff {
-        RawBookDiff::New { sz } => cells[at("sz")] = decimal(NAME, "sz", sz)?,
+        RawBookDiff::New { sz } => cells[const { at("sz") }] = decimal(NAME, "sz", sz)?,
         RawBookDiff::Update { orig_sz, new_sz } => {
-            cells[at("sz")] = decimal(NAME, "sz", new_sz)?;
-            cells[at("orig_sz")] = decimal(NAME, "orig_sz", orig_sz)?;
+            cells[const { at("sz") }] = decimal(NAME, "sz", new_sz)?;
+            cells[const { at("orig_sz") }] = decimal(NAME, "orig_sz", orig_sz)?;
         }
         RawBookDiff::Remove => {}
     }
-    cells[at("user")] = text(&event.user);
-    cells[at("coin")] = text(&event.coin);
-    cells[at("side")] = text(&event.side);
-    cells[at("limit_px")] = decimal(NAME, "limit_px", &event.px)?;
-    cells[at("oid")] = Cell::U64(event.oid);
+    cells[const { at("user") }] = text(&event.user);
+    cells[const { at("coin") }] = text(&event.coin);
+    cells[const { at("side") }] = text(&event.side);
+    cells[const { at("limit_px") }] = decimal(NAME, "limit_px", &event.px)?;
+    cells[const { at("oid") }] = Cell::U64(event.oid);
     Ok(())
 }

@@ -24,10 +24,9 @@ impl Exported for StatusesSubscription {
         for raw in &frame.statuses {
             let event: StatusEvent<'_> =
                 serde_json::from_str(raw.as_str()).map_err(|e| unreadable(NAME, &e))?;
-            let status = status_cells(NAME, &event)?;
-            let mut cells = Vec::with_capacity(24);
-            cells.extend([number, time, Cell::U64(frame.sequence)]);
-            cells.extend(status);
+            let mut cells = [Cell::Null; 24];
+            cells[..3].copy_from_slice(&[number, time, Cell::U64(frame.sequence)]);
+            cells[3..].copy_from_slice(&status_cells(NAME, &event)?);
             out.row(&cells)?;
         }
         Ok(())

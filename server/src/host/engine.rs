@@ -723,11 +723,6 @@ impl Opening {
 /// tables of the files' mappings, on the feeds' reaper thread.
 const RELEASE_EVERY: Duration = Duration::from_secs(1);
 
-/// Bytes of node files read between two releases of the pages read while
-/// catching up (live, [`RELEASE_EVERY`] paces them): the catch-up of hours
-/// of files holds about this much of them resident, not all it read.
-const CATCH_UP_RELEASE: u64 = 16 << 20;
-
 struct Writer<'s> {
     settings: EngineSettings,
     status: &'s EngineStatus,
@@ -1074,7 +1069,9 @@ impl<'s> Writer<'s> {
                 self.fold(&block);
                 folded += 1;
             }
-            if !self.status.ready() && self.source.bytes() >= self.released_at + CATCH_UP_RELEASE {
+            if !self.status.ready()
+                && self.source.bytes() >= self.released_at + feeds::RELEASE_EVERY_READ
+            {
                 self.live.release_read();
                 self.released_at = self.source.bytes();
                 tracing::debug!(

@@ -24,11 +24,7 @@ use feeds::{Change, Feed, FeedError, Snapshots, Source, SourceSet};
 use parking_lot::Mutex;
 use tokio::sync::{Notify, watch};
 
-/// How much of each source's newest file stays resident after
-/// [`LiveFeeds::release_read`]: several mainnet blocks' worth, what the live
-/// readers read next or have just read (a reader further behind maps its
-/// pages again from the page cache).
-pub const RESIDENT_TAIL: u64 = 2 << 20;
+use feeds::RESIDENT_TAIL;
 
 /// Every feed of one data directory, with change signals.
 pub struct LiveFeeds {

@@ -94,7 +94,7 @@ pub struct JsonRpc {
     pub connect_timeout: Duration,
     /// Why the last connection to the WebSocket upstream failed (`None`
     /// once one succeeds).
-    pub ws_failure: std::sync::Arc<parking_lot::Mutex<Option<String>>>,
+    pub ws_failure: crate::upstream::LastFailure,
 }
 
 impl JsonRpc {
@@ -115,7 +115,7 @@ impl JsonRpc {
             tls: tls.client_config(),
             access,
             connect_timeout: timeout,
-            ws_failure: std::sync::Arc::default(),
+            ws_failure: crate::upstream::LastFailure::default(),
         }
     }
 
@@ -128,7 +128,7 @@ impl JsonRpc {
             out.push(("jsonrpc", self.client.last_failure()));
         }
         if self.ws.is_some() {
-            out.push(("jsonrpc_ws", self.ws_failure.lock().clone()));
+            out.push(("jsonrpc_ws", self.ws_failure.get()));
         }
         out
     }
@@ -297,12 +297,12 @@ async fn upgrade(
     let connect = connect_node(&url, &rpc.tls);
     let node = match tokio::time::timeout(rpc.connect_timeout, connect).await {
         Ok(Ok(node)) => {
-            *rpc.ws_failure.lock() = None;
+            rpc.ws_failure.set(None);
             node
         }
         Ok(Err(error)) => {
             tracing::warn!(network = %rpc.name, %error, "node WebSocket: cannot connect");
-            *rpc.ws_failure.lock() = Some(common::bounded(error.clone()));
+            rpc.ws_failure.set(Some(common::bounded(error.clone())));
             return rpc_error(
                 StatusCode::BAD_GATEWAY,
                 -32603,
@@ -310,10 +310,10 @@ async fn upgrade(
             );
         }
         Err(_) => {
-            *rpc.ws_failure.lock() = Some(format!(
+            rpc.ws_failure.set(Some(format!(
                 "did not accept within {} ms",
                 rpc.connect_timeout.as_millis()
-            ));
+            )));
             return rpc_error(
                 StatusCode::GATEWAY_TIMEOUT,
                 -32603,

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use l1gate::host::feeds::RESIDENT_TAIL;
+use feeds::RESIDENT_TAIL;
 
 use super::harness::TestServer;
 use super::market_live::ready;

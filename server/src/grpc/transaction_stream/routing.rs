@@ -84,7 +84,6 @@ impl Routes {
             let upstream = site
                 .upstream(|node| node.transaction_stream.as_deref())
                 .map(|(node, url)| {
-                    failures.add(&name);
                     Arc::new(Upstream::new(
                         &name,
                         node,

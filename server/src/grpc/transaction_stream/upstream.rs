@@ -55,8 +55,8 @@ pub(super) struct Upstream {
     /// (logged at start-up).
     channel: Option<Channel>,
     credential: Credential,
-    /// Where its connection failures are reported (`/healthz`).
-    failures: crate::upstream::FailureBoard,
+    /// Its last connection failure (`/healthz` reports it).
+    failure: crate::upstream::LastFailure,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -126,7 +126,7 @@ impl Upstream {
             node: node.id.as_str().into(),
             channel,
             credential,
-            failures: failures.clone(),
+            failure: failures.add(network),
         }
     }
 
@@ -172,14 +172,14 @@ impl Upstream {
         };
         match opened {
             Ok(stream) => {
-                self.failures.set(&self.network, None);
+                self.failure.set(None);
                 Ok(stream)
             }
             Err(status) => {
                 // Failures to reach it (connection, TLS) are reported in
                 // /healthz; the upstream's own answers are not failures.
                 if status.source().is_some() {
-                    self.failures.set(&self.network, Some(cause(&status)));
+                    self.failure.set(Some(cause(&status)));
                 }
                 Err(mapped(&status, &self.network, &self.node))
             }
