@@ -15,7 +15,9 @@
 //! - `Feed::read`: `feeds::Feed::seek` + `Feed::read` in batches of 256, as the server reads,
 //!   with `EventFilter::apply` on each record when filtered;
 //! - `gRPC`: a tonic client streaming the feed with an `x-api-key`, counting the bytes of
-//!   `Record.data` and the wall time from the request to the last record.
+//!   `Record.data` and the wall time from the request to the last record. Unfiltered, also
+//!   with the client accepting zstd, and over TLS from a second server on the same files (the
+//!   client's rustls reading its socket through a buffer: see `tls_client`).
 //!
 //! Filtered replays use `coins = [COIN]` (default `BTC`) and `users = [the most active user of
 //! the first 200 blocks]`; their MB/s is of source bytes scanned, their records/s of records
@@ -285,7 +287,9 @@ fn render_wire(wire: &[Wire], rows: &[Row]) -> String {
         s,
         "\nBytes the server wrote to the gRPC connection for one unfiltered replay \
          (`l1gate_grpc_socket_write_bytes_total`, before TLS; first pass), plain and with zstd \
-         (the client accepting zstd), and the median times of the rows above.\n"
+         (the client accepting zstd), and the median times of the rows above. The TLS client is \
+         rustls reading its socket through a 256 KiB buffer (rustls alone reads 4 KiB per call, \
+         which measured the client's read calls: 0.56–0.59× before it).\n"
     );
     let _ = writeln!(
         s,
@@ -454,21 +458,61 @@ async fn start_server(
     Ok((running, key))
 }
 
-/// A raw-feed client of `url` with the bulk replay's receive windows
-/// (records are ~100 KB-1 MB; the 64 KiB defaults would cost round trips
-/// per record), over TLS trusting `ca` when given.
-async fn client(url: String, ca: Option<&str>) -> anyhow::Result<VenueL1GatewayClient<Channel>> {
-    let mut endpoint = Channel::from_shared(url)?
+/// An address with the bulk replay's receive windows (records are ~100 KB-1
+/// MB; the 64 KiB defaults would cost round trips per record).
+fn endpoint(url: String) -> anyhow::Result<tonic::transport::Endpoint> {
+    Ok(Channel::from_shared(url)?
         .initial_stream_window_size(Some(16 << 20))
-        .initial_connection_window_size(Some(32 << 20));
-    if let Some(ca) = ca {
-        endpoint = endpoint.tls_config(
-            tonic::transport::ClientTlsConfig::new()
-                .ca_certificate(tonic::transport::Certificate::from_pem(ca))
-                .domain_name("localhost"),
-        )?;
+        .initial_connection_window_size(Some(32 << 20)))
+}
+
+/// A raw-feed client of `url`, in plain text.
+async fn client(url: String) -> anyhow::Result<VenueL1GatewayClient<Channel>> {
+    let channel = endpoint(url)?.connect().await?;
+    Ok(VenueL1GatewayClient::new(channel).max_decoding_message_size(256 << 20))
+}
+
+/// Bytes the TLS client reads from its socket at once.
+const TLS_CLIENT_READ: usize = 256 << 10;
+
+/// The raw-feed client over TLS to `localhost:port`, trusting `ca`, with the
+/// receive windows of [`endpoint`]: rustls over the socket read through a
+/// [`TLS_CLIENT_READ`] buffer. rustls asks its socket for 4 KiB at a time
+/// whatever the record size, so a client on tonic's own TLS spends a read
+/// call per 4 KiB (about 45,000 for 186 MB of raw book diffs) and the pass
+/// would measure that client rather than the server; clients on OpenSSL or
+/// BoringSSL (grpcio) read whole records.
+async fn tls_client(port: u16, ca: &str) -> anyhow::Result<VenueL1GatewayClient<Channel>> {
+    use tokio_rustls::rustls;
+    use tokio_rustls::rustls::pki_types::pem::PemObject as _;
+    let mut roots = rustls::RootCertStore::empty();
+    for certificate in rustls::pki_types::CertificateDer::pem_slice_iter(ca.as_bytes()) {
+        roots.add(certificate?)?;
     }
-    let channel = endpoint.connect().await?;
+    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    // `http://`: the TLS is this connector's; tonic would put its own on an
+    // `https://` address.
+    let channel = endpoint(format!("http://localhost:{port}"))?
+        .connect_with_connector(tower::service_fn(move |_| {
+            let connector = connector.clone();
+            async move {
+                let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+                tcp.set_nodelay(true)?;
+                let name = rustls::pki_types::ServerName::try_from("localhost")
+                    .map_err(std::io::Error::other)?;
+                let buffered = tokio::io::BufReader::with_capacity(TLS_CLIENT_READ, tcp);
+                let tls = connector.connect(name, buffered).await?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(tls))
+            }
+        }))
+        .await?;
     Ok(VenueL1GatewayClient::new(channel).max_decoding_message_size(256 << 20))
 }
 
@@ -506,12 +550,11 @@ fn main() -> anyhow::Result<()> {
     let key = MetadataValue::try_from(key.as_str())?;
     let tls_key = MetadataValue::try_from(tls_key.as_str())?;
     let plain_url = format!("http://{}", running.grpc_addr);
-    let mut client_plain = runtime.block_on(client(plain_url.clone(), None))?;
+    let mut client_plain = runtime.block_on(client(plain_url.clone()))?;
     let mut client_zstd = runtime
-        .block_on(client(plain_url, None))?
+        .block_on(client(plain_url))?
         .accept_compressed(tonic::codec::CompressionEncoding::Zstd);
-    let tls_url = format!("https://localhost:{}", tls_running.grpc_addr.port());
-    let mut client_tls = runtime.block_on(client(tls_url, Some(&ca)))?;
+    let mut client_tls = runtime.block_on(tls_client(tls_running.grpc_addr.port(), &ca))?;
     let mut wire: Vec<Wire> = Vec::new();
 
     let mut rows: Vec<Row> = Vec::new();
