@@ -380,7 +380,29 @@ fn predict_notional(
     }
 }
 
+/// Binary GCD, in 64 bits when both fit (most columns' offsets do).
 fn gcd(mut a: u128, mut b: u128) -> u128 {
+    if let (Ok(a), Ok(b)) = (u64::try_from(a), u64::try_from(b)) {
+        return u128::from(gcd64(a, b));
+    }
+    if a == 0 || b == 0 {
+        return a | b;
+    }
+    let shift = (a | b).trailing_zeros();
+    a >>= a.trailing_zeros();
+    loop {
+        b >>= b.trailing_zeros();
+        if a > b {
+            std::mem::swap(&mut a, &mut b);
+        }
+        b -= a;
+        if b == 0 {
+            return a << shift;
+        }
+    }
+}
+
+fn gcd64(mut a: u64, mut b: u64) -> u64 {
     if a == 0 || b == 0 {
         return a | b;
     }
@@ -604,25 +626,37 @@ struct Packed {
 }
 
 impl Packed {
-    fn new(values: impl Iterator<Item = i128> + Clone) -> Self {
-        let base = values.clone().min().unwrap_or(0);
+    fn new(values: impl Iterator<Item = i128>) -> Self {
+        let mut numbers: Vec<u128> = values.map(|value| value as u128).collect();
+        let base = numbers.iter().map(|n| *n as i128).min().unwrap_or(0);
         // Exact: every value is at least the base.
-        let offsets = values.map(|value| (value as u128).wrapping_sub(base as u128));
+        let mut largest = 0;
+        for number in &mut numbers {
+            *number = number.wrapping_sub(base as u128);
+            largest = largest.max(*number);
+        }
         // The common divisor, given up on as soon as it is 1 (most columns).
         let mut divisor = 0;
-        for offset in offsets.clone() {
-            divisor = gcd(divisor, offset);
+        for &number in &numbers {
+            divisor = gcd(divisor, number);
             if divisor == 1 {
                 break;
             }
         }
         let divisor = divisor.max(1);
-        let numbers: Vec<u128> = if divisor == 1 {
-            offsets.collect()
-        } else {
-            offsets.map(|offset| offset / divisor).collect()
-        };
-        let width = 128 - numbers.iter().max().copied().unwrap_or(0).leading_zeros();
+        if divisor > 1 {
+            // In 64 bits where the offsets fit: a u128 division is a call.
+            match u64::try_from(divisor) {
+                Ok(narrow) if u64::try_from(largest).is_ok() => {
+                    for number in &mut numbers {
+                        *number = u128::from(*number as u64 / narrow);
+                    }
+                }
+                _ => numbers.iter_mut().for_each(|number| *number /= divisor),
+            }
+            largest /= divisor;
+        }
+        let width = 128 - largest.leading_zeros();
         Self {
             base,
             divisor: if width == 0 { 1 } else { divisor },
