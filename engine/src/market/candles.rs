@@ -46,7 +46,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::ops::Bound;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use feeds::time::{civil_from_days, days_from_civil};
 use serde::Serialize;
@@ -513,11 +515,13 @@ pub(crate) struct Series {
 pub struct CandlesView {
     intervals: Vec<Interval>,
     /// Per coin, one series per tracked interval (in `intervals` order).
-    series: BTreeMap<String, Vec<Series>>,
+    /// Coin names are shared with `closing` and `changed`, which a block
+    /// updates for every series it touches: a count, not a copy.
+    series: BTreeMap<Arc<str>, Vec<Series>>,
     /// Live candles by next open, to close them as block time passes.
-    closing: BTreeSet<(i64, String, Interval)>,
+    closing: BTreeSet<(i64, Arc<str>, Interval)>,
     closed: Vec<Candle>,
-    changed: BTreeSet<(String, Interval)>,
+    changed: BTreeSet<(Arc<str>, Interval)>,
     block_number: u64,
     time: i64,
     /// Blocks folded, from 1 (the stamp of `Series::changed_at`).
@@ -537,22 +541,28 @@ struct Block<'v> {
     number: u64,
     time: i64,
     fold: u64,
-    closing: &'v mut BTreeSet<(i64, String, Interval)>,
+    closing: &'v mut BTreeSet<(i64, Arc<str>, Interval)>,
     closed: &'v mut Vec<Candle>,
-    changed: &'v mut BTreeSet<(String, Interval)>,
+    changed: &'v mut BTreeSet<(Arc<str>, Interval)>,
     late_trades: &'v mut u64,
     errors: &'v mut Vec<CandleError>,
 }
 
 impl Block<'_> {
-    fn mark_changed(&mut self, series: &mut Series, coin: &str, interval: Interval) {
+    fn mark_changed(&mut self, series: &mut Series, coin: &Arc<str>, interval: Interval) {
         if series.changed_at != self.fold {
             series.changed_at = self.fold;
-            self.changed.insert((coin.to_owned(), interval));
+            self.changed.insert((coin.clone(), interval));
         }
     }
 
-    fn fold_trade(&mut self, series: &mut Series, trade: &Trade, interval: Interval) {
+    fn fold_trade(
+        &mut self,
+        series: &mut Series,
+        coin: &Arc<str>,
+        trade: &Trade,
+        interval: Interval,
+    ) {
         let open_time = interval.bucket_open(trade.time);
         if open_time < series.floor {
             *self.late_trades += 1;
@@ -561,7 +571,7 @@ impl Block<'_> {
         if let Some(live) = series.live.as_mut() {
             if open_time == live.open_time {
                 if live.add(trade, self.number, self.time).is_some() {
-                    self.mark_changed(series, &trade.coin, interval);
+                    self.mark_changed(series, coin, interval);
                 } else {
                     self.errors.push(CandleError::Overflow {
                         coin: trade.coin.clone(),
@@ -576,23 +586,22 @@ impl Block<'_> {
                 return;
             }
             let next_open = live.next_open;
-            self.closing
-                .remove(&(next_open, trade.coin.clone(), interval));
-            self.close(series, &trade.coin, interval);
+            self.closing.remove(&(next_open, coin.clone(), interval));
+            self.close(series, coin, interval);
         }
         let candle = Candle::start(trade, interval, open_time, self.number, self.time);
         self.closing
-            .insert((candle.next_open, trade.coin.clone(), interval));
+            .insert((candle.next_open, coin.clone(), interval));
         series.live = Some(candle);
-        self.mark_changed(series, &trade.coin, interval);
+        self.mark_changed(series, coin, interval);
     }
 
-    fn close(&mut self, series: &mut Series, coin: &str, interval: Interval) {
+    fn close(&mut self, series: &mut Series, coin: &Arc<str>, interval: Interval) {
         if let Some(candle) = series.live.take() {
             series.floor = candle.next_open;
             if series.changed_at == self.fold {
                 series.changed_at = 0;
-                self.changed.remove(&(coin.to_owned(), interval));
+                self.changed.remove(&(coin.clone(), interval));
             }
             self.closed.push(candle);
         }
@@ -636,6 +645,10 @@ impl CandlesView {
         folds: u64,
         late_trades: u64,
     ) -> Self {
+        let series: BTreeMap<Arc<str>, Vec<Series>> = series
+            .into_iter()
+            .map(|(coin, list)| (Arc::from(coin), list))
+            .collect();
         let closing = series
             .iter()
             .flat_map(|(coin, list)| {
@@ -663,7 +676,7 @@ impl CandlesView {
     pub(crate) fn all_series(&self) -> impl Iterator<Item = (&str, &[Series])> + '_ {
         self.series
             .iter()
-            .map(|(coin, list)| (coin.as_str(), list.as_slice()))
+            .map(|(coin, list)| (&**coin, list.as_slice()))
     }
 
     /// Blocks folded so far (the stamp of a series' last change).
@@ -702,16 +715,17 @@ impl CandlesView {
             errors: &mut self.errors,
         };
         for trade in trades {
-            let tracked = self.intervals.len();
-            let list = if let Some(list) = self.series.get_mut(trade.coin.as_str()) {
-                list
-            } else {
-                self.series
-                    .entry(trade.coin.clone())
-                    .or_insert_with(|| vec![Series::default(); tracked])
+            let coin = trade.coin.as_str();
+            if !self.series.contains_key(coin) {
+                let tracked = vec![Series::default(); self.intervals.len()];
+                self.series.insert(Arc::from(coin), tracked);
+            }
+            let only = (Bound::Included(coin), Bound::Included(coin));
+            let Some((name, list)) = self.series.range_mut::<str, _>(only).next() else {
+                continue;
             };
             for (series, &interval) in list.iter_mut().zip(&self.intervals) {
-                block.fold_trade(series, trade, interval);
+                block.fold_trade(series, name, trade, interval);
             }
         }
         while let Some(first) = block.closing.first() {
@@ -724,7 +738,7 @@ impl CandlesView {
             let at = self.intervals.binary_search(&interval).ok();
             if let Some(series) = self
                 .series
-                .get_mut(coin.as_str())
+                .get_mut(&*coin)
                 .and_then(|list| at.and_then(|at| list.get_mut(at)))
             {
                 block.close(series, &coin, interval);

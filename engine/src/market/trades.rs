@@ -285,7 +285,7 @@ pub fn pair_fills<'e, 'a: 'e>(
     fills: impl IntoIterator<Item = &'e FillEvent<'a>>,
 ) -> PairedBlock {
     let mut out = PairedBlock::default();
-    let mut index: HashMap<(&'a str, u64), usize> = HashMap::new();
+    let mut index: HashMap<(&'a str, u64), usize, foldhash::fast::RandomState> = HashMap::default();
     let mut groups: Vec<Vec<&'e FillEvent<'a>>> = Vec::new();
     for event in fills {
         let fill = event.fill();
@@ -299,7 +299,7 @@ pub fn pair_fills<'e, 'a: 'e>(
         });
         groups[slot].push(event);
     }
-    let mut frame_of: HashMap<&str, usize> = HashMap::new();
+    let mut frame_of: HashMap<&str, usize, foldhash::fast::RandomState> = HashMap::default();
     for group in &groups {
         match group.as_slice() {
             [lone] if coin::is_outcome(lone.fill().coin) => {
@@ -492,7 +492,8 @@ impl TradesView {
         let mut paired = pair_fills(block_number, time, fills);
         add_whole_trades(&mut paired, block_number, time, whole);
         for frame in &paired.frames {
-            self.counts.entry(frame.coin.clone()).or_default().trades += frame.trades.len() as u64;
+            let trades = frame.trades.len() as u64;
+            self.count(&frame.coin, |counts| counts.trades += trades);
         }
         for issue in &paired.issues {
             let coin = match issue {
@@ -501,23 +502,26 @@ impl TradesView {
                 | PairingIssue::Unmatched { coin, .. }
                 | PairingIssue::Crowded { coin, .. } => coin,
             };
-            self.counts
-                .entry(coin.clone())
-                .or_default()
-                .count_issue(issue);
+            self.count(coin, |counts| counts.count_issue(issue));
         }
         for (coin, kind) in &paired.one_sided {
-            self.counts
-                .entry(coin.clone())
-                .or_default()
-                .count_one_sided(*kind);
+            self.count(coin, |counts| counts.count_one_sided(*kind));
         }
         for (coin, _) in &paired.ambiguous_taker {
-            self.counts.entry(coin.clone()).or_default().ambiguous_taker += 1;
+            self.count(coin, |counts| counts.ambiguous_taker += 1);
         }
         self.block_number = block_number;
         self.time = time;
         self.last = paired;
+    }
+
+    /// Adds to `coin`'s running counts, made on its first trade (the name
+    /// copied only then, not once a block).
+    fn count(&mut self, coin: &str, add: impl FnOnce(&mut CoinCounts)) {
+        match self.counts.get_mut(coin) {
+            Some(counts) => add(counts),
+            None => add(self.counts.entry(coin.to_owned()).or_default()),
+        }
     }
 
     /// The last folded block: `(block_number, time)`.
