@@ -4,7 +4,7 @@
 //! then the same with 1% of subscribers that stop reading, and what a stalled stream holds.
 //!
 //! `cargo run --release -p benches --bin fanout -- [--streams 1000,10000] [--ws 1000,10000]
-//! [--seconds S] [--connections C] [--stalled K] [--scale X] [--no-write]`
+//! [--seconds S] [--connections C] [--stalled K] [--settle S] [--scale X] [--no-write]`
 //!
 //! A simulator (`SimConfig::mainnet`, scale 1 by default) appends one block at a time to a
 //! node directory at mainnet pace (≈ 14.8 blocks/s), recording the instant each block was
@@ -41,6 +41,11 @@
 //!   `StreamL2Book` streams over the `C` connections; measured as the fast runs, against one
 //!   gRPC reference stream per coin of the same view. WebSocket messages carry their block's
 //!   time, not its number: the harness finds the block by its time.
+//!
+//! - **After the bursts**: every client gone, the server runs `--settle` seconds (60 by
+//!   default) and its `VmRSS` is read beside that of a second server started then on the same
+//!   node, read once it has folded to the same block: the same market state with no burst
+//!   behind it. The difference is what the bursts left behind.
 //!
 //! Prints the tables and rewrites the `fanout` section of `benches/BENCHMARKS.md`.
 
@@ -100,6 +105,10 @@ struct Args {
     /// Activity and book depth as a fraction of mainnet.
     #[arg(long, default_value_t = 1.0)]
     scale: f64,
+    /// Seconds the server runs with no client after the last burst before its memory is read
+    /// (`0`: not measured).
+    #[arg(long, default_value_t = 60.0)]
+    settle: f64,
     /// Print only; leave `benches/BENCHMARKS.md` as it is.
     #[arg(long)]
     no_write: bool,
@@ -204,6 +213,58 @@ struct StalledResult {
     outcomes: Vec<String>,
 }
 
+/// What the server holds once the bursts are over, beside a server with none behind it.
+struct AfterBursts {
+    /// Seconds with no client before the reading.
+    settle_s: f64,
+    /// The server's RSS before the first burst.
+    before_kib: u64,
+    /// The server's RSS `settle_s` after the last client left.
+    after_kib: u64,
+    /// The RSS of a server started then on the same node, read once it reached the height the
+    /// first had: the same market state with no burst behind it.
+    fresh_kib: u64,
+    /// That height.
+    height: u64,
+}
+
+impl AfterBursts {
+    /// MB the bursts left behind: the server's RSS over the fresh one's.
+    fn kept_mb(&self) -> f64 {
+        (self.after_kib as f64 - self.fresh_kib as f64) / 1024.0
+    }
+}
+
+/// Waits `settle` seconds, reads `server`'s RSS and height, then starts a second server on the
+/// same node and reads its RSS once it has folded to that height and settled.
+fn after_bursts(
+    server: &mut ServerProcess,
+    node: &LiveNode,
+    before_kib: u64,
+    settle: f64,
+) -> anyhow::Result<AfterBursts> {
+    std::thread::sleep(Duration::from_secs_f64(settle));
+    let after_kib = server.rss_kib()?;
+    let height = server.engine_height()?;
+    let mut fresh = ServerProcess::spawn(node.path(), &ServerOptions::default())?;
+    let started = Instant::now();
+    while fresh.engine_height()? < height {
+        if started.elapsed() > Duration::from_secs(120) {
+            bail!("the fresh server did not reach block {height} in 120 s");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Pages read while catching up are let go of behind the reading; give it the time.
+    std::thread::sleep(Duration::from_secs(5));
+    Ok(AfterBursts {
+        settle_s: settle,
+        before_kib,
+        after_kib,
+        fresh_kib: fresh.rss_kib()?,
+        height,
+    })
+}
+
 /// Lets the opening burst drain, then counts `fast`'s frames over one window of `seconds`
 /// against `reference`.
 #[allow(clippy::too_many_arguments)]
@@ -277,7 +338,7 @@ fn main() -> anyhow::Result<()> {
     let node = LiveNode::start(&cfg, WARM_BLOCKS, 1.0, 40_000)?;
     let names = node.top_coins(usize::MAX);
     eprintln!("fanout: starting the server ({} coins)", names.len());
-    let server = ServerProcess::spawn(
+    let mut server = ServerProcess::spawn(
         node.path(),
         &ServerOptions {
             poll_ms: None,
@@ -285,6 +346,7 @@ fn main() -> anyhow::Result<()> {
             ..ServerOptions::default()
         },
     )?;
+    let first_rss_kib = server.rss_kib()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -508,6 +570,20 @@ fn main() -> anyhow::Result<()> {
         anyhow::Ok((measured, slow, stalled))
     })?;
     drop(runtime);
+    let after = if args.settle > 0.0 {
+        eprintln!(
+            "fanout: {} s with no client, then a fresh server beside it",
+            args.settle
+        );
+        Some(after_bursts(
+            &mut server,
+            &node,
+            first_rss_kib,
+            args.settle,
+        )?)
+    } else {
+        None
+    };
     drop(server);
     let written = node.stop()?;
 
@@ -521,6 +597,7 @@ fn main() -> anyhow::Result<()> {
         &measured,
         slow.as_ref(),
         stalled.as_ref(),
+        after.as_ref(),
     );
     println!("{s}");
     if !args.no_write {
@@ -571,6 +648,13 @@ fn main() -> anyhow::Result<()> {
         "stalled_kib_per_stream": stalled.as_ref().map(|s| {
             s.rss_peak_kib.saturating_sub(s.rss_before_kib) as f64 / s.streams as f64
         }),
+        "after_bursts": after.as_ref().map(|a| serde_json::json!({
+            "settle_s": a.settle_s,
+            "before_mb": a.before_kib as f64 / 1024.0,
+            "after_mb": a.after_kib as f64 / 1024.0,
+            "fresh_mb": a.fresh_kib as f64 / 1024.0,
+            "kept_mb": a.kept_mb(),
+        })),
     }))?;
     Ok(())
 }
@@ -586,6 +670,7 @@ fn render(
     measured: &[Measured],
     slow: Option<&SlowResult>,
     stalled: Option<&StalledResult>,
+    after: Option<&AfterBursts>,
 ) -> String {
     let mut s = String::from("## Market-streaming fan-out (`fanout`)\n\n");
     s.push_str(&machine.markdown(command));
@@ -752,6 +837,23 @@ fn render(
             st.rss_peak_kib as f64 / 1024.0,
             st.rss_after_kib as f64 / 1024.0,
             summarize(&st.outcomes),
+        );
+    }
+    if let Some(a) = after {
+        let kept = a.kept_mb();
+        let _ = writeln!(
+            s,
+            "\nAfter the bursts: the server's RSS was {:.0} MB before the first and {:.0} MB {:.0} s after the last client left; a server started then on the same node, read once it had folded to the same block ({}) and settled 5 s, held {:.0} MB — the same market state with no burst behind it (the state grows as the simulator runs, so the first figure is not the reference). **Kept from the bursts: {kept:.0} MB**. Target: within 50 MB a minute after — {}.",
+            a.before_kib as f64 / 1024.0,
+            a.after_kib as f64 / 1024.0,
+            a.settle_s,
+            a.height,
+            a.fresh_kib as f64 / 1024.0,
+            if kept <= 50.0 && a.settle_s >= 60.0 {
+                "met"
+            } else {
+                "not met"
+            },
         );
     }
     s

@@ -317,7 +317,7 @@ pub(crate) fn engine_cpu_targets(run: &Run) -> [Target; 2] {
     ]
 }
 
-pub(crate) fn fanout_targets(run: &Run) -> [Target; 2] {
+pub(crate) fn fanout_targets(run: &Run) -> [Target; 3] {
     let (what, goal) = (
         "Fan-out: 10,000 `StreamBbo` streams",
         "all held, every frame, p99 ≤ 100 ms (goal 10 ms)",
@@ -326,11 +326,42 @@ pub(crate) fn fanout_targets(run: &Run) -> [Target; 2] {
         "Fan-out with 1% stalled readers",
         "stalled ones ended; others' p99 unchanged",
     );
+    let (kept_what, kept_goal) = (
+        "Memory after the fan-out's bursts",
+        "RSS within 50 MB of a burst-free server's a minute after",
+    );
     let Some(v) = run.summary("fanout") else {
         return [
             Target::missing(what, goal, run.missing("fanout")),
             Target::missing(slow_what, slow_goal, run.missing("fanout")),
+            Target::missing(kept_what, kept_goal, run.missing("fanout")),
         ];
+    };
+    let kept = match v.get("after_bursts").filter(|a| !a.is_null()) {
+        Some(a) => {
+            let (after, fresh) = (
+                num(a, "after_mb").unwrap_or(f64::NAN),
+                num(a, "fresh_mb").unwrap_or(f64::NAN),
+            );
+            let kept = num(a, "kept_mb").unwrap_or(f64::NAN);
+            let settle = num(a, "settle_s").unwrap_or(0.0);
+            Target {
+                what: kept_what.to_owned(),
+                goal: kept_goal.to_owned(),
+                measured: format!(
+                    "{after:.0} MB {settle:.0} s after the last client ({:.0} MB before the first burst): {kept:.0} MB kept",
+                    num(a, "before_mb").unwrap_or(f64::NAN),
+                ),
+                reference: format!("a server started then, at the same block: {fresh:.0} MB"),
+                ratio: times(after / fresh),
+                verdict: verdict(kept <= 50.0 && settle >= 60.0).to_owned(),
+            }
+        }
+        None => Target::missing(
+            kept_what,
+            kept_goal,
+            "not measured: run without `--settle`".to_owned(),
+        ),
     };
     let by_streams = |a: &&&Value, b: &&&Value| {
         num(a, "streams")
@@ -350,6 +381,7 @@ pub(crate) fn fanout_targets(run: &Run) -> [Target; 2] {
         return [
             Target::missing(what, goal, none()),
             Target::missing(slow_what, slow_goal, none()),
+            kept,
         ];
     };
     let p99 = num(big, "p99_ms").unwrap_or(f64::NAN);
@@ -398,7 +430,7 @@ pub(crate) fn fanout_targets(run: &Run) -> [Target; 2] {
         }
         _ => Target::missing(slow_what, slow_goal, "not measured: no slow run".to_owned()),
     };
-    [held, slow]
+    [held, slow, kept]
 }
 
 pub(crate) fn memory_targets(run: &Run) -> [Target; 2] {
@@ -720,8 +752,10 @@ mod tests {
             row(FANOUT_BBO, 10_000, 100, 44.0),
             // The edge comparison at the same count, listed after: not the target's streams.
             row("gRPC StreamL2Book", 10_000, 0, 296.0),
-        ], "slow": {"streams": 100, "deadline_exceeded": 100, "ended_after_s": 17.0}});
-        let [held, slow] = fanout_targets(&Run::with("fanout", v));
+        ], "slow": {"streams": 100, "deadline_exceeded": 100, "ended_after_s": 17.0},
+           "after_bursts": {"settle_s": 60.0, "before_mb": 170.0, "after_mb": 240.0,
+                            "fresh_mb": 180.0, "kept_mb": 60.0}});
+        let [held, slow, kept] = fanout_targets(&Run::with("fanout", v));
         assert!(
             held.measured.starts_with("10000 streams: p99 48.000 ms"),
             "{}",
@@ -735,6 +769,11 @@ mod tests {
             slow.measured
         );
         assert_eq!(slow.reference, "without them: p99 48.000 ms");
+        assert_eq!(
+            kept.measured,
+            "240 MB 60 s after the last client (170 MB before the first burst): 60 MB kept"
+        );
+        assert_eq!(kept.verdict, "**not met**");
     }
 
     #[test]
