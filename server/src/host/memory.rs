@@ -5,10 +5,16 @@
 //! left. When the clients (open connections plus open streams) have fallen
 //! to half a peak at least [`BURST`] above them, the server asks the
 //! allocator to return its free pages to the system (`malloc_trim(0)`, on a
-//! blocking thread: it walks every arena); checked every [`EVERY`]. A trim
-//! costs milliseconds for a heap of a gigabyte and is done once per burst,
-//! not on a timer. Other allocators (a musl build) return memory their own
-//! way; there the watch does nothing.
+//! blocking thread: it walks every arena); checked every [`EVERY`].
+//!
+//! A burst's memory is not all freed when its clients are counted gone: a
+//! stream the server ended still has its queued frames in its connection's
+//! buffers until the client reads them or closes the connection, seconds
+//! or minutes later. So the trims go on at every check for [`SETTLE`] after
+//! a burst ended, and a further fall of the count within that time starts
+//! it again. A trim costs milliseconds for a heap of a gigabyte; there are
+//! none between bursts. Other allocators (a musl build) return memory their
+//! own way; there the watch does nothing.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,17 +28,71 @@ pub const EVERY: Duration = Duration::from_secs(5);
 /// Clients a peak must hold above the count now for its end to be a burst.
 pub const BURST: u64 = 256;
 
+/// How long the trims go on after a burst ended (or the count last fell).
+pub const SETTLE: Duration = Duration::from_secs(60);
+
+/// Checks in [`SETTLE`].
+const SETTLE_CHECKS: u32 = (SETTLE.as_secs() / EVERY.as_secs()) as u32;
+
 /// Whether a count of clients `now` ends a burst that peaked at `peak`.
 pub fn burst_ended(peak: u64, now: u64) -> bool {
     peak >= now.saturating_add(BURST) && now.saturating_mul(2) <= peak
 }
 
+/// Why a check trims.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trim {
+    /// A burst ended at this check.
+    BurstEnded {
+        /// The burst's peak.
+        peak: u64,
+    },
+    /// Within [`SETTLE`] of a burst's end: what its clients left since.
+    Settling,
+}
+
+/// The watch's state between checks.
+#[derive(Debug, Default)]
+pub struct Watch {
+    /// The clients' peak since the last burst ended.
+    peak: u64,
+    /// The count at the last check.
+    last: u64,
+    /// Checks left with a trim each.
+    settling: u32,
+}
+
+impl Watch {
+    /// One check: the peak seen since the last and the count now; whether
+    /// to trim, and why.
+    pub fn check(&mut self, seen: u64, now: u64) -> Option<Trim> {
+        self.peak = self.peak.max(seen);
+        let fell = now < self.last;
+        self.last = now;
+        if burst_ended(self.peak, now) {
+            let peak = self.peak;
+            self.peak = now;
+            self.settling = SETTLE_CHECKS;
+            return Some(Trim::BurstEnded { peak });
+        }
+        if self.settling == 0 {
+            return None;
+        }
+        self.settling = if fell {
+            SETTLE_CHECKS
+        } else {
+            self.settling - 1
+        };
+        Some(Trim::Settling)
+    }
+}
+
 /// Starts the watch on the current runtime: the clients' peak and count
-/// read from `metrics` every [`EVERY`], a trim when a burst ended, counted
-/// in `trims`.
+/// read from `metrics` every [`EVERY`], trims as [`Watch::check`] says,
+/// counted in `trims`.
 pub fn spawn(metrics: Arc<Metrics>, trims: Arc<AtomicU64>) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let mut peak = 0u64;
+        let mut watch = Watch::default();
         let mut ticks = tokio::time::interval(EVERY);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -40,17 +100,19 @@ pub fn spawn(metrics: Arc<Metrics>, trims: Arc<AtomicU64>) -> tokio::task::JoinH
             // The peak is kept as clients come and go: a burst shorter
             // than a tick counts too.
             let (seen, now) = metrics.take_clients_peak();
-            peak = peak.max(seen);
-            if burst_ended(peak, now) {
-                let released = tokio::task::spawn_blocking(trim).await.unwrap_or(false);
-                trims.fetch_add(1, Ordering::Relaxed);
-                tracing::info!(
+            let Some(why) = watch.check(seen, now) else {
+                continue;
+            };
+            let released = tokio::task::spawn_blocking(trim).await.unwrap_or(false);
+            trims.fetch_add(1, Ordering::Relaxed);
+            match why {
+                Trim::BurstEnded { peak } => tracing::info!(
                     peak,
                     now,
                     released,
                     "memory: a burst of clients ended; free pages returned"
-                );
-                peak = now;
+                ),
+                Trim::Settling => tracing::debug!(now, released, "memory: trimmed after a burst"),
             }
         }
     })
@@ -83,5 +145,31 @@ mod tests {
         assert!(burst_ended(10_000, 5_000));
         assert!(burst_ended(300, 0));
         assert!(!burst_ended(600, 400), "400 is over half of 600");
+    }
+
+    #[test]
+    fn trims_go_on_for_a_minute_after_a_burst_and_again_when_the_count_falls() {
+        let mut watch = Watch::default();
+        assert_eq!(watch.check(0, 0), None, "no clients");
+        assert_eq!(watch.check(1_000, 1_000), None, "a burst under way");
+        assert_eq!(
+            watch.check(1_000, 100),
+            Some(Trim::BurstEnded { peak: 1_000 })
+        );
+        for k in 1..SETTLE_CHECKS {
+            assert_eq!(watch.check(100, 100), Some(Trim::Settling), "check {k}");
+        }
+        // The burst's last clients leave late: the minute starts again.
+        assert_eq!(watch.check(100, 90), Some(Trim::Settling));
+        for k in 0..SETTLE_CHECKS {
+            assert_eq!(watch.check(90, 90), Some(Trim::Settling), "check {k}");
+        }
+        assert_eq!(watch.check(90, 90), None, "a minute with nothing");
+        assert_eq!(watch.check(150, 80), None, "small changes are no burst");
+        assert_eq!(
+            watch.check(600, 0),
+            Some(Trim::BurstEnded { peak: 600 }),
+            "the peak since the last burst"
+        );
     }
 }
