@@ -1,5 +1,6 @@
 //! The `l1gate` binary as a user runs it: demo mode with no node, the
-//! simulator command, and key management.
+//! simulator command, key management, connection floods, and the memory a
+//! burst of clients leaves.
 
 use std::io::{BufRead as _, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -558,4 +559,110 @@ async fn a_missing_keys_file_is_a_start_up_error_unless_allowed() {
     let settings = args(Some(true)).resolve().unwrap();
     let running = l1gate::serve::start(&settings).await.unwrap();
     running.stop().await;
+}
+
+/// The resident set of process `pid`, KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no VmRSS in {status}"))
+}
+
+/// Streams of the memory burst, and the connections they share.
+const BURST_STREAMS: usize = 1_500;
+const BURST_CONNECTIONS: usize = 15;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_a_burst_took_is_given_back_once_its_connections_go() {
+    use super::access_support::{http_get, sample};
+    use proto::market_streaming_client::MarketStreamingClient;
+    use proto::v3 as pb;
+
+    // Blocks keep coming, so that frames wait for the burst's streams.
+    let node = super::market_live::live_node(3_000, 400, Duration::from_millis(40));
+    let served = Served::start(
+        node.dir.path(),
+        None,
+        &[
+            "--max-streams",
+            "100000",
+            "--send-timeout-ms",
+            "2000",
+            // The simulated blocks are from the past.
+            "--market-stale-after-ms",
+            "0",
+        ],
+    );
+    let http: std::net::SocketAddr = served.http.parse().unwrap();
+    let trims = || async move {
+        let reply = http_get(http, "/metrics", None).await;
+        sample(&reply.text, "l1gate_memory_trims_total")
+    };
+    let pid = served.guard.0.id();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let before = rss_kib(pid);
+    // The burst: L4 book streams over connections whose 1 KiB windows take
+    // almost nothing, so the server keeps each stream's opening queued in
+    // its connection.
+    let mut channels = Vec::new();
+    for _ in 0..BURST_CONNECTIONS {
+        channels.push(
+            tonic::transport::Channel::from_shared(format!("http://{}", served.grpc))
+                .unwrap()
+                .initial_stream_window_size(Some(1024))
+                .initial_connection_window_size(Some(1024))
+                .connect()
+                .await
+                .unwrap(),
+        );
+    }
+    let mut streams = Vec::new();
+    for n in 0..BURST_STREAMS {
+        let mut client = MarketStreamingClient::new(channels[n % BURST_CONNECTIONS].clone());
+        let request = pb::L4BookRequest {
+            coin: "BTC".into(),
+            ..pb::L4BookRequest::default()
+        };
+        let opened = client
+            .stream_l4_book(with_key(request, &served.key))
+            .await
+            .unwrap_or_else(|status| panic!("stream {n}: {status:?}"));
+        streams.push(opened.into_inner());
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let peak = rss_kib(pid);
+    assert!(
+        peak >= before + 40_000,
+        "the burst must take memory for its return to be measured: {before} → {peak} KiB"
+    );
+    // The server ends the streams that take nothing while frames wait (2
+    // s): the clients are counted gone, a burst ended. What they were sent
+    // stays queued in their connections until those close.
+    let started = std::time::Instant::now();
+    while trims().await == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no trim after the burst's streams ended"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let at_end = trims().await;
+    drop(streams);
+    drop(channels);
+    let started = std::time::Instant::now();
+    while trims().await < at_end + 2 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no trim after the burst's connections closed"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let after = rss_kib(pid);
+    assert!(
+        after <= before + (peak - before) / 4,
+        "memory of the burst kept: {before} KiB before, {peak} at its peak, {after} after"
+    );
 }
