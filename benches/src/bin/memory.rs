@@ -428,9 +428,10 @@ fn cold_start(
     let (ready_s, stream) = runtime
         .block_on(first_bbo(&addr, &key, started))
         .with_context(|| format!("server log:\n{}", server.log_tail()))?;
-    let at_ready = Rss::of(Some(server.pid()))?;
+    let gone = || format!("the server is gone; log:\n{}", server.log_tail());
+    let at_ready = Rss::of(Some(server.pid())).with_context(gone)?;
     std::thread::sleep(Duration::from_secs_f64(settle));
-    let settled = Rss::of(Some(server.pid()))?;
+    let settled = Rss::of(Some(server.pid())).with_context(gone)?;
     drop(stream);
     drop(server);
     Ok(Start {

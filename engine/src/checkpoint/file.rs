@@ -34,10 +34,14 @@
 //! checkpoint is written to a hidden temporary name in the same directory,
 //! synced, renamed over its final name and the directory synced: a crash
 //! leaves either the whole file or none (and a stale temporary file, which
-//! the next prune removes).
+//! the next prune removes). The archive is streamed into the file as rkyv
+//! makes it, its checksum taken on the way and the header written last, so
+//! writing a checkpoint never holds its whole archive in memory (tens of
+//! MB with a mainnet-size book) beside the state it was made from.
 
 use std::fs::File;
-use std::io::Write;
+use std::io::{BufWriter, Write};
+use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -163,7 +167,21 @@ fn length(path: &Path, expected: u64, bytes: &[u8]) -> CheckpointError {
     }
 }
 
-/// Serialises `state` into one buffer: the header, then the archive.
+/// The header of `state`'s checkpoint whose body is `body_len` bytes with
+/// CRC-32 `crc`.
+fn header_of(state: &CheckpointState, body_len: u64, crc: u32) -> Header {
+    Header {
+        version: FORMAT_VERSION,
+        block_number: state.block_number(),
+        time_ms: state.time_ms,
+        body_len,
+        crc,
+        needs: u32::from(state.needs),
+    }
+}
+
+/// Serialises `state` into one buffer: the header, then the archive (for
+/// tools and tests; [`write`] streams it into its file instead).
 ///
 /// # Errors
 /// [`CheckpointError::Serialize`] when rkyv cannot serialise it.
@@ -177,16 +195,70 @@ pub fn encode(state: &CheckpointState) -> Result<AlignedVec, CheckpointError> {
     let mut buffer = rkyv::api::high::to_bytes_in::<_, rancor::Error>(state, buffer)
         .map_err(|e| CheckpointError::Serialize(e.to_string()))?;
     let body = &buffer[HEADER_LEN..];
-    let header = Header {
-        version: FORMAT_VERSION,
-        block_number: state.block_number(),
-        time_ms: state.time_ms,
-        body_len: body.len() as u64,
-        crc: crc32fast::hash(body),
-        needs: u32::from(state.needs),
-    };
+    let header = header_of(state, body.len() as u64, crc32fast::hash(body));
     buffer[..HEADER_LEN].copy_from_slice(&header.encode());
     Ok(buffer)
+}
+
+/// Bytes buffered between rkyv and the checkpoint file.
+const WRITE_BUFFER: usize = 1 << 20;
+
+/// A writer that sums what passes through it: its CRC-32 and length, and
+/// the first write error (rkyv reports it only as its own).
+struct Summed<W> {
+    inner: W,
+    crc: crc32fast::Hasher,
+    len: u64,
+    failed: Option<std::io::Error>,
+}
+
+impl<W: Write> Write for Summed<W> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        match self.inner.write(bytes) {
+            Ok(n) => {
+                self.crc.update(&bytes[..n]);
+                self.len += n as u64;
+                Ok(n)
+            }
+            Err(error) => {
+                let kind = error.kind();
+                self.failed.get_or_insert(error);
+                Err(kind.into())
+            }
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Writes `state`'s checkpoint into `file` (new and empty, at `path`): a
+/// blank header, the archive as rkyv makes it (the same bytes [`encode`]
+/// makes, positions counted from the file's start), then the header over
+/// the blank. Returns the file's length.
+fn stream_into(state: &CheckpointState, file: &File, path: &Path) -> Result<u64, CheckpointError> {
+    let io = |e: &std::io::Error| CheckpointError::io(path, "write", e);
+    let mut out = BufWriter::with_capacity(WRITE_BUFFER, file);
+    out.write_all(&[0u8; HEADER_LEN]).map_err(|e| io(&e))?;
+    let summed = Summed {
+        inner: out,
+        crc: crc32fast::Hasher::new(),
+        len: 0,
+        failed: None,
+    };
+    let writer = rkyv::ser::writer::IoWriter::with_pos(summed, HEADER_LEN);
+    let mut summed = match rkyv::api::high::to_bytes_in::<_, rancor::Error>(state, writer) {
+        Ok(writer) => writer.into_inner(),
+        Err(error) => return Err(CheckpointError::Serialize(error.to_string())),
+    };
+    if let Some(error) = summed.failed.take() {
+        return Err(io(&error));
+    }
+    summed.flush().map_err(|e| io(&e))?;
+    let header = header_of(state, summed.len, summed.crc.finalize());
+    file.write_all_at(&header.encode(), 0).map_err(|e| io(&e))?;
+    Ok(HEADER_LEN as u64 + summed.len)
 }
 
 /// Checks the header, the length and the checksum of a checkpoint's bytes
@@ -372,9 +444,10 @@ pub struct Written {
     pub block_number: u64,
     /// Its size.
     pub bytes: u64,
-    /// Time spent serialising.
+    /// Time spent serialising into the file (the writes included: the
+    /// archive is streamed).
     pub serialize: Duration,
-    /// Time spent writing, syncing and renaming.
+    /// Time spent syncing and renaming.
     pub write: Duration,
 }
 
@@ -386,35 +459,34 @@ pub struct Written {
 /// [`CheckpointError::Serialize`], or [`CheckpointError::Io`] naming the
 /// file or directory that failed.
 pub fn write(dir: &Path, state: &CheckpointState) -> Result<Written, CheckpointError> {
-    let started = Instant::now();
-    let buffer = encode(state)?;
-    let serialize = started.elapsed();
-    let started = Instant::now();
     std::fs::create_dir_all(dir).map_err(|e| CheckpointError::io(dir, "create", &e))?;
     let block_number = state.block_number();
     let name = file_name(block_number);
     let path = dir.join(&name);
     let temp = dir.join(format!(".{name}{TEMP_SUFFIX}"));
+    let mut serialize = Duration::ZERO;
+    let started = Instant::now();
     let result = (|| {
-        let mut file = File::create(&temp).map_err(|e| CheckpointError::io(&temp, "create", &e))?;
-        file.write_all(&buffer)
-            .map_err(|e| CheckpointError::io(&temp, "write", &e))?;
+        let file = File::create(&temp).map_err(|e| CheckpointError::io(&temp, "create", &e))?;
+        let bytes = stream_into(state, &file, &temp)?;
+        serialize = started.elapsed();
         file.sync_all()
             .map_err(|e| CheckpointError::io(&temp, "sync", &e))?;
         drop(file);
         std::fs::rename(&temp, &path).map_err(|e| CheckpointError::io(&path, "rename", &e))?;
-        sync_dir(dir)
+        sync_dir(dir)?;
+        Ok(bytes)
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&temp);
     }
-    result?;
+    let bytes = result?;
     Ok(Written {
         path,
         block_number,
-        bytes: buffer.len() as u64,
+        bytes,
         serialize,
-        write: started.elapsed(),
+        write: started.elapsed().saturating_sub(serialize),
     })
 }
 

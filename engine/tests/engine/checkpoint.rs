@@ -1178,3 +1178,27 @@ fn checkpoints_resume_once_their_directory_can_be_written_again() {
     assert_eq!(loaded.market.height(), Some(last.written.block_number));
     assert!(last.written.block_number > failing.last().unwrap().number);
 }
+
+#[test]
+fn a_checkpoint_streamed_into_its_file_has_the_bytes_of_one_encoded_whole() {
+    let dir = real("btc-985148182");
+    let snapshot = Snapshots::open_at_rest(&dir)
+        .unwrap()
+        .list()
+        .first()
+        .map(|file| file.path.clone());
+    let market = fold_through(&dir, snapshot.as_deref(), first_block(&dir) + 5);
+    let state = capture(&market);
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("checkpoints-streamed");
+    let _ = std::fs::remove_dir_all(&out);
+    let written = file::write(&out, &state).unwrap();
+    let on_disk = std::fs::read(&written.path).unwrap();
+    assert_eq!(written.bytes, on_disk.len() as u64);
+    let whole = file::encode(&state).unwrap();
+    assert!(
+        on_disk.as_slice() == whole.as_slice(),
+        "the streamed file differs from the encoded bytes ({} vs {} bytes)",
+        on_disk.len(),
+        whole.len()
+    );
+}
