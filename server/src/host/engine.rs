@@ -857,6 +857,11 @@ impl<'s> Writer<'s> {
                     market.height(),
                     common::unix_now_ms(),
                 )
+                // The state's copy is freed on the writer thread: give its
+                // pages back rather than keep them until the next one.
+                .after_write(|| {
+                    crate::host::memory::trim();
+                })
             });
         Ok(Self {
             settings,
