@@ -2,7 +2,7 @@
 //! separate server process.
 //!
 //! `cargo run --release -p benches --bin memory -- [--scales 0.25,0.5,1] [--blocks N]
-//! [--runs R] [--settle S] [--seed S] [--l1gate PATH] [--no-write]`
+//! [--behind N,…] [--runs R] [--settle S] [--seed S] [--l1gate PATH] [--no-write]`
 //!
 //! For each scale the simulator (`SimConfig::mainnet(seed, scale)`, by-block layout) writes its
 //! starting L4 snapshot and `--blocks` blocks after it (default 100, ≈ 7 s of block time) into a
@@ -19,6 +19,11 @@
 //! `VmRSS` and `VmHWM` of the server are read from `/proc/PID/status` at that moment and again
 //! after `--settle` seconds (default 2) with the server idle and the stream open. The server is
 //! then killed.
+//!
+//! Catch-up starts (`--behind`, e.g. `26640` ≈ 30 minutes of mainnet): at the scale nearest the
+//! full book, the simulator writes the snapshot and that many blocks after it, and one start is
+//! measured the same way: the server folds them all before it serves live. The table sets their
+//! peak beside the snapshot start's.
 //!
 //! Reference, once per scale, in a fresh child process of this binary: reading the snapshot
 //! file, `engine::snapshot::parse` and `Engine::from_snapshot`, timed, with the child's
@@ -69,6 +74,10 @@ struct Args {
     /// Blocks the simulator writes after its starting snapshot (100 ≈ 7 s of block time).
     #[arg(long, default_value_t = 100)]
     blocks: u64,
+    /// Catch-up starts: at the full-book scale, one start over each of these counts of blocks
+    /// behind the snapshot (comma-separated; 26640 ≈ 30 minutes of mainnet).
+    #[arg(long, value_delimiter = ',')]
+    behind: Vec<u64>,
     /// Cold starts of the server per scale (the median is reported).
     #[arg(long, default_value_t = 2)]
     runs: usize,
@@ -120,6 +129,18 @@ struct Start {
     at_ready: Rss,
     settled: Rss,
 }
+
+/// A start with files behind the snapshot.
+#[derive(Debug, Clone, Copy)]
+struct Behind {
+    blocks: u64,
+    /// The node's files, MB.
+    node_mb: f64,
+    start: Start,
+}
+
+/// Mainnet's block interval, for block counts as time.
+const BLOCK_S: f64 = 3_600.0 / 53_280.0;
 
 /// The in-process reference.
 #[derive(Debug, Clone, Copy)]
@@ -209,7 +230,13 @@ fn main() -> anyhow::Result<()> {
     for &scale in &args.scales {
         scales.push(measure_scale(&args, scale, &l1gate, &runtime)?);
     }
-    let body = render(&args, &machine, &command, &l1gate, &scales);
+    let mut behind = Vec::new();
+    if let Some(full) = full_book(&scales).map(|full| full.scale) {
+        for &blocks in &args.behind {
+            behind.push(measure_behind(&args, full, blocks, &l1gate, &runtime)?);
+        }
+    }
+    let body = render(&args, &machine, &command, &l1gate, &scales, &behind);
     println!("{body}");
     if !args.no_write {
         let path = benches::benchmarks_md();
@@ -217,7 +244,7 @@ fn main() -> anyhow::Result<()> {
             .with_context(|| format!("write {}", path.display()))?;
         eprintln!("memory: wrote the memory section of {}", path.display());
     }
-    benches::summary::emit(&summary(&args, &scales))?;
+    benches::summary::emit(&summary(&args, &scales, &behind))?;
     Ok(())
 }
 
@@ -278,6 +305,47 @@ fn measure_scale(
         blocks: summary.blocks,
         engine,
         starts,
+    })
+}
+
+/// One start over `blocks` blocks behind the snapshot at `scale`.
+fn measure_behind(
+    args: &Args,
+    scale: f64,
+    blocks: u64,
+    l1gate: &Path,
+    runtime: &tokio::runtime::Runtime,
+) -> anyhow::Result<Behind> {
+    let work = tempfile::Builder::new()
+        .prefix("l1gate-memory-")
+        .tempdir()?;
+    let data = work.path().join("node");
+    let mut cfg = fixtures::SimConfig::mainnet(args.seed, scale);
+    cfg.mode = fixtures::OutputMode::ByBlock;
+    let run = fixtures::RunOptions {
+        blocks: Some(blocks),
+        no_replica_cmds: true,
+        ..fixtures::RunOptions::default()
+    };
+    eprintln!("memory: scale {scale}: generating the snapshot and {blocks} blocks behind it");
+    fixtures::generate(&cfg, &data, &run, &mut |_| {})?;
+    let mut node_bytes = 0u64;
+    for file in benches::data::files(&data)? {
+        node_bytes += std::fs::metadata(&file)?.len();
+    }
+    let start = cold_start(l1gate, &data, work.path(), args.settle, runtime)
+        .with_context(|| format!("scale {scale}, {blocks} blocks behind"))?;
+    eprintln!(
+        "memory: {blocks} blocks behind: serving live {:.3} s, VmRSS {:.0} MB at ready, {:.0} MB settled, VmHWM {:.0} MB",
+        start.ready_s,
+        mb(start.at_ready.rss_kib),
+        mb(start.settled.rss_kib),
+        mb(start.settled.hwm_kib)
+    );
+    Ok(Behind {
+        blocks,
+        node_mb: node_bytes as f64 / 1e6,
+        start,
     })
 }
 
@@ -488,6 +556,7 @@ fn render(
     command: &str,
     l1gate: &Path,
     scales: &[AtScale],
+    behind: &[Behind],
 ) -> String {
     let mut s = String::from("## Memory and cold start (`memory`)\n\n");
     s.push_str(&machine.markdown(command));
@@ -560,6 +629,45 @@ fn render(
             full.engine.seconds,
         );
     }
+    if let Some(full) = full_book(scales).filter(|_| !behind.is_empty()) {
+        let _ = writeln!(
+            s,
+            "\nStarts with files behind the snapshot (scale {}, one start each, the same measures): the engine loads the snapshot, then folds every block after it before serving live, taking its checkpoints on the way (every 10,000 blocks). The snapshot start above is the reference.\n",
+            full.scale
+        );
+        let _ = writeln!(
+            s,
+            "| blocks behind | block time | node files MB | cold start s | RSS at ready MB | RSS settled MB | peak MB | peak / snapshot start's |"
+        );
+        let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for b in behind {
+            let peak = mb(b.start.settled.hwm_kib);
+            let _ = writeln!(
+                s,
+                "| {} | {:.0} min | {:.0} | {:.3} | {:.0} | {:.0} | {peak:.0} | {:.2}× |",
+                b.blocks,
+                b.blocks as f64 * BLOCK_S / 60.0,
+                b.node_mb,
+                b.start.ready_s,
+                mb(b.start.at_ready.rss_kib),
+                mb(b.start.settled.rss_kib),
+                peak / full.peak_mb(),
+            );
+        }
+        let worst = behind
+            .iter()
+            .map(|b| mb(b.start.settled.hwm_kib))
+            .fold(0.0, f64::max);
+        let _ = writeln!(
+            s,
+            "\nTarget: peak ≤ {TARGET_RSS_MB:.0} MB for these starts too — {worst:.0} MB at worst, {}.",
+            if worst <= TARGET_RSS_MB {
+                "met"
+            } else {
+                "not met"
+            }
+        );
+    }
     s
 }
 
@@ -573,7 +681,7 @@ fn full_book(scales: &[AtScale]) -> Option<&AtScale> {
     })
 }
 
-fn summary(args: &Args, scales: &[AtScale]) -> serde_json::Value {
+fn summary(args: &Args, scales: &[AtScale], behind: &[Behind]) -> serde_json::Value {
     let rows: Vec<serde_json::Value> = scales
         .iter()
         .map(|sc| {
@@ -604,6 +712,14 @@ fn summary(args: &Args, scales: &[AtScale]) -> serde_json::Value {
         "target_cold_start_s": TARGET_COLD_START_S,
         "full_scale": full_book(scales).map(|s| s.scale),
         "scales": rows,
+        "behind": behind.iter().map(|b| json!({
+            "blocks": b.blocks,
+            "minutes": b.blocks as f64 * BLOCK_S / 60.0,
+            "node_mb": b.node_mb,
+            "cold_start_s": b.start.ready_s,
+            "rss_settled_mb": mb(b.start.settled.rss_kib),
+            "peak_mb": mb(b.start.settled.hwm_kib),
+        })).collect::<Vec<_>>(),
     })
 }
 

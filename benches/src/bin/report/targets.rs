@@ -433,15 +433,18 @@ pub(crate) fn fanout_targets(run: &Run) -> [Target; 3] {
     [held, slow, kept]
 }
 
-pub(crate) fn memory_targets(run: &Run) -> [Target; 2] {
+pub(crate) fn memory_targets(run: &Run) -> [Target; 3] {
     let what_rss = "RSS with the full book";
     let what_cold = "Cold start to serving live";
+    let what_behind = "Peak of a start with files behind the snapshot";
     let Some(v) = run.summary("memory") else {
         return [
             Target::missing(what_rss, "≤ 200 MB", run.missing("memory")),
             Target::missing(what_cold, "≤ 2 s", run.missing("memory")),
+            Target::missing(what_behind, "≤ 200 MB", run.missing("memory")),
         ];
     };
+    let behind = behind_target(v, what_behind);
     let full_scale = num(v, "full_scale");
     let Some(full) = rows(v, "scales").find(|r| num(r, "scale") == full_scale) else {
         return [
@@ -455,6 +458,7 @@ pub(crate) fn memory_targets(run: &Run) -> [Target; 2] {
                 "≤ 2 s",
                 "not measured: no memory rows".to_owned(),
             ),
+            behind,
         ];
     };
     let book = format!(
@@ -489,7 +493,44 @@ pub(crate) fn memory_targets(run: &Run) -> [Target; 2] {
             ratio: times(cold / load),
             verdict: verdict(cold <= 2.0).to_owned(),
         },
+        behind,
     ]
+}
+
+/// The worst peak of the catch-up starts, beside the snapshot start's.
+fn behind_target(v: &Value, what: &str) -> Target {
+    let full_scale = num(v, "full_scale");
+    let snapshot_peak = rows(v, "scales")
+        .find(|r| num(r, "scale") == full_scale)
+        .and_then(|r| num(r, "peak_mb"))
+        .unwrap_or(f64::NAN);
+    let worst = rows(v, "behind").max_by(|a, b| {
+        num(a, "peak_mb")
+            .unwrap_or(0.0)
+            .total_cmp(&num(b, "peak_mb").unwrap_or(0.0))
+    });
+    let Some(worst) = worst else {
+        return Target::missing(
+            what,
+            "≤ 200 MB",
+            "not measured: run without `--behind`".to_owned(),
+        );
+    };
+    let peak = num(worst, "peak_mb").unwrap_or(f64::NAN);
+    Target {
+        what: what.to_owned(),
+        goal: "≤ 200 MB".to_owned(),
+        measured: format!(
+            "{peak:.0} MB peak, {:.0} MB settled, {:.0} blocks ({:.0} min, {:.0} MB of files) behind",
+            num(worst, "rss_settled_mb").unwrap_or(f64::NAN),
+            num(worst, "blocks").unwrap_or(0.0),
+            num(worst, "minutes").unwrap_or(0.0),
+            num(worst, "node_mb").unwrap_or(0.0),
+        ),
+        reference: format!("the snapshot start's peak: {snapshot_peak:.0} MB"),
+        ratio: times(peak / snapshot_peak),
+        verdict: verdict(peak <= 200.0).to_owned(),
+    }
 }
 
 pub(crate) fn raw_feed_target(run: &Run) -> Target {
@@ -784,11 +825,26 @@ mod tests {
             {"scale": 1.0, "orders": 4.4e5, "coins": 200, "rss_settled_mb": 180.0, "engine_rss_mb": 120.0,
              "cold_start_s": 2.5, "engine_load_s": 1.0, "peak_mb": 400.0, "snapshot_mb": 160.0},
         ]});
-        let [rss, cold] = memory_targets(&Run::with("memory", v));
+        let [rss, cold, behind] = memory_targets(&Run::with("memory", v));
+        assert_eq!(behind.measured, "not measured: run without `--behind`");
         assert_eq!(rss.verdict, "**met**");
         assert_eq!(rss.ratio, "1.50×");
         assert_eq!(cold.verdict, "**not met**");
         assert!(cold.measured.contains("440000 orders"), "{}", cold.measured);
+        let v = json!({"full_scale": 1.0, "scales": [{"scale": 1.0, "peak_mb": 190.0}],
+        "behind": [
+            {"blocks": 26640, "minutes": 30.0, "node_mb": 6000.0, "peak_mb": 290.0,
+             "rss_settled_mb": 210.0},
+            {"blocks": 100, "minutes": 0.1, "node_mb": 20.0, "peak_mb": 191.0,
+             "rss_settled_mb": 170.0},
+        ]});
+        let [_, _, behind] = memory_targets(&Run::with("memory", v));
+        assert!(
+            behind.measured.starts_with("290 MB peak"),
+            "{}",
+            behind.measured
+        );
+        assert_eq!(behind.verdict, "**not met**");
     }
 
     #[test]
