@@ -125,6 +125,7 @@ impl Checkpointer {
     /// written (or failed) and the copy of the state it was made from
     /// dropped: tens of MB with a mainnet-size book, freed every few
     /// minutes, which a caller may want its allocator to give back.
+    #[must_use]
     pub fn after_write(mut self, after: fn()) -> Self {
         self.after_write = Some(after);
         self
