@@ -248,12 +248,13 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-fn measure_scale(
+/// A node directory in a temporary directory of its own: the simulator's starting snapshot at
+/// `scale` and `blocks` blocks after it.
+fn node_of(
     args: &Args,
     scale: f64,
-    l1gate: &Path,
-    runtime: &tokio::runtime::Runtime,
-) -> anyhow::Result<AtScale> {
+    blocks: u64,
+) -> anyhow::Result<(tempfile::TempDir, PathBuf, fixtures::Summary)> {
     let work = tempfile::Builder::new()
         .prefix("l1gate-memory-")
         .tempdir()?;
@@ -261,15 +262,22 @@ fn measure_scale(
     let mut cfg = fixtures::SimConfig::mainnet(args.seed, scale);
     cfg.mode = fixtures::OutputMode::ByBlock;
     let run = fixtures::RunOptions {
-        blocks: Some(args.blocks),
+        blocks: Some(blocks),
         no_replica_cmds: true,
         ..fixtures::RunOptions::default()
     };
-    eprintln!(
-        "memory: scale {scale}: generating the snapshot and {} blocks",
-        args.blocks
-    );
+    eprintln!("memory: scale {scale}: generating the snapshot and {blocks} blocks after it");
     let summary = fixtures::generate(&cfg, &data, &run, &mut |_| {})?;
+    Ok((work, data, summary))
+}
+
+fn measure_scale(
+    args: &Args,
+    scale: f64,
+    l1gate: &Path,
+    runtime: &tokio::runtime::Runtime,
+) -> anyhow::Result<AtScale> {
+    let (work, data, summary) = node_of(args, scale, args.blocks)?;
     let snapshot = summary
         .snapshots
         .first()
@@ -316,19 +324,7 @@ fn measure_behind(
     l1gate: &Path,
     runtime: &tokio::runtime::Runtime,
 ) -> anyhow::Result<Behind> {
-    let work = tempfile::Builder::new()
-        .prefix("l1gate-memory-")
-        .tempdir()?;
-    let data = work.path().join("node");
-    let mut cfg = fixtures::SimConfig::mainnet(args.seed, scale);
-    cfg.mode = fixtures::OutputMode::ByBlock;
-    let run = fixtures::RunOptions {
-        blocks: Some(blocks),
-        no_replica_cmds: true,
-        ..fixtures::RunOptions::default()
-    };
-    eprintln!("memory: scale {scale}: generating the snapshot and {blocks} blocks behind it");
-    fixtures::generate(&cfg, &data, &run, &mut |_| {})?;
+    let (work, data, _) = node_of(args, scale, blocks)?;
     let mut node_bytes = 0u64;
     for file in benches::data::files(&data)? {
         node_bytes += std::fs::metadata(&file)?.len();
