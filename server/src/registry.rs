@@ -217,7 +217,7 @@ pub struct NodeTypeName {
 pub const KEY: &str = "<key>";
 
 /// `base` with the WebSocket scheme (`https` → `wss`, `http` → `ws`).
-fn websocket(base: &str) -> String {
+pub(crate) fn websocket(base: &str) -> String {
     if let Some(rest) = base.strip_prefix("https://") {
         format!("wss://{rest}")
     } else if let Some(rest) = base.strip_prefix("http://") {

@@ -825,7 +825,12 @@ fn http_api(
         Some(networks.health()),
         info.clone(),
     )
-    .with_bus(bus);
+    .with_bus(bus)
+    .with_addresses(crate::status::Addresses {
+        grpc: settings.public_grpc_url.clone(),
+        http: settings.public_http_url.clone(),
+        tls: settings.tls.is_some(),
+    });
     let ws = crate::ws::WsService {
         relays: market.relays(),
         flow: edges.flow.clone(),

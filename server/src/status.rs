@@ -22,7 +22,9 @@
 //! open per view and per account, and the streams l1gate ended (lag,
 //! stall, revocation, quota); per key its usage this period, its quota and
 //! a pending rotation; the upstreams (Info source, each node gateway
-//! network); the recent warnings ([`warnings`]).
+//! network); the recent warnings ([`warnings`]); where clients reach this
+//! server (its public gRPC, HTTP and WebSocket URLs, `https://`/`wss://`
+//! with TLS on).
 
 pub mod warnings;
 
@@ -82,6 +84,17 @@ const PAGE: &str = include_str!("status/page.html");
 /// How often the event stream sends a snapshot.
 const EVERY: Duration = Duration::from_secs(1);
 
+/// Where clients reach this server, as the page shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Addresses {
+    /// The gRPC address's public URL.
+    pub grpc: String,
+    /// The HTTP address's public base URL.
+    pub http: String,
+    /// Whether this server serves TLS on both addresses itself.
+    pub tls: bool,
+}
+
 /// Everything the page reads.
 #[derive(Debug, Clone)]
 pub struct StatusPage {
@@ -101,6 +114,8 @@ pub struct StatusPage {
     pub info: Option<crate::info::poller::InfoFeed>,
     /// The message bus, on a publishing node host or an edge.
     pub bus: Option<crate::http::BusProbe>,
+    /// Where clients reach this server.
+    pub addresses: Option<Addresses>,
     /// Blocks-per-second sampling.
     rate: Arc<Mutex<Option<(Instant, u64, f64)>>>,
 }
@@ -125,6 +140,7 @@ impl StatusPage {
             networks,
             info,
             bus: None,
+            addresses: None,
             rate: Arc::new(Mutex::new(None)),
         }
     }
@@ -133,6 +149,13 @@ impl StatusPage {
     #[must_use]
     pub fn with_bus(mut self, bus: Option<crate::http::BusProbe>) -> Self {
         self.bus = bus;
+        self
+    }
+
+    /// Also shows where clients reach this server.
+    #[must_use]
+    pub fn with_addresses(mut self, addresses: Addresses) -> Self {
+        self.addresses = Some(addresses);
         self
     }
 
@@ -294,6 +317,16 @@ impl StatusPage {
             "keys": keys,
             "upstreams": upstreams,
             "warnings": warnings::recent(),
+            "addresses": self.addresses.as_ref().map(|a| json!({
+                "grpc": a.grpc,
+                "http": a.http,
+                "websocket": format!(
+                    "{}/{}",
+                    crate::registry::websocket(a.http.trim_end_matches('/')),
+                    crate::registry::KEY
+                ),
+                "tls": a.tls,
+            })),
         })
     }
 }

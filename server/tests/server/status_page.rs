@@ -254,6 +254,19 @@ async fn the_page_is_for_admin_accounts_only() {
         snapshot["feeds"].as_array().unwrap().len() >= 3,
         "{snapshot}"
     );
+    // Where clients reach it, in plain text here.
+    let addresses = &snapshot["addresses"];
+    assert_eq!(addresses["tls"], false, "{addresses}");
+    assert!(
+        addresses["grpc"].as_str().unwrap().starts_with("http://")
+            && addresses["http"].as_str().unwrap().starts_with("http://")
+            && addresses["websocket"]
+                .as_str()
+                .unwrap()
+                .starts_with("ws://")
+            && addresses["websocket"].as_str().unwrap().ends_with("/<key>"),
+        "{addresses}"
+    );
     assert!(
         !json.text.contains(&server.key),
         "the page never shows a key"

@@ -107,6 +107,17 @@ async fn grpc(
     Ok(VenueL1GatewayClient::new(channel))
 }
 
+/// The body curl gets from `url` with `ca` as its only root.
+fn curl_body(url: &str, ca: &Path) -> String {
+    let out = std::process::Command::new("curl")
+        .args(["-s", "--max-time", "10", "--cacert"])
+        .arg(ca)
+        .arg(url)
+        .output()
+        .expect("curl (Debian package curl) must be installed for the TLS tests");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// curl's status code for `url` with `ca` as its only root (000: no
 /// answer, the TLS handshake failed).
 fn curl(url: &str, ca: &Path) -> String {
@@ -136,6 +147,7 @@ async fn both_addresses_serve_tls_to_clients_that_trust_the_authority() {
     install(dir.path(), &ca.server(-1, 30));
     let mut keys = KeysFile::default();
     let (key, _) = keys.add_key("alice", 0).unwrap();
+    keys.set_role("alice", access::keys::Role::Admin).unwrap();
     let gate = start(dir.path(), keys).await;
     let http = gate.running.http_addr.port();
 
@@ -146,6 +158,24 @@ async fn both_addresses_serve_tls_to_clients_that_trust_the_authority() {
             &ca_file
         ),
         "200"
+    );
+    // The status page shows the addresses clients use: https:// and wss://.
+    let status = curl_body(
+        &format!("https://localhost:{http}/{key}/status.json"),
+        &ca_file,
+    );
+    let status: serde_json::Value =
+        serde_json::from_str(&status).unwrap_or_else(|e| panic!("{e}: {status}"));
+    let addresses = &status["addresses"];
+    assert_eq!(addresses["tls"], true, "{addresses}");
+    assert!(
+        addresses["grpc"].as_str().unwrap().starts_with("https://")
+            && addresses["http"].as_str().unwrap().starts_with("https://")
+            && addresses["websocket"]
+                .as_str()
+                .unwrap()
+                .starts_with("wss://"),
+        "{addresses}"
     );
     // Plain HTTP to a TLS address gets no HTTP answer.
     assert_eq!(
