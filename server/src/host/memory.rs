@@ -11,9 +11,11 @@
 //! stream the server ended still has its queued frames in its connection's
 //! buffers until the client reads them or closes the connection, seconds
 //! or minutes later. So the trims go on at every check for [`SETTLE`] after
-//! a burst ended, and a further fall of the count within that time starts
-//! it again. A trim costs milliseconds for a heap of a gigabyte; there are
-//! none between bursts. Other allocators (a musl build) return memory their
+//! a burst ended, and a further fall of the count by [`FALL`] or more within
+//! that time starts it again, at most [`RESTARTS`] times (a server whose
+//! clients come and go all the time does not trim every 5 s forever). A trim
+//! costs milliseconds for a heap of a gigabyte; there are none between
+//! bursts. Other allocators (a musl build) return memory their
 //! own way; there the watch does nothing.
 
 use std::sync::Arc;
@@ -30,6 +32,12 @@ pub const BURST: u64 = 256;
 
 /// How long the trims go on after a burst ended (or the count last fell).
 pub const SETTLE: Duration = Duration::from_secs(60);
+
+/// A fall of the count that starts [`SETTLE`] again.
+pub const FALL: u64 = BURST / 8;
+
+/// How many times a burst's [`SETTLE`] starts again.
+pub const RESTARTS: u32 = 4;
 
 /// Checks in [`SETTLE`].
 const SETTLE_CHECKS: u32 = (SETTLE.as_secs() / EVERY.as_secs()) as u32;
@@ -60,6 +68,8 @@ pub struct Watch {
     last: u64,
     /// Checks left with a trim each.
     settling: u32,
+    /// Times the settling may start again.
+    restarts: u32,
 }
 
 impl Watch {
@@ -67,22 +77,24 @@ impl Watch {
     /// to trim, and why.
     pub fn check(&mut self, seen: u64, now: u64) -> Option<Trim> {
         self.peak = self.peak.max(seen);
-        let fell = now < self.last;
+        let fell = now.saturating_add(FALL) <= self.last;
         self.last = now;
         if burst_ended(self.peak, now) {
             let peak = self.peak;
             self.peak = now;
             self.settling = SETTLE_CHECKS;
+            self.restarts = RESTARTS;
             return Some(Trim::BurstEnded { peak });
         }
         if self.settling == 0 {
             return None;
         }
-        self.settling = if fell {
-            SETTLE_CHECKS
+        if fell && self.restarts > 0 {
+            self.restarts -= 1;
+            self.settling = SETTLE_CHECKS;
         } else {
-            self.settling - 1
-        };
+            self.settling -= 1;
+        }
         Some(Trim::Settling)
     }
 }
@@ -160,16 +172,40 @@ mod tests {
             assert_eq!(watch.check(100, 100), Some(Trim::Settling), "check {k}");
         }
         // The burst's last clients leave late: the minute starts again.
-        assert_eq!(watch.check(100, 90), Some(Trim::Settling));
+        assert_eq!(watch.check(100, 60), Some(Trim::Settling));
         for k in 0..SETTLE_CHECKS {
-            assert_eq!(watch.check(90, 90), Some(Trim::Settling), "check {k}");
+            assert_eq!(watch.check(60, 60), Some(Trim::Settling), "check {k}");
         }
-        assert_eq!(watch.check(90, 90), None, "a minute with nothing");
-        assert_eq!(watch.check(150, 80), None, "small changes are no burst");
+        assert_eq!(watch.check(60, 60), None, "a minute with nothing");
+        assert_eq!(watch.check(150, 50), None, "small changes are no burst");
         assert_eq!(
             watch.check(600, 0),
             Some(Trim::BurstEnded { peak: 600 }),
             "the peak since the last burst"
+        );
+    }
+
+    #[test]
+    fn clients_coming_and_going_after_a_burst_do_not_trim_forever() {
+        let mut watch = Watch::default();
+        assert_eq!(
+            watch.check(2_000, 100),
+            Some(Trim::BurstEnded { peak: 2_000 })
+        );
+        // Clients come and go: the count falls by FALL at every other check.
+        let mut trims = 0;
+        for k in 0..200 {
+            let now = if k % 2 == 0 { 200 } else { 200 - FALL };
+            if watch.check(200, now).is_some() {
+                trims += 1;
+            }
+        }
+        let most = (RESTARTS + 1) * SETTLE_CHECKS;
+        assert!(trims <= most, "{trims} trims, at most {most}");
+        assert_eq!(
+            watch.check(200, 200 - FALL),
+            None,
+            "the churn trims no more"
         );
     }
 }
