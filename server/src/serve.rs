@@ -850,13 +850,6 @@ fn http_api(
         .merge(ws.routes())
 }
 
-/// The gRPC address: the raw feed, market streaming, the Transaction Stream
-/// relay, reflection and health, each behind access control, on connections
-/// admitted under the limits. On shutdown: no new connections, GOAWAY on
-/// the open ones, and the task ends once they are gone.
-///
-/// # Errors
-/// When reflection cannot be built from the descriptor set.
 /// The `MarketStreaming` service: compressed requests accepted; frames
 /// sent compressed only with `market_compression`, because a frame is
 /// encoded once for every subscriber of a key while compression would be
@@ -878,6 +871,13 @@ fn market_server(
     }
 }
 
+/// The gRPC address: the raw feed, market streaming, the Transaction Stream
+/// relay, reflection and health, each behind access control, on connections
+/// admitted under the limits. On shutdown: no new connections, GOAWAY on
+/// the open ones, and the task ends once they are gone.
+///
+/// # Errors
+/// When reflection cannot be built from the descriptor set.
 async fn grpc_edge(
     settings: &Settings,
     edges: &Edges<'_>,

@@ -181,6 +181,8 @@ impl FailureBoard {
 #[derive(Clone)]
 pub struct UpstreamTls {
     ca_file: Option<std::path::PathBuf>,
+    /// The bundle's text, read once (for clients that take roots as PEM).
+    ca_pem: Option<std::sync::Arc<[u8]>>,
     config: std::sync::Arc<rustls::ClientConfig>,
 }
 
@@ -217,13 +219,15 @@ impl UpstreamTls {
             tracing::debug!(%error, "upstream TLS: a system root could not be read");
         }
         roots.add_parsable_certificates(system.certs);
+        let mut ca_pem = None;
         if let Some(path) = ca_file {
             let bundle_error = |reason: String| UpstreamTlsError::Bundle {
                 path: path.to_owned(),
                 reason,
             };
-            let certs = CertificateDer::pem_file_iter(path)
-                .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+            let pem = std::fs::read(path).map_err(|error| bundle_error(error.to_string()))?;
+            let certs = CertificateDer::pem_slice_iter(&pem)
+                .collect::<Result<Vec<_>, _>>()
                 .map_err(|error| bundle_error(error.to_string()))?;
             if certs.is_empty() {
                 return Err(bundle_error("no CERTIFICATE block".into()));
@@ -232,6 +236,7 @@ impl UpstreamTls {
             if added == 0 {
                 return Err(bundle_error("no certificate that parses".into()));
             }
+            ca_pem = Some(pem.into());
         }
         // No ALPN here: the connector offers http/1.1 itself.
         let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
@@ -243,6 +248,7 @@ impl UpstreamTls {
         .with_no_client_auth();
         Ok(Self {
             ca_file: ca_file.map(std::path::Path::to_owned),
+            ca_pem,
             config: std::sync::Arc::new(config),
         })
     }
@@ -255,11 +261,11 @@ impl UpstreamTls {
         self.config.clone()
     }
 
-    /// The CA bundle added to the system's roots, if any (for the
-    /// Transaction Stream's gRPC client, which takes roots, not a
-    /// configuration).
-    pub fn ca_file(&self) -> Option<&std::path::Path> {
-        self.ca_file.as_deref()
+    /// The CA bundle added to the system's roots, as read at start, if
+    /// any (for the Transaction Stream's gRPC client, which takes roots as
+    /// PEM, not a configuration).
+    pub fn ca_pem(&self) -> Option<&[u8]> {
+        self.ca_pem.as_deref()
     }
 }
 

@@ -801,11 +801,13 @@ async fn bad_credentials_and_unreachable_buses_are_named_without_the_password() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bus_over_tls_is_verified_against_the_ca_bundle() {
-    let dir = tempfile::tempdir().unwrap();
-    let ca = super::tls::Authority::new("bus CA");
-    let ca_file = ca.write(dir.path(), "ca.pem");
-    let (cert, key) = super::tls::install(dir.path(), &ca.server(-1, 30));
-    let nats = Nats::with_tls(cert, key, ca_file.clone());
+    let pki = super::tls::Pki::new("bus CA");
+    let ca_file = pki.ca_file.clone();
+    let nats = Nats::with_tls(
+        pki.files.cert.clone(),
+        pki.files.key.clone(),
+        ca_file.clone(),
+    );
     let keys = tempfile::tempdir().unwrap();
     let keys_file = keys.path().join("keys.toml");
     access::keys::KeysFile::default().save(&keys_file).unwrap();

@@ -283,13 +283,11 @@ print(json.dumps({"trades": len(trades), "mids": len(mids), "channel": trades[0]
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_sdk_works_over_https_and_wss() {
-    let certs = tempfile::tempdir().unwrap();
-    let authority = super::tls::Authority::new("l1gate test CA");
-    let ca = authority.write(certs.path(), "ca.pem");
-    let (cert, key) = super::tls::install(certs.path(), &authority.server(-1, 30));
+    let pki = super::tls::Pki::new("l1gate test CA");
+    let ca = pki.ca_file.clone();
     let (python, _info, _node, server) = sdk_setup(|args| {
-        args.tls_cert_file = Some(cert);
-        args.tls_key_file = Some(key);
+        args.tls_cert_file = Some(pki.files.cert.clone());
+        args.tls_key_file = Some(pki.files.key.clone());
     })
     .await;
     let base = format!(

@@ -77,8 +77,8 @@ async fn a_v1alpha_reflection_client_lists_and_calls() {
 async fn grpcio_lists_and_calls_over_tls() {
     let python = super::python::venv(&[super::python::GRPC_REQUESTS]);
     let node = live_node(60, 60, Duration::from_millis(1));
-    let certs = tempfile::tempdir().unwrap();
-    let (server, ca) = tls_server(&node, certs.path()).await;
+    let (server, pki) = tls_server(&node).await;
+    let ca = &pki.ca_file;
     let out = super::python::run(
         &python,
         CLIENT,
@@ -117,20 +117,15 @@ fn lists_and_calls(out: &Value) {
 
 /// A server over `node` serving TLS with a certificate of a fresh test
 /// authority (written under `certs`), ready; the authority's file.
-async fn tls_server(
-    node: &super::market_live::LiveNode,
-    certs: &std::path::Path,
-) -> (TestServer, std::path::PathBuf) {
-    let authority = super::tls::Authority::new("l1gate test CA");
-    let ca = authority.write(certs, "ca.pem");
-    let (cert, key) = super::tls::install(certs, &authority.server(-1, 30));
+async fn tls_server(node: &super::market_live::LiveNode) -> (TestServer, super::tls::Pki) {
+    let pki = super::tls::Pki::new("l1gate test CA");
     let server = TestServer::start(node.dir.path(), |args| {
-        args.tls_cert_file = Some(cert);
-        args.tls_key_file = Some(key);
+        args.tls_cert_file = Some(pki.files.cert.clone());
+        args.tls_key_file = Some(pki.files.key.clone());
     })
     .await;
     ready(&server).await;
-    (server, ca)
+    (server, pki)
 }
 
 /// Bytes in, bytes out: the messages are built and read by descriptors.
@@ -219,11 +214,11 @@ async fn a_v1_reflection_client_calls_with_fetched_descriptors_only() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_descriptor_only_client_calls_over_tls_with_the_authority_as_root() {
     let node = live_node(60, 60, Duration::from_millis(1));
-    let certs = tempfile::tempdir().unwrap();
-    let (server, ca) = tls_server(&node, certs.path()).await;
+    let (server, pki) = tls_server(&node).await;
+    let ca = &pki.ca_file;
     let tls = tonic::transport::ClientTlsConfig::new()
         .ca_certificate(tonic::transport::Certificate::from_pem(
-            std::fs::read(&ca).unwrap(),
+            std::fs::read(ca).unwrap(),
         ))
         .domain_name("localhost");
     let channel = Channel::from_shared(format!(

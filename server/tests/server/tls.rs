@@ -58,6 +58,34 @@ impl Authority {
     }
 }
 
+/// What a TLS test starts from: an authority and a server certificate it
+/// signed (valid from yesterday for 30 days), written as `ca.pem`,
+/// `server.pem` and `server.key` in a directory of their own.
+pub struct Pki {
+    pub dir: tempfile::TempDir,
+    pub ca: Authority,
+    /// The authority's certificate: a CA bundle.
+    pub ca_file: PathBuf,
+    /// The server's certificate and key files.
+    pub files: l1gate::tls::TlsFiles,
+}
+
+impl Pki {
+    /// A fresh one, the authority named `name`.
+    pub fn new(name: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = Authority::new(name);
+        let ca_file = ca.write(dir.path(), "ca.pem");
+        let (cert, key) = install(dir.path(), &ca.server(-1, 30));
+        Self {
+            dir,
+            ca,
+            ca_file,
+            files: l1gate::tls::TlsFiles { cert, key },
+        }
+    }
+}
+
 /// Writes a certificate and key as the server's files.
 pub fn install(dir: &Path, (cert, key): &(String, String)) -> (PathBuf, PathBuf) {
     let (cert_path, key_path) = (dir.join("server.pem"), dir.join("server.key"));
@@ -141,10 +169,12 @@ fn curl(url: &str, ca: &Path) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn both_addresses_serve_tls_to_clients_that_trust_the_authority() {
-    let dir = tempfile::tempdir().unwrap();
-    let ca = Authority::new("l1gate test CA");
-    let ca_file = ca.write(dir.path(), "ca.pem");
-    install(dir.path(), &ca.server(-1, 30));
+    let Pki {
+        dir,
+        ca,
+        ca_file,
+        files: _,
+    } = Pki::new("l1gate test CA");
     let mut keys = KeysFile::default();
     let (key, _) = keys.add_key("alice", 0).unwrap();
     keys.set_role("alice", access::keys::Role::Admin).unwrap();
@@ -385,10 +415,12 @@ async fn info(gate: &Gate, key: &str, body: &str) -> (u16, serde_json::Value) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_https_info_source_is_verified_against_the_ca_bundle() {
-    let dir = tempfile::tempdir().unwrap();
-    let ca = Authority::new("upstream CA");
-    let ca_file = ca.write(dir.path(), "ca.pem");
-    let (cert, key) = install(dir.path(), &ca.server(-1, 30));
+    let Pki {
+        dir,
+        ca: _ca,
+        ca_file,
+        files,
+    } = Pki::new("upstream CA");
     let fees = serde_json::json!({"userCrossRate": "0.00035", "answered": "upstream"});
     let answer = fees.clone();
     let router = axum::Router::new().route(
@@ -398,7 +430,7 @@ async fn an_https_info_source_is_verified_against_the_ca_bundle() {
             async move { axum::Json(answer) }
         }),
     );
-    let upstream = tls_upstream(router, &l1gate::tls::TlsFiles { cert, key }).await;
+    let upstream = tls_upstream(router, &files).await;
     let url = format!("https://localhost:{}/info", upstream.port());
     let body = r#"{"type":"userFees","user":"0x0000000000000000000000000000000000000001"}"#;
 
@@ -480,13 +512,14 @@ async fn rpc_over_websocket(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wss_json_rpc_upstream_is_verified_against_the_ca_bundle() {
-    let dir = tempfile::tempdir().unwrap();
-    let ca = Authority::new("node CA");
-    let ca_file = ca.write(dir.path(), "ca.pem");
-    let (cert, key) = install(dir.path(), &ca.server(-1, 30));
-    let node =
-        crate::server::jsonrpc_node::JsonRpcNode::start_tls(&l1gate::tls::TlsFiles { cert, key })
-            .await;
+    // The directory lives as long as the test: its files are read late.
+    let Pki {
+        dir: _dir,
+        ca: _ca,
+        ca_file,
+        files,
+    } = Pki::new("node CA");
+    let node = crate::server::jsonrpc_node::JsonRpcNode::start_tls(&files).await;
     let host = "hyperevm-mainnet.gw.test";
     let chains = crate::server::networks::chains_of(&format!(
         r#"
@@ -568,11 +601,14 @@ async fn an_https_transaction_stream_upstream_is_verified_against_the_ca_bundle(
     use crate::server::transaction_stream::{
         Net, StandIn, TOKEN, aptos, batch, client, collect, from,
     };
-    let dir = tempfile::tempdir().unwrap();
-    let ca = Authority::new("indexer CA");
-    let ca_file = ca.write(dir.path(), "ca.pem");
-    let (cert, key) = install(dir.path(), &ca.server(-1, 30));
-    let stand_in = StandIn::start_tls(1, &l1gate::tls::TlsFiles { cert, key }).await;
+    // The directory lives as long as the test: its files are read late.
+    let Pki {
+        dir: _dir,
+        ca: _ca,
+        ca_file,
+        files,
+    } = Pki::new("indexer CA");
+    let stand_in = StandIn::start_tls(1, &files).await;
     assert!(stand_in.url.starts_with("https://localhost:"));
     let chains = aptos(&[Net {
         id: "mainnet",

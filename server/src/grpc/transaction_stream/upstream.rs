@@ -220,9 +220,7 @@ pub(super) fn connect_lazy(
     // A certificate that does not verify fails the connection (the call is
     // UNAVAILABLE), never a plain-text fallback.
     let mut config = ClientTlsConfig::new().with_native_roots();
-    if let Some(bundle) = tls.ca_file() {
-        let pem = std::fs::read(bundle)
-            .map_err(|e| format!("upstream_ca_file {}: {e}", bundle.display()))?;
+    if let Some(pem) = tls.ca_pem() {
         config = config.ca_certificate(Certificate::from_pem(pem));
     }
     Ok(endpoint
