@@ -330,10 +330,6 @@ pub fn run(
         market.watch_fills();
     }
     let start = market.height().map_or(0, |h| h + 1);
-    // The feeds' mapped pages read are let go of as the replay goes (see
-    // `feeds::RELEASE_EVERY_READ`); the source reads through its own handles.
-    let releasing = feeds.clone();
-    let mut released_at = 0;
     let mut source = BlockSource::new(
         feeds,
         SourceOptions {
@@ -388,12 +384,8 @@ pub fn run(
             };
             let Some(block) = block else { break };
             run.fold(&block, &mut market)?;
-            if source.bytes() >= released_at + feeds::RELEASE_EVERY_READ {
-                for feed in &releasing {
-                    feed.release_read(feeds::RESIDENT_TAIL);
-                }
-                released_at = source.bytes();
-            }
+            // The pages read are let go of as the replay goes.
+            source.release_behind();
             progress(&ReplayProgress {
                 block: block.number,
                 blocks: run.summary.blocks,

@@ -89,6 +89,8 @@ pub struct BlockSource {
     mode: Option<AlignMode>,
     options: SourceOptions,
     bytes: u64,
+    /// [`BlockSource::bytes`] at the last [`BlockSource::release_behind`].
+    released_at: u64,
     /// Damaged compressed files met by reads and not taken yet.
     damage: Vec<FeedError>,
 }
@@ -147,6 +149,7 @@ impl BlockSource {
             mode: None,
             options,
             bytes: 0,
+            released_at: 0,
             damage: Vec::new(),
         };
         source.join_new_feeds()?;
@@ -403,6 +406,22 @@ impl BlockSource {
     /// exposes only complete lines).
     pub fn bytes(&self) -> u64 {
         self.bytes
+    }
+
+    /// Once [`feeds::RELEASE_EVERY_READ`] more bytes were read since the
+    /// last time, lets go of the mapped pages its feeds have read but each
+    /// newest file's [`feeds::RESIDENT_TAIL`] (shared with every clone of
+    /// the feeds), so that a reader catching up or replaying holds about
+    /// that much of the files resident, not all it read. Whether it did.
+    pub fn release_behind(&mut self) -> bool {
+        if self.bytes < self.released_at + feeds::RELEASE_EVERY_READ {
+            return false;
+        }
+        for input in &self.inputs {
+            input.feed.release_read(feeds::RESIDENT_TAIL);
+        }
+        self.released_at = self.bytes;
+        true
     }
 
     /// Blocks waiting to complete.

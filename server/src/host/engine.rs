@@ -735,8 +735,6 @@ struct Writer<'s> {
     last_listing: Instant,
     /// When the feeds last let go of pages read long ago (`None`: never).
     last_release: Option<Instant>,
-    /// The source's bytes read at the last release while catching up.
-    released_at: u64,
     /// The block source's alignment counters already added to the status.
     aligned: AlignCounts,
     /// Takes checkpoints as the market folds (`None`: off).
@@ -874,7 +872,6 @@ impl<'s> Writer<'s> {
             wakeups,
             last_listing: Instant::now(),
             last_release: None,
-            released_at: 0,
             aligned: AlignCounts::default(),
             checkpointer,
         })
@@ -1074,13 +1071,9 @@ impl<'s> Writer<'s> {
                 self.fold(&block);
                 folded += 1;
             }
-            if !self.status.ready()
-                && self.source.bytes() >= self.released_at + feeds::RELEASE_EVERY_READ
-            {
-                self.live.release_read();
-                self.released_at = self.source.bytes();
+            if !self.status.ready() && self.source.release_behind() {
                 tracing::debug!(
-                    read = self.released_at,
+                    read = self.source.bytes(),
                     "engine: catching up; pages read let go of"
                 );
             }
