@@ -94,10 +94,16 @@ pub async fn serve(listener: TcpListener, router: Router, serving: Serving) {
     } = serving;
     loop {
         let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            // Stopping: no new connections (the listener closes here).
+            // Stopping comes first: a client told to reconnect by the
+            // shutdown (WebSocket close 1001) must not get in again here.
+            biased;
             () = shutdown.cancelled() => return,
+            accepted = listener.accept() => accepted,
         };
+        if shutdown.is_cancelled() {
+            // Accepted as the shutdown began: dropped, not served.
+            return;
+        }
         let (socket, peer) = match accepted {
             Ok(accepted) => accepted,
             Err(error) => {
