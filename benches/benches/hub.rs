@@ -9,7 +9,7 @@
 //! - `hub_round_trip`: one publish and the `recv` of that frame by 1 / 100 receivers (frames
 //!   delivered per second).
 //!
-//! `cargo bench -p benches --bench hub && cargo run --release -p benches --bin criterion_report`
+//! `cargo bench -p benches --bench hub && cargo run --release -p benches -- criterion_report`
 
 use std::hint::black_box;
 use std::sync::Arc;

@@ -117,18 +117,37 @@ pub fn median_duration(samples: &[std::time::Duration]) -> std::time::Duration {
     sorted.get(sorted.len() / 2).copied().unwrap_or_default()
 }
 
-/// The command line that reproduces this run, as `cargo run --release -p benches --bin NAME -- ARGS`.
-pub fn cargo_command(bin: &str) -> String {
-    let mut s = format!("cargo run --release -p benches --bin {bin}");
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if !args.is_empty() {
-        s.push_str(" --");
-        for a in args {
-            s.push(' ');
-            s.push_str(&a);
-        }
+/// The command line that reproduces this run: `cargo run --release -p benches --` and this
+/// process's arguments (the subcommand and its options).
+pub fn cargo_command() -> String {
+    let mut s = "cargo run --release -p benches --".to_owned();
+    for a in std::env::args().skip(1) {
+        s.push(' ');
+        s.push_str(&a);
     }
     s
+}
+
+/// The arguments after the subcommand's name, as given (for a harness's history row).
+pub fn harness_args() -> Vec<String> {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let names = if argv.first().map(String::as_str) == Some("load") {
+        2
+    } else {
+        1
+    };
+    argv.into_iter().skip(names).collect()
+}
+
+/// This executable re-run as the child `name` of a harness (`bench child NAME …`): a load
+/// process, a stand-in upstream or a generator that must not share the harness's threads.
+///
+/// # Errors
+/// When this executable's path cannot be read.
+pub fn child(name: &str) -> std::io::Result<std::process::Command> {
+    let mut command = std::process::Command::new(std::env::current_exe()?);
+    command.args(["child", name]);
+    Ok(command)
 }
 
 /// Paths whose changes can alter what the harnesses measure (the crates they link, the lock

@@ -1,14 +1,14 @@
 //! Pieces shared by the live harnesses (`fanout`, `latency`, `engine_cpu`): a node directory
 //! the simulator appends to block by block at a chosen pace (which can be paused), remembering
 //! the instant each block was appended; the `l1gate` server run in a child process (the harness
-//! binary re-executed with [`SERVE_FLAG`]), so that server and clients do not share one
+//! binary re-executed with [`SERVE_CHILD`]), so that server and clients do not share one
 //! runtime, one RSS or one CPU account, and which answers the height of its market engine on
 //! request; and the latency summaries the harnesses print.
 
 use std::ffi::OsString;
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdout, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::thread::JoinHandle;
@@ -35,8 +35,8 @@ fn sleep_until(at: Instant) {
     }
 }
 
-/// First argument that makes a harness binary run as the server child (see [`serve_child`]).
-pub const SERVE_FLAG: &str = "--serve-child";
+/// The name of the server child (see [`serve_child`] and [`crate::child`]).
+pub const SERVE_CHILD: &str = "serve";
 
 /// When the writer appended each line of each block, as nanoseconds since a base instant shared
 /// by the writer and the clients of one process: a frame's latency counts from the write of the
@@ -378,7 +378,7 @@ impl HarnessKey {
     }
 }
 
-/// The `l1gate` server in a child process (this binary re-executed with [`SERVE_FLAG`], or with
+/// The `l1gate` server in a child process (this binary re-executed with [`SERVE_CHILD`], or with
 /// a harness's own arguments: [`ServerProcess::spawn_child`]). It exits when its standard input
 /// closes, so it never outlives the harness.
 #[derive(Debug)]
@@ -413,7 +413,6 @@ impl ServerProcess {
             None => (DEFAULT.into(), DEFAULT.into()),
         };
         let args: Vec<OsString> = vec![
-            SERVE_FLAG.into(),
             data.into(),
             keys.file.clone().into(),
             options
@@ -428,7 +427,7 @@ impl ServerProcess {
             key,
             options.market_compression.to_string().into(),
         ];
-        let mut process = Self::spawn_child(&args, keys)?;
+        let mut process = Self::spawn_child(SERVE_CHILD, &args, keys)?;
         process.ca = tls.map(|(_, ca)| ca);
         Ok(process)
     }
@@ -438,8 +437,8 @@ impl ServerProcess {
     /// [`answer_parent`]), then `height N` for each `height` line it is sent, until its standard
     /// input closes. `keys` holds the key the harness opens its streams with; its keys file
     /// lives as long as the child.
-    pub fn spawn_child(args: &[OsString], keys: HarnessKey) -> anyhow::Result<Self> {
-        let mut child = Command::new(std::env::current_exe()?)
+    pub fn spawn_child(name: &str, args: &[OsString], keys: HarnessKey) -> anyhow::Result<Self> {
+        let mut child = crate::child(name)?
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -587,13 +586,13 @@ pub fn vm_rss_kib(status: &str) -> Option<u64> {
 /// The `POLL_MS` argument of [`serve_child`] that leaves `poll_interval_ms` at its default.
 const DEFAULT: &str = "default";
 
-/// The server child's main: `SERVE_FLAG DATA KEYS_FILE POLL_MS RING CERT KEY COMPRESS`
+/// The server child's main: `SERVE_CHILD DATA KEYS_FILE POLL_MS RING CERT KEY COMPRESS`
 /// (`default` leaves a setting unset; `COMPRESS` is `market_compression`, true or false). Starts the server on loopback, waits until the market
 /// engine has caught up, prints `ready ADDR`, then serves until standard input closes,
 /// answering each `height` line on it with `height N` (the engine's last folded block).
 pub fn serve_child(args: &[String]) -> anyhow::Result<()> {
     let [data, keys_file, poll_ms, ring, cert, key, compress] = args else {
-        bail!("{SERVE_FLAG} takes DATA KEYS_FILE POLL_MS RING CERT KEY COMPRESS, got {args:?}");
+        bail!("{SERVE_CHILD} takes DATA KEYS_FILE POLL_MS RING CERT KEY COMPRESS, got {args:?}");
     };
     let file = |path: &String| (path != DEFAULT).then(|| PathBuf::from(path));
     let poll_interval_ms = if poll_ms == DEFAULT {

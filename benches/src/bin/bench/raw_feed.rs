@@ -2,7 +2,7 @@
 //! `StreamRawBookDiffs` over real gRPC on loopback, against the layers beneath it measured in
 //! the same run on the same bytes.
 //!
-//! `cargo run --release -p benches --bin raw_feed -- [--blocks N | --target-mb MB] [--scale X]
+//! `cargo run --release -p benches -- raw_feed [--blocks N | --target-mb MB] [--scale X]
 //! [--seed S] [--repeat R] [--coin COIN] [--data DIR] [--keep] [--no-filters] [--no-write]`
 //!
 //! Generates mainnet-scale simulator output into a temporary directory (by default until the
@@ -34,7 +34,6 @@ use std::time::{Duration, Instant};
 
 use access::keys::KeysFile;
 use anyhow::{Context as _, bail};
-use clap::Parser;
 use feeds::{EventFilter, Feed, Source, Start};
 use fixtures::{RunOptions, SimConfig, generate};
 use hdrhistogram::Histogram;
@@ -50,12 +49,12 @@ const USER_SAMPLE_BLOCKS: usize = 200;
 /// Longest wait for one gRPC record before the pass is declared stuck.
 const RECORD_WAIT: Duration = Duration::from_secs(30);
 
-#[derive(Debug, Parser)]
+#[derive(Debug, clap::Args)]
 #[command(
     about = "Raw feed replay throughput over gRPC, beside the layers beneath it",
     args_override_self = true
 )]
-struct Args {
+pub(crate) struct Args {
     /// Generate this many blocks (instead of up to `--target-mb`).
     #[arg(long)]
     blocks: Option<u64>,
@@ -528,14 +527,13 @@ fn histogram() -> anyhow::Result<Histogram<u64>> {
     Ok(Histogram::new_with_bounds(1, 600_000_000, 3)?)
 }
 
-fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     if args.repeat == 0 {
         bail!("--repeat must be at least 1");
     }
     let machine = benches::Machine::detect();
-    let command = benches::cargo_command("raw_feed");
-    let data = prepare_data(&args)?;
+    let command = benches::cargo_command();
+    let data = prepare_data(args)?;
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

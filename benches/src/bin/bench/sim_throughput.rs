@@ -1,7 +1,7 @@
 //! Generation speed of the `fixtures` simulator: blocks/s and MB/s at mainnet scale into a
 //! temporary directory.
 //!
-//! `cargo run --release -p benches --bin sim_throughput -- [--blocks N] [--scale F]
+//! `cargo run --release -p benches -- sim_throughput [--blocks N] [--scale F]
 //! [--mode by-block|streaming|both] [--no-replica] [--keep] [--no-write]`
 //!
 //! Reports the time to build the starting books, the pure simulation rate (no I/O), and the
@@ -11,18 +11,16 @@
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::Instant;
 
-use clap::Parser;
 use fixtures::{OutputMode, RunOptions, SimConfig, Simulator, generate};
 
-#[derive(Debug, Parser)]
+#[derive(Debug, clap::Args)]
 #[command(
     about = "Generation speed of the fixtures simulator at mainnet scale",
     args_override_self = true
 )]
-struct Args {
+pub(crate) struct Args {
     /// Blocks to generate (the simulation-only rate uses at most 2,000 of them).
     #[arg(long, default_value_t = 3_000)]
     blocks: u64,
@@ -53,10 +51,9 @@ fn mode(text: &str) -> Result<OutputMode, String> {
     }
 }
 
-fn run() -> Result<(), String> {
-    let args = Args::parse();
+fn measure(args: &Args) -> Result<(), String> {
     let machine = benches::Machine::detect();
-    let command = benches::cargo_command("sim_throughput");
+    let command = benches::cargo_command();
     let cfg = SimConfig {
         mode: args.mode,
         snapshot_every: None,
@@ -174,12 +171,6 @@ fn run() -> Result<(), String> {
     Ok(())
 }
 
-fn main() -> ExitCode {
-    match run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("sim_throughput: {e}");
-            ExitCode::FAILURE
-        }
-    }
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
+    measure(args).map_err(|e| anyhow::anyhow!(e))
 }

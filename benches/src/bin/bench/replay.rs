@@ -19,7 +19,7 @@
 //! in an `hdrhistogram`. The table is printed and written to the `replay` section of
 //! `benches/BENCHMARKS.md`, which also keeps the headline row of earlier runs.
 //!
-//! `cargo run --release -p benches --bin replay -- [--blocks N] [--scale X] [--seed S]
+//! `cargo run --release -p benches -- replay [--blocks N] [--scale X] [--seed S]
 //! [--repeat N] [--no-write] [--fold-only]`
 //!
 //! `--fold-only` measures the scan and the fold passes alone, warm and cold (no `Value` parse,
@@ -33,7 +33,6 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use clap::Parser;
 use engine::align::{AlignMode, Aligner};
 use engine::block::Block;
 use engine::fold::Engine;
@@ -51,16 +50,16 @@ const SECTION: &str = "replay";
 const HISTORY_ROWS: usize = 12;
 /// The fold target per core, in MB/s of node output.
 const TARGET_MB_S: f64 = 1_000.0;
-/// Hidden flag: generate into a directory and exit (run in a child process).
-const GENERATE_FLAG: &str = "--generate-into";
+/// The child that generates into a directory and exits.
+pub(crate) const GENERATE_CHILD: &str = "replay-generate";
 
 /// Command-line options.
-#[derive(Debug, Clone, Parser)]
+#[derive(Debug, Clone, clap::Args)]
 #[command(
     about = "End-to-end throughput of the engine over mainnet-scale simulator output",
     args_override_self = true
 )]
-struct Args {
+pub(crate) struct Args {
     /// Simulator blocks to generate.
     #[arg(long, default_value_t = DEFAULT_BLOCKS)]
     blocks: u64,
@@ -79,19 +78,15 @@ struct Args {
     /// Only the scan and the fold passes (implies `--no-write`).
     #[arg(long)]
     fold_only: bool,
-    /// The arguments as given, for the recorded command.
+    /// The arguments after the subcommand, as given, for the history row.
     #[arg(skip)]
     given: Vec<String>,
 }
 
-fn main() -> Result<()> {
-    let raw: Vec<String> = std::env::args().skip(1).collect();
-    if raw.first().map(String::as_str) == Some(GENERATE_FLAG) {
-        return generate_child(&raw[1..]);
-    }
+pub(crate) fn run(args: &Args) -> Result<()> {
     let args = Args {
-        given: raw,
-        ..Args::parse()
+        given: benches::harness_args(),
+        ..args.clone()
     };
     if args.blocks == 0 {
         bail!("--blocks must be at least 1");
@@ -107,8 +102,7 @@ fn main() -> Result<()> {
         args.scale,
         dir.path().display()
     );
-    let status = Command::new(std::env::current_exe()?)
-        .arg(GENERATE_FLAG)
+    let status = benches::child(GENERATE_CHILD)?
         .arg(dir.path())
         .arg(args.blocks.to_string())
         .arg(args.scale.to_string())
@@ -169,10 +163,10 @@ fn summary(args: &Args, results: &Results) -> serde_json::Value {
     })
 }
 
-/// The child process: `--generate-into DIR BLOCKS SCALE SEED`.
-fn generate_child(raw: &[String]) -> Result<()> {
+/// The child process: `replay-generate DIR BLOCKS SCALE SEED`.
+pub(crate) fn generate_child(raw: &[String]) -> Result<()> {
     let [dir, blocks, scale, seed] = raw else {
-        bail!("{GENERATE_FLAG} DIR BLOCKS SCALE SEED");
+        bail!("{GENERATE_CHILD} DIR BLOCKS SCALE SEED");
     };
     let cfg = SimConfig::mainnet(seed.parse()?, scale.parse()?);
     let run = RunOptions {
@@ -576,14 +570,7 @@ fn vm_hwm_kb() -> Option<u64> {
 
 fn render(args: &Args, results: &Results) -> String {
     let mut out = String::new();
-    let command = if args.given.is_empty() {
-        "cargo run --release -p benches --bin replay".to_owned()
-    } else {
-        format!(
-            "cargo run --release -p benches --bin replay -- {}",
-            args.given.join(" ")
-        )
-    };
+    let command = benches::cargo_command();
     let _ = writeln!(out, "## Replay and fold throughput (`replay`)\n");
     let _ = writeln!(out, "- date: {}", benches::utc_now());
     let _ = writeln!(
@@ -784,7 +771,7 @@ fn git_commit() -> String {
             "--porcelain",
             "--",
             "engine",
-            "benches/src/bin/replay.rs",
+            "benches/src/bin/bench/replay.rs",
         ],
     )
     .is_some_and(|s| !s.is_empty());

@@ -2,7 +2,7 @@
 //! from the node's JSON L4 snapshot, in the same run, and what taking a checkpoint costs the
 //! engine thread (and the writer thread beside it).
 //!
-//! `cargo run --release -p benches --bin checkpoint -- [--scale X] [--blocks N] [--runs R]
+//! `cargo run --release -p benches -- checkpoint [--scale X] [--blocks N] [--runs R]
 //! [--seed S] [--no-write]`
 //!
 //! Two books:
@@ -36,7 +36,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use benches::median_duration as median;
-use clap::Parser;
 use engine::checkpoint::{self, CheckpointPolicy, Checkpointer, capture};
 use engine::market::{Market, Needs};
 use engine::source::{BlockSource, SourceOptions};
@@ -46,12 +45,12 @@ use serde_json::json;
 /// The brief's target for loading the mainnet-size book from a checkpoint.
 const TARGET_MS: f64 = 200.0;
 
-#[derive(Debug, Parser)]
+#[derive(Debug, clap::Args)]
 #[command(
     about = "Loading the full book from a checkpoint beside its JSON L4 snapshot",
     args_override_self = true
 )]
-struct Args {
+pub(crate) struct Args {
     /// Activity and book depth of the simulated book as a fraction of mainnet.
     #[arg(long, default_value_t = 1.0)]
     scale: f64,
@@ -88,8 +87,7 @@ struct Book {
     write: Vec<Duration>,
 }
 
-fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     if !(args.scale.is_finite() && args.scale > 0.0) {
         bail!("--scale must be positive");
     }
@@ -97,7 +95,7 @@ fn main() -> anyhow::Result<()> {
         bail!("--runs and --blocks must be at least 1");
     }
     let machine = benches::Machine::detect();
-    let command = benches::cargo_command("checkpoint");
+    let command = benches::cargo_command();
     let load_at_start = benches::sys::loadavg().unwrap_or_else(|| "unknown".to_owned());
     let work = tempfile::Builder::new()
         .prefix("l1gate-checkpoint-")
@@ -122,7 +120,7 @@ fn main() -> anyhow::Result<()> {
         None
     };
 
-    let (market, snapshot, sim_line) = simulated(&args, &work.path().join("node"))?;
+    let (market, snapshot, sim_line) = simulated(args, &work.path().join("node"))?;
     let sim = measure(
         &format!("simulator, mainnet scale {}", args.scale),
         &market,
@@ -137,7 +135,7 @@ fn main() -> anyhow::Result<()> {
         load_at_start,
         benches::sys::loadavg().unwrap_or_else(|| "unknown".to_owned()),
     );
-    let body = render(&args, &machine, &command, &load, &sim_line, &books);
+    let body = render(args, &machine, &command, &load, &sim_line, &books);
     println!("{body}");
     if !args.no_write {
         let path = benches::benchmarks_md();

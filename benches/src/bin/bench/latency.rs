@@ -1,7 +1,7 @@
 //! End-to-end market-streaming latency: from the instant a block's lines are appended to the
 //! node files to the instant a gRPC client has decoded the frame carrying that block.
 //!
-//! `cargo run --release -p benches --bin latency -- [--seconds S] [--rates 1,10]
+//! `cargo run --release -p benches -- latency [--seconds S] [--rates 1,10]
 //! [--polls default,5] [--loads quiet,open-orders,l4-subscribes] [--scale X] [--no-write]`
 //!
 //! A simulator (`SimConfig::mainnet`, scale 1 by default) appends blocks to a node directory
@@ -45,12 +45,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use benches::floor::Floor;
-use benches::live::{
-    self, AppendLog, LiveNode, Numbered, SERVE_FLAG, ServerOptions, ServerProcess,
-};
+use benches::live::{self, AppendLog, LiveNode, Numbered, ServerOptions, ServerProcess};
 use benches::load::{LoadRun, LoadTally};
 use benches::sys::CpuTime;
-use clap::Parser;
 use fixtures::SimConfig;
 use hdrhistogram::Histogram;
 use proto::market_streaming_client::MarketStreamingClient;
@@ -219,12 +216,12 @@ fn config_text(poll: Poll) -> String {
     )
 }
 
-#[derive(Debug, Parser)]
+#[derive(Debug, clap::Args)]
 #[command(
     about = "End-to-end market-streaming latency: node file append to decoded gRPC frame",
     args_override_self = true
 )]
-struct Args {
+pub(crate) struct Args {
     /// Seconds each stream reads per (server, rate, load).
     #[arg(long, default_value_t = 5.0)]
     seconds: f64,
@@ -409,7 +406,7 @@ type Task = (
 /// the engine thread did in it.
 type Window = (Vec<(&'static str, Measured, f64)>, LoadTally, f64, f64);
 
-async fn run(
+async fn window(
     server: &ServerProcess,
     log: &Arc<AppendLog>,
     coins: &[String],
@@ -558,12 +555,7 @@ async fn run(
     Ok((out, tally, load_seconds, engine_s))
 }
 
-fn main() -> anyhow::Result<()> {
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    if argv.first().map(String::as_str) == Some(SERVE_FLAG) {
-        return live::serve_child(&argv[1..]);
-    }
-    let args = Args::parse();
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let positive = |v: f64| v.is_finite() && v > 0.0;
     if !positive(args.seconds) || !args.rates.iter().all(|&r| positive(r)) {
         bail!("--seconds and --rates must be positive");
@@ -578,7 +570,7 @@ fn main() -> anyhow::Result<()> {
         );
     }
     let machine = benches::Machine::detect();
-    let command = benches::cargo_command("latency");
+    let command = benches::cargo_command();
     let load_before = live::load_average();
     let cfg = SimConfig::mainnet(1, args.scale);
     eprintln!(
@@ -615,7 +607,7 @@ fn main() -> anyhow::Result<()> {
             .flat_map(|rate| args.loads.iter().map(move |load| (rate, load)))
         {
             node.set_speedup(rate);
-            let (measured, tally, load_seconds, engine_s) = runtime.block_on(run(
+            let (measured, tally, load_seconds, engine_s) = runtime.block_on(window(
                 &server,
                 &node.log,
                 &coins,
@@ -675,7 +667,7 @@ fn main() -> anyhow::Result<()> {
                 ..ServerOptions::default()
             },
         )?;
-        let (measured, ..) = runtime.block_on(run(
+        let (measured, ..) = runtime.block_on(window(
             &server,
             &node.log,
             &coins,
@@ -702,7 +694,7 @@ fn main() -> anyhow::Result<()> {
     let grpc_floor = benches::floor::measure_grpc(scratch.path(), appends, interval)?;
 
     let mut s = render(
-        &args,
+        args,
         &machine,
         &command,
         &load_before,

@@ -2,7 +2,7 @@
 //! process, from its start to its exit: process start, snapshot load (for a view that reads the
 //! books), reading, folding and printing every frame.
 //!
-//! `cargo run --release -p benches --bin replay_cli -- [--blocks N] [--scale X] [--seed S]
+//! `cargo run --release -p benches -- replay_cli [--blocks N] [--scale X] [--seed S]
 //! [--runs R] [--l1gate PATH] [--no-write]`
 //!
 //! The simulator (`SimConfig::mainnet(seed, scale)`, by-block layout, no `replica_cmds`) writes
@@ -29,7 +29,6 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use anyhow::{Context as _, bail};
-use clap::Parser;
 use feeds::Source;
 use serde_json::json;
 
@@ -42,12 +41,12 @@ const COIN: &str = "BTC";
 /// The views measured.
 const VIEWS: [&str; 2] = ["bbo", "trades"];
 
-#[derive(Debug, Parser)]
+#[derive(Debug, clap::Args)]
 #[command(
     about = "`l1gate replay` end to end, as a user runs it",
     args_override_self = true
 )]
-struct Args {
+pub(crate) struct Args {
     /// Blocks the simulator writes after its starting snapshot.
     #[arg(long, default_value_t = 3_000)]
     blocks: u64,
@@ -124,8 +123,7 @@ impl Measured {
     }
 }
 
-fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     if args.blocks == 0 || args.runs == 0 {
         bail!("--blocks and --runs must be at least 1");
     }
@@ -133,7 +131,7 @@ fn main() -> anyhow::Result<()> {
         bail!("--scale must be positive");
     }
     let machine = benches::Machine::detect();
-    let command = benches::cargo_command("replay_cli");
+    let command = benches::cargo_command();
     let l1gate = if let Some(path) = &args.l1gate {
         path.clone()
     } else {
@@ -203,7 +201,7 @@ fn main() -> anyhow::Result<()> {
         measured[VIEWS.len()].runs.push(timed);
     }
 
-    let body = render(&args, &machine, &command, &l1gate, &slice, &measured);
+    let body = render(args, &machine, &command, &l1gate, &slice, &measured);
     println!("{body}");
     if !args.no_write {
         let path = benches::benchmarks_md();
@@ -214,7 +212,7 @@ fn main() -> anyhow::Result<()> {
             path.display()
         );
     }
-    benches::summary::emit(&summary(&args, &slice, &measured))?;
+    benches::summary::emit(&summary(args, &slice, &measured))?;
     Ok(())
 }
 

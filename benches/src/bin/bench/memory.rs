@@ -1,7 +1,7 @@
 //! Memory and cold start of the `l1gate` server with a full mainnet-size book, measured in a
 //! separate server process.
 //!
-//! `cargo run --release -p benches --bin memory -- [--scales 0.25,0.5,1] [--blocks N]
+//! `cargo run --release -p benches -- memory [--scales 0.25,0.5,1] [--blocks N]
 //! [--behind N,…] [--runs R] [--settle S] [--seed S] [--l1gate PATH] [--no-write]`
 //!
 //! For each scale the simulator (`SimConfig::mainnet(seed, scale)`, by-block layout) writes its
@@ -42,7 +42,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use benches::sys::Rss;
-use clap::Parser;
 use proto::market_streaming_client::MarketStreamingClient;
 use proto::v3 as pb;
 use serde_json::json;
@@ -57,17 +56,17 @@ const BIND_WAIT: Duration = Duration::from_secs(60);
 const READY_WAIT: Duration = Duration::from_secs(300);
 /// Pause between `StreamBbo` attempts while the engine is not ready.
 const RETRY: Duration = Duration::from_millis(5);
-/// Hidden flag: the in-process reference, run in a child process.
-const ENGINE_CHILD: &str = "--engine-child";
+/// The child running the in-process reference.
+pub(crate) const ENGINE_CHILD: &str = "memory-engine";
 /// The coin whose BBO stream marks "serving live".
 const COIN: &str = "BTC";
 
-#[derive(Debug, Parser)]
+#[derive(Debug, clap::Args)]
 #[command(
     about = "Memory and cold start of the l1gate server with a full mainnet-size book",
     args_override_self = true
 )]
-struct Args {
+pub(crate) struct Args {
     /// Comma-separated scales (activity and book depth as a fraction of mainnet).
     #[arg(long, default_value = "0.25,0.5,1", value_parser = scales)]
     scales: std::vec::Vec<f64>,
@@ -203,15 +202,10 @@ fn mb(kib: u64) -> f64 {
     kib as f64 * 1024.0 / 1e6
 }
 
-fn main() -> anyhow::Result<()> {
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    if argv.first().map(String::as_str) == Some(ENGINE_CHILD) {
-        return engine_child(&argv[1..]);
-    }
-    let args = Args::parse();
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     args.check()?;
     let machine = benches::Machine::detect();
-    let command = benches::cargo_command("memory");
+    let command = benches::cargo_command();
     let l1gate = if let Some(path) = &args.l1gate {
         path.clone()
     } else {
@@ -228,15 +222,15 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     let mut scales = Vec::new();
     for &scale in &args.scales {
-        scales.push(measure_scale(&args, scale, &l1gate, &runtime)?);
+        scales.push(measure_scale(args, scale, &l1gate, &runtime)?);
     }
     let mut behind = Vec::new();
     if let Some(full) = full_book(&scales).map(|full| full.scale) {
         for &blocks in &args.behind {
-            behind.push(measure_behind(&args, full, blocks, &l1gate, &runtime)?);
+            behind.push(measure_behind(args, full, blocks, &l1gate, &runtime)?);
         }
     }
-    let body = render(&args, &machine, &command, &l1gate, &scales, &behind);
+    let body = render(args, &machine, &command, &l1gate, &scales, &behind);
     println!("{body}");
     if !args.no_write {
         let path = benches::benchmarks_md();
@@ -244,7 +238,7 @@ fn main() -> anyhow::Result<()> {
             .with_context(|| format!("write {}", path.display()))?;
         eprintln!("memory: wrote the memory section of {}", path.display());
     }
-    benches::summary::emit(&summary(&args, &scales, &behind))?;
+    benches::summary::emit(&summary(args, &scales, &behind))?;
     Ok(())
 }
 
@@ -347,8 +341,7 @@ fn measure_behind(
 
 /// Runs this binary as [`ENGINE_CHILD`] on `snapshot` and reads its one-line JSON answer.
 fn engine_reference(snapshot: &Path) -> anyhow::Result<EngineLoad> {
-    let output = Command::new(std::env::current_exe()?)
-        .arg(ENGINE_CHILD)
+    let output = benches::child(ENGINE_CHILD)?
         .arg(snapshot)
         .stderr(Stdio::inherit())
         .output()
@@ -374,7 +367,7 @@ fn engine_reference(snapshot: &Path) -> anyhow::Result<EngineLoad> {
 }
 
 /// The reference child: `ENGINE_CHILD SNAPSHOT`; prints one JSON object.
-fn engine_child(args: &[String]) -> anyhow::Result<()> {
+pub(crate) fn engine_child(args: &[String]) -> anyhow::Result<()> {
     let [snapshot] = args else {
         bail!("{ENGINE_CHILD} takes SNAPSHOT, got {args:?}");
     };
@@ -776,7 +769,7 @@ mod tests {
     #[test]
     fn arguments_are_checked() {
         let parse = |a: &[&str]| -> anyhow::Result<Args> {
-            let args = Args::try_parse_from(std::iter::once("memory").chain(a.iter().copied()))?;
+            let args = crate::parse::<Args>("memory", a)?;
             args.check()?;
             Ok(args)
         };

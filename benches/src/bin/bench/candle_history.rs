@@ -1,7 +1,7 @@
 //! The candle history: importing archive hours, the store's size, the server's memory over a
 //! long history, and lookups into it.
 //!
-//! `cargo run --release -p benches --bin candle_history -- [--hours H] [--days D] [--scale X]
+//! `cargo run --release -p benches -- candle_history [--hours H] [--days D] [--scale X]
 //! [--seed S] [--connections C] [--seconds S] [--no-write]`
 //!
 //! 1. **Data**: `--hours` (default 24) of simulated mainnet-scale fills
@@ -29,7 +29,6 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use clap::Parser;
 use engine::market::candles::{Candle, Interval};
 use l1gate::candles::store::{CandleStore, CommitInfo, INTERVALS, Span, Watermark};
 
@@ -37,12 +36,12 @@ use l1gate::candles::store::{CandleStore, CommitInfo, INTERVALS, Span, Watermark
 const HISTORY_START_MS: i64 = 1_753_603_200_000;
 const DAY_MS: i64 = 86_400_000;
 
-#[derive(Debug, Parser)]
+#[derive(Debug, clap::Args)]
 #[command(
     about = "The candle history: archive import, store size, server memory and lookups",
     args_override_self = true
 )]
-struct Args {
+pub(crate) struct Args {
     /// Hours of simulated archive fills to import.
     #[arg(long, default_value_t = 24)]
     hours: u64,
@@ -66,12 +65,11 @@ struct Args {
     no_write: bool,
 }
 
-fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     if args.hours == 0 || args.days < 1 || args.connections == 0 || args.seconds <= 0.0 {
         bail!("--hours, --days and --connections must be ≥ 1, --seconds > 0");
     }
-    let command = benches::cargo_command("candle_history");
+    let command = benches::cargo_command();
     let machine = benches::Machine::detect();
     let l1gate = sibling("l1gate")?;
 
@@ -143,7 +141,7 @@ fn main() -> anyhow::Result<()> {
         .collect();
     let empty = work.path().join("no-node-files");
     std::fs::create_dir_all(&empty)?;
-    let day_served = serve_and_load(&l1gate, &empty, &day_store, &keys, &day_paths, &args, None)?;
+    let day_served = serve_and_load(&l1gate, &empty, &day_store, &keys, &day_paths, args, None)?;
     let snapshot_coin = busiest_1m_coin(&lookups);
     let long_served = serve_and_load(
         &l1gate,
@@ -151,14 +149,14 @@ fn main() -> anyhow::Result<()> {
         &long_store,
         &keys,
         &paths,
-        &args,
+        args,
         Some((&key, snapshot_coin.as_str(), long_first_ms(&long_store)?)),
     )?;
 
     let text = render(
         &machine,
         &command,
-        &args,
+        args,
         &data,
         &reference,
         &import,
@@ -308,8 +306,7 @@ fn serve_and_load(
         }
         let paths_file = store.with_extension("paths.txt");
         std::fs::write(&paths_file, paths.join("\n"))?;
-        let output = Command::new(sibling("candles_http")?)
-            .arg("--load-child")
+        let output = benches::child(crate::candles_http::LOAD_CHILD)?
             .args(["--addr", &addr.to_string()])
             .arg("--paths")
             .arg(&paths_file)

@@ -1,7 +1,7 @@
 //! `engine_cpu`: CPU time of the server's engine thread per block at mainnet pace, beside the
 //! fold alone on the same blocks, and the CPU an idle server burns.
 //!
-//! `cargo run --release -p benches --bin engine_cpu -- [--seconds S] [--idle-seconds S]
+//! `cargo run --release -p benches -- engine_cpu [--seconds S] [--idle-seconds S]
 //! [--settle S] [--passes N] [--paced-passes N] [--scale X] [--no-write]`
 //!
 //! A simulator (`SimConfig::mainnet`, scale 1 by default) appends blocks to a node directory
@@ -38,9 +38,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use benches::live::{self, LiveNode, SERVE_FLAG, ServerOptions, ServerProcess};
+use benches::live::{self, LiveNode, ServerOptions, ServerProcess};
 use benches::sys::{CpuDelta, CpuTime};
-use clap::Parser;
 use engine::block::Block;
 use engine::fold::Engine;
 use engine::market::{Market, Needs};
@@ -64,12 +63,12 @@ const ENGINE_THREAD: &str = "l1gate-engine";
 /// Mainnet blocks per second of the simulator's profile.
 const MAINNET_BLOCKS_PER_S: f64 = 14.8;
 
-#[derive(Debug, Parser)]
+#[derive(Debug, clap::Args)]
 #[command(
     about = "CPU time of the server's engine thread per block at mainnet pace",
     args_override_self = true
 )]
-struct Args {
+pub(crate) struct Args {
     /// Length of the live window, seconds.
     #[arg(long, default_value_t = 20.0)]
     seconds: f64,
@@ -181,12 +180,7 @@ impl Folds {
     }
 }
 
-fn main() -> anyhow::Result<()> {
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    if argv.first().map(String::as_str) == Some(SERVE_FLAG) {
-        return live::serve_child(&argv[1..]);
-    }
-    let args = Args::parse();
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let positive = |v: f64| v.is_finite() && v > 0.0;
     if !positive(args.seconds) || !positive(args.idle_seconds) || !positive(args.scale) {
         bail!("--seconds, --idle-seconds and --scale must be positive");
@@ -198,7 +192,7 @@ fn main() -> anyhow::Result<()> {
         bail!("--passes must be at least 1");
     }
     let machine = benches::Machine::detect();
-    let command = benches::cargo_command("engine_cpu");
+    let command = benches::cargo_command();
     let load_before = live::load_average();
     let cfg = SimConfig::mainnet(1, args.scale);
     eprintln!(
@@ -320,7 +314,7 @@ fn main() -> anyhow::Result<()> {
     let written = node.stop()?;
 
     let body = render(
-        &args,
+        args,
         &machine,
         &command,
         &load_before,

@@ -1,7 +1,7 @@
 //! Soak: a server under steady load for a long time — many subscribers, a few that stall, the
 //! node's hourly files rotating and being pruned — sampled for what must stay flat.
 //!
-//! `cargo run --release -p benches --bin soak -- [--minutes 60] [--speed 10] [--streams 1000]
+//! `cargo run --release -p benches -- load soak [--minutes 60] [--speed 10] [--streams 1000]
 //! [--connections 10] [--sample-seconds 30] [--scale 0.2] [--no-write]`
 //!
 //! A simulator (`SimConfig::mainnet`, `--scale`) appends blocks at `--speed` × mainnet pace;
@@ -26,9 +26,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use benches::live::{self, LiveNode, SERVE_FLAG, ServerOptions, ServerProcess};
+use benches::live::{self, LiveNode, ServerOptions, ServerProcess};
 use benches::streams::{BBO, Readers, Shared, Totals, ended, open_stalled, tally_window};
-use clap::Parser;
 use fixtures::SimConfig;
 use proto::v3 as pb;
 
@@ -41,12 +40,12 @@ const SLOW_STREAM_WINDOW: u32 = 4_096;
 /// The stream window of every other connection.
 const STREAM_WINDOW: u32 = 65_535;
 
-#[derive(Debug, Parser)]
+#[derive(Debug, clap::Args)]
 #[command(
     about = "A server under steady load for a long time, sampled for what must stay flat",
     args_override_self = true
 )]
-struct Args {
+pub(crate) struct Args {
     /// Length of the run, minutes.
     #[arg(long, default_value_t = 60.0)]
     minutes: f64,
@@ -126,12 +125,7 @@ fn prune(data: &Path) -> anyhow::Result<usize> {
     Ok(removed)
 }
 
-fn main() -> anyhow::Result<()> {
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    if argv.first().map(String::as_str) == Some(SERVE_FLAG) {
-        return live::serve_child(&argv[1..]);
-    }
-    let args = Args::parse();
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     if args.streams == 0 || args.connections == 0 {
         bail!("--streams and --connections must be positive");
     }
@@ -139,7 +133,7 @@ fn main() -> anyhow::Result<()> {
         bail!("--minutes, --speed and --sample-seconds must be positive");
     }
     let machine = benches::Machine::detect();
-    let command = benches::cargo_command("soak");
+    let command = benches::cargo_command();
     let load_before = live::load_average();
     let seconds = args.minutes * 60.0;
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
@@ -294,7 +288,7 @@ fn main() -> anyhow::Result<()> {
     let written = node.stop()?;
     let (samples, outcomes) = samples;
     let s = render(
-        &args,
+        args,
         &machine,
         &command,
         &load_before,

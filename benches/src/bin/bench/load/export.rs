@@ -1,7 +1,7 @@
 //! `export`: `l1gate replay` writing Parquet (and CSV) beside the same replay writing JSON
 //! lines, and what reading each back costs DuckDB.
 //!
-//! `cargo run --release -p benches --bin export -- [--blocks N] [--scale X] [--seed S]
+//! `cargo run --release -p benches -- load export [--blocks N] [--scale X] [--seed S]
 //! [--runs R] [--hours H] [--l1gate PATH] [--no-day] [--no-write]`
 //!
 //! 1. **The slice**: the simulator (`SimConfig::mainnet(seed, scale)`, by-block layout, no
@@ -30,7 +30,6 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use anyhow::{Context as _, bail};
-use clap::Parser;
 
 /// Section name in `BENCHMARKS.md`.
 const SECTION: &str = "export";
@@ -49,12 +48,12 @@ const DAY_COINS: &str =
 const DUCKDB: &str = "duckdb==2.0.1";
 const VENV: &str = "python-research";
 
-#[derive(Debug, Parser)]
+#[derive(Debug, clap::Args)]
 #[command(
     about = "`l1gate replay` to Parquet and CSV beside JSON lines, and DuckDB reading each",
     args_override_self = true
 )]
-struct Args {
+pub(crate) struct Args {
     /// Blocks the simulator writes after its starting snapshot.
     #[arg(long, default_value_t = 3_000)]
     blocks: u64,
@@ -183,13 +182,12 @@ fn mb(bytes: u64) -> f64 {
     bytes as f64 / 1e6
 }
 
-fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     if args.blocks == 0 || args.runs == 0 {
         bail!("--blocks and --runs must be at least 1");
     }
     let machine = benches::Machine::detect();
-    let command = benches::cargo_command("export");
+    let command = benches::cargo_command();
     let l1gate = if let Some(path) = &args.l1gate {
         path.clone()
     } else {
@@ -249,9 +247,9 @@ fn main() -> anyhow::Result<()> {
     let day = if args.no_day {
         None
     } else {
-        Some(day_of_trades(&args, &l1gate, work.path())?)
+        Some(day_of_trades(args, &l1gate, work.path())?)
     };
-    let body = render(&args, &machine, &command, slice_bytes, &slice, day.as_ref());
+    let body = render(args, &machine, &command, slice_bytes, &slice, day.as_ref());
     println!("{body}");
     if !args.no_write {
         let path = benches::benchmarks_md();

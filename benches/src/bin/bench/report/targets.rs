@@ -6,7 +6,7 @@ use benches::summary::FANOUT_BBO;
 use serde_json::Value;
 use std::fmt::Write as _;
 
-use crate::{REPLAY_SCALES, Run};
+use super::{REPLAY_SCALES, Run};
 
 pub(crate) fn num(v: &Value, key: &str) -> Option<f64> {
     v.get(key)?.as_f64()
@@ -705,7 +705,7 @@ pub(crate) fn candles_target(run: &Run) -> Target {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Run;
+    use crate::report::Run;
     use serde_json::json;
 
     #[test]
@@ -721,7 +721,7 @@ mod tests {
         let missing = ingest_target(&Run::with("other", json!({})));
         assert_eq!(missing.verdict, "not measured");
         assert!(
-            missing.measured.contains("no `replay` harness"),
+            missing.measured.contains("`replay` was not run"),
             "{}",
             missing.measured
         );

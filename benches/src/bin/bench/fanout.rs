@@ -3,7 +3,7 @@
 //! the server spends per frame (CPU, write calls), what each stream costs in server memory;
 //! then the same with 1% of subscribers that stop reading, and what a stalled stream holds.
 //!
-//! `cargo run --release -p benches --bin fanout -- [--streams 1000,10000] [--ws 1000,10000]
+//! `cargo run --release -p benches -- fanout [--streams 1000,10000] [--ws 1000,10000]
 //! [--seconds S] [--connections C] [--stalled K] [--settle S] [--scale X] [--no-write]`
 //!
 //! A simulator (`SimConfig::mainnet`, scale 1 by default) appends one block at a time to a
@@ -55,13 +55,12 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use benches::live::{self, LiveNode, SERVE_FLAG, ServerOptions, ServerProcess};
+use benches::live::{self, LiveNode, ServerOptions, ServerProcess};
 use benches::streams::{
     BBO, Costs, END_WAIT, L2_BOOK, Readers, Shared, Totals, WsChannel, ended, open_stalled,
     summarize, tally_window, wait_ended,
 };
 use benches::summary::FANOUT_BBO;
-use clap::Parser;
 use fixtures::SimConfig;
 use proto::v3 as pb;
 
@@ -80,12 +79,12 @@ const STALLED_CONNECTIONS: usize = 10;
 /// The server's `send_timeout_ms` (its default).
 const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 
-#[derive(Debug, Parser)]
+#[derive(Debug, clap::Args)]
 #[command(
     about = "Market-streaming fan-out: concurrent StreamBbo subscribers at mainnet pace",
     args_override_self = true
 )]
-struct Args {
+pub(crate) struct Args {
     /// Stream counts of the fast runs, comma-separated.
     // `std::vec::Vec`: the whole list is one value, parsed by `streams_counts`.
     #[arg(long, value_parser = streams_counts, default_value = "1000,10000")]
@@ -314,12 +313,7 @@ async fn measure(
     ))
 }
 
-fn main() -> anyhow::Result<()> {
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    if argv.first().map(String::as_str) == Some(SERVE_FLAG) {
-        return live::serve_child(&argv[1..]);
-    }
-    let args = Args::parse();
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     if args.streams.is_empty() || args.streams.contains(&0) {
         bail!("--streams: counts must be positive");
     }
@@ -327,7 +321,7 @@ fn main() -> anyhow::Result<()> {
         bail!("--connections and --seconds must be positive");
     }
     let machine = benches::Machine::detect();
-    let command = benches::cargo_command("fanout");
+    let command = benches::cargo_command();
     let load_before = live::load_average();
     let largest = *args.streams.iter().max().unwrap_or(&0);
     let cfg = SimConfig::mainnet(1, args.scale);
@@ -588,7 +582,7 @@ fn main() -> anyhow::Result<()> {
     let written = node.stop()?;
 
     let s = render(
-        &args,
+        args,
         &machine,
         &command,
         &load_before,

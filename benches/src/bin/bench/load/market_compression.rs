@@ -1,7 +1,7 @@
 //! `market_compression`: live market frames sent compressed (zstd) against the same frames sent
 //! as they are — what `market_compression` costs the server and saves on the wire.
 //!
-//! `cargo run --release -p benches --bin market_compression -- [--seconds S] [--scale X]
+//! `cargo run --release -p benches -- load market_compression [--seconds S] [--scale X]
 //! [--l2 N] [--bbo N] [--no-write]`
 //!
 //! A paced simulator (`SimConfig::mainnet(1, scale)`, 1× the mainnet block rate) appends to a
@@ -19,21 +19,20 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::bail;
-use benches::live::{self, LiveNode, SERVE_FLAG, ServerOptions, ServerProcess};
+use benches::live::{self, LiveNode, ServerOptions, ServerProcess};
 use benches::streams::{self, Shared, Tally, TallyCell};
-use clap::Parser;
 use fixtures::SimConfig;
 use tonic::codec::CompressionEncoding;
 
 const SECTION: &str = "market_compression";
 const CONNECTIONS: usize = 8;
 
-#[derive(Debug, Parser)]
+#[derive(Debug, clap::Args)]
 #[command(
     about = "Market frames compressed (zstd) against uncompressed: server CPU, bytes, latency",
     args_override_self = true
 )]
-struct Args {
+pub(crate) struct Args {
     /// Seconds measured per server.
     #[arg(long, default_value_t = 15.0)]
     seconds: f64,
@@ -62,17 +61,12 @@ struct Measured {
     failures: usize,
 }
 
-fn main() -> anyhow::Result<()> {
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    if argv.first().map(String::as_str) == Some(SERVE_FLAG) {
-        return live::serve_child(&argv[1..]);
-    }
-    let args = Args::parse();
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     if !(args.seconds.is_finite() && args.seconds > 0.0) || args.l2 + args.bbo == 0 {
         bail!("--seconds must be positive and some stream asked for");
     }
     let machine = benches::Machine::detect();
-    let command = benches::cargo_command(SECTION);
+    let command = benches::cargo_command();
     let cfg = SimConfig::mainnet(1, args.scale);
     eprintln!("market_compression: generating the starting state");
     let node = LiveNode::start(&cfg, 50, 1.0, 200_000)?;
@@ -89,7 +83,7 @@ fn main() -> anyhow::Result<()> {
                 ..ServerOptions::default()
             },
         )?;
-        let measured = runtime.block_on(measure(&server, &node, &coins, &args, compressed))?;
+        let measured = runtime.block_on(measure(&server, &node, &coins, args, compressed))?;
         eprintln!(
             "market_compression: compressed {compressed}: {} frames, {:.1} MB written, {:.2} s CPU",
             measured.frames,
@@ -101,7 +95,7 @@ fn main() -> anyhow::Result<()> {
     }
     drop(runtime);
     node.stop()?;
-    let body = render(&args, &machine, &command, &results);
+    let body = render(args, &machine, &command, &results);
     println!("{body}");
     if !args.no_write {
         let path = benches::benchmarks_md();

@@ -3,7 +3,7 @@
 //! client through each of two edges, beside the node host's own streams; and how many market
 //! streams two edges hold beside one server.
 //!
-//! `cargo run --release -p benches --bin bus -- [--blocks N] [--scale X] [--seconds S]
+//! `cargo run --release -p benches -- load bus [--blocks N] [--scale X] [--seconds S]
 //! [--streams 1000,4000] [--window W] [--connections C] [--no-write]`
 //!
 //! Needs `nats-server` (Debian package `nats-server`). Each part starts one `nats-server -js`
@@ -15,7 +15,7 @@
 //!   the six line feeds. Beside it, in the same run: `fs::read` of the same files.
 //! - **The live run**: the simulator appends blocks at mainnet pace. The node host (`serve
 //!   --publish`) and two edges (`l1gate::bus::edge::start`) run in child processes (this
-//!   binary re-executed with `--bus-child`), so that each has its own CPU account; the clients
+//!   binary re-run as its child `bus-server`), so that each has its own CPU account; the clients
 //!   run here. The node host starts first and is taken as up once its engine has caught up
 //!   (its engine then takes the checkpoint its publisher puts on the bus); then edge 1, then
 //!   edge 2, each up once it has the newest checkpoint, its copy has caught up with the
@@ -62,7 +62,6 @@ use benches::live::{
 };
 use benches::streams::{Readers, Shared, Totals, summarize, tally_window};
 use benches::sys::CpuTime;
-use clap::Parser;
 use feeds::Source;
 use hdrhistogram::Histogram;
 use l1gate::config::ServeArgs;
@@ -72,7 +71,7 @@ use proto::venue_l1_gateway_client::VenueL1GatewayClient;
 use tonic::Streaming;
 
 /// First argument that makes this binary run as a node host or an edge (see [`bus_child`]).
-const CHILD_FLAG: &str = "--bus-child";
+pub(crate) const CHILD: &str = "bus-server";
 /// Blocks written before the node host starts (it catches up over them).
 const WARM_BLOCKS: u64 = 20;
 /// Most live blocks the simulator appends (≈ 45 min at mainnet pace: more than a run takes).
@@ -89,12 +88,12 @@ const STREAM_WINDOW: u32 = 65_535;
 /// streams.
 const PUBLISH_MAX_BYTES: &str = "1GiB";
 
-#[derive(Debug, Parser)]
+#[derive(Debug, clap::Args)]
 #[command(
     about = "Scale-out over NATS JetStream: publish throughput, edge latency, stream capacity",
     args_override_self = true
 )]
-struct Args {
+pub(crate) struct Args {
     /// Simulator blocks of the publish-throughput part.
     #[arg(long, default_value_t = 1_500)]
     blocks: u64,
@@ -205,11 +204,11 @@ fn host_args(data: &Path, state: &Path, keys_file: &Path, nats: &str) -> ServeAr
     }
 }
 
-/// The child's main: `CHILD_FLAG host DATA KEYS_FILE NATS_URL` (a node host publishing to the
-/// bus) or `CHILD_FLAG edge KEYS_FILE NATS_URL` (an edge of that bus). Serves on loopback with
+/// The child's main: `CHILD host DATA KEYS_FILE NATS_URL` (a node host publishing to the
+/// bus) or `CHILD edge KEYS_FILE NATS_URL` (an edge of that bus). Serves on loopback with
 /// the harness's limits, waits until its market engine has caught up, then speaks to the
 /// parent as [`live::answer_parent`] does until its standard input closes.
-fn bus_child(args: &[String]) -> anyhow::Result<()> {
+pub(crate) fn bus_child(args: &[String]) -> anyhow::Result<()> {
     live::init_child_log();
     let state = tempfile::tempdir()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -231,7 +230,7 @@ fn bus_child(args: &[String]) -> anyhow::Result<()> {
             live::answer_parent(&edge.server)?;
         }
         _ => bail!(
-            "{CHILD_FLAG} takes `host DATA KEYS_FILE NATS_URL` or `edge KEYS_FILE NATS_URL`, \
+            "{CHILD} takes `host DATA KEYS_FILE NATS_URL` or `edge KEYS_FILE NATS_URL`, \
              got {args:?}"
         ),
     }
@@ -244,26 +243,20 @@ fn bus_child(args: &[String]) -> anyhow::Result<()> {
 fn spawn_host(data: &Path, nats: &str) -> anyhow::Result<ServerProcess> {
     let keys = HarnessKey::new()?;
     let args: Vec<OsString> = vec![
-        CHILD_FLAG.into(),
         "host".into(),
         data.into(),
         keys.file.clone().into(),
         nats.into(),
     ];
-    ServerProcess::spawn_child(&args, keys)
+    ServerProcess::spawn_child(CHILD, &args, keys)
 }
 
 /// Starts an edge of `nats` in a child process; returns once it listens with its engine
 /// caught up.
 fn spawn_edge(nats: &str) -> anyhow::Result<ServerProcess> {
     let keys = HarnessKey::new()?;
-    let args: Vec<OsString> = vec![
-        CHILD_FLAG.into(),
-        "edge".into(),
-        keys.file.clone().into(),
-        nats.into(),
-    ];
-    ServerProcess::spawn_child(&args, keys)
+    let args: Vec<OsString> = vec!["edge".into(), keys.file.clone().into(), nats.into()];
+    ServerProcess::spawn_child(CHILD, &args, keys)
 }
 
 /// Every file of the six line feeds.
@@ -948,27 +941,22 @@ fn live_run(runtime: &tokio::runtime::Runtime, args: &Args) -> anyhow::Result<Li
     })
 }
 
-fn main() -> anyhow::Result<()> {
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    if argv.first().map(String::as_str) == Some(CHILD_FLAG) {
-        return bus_child(&argv[1..]);
-    }
-    let args = Args::parse();
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     if args.connections < 2 || !(args.window.is_finite() && args.window > 0.0) || args.seconds == 0
     {
         bail!("--connections must be at least 2, --window and --seconds positive");
     }
     let machine = benches::Machine::detect();
-    let command = benches::cargo_command("bus");
+    let command = benches::cargo_command();
     let load_before = live::load_average();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     eprintln!("bus: publish throughput, {} blocks", args.blocks);
-    let throughput = runtime.block_on(publish_throughput(&args))?;
-    let run = live_run(&runtime, &args)?;
+    let throughput = runtime.block_on(publish_throughput(args))?;
+    let run = live_run(&runtime, args)?;
     drop(runtime);
-    let s = render(&args, &machine, &command, &load_before, &throughput, &run);
+    let s = render(args, &machine, &command, &load_before, &throughput, &run);
     println!("{s}");
     if !args.no_write {
         benches::write_section(&benches::benchmarks_md(), "bus", &s)?;

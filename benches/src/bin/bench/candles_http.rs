@@ -1,6 +1,6 @@
 //! Candle lookup latency and throughput over HTTP/1.1 keep-alive on loopback.
 //!
-//! `cargo run --release -p benches --bin candles_http -- [--blocks N] [--scale X] [--seed S]
+//! `cargo run --release -p benches -- candles_http [--blocks N] [--scale X] [--seed S]
 //! [--connections C] [--seconds S] [--warmup S] [--client-threads T] [--no-write]`
 //!
 //! Generates mainnet-shaped simulator output (`--blocks`, default 6000 ≈ 7 minutes of block
@@ -8,7 +8,7 @@
 //! `l1gate::serve::start`, its own candle store in a temporary state directory), waits until
 //! the candle writer has folded every block, and picks the candle lookups to send: every
 //! (market, interval, bucket) of the data that has a candle, as `GET /{key}/v1/candles`. The
-//! load comes from a second process — this binary re-run as a child with `--load-child` — that
+//! load comes from a second process — this binary re-run as its child `candles-load` — that
 //! drives `--connections` keep-alive connections (tokio + hyper client, one request in flight
 //! per connection) for `--seconds` after `--warmup`, cycling through the lookups, and records
 //! each request's latency (send to last body byte) in an hdrhistogram. Server and client share
@@ -27,7 +27,6 @@ use std::time::{Duration, Instant};
 use access::keys::KeysFile;
 use anyhow::{Context as _, bail};
 use bytes::Bytes;
-use clap::Parser;
 use hdrhistogram::Histogram;
 use http_body_util::{BodyExt as _, Empty};
 use hyper_util::rt::TokioIo;
@@ -39,12 +38,15 @@ const TARGET_RPS: f64 = 50_000.0;
 const TARGET_P99_US: u64 = 2_000;
 const INTERVALS: [(&str, i64); 3] = [("1s", 1_000), ("1m", 60_000), ("5m", 300_000)];
 
-#[derive(Debug, Parser)]
+/// The child that sends the lookups (also run by `candle_history`).
+pub(crate) const LOAD_CHILD: &str = "candles-load";
+
+#[derive(Debug, clap::Args)]
 #[command(
     about = "Candle lookup latency and throughput over HTTP/1.1 keep-alive on loopback",
     args_override_self = true
 )]
-struct Args {
+pub(crate) struct Args {
     /// Simulator blocks to generate (6000 ≈ 7 minutes of block time).
     #[arg(long, default_value_t = 6_000)]
     blocks: u64,
@@ -71,17 +73,12 @@ struct Args {
     no_write: bool,
 }
 
-fn main() -> anyhow::Result<()> {
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    if argv.first().map(String::as_str) == Some("--load-child") {
-        return load_child(&argv[1..]);
-    }
-    let args = Args::parse();
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     if args.connections == 0 || args.client_threads == 0 || args.seconds <= 0.0 || args.warmup < 0.0
     {
         bail!("--connections and --client-threads must be ≥ 1, --seconds > 0, --warmup ≥ 0");
     }
-    let command = benches::cargo_command("candles_http");
+    let command = benches::cargo_command();
     let machine = benches::Machine::detect();
 
     let work = tempfile::Builder::new()
@@ -196,9 +193,8 @@ fn main() -> anyhow::Result<()> {
     let paths_file = work.path().join("paths.txt");
     std::fs::write(&paths_file, hits.join("\n"))?;
 
-    let exe = std::env::current_exe().context("own executable")?;
-    let output = std::process::Command::new(exe)
-        .arg("--load-child")
+    let output = benches::child(LOAD_CHILD)
+        .context("own executable")?
         .args(["--addr", &running.http_addr.to_string()])
         .arg("--paths")
         .arg(&paths_file)
@@ -220,7 +216,7 @@ fn main() -> anyhow::Result<()> {
     let report = render(
         &machine,
         &command,
-        &args,
+        args,
         &summary,
         stored,
         hits.len(),
@@ -418,7 +414,7 @@ struct Tally {
     errors: u64,
 }
 
-fn load_child(args: &[String]) -> anyhow::Result<()> {
+pub(crate) fn load_child(args: &[String]) -> anyhow::Result<()> {
     let args = parse_load_args(args)?;
     let text = std::fs::read_to_string(&args.paths)?;
     let paths: Arc<Vec<String>> = Arc::new(text.lines().map(str::to_owned).collect());

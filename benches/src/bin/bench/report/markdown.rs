@@ -3,12 +3,12 @@
 
 use std::fmt::Write as _;
 
-use crate::targets::{
+use super::targets::{
     candle_history_targets, candles_target, checkpoint_target, engine_cpu_targets, fanout_targets,
     ingest_target, latency_targets, memory_targets, num, raw_feed_target, replay_cli_targets,
     replay_row, secs, verdict,
 };
-use crate::{Args, BUDGET_S, MAINNET_BLOCKS_PER_S, REPLAY_SCALES, Run, Timing};
+use super::{Args, BUDGET_S, MAINNET_BLOCKS_PER_S, REPLAY_SCALES, Run, Timing};
 
 pub(crate) fn render(
     args: &Args,
@@ -21,9 +21,9 @@ pub(crate) fn render(
 ) -> String {
     let mut s = String::from("## Summary (`report`)\n\n");
     let command = if args.quick {
-        "cargo run --release -p benches --bin report -- --quick"
+        "cargo run --release -p benches -- report --quick"
     } else {
-        "cargo run --release -p benches --bin report"
+        "cargo run --release -p benches -- report"
     };
     let _ = writeln!(
         s,

@@ -1,11 +1,12 @@
 //! `report`: the whole benchmark report in one command.
 //!
-//! `cargo run --release -p benches --bin report -- [--quick] [--no-write]`
+//! `cargo run --release -p benches -- report [--quick] [--no-write]`
 //!
-//! Builds every harness binary, the `l1gate` server binary and the criterion benches with the
-//! cargo that runs it, in one invocation (`$CARGO build -p benches -p server --bins --bench '*'`,
-//! same profile and target directory), then runs each scenario as a child process, one after
-//! the other, each rewriting its own section of `benches/BENCHMARKS.md`:
+//! Builds this binary, the `l1gate` server binary and the criterion benches with the cargo that
+//! runs it, in one invocation (`$CARGO build -p benches -p server --bins --bench '*'`, same
+//! profile and target directory), then runs each scenario as a child process (this binary with
+//! the scenario's subcommand), one after the other, each rewriting its own section of
+//! `benches/BENCHMARKS.md`:
 //!
 //! 1. simulator speed (`sim_throughput`);
 //! 2. ingest + fold beside a memchr scan and a `serde_json::Value` parse of the same bytes
@@ -30,8 +31,7 @@
 //! 12. the criterion benches (`cargo bench -p benches --bench '*'`, release profile) and their
 //!     table (`criterion_report`).
 //!
-//! A harness binary this checkout does not have is reported as not built. Each harness hands
-//! its headline figures back through the file named by `L1GATE_BENCH_SUMMARY`
+//! Each harness hands its headline figures back through the file named by `L1GATE_BENCH_SUMMARY`
 //! (`benches::summary`); from them this binary writes the `report` section at the top of
 //! `BENCHMARKS.md` (commit, date, machine, load, the summary table of targets with the
 //! same-run references, the commands and their wall times) and draws the SVG plots under
@@ -49,11 +49,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use clap::Parser;
 use serde_json::Value;
 
-use crate::markdown::render;
-use crate::plots::draw_plots;
+use markdown::render;
+use plots::draw_plots;
 
 /// Section of `BENCHMARKS.md` this binary owns.
 const SECTION: &str = "report";
@@ -65,12 +64,12 @@ const MAINNET_BLOCKS_PER_S: f64 = 14.8;
 const REPLAY_SCALES: [f64; 3] = [0.25, 0.5, 1.0];
 
 /// `report [--quick] [--no-write]`.
-#[derive(Debug, Parser)]
+#[derive(Debug, clap::Args)]
 #[command(
     about = "Runs every harness and rewrites benches/BENCHMARKS.md",
     args_override_self = true
 )]
-struct Args {
+pub(crate) struct Args {
     /// Shorter runs of the same scenarios.
     #[arg(long)]
     quick: bool,
@@ -79,11 +78,11 @@ struct Args {
     write: bool,
 }
 
-/// One child run of a harness binary.
+/// One child run of a harness (this binary re-run with the harness's subcommand).
 struct Step {
     /// Row label in the scenario table.
     label: String,
-    /// Harness binary name.
+    /// The harness's subcommand.
     bin: &'static str,
     /// Its arguments.
     args: Vec<String>,
@@ -105,10 +104,10 @@ impl Step {
     }
 
     fn command(&self) -> String {
-        let mut s = format!("cargo run --release -p benches --bin {}", self.bin);
-        if !self.args.is_empty() {
-            s.push_str(" -- ");
-            s.push_str(&self.args.join(" "));
+        let mut s = format!("cargo run --release -p benches -- {}", self.bin);
+        for arg in &self.args {
+            s.push(' ');
+            s.push_str(arg);
         }
         s
     }
@@ -140,9 +139,9 @@ impl Run {
         let bin = key.split('@').next().unwrap_or(key);
         self.outcomes
             .iter()
-            .find(|o| o.label.contains(bin) || o.command.contains(&format!("--bin {bin}")))
+            .find(|o| o.label.contains(bin) || o.command.contains(&format!("-- {bin}")))
             .map_or_else(
-                || format!("not measured: no `{bin}` harness in this checkout"),
+                || format!("not measured: `{bin}` was not run"),
                 |o| match &o.result {
                     Ok(()) => format!("not measured: `{bin}` reported no summary"),
                     Err(e) => format!("not measured: `{bin}` {e}"),
@@ -162,8 +161,7 @@ impl Run {
     }
 }
 
-fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let started = Instant::now();
     let machine = benches::Machine::detect();
     let commit = commit_id();
@@ -203,31 +201,14 @@ fn main() -> anyhow::Result<()> {
         if !args.write && step.section.is_some() {
             step.args.push("--no-write".to_owned());
         }
-        let Some(exe) = built.executables.get(step.bin) else {
-            eprintln!(
-                "report: no `{}` harness in this checkout, skipped",
-                step.bin
-            );
-            run.outcomes.push(Outcome {
-                label: step.label.clone(),
-                command: step.command(),
-                section: None,
-                elapsed: Duration::ZERO,
-                result: Err("not built: no such harness in this checkout".to_owned()),
-            });
-            continue;
-        };
         let summary_file = work
             .path()
             .join(format!("{}.json", step.key.replace('@', "-")));
         eprintln!("report: {} — {}", step.label, step.command());
         let step_started = Instant::now();
-        let result = run_child(
-            exe,
-            &step.args,
-            &summary_file,
-            &work.path().join("stdout.log"),
-        );
+        let mut child_args = vec![step.bin.to_owned()];
+        child_args.extend(step.args.iter().cloned());
+        let result = run_child(&child_args, &summary_file, &work.path().join("stdout.log"));
         let elapsed = step_started.elapsed();
         eprintln!(
             "report: {} took {:.0} s{}",
@@ -255,7 +236,7 @@ fn main() -> anyhow::Result<()> {
             result,
         });
     }
-    criterion(&args, &bench_build, &built, &mut run, work.path());
+    criterion(args, &bench_build, &mut run, work.path());
     let scenarios_s = scenarios_started.elapsed().as_secs_f64();
 
     let failed: Vec<&Outcome> = run.outcomes.iter().filter(|o| o.result.is_err()).collect();
@@ -281,7 +262,7 @@ fn main() -> anyhow::Result<()> {
         end: benches::utc_now(),
     };
     let body = render(
-        &args,
+        args,
         &machine,
         &commit,
         (&load_start, &load_end),
@@ -462,11 +443,12 @@ fn plan(quick: bool, l1gate: &str) -> Vec<Step> {
     steps
 }
 
-/// Runs `exe ARGS` with the summary file set; its stdout (the section it printed) goes to
-/// `stdout_log`, its stderr (progress) to ours.
-fn run_child(exe: &Path, args: &[String], summary: &Path, stdout_log: &Path) -> Result<(), String> {
+/// Runs this binary with `args` (a harness's subcommand and its options) and the summary file
+/// set; its stdout (the section it printed) goes to `stdout_log`, its stderr (progress) to ours.
+fn run_child(args: &[String], summary: &Path, stdout_log: &Path) -> Result<(), String> {
     let _ = std::fs::remove_file(summary);
     let log = std::fs::File::create(stdout_log).map_err(|e| format!("log file: {e}"))?;
+    let exe = std::env::current_exe().map_err(|e| format!("own executable: {e}"))?;
     let status = Command::new(exe)
         .args(args)
         .env(benches::summary::ENV, summary)
@@ -509,13 +491,7 @@ fn run_cargo(args: &[&str]) -> anyhow::Result<()> {
 }
 
 /// The criterion step: every bench target, then `criterion_report` to tabulate them.
-fn criterion(
-    args: &Args,
-    bench: &[&str],
-    built: &benches::cargo::Built,
-    run: &mut Run,
-    work: &Path,
-) {
+fn criterion(args: &Args, bench: &[&str], run: &mut Run, work: &Path) {
     let mut bench: Vec<&str> = bench.to_vec();
     if args.quick {
         bench.extend(["--", "--quick"]);
@@ -530,23 +506,19 @@ fn criterion(
     let started = Instant::now();
     let mut result = run_cargo(&bench).map_err(|e| format!("{e:#}"));
     if result.is_ok() {
-        let mut report_args = Vec::new();
+        let mut report_args = vec!["criterion_report".to_owned()];
         if !args.write {
             report_args.push("--no-write".to_owned());
         }
-        result = match built.executables.get("criterion_report") {
-            Some(exe) => run_child(
-                exe,
-                &report_args,
-                &work.join("criterion.json"),
-                &work.join("stdout.log"),
-            ),
-            None => Err("not built: no criterion_report in this checkout".to_owned()),
-        };
+        result = run_child(
+            &report_args,
+            &work.join("criterion.json"),
+            &work.join("stdout.log"),
+        );
     }
     run.outcomes.push(Outcome {
         label: "Criterion benches".to_owned(),
-        command: format!("{command} && cargo run --release -p benches --bin criterion_report"),
+        command: format!("{command} && cargo run --release -p benches -- criterion_report"),
         section: Some("criterion"),
         elapsed: started.elapsed(),
         result,
@@ -647,9 +619,7 @@ mod tests {
 
     #[test]
     fn arguments_are_checked() {
-        let parse = |args: &[&str]| {
-            Args::try_parse_from(std::iter::once("report").chain(args.iter().copied()))
-        };
+        let parse = |args: &[&str]| crate::parse::<Args>("report", args);
         assert!(parse(&["--quick"]).unwrap().quick);
         assert!(parse(&[]).unwrap().write);
         assert!(!parse(&["--no-write"]).unwrap().write);

@@ -1,7 +1,7 @@
 //! A WebSocket flood beside a neighbour: how long one client's 1,001 subscribes take with the
 //! server quiet, and while other connections flood it with messages it must refuse.
 //!
-//! `cargo run --release -p benches --bin ws_flood -- [--flooders 50] [--runs 3] [--scale X]
+//! `cargo run --release -p benches -- load ws_flood [--flooders 50] [--runs 3] [--scale X]
 //! [--no-write]`
 //!
 //! A simulator (`SimConfig::mainnet`, scale 1 by default) appends blocks to a node directory at
@@ -28,8 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use benches::live::{self, LiveNode, SERVE_FLAG, ServerOptions, ServerProcess};
-use clap::Parser;
+use benches::live::{LiveNode, ServerOptions, ServerProcess};
 use fixtures::SimConfig;
 use futures_util::{SinkExt as _, StreamExt as _};
 use tokio_tungstenite::tungstenite::Message;
@@ -39,12 +38,12 @@ const SUBSCRIBES: usize = 1_001;
 /// The target: every subscribe answered within this, during the flood.
 const TARGET: Duration = Duration::from_secs(2);
 
-#[derive(Debug, Parser)]
+#[derive(Debug, clap::Args)]
 #[command(
     about = "A WebSocket flood beside a neighbour's 1,001 subscribes",
     args_override_self = true
 )]
-struct Args {
+pub(crate) struct Args {
     /// Connections flooding the server with invalid JSON.
     #[arg(long, default_value_t = 50)]
     flooders: usize,
@@ -182,17 +181,12 @@ async fn neighbour(url: &str, coins: &[String]) -> anyhow::Result<(Duration, usi
     Ok((elapsed, accepted))
 }
 
-fn main() -> anyhow::Result<()> {
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    if argv.first().map(String::as_str) == Some(SERVE_FLAG) {
-        return live::serve_child(&argv[1..]);
-    }
-    let args = Args::parse();
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     if args.runs == 0 || args.flooders == 0 {
         bail!("--runs and --flooders must be positive");
     }
     let machine = benches::Machine::detect();
-    let command = benches::cargo_command("ws_flood");
+    let command = benches::cargo_command();
     let cfg = SimConfig::mainnet(1, args.scale);
     eprintln!(
         "ws_flood: generating the starting state (scale {})",

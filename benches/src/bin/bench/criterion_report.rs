@@ -3,7 +3,7 @@
 //! `cargo bench -p benches --bench hub`, as criterion stored them (a section whose bench has
 //! no results is left as it is).
 //!
-//! `cargo run --release -p benches --bin criterion_report -- [--dir CRITERION_DIR] [--no-write]`
+//! `cargo run --release -p benches -- criterion_report [--dir CRITERION_DIR] [--no-write]`
 //!
 //! Reads every `<group>/<bench…>/new/{benchmark,estimates}.json` under the criterion directory
 //! (default `$CARGO_TARGET_DIR/criterion`, else `target/criterion` of the workspace) for the
@@ -94,18 +94,23 @@ fn modified(dir: &Path) -> String {
     best.map_or_else(|| "unknown".to_owned(), benches::utc)
 }
 
-fn main() -> anyhow::Result<()> {
-    let mut dir: Option<PathBuf> = None;
-    let mut write = true;
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        match flag.as_str() {
-            "--dir" => dir = Some(PathBuf::from(it.next().context("--dir needs a value")?)),
-            "--no-write" => write = false,
-            other => bail!("unknown argument {other}"),
-        }
-    }
-    let dir = dir.unwrap_or_else(|| {
+#[derive(Debug, clap::Args)]
+#[command(
+    about = "Tabulates the last criterion results into BENCHMARKS.md",
+    args_override_self = true
+)]
+pub(crate) struct Args {
+    /// Criterion's output directory (default: `target/criterion` of this workspace).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Print the tables without rewriting BENCHMARKS.md.
+    #[arg(long = "no-write", action = clap::ArgAction::SetFalse)]
+    write: bool,
+}
+
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
+    let write = args.write;
+    let dir = args.dir.clone().unwrap_or_else(|| {
         std::env::var_os("CARGO_TARGET_DIR")
             .map_or_else(
                 || Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"),
@@ -167,7 +172,7 @@ fn main() -> anyhow::Result<()> {
 fn section_head(title: &str, bench: &str, machine: &benches::Machine, dir: &Path) -> String {
     let mut s = format!("## {title} (`criterion`, bench `{bench}`)\n\n");
     s.push_str(&machine.markdown(&format!(
-        "cargo bench -p benches --bench {bench} && cargo run --release -p benches --bin criterion_report"
+        "cargo bench -p benches --bench {bench} && cargo run --release -p benches -- criterion_report"
     )));
     let _ = writeln!(
         s,

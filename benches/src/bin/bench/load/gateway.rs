@@ -1,12 +1,12 @@
 //! The node gateway's cost: Aptos-family REST requests relayed by l1gate to a node, against the
 //! same requests sent to the node directly.
 //!
-//! `cargo run --release -p benches --bin gateway -- [--connections C] [--seconds S]
+//! `cargo run --release -p benches -- load gateway [--connections C] [--seconds S]
 //! [--warmup S] [--no-write]`
 //!
 //! Three processes share the machine's cores:
 //!
-//! - **The node**: this binary re-run as a child with `--upstream-child`, a plain hyper HTTP/1.1
+//! - **The node**: this binary re-run as its child `gateway-upstream`, a plain hyper HTTP/1.1
 //!   server (tokio multi-threaded runtime, one worker per core) that answers like an
 //!   Aptos-family node, fast and with fixed bodies: `GET /v1` ledger info with a current
 //!   `ledger_timestamp` (µs), `GET /v1/accounts/{address}/resources` a ≈ 3 KB array of eight
@@ -20,7 +20,7 @@
 //!   `[[chains]]` holding one `move` network whose host is `aptos.bench` and whose node's `rest`
 //!   is the child node's `/v1`. The harness thread itself only waits for the load process, so
 //!   the process's CPU is l1gate's (its idle market engine and candle writer included).
-//! - **The load**: this binary re-run as a child with `--load-child`, per scenario: `C`
+//! - **The load**: this binary re-run as its child `gateway-load`, per scenario: `C`
 //!   keep-alive HTTP/1.1 connections (tokio current-thread runtime, hyper client, one request in
 //!   flight each) sending the same `GET` back to back for `--warmup` then `--seconds`; each
 //!   request sent in the measured window is recorded from send to last body byte in an
@@ -45,7 +45,7 @@ use std::convert::Infallible;
 use std::fmt::Write as _;
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -53,7 +53,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use access::keys::KeysFile;
 use anyhow::{Context as _, bail};
 use bytes::Bytes;
-use clap::Parser;
 use hdrhistogram::Histogram;
 use http_body_util::{BodyExt as _, Empty, Full};
 use hyper_util::rt::TokioIo;
@@ -74,12 +73,17 @@ const BLOCKS: u64 = 100;
 /// Simulator scale of the server's node directory.
 const SCALE: f64 = 0.05;
 
-#[derive(Debug, Parser)]
+/// The child that stands in for the node.
+pub(crate) const UPSTREAM_CHILD: &str = "gateway-upstream";
+/// The child that loads the server (or the node directly).
+pub(crate) const LOAD_CHILD: &str = "gateway-load";
+
+#[derive(Debug, clap::Args)]
 #[command(
     about = "The node gateway's cost: Aptos-family REST requests relayed by l1gate vs direct",
     args_override_self = true
 )]
-struct Args {
+pub(crate) struct Args {
     /// Keep-alive connections of each scenario's load.
     #[arg(long, default_value_t = 32)]
     connections: usize,
@@ -156,18 +160,11 @@ fn scenarios(key: &str) -> Vec<Scenario> {
     ]
 }
 
-fn main() -> anyhow::Result<()> {
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    match argv.first().map(String::as_str) {
-        Some("--load-child") => return load_child(&argv[1..]),
-        Some("--upstream-child") => return upstream_child(),
-        _ => {}
-    }
-    let args = Args::parse();
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     if args.connections == 0 || args.seconds <= 0.0 || args.warmup < 0.0 {
         bail!("--connections must be ≥ 1, --seconds > 0, --warmup ≥ 0");
     }
-    let command = benches::cargo_command("gateway");
+    let command = benches::cargo_command();
     let machine = benches::Machine::detect();
     let load_at_start = benches::sys::loadavg().unwrap_or_else(|| "unknown".to_owned());
 
@@ -193,9 +190,8 @@ fn main() -> anyhow::Result<()> {
     keys.save(&keys_file)?;
 
     // The node, in its own process.
-    let exe = std::env::current_exe().context("own executable")?;
-    let mut node = Command::new(&exe)
-        .arg("--upstream-child")
+    let mut node = benches::child(UPSTREAM_CHILD)
+        .context("own executable")?
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -253,8 +249,8 @@ fn main() -> anyhow::Result<()> {
         let load = benches::sys::loadavg()
             .and_then(|l| l.split(' ').next().map(str::to_owned))
             .unwrap_or_else(|| "unknown".to_owned());
-        let output = Command::new(&exe)
-            .arg("--load-child")
+        let output = benches::child(LOAD_CHILD)
+            .context("own executable")?
             .args(["--addr", &addr.to_string()])
             .args(["--host", &host])
             .args(["--path", &scenario.path])
@@ -295,7 +291,7 @@ fn main() -> anyhow::Result<()> {
     let report = render(&Context {
         machine: &machine,
         command: &command,
-        args: &args,
+        args,
         summary: &summary,
         ledger_window,
         load_at_start: &load_at_start,
@@ -399,7 +395,7 @@ fn render(c: &Context<'_>) -> String {
     );
     let _ = writeln!(
         s,
-        "- Node: a stand-in in its own process (this binary, `--upstream-child`: hyper HTTP/1.1, \
+        "- Node: a stand-in in its own process (this binary's child `gateway-upstream`: hyper HTTP/1.1, \
          tokio multi-threaded runtime), fixed bodies, every answer with the `X-Aptos-*` ledger \
          headers: ledger info with the current `ledger_timestamp`; `0x1`'s resources, {} B \
          (8 resources); events of creation number {CREATION_NUMBER}, {} B for 25",
@@ -417,7 +413,7 @@ fn render(c: &Context<'_>) -> String {
     );
     let _ = writeln!(
         s,
-        "- Load: per scenario a fresh process (this binary, `--load-child`), {} keep-alive \
+        "- Load: per scenario a fresh process (this binary's child `gateway-load`), {} keep-alive \
          HTTP/1.1 connections (hyper client, one tokio thread, one request in flight each), the \
          same `GET` back to back, {:.0} s measured after {:.0} s warm-up; through l1gate with \
          `Host: {HOST}` and the key in the path. Latency is send to last body byte. Load, l1gate \
@@ -843,7 +839,7 @@ fn node_error(code: &str, message: &str) -> Bytes {
 }
 
 /// Serves the stand-in node on a loopback port (printed on stdout) until stdin closes.
-fn upstream_child() -> anyhow::Result<()> {
+pub(crate) fn upstream_child(_args: &[String]) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -977,7 +973,7 @@ async fn node_stats(node: SocketAddr) -> anyhow::Result<Value> {
     Ok(serde_json::from_slice(&body.to_bytes())?)
 }
 
-fn load_child(args: &[String]) -> anyhow::Result<()> {
+pub(crate) fn load_child(args: &[String]) -> anyhow::Result<()> {
     let args = Arc::new(parse_load_args(args)?);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -4,8 +4,8 @@ use benches::plot::{Axis, Corner, LineChart, Scale, Series};
 use serde_json::Value;
 use std::path::Path;
 
-use crate::targets::{curve, default_config, num, replay_row, rows, text};
-use crate::{REPLAY_SCALES, Run};
+use super::targets::{curve, default_config, num, replay_row, rows, text};
+use super::{REPLAY_SCALES, Run};
 
 /// Draws every plot whose data this run has; returns `(file name, caption)` of each.
 pub(crate) fn draw_plots(run: &Run, dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
@@ -194,7 +194,7 @@ pub(crate) fn draw_plots(run: &Run, dir: &Path) -> anyhow::Result<Vec<(String, S
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Run;
+    use crate::report::Run;
     use serde_json::json;
 
     #[test]
