@@ -17,6 +17,7 @@ pub mod floor;
 pub mod live;
 pub mod load;
 pub mod plot;
+pub mod server;
 pub mod streams;
 pub mod summary;
 pub mod sys;

@@ -15,7 +15,8 @@ use tonic::Streaming;
 use tonic::codegen::http::uri::PathAndQuery;
 use tonic::transport::Channel;
 
-use crate::live::{self, AppendLog, ServerProcess};
+use crate::live::{self, AppendLog};
+use crate::server::{ServerProcess, metric_sum};
 use crate::sys::CpuTime;
 
 /// Longest wait for every stream of a run to receive its opening frame.
@@ -508,7 +509,7 @@ where
 pub fn ended(server: &ServerProcess, reason: &str) -> anyhow::Result<u64> {
     let text = server.metrics()?;
     let label = format!("reason=\"{reason}\"");
-    Ok(live::metric_sum(
+    Ok(metric_sum(
         &text,
         "l1gate_streams_ended_total",
         &["service=\"market\"", &label],
@@ -517,7 +518,7 @@ pub fn ended(server: &ServerProcess, reason: &str) -> anyhow::Result<u64> {
 
 /// The server's count of write calls on its gRPC sockets.
 pub fn write_calls(server: &ServerProcess) -> anyhow::Result<u64> {
-    Ok(live::metric_sum(&server.metrics()?, "l1gate_grpc_socket_writes_total", &[]) as u64)
+    Ok(metric_sum(&server.metrics()?, "l1gate_grpc_socket_writes_total", &[]) as u64)
 }
 
 /// Server and harness CPU and server write calls across a window.

@@ -26,11 +26,13 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context as _, bail};
+use benches::server::{HarnessKey, Role, ServerProcess, harness_settings};
 use engine::market::candles::{Candle, Interval};
 use l1gate::candles::store::{CandleStore, CommitInfo, INTERVALS, Span, Watermark};
+use l1gate::config::ServeArgs;
 
 /// 2025-07-27T08:00:00Z, where the candle history starts.
 const HISTORY_START_MS: i64 = 1_753_603_200_000;
@@ -42,6 +44,8 @@ const DAY_MS: i64 = 86_400_000;
     args_override_self = true
 )]
 pub(crate) struct Args {
+    #[command(flatten)]
+    server: benches::server::Binary,
     /// Hours of simulated archive fills to import.
     #[arg(long, default_value_t = 24)]
     hours: u64,
@@ -71,7 +75,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     }
     let command = benches::cargo_command();
     let machine = benches::Machine::detect();
-    let l1gate = sibling("l1gate")?;
+    let l1gate = args.server.path()?;
 
     // 1. Data.
     let data = benches::data::archive_hours(args.seed, args.scale, args.hours)?;
@@ -121,8 +125,8 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let extrapolated_gb = candles_per_day * days_since * bytes_per_candle / 1e9;
 
     // 4. and 5. A server over each store, the same load.
-    let keys = work.path().join("keys.toml");
-    let key = bench_key(&keys)?;
+    let keys = HarnessKey::new()?;
+    let key = keys.key.clone();
     let paths: Vec<String> = lookups
         .iter()
         .map(|(coin, interval, open, _)| {
@@ -225,16 +229,6 @@ struct Served {
     snapshot_candles: usize,
 }
 
-/// A key with limits out of the way, in a new keys file.
-fn bench_key(keys: &Path) -> anyhow::Result<String> {
-    let mut file = access::keys::KeysFile::default();
-    let (key, _) = file.add_key("bench", 0)?;
-    file.accounts[0].requests_per_second = Some(1_000_000);
-    file.accounts[0].request_burst = Some(1_000_000);
-    file.save(keys)?;
-    Ok(key)
-}
-
 /// The first bucket the long store covers.
 fn long_first_ms(store: &Path) -> anyhow::Result<i64> {
     let (s, _) = CandleStore::open(store, HISTORY_START_MS)?;
@@ -268,42 +262,22 @@ fn serve_and_load(
     l1gate: &Path,
     empty: &Path,
     store: &Path,
-    keys: &Path,
+    keys: &HarnessKey,
     paths: &[String],
     args: &Args,
     snapshot: Option<(&str, &str, i64)>,
 ) -> anyhow::Result<Served> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse()?;
-    let mut child = Command::new(l1gate)
-        .arg("serve")
-        .arg("--data")
-        .arg(empty)
-        .arg("--state-dir")
-        .arg(store)
-        .arg("--keys-file")
-        .arg(keys)
-        .args(["--candle-history-start", "2025-07-27T08:00:00Z"])
-        .args([
-            "--grpc-addr",
-            "127.0.0.1:0",
-            "--http-addr",
-            &addr.to_string(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let pid = child.id();
+    let settings = ServeArgs {
+        data: Some(empty.to_owned()),
+        state_dir: Some(store.to_owned()),
+        candle_history_start: Some("2025-07-27T08:00:00Z".to_owned()),
+        ..harness_settings()
+    };
+    // No node files: the engine never catches up, the candle lookups are served once it listens.
+    let server = ServerProcess::launch(l1gate, Role::Serve, settings, keys.clone(), None)?;
+    let addr = server.http_addr;
+    let pid = server.pid();
     let result = (|| {
-        let started = Instant::now();
-        while std::net::TcpStream::connect(addr).is_err() {
-            if started.elapsed() > Duration::from_secs(60) {
-                bail!("the server did not listen on {addr}");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
         let paths_file = store.with_extension("paths.txt");
         std::fs::write(&paths_file, paths.join("\n"))?;
         let output = benches::child(crate::candles_http::LOAD_CHILD)?
@@ -345,9 +319,7 @@ fn serve_and_load(
             snapshot_candles,
         })
     })();
-    // Ours to end: the child this function started.
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(server);
     result
 }
 
@@ -588,19 +560,6 @@ fn coins_of(state_dir: &Path) -> anyhow::Result<Vec<String>> {
         out.push(entry?.0.value().to_owned());
     }
     Ok(out)
-}
-
-/// A binary built beside this one.
-fn sibling(name: &str) -> anyhow::Result<PathBuf> {
-    let exe = std::env::current_exe()?;
-    let path = exe.with_file_name(name);
-    if !path.exists() {
-        bail!(
-            "{} is not built; run `cargo build --release -p server --bin l1gate` first",
-            path.display()
-        );
-    }
-    Ok(path)
 }
 
 #[allow(clippy::too_many_arguments)]

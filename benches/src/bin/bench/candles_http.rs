@@ -4,9 +4,11 @@
 //! [--connections C] [--seconds S] [--warmup S] [--client-threads T] [--no-write]`
 //!
 //! Generates mainnet-shaped simulator output (`--blocks`, default 6000 ≈ 7 minutes of block
-//! time, at `--scale`, default 0.2), starts the real server in this process (library
-//! `l1gate::serve::start`, its own candle store in a temporary state directory), waits until
-//! the candle writer has folded every block, and picks the candle lookups to send: every
+//! time, at `--scale`, default 0.2), starts the `l1gate` binary on it (its own candle store
+//! in a temporary state directory), waits until the candle writer has folded every block and
+//! stops it with its last commit; then opens the store in this process to pick the candle
+//! lookups to send and to look them up straight from it (the same-run reference), and starts
+//! the binary again over the same files and store for the load. The lookups are every
 //! (market, interval, bucket) of the data that has a candle, as `GET /{key}/v1/candles`. The
 //! load comes from a second process — this binary re-run as its child `candles-load` — that
 //! drives `--connections` keep-alive connections (tokio + hyper client, one request in flight
@@ -24,8 +26,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use access::keys::KeysFile;
 use anyhow::{Context as _, bail};
+use benches::server::{HarnessKey, Role, ServerProcess, harness_settings};
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 use http_body_util::{BodyExt as _, Empty};
@@ -47,6 +49,8 @@ pub(crate) const LOAD_CHILD: &str = "candles-load";
     args_override_self = true
 )]
 pub(crate) struct Args {
+    #[command(flatten)]
+    server: benches::server::Binary,
     /// Simulator blocks to generate (6000 ≈ 7 minutes of block time).
     #[arg(long, default_value_t = 6_000)]
     blocks: u64,
@@ -97,62 +101,59 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let summary = fixtures::generate(&cfg, &data, &run, &mut |_| {})?;
     let queries = candidate_queries(&data)?;
 
-    let keys_file = work.path().join("keys.toml");
-    let mut keys = KeysFile::default();
-    let (key, _) = keys.add_key("bench", 0)?;
-    keys.accounts[0].requests_per_second = Some(1_000_000);
-    keys.accounts[0].request_burst = Some(1_000_000);
-    keys.save(&keys_file)?;
+    let l1gate = args.server.path()?;
+    let state = work.path().join("state");
     let settings = ServeArgs {
         data: Some(data.clone()),
-        keys_file: Some(keys_file),
-        grpc_addr: Some("127.0.0.1:0".parse()?),
-        http_addr: Some("127.0.0.1:0".parse()?),
-        state_dir: Some(work.path().join("state")),
-        ..ServeArgs::default()
-    }
-    .resolve()?;
-
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    let running = runtime.block_on(l1gate::serve::start(&settings))?;
-    let ready_started = Instant::now();
+        state_dir: Some(state.clone()),
+        ..harness_settings()
+    };
     let last_block = summary.last_height;
-    // Measure steady state: the candle writer has committed every closed
-    // bucket and the market engine thread has finished its own catch-up.
-    loop {
-        let (block, _, caught_up, error) = running.candles.progress();
-        if let Some(error) = error {
-            bail!("candle writer: {error}");
+    // A first server folds the data into a fresh store; it stops with a last commit, so that
+    // the store then holds every candle.
+    let started = Instant::now();
+    let first = ServerProcess::start(
+        &l1gate,
+        Role::Serve,
+        settings.clone(),
+        HarnessKey::new()?,
+        None,
+    )?;
+    first.wait_for_candles(last_block)?;
+    let ready_s = started.elapsed().as_secs_f64();
+    drop(first);
+    // Keep the lookups that find a candle (the hot path; misses are cheaper), and as the
+    // same-run reference, look them up straight from the store: one thread, no HTTP.
+    let (found, reference_rps, stored) = {
+        let (store, _) = l1gate::candles::store::CandleStore::open(&state, 0)?;
+        let reader = store.reader();
+        let found: Vec<(&str, engine::market::candles::Interval, &str, i64)> = queries
+            .iter()
+            .filter_map(|(coin, interval, open)| {
+                let parsed = engine::market::candles::Interval::parse(interval).ok()?;
+                matches!(reader.get(coin, parsed, *open), Ok(Some(_))).then_some((
+                    coin.as_str(),
+                    parsed,
+                    *interval,
+                    *open,
+                ))
+            })
+            .collect();
+        let reference_started = Instant::now();
+        let mut reference_lookups = 0u64;
+        while reference_started.elapsed() < Duration::from_secs(1) {
+            for (coin, interval, _, open) in &found {
+                std::hint::black_box(reader.get(coin, *interval, *open).is_ok());
+                reference_lookups += 1;
+            }
         }
-        let committed = running
-            .candles
-            .store()
-            .watermark()
-            .is_some_and(|w| w.block_number >= last_block);
-        if caught_up && block >= last_block && committed && running.engine.status().ready() {
-            break;
-        }
-        if ready_started.elapsed() > Duration::from_secs(600) {
-            bail!("candle writer stuck at block {block}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let ready_s = ready_started.elapsed().as_secs_f64();
-    // Keep the lookups that find a candle (the hot path; misses are cheaper).
-    let now = common::unix_now_ms();
-    let found: Vec<(&str, engine::market::candles::Interval, &str, i64)> = queries
-        .iter()
-        .filter_map(|(coin, interval, open)| {
-            let parsed = engine::market::candles::Interval::parse(interval).ok()?;
-            running
-                .candles
-                .lookup(coin, parsed, *open, now)
-                .is_ok()
-                .then_some((coin.as_str(), parsed, *interval, *open))
-        })
-        .collect();
+        let rps = reference_lookups as f64 / reference_started.elapsed().as_secs_f64();
+        (found, rps, reader.candles())
+    };
+    // The measured server: the same data and store, started again.
+    let running = ServerProcess::start(&l1gate, Role::Serve, settings, HarnessKey::new()?, None)?;
+    running.wait_for_candles(last_block)?;
+    let key = &running.key;
     let hits: Vec<String> = found
         .iter()
         .map(|(coin, _, interval, open)| {
@@ -166,17 +167,6 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     if hits.is_empty() {
         bail!("no candle to look up");
     }
-    // Same-run reference: the same lookups straight from the store, one thread, no HTTP.
-    let reference_started = Instant::now();
-    let mut reference_lookups = 0u64;
-    while reference_started.elapsed() < Duration::from_secs(1) {
-        for (coin, interval, _, open) in &found {
-            std::hint::black_box(running.candles.lookup(coin, *interval, *open, now).is_ok());
-            reference_lookups += 1;
-        }
-    }
-    let reference_rps = reference_lookups as f64 / reference_started.elapsed().as_secs_f64();
-    let stored = running.candles.store().candles();
     let markets: BTreeSet<&str> = queries.iter().map(|(c, _, _)| c.as_str()).collect();
     eprintln!(
         "{} candles stored, {} lookups that hit over {} markets; ready after {ready_s:.1} s",
@@ -211,7 +201,6 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let result: serde_json::Value =
         serde_json::from_slice(&output.stdout).context("load generator output")?;
     drop(running);
-    drop(runtime);
 
     let report = render(
         &machine,
@@ -245,7 +234,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         "connections": args.connections,
         "curve": result["curve"],
         "reference_rps": reference_rps,
-        "reference": "in-process store lookups of the same candles (one thread, no HTTP)",
+        "reference": "the same lookups straight from the store in the harness (one thread, no HTTP)",
     }))?;
     Ok(())
 }
@@ -320,13 +309,13 @@ fn render(
     );
     let _ = writeln!(
         s,
-        "- Lookups: the {lookups} (market, interval, bucket) of the data that have a candle \
-         ({markets} markets; `1s`/`1m`/`5m`; closed buckets from the store and the open ones \
-         from memory), cycled in order, key in the path"
+        "- Lookups: the {lookups} (market, interval, bucket) of the data whose candle the store \
+         holds ({markets} markets; `1s`/`1m`/`5m`), cycled in order, key in the path"
     );
     let _ = writeln!(
         s,
-        "- Server: `l1gate::serve::start` in the harness process (default runtime); load: a \
+        "- Server: the `l1gate` binary in a process of its own (the harness's settings), started \
+         a second time over the store the first start filled; load: a \
          second process, {} keep-alive HTTP/1.1 connections (hyper client, one request in \
          flight each) on {} runtime thread(s), {:.0} s measured after {:.0} s warm-up; both \
          share the machine's cores (1-minute load average when the load started: \

@@ -6,7 +6,7 @@
 //!
 //! A simulator (`SimConfig::mainnet`, scale 1 by default) appends blocks to a node directory
 //! (by-block layout, every line flushed) at mainnet pace (≈ 14.8 blocks/s). The server runs in a
-//! child process (this binary re-executed) with default settings: the file watcher wakes its
+//! process of its own (the `l1gate` binary, `benches::server`) with default settings: the file watcher wakes its
 //! engine thread (`l1gate-engine`) on every write, `poll_interval_ms` is the 1000 ms backup
 //! poll. No stream is open, so the engine thread's work per block is the live path alone:
 //! woken by the watcher, re-check the files, read the new lines, align them into blocks,
@@ -38,7 +38,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use benches::live::{self, LiveNode, ServerOptions, ServerProcess};
+use benches::live::{self, LiveNode};
+use benches::server::{ServerOptions, ServerProcess};
 use benches::sys::{CpuDelta, CpuTime};
 use engine::block::Block;
 use engine::fold::Engine;
@@ -69,6 +70,8 @@ const MAINNET_BLOCKS_PER_S: f64 = 14.8;
     args_override_self = true
 )]
 pub(crate) struct Args {
+    #[command(flatten)]
+    server: benches::server::Binary,
     /// Length of the live window, seconds.
     #[arg(long, default_value_t = 20.0)]
     seconds: f64,
@@ -181,6 +184,7 @@ impl Folds {
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
+    let l1gate = args.server.path()?;
     let positive = |v: f64| v.is_finite() && v > 0.0;
     if !positive(args.seconds) || !positive(args.idle_seconds) || !positive(args.scale) {
         bail!("--seconds, --idle-seconds and --scale must be positive");
@@ -201,6 +205,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     );
     let node = LiveNode::start(&cfg, 50, 1.0, 100_000)?;
     let mut server = ServerProcess::spawn(
+        &l1gate,
         node.path(),
         &ServerOptions {
             poll_ms: None,
@@ -426,7 +431,7 @@ fn render(
     );
     let _ = writeln!(
         s,
-        "- Server: `l1gate` in a child process, default settings (the file watcher wakes the engine thread; `poll_interval_ms` is the 1000 ms backup poll), no stream open: the engine thread's per-block work is the live path alone (wake-up, re-check and read the files, align, `Market::apply` with `Needs::ALL`, candles to the candle writer)"
+        "- Server: the `l1gate` binary in a process of its own, default settings (the file watcher wakes the engine thread; `poll_interval_ms` is the 1000 ms backup poll), no stream open: the engine thread's per-block work is the live path alone (wake-up, re-check and read the files, align, `Market::apply` with `Needs::ALL`, candles to the candle writer)"
     );
     let _ = writeln!(
         s,

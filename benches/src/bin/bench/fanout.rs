@@ -9,7 +9,7 @@
 //! A simulator (`SimConfig::mainnet`, scale 1 by default) appends one block at a time to a
 //! node directory at mainnet pace (≈ 14.8 blocks/s), recording the instant each block was
 //! written. The server (defaults, except limits wide enough for one key to open every stream)
-//! runs in a child process (this binary re-executed); the clients run here, over `C` HTTP/2
+//! runs in a process of its own (the `l1gate` binary, `benches::server`); the clients run here, over `C` HTTP/2
 //! connections (100 by default). Clients decode only each frame's `block_number` (a message of
 //! that one field: protobuf skips the rest), so that the harness spends its share of the two
 //! cores on the transport rather than on decoding prices.
@@ -55,7 +55,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use benches::live::{self, LiveNode, ServerOptions, ServerProcess};
+use benches::live::{self, LiveNode};
+use benches::server::{ServerOptions, ServerProcess};
 use benches::streams::{
     BBO, Costs, END_WAIT, L2_BOOK, Readers, Shared, Totals, WsChannel, ended, open_stalled,
     summarize, tally_window, wait_ended,
@@ -85,6 +86,8 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(10);
     args_override_self = true
 )]
 pub(crate) struct Args {
+    #[command(flatten)]
+    server: benches::server::Binary,
     /// Stream counts of the fast runs, comma-separated.
     // `std::vec::Vec`: the whole list is one value, parsed by `streams_counts`.
     #[arg(long, value_parser = streams_counts, default_value = "1000,10000")]
@@ -237,6 +240,7 @@ impl AfterBursts {
 /// Waits `settle` seconds, reads `server`'s RSS and height, then starts a second server on the
 /// same node and reads its RSS once it has folded to that height and settled.
 fn after_bursts(
+    l1gate: &std::path::Path,
     server: &mut ServerProcess,
     node: &LiveNode,
     before_kib: u64,
@@ -245,7 +249,7 @@ fn after_bursts(
     std::thread::sleep(Duration::from_secs_f64(settle));
     let after_kib = server.rss_kib()?;
     let height = server.engine_height()?;
-    let mut fresh = ServerProcess::spawn(node.path(), &ServerOptions::default())?;
+    let mut fresh = ServerProcess::spawn(l1gate, node.path(), &ServerOptions::default())?;
     let started = Instant::now();
     while fresh.engine_height()? < height {
         if started.elapsed() > Duration::from_secs(120) {
@@ -314,6 +318,7 @@ async fn measure(
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
+    let l1gate = args.server.path()?;
     if args.streams.is_empty() || args.streams.contains(&0) {
         bail!("--streams: counts must be positive");
     }
@@ -333,6 +338,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let names = node.top_coins(usize::MAX);
     eprintln!("fanout: starting the server ({} coins)", names.len());
     let mut server = ServerProcess::spawn(
+        &l1gate,
         node.path(),
         &ServerOptions {
             poll_ms: None,
@@ -570,6 +576,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
             args.settle
         );
         Some(after_bursts(
+            &l1gate,
             &mut server,
             &node,
             first_rss_kib,
@@ -677,7 +684,7 @@ fn render(
     );
     let _ = writeln!(
         s,
-        "- Server: `l1gate` in a child process with default settings (ring, `send_timeout_ms` 10,000, `market_max_lag_ms` 5,000), limits raised so one key opens every stream; clients in the harness process, decoding each frame's block number only, over {} HTTP/2 connections (64 KiB stream windows); the two processes share the machine's cores",
+        "- Server: the `l1gate` binary in a process of its own with default settings (ring, `send_timeout_ms` 10,000, `market_max_lag_ms` 5,000), limits raised so one key opens every stream; clients in the harness process, decoding each frame's block number only, over {} HTTP/2 connections (64 KiB stream windows); the two processes share the machine's cores",
         args.connections
     );
     let _ = writeln!(

@@ -7,7 +7,7 @@
 //! A simulator (`SimConfig::mainnet`, scale 1 by default) appends blocks to a node directory
 //! (by-block layout, every line flushed) at each `--rates` multiple of mainnet pace (≈ 14.8
 //! blocks/s), recording per block number the instant its last line was written. The server
-//! runs in a child process (this binary re-executed) with default settings: its engine thread
+//! runs in a process of its own (the `l1gate` binary, `benches::server`) with default settings: its engine thread
 //! is woken by the file watcher as the node writes (`poll_interval_ms` is only the backup poll,
 //! 1000 ms by default). `--polls` adds runs with `poll_interval_ms` set (`default` = unset, the
 //! headline; numbers in ms), each on a fresh server.
@@ -45,8 +45,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use benches::floor::Floor;
-use benches::live::{self, AppendLog, LiveNode, Numbered, ServerOptions, ServerProcess};
+use benches::live::{self, AppendLog, LiveNode, Numbered};
 use benches::load::{LoadRun, LoadTally};
+use benches::server::{ServerOptions, ServerProcess};
 use benches::sys::CpuTime;
 use fixtures::SimConfig;
 use hdrhistogram::Histogram;
@@ -222,6 +223,8 @@ fn config_text(poll: Poll) -> String {
     args_override_self = true
 )]
 pub(crate) struct Args {
+    #[command(flatten)]
+    server: benches::server::Binary,
     /// Seconds each stream reads per (server, rate, load).
     #[arg(long, default_value_t = 5.0)]
     seconds: f64,
@@ -556,6 +559,7 @@ async fn window(
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
+    let l1gate = args.server.path()?;
     let positive = |v: f64| v.is_finite() && v > 0.0;
     if !positive(args.seconds) || !args.rates.iter().all(|&r| positive(r)) {
         bail!("--seconds and --rates must be positive");
@@ -594,6 +598,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         // never report ready.
         node.set_speedup(args.rates.iter().copied().fold(f64::INFINITY, f64::min));
         let server = ServerProcess::spawn(
+            &l1gate,
             node.path(),
             &ServerOptions {
                 poll_ms: poll,
@@ -661,6 +666,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         eprintln!("latency: the default server over TLS, {rate}×, quiet");
         node.set_speedup(rate);
         let server = ServerProcess::spawn(
+            &l1gate,
             node.path(),
             &ServerOptions {
                 tls: true,
@@ -874,7 +880,7 @@ fn render(
     let extra = args.polls.iter().any(Option::is_some);
     let _ = writeln!(
         s,
-        "- Server: `l1gate` in a child process with default settings{}: the engine thread is woken by the file watcher when the node writes (`poll_interval_ms` is only its backup poll, 1000 ms by default). One client connection in the harness process carries every stream of a run.",
+        "- Server: the `l1gate` binary in a process of its own with default settings{}: the engine thread is woken by the file watcher when the node writes (`poll_interval_ms` is only its backup poll, 1000 ms by default). One client connection in the harness process carries every stream of a run.",
         if extra {
             " (and, as an extra, a fresh server per `poll_interval_ms` set in the table)"
         } else {

@@ -8,7 +8,7 @@
 
 use clap::Subcommand;
 
-pub(crate) mod bus;
+mod bus;
 mod export;
 pub(crate) mod gateway;
 mod market_compression;

@@ -110,11 +110,9 @@ fn main() -> anyhow::Result<()> {
 /// Runs the child `name` of some harness.
 fn child(name: &str, args: &[String]) -> anyhow::Result<()> {
     match name {
-        benches::live::SERVE_CHILD => benches::live::serve_child(args),
         candles_http::LOAD_CHILD => candles_http::load_child(args),
         memory::ENGINE_CHILD => memory::engine_child(args),
         replay::GENERATE_CHILD => replay::generate_child(args),
-        load::bus::CHILD => load::bus::bus_child(args),
         load::gateway::UPSTREAM_CHILD => load::gateway::upstream_child(args),
         load::gateway::LOAD_CHILD => load::gateway::load_child(args),
         other => anyhow::bail!("no child `{other}`"),

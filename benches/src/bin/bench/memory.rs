@@ -7,9 +7,10 @@
 //! For each scale the simulator (`SimConfig::mainnet(seed, scale)`, by-block layout) writes its
 //! starting L4 snapshot and `--blocks` blocks after it (default 100, ≈ 7 s of block time) into a
 //! temporary node directory. Then, `--runs` times (default 2), the `l1gate` binary is started
-//! as its own process: `l1gate serve --data DIR --market-stale-after-ms 0` on loopback port 0
-//! with a fresh keys file, working directory and log file of its own (simulator block times
-//! are in the past, hence the staleness check is off). The clock starts just before the spawn:
+//! as its own process as every harness starts it ([`benches::server`]: `l1gate serve` over DIR
+//! on loopback port 0 with a config file, keys file and state directory of its own; simulator
+//! block times are in the past, hence the staleness check is off). The clock starts just before
+//! the spawn:
 //!
 //! - `bound`: the server's standard output names its gRPC address;
 //! - `serving live`: the first `StreamBbo` frame for BTC arrives. The call is repeated every
@@ -18,7 +19,7 @@
 //!
 //! `VmRSS` and `VmHWM` of the server are read from `/proc/PID/status` at that moment and again
 //! after `--settle` seconds (default 2) with the server idle and the stream open. The server is
-//! then killed.
+//! then stopped (SIGTERM).
 //!
 //! Catch-up starts (`--behind`, e.g. `26640` ≈ 30 minutes of mainnet): at the scale nearest the
 //! full book, the simulator writes the snapshot and that many blocks after it, and one start is
@@ -34,14 +35,14 @@
 //! Prints the table and rewrites the `memory` section of `benches/BENCHMARKS.md`.
 
 use std::fmt::Write as _;
-use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
+use benches::server::{HarnessKey, Role, ServerProcess, harness_settings};
 use benches::sys::Rss;
+use l1gate::config::ServeArgs;
 use proto::market_streaming_client::MarketStreamingClient;
 use proto::v3 as pb;
 use serde_json::json;
@@ -51,8 +52,6 @@ use tonic::metadata::MetadataValue;
 /// Targets of the brief.
 const TARGET_RSS_MB: f64 = 200.0;
 const TARGET_COLD_START_S: f64 = 2.0;
-/// Longest wait for the server to bind, then to serve live.
-const BIND_WAIT: Duration = Duration::from_secs(60);
 const READY_WAIT: Duration = Duration::from_secs(300);
 /// Pause between `StreamBbo` attempts while the engine is not ready.
 const RETRY: Duration = Duration::from_millis(5);
@@ -86,9 +85,8 @@ pub(crate) struct Args {
     /// Simulator seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// The `l1gate` binary to run (default: build it with this harness's cargo).
-    #[arg(long)]
-    l1gate: Option<PathBuf>,
+    #[command(flatten)]
+    server: benches::server::Binary,
     /// Print only; leave `benches/BENCHMARKS.md` as it is.
     #[arg(long)]
     no_write: bool,
@@ -206,17 +204,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     args.check()?;
     let machine = benches::Machine::detect();
     let command = benches::cargo_command();
-    let l1gate = if let Some(path) = &args.l1gate {
-        path.clone()
-    } else {
-        eprintln!("memory: building the l1gate binary");
-        let built = benches::cargo::build(&["-p", "server", "--bin", "l1gate"])?;
-        built
-            .executables
-            .get("l1gate")
-            .cloned()
-            .context("cargo built no l1gate executable")?
-    };
+    let l1gate = args.server.path()?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -271,7 +259,7 @@ fn measure_scale(
     l1gate: &Path,
     runtime: &tokio::runtime::Runtime,
 ) -> anyhow::Result<AtScale> {
-    let (work, data, summary) = node_of(args, scale, args.blocks)?;
+    let (_work, data, summary) = node_of(args, scale, args.blocks)?;
     let snapshot = summary
         .snapshots
         .first()
@@ -288,7 +276,7 @@ fn measure_scale(
     );
     let mut starts = Vec::new();
     for run in 0..args.runs {
-        let start = cold_start(l1gate, &data, work.path(), args.settle, runtime)
+        let start = cold_start(l1gate, &data, args.settle, runtime)
             .with_context(|| format!("scale {scale}, run {}", run + 1))?;
         eprintln!(
             "memory: scale {scale} run {}: bound {:.3} s, serving live {:.3} s, VmRSS {:.0} MB at ready, {:.0} MB settled, VmHWM {:.0} MB",
@@ -318,12 +306,12 @@ fn measure_behind(
     l1gate: &Path,
     runtime: &tokio::runtime::Runtime,
 ) -> anyhow::Result<Behind> {
-    let (work, data, _) = node_of(args, scale, blocks)?;
+    let (_work, data, _) = node_of(args, scale, blocks)?;
     let mut node_bytes = 0u64;
     for file in benches::data::files(&data)? {
         node_bytes += std::fs::metadata(&file)?.len();
     }
-    let start = cold_start(l1gate, &data, work.path(), args.settle, runtime)
+    let start = cold_start(l1gate, &data, args.settle, runtime)
         .with_context(|| format!("scale {scale}, {blocks} blocks behind"))?;
     eprintln!(
         "memory: {blocks} blocks behind: serving live {:.3} s, VmRSS {:.0} MB at ready, {:.0} MB settled, VmHWM {:.0} MB",
@@ -397,98 +385,26 @@ pub(crate) fn engine_child(args: &[String]) -> anyhow::Result<()> {
 }
 
 /// A server child that is killed when dropped.
-struct Server {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Server {
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// The last lines of the server's log, for errors.
-    fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(10)..].join("\n")
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// One cold start: spawn, wait for the address, then for the first BBO frame; read memory.
 fn cold_start(
     l1gate: &Path,
     data: &Path,
-    work: &Path,
     settle: f64,
     runtime: &tokio::runtime::Runtime,
 ) -> anyhow::Result<Start> {
-    let run_dir = tempfile::Builder::new().prefix("run-").tempdir_in(work)?;
-    let keys_file = run_dir.path().join("keys.toml");
-    let mut keys = access::keys::KeysFile::default();
-    let (key, _) = keys.add_key("bench", 0)?;
-    keys.save(&keys_file)?;
-    let log = run_dir.path().join("server.log");
+    let settings = ServeArgs {
+        data: Some(data.to_owned()),
+        ..harness_settings()
+    };
     let started = Instant::now();
-    let mut child = Command::new(l1gate)
-        .arg("serve")
-        .arg("--data")
-        .arg(data)
-        .arg("--keys-file")
-        .arg(&keys_file)
-        .args(["--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"])
-        .args(["--market-stale-after-ms", "0"])
-        .current_dir(run_dir.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log)?)
-        .spawn()
-        .with_context(|| format!("start {}", l1gate.display()))?;
-    let stdout = child.stdout.take().context("server stdout")?;
-    let server = Server { child, log };
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut reader = BufReader::new(stdout);
-        let mut line = String::new();
-        let _ = reader.read_line(&mut line);
-        let _ = tx.send(line);
-        // Keep draining so a later line can never block the server.
-        let _ = std::io::copy(&mut reader, &mut std::io::sink());
-    });
-    let line = rx.recv_timeout(BIND_WAIT).map_err(|_| {
-        anyhow::anyhow!(
-            "the server did not announce its address within {} s; log:\n{}",
-            BIND_WAIT.as_secs(),
-            server.log_tail()
-        )
-    })?;
+    let server = ServerProcess::launch(l1gate, Role::Serve, settings, HarnessKey::new()?, None)?;
     let bound_s = started.elapsed().as_secs_f64();
-    let addr = line
-        .split_whitespace()
-        .skip_while(|w| *w != "gRPC")
-        .nth(2)
-        .with_context(|| {
-            format!(
-                "unexpected first line from the server: {line:?}; log:\n{}",
-                server.log_tail()
-            )
-        })?
-        .to_owned();
-    let key = MetadataValue::try_from(key.as_str())?;
-    let (ready_s, stream) = runtime
-        .block_on(first_bbo(&addr, &key, started))
-        .with_context(|| format!("server log:\n{}", server.log_tail()))?;
-    let gone = || format!("the server is gone; log:\n{}", server.log_tail());
-    let at_ready = Rss::of(Some(server.pid())).with_context(gone)?;
+    let key = MetadataValue::try_from(server.key.as_str())?;
+    let (ready_s, stream) = runtime.block_on(first_bbo(&server.addr.to_string(), &key, started))?;
+    let gone = "the server is gone";
+    let at_ready = Rss::of(Some(server.pid())).context(gone)?;
     std::thread::sleep(Duration::from_secs_f64(settle));
-    let settled = Rss::of(Some(server.pid())).with_context(gone)?;
+    let settled = Rss::of(Some(server.pid())).context(gone)?;
     drop(stream);
     drop(server);
     Ok(Start {

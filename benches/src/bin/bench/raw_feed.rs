@@ -7,8 +7,8 @@
 //!
 //! Generates mainnet-scale simulator output into a temporary directory (by default until the
 //! node output reaches `--target-mb` = 1000 MB; `--blocks N` for a fixed, smaller run, or
-//! `--data DIR` to measure an existing `hl/data` tree), starts the real `l1gate` server
-//! in-process on 127.0.0.1 and replays each feed from its first block to its last, `--repeat`
+//! `--data DIR` to measure an existing `hl/data` tree), starts the `l1gate` binary on
+//! 127.0.0.1 in a process of its own ([`benches::server`]) and replays each feed from its first block to its last, `--repeat`
 //! times (median reported), for each of these layers:
 //!
 //! - `fs::read`: `std::fs::read` of each file of the feed plus a newline count (the floor);
@@ -27,17 +27,16 @@
 //! Prints a table and rewrites the `raw_feed` section of `benches/BENCHMARKS.md`.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use access::keys::KeysFile;
 use anyhow::{Context as _, bail};
+use benches::server::{ServerOptions, ServerProcess, metric_sum};
 use feeds::{EventFilter, Feed, Source, Start};
 use fixtures::{RunOptions, SimConfig, generate};
 use hdrhistogram::Histogram;
-use l1gate::config::ServeArgs;
 use proto::venue_l1_gateway_client::VenueL1GatewayClient;
 use tonic::metadata::MetadataValue;
 use tonic::transport::Channel;
@@ -55,6 +54,8 @@ const RECORD_WAIT: Duration = Duration::from_secs(30);
     args_override_self = true
 )]
 pub(crate) struct Args {
+    #[command(flatten)]
+    server: benches::server::Binary,
     /// Generate this many blocks (instead of up to `--target-mb`).
     #[arg(long)]
     blocks: Option<u64>,
@@ -431,32 +432,6 @@ fn prepare_data(args: &Args) -> anyhow::Result<Data> {
     })
 }
 
-/// Starts the real server on loopback with one key; returns it with the key.
-async fn start_server(
-    data: &Path,
-    keys_dir: &Path,
-    tls: Option<l1gate::tls::TlsFiles>,
-) -> anyhow::Result<(l1gate::serve::Running, String)> {
-    let keys_file = keys_dir.join("keys.toml");
-    let mut keys = KeysFile::default();
-    let (key, _) = keys.add_key("bench", 0)?;
-    keys.save(&keys_file)?;
-    let settings = ServeArgs {
-        data: Some(data.to_owned()),
-        keys_file: Some(keys_file),
-        grpc_addr: Some("127.0.0.1:0".parse()?),
-        http_addr: Some("127.0.0.1:0".parse()?),
-        idle_timeout_ms: Some(60_000),
-        state_dir: Some(keys_dir.join("state")),
-        tls_cert_file: tls.as_ref().map(|tls| tls.cert.clone()),
-        tls_key_file: tls.as_ref().map(|tls| tls.key.clone()),
-        ..ServeArgs::default()
-    }
-    .resolve()?;
-    let running = l1gate::serve::start(&settings).await?;
-    Ok((running, key))
-}
-
 /// An address with the bulk replay's receive windows (records are ~100 KB-1
 /// MB; the 64 KiB defaults would cost round trips per record).
 fn endpoint(url: String) -> anyhow::Result<tonic::transport::Endpoint> {
@@ -518,9 +493,9 @@ async fn tls_client(port: u16, ca: &str) -> anyhow::Result<VenueL1GatewayClient<
 /// Bytes the server has written to its gRPC connections
 /// (`l1gate_grpc_socket_write_bytes_total`, before TLS), read from its
 /// `/metrics`.
-fn grpc_bytes_written(http: std::net::SocketAddr) -> anyhow::Result<u64> {
-    let text = benches::live::metrics_text(http)?;
-    Ok(benches::live::metric_sum(&text, "l1gate_grpc_socket_write_bytes_total", &[]) as u64)
+fn grpc_bytes_written(server: &ServerProcess) -> anyhow::Result<u64> {
+    let text = server.metrics()?;
+    Ok(metric_sum(&text, "l1gate_grpc_socket_write_bytes_total", &[]) as u64)
 }
 
 fn histogram() -> anyhow::Result<Histogram<u64>> {
@@ -538,21 +513,29 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let keys_dir = tempfile::tempdir()?;
-    let (running, key) = runtime.block_on(start_server(&data.root, keys_dir.path(), None))?;
-    // The same files behind TLS: a second server, its own certificate.
-    let tls_dir = tempfile::tempdir()?;
-    let (tls_files, ca) = benches::tls::test_certificate(tls_dir.path())?;
-    let (tls_running, tls_key) =
-        runtime.block_on(start_server(&data.root, tls_dir.path(), Some(tls_files)))?;
-    let key = MetadataValue::try_from(key.as_str())?;
-    let tls_key = MetadataValue::try_from(tls_key.as_str())?;
-    let plain_url = format!("http://{}", running.grpc_addr);
+    let l1gate = args.server.path()?;
+    let running = ServerProcess::spawn(&l1gate, &data.root, &ServerOptions::default())?;
+    // The same files behind TLS: a second server, with a certificate of the harness's own.
+    let tls_running = ServerProcess::spawn(
+        &l1gate,
+        &data.root,
+        &ServerOptions {
+            tls: true,
+            ..ServerOptions::default()
+        },
+    )?;
+    let ca = tls_running
+        .ca()
+        .context("the TLS server's authority")?
+        .to_owned();
+    let key = MetadataValue::try_from(running.key.as_str())?;
+    let tls_key = MetadataValue::try_from(tls_running.key.as_str())?;
+    let plain_url = format!("http://{}", running.addr);
     let mut client_plain = runtime.block_on(client(plain_url.clone()))?;
     let mut client_zstd = runtime
         .block_on(client(plain_url))?
         .accept_compressed(tonic::codec::CompressionEncoding::Zstd);
-    let mut client_tls = runtime.block_on(tls_client(tls_running.grpc_addr.port(), &ca))?;
+    let mut client_tls = runtime.block_on(tls_client(tls_running.addr.port(), &ca))?;
     let mut wire: Vec<Wire> = Vec::new();
 
     let mut rows: Vec<Row> = Vec::new();
@@ -646,7 +629,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
                     continue;
                 };
                 let mut h = histogram()?;
-                let before = grpc_bytes_written(running.http_addr)?;
+                let before = grpc_bytes_written(&running)?;
                 let mut pass = runtime.block_on(grpc_pass(
                     &mut client_plain,
                     &key,
@@ -656,7 +639,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
                     which,
                     &mut h,
                 ))?;
-                let plain_bytes = grpc_bytes_written(running.http_addr)? - before;
+                let plain_bytes = grpc_bytes_written(&running)? - before;
                 if matches!(which, Which::None) {
                     let mut unused = histogram()?;
                     let mut replay = |client: &mut VenueL1GatewayClient<Channel>, key| {
@@ -670,9 +653,9 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
                             &mut unused,
                         ))
                     };
-                    let before = grpc_bytes_written(running.http_addr)?;
+                    let before = grpc_bytes_written(&running)?;
                     let zstd = replay(&mut client_zstd, &key)?;
-                    let zstd_bytes = grpc_bytes_written(running.http_addr)? - before;
+                    let zstd_bytes = grpc_bytes_written(&running)? - before;
                     let tls = replay(&mut client_tls, &tls_key)?;
                     for (layer, got) in [("gRPC, zstd", &zstd), ("gRPC, TLS", &tls)] {
                         if got.records != want.records || got.delivered != want.delivered {
@@ -737,8 +720,8 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
             }
         }
     }
-    running.shutdown();
-    tls_running.shutdown();
+    drop(running);
+    drop(tls_running);
     drop(runtime);
 
     let mut report = render(

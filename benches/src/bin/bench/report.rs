@@ -341,7 +341,6 @@ fn plan(quick: bool, l1gate: &str) -> Vec<Step> {
     } else {
         vec!["--blocks", replay_blocks, "--scale", "1", "--runs", "3"]
     };
-    let replay_cli = [replay_cli.as_slice(), &["--l1gate", l1gate]].concat();
     steps.push(Step::new(
         "Replay CLI end to end",
         "replay_cli",
@@ -355,7 +354,6 @@ fn plan(quick: bool, l1gate: &str) -> Vec<Step> {
     } else {
         vec!["--scales", "0.25,0.5,1", "--runs", "2", "--behind", "26640"]
     };
-    let memory = [memory.as_slice(), &["--l1gate", l1gate]].concat();
     steps.push(Step::new(
         "Memory and cold start",
         "memory",
@@ -440,8 +438,26 @@ fn plan(quick: bool, l1gate: &str) -> Vec<Step> {
         checkpoint,
         Some("checkpoint"),
     ));
+    // The harnesses that run the `l1gate` binary run the one this report built.
+    for step in &mut steps {
+        if RUN_L1GATE.contains(&step.bin) {
+            step.args.extend(["--l1gate".to_owned(), l1gate.to_owned()]);
+        }
+    }
     steps
 }
+
+/// The harnesses that run the `l1gate` binary (each takes `--l1gate PATH`).
+const RUN_L1GATE: [&str; 8] = [
+    "replay_cli",
+    "memory",
+    "raw_feed",
+    "latency",
+    "engine_cpu",
+    "fanout",
+    "candles_http",
+    "candle_history",
+];
 
 /// Runs this binary with `args` (a harness's subcommand and its options) and the summary file
 /// set; its stdout (the section it printed) goes to `stdout_log`, its stderr (progress) to ours.
@@ -608,7 +624,11 @@ mod tests {
             .iter()
             .filter(|s| s.args.windows(2).any(|w| w == ["--l1gate", "/x/l1gate"]))
             .count();
-        assert_eq!(given, 2, "replay_cli and memory run the built l1gate");
+        assert_eq!(
+            given,
+            RUN_L1GATE.len(),
+            "every server harness runs the built l1gate"
+        );
         let latency = full.iter().find(|s| s.bin == "latency").unwrap();
         assert!(
             !latency.args.iter().any(|a| a == "--polls"),

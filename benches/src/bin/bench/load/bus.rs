@@ -10,12 +10,12 @@
 //! on a free loopback port with a temporary store and `max_payload: 8MB`.
 //!
 //! - **Publish throughput**: `--blocks` (1,500) mainnet-scale simulator blocks are generated,
-//!   then an `l1gate` server (in this process) starts on them with `--publish`; the time from
+//!   then the `l1gate` binary starts on them with `--publish` in a process of its own; the time from
 //!   its start until JetStream acknowledged the last record of every feed, over the bytes of
 //!   the six line feeds. Beside it, in the same run: `fs::read` of the same files.
-//! - **The live run**: the simulator appends blocks at mainnet pace. The node host (`serve
-//!   --publish`) and two edges (`l1gate::bus::edge::start`) run in child processes (this
-//!   binary re-run as its child `bus-server`), so that each has its own CPU account; the clients
+//! - **The live run**: the simulator appends blocks at mainnet pace. The node host (`l1gate
+//!   serve` with `--publish`) and two edges (`l1gate edge`) run as processes of their own
+//!   ([`benches::server`]), so that each has its own CPU account; the clients
 //!   run here. The node host starts first and is taken as up once its engine has caught up
 //!   (its engine then takes the checkpoint its publisher puts on the bus); then edge 1, then
 //!   edge 2, each up once it has the newest checkpoint, its copy has caught up with the
@@ -46,7 +46,6 @@
 //!
 //! Prints the tables and rewrites the `bus` section of `benches/BENCHMARKS.md`.
 
-use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::io::{Read as _, Write as _};
 use std::net::SocketAddr;
@@ -57,9 +56,8 @@ use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use benches::live::{
-    self, AppendLog, HarnessKey, LiveNode, Numbered, ServerProcess, histogram, percentiles_ms,
-};
+use benches::live::{self, AppendLog, LiveNode, Numbered, histogram, percentiles_ms};
+use benches::server::{HarnessKey, Role, ServerProcess, harness_settings, metric_sum};
 use benches::streams::{Readers, Shared, Totals, summarize, tally_window};
 use benches::sys::CpuTime;
 use feeds::Source;
@@ -70,8 +68,6 @@ use proto::v3 as pb;
 use proto::venue_l1_gateway_client::VenueL1GatewayClient;
 use tonic::Streaming;
 
-/// First argument that makes this binary run as a node host or an edge (see [`bus_child`]).
-pub(crate) const CHILD: &str = "bus-server";
 /// Blocks written before the node host starts (it catches up over them).
 const WARM_BLOCKS: u64 = 20;
 /// Most live blocks the simulator appends (≈ 45 min at mainnet pace: more than a run takes).
@@ -94,6 +90,8 @@ const PUBLISH_MAX_BYTES: &str = "1GiB";
     args_override_self = true
 )]
 pub(crate) struct Args {
+    #[command(flatten)]
+    server: benches::server::Binary,
     /// Simulator blocks of the publish-throughput part.
     #[arg(long, default_value_t = 1_500)]
     blocks: u64,
@@ -194,69 +192,38 @@ fn healthz(addr: SocketAddr) -> anyhow::Result<serde_json::Value> {
     Ok(serde_json::from_str(body)?)
 }
 
-/// A node host's settings: the harness's child settings over `data`, publishing to `nats`.
-fn host_args(data: &Path, state: &Path, keys_file: &Path, nats: &str) -> ServeArgs {
+/// A node host's settings: the harness's over `data`, publishing to `nats`.
+fn host_args(data: &Path, nats: &str) -> ServeArgs {
     ServeArgs {
         data: Some(data.to_owned()),
         publish_url: Some(nats.to_owned()),
         publish_max_bytes: Some(PUBLISH_MAX_BYTES.to_owned()),
-        ..live::child_serve_args(keys_file, state)
+        ..harness_settings()
     }
 }
 
-/// The child's main: `CHILD host DATA KEYS_FILE NATS_URL` (a node host publishing to the
-/// bus) or `CHILD edge KEYS_FILE NATS_URL` (an edge of that bus). Serves on loopback with
-/// the harness's limits, waits until its market engine has caught up, then speaks to the
-/// parent as [`live::answer_parent`] does until its standard input closes.
-pub(crate) fn bus_child(args: &[String]) -> anyhow::Result<()> {
-    live::init_child_log();
-    let state = tempfile::tempdir()?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    match args {
-        [role, data, keys_file, nats] if role == "host" => {
-            let settings =
-                host_args(Path::new(data), state.path(), Path::new(keys_file), nats).resolve()?;
-            let running = runtime.block_on(l1gate::serve::start(&settings))?;
-            live::wait_caught_up(&running)?;
-            live::answer_parent(&running)?;
-        }
-        [role, keys_file, nats] if role == "edge" => {
-            let settings = live::child_serve_args(Path::new(keys_file), state.path()).resolve()?;
-            let url = l1gate::bus::url::BusUrl::parse(nats).map_err(anyhow::Error::msg)?;
-            let edge = runtime.block_on(l1gate::bus::edge::start(&url, &settings))?;
-            live::wait_caught_up(&edge.server)?;
-            live::answer_parent(&edge.server)?;
-        }
-        _ => bail!(
-            "{CHILD} takes `host DATA KEYS_FILE NATS_URL` or `edge KEYS_FILE NATS_URL`, \
-             got {args:?}"
-        ),
-    }
-    runtime.shutdown_timeout(Duration::from_secs(1));
-    Ok(())
+/// Starts the node host (`l1gate serve` publishing to `nats`) over `data`; returns once its
+/// engine has caught up.
+fn spawn_host(l1gate: &Path, data: &Path, nats: &str) -> anyhow::Result<ServerProcess> {
+    ServerProcess::start(
+        l1gate,
+        Role::Serve,
+        host_args(data, nats),
+        HarnessKey::new()?,
+        None,
+    )
 }
 
-/// Starts the node host over `data`, publishing to `nats`, in a child process; returns once
-/// its engine has caught up.
-fn spawn_host(data: &Path, nats: &str) -> anyhow::Result<ServerProcess> {
-    let keys = HarnessKey::new()?;
-    let args: Vec<OsString> = vec![
-        "host".into(),
-        data.into(),
-        keys.file.clone().into(),
-        nats.into(),
-    ];
-    ServerProcess::spawn_child(CHILD, &args, keys)
-}
-
-/// Starts an edge of `nats` in a child process; returns once it listens with its engine
-/// caught up.
-fn spawn_edge(nats: &str) -> anyhow::Result<ServerProcess> {
-    let keys = HarnessKey::new()?;
-    let args: Vec<OsString> = vec!["edge".into(), keys.file.clone().into(), nats.into()];
-    ServerProcess::spawn_child(CHILD, &args, keys)
+/// Starts an edge of `nats` (`l1gate edge`); returns once it listens with its engine caught
+/// up.
+fn spawn_edge(l1gate: &Path, nats: &str) -> anyhow::Result<ServerProcess> {
+    ServerProcess::start(
+        l1gate,
+        Role::Edge { nats },
+        harness_settings(),
+        HarnessKey::new()?,
+        None,
+    )
 }
 
 /// Every file of the six line feeds.
@@ -280,7 +247,7 @@ struct Throughput {
     blocks: String,
 }
 
-async fn publish_throughput(args: &Args) -> anyhow::Result<Throughput> {
+fn publish_throughput(args: &Args, l1gate: &Path) -> anyhow::Result<Throughput> {
     let data = tempfile::tempdir()?;
     let mut cfg = fixtures::SimConfig::mainnet(1, args.scale);
     cfg.mode = fixtures::OutputMode::ByBlock;
@@ -318,17 +285,8 @@ async fn publish_throughput(args: &Args) -> anyhow::Result<Throughput> {
     }
 
     let nats = Nats::start()?;
-    let state = tempfile::tempdir()?;
-    let keys = HarnessKey::new()?;
-    let settings = host_args(
-        data.path(),
-        &state.path().join("s"),
-        &keys.file,
-        &nats.url(),
-    )
-    .resolve()?;
     let started = Instant::now();
-    let running = l1gate::serve::start(&settings).await?;
+    let running = spawn_host(l1gate, data.path(), &nats.url())?;
     loop {
         let health = healthz(running.http_addr)?;
         let done = lasts.iter().all(|(source, last)| {
@@ -340,7 +298,7 @@ async fn publish_throughput(args: &Args) -> anyhow::Result<Throughput> {
         if started.elapsed() > Duration::from_secs(600) {
             bail!("the publisher did not catch up: {}", health["bus"]);
         }
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        std::thread::sleep(Duration::from_millis(5));
     }
     let publish_s = started.elapsed().as_secs_f64();
     drop(running);
@@ -374,7 +332,7 @@ struct Cluster {
 }
 
 impl Cluster {
-    fn start(args: &Args) -> anyhow::Result<Self> {
+    fn start(args: &Args, l1gate: &Path) -> anyhow::Result<Self> {
         let mut cfg = fixtures::SimConfig::mainnet(2, args.scale);
         // Recent block times: within the streams' retention (`publish_max_age`, 24 h).
         cfg.start_time_ms = common::unix_now_ms();
@@ -382,14 +340,14 @@ impl Cluster {
         let node = LiveNode::start(&cfg, WARM_BLOCKS, 1.0, MAX_LIVE_BLOCKS)?;
         let nats = Nats::start()?;
         eprintln!("bus: starting the node host (publishing)");
-        let host = spawn_host(node.path(), &nats.url())?;
+        let host = spawn_host(l1gate, node.path(), &nats.url())?;
         let mut edges = Vec::new();
         let mut edge_start_s = [0.0; 2];
         let mut started_from = [None; 2];
         for (i, (start_s, from)) in edge_start_s.iter_mut().zip(&mut started_from).enumerate() {
             eprintln!("bus: starting edge {}", i + 1);
             let started = Instant::now();
-            let edge = spawn_edge(&nats.url())?;
+            let edge = spawn_edge(l1gate, &nats.url())?;
             *start_s = started.elapsed().as_secs_f64();
             *from = healthz(edge.http_addr)?["bus"]["checkpoint"]["block"].as_u64();
             edges.push(edge);
@@ -443,7 +401,7 @@ impl Cluster {
                 let text = server.metrics()?;
                 Ok((
                     label,
-                    ANOMALIES.map(|(_, name, labels)| live::metric_sum(&text, name, labels) as u64),
+                    ANOMALIES.map(|(_, name, labels)| metric_sum(&text, name, labels) as u64),
                 ))
             })
             .collect()
@@ -706,7 +664,7 @@ struct Capacity {
 fn ended(servers: &[&ServerProcess]) -> anyhow::Result<u64> {
     let mut total = 0.0;
     for server in servers {
-        total += live::metric_sum(
+        total += metric_sum(
             &server.metrics()?,
             "l1gate_streams_ended_total",
             &["service=\"market\""],
@@ -899,8 +857,12 @@ struct LiveRun {
     blocks: u64,
 }
 
-fn live_run(runtime: &tokio::runtime::Runtime, args: &Args) -> anyhow::Result<LiveRun> {
-    let mut cluster = Cluster::start(args)?;
+fn live_run(
+    runtime: &tokio::runtime::Runtime,
+    args: &Args,
+    l1gate: &Path,
+) -> anyhow::Result<LiveRun> {
+    let mut cluster = Cluster::start(args, l1gate)?;
     let rss_start_mb = cluster.rss_mb()?;
     let coins = cluster.node.universe.markets.len();
     let (latency, after_latency, capacity) = runtime.block_on(async {
@@ -949,12 +911,13 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let machine = benches::Machine::detect();
     let command = benches::cargo_command();
     let load_before = live::load_average();
+    let l1gate = args.server.path()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     eprintln!("bus: publish throughput, {} blocks", args.blocks);
-    let throughput = runtime.block_on(publish_throughput(args))?;
-    let run = live_run(&runtime, args)?;
+    let throughput = publish_throughput(args, &l1gate)?;
+    let run = live_run(&runtime, args, &l1gate)?;
     drop(runtime);
     let s = render(args, &machine, &command, &load_before, &throughput, &run);
     println!("{s}");
@@ -983,13 +946,13 @@ fn render(
     );
     let _ = writeln!(
         s,
-        "- Publish: simulator `SimConfig::mainnet(seed 1, scale {})`, {}, {:.1} MB of line-feed output ({} records; generated in {:.1} s); a server started with `--publish` on them, in this process, timed from its start until JetStream acknowledged the last record of every feed (the server's engine catches up on the same cores meanwhile)",
+        "- Publish: simulator `SimConfig::mainnet(seed 1, scale {})`, {}, {:.1} MB of line-feed output ({} records; generated in {:.1} s); the `l1gate` binary started with `--publish` on them in a process of its own, timed from its start until JetStream acknowledged the last record of every feed (the server's engine catches up on the same cores meanwhile)",
         args.scale, throughput.blocks, throughput.mb, throughput.records, throughput.gen_s
     );
     let checkpoint = |b: Option<u64>| b.map_or_else(|| "?".to_owned(), |b| b.to_string());
     let _ = writeln!(
         s,
-        "- Live run: simulator `SimConfig::mainnet(seed 2, scale {})` appending one block at a time at mainnet pace (≈ 14.8 blocks/s; {} live blocks over the run), by-block layout, every line flushed. The node host (`serve --publish`) and two edges (`l1gate::bus::edge::start`) each run in a child process of their own (this binary re-executed), so that each has its own CPU account; the clients run in the harness process. The node host started first; edge 1 then edge 2 started after it and listened {:.1} s and {:.1} s after their start, from the checkpoints of blocks {} and {} (the node host's newest on the bus then: {}). Server RSS after the start: node host {:.0} MB, edges {:.0} and {:.0} MB; at the end {:.0}, {:.0} and {:.0} MB",
+        "- Live run: simulator `SimConfig::mainnet(seed 2, scale {})` appending one block at a time at mainnet pace (≈ 14.8 blocks/s; {} live blocks over the run), by-block layout, every line flushed. The node host (`l1gate serve` with `--publish`) and two edges (`l1gate edge`) each run in a process of their own, so that each has its own CPU account; the clients run in the harness process. The node host started first; edge 1 then edge 2 started after it and listened {:.1} s and {:.1} s after their start, from the checkpoints of blocks {} and {} (the node host's newest on the bus then: {}). Server RSS after the start: node host {:.0} MB, edges {:.0} and {:.0} MB; at the end {:.0}, {:.0} and {:.0} MB",
         args.scale,
         run.blocks,
         run.edge_start_s[0],

@@ -72,9 +72,8 @@ pub(crate) struct Args {
     /// Skip the day of trades.
     #[arg(long)]
     no_day: bool,
-    /// The `l1gate` binary to run (default: build it with this harness's cargo).
-    #[arg(long)]
-    l1gate: Option<PathBuf>,
+    #[command(flatten)]
+    server: benches::server::Binary,
     /// Print only; leave `benches/BENCHMARKS.md` as it is.
     #[arg(long)]
     no_write: bool,
@@ -188,16 +187,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     }
     let machine = benches::Machine::detect();
     let command = benches::cargo_command();
-    let l1gate = if let Some(path) = &args.l1gate {
-        path.clone()
-    } else {
-        eprintln!("export: building the l1gate binary");
-        benches::cargo::build(&["-p", "server", "--bin", "l1gate"])?
-            .executables
-            .get("l1gate")
-            .cloned()
-            .context("cargo built no l1gate executable")?
-    };
+    let l1gate = args.server.path()?;
     let work = tempfile::Builder::new()
         .prefix("l1gate-export-")
         .tempdir_in(Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))?;

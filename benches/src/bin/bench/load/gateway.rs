@@ -14,12 +14,11 @@
 //!   (25 without `limit`, at most 100), every answer with the node's `X-Aptos-*` ledger headers.
 //!   It counts the requests of each route (`GET /_bench/stats`), so the harness sees what
 //!   reached it, and it has a CPU account of its own.
-//! - **l1gate**: `l1gate::serve::start` in the harness process (default runtime and settings)
-//!   over a small simulator node directory (`SimConfig::mainnet(seed 1, scale 0.05)`, 100
-//!   blocks, caught up before the load starts), one key with a rate limit out of the way, and
-//!   `[[chains]]` holding one `move` network whose host is `aptos.bench` and whose node's `rest`
-//!   is the child node's `/v1`. The harness thread itself only waits for the load process, so
-//!   the process's CPU is l1gate's (its idle market engine and candle writer included).
+//! - **l1gate**: the `l1gate` binary in a process of its own ([`benches::server`]: the
+//!   harnesses' settings, wide limits for its one key) over a small simulator node directory (`SimConfig::mainnet(seed 1, scale 0.05)`, 100
+//!   blocks, caught up before the load starts), and `[[chains]]` holding one `move` network whose host is `aptos.bench` and whose node's `rest`
+//!   is the child node's `/v1`. Its CPU account is its own (its idle market engine and
+//!   candle writer included).
 //! - **The load**: this binary re-run as its child `gateway-load`, per scenario: `C`
 //!   keep-alive HTTP/1.1 connections (tokio current-thread runtime, hyper client, one request in
 //!   flight each) sending the same `GET` back to back for `--warmup` then `--seconds`; each
@@ -48,10 +47,10 @@ use std::net::SocketAddr;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use access::keys::KeysFile;
 use anyhow::{Context as _, bail};
+use benches::server::{HarnessKey, Role, ServerProcess, harness_settings};
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 use http_body_util::{BodyExt as _, Empty, Full};
@@ -84,6 +83,8 @@ pub(crate) const LOAD_CHILD: &str = "gateway-load";
     args_override_self = true
 )]
 pub(crate) struct Args {
+    #[command(flatten)]
+    server: benches::server::Binary,
     /// Keep-alive connections of each scenario's load.
     #[arg(long, default_value_t = 32)]
     connections: usize,
@@ -182,13 +183,6 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     };
     let summary = fixtures::generate(&cfg, &data, &run, &mut |_| {})?;
 
-    let keys_file = work.path().join("keys.toml");
-    let mut keys = KeysFile::default();
-    let (key, _) = keys.add_key("bench", 0)?;
-    keys.accounts[0].requests_per_second = Some(1_000_000);
-    keys.accounts[0].request_burst = Some(1_000_000);
-    keys.save(&keys_file)?;
-
     // The node, in its own process.
     let mut node = benches::child(UPSTREAM_CHILD)
         .context("own executable")?
@@ -204,35 +198,20 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
 
     let settings = ServeArgs {
         data: Some(data.clone()),
-        keys_file: Some(keys_file),
-        grpc_addr: Some("127.0.0.1:0".parse()?),
-        http_addr: Some("127.0.0.1:0".parse()?),
-        state_dir: Some(work.path().join("state")),
         chains: chains(node_addr),
-        ..ServeArgs::default()
-    }
-    .resolve()?;
-    let ledger_window = settings.upstreams.ledger_cache;
-
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    let running = runtime.block_on(l1gate::serve::start(&settings))?;
-    let ready_started = Instant::now();
+        ..harness_settings()
+    };
+    let ledger_window = settings.clone().resolve()?.upstreams.ledger_cache;
+    let running = ServerProcess::start(
+        &args.server.path()?,
+        Role::Serve,
+        settings,
+        HarnessKey::new()?,
+        None,
+    )?;
     // Measure l1gate at rest: the candle writer and the market engine have caught up.
-    loop {
-        let (block, _, caught_up, error) = running.candles.progress();
-        if let Some(error) = error {
-            bail!("candle writer: {error}");
-        }
-        if caught_up && block >= summary.last_height && running.engine.status().ready() {
-            break;
-        }
-        if ready_started.elapsed() > Duration::from_secs(120) {
-            bail!("server not caught up (candles at block {block})");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    running.wait_for_candles(summary.last_height)?;
+    let key = running.key.clone();
 
     let scenarios = scenarios(&key);
     let mut results = Vec::new();
@@ -257,7 +236,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
             .args(["--expect", &scenario.expect.to_string()])
             .args(["--aptos-headers", &scenario.aptos_headers.to_string()])
             .args(["--node", &node_addr.to_string()])
-            .args(["--server-pid", &std::process::id().to_string()])
+            .args(["--server-pid", &running.pid().to_string()])
             .args(["--node-pid", &node_pid.to_string()])
             .args(["--connections", &args.connections.to_string()])
             .args(["--seconds", &args.seconds.to_string()])
@@ -282,7 +261,6 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         results.push(result);
     }
     drop(running);
-    drop(runtime);
     // Closing its stdin ends the node process.
     drop(node.stdin.take());
     let _ = node.wait();
@@ -404,7 +382,7 @@ fn render(c: &Context<'_>) -> String {
     );
     let _ = writeln!(
         s,
-        "- l1gate: `l1gate::serve::start` in the harness process, default settings \
+        "- l1gate: the `l1gate` binary in a process of its own, default settings \
          (`ledger_cache_ms` {}), over simulator data `SimConfig::mainnet(seed 1, scale {SCALE})`, \
          {} blocks (caught up before the load); `[[chains]]`: one `move` network on host \
          `{HOST}` whose node `rest` is the stand-in's `/v1`; one key, rate limit out of the way",

@@ -5,7 +5,7 @@
 //! [--l2 N] [--bbo N] [--no-write]`
 //!
 //! A paced simulator (`SimConfig::mainnet(1, scale)`, 1× the mainnet block rate) appends to a
-//! node directory; the server runs in a child process (`benches::live`), once with the default
+//! node directory; the server runs in a process of its own (the `l1gate` binary, `benches::server`), once with the default
 //! settings and once with `market_compression = true`. Each time the harness opens `--l2`
 //! `StreamL2Book` streams of BTC (20 levels) and `--bbo` `StreamBbo` streams of the 20 busiest
 //! coins, every client accepting zstd, spread over 8 connections, and measures `--seconds`:
@@ -19,7 +19,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::bail;
-use benches::live::{self, LiveNode, ServerOptions, ServerProcess};
+use benches::live::LiveNode;
+use benches::server::{ServerOptions, ServerProcess};
 use benches::streams::{self, Shared, Tally, TallyCell};
 use fixtures::SimConfig;
 use tonic::codec::CompressionEncoding;
@@ -33,6 +34,8 @@ const CONNECTIONS: usize = 8;
     args_override_self = true
 )]
 pub(crate) struct Args {
+    #[command(flatten)]
+    server: benches::server::Binary,
     /// Seconds measured per server.
     #[arg(long, default_value_t = 15.0)]
     seconds: f64,
@@ -62,6 +65,7 @@ struct Measured {
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
+    let l1gate = args.server.path()?;
     if !(args.seconds.is_finite() && args.seconds > 0.0) || args.l2 + args.bbo == 0 {
         bail!("--seconds must be positive and some stream asked for");
     }
@@ -77,6 +81,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let mut results = Vec::new();
     for compressed in [false, true] {
         let server = ServerProcess::spawn(
+            &l1gate,
             node.path(),
             &ServerOptions {
                 market_compression: compressed,
@@ -111,7 +116,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
 /// Bytes the server's gRPC sockets took so far (`l1gate_grpc_socket_write_bytes_total`).
 fn written(server: &ServerProcess) -> anyhow::Result<u64> {
     let text = server.metrics()?;
-    Ok(live::metric_sum(&text, "l1gate_grpc_socket_write_bytes_total", &[]) as u64)
+    Ok(benches::server::metric_sum(&text, "l1gate_grpc_socket_write_bytes_total", &[]) as u64)
 }
 
 async fn measure(
@@ -210,7 +215,7 @@ fn render(args: &Args, machine: &benches::Machine, command: &str, results: &[Mea
     s.push_str(&machine.markdown(command));
     let _ = writeln!(
         s,
-        "- Load: a paced simulator (`SimConfig::mainnet(1, {})`, 1× the block rate); {} `StreamL2Book` BTC (20 levels) and {} `StreamBbo` (20 coins) subscribers, every client accepting zstd, over {CONNECTIONS} connections; one window of {} s per server, after a 2 s settle.\n- Server: a child process, default settings, then `market_compression = true`. CPU from `/proc/PID/stat`; bytes written = what its gRPC sockets took (`l1gate_grpc_socket_write_bytes_total`, HTTP/2 framing included).\n",
+        "- Load: a paced simulator (`SimConfig::mainnet(1, {})`, 1× the block rate); {} `StreamL2Book` BTC (20 levels) and {} `StreamBbo` (20 coins) subscribers, every client accepting zstd, over {CONNECTIONS} connections; one window of {} s per server, after a 2 s settle.\n- Server: the `l1gate` binary in a process of its own, default settings, then `market_compression = true`. CPU from `/proc/PID/stat`; bytes written = what its gRPC sockets took (`l1gate_grpc_socket_write_bytes_total`, HTTP/2 framing included).\n",
         args.scale, args.l2, args.bbo, args.seconds
     );
     s.push_str("| frames sent | frames received | bytes written per frame | × uncompressed | server CPU (ms per s) | × uncompressed | p50 (ms) | p99 (ms) | streams ended |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");

@@ -7,7 +7,7 @@
 //! A simulator (`SimConfig::mainnet`, `--scale`) appends blocks at `--speed` × mainnet pace;
 //! every sample the harness deletes each source's hourly files but the newest two, as a node
 //! pruning its output would (so a long run does not fill the disk, and the server's pruning
-//! path runs). The server runs in a child process with default settings. Subscribers:
+//! path runs). The server runs in a process of its own (the `l1gate` binary) with default settings. Subscribers:
 //! `--streams` `StreamBbo` streams (one coin each, round-robin over the universe, spread over
 //! `--connections` connections), checked against one reference stream per coin; plus 1% that
 //! stall (read their opening frame, then nothing, over 4 KiB stream windows): once the server
@@ -26,7 +26,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use benches::live::{self, LiveNode, ServerOptions, ServerProcess};
+use benches::live::{self, LiveNode};
+use benches::server::{ServerOptions, ServerProcess};
 use benches::streams::{BBO, Readers, Shared, Totals, ended, open_stalled, tally_window};
 use fixtures::SimConfig;
 use proto::v3 as pb;
@@ -46,6 +47,8 @@ const STREAM_WINDOW: u32 = 65_535;
     args_override_self = true
 )]
 pub(crate) struct Args {
+    #[command(flatten)]
+    server: benches::server::Binary,
     /// Length of the run, minutes.
     #[arg(long, default_value_t = 60.0)]
     minutes: f64,
@@ -126,6 +129,7 @@ fn prune(data: &Path) -> anyhow::Result<usize> {
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
+    let l1gate = args.server.path()?;
     if args.streams == 0 || args.connections == 0 {
         bail!("--streams and --connections must be positive");
     }
@@ -143,6 +147,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let node = LiveNode::start(&cfg, WARM_BLOCKS, args.speed, max_blocks)?;
     let names = node.top_coins(usize::MAX);
     let mut server = ServerProcess::spawn(
+        &l1gate,
         node.path(),
         &ServerOptions {
             poll_ms: None,

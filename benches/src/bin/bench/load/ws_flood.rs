@@ -5,7 +5,7 @@
 //! [--no-write]`
 //!
 //! A simulator (`SimConfig::mainnet`, scale 1 by default) appends blocks to a node directory at
-//! mainnet pace; the server runs in a child process (this binary re-executed) with default
+//! mainnet pace; the server runs in a process of its own (the `l1gate` binary) with default
 //! settings.
 //!
 //! - **Neighbour**: one WebSocket connection sends 1,001 distinct `l2Book` subscriptions back to
@@ -28,7 +28,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use benches::live::{LiveNode, ServerOptions, ServerProcess};
+use benches::live::LiveNode;
+use benches::server::{ServerOptions, ServerProcess};
 use fixtures::SimConfig;
 use futures_util::{SinkExt as _, StreamExt as _};
 use tokio_tungstenite::tungstenite::Message;
@@ -44,6 +45,8 @@ const TARGET: Duration = Duration::from_secs(2);
     args_override_self = true
 )]
 pub(crate) struct Args {
+    #[command(flatten)]
+    server: benches::server::Binary,
     /// Connections flooding the server with invalid JSON.
     #[arg(long, default_value_t = 50)]
     flooders: usize,
@@ -182,6 +185,7 @@ async fn neighbour(url: &str, coins: &[String]) -> anyhow::Result<(Duration, usi
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
+    let l1gate = args.server.path()?;
     if args.runs == 0 || args.flooders == 0 {
         bail!("--runs and --flooders must be positive");
     }
@@ -195,6 +199,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let node = LiveNode::start(&cfg, 50, 1.0, 200_000)?;
     let coins = node.top_coins(SUBSCRIBES.div_ceil(6));
     let server = ServerProcess::spawn(
+        &l1gate,
         node.path(),
         &ServerOptions {
             poll_ms: None,
