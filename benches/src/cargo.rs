@@ -1,9 +1,9 @@
-//! Building sibling binaries with the cargo that built this one.
+//! Building the other binaries with the cargo that built this one.
 //!
-//! `cargo run` sets `CARGO` for the program it runs; the harnesses that start other binaries
-//! (`report`, `memory`) call that cargo with the same profile and target directory (inherited
-//! through `CARGO_TARGET_DIR`, or the workspace default), so the binaries they start are built
-//! from the same sources by the same command.
+//! `cargo run` sets `CARGO` for the program it runs; `report` and the harnesses that start the
+//! `l1gate` binary (through [`crate::server::Binary`]) call that cargo with the same profile and
+//! target directory (inherited through `CARGO_TARGET_DIR`, or the workspace default), so the
+//! binaries they start are built from the same sources by the same command.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -128,7 +128,8 @@ impl HarnessKey {
 }
 
 /// The settings every harness's server shares: loopback on free ports, no staleness check, a
-/// long idle timeout, and limits wide enough for one key to open every stream of the harness.
+/// long idle timeout, and limits wide enough for one key to open every stream of the harness
+/// (connections: the server's default, what its open-files limit allows).
 /// The keys file and the state directory are filled in by [`ServerProcess::start`].
 pub fn harness_settings() -> ServeArgs {
     ServeArgs {
@@ -139,7 +140,6 @@ pub fn harness_settings() -> ServeArgs {
         market_stale_after_ms: Some(0),
         // One key opens every stream of the harness, over as many connections as it likes.
         max_streams: Some(1_000_000),
-        max_connections: Some(1_000_000),
         max_connections_per_ip: Some(1_000_000),
         requests_per_second: Some(1_000_000),
         request_burst: Some(1_000_000),
