@@ -192,26 +192,71 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
             .copied()
             .unwrap_or(f64::NAN)
     };
-    benches::summary::emit(&serde_json::json!({
-        "harness": "candle_history",
-        "hours": args.hours,
-        "days": args.days,
-        "decompressed_mb": decompressed_mb,
-        "import_mb_per_cpu_s": decompressed_mb / import.cpu_s.max(f64::MIN_POSITIVE),
-        "import_mb_per_wall_s": decompressed_mb / import.wall_s.max(f64::MIN_POSITIVE),
-        "lz4_mb_per_cpu_s": reference.bytes as f64 / 1e6 / reference.cpu_s.max(f64::MIN_POSITIVE),
-        "candles": long_candles,
-        "bytes_per_candle": long_size as f64 / long_candles.max(1) as f64,
-        "extrapolated_gb": extrapolated_gb,
-        "day_rss_mib": day_served.rss_kib as f64 / 1024.0,
-        "long_rss_mib": long_served.rss_kib as f64 / 1024.0,
-        "day_rps": rps(&day_served),
-        "long_rps": rps(&long_served),
-        "long_p99_ms": load(&long_served, "p99_us") / 1e3,
-        "snapshot_p50_ms": quantile(0.5),
-        "snapshot_p90_ms": quantile(0.9),
-    }))?;
+    benches::summary::emit(&Summary {
+        hours: args.hours,
+        days: args.days,
+        decompressed_mb,
+        import_mb_per_cpu_s: decompressed_mb / import.cpu_s.max(f64::MIN_POSITIVE),
+        lz4_mb_per_cpu_s: reference.bytes as f64 / 1e6 / reference.cpu_s.max(f64::MIN_POSITIVE),
+        candles: long_candles,
+        bytes_per_candle: long_size as f64 / long_candles.max(1) as f64,
+        extrapolated_gb,
+        day_rss_mib: day_served.rss_kib as f64 / 1024.0,
+        long_rss_mib: long_served.rss_kib as f64 / 1024.0,
+        day_rps: rps(&day_served),
+        long_rps: rps(&long_served),
+        long_p99_ms: load(&long_served, "p99_us") / 1e3,
+        snapshot_p50_ms: quantile(0.5),
+        snapshot_p90_ms: quantile(0.9),
+    })?;
     Ok(())
+}
+
+/// The headline figures the `report` binary reads (see `benches::summary`).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Summary {
+    /// Archive hours imported.
+    pub(crate) hours: u64,
+    /// Days of the long store.
+    pub(crate) days: i64,
+    /// The imported hours' fills, decompressed, MB.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) decompressed_mb: f64,
+    /// Import rate, decompressed MB per CPU second.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) import_mb_per_cpu_s: f64,
+    /// `lz4 -dc` alone, decompressed MB per CPU second.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) lz4_mb_per_cpu_s: f64,
+    /// Candles in the long store.
+    pub(crate) candles: u64,
+    /// The long store's bytes per candle.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) bytes_per_candle: f64,
+    /// The store since 2025-07-27 at this density, GB.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) extrapolated_gb: f64,
+    /// Server RSS over the 1-day store after the load, MiB.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) day_rss_mib: f64,
+    /// Server RSS over the long store after the load, MiB.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) long_rss_mib: f64,
+    /// Lookups per second over the 1-day store.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) day_rps: f64,
+    /// Lookups per second over the long store.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) long_rps: f64,
+    /// Lookup p99 over the long store, ms.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) long_p99_ms: f64,
+    /// Info `candleSnapshot` of 5,000 `1m` candles, p50, ms.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) snapshot_p50_ms: f64,
+    /// The same, p90, ms.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) snapshot_p90_ms: f64,
 }
 
 /// What a server over one store did under the load.

@@ -223,20 +223,36 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         eprintln!("wrote the candles_http section of {}", path.display());
     }
     let num = |name: &str| result[name].as_f64().unwrap_or(0.0);
-    benches::summary::emit(&serde_json::json!({
-        "harness": "candles_http",
-        "rps": num("requests") / num("seconds").max(f64::MIN_POSITIVE),
-        "requests": num("requests"),
-        "non_200": num("non_200"),
-        "errors": num("errors"),
-        "p50_ms": num("p50_us") / 1e3,
-        "p99_ms": num("p99_us") / 1e3,
-        "connections": args.connections,
-        "curve": result["curve"],
-        "reference_rps": reference_rps,
-        "reference": "the same lookups straight from the store in the harness (one thread, no HTTP)",
-    }))?;
+    benches::summary::emit(&Summary {
+        rps: num("requests") / num("seconds").max(f64::MIN_POSITIVE),
+        p99_ms: num("p99_us") / 1e3,
+        connections: args.connections as u64,
+        curve: serde_json::from_value(result["curve"].clone())
+            .context("load generator output: curve")?,
+        reference_rps: Some(reference_rps).filter(|r| r.is_finite()),
+        reference: "the same lookups straight from the store in the harness (one thread, no HTTP)"
+            .to_owned(),
+    })?;
     Ok(())
+}
+
+/// The headline figures the `report` binary reads (see `benches::summary`).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Summary {
+    /// Requests per second over HTTP, from the load process.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) rps: f64,
+    /// Request latency p99, ms.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) p99_ms: f64,
+    /// Keep-alive connections of the load process.
+    pub(crate) connections: u64,
+    /// The request latency distribution, `(quantile, ms)` (see `benches::summary::curve`).
+    pub(crate) curve: Vec<(f64, f64)>,
+    /// The same lookups straight from the store, per second, when finite.
+    pub(crate) reference_rps: Option<f64>,
+    /// What `reference_rps` measured.
+    pub(crate) reference: String,
 }
 
 /// Every (coin, interval, bucket open) with a fill of a trade (tid ≠ 0) in the fills files.

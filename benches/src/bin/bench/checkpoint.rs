@@ -40,7 +40,6 @@ use engine::checkpoint::{self, CheckpointPolicy, Checkpointer, capture};
 use engine::market::{Market, Needs};
 use engine::source::{BlockSource, SourceOptions};
 use feeds::Feed;
-use serde_json::json;
 
 /// The brief's target for loading the mainnet-size book from a checkpoint.
 const TARGET_MS: f64 = 200.0;
@@ -147,20 +146,41 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         );
     }
     if let Some(full) = books.last() {
-        benches::summary::emit(&json!({
-            "orders": full.orders,
-            "coins": full.coins,
-            "json_mb": full.json_mb,
-            "checkpoint_mb": full.checkpoint_mb,
-            "json_load_ms": ms(median(&full.json_load)),
-            "checkpoint_load_ms": ms(median(&full.checkpoint_load)),
-            "capture_ms": ms(median(&full.capture)),
-            "take_ms": ms(median(&full.take)),
-            "serialize_ms": ms(median(&full.serialize)),
-            "write_ms": ms(median(&full.write)),
-        }))?;
+        benches::summary::emit(&Summary {
+            orders: full.orders as u64,
+            coins: full.coins as u64,
+            json_mb: full.json_mb,
+            checkpoint_mb: full.checkpoint_mb,
+            json_load_ms: ms(median(&full.json_load)),
+            checkpoint_load_ms: ms(median(&full.checkpoint_load)),
+            take_ms: ms(median(&full.take)),
+        })?;
     }
     Ok(())
+}
+
+/// The headline figures the `report` binary reads (see `benches::summary`): the full book's.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Summary {
+    /// Resting orders in the book.
+    pub(crate) orders: u64,
+    /// Coins in the book.
+    pub(crate) coins: u64,
+    /// The node's JSON snapshot of the book, MB.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) json_mb: f64,
+    /// The engine checkpoint of the same book, MB.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) checkpoint_mb: f64,
+    /// Median read + parse + `Market::from_snapshot` of the JSON snapshot, ms.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) json_load_ms: f64,
+    /// Median load of the checkpoint, ms.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) checkpoint_load_ms: f64,
+    /// Median cost of taking one to the engine thread, ms.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) take_ms: f64,
 }
 
 /// Read, parse and load a node snapshot into a market with every part.

@@ -48,7 +48,6 @@ use engine::snapshot::L4Snapshot;
 use engine::source::{BlockSource, SourceOptions};
 use feeds::{Feed, Source};
 use fixtures::SimConfig;
-use serde_json::json;
 
 /// Section name in `BENCHMARKS.md`.
 const SECTION: &str = "engine_cpu";
@@ -405,7 +404,41 @@ fn load(dir: &Path, snapshot: &Path, last: u64) -> anyhow::Result<(L4Snapshot, V
 
 struct Rendered {
     text: String,
-    summary: serde_json::Value,
+    summary: Summary,
+}
+
+/// The headline figures the `report` binary reads (see `benches::summary`).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Summary {
+    /// Blocks the live engine thread folded in the window.
+    pub(crate) blocks: u64,
+    /// The live engine thread's CPU per block, µs.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) live_us_per_block: f64,
+    /// `Engine::apply` back to back on the same blocks, CPU µs per block.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) engine_us_per_block: f64,
+    /// `Market::apply` with `Needs::ALL` back to back, CPU µs per block.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) market_us_per_block: f64,
+    /// `Engine::apply` paced at 1× like the live thread, CPU µs per block, when a paced pass
+    /// ran (and gave a finite figure).
+    pub(crate) engine_paced_us_per_block: Option<f64>,
+    /// The live path over the fold it is held against (paced if run, else back to back).
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) ratio: f64,
+    /// The live path over `Engine::apply` back to back.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) ratio_back_to_back: f64,
+    /// The engine thread's share of one core at 1×, %.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) engine_core_pct: f64,
+    /// The idle window, s.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) idle_seconds: f64,
+    /// The idle server's whole-process CPU, % of one core.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) idle_pct: f64,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -578,26 +611,17 @@ fn render(
             "not met"
         }
     );
-    let summary = json!({
-        "harness": "engine_cpu",
-        "scale": args.scale,
-        "blocks": busy.blocks,
-        "seconds": busy.seconds,
-        "live_us_per_block": per_block_us(live_s),
-        "live_ticks_us_per_block": per_block_us(busy.engine.ticks_s),
-        "engine_us_per_block": per_block_us(engine_s),
-        "market_us_per_block": per_block_us(market_s),
-        "engine_paced_us_per_block": engine_paced_s.map(per_block_us),
-        "market_paced_us_per_block": market_paced_s.map(per_block_us),
-        "ratio": ratio,
-        "ratio_back_to_back": ratio_back_to_back,
-        "target_ratio": TARGET_RATIO,
-        "engine_core_pct": 100.0 * live_s / busy.seconds,
-        "idle_seconds": idle.seconds,
-        "idle_pct": idle_pct,
-        "idle_run_pct": idle_run_pct,
-        "idle_engine_wakeups_per_s": idle.engine.wakeups as f64 / idle.seconds,
-        "target_idle_pct": TARGET_IDLE_PCT,
-    });
+    let summary = Summary {
+        blocks: busy.blocks,
+        live_us_per_block: per_block_us(live_s),
+        engine_us_per_block: per_block_us(engine_s),
+        market_us_per_block: per_block_us(market_s),
+        engine_paced_us_per_block: engine_paced_s.map(per_block_us).filter(|us| us.is_finite()),
+        ratio,
+        ratio_back_to_back,
+        engine_core_pct: 100.0 * live_s / busy.seconds,
+        idle_seconds: idle.seconds,
+        idle_pct,
+    };
     Rendered { text: s, summary }
 }

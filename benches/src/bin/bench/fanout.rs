@@ -607,57 +607,148 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
             .with_context(|| format!("write {}", path.display()))?;
         eprintln!("wrote the fanout section of {}", path.display());
     }
-    let runs: Vec<serde_json::Value> = measured
-        .iter()
-        .map(|r| {
-            let [p50, p90, p99, p999, max] = live::percentiles_ms(&r.histogram);
-            serde_json::json!({
-                "label": r.label,
-                "streams": r.streams,
-                "slow": r.slow,
-                "open_s": r.open_s,
-                "frames_per_s": r.frames as f64 / r.seconds,
-                "required_per_s": r.required as f64 / r.seconds,
-                "missing": r.missing,
-                "extra": r.extra,
-                "p50_ms": p50,
-                "p90_ms": p90,
-                "p99_ms": p99,
-                "p999_ms": p999,
-                "max_ms": max,
-                "server_cores": r.server_cores,
-                "harness_cores": r.harness_cores,
-                "frames_per_write": (r.frames + r.reference) as f64 / r.server_writes.max(1) as f64,
-                "rss_before_kib": r.rss_before_kib,
-                "rss_open_kib": r.rss_open_kib,
-                "rss_kib_per_stream":
-                    r.rss_open_kib.saturating_sub(r.rss_before_kib) as f64 / r.streams.max(1) as f64,
-                "failures": r.failures.len(),
-            })
-        })
-        .collect();
-    benches::summary::emit(&serde_json::json!({
-        "harness": "fanout",
-        "scale": args.scale,
-        "runs": runs,
-        "slow": slow.as_ref().map(|s| serde_json::json!({
-            "streams": s.slow,
-            "ended_after_s": s.ended_after_s,
-            "deadline_exceeded":
-                s.outcomes.iter().filter(|o| o.as_str() == "DeadlineExceeded").count(),
-        })),
-        "stalled_kib_per_stream": stalled.as_ref().map(|s| {
-            s.rss_peak_kib.saturating_sub(s.rss_before_kib) as f64 / s.streams as f64
-        }),
-        "after_bursts": after.as_ref().map(|a| serde_json::json!({
-            "settle_s": a.settle_s,
-            "before_mb": a.before_kib as f64 / 1024.0,
-            "after_mb": a.after_kib as f64 / 1024.0,
-            "fresh_mb": a.fresh_kib as f64 / 1024.0,
-            "kept_mb": a.kept_mb(),
-        })),
-    }))?;
+    benches::summary::emit(&summary(
+        &measured,
+        slow.as_ref(),
+        stalled.as_ref(),
+        after.as_ref(),
+    ))?;
     Ok(())
+}
+
+/// The headline figures the `report` binary reads (see `benches::summary`).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Summary {
+    /// One row per measured run (`StreamBbo` at each count, with and without slow streams,
+    /// then the edges compared at the same counts).
+    pub(crate) runs: Vec<SummaryRun>,
+    /// The slow streams of the run with 1% of them stalled, if it ran.
+    pub(crate) slow: Option<SummarySlow>,
+    /// RSS held per stalled full-depth L2 stream, KiB, if that phase ran.
+    pub(crate) stalled_kib_per_stream: Option<f64>,
+    /// What the server held once the bursts were over (`--settle`), if measured.
+    pub(crate) after_bursts: Option<SummaryAfterBursts>,
+}
+
+/// One measured run, in a [`Summary`].
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(crate) struct SummaryRun {
+    /// What was measured (`benches::summary::FANOUT_BBO`, `WebSocket l2Book`, …).
+    pub(crate) label: String,
+    /// Concurrent streams.
+    pub(crate) streams: u64,
+    /// Of them, stalled ones.
+    pub(crate) slow: u64,
+    /// Frames delivered per second, all streams.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) frames_per_s: f64,
+    /// Frames per second the streams had to deliver.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) required_per_s: f64,
+    /// Frames missing.
+    pub(crate) missing: u64,
+    /// Frames extra.
+    pub(crate) extra: u64,
+    /// Append → frame p50, ms.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) p50_ms: f64,
+    /// Append → frame p99, ms.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) p99_ms: f64,
+    /// Append → frame maximum, ms.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) max_ms: f64,
+    /// Frames per server write.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) frames_per_write: f64,
+    /// Server RSS per stream opened, KiB.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) rss_kib_per_stream: f64,
+    /// Streams that failed.
+    pub(crate) failures: u64,
+}
+
+/// The slow streams' outcome, in a [`Summary`].
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(crate) struct SummarySlow {
+    /// Slow streams opened.
+    pub(crate) streams: u64,
+    /// Of them, ended `DEADLINE_EXCEEDED`.
+    pub(crate) deadline_exceeded: u64,
+    /// Seconds until the server had ended the last of them; `None` if not all ended.
+    pub(crate) ended_after_s: Option<f64>,
+}
+
+/// The server's memory after the bursts, in a [`Summary`].
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(crate) struct SummaryAfterBursts {
+    /// Seconds with no client before the reading.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) settle_s: f64,
+    /// RSS before the first burst, MB.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) before_mb: f64,
+    /// RSS `settle_s` after the last client, MB.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) after_mb: f64,
+    /// RSS of a server started then on the same node, MB.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) fresh_mb: f64,
+    /// `after_mb − fresh_mb`.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) kept_mb: f64,
+}
+
+/// The headline figures for the `report` binary (see `benches::summary`).
+fn summary(
+    measured: &[Measured],
+    slow: Option<&SlowResult>,
+    stalled: Option<&StalledResult>,
+    after: Option<&AfterBursts>,
+) -> Summary {
+    Summary {
+        runs: measured
+            .iter()
+            .map(|r| {
+                let [p50, _, p99, _, max] = live::percentiles_ms(&r.histogram);
+                SummaryRun {
+                    label: r.label.to_owned(),
+                    streams: r.streams as u64,
+                    slow: r.slow as u64,
+                    frames_per_s: r.frames as f64 / r.seconds,
+                    required_per_s: r.required as f64 / r.seconds,
+                    missing: r.missing,
+                    extra: r.extra,
+                    p50_ms: p50,
+                    p99_ms: p99,
+                    max_ms: max,
+                    frames_per_write: (r.frames + r.reference) as f64
+                        / r.server_writes.max(1) as f64,
+                    rss_kib_per_stream: r.rss_open_kib.saturating_sub(r.rss_before_kib) as f64
+                        / r.streams.max(1) as f64,
+                    failures: r.failures.len() as u64,
+                }
+            })
+            .collect(),
+        slow: slow.map(|s| SummarySlow {
+            streams: s.slow as u64,
+            ended_after_s: s.ended_after_s,
+            deadline_exceeded: s
+                .outcomes
+                .iter()
+                .filter(|o| o.as_str() == "DeadlineExceeded")
+                .count() as u64,
+        }),
+        stalled_kib_per_stream: stalled
+            .map(|s| s.rss_peak_kib.saturating_sub(s.rss_before_kib) as f64 / s.streams as f64),
+        after_bursts: after.map(|a| SummaryAfterBursts {
+            settle_s: a.settle_s,
+            before_mb: a.before_kib as f64 / 1024.0,
+            after_mb: a.after_kib as f64 / 1024.0,
+            fresh_mb: a.fresh_kib as f64 / 1024.0,
+            kept_mb: a.kept_mb(),
+        }),
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -716,42 +716,26 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
             .with_context(|| format!("write {}", path.display()))?;
         eprintln!("wrote the latency section of {}", path.display());
     }
-    let rows: Vec<serde_json::Value> = rows
-        .iter()
-        .map(|r| {
-            let [p50, p90, p99, p999, max] = r.percentiles();
-            serde_json::json!({
-                "poll_ms": r.poll,
-                "config": poll_label(r.poll),
-                "rate": r.rate,
-                "load": r.load.label(),
-                "stream": r.stream,
-                "reference": r.reference,
-                "frames": r.frames,
-                "early": r.early,
-                "frames_per_s": r.frames as f64 / r.seconds,
-                "p50_ms": p50,
-                "p90_ms": p90,
-                "p99_ms": p99,
-                "p999_ms": p999,
-                "max_ms": max,
-                "curve": benches::summary::curve(&r.histogram, 0.001),
+    benches::summary::emit(&Summary {
+        rows: rows
+            .iter()
+            .map(|r| {
+                let [p50, _, p99, _, _] = r.percentiles();
+                SummaryRow {
+                    poll_ms: r.poll,
+                    rate: r.rate,
+                    stream: r.stream.to_owned(),
+                    reference: r.reference,
+                    frames: r.frames,
+                    p50_ms: p50,
+                    p99_ms: p99,
+                    curve: benches::summary::curve(&r.histogram, 0.001),
+                }
             })
-        })
-        .collect();
-    benches::summary::emit(&serde_json::json!({
-        "harness": "latency",
-        "scale": args.scale,
-        "seconds": args.seconds,
-        "targets": {
-            "p50_1x_ms": TARGET_P50_1X_MS,
-            "p99_1x_ms": TARGET_P99_1X_MS,
-            "p99_10x_ms": TARGET_P99_10X_MS,
-        },
-        "rows": rows,
-        "machine_floor": floor_json(&floor),
-        "grpc_floor": floor_json(&grpc_floor),
-    }))?;
+            .collect(),
+        machine_floor: floor_summary(&floor),
+        grpc_floor: floor_summary(&grpc_floor),
+    })?;
     Ok(())
 }
 
@@ -769,18 +753,59 @@ fn floor_figures(floor: &Floor) -> String {
     )
 }
 
+/// The headline figures the `report` binary reads (see `benches::summary`).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Summary {
+    /// One row per (server configuration, rate, load, stream) measured.
+    pub(crate) rows: Vec<SummaryRow>,
+    /// The machine's floor: append → inotify → read → loopback TCP, no l1gate code.
+    pub(crate) machine_floor: SummaryFloor,
+    /// The same through a tonic stream between two tokio runtimes, no l1gate code.
+    pub(crate) grpc_floor: SummaryFloor,
+}
+
+/// One stream of one server at one rate, in a [`Summary`].
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(crate) struct SummaryRow {
+    /// The server's `poll_interval_ms`; `None` for default settings.
+    pub(crate) poll_ms: Option<u64>,
+    /// Append rate, × mainnet.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) rate: f64,
+    /// The stream (market view, or the raw feed's).
+    pub(crate) stream: String,
+    /// Whether this is the raw feed reference (no fold) rather than a market view.
+    pub(crate) reference: bool,
+    /// Frames timed.
+    pub(crate) frames: u64,
+    /// Append → frame p50, ms.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) p50_ms: f64,
+    /// Append → frame p99, ms.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) p99_ms: f64,
+    /// The distribution, `(quantile, ms)` (see `benches::summary::curve`).
+    pub(crate) curve: Vec<(f64, f64)>,
+}
+
+/// A floor's percentiles, in a [`Summary`].
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(crate) struct SummaryFloor {
+    /// Append → received p50, ms.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) p50_ms: f64,
+    /// Append → received p99, ms.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) p99_ms: f64,
+}
+
 /// A floor's percentiles for the summary.
-fn floor_json(floor: &Floor) -> serde_json::Value {
-    let [p50, p90, p99, p999, max] = live::percentiles_ms(&floor.histogram);
-    serde_json::json!({
-        "appends": floor.appends(),
-        "early": floor.early,
-        "p50_ms": p50,
-        "p90_ms": p90,
-        "p99_ms": p99,
-        "p999_ms": p999,
-        "max_ms": max,
-    })
+fn floor_summary(floor: &Floor) -> SummaryFloor {
+    let [p50, _, p99, _, _] = live::percentiles_ms(&floor.histogram);
+    SummaryFloor {
+        p50_ms: p50,
+        p99_ms: p99,
+    }
 }
 
 /// The worst (p50, p99) over the market views of `poll` at `rate` with frames, and the view

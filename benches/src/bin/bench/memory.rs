@@ -226,7 +226,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
             .with_context(|| format!("write {}", path.display()))?;
         eprintln!("memory: wrote the memory section of {}", path.display());
     }
-    benches::summary::emit(&summary(args, &scales, &behind))?;
+    benches::summary::emit(&summary(&scales, &behind))?;
     Ok(())
 }
 
@@ -586,46 +586,104 @@ fn full_book(scales: &[AtScale]) -> Option<&AtScale> {
     })
 }
 
-fn summary(args: &Args, scales: &[AtScale], behind: &[Behind]) -> serde_json::Value {
-    let rows: Vec<serde_json::Value> = scales
-        .iter()
-        .map(|sc| {
-            json!({
-                "scale": sc.scale,
-                "coins": sc.engine.coins,
-                "orders": sc.engine.orders,
-                "snapshot_mb": sc.snapshot_mb,
-                "blocks": sc.blocks,
-                "cold_start_s": sc.ready_s(),
-                "cold_start_range_s": [sc.range(|s| s.ready_s).0, sc.range(|s| s.ready_s).1],
-                "bound_s": sc.median(|s| s.bound_s),
-                "rss_ready_mb": sc.ready_mb(),
-                "rss_settled_mb": sc.settled_mb(),
-                "peak_mb": sc.peak_mb(),
-                "engine_load_s": sc.engine.seconds,
-                "engine_rss_mb": mb(sc.engine.rss_kib),
-                "engine_base_mb": mb(sc.engine.base_kib),
-                "engine_peak_mb": mb(sc.engine.hwm_kib),
+/// The headline figures the `report` binary reads (see `benches::summary`).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Summary {
+    /// The scale of the full book (the one closest to 1), if any scale was measured.
+    pub(crate) full_scale: Option<f64>,
+    /// One row per scale measured.
+    pub(crate) scales: Vec<SummaryScale>,
+    /// One row per start with files behind the snapshot (`--behind`).
+    pub(crate) behind: Vec<SummaryBehind>,
+}
+
+/// The server and the in-process reference at one scale, in a [`Summary`].
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(crate) struct SummaryScale {
+    /// Simulator scale (1 = mainnet).
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) scale: f64,
+    /// Coins in the book.
+    pub(crate) coins: u64,
+    /// Resting orders in the book.
+    pub(crate) orders: u64,
+    /// Blocks after the snapshot in the node directory (the report does not read it; the
+    /// harness records it here only).
+    pub(crate) blocks: u64,
+    /// The snapshot file, MB.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) snapshot_mb: f64,
+    /// Median spawn → first `StreamBbo` frame, s.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) cold_start_s: f64,
+    /// Median settled `VmRSS` of the server, MB.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) rss_settled_mb: f64,
+    /// Highest `VmHWM` of the server over the runs, MB.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) peak_mb: f64,
+    /// Read + parse + `Engine::from_snapshot` in a bare process, s.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) engine_load_s: f64,
+    /// `VmRSS` of that process after the load, MB.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) engine_rss_mb: f64,
+    /// `VmRSS` of that process before the load, MB (the report does not read it; the harness
+    /// records it here only).
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) engine_base_mb: f64,
+}
+
+/// One start with files behind the snapshot, in a [`Summary`].
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(crate) struct SummaryBehind {
+    /// Blocks behind.
+    pub(crate) blocks: u64,
+    /// The same as mainnet time, minutes.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) minutes: f64,
+    /// The node's files, MB.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) node_mb: f64,
+    /// Settled `VmRSS` of the server, MB.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) rss_settled_mb: f64,
+    /// `VmHWM` of the server, MB.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) peak_mb: f64,
+}
+
+/// The headline figures for the `report` binary (see `benches::summary`).
+fn summary(scales: &[AtScale], behind: &[Behind]) -> Summary {
+    Summary {
+        full_scale: full_book(scales).map(|s| s.scale),
+        scales: scales
+            .iter()
+            .map(|sc| SummaryScale {
+                scale: sc.scale,
+                coins: sc.engine.coins,
+                orders: sc.engine.orders,
+                blocks: sc.blocks,
+                snapshot_mb: sc.snapshot_mb,
+                cold_start_s: sc.ready_s(),
+                rss_settled_mb: sc.settled_mb(),
+                peak_mb: sc.peak_mb(),
+                engine_load_s: sc.engine.seconds,
+                engine_rss_mb: mb(sc.engine.rss_kib),
+                engine_base_mb: mb(sc.engine.base_kib),
             })
-        })
-        .collect();
-    json!({
-        "harness": "memory",
-        "runs": args.runs,
-        "blocks": args.blocks,
-        "target_rss_mb": TARGET_RSS_MB,
-        "target_cold_start_s": TARGET_COLD_START_S,
-        "full_scale": full_book(scales).map(|s| s.scale),
-        "scales": rows,
-        "behind": behind.iter().map(|b| json!({
-            "blocks": b.blocks,
-            "minutes": b.blocks as f64 * BLOCK_S / 60.0,
-            "node_mb": b.node_mb,
-            "cold_start_s": b.start.ready_s,
-            "rss_settled_mb": mb(b.start.settled.rss_kib),
-            "peak_mb": mb(b.start.settled.hwm_kib),
-        })).collect::<Vec<_>>(),
-    })
+            .collect(),
+        behind: behind
+            .iter()
+            .map(|b| SummaryBehind {
+                blocks: b.blocks,
+                minutes: b.blocks as f64 * BLOCK_S / 60.0,
+                node_mb: b.node_mb,
+                rss_settled_mb: mb(b.start.settled.rss_kib),
+                peak_mb: mb(b.start.settled.hwm_kib),
+            })
+            .collect(),
+    }
 }
 
 #[cfg(test)]

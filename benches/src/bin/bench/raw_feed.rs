@@ -744,26 +744,44 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The headline figures the `report` binary reads (see `benches::summary`).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Summary {
+    /// One row per (feed, layer, filter) measured.
+    pub(crate) rows: Vec<SummaryRow>,
+}
+
+/// One feed read through one layer with one filter, in a [`Summary`].
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(crate) struct SummaryRow {
+    /// The feed id (`order_statuses`, `raw_book_diffs`, …).
+    pub(crate) feed: String,
+    /// How it was read (`gRPC`, `fs::read`, …).
+    pub(crate) layer: String,
+    /// The filter (`none` for every record).
+    pub(crate) filter: String,
+    /// The node's files scanned, MB.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) source_mb: f64,
+    /// Those MB over the median pass's seconds.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) source_mb_s: f64,
+}
+
 /// The headline figures for the `report` binary (see `benches::summary`).
-fn summary(rows: &[Row]) -> serde_json::Value {
-    let rows: Vec<serde_json::Value> = rows
-        .iter()
-        .map(|row| {
-            let p = row.first();
-            serde_json::json!({
-                "feed": row.source.feed_id(),
-                "layer": row.layer,
-                "filter": row.filter,
-                "source_mb": p.scanned as f64 / 1e6,
-                "records": p.records,
-                "mb_out": p.delivered as f64 / 1e6,
-                "seconds": row.seconds(),
-                "source_mb_s": row.source_mb_s(),
-                "records_s": row.records_s(),
+fn summary(rows: &[Row]) -> Summary {
+    Summary {
+        rows: rows
+            .iter()
+            .map(|row| SummaryRow {
+                feed: row.source.feed_id().to_owned(),
+                layer: row.layer.to_owned(),
+                filter: row.filter.clone(),
+                source_mb: row.first().scanned as f64 / 1e6,
+                source_mb_s: row.source_mb_s(),
             })
-        })
-        .collect();
-    serde_json::json!({ "harness": "raw_feed", "rows": rows })
+            .collect(),
+    }
 }
 
 fn render(

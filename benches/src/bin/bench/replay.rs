@@ -128,39 +128,51 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     Ok(())
 }
 
+/// The headline figures the `report` binary reads (see `benches::summary`): one run at one
+/// simulator scale.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Summary {
+    /// Simulator scale of the slice (1 = mainnet).
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) scale: f64,
+    /// Blocks in the slice.
+    pub(crate) blocks: u64,
+    /// One row per measurement (`fold`, `memchr scan`, `serde_json::Value`, …).
+    pub(crate) rows: Vec<SummaryRow>,
+}
+
+/// One measurement of a [`Summary`].
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(crate) struct SummaryRow {
+    /// The row's name in the section's table.
+    pub(crate) name: String,
+    /// Node bytes it went through, MB.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) mb: f64,
+    /// MB per second.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) mb_s: f64,
+    /// Events per second.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) events_s: f64,
+}
+
 /// The headline figures for the `report` binary (see `benches::summary`).
-fn summary(args: &Args, results: &Results) -> serde_json::Value {
-    let rows: Vec<serde_json::Value> = results
-        .rows
-        .iter()
-        .map(|row| {
-            let block = |q: f64| {
-                row.per_block
-                    .as_ref()
-                    .map(|h| h.value_at_quantile(q) as f64 / 1e3)
-            };
-            serde_json::json!({
-                "name": row.name,
-                "mb": row.bytes as f64 / 1e6,
-                "events": row.events,
-                "seconds": row.elapsed.as_secs_f64(),
-                "mb_s": row.mb_s(),
-                "events_s": row.events_s(),
-                "block_p50_us": block(0.5),
-                "block_p99_us": block(0.99),
+fn summary(args: &Args, results: &Results) -> Summary {
+    Summary {
+        scale: args.scale,
+        blocks: results.blocks as u64,
+        rows: results
+            .rows
+            .iter()
+            .map(|row| SummaryRow {
+                name: row.name.to_owned(),
+                mb: row.bytes as f64 / 1e6,
+                mb_s: row.mb_s(),
+                events_s: row.events_s(),
             })
-        })
-        .collect();
-    serde_json::json!({
-        "harness": "replay",
-        "scale": args.scale,
-        "seed": args.seed,
-        "blocks": results.blocks,
-        "book_orders": results.book_orders,
-        "book_coins": results.book_coins,
-        "target_mb_s": TARGET_MB_S,
-        "rows": rows,
-    })
+            .collect(),
+    }
 }
 
 /// The child process: `replay-generate DIR BLOCKS SCALE SEED`.

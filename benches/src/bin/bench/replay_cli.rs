@@ -30,7 +30,6 @@ use std::time::Instant;
 
 use anyhow::{Context as _, bail};
 use feeds::Source;
-use serde_json::json;
 
 /// Section name in `BENCHMARKS.md`.
 const SECTION: &str = "replay_cli";
@@ -202,7 +201,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
             path.display()
         );
     }
-    benches::summary::emit(&summary(args, &slice, &measured))?;
+    benches::summary::emit(&summary(&slice, &measured))?;
     Ok(())
 }
 
@@ -463,38 +462,67 @@ fn render(
     s
 }
 
-fn summary(args: &Args, slice: &Slice, measured: &[Measured]) -> serde_json::Value {
+/// The headline figures the `report` binary reads (see `benches::summary`).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Summary {
+    /// Blocks in the slice.
+    pub(crate) blocks: u64,
+    /// The slice's event-stream files, MB.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) mb: f64,
+    /// `cat FILES | wc -l` over the same files.
+    pub(crate) reference: SummaryReference,
+    /// One row per view, in `VIEWS` order.
+    pub(crate) rows: Vec<SummaryRow>,
+}
+
+/// The reference of a [`Summary`]: `cat FILES | wc -l`.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(crate) struct SummaryReference {
+    /// The slice's MB over its median wall time.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) mb_s: f64,
+}
+
+/// `l1gate replay --view VIEW` in a [`Summary`].
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(crate) struct SummaryRow {
+    /// The view (`bbo`, `trades`).
+    pub(crate) view: String,
+    /// Median wall time from spawn to exit, s.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) wall_s: f64,
+    /// The slice's MB over that time.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) mb_s: f64,
+    /// The MB `l1gate replay` said it read, when its summary line said so.
+    pub(crate) read_mb: Option<f64>,
+}
+
+/// The headline figures for the `report` binary (see `benches::summary`).
+fn summary(slice: &Slice, measured: &[Measured]) -> Summary {
     let reference = measured.last().map_or(f64::NAN, Measured::median_s);
-    let rows: Vec<serde_json::Value> = measured
-        .iter()
-        .take(VIEWS.len())
-        .zip(VIEWS)
-        .map(|(m, view)| {
-            let wall = m.median_s();
-            json!({
-                "view": view,
-                "command": m.command,
-                "wall_s": wall,
-                "mb_s": mb(slice.bytes) / wall,
-                "read_mb": reported_mb(m.median_output()),
-                "ratio": reference / wall,
-            })
-        })
-        .collect();
-    json!({
-        "harness": "replay_cli",
-        "scale": args.scale,
-        "blocks": slice.blocks,
-        "mb": mb(slice.bytes),
-        "fills_mb": slice.by_feed.iter().find(|(f, _)| f == Source::Fills.feed_id()).map(|(_, b)| mb(*b)),
-        "target_mb_s": TARGET_MB_S,
-        "reference": {
-            "command": "cat FILES | wc -l",
-            "wall_s": reference,
-            "mb_s": mb(slice.bytes) / reference,
+    Summary {
+        blocks: slice.blocks,
+        mb: mb(slice.bytes),
+        reference: SummaryReference {
+            mb_s: mb(slice.bytes) / reference,
         },
-        "rows": rows,
-    })
+        rows: measured
+            .iter()
+            .take(VIEWS.len())
+            .zip(VIEWS)
+            .map(|(m, view)| {
+                let wall = m.median_s();
+                SummaryRow {
+                    view: view.to_owned(),
+                    wall_s: wall,
+                    mb_s: mb(slice.bytes) / wall,
+                    read_mb: reported_mb(m.median_output()),
+                }
+            })
+            .collect(),
+    }
 }
 
 #[cfg(test)]

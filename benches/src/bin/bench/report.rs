@@ -32,9 +32,11 @@
 //!     table (`criterion_report`).
 //!
 //! Each harness hands its headline figures back through the file named by `L1GATE_BENCH_SUMMARY`
-//! (`benches::summary`); from them this binary writes the `report` section at the top of
-//! `BENCHMARKS.md` (commit, date, machine, load, the summary table of targets with the
-//! same-run references, the commands and their wall times) and draws the SVG plots under
+//! (`benches::summary`), as its own `Summary` type (`replay::Summary`, `latency::Summary`, …),
+//! which this binary reads back into that type ([`Summaries`]): a summary that does not parse
+//! fails its step like a harness that failed. From them this binary writes the `report` section
+//! at the top of `BENCHMARKS.md` (commit, date, machine, load, the summary table of targets with
+//! the same-run references, the commands and their wall times) and draws the SVG plots under
 //! `benches/plots/`. A harness that fails has its section replaced by a note saying so, so that
 //! no figure from an earlier run is left standing; the run goes on and exits with an error at
 //! the end.
@@ -49,7 +51,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use serde_json::Value;
+use serde::de::DeserializeOwned;
 
 use markdown::render;
 use plots::draw_plots;
@@ -88,7 +90,8 @@ struct Step {
     args: Vec<String>,
     /// The section it rewrites (None for a `--no-write` run).
     section: Option<&'static str>,
-    /// Key of its summary in [`Run::summaries`].
+    /// Key of its summary in [`Summaries`]: the harness's subcommand, with `@SCALE` for the
+    /// `replay` runs.
     key: String,
 }
 
@@ -115,6 +118,8 @@ impl Step {
 
 /// What happened to one step.
 struct Outcome {
+    /// The step's [`Step::key`].
+    key: String,
     label: String,
     command: String,
     section: Option<&'static str>,
@@ -123,44 +128,97 @@ struct Outcome {
     result: Result<(), String>,
 }
 
+/// The summaries a run collected, each read back into its harness's type.
+#[derive(Debug, Default)]
+struct Summaries {
+    /// `replay`'s, by simulator scale as its step's key spells it (`0.25`, `0.5`, `1`).
+    replay: BTreeMap<String, crate::replay::Summary>,
+    replay_cli: Option<crate::replay_cli::Summary>,
+    memory: Option<crate::memory::Summary>,
+    raw_feed: Option<crate::raw_feed::Summary>,
+    latency: Option<crate::latency::Summary>,
+    engine_cpu: Option<crate::engine_cpu::Summary>,
+    fanout: Option<crate::fanout::Summary>,
+    candles_http: Option<crate::candles_http::Summary>,
+    candle_history: Option<crate::candle_history::Summary>,
+    checkpoint: Option<crate::checkpoint::Summary>,
+}
+
+impl Summaries {
+    /// Reads `text`, the summary the step `key` wrote, as its harness's `Summary`.
+    ///
+    /// # Errors
+    /// What to report for the step: the harness and serde's message when the text does not
+    /// parse as that type, or that the harness has no summary type.
+    fn insert(&mut self, key: &str, text: &str) -> Result<(), String> {
+        /// `text` parsed into `slot`.
+        fn parse<T: DeserializeOwned>(text: &str, slot: &mut Option<T>) -> serde_json::Result<()> {
+            *slot = Some(serde_json::from_str(text)?);
+            Ok(())
+        }
+        let (bin, scale) = key
+            .split_once('@')
+            .map_or((key, None), |(bin, scale)| (bin, Some(scale)));
+        let parsed = match (bin, scale) {
+            ("replay", Some(scale)) => serde_json::from_str(text).map(|summary| {
+                self.replay.insert(scale.to_owned(), summary);
+            }),
+            ("replay_cli", None) => parse(text, &mut self.replay_cli),
+            ("memory", None) => parse(text, &mut self.memory),
+            ("raw_feed", None) => parse(text, &mut self.raw_feed),
+            ("latency", None) => parse(text, &mut self.latency),
+            ("engine_cpu", None) => parse(text, &mut self.engine_cpu),
+            ("fanout", None) => parse(text, &mut self.fanout),
+            ("candles_http", None) => parse(text, &mut self.candles_http),
+            ("candle_history", None) => parse(text, &mut self.candle_history),
+            ("checkpoint", None) => parse(text, &mut self.checkpoint),
+            _ => return Err(format!("wrote a summary, and `{key}` has no summary type")),
+        };
+        parsed.map_err(|e| format!("wrote a summary that does not parse as `{bin}::Summary`: {e}"))
+    }
+
+    /// `replay`'s summary at simulator scale `scale` (one of [`REPLAY_SCALES`]).
+    fn replay_at(&self, scale: f64) -> Option<&crate::replay::Summary> {
+        self.replay.get(&scale.to_string())
+    }
+}
+
 /// Everything the run collected.
+#[derive(Default)]
 struct Run {
-    summaries: BTreeMap<String, Value>,
+    summaries: Summaries,
     outcomes: Vec<Outcome>,
 }
 
 impl Run {
-    fn summary(&self, key: &str) -> Option<&Value> {
-        self.summaries.get(key)
-    }
-
-    /// Why `key` has no summary, for the table.
+    /// Why the step `key` has no summary, for the table.
     fn missing(&self, key: &str) -> String {
         let bin = key.split('@').next().unwrap_or(key);
-        self.outcomes
-            .iter()
-            .find(|o| o.label.contains(bin) || o.command.contains(&format!("-- {bin}")))
-            .map_or_else(
-                || format!("not measured: `{bin}` was not run"),
-                |o| match &o.result {
-                    Ok(()) => format!("not measured: `{bin}` reported no summary"),
-                    Err(e) => format!("not measured: `{bin}` {e}"),
-                },
-            )
+        self.outcomes.iter().find(|o| o.key == key).map_or_else(
+            || format!("not measured: `{bin}` was not run"),
+            |o| match &o.result {
+                Ok(()) => format!("not measured: `{bin}` reported no summary"),
+                Err(e) => format!("not measured: `{bin}` {e}"),
+            },
+        )
     }
 }
 
 #[cfg(test)]
 impl Run {
-    /// A run that collected only `summary`, under `key`.
-    fn with(key: &str, summary: Value) -> Run {
-        Run {
-            summaries: BTreeMap::from([(key.to_owned(), summary)]),
-            outcomes: Vec::new(),
+    /// A run that collected only `summary` (the JSON its harness would have written), under
+    /// `key`.
+    fn with(key: &str, summary: &serde_json::Value) -> Run {
+        let mut run = Run::default();
+        if let Err(e) = run.summaries.insert(key, &summary.to_string()) {
+            panic!("{key}: {e}");
         }
+        run
     }
 }
 
+/// Runs every step of the plan, then writes the report's section and plots (see the module
+/// docs); fails at the end if any step failed.
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let started = Instant::now();
     let machine = benches::Machine::detect();
@@ -193,10 +251,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
 
     let l1gate_arg = l1gate.to_string_lossy().into_owned();
     let steps = plan(args.quick, &l1gate_arg);
-    let mut run = Run {
-        summaries: BTreeMap::new(),
-        outcomes: Vec::new(),
-    };
+    let mut run = Run::default();
     for mut step in steps {
         if !args.write && step.section.is_some() {
             step.args.push("--no-write".to_owned());
@@ -208,8 +263,14 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         let step_started = Instant::now();
         let mut child_args = vec![step.bin.to_owned()];
         child_args.extend(step.args.iter().cloned());
-        let result = run_child(&child_args, &summary_file, &work.path().join("stdout.log"));
+        let mut result = run_child(&child_args, &summary_file, &work.path().join("stdout.log"));
         let elapsed = step_started.elapsed();
+        if result.is_ok() {
+            // A summary that cannot be read fails the step: its targets say why.
+            result = read_summary(&summary_file).and_then(|text| {
+                text.map_or(Ok(()), |text| run.summaries.insert(&step.key, &text))
+            });
+        }
         eprintln!(
             "report: {} took {:.0} s{}",
             step.label,
@@ -219,18 +280,10 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
                 .err()
                 .map_or_else(String::new, |e| format!(" and failed: {e}"))
         );
-        if result.is_ok() {
-            match read_summary(&summary_file) {
-                Ok(Some(v)) => {
-                    run.summaries.insert(step.key.clone(), v);
-                }
-                Ok(None) => {}
-                Err(e) => eprintln!("report: {}: {e:#}", step.label),
-            }
-        }
         run.outcomes.push(Outcome {
             command: step.command(),
             label: step.label,
+            key: step.key,
             section: step.section,
             elapsed,
             result,
@@ -480,13 +533,15 @@ fn run_child(args: &[String], summary: &Path, stdout_log: &Path) -> Result<(), S
     }
 }
 
-fn read_summary(path: &Path) -> anyhow::Result<Option<Value>> {
+/// The text of the summary file at `path`; `None` when the harness wrote none.
+fn read_summary(path: &Path) -> Result<Option<String>, String> {
     match std::fs::read_to_string(path) {
-        Ok(text) => Ok(Some(
-            serde_json::from_str(&text).with_context(|| format!("parse {}", path.display()))?,
-        )),
+        Ok(text) => Ok(Some(text)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e).with_context(|| format!("read {}", path.display())),
+        Err(e) => Err(format!(
+            "wrote a summary that could not be read ({}): {e}",
+            path.display()
+        )),
     }
 }
 
@@ -533,6 +588,7 @@ fn criterion(args: &Args, bench: &[&str], run: &mut Run, work: &Path) {
         );
     }
     run.outcomes.push(Outcome {
+        key: "criterion".to_owned(),
         label: "Criterion benches".to_owned(),
         command: format!("{command} && cargo run --release -p benches -- criterion_report"),
         section: Some("criterion"),
@@ -635,6 +691,79 @@ mod tests {
             "default settings only"
         );
         assert_eq!(plan(true, "/x").len(), full.len());
+    }
+
+    #[test]
+    fn summaries_are_read_as_their_harness_type() {
+        // What the harness writes (`benches::summary::emit`) is what the report reads.
+        let written = crate::checkpoint::Summary {
+            orders: 440_000,
+            coins: 200,
+            json_mb: 90.0,
+            checkpoint_mb: 40.0,
+            json_load_ms: 900.0,
+            checkpoint_load_ms: f64::NAN,
+            take_ms: 3.0,
+        };
+        let mut summaries = Summaries::default();
+        let text = serde_json::to_string_pretty(&written).unwrap();
+        summaries.insert("checkpoint", &text).unwrap();
+        let read = summaries.checkpoint.as_ref().unwrap();
+        assert_eq!((read.orders, read.json_mb), (440_000, 90.0));
+        assert!(read.checkpoint_load_ms.is_nan(), "NaN is written as null");
+        // `replay` is kept by scale.
+        let replay = serde_json::json!({"scale": 0.5, "blocks": 3, "rows": []});
+        summaries.insert("replay@0.5", &replay.to_string()).unwrap();
+        assert_eq!(summaries.replay_at(0.5).map(|r| r.blocks), Some(3));
+        assert!(summaries.replay_at(1.0).is_none());
+        // A renamed key does not parse; the message names the harness and serde's complaint.
+        let renamed = text.replace("\"take_ms\"", "\"take\"");
+        let e = summaries.insert("checkpoint", &renamed).unwrap_err();
+        assert!(
+            e.contains("`checkpoint::Summary`") && e.contains("missing field `take_ms`"),
+            "{e}"
+        );
+        assert!(summaries.insert("sim_throughput", "{}").is_err());
+    }
+
+    #[test]
+    fn a_summary_that_does_not_parse_is_why_its_targets_are_not_measured() {
+        let mut run = Run::default();
+        let error = run
+            .summaries
+            .insert("replay@1", r#"{"scale": 1, "blocks": "ten", "rows": []}"#)
+            .unwrap_err();
+        for (key, result) in [
+            ("replay@0.25", Ok(())),
+            ("replay@0.5", Ok(())),
+            ("replay@1", Err(error)),
+        ] {
+            run.outcomes.push(Outcome {
+                key: key.to_owned(),
+                label: format!("Ingest + fold, scale {key}"),
+                command: "cargo run --release -p benches -- replay".to_owned(),
+                section: None,
+                elapsed: Duration::ZERO,
+                result,
+            });
+        }
+        let target = targets::ingest_target(&run);
+        assert_eq!(target.verdict, "not measured");
+        assert!(
+            target.measured.starts_with(
+                "not measured: `replay` wrote a summary that does not parse as `replay::Summary`: invalid type"
+            ),
+            "{}",
+            target.measured
+        );
+        assert_eq!(
+            run.missing("replay@0.5"),
+            "not measured: `replay` reported no summary"
+        );
+        assert_eq!(
+            run.missing("latency"),
+            "not measured: `latency` was not run"
+        );
     }
 
     #[test]

@@ -5,11 +5,13 @@ use std::fmt::Write as _;
 
 use super::targets::{
     candle_history_targets, candles_target, checkpoint_target, engine_cpu_targets, fanout_targets,
-    ingest_target, latency_targets, memory_targets, num, raw_feed_target, replay_cli_targets,
+    ingest_target, latency_targets, memory_targets, raw_feed_target, replay_cli_targets,
     replay_row, secs, verdict,
 };
 use super::{Args, BUDGET_S, MAINNET_BLOCKS_PER_S, REPLAY_SCALES, Run, Timing};
 
+/// The report's section: the run's commit, machine and wall times, the targets table, the
+/// scenarios run and the `plots` drawn.
 pub(crate) fn render(
     args: &Args,
     machine: &benches::Machine,
@@ -62,23 +64,20 @@ pub(crate) fn render(
         secs(timing.build_s),
         secs(timing.total_s)
     );
-    if let Some(v) = run.summary(&format!(
-        "replay@{}",
-        REPLAY_SCALES[REPLAY_SCALES.len() - 1]
-    )) {
-        let blocks = num(v, "blocks").unwrap_or(0.0);
+    if let Some(v) = run
+        .summaries
+        .replay_at(REPLAY_SCALES[REPLAY_SCALES.len() - 1])
+    {
+        let blocks = v.blocks as f64;
+        let fold_mb = replay_row(v, "fold").map(|r| r.mb);
         let _ = writeln!(
             s,
             "- Ingest slice: {blocks:.0} blocks of mainnet-scale simulator output ({:.0} MB of node lines, ≈ {:.0} s of block time = {:.1}% of a mainnet hour of ≈ {:.0} blocks, which would be ≈ {:.1} GB){}",
-            replay_row(v, "fold")
-                .and_then(|r| num(r, "mb"))
-                .unwrap_or(0.0),
+            fold_mb.unwrap_or(0.0),
             blocks / MAINNET_BLOCKS_PER_S,
             100.0 * blocks / (MAINNET_BLOCKS_PER_S * 3600.0),
             MAINNET_BLOCKS_PER_S * 3600.0,
-            replay_row(v, "fold")
-                .and_then(|r| num(r, "mb"))
-                .map_or(0.0, |mb| mb / blocks * MAINNET_BLOCKS_PER_S * 3600.0 / 1e3),
+            fold_mb.map_or(0.0, |mb| mb / blocks * MAINNET_BLOCKS_PER_S * 3600.0 / 1e3),
             if args.quick {
                 ""
             } else {

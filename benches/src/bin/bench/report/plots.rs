@@ -1,11 +1,17 @@
 //! The report's plots, drawn from the summaries a run has.
 
 use benches::plot::{Axis, Corner, LineChart, Scale, Series};
-use serde_json::Value;
 use std::path::Path;
 
-use super::targets::{curve, default_config, num, replay_row, rows, text};
+use super::targets::{default_config, replay_row};
 use super::{REPLAY_SCALES, Run};
+use crate::{fanout, memory, replay};
+
+/// A point of a plot, or none when a coordinate is NaN: a figure that came out non-finite was
+/// written as `null`, and is left off the plot.
+fn point(x: f64, y: f64) -> Option<(f64, f64)> {
+    (!x.is_nan() && !y.is_nan()).then_some((x, y))
+}
 
 /// Draws every plot whose data this run has; returns `(file name, caption)` of each.
 pub(crate) fn draw_plots(run: &Run, dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
@@ -19,20 +25,19 @@ pub(crate) fn draw_plots(run: &Run, dir: &Path) -> anyhow::Result<Vec<(String, S
         Ok(())
     };
 
-    if let Some(v) = run.summary("latency") {
+    if let Some(v) = &run.summaries.latency {
         // The server with default settings: every view and rate, and the raw feed reference.
-        let series: Vec<Series> = rows(v, "rows")
-            .filter(|r| num(r, "frames").unwrap_or(0.0) > 0.0 && default_config(r))
+        let series: Vec<Series> = v
+            .rows
+            .iter()
+            .filter(|r| r.frames > 0 && default_config(r))
             .map(|r| {
-                let stream = if r.get("reference").and_then(Value::as_bool) == Some(true) {
+                let stream = if r.reference {
                     "raw feed StreamFills (reference)"
                 } else {
-                    text(r, "stream")
+                    r.stream.as_str()
                 };
-                Series::new(
-                    format!("{stream} · {}×", num(r, "rate").unwrap_or(0.0)),
-                    curve(r),
-                )
+                Series::new(format!("{stream} · {}×", r.rate), r.curve.clone())
             })
             .collect();
         draw(
@@ -53,9 +58,9 @@ pub(crate) fn draw_plots(run: &Run, dir: &Path) -> anyhow::Result<Vec<(String, S
         )?;
     }
 
-    let replays: Vec<&Value> = REPLAY_SCALES
+    let replays: Vec<&replay::Summary> = REPLAY_SCALES
         .iter()
-        .filter_map(|s| run.summary(&format!("replay@{s}")))
+        .filter_map(|&s| run.summaries.replay_at(s))
         .collect();
     if !replays.is_empty() {
         let line = |name: &str| {
@@ -63,7 +68,7 @@ pub(crate) fn draw_plots(run: &Run, dir: &Path) -> anyhow::Result<Vec<(String, S
                 name,
                 replays
                     .iter()
-                    .filter_map(|v| Some((num(v, "scale")?, num(replay_row(v, name)?, "mb_s")?)))
+                    .filter_map(|v| point(v.scale, replay_row(v, name)?.mb_s))
                     .collect(),
             )
         };
@@ -87,10 +92,11 @@ pub(crate) fn draw_plots(run: &Run, dir: &Path) -> anyhow::Result<Vec<(String, S
         )?;
     }
 
-    if let Some(v) = run.summary("memory") {
-        let by_orders = |key: &str| -> Vec<(f64, f64)> {
-            rows(v, "scales")
-                .filter_map(|r| Some((num(r, "orders")? / 1e3, num(r, key)?)))
+    if let Some(v) = &run.summaries.memory {
+        let by_orders = |figure: fn(&memory::SummaryScale) -> f64| -> Vec<(f64, f64)> {
+            v.scales
+                .iter()
+                .filter_map(|r| point(r.orders as f64 / 1e3, figure(r)))
                 .collect()
         };
         draw(
@@ -101,11 +107,11 @@ pub(crate) fn draw_plots(run: &Run, dir: &Path) -> anyhow::Result<Vec<(String, S
                 x: Axis::new("resting orders, thousands", Scale::Linear),
                 y: Axis::new("MB", Scale::Linear),
                 series: vec![
-                    Series::new("server VmRSS settled", by_orders("rss_settled_mb")),
-                    Series::new("server VmHWM (peak)", by_orders("peak_mb")),
+                    Series::new("server VmRSS settled", by_orders(|r| r.rss_settled_mb)),
+                    Series::new("server VmHWM (peak)", by_orders(|r| r.peak_mb)),
                     Series::new(
                         "Engine::from_snapshot alone (VmRSS)",
-                        by_orders("engine_rss_mb"),
+                        by_orders(|r| r.engine_rss_mb),
                     ),
                 ],
                 references: vec![("target 200 MB".to_owned(), 200.0)],
@@ -120,10 +126,13 @@ pub(crate) fn draw_plots(run: &Run, dir: &Path) -> anyhow::Result<Vec<(String, S
                 x: Axis::new("resting orders, thousands", Scale::Linear),
                 y: Axis::new("seconds", Scale::Linear),
                 series: vec![
-                    Series::new("spawn → first StreamBbo frame", by_orders("cold_start_s")),
+                    Series::new(
+                        "spawn → first StreamBbo frame",
+                        by_orders(|r| r.cold_start_s),
+                    ),
                     Series::new(
                         "read + parse + Engine::from_snapshot",
-                        by_orders("engine_load_s"),
+                        by_orders(|r| r.engine_load_s),
                     ),
                 ],
                 references: vec![("target 2 s".to_owned(), 2.0)],
@@ -132,15 +141,14 @@ pub(crate) fn draw_plots(run: &Run, dir: &Path) -> anyhow::Result<Vec<(String, S
         )?;
     }
 
-    if let Some(v) = run.summary("fanout") {
-        let fast: Vec<&Value> = rows(v, "runs")
-            .filter(|r| num(r, "slow") == Some(0.0))
-            .collect();
-        let line = |name: &str, key: &str| {
+    if let Some(v) = &run.summaries.fanout {
+        // Every run without slow streams, the edges compared at the same counts included.
+        let fast: Vec<&fanout::SummaryRun> = v.runs.iter().filter(|r| r.slow == 0).collect();
+        let line = |name: &str, figure: fn(&fanout::SummaryRun) -> f64| {
             Series::new(
                 name,
                 fast.iter()
-                    .filter_map(|r| Some((num(r, "streams")?, num(r, key)?)))
+                    .filter_map(|r| point(r.streams as f64, figure(r)))
                     .collect(),
             )
         };
@@ -152,9 +160,9 @@ pub(crate) fn draw_plots(run: &Run, dir: &Path) -> anyhow::Result<Vec<(String, S
                 x: Axis::new("concurrent streams", Scale::Log10),
                 y: Axis::new("latency, ms", Scale::Log10),
                 series: vec![
-                    line("p50", "p50_ms"),
-                    line("p99", "p99_ms"),
-                    line("max", "max_ms"),
+                    line("p50", |r| r.p50_ms),
+                    line("p99", |r| r.p99_ms),
+                    line("max", |r| r.max_ms),
                 ],
                 references: vec![("target p99 10 ms".to_owned(), 10.0)],
                 legend: Corner::UpperLeft,
@@ -167,14 +175,14 @@ pub(crate) fn draw_plots(run: &Run, dir: &Path) -> anyhow::Result<Vec<(String, S
                 title: "Fan-out: frames delivered per second vs streams".to_owned(),
                 x: Axis::new("concurrent streams", Scale::Log10),
                 y: Axis::new("frames/s", Scale::Log10),
-                series: vec![line("frames/s (all streams)", "frames_per_s")],
+                series: vec![line("frames/s (all streams)", |r| r.frames_per_s)],
                 references: Vec::new(),
                 legend: Corner::UpperLeft,
             },
         )?;
     }
 
-    if let Some(v) = run.summary("candles_http") {
+    if let Some(v) = &run.summaries.candles_http {
         draw(
             "candles_latency.svg",
             "HTTP candle lookup latency distribution (`candles_http`)",
@@ -182,7 +190,7 @@ pub(crate) fn draw_plots(run: &Run, dir: &Path) -> anyhow::Result<Vec<(String, S
                 title: "Candle lookups: request latency".to_owned(),
                 x: Axis::new("quantile", Scale::Nines),
                 y: Axis::new("latency, ms", Scale::Log10),
-                series: vec![Series::new("GET /v1/candles", curve(v))],
+                series: vec![Series::new("GET /v1/candles", v.curve.clone())],
                 references: Vec::new(),
                 legend: Corner::UpperLeft,
             },
@@ -201,12 +209,14 @@ mod tests {
     fn plots_are_drawn_only_from_data_present() {
         let dir = tempfile::tempdir().unwrap();
         let v = json!({"full_scale": 1.0, "scales": [
-            {"scale": 0.5, "orders": 2e5, "rss_settled_mb": 90.0, "peak_mb": 100.0, "engine_rss_mb": 60.0,
-             "cold_start_s": 0.5, "engine_load_s": 0.4},
-            {"scale": 1.0, "orders": 4.4e5, "rss_settled_mb": 180.0, "peak_mb": 400.0, "engine_rss_mb": 120.0,
-             "cold_start_s": 2.5, "engine_load_s": 1.0},
-        ]});
-        let drawn = draw_plots(&Run::with("memory", v), dir.path()).unwrap();
+            {"scale": 0.5, "orders": 200_000, "coins": 150, "blocks": 20,
+             "engine_base_mb": 5.0, "snapshot_mb": 80.0, "rss_settled_mb": 90.0,
+             "peak_mb": 100.0, "engine_rss_mb": 60.0, "cold_start_s": 0.5, "engine_load_s": 0.4},
+            {"scale": 1.0, "orders": 440_000, "coins": 200, "blocks": 20,
+             "engine_base_mb": 5.0, "snapshot_mb": 160.0, "rss_settled_mb": 180.0,
+             "peak_mb": 400.0, "engine_rss_mb": 120.0, "cold_start_s": 2.5, "engine_load_s": 1.0},
+        ], "behind": []});
+        let drawn = draw_plots(&Run::with("memory", &v), dir.path()).unwrap();
         let names: Vec<&str> = drawn.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["memory_scale.svg", "cold_start_scale.svg"]);
         assert!(dir.path().join("memory_scale.svg").is_file());

@@ -1,37 +1,16 @@
-//! The report's verdicts: each target read from its harness's summary,
-//! measured against its goal, with the summaries' accessors and the
+//! The report's verdicts: each target read from its harness's typed summary,
+//! measured against its goal, with the lookups in the summaries and the
 //! numbers' formatting the other parts share.
 
 use benches::summary::FANOUT_BBO;
-use serde_json::Value;
 use std::fmt::Write as _;
 
 use super::{REPLAY_SCALES, Run};
-
-pub(crate) fn num(v: &Value, key: &str) -> Option<f64> {
-    v.get(key)?.as_f64()
-}
-
-pub(crate) fn rows<'a>(v: &'a Value, key: &str) -> impl Iterator<Item = &'a Value> {
-    v.get(key).and_then(Value::as_array).into_iter().flatten()
-}
-
-pub(crate) fn text<'a>(v: &'a Value, key: &str) -> &'a str {
-    v.get(key).and_then(Value::as_str).unwrap_or("")
-}
-
-pub(crate) fn curve(v: &Value) -> Vec<(f64, f64)> {
-    v.get("curve")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|p| Some((p.get(0)?.as_f64()?, p.get(1)?.as_f64()?)))
-        .collect()
-}
+use crate::{fanout, latency, memory, replay};
 
 /// The replay row `name` of a replay summary.
-pub(crate) fn replay_row<'a>(v: &'a Value, name: &str) -> Option<&'a Value> {
-    rows(v, "rows").find(|r| text(r, "name") == name)
+pub(crate) fn replay_row<'a>(v: &'a replay::Summary, name: &str) -> Option<&'a replay::SummaryRow> {
+    v.rows.iter().find(|r| r.name == name)
 }
 
 /// A ratio as `1.23×`, with two significant digits below 0.1.
@@ -44,10 +23,12 @@ pub(crate) fn times(x: f64) -> String {
     }
 }
 
+/// The verdict column for a goal `ok` met or not.
 pub(crate) fn verdict(ok: bool) -> &'static str {
     if ok { "**met**" } else { "**not met**" }
 }
 
+/// Seconds as `42 s`, or `1 min 05 s` from a minute on.
 pub(crate) fn secs(s: f64) -> String {
     if s >= 60.0 {
         format!("{} min {:02.0} s", (s / 60.0).floor(), s % 60.0)
@@ -58,11 +39,17 @@ pub(crate) fn secs(s: f64) -> String {
 
 /// One line of the summary table.
 pub(crate) struct Target {
+    /// What is measured.
     pub(crate) what: String,
+    /// The goal.
     pub(crate) goal: String,
+    /// What this run measured, or why it did not.
     pub(crate) measured: String,
+    /// The reference measured in the same run, on the same data.
     pub(crate) reference: String,
+    /// Measured over reference.
     pub(crate) ratio: String,
+    /// [`verdict`], or `not measured`.
     pub(crate) verdict: String,
 }
 
@@ -79,11 +66,12 @@ impl Target {
     }
 }
 
+/// The ingest target, from the `replay` run at the largest scale.
 pub(crate) fn ingest_target(run: &Run) -> Target {
     let (what, goal) = ("Ingest + fold, per core", "≥ 1,000 MB/s");
-    let key = format!("replay@{}", REPLAY_SCALES[REPLAY_SCALES.len() - 1]);
-    let Some(v) = run.summary(&key) else {
-        return Target::missing(what, goal, run.missing(&key));
+    let scale = REPLAY_SCALES[REPLAY_SCALES.len() - 1];
+    let Some(v) = run.summaries.replay_at(scale) else {
+        return Target::missing(what, goal, run.missing(&format!("replay@{scale}")));
     };
     let (Some(fold), Some(scan), Some(value)) = (
         replay_row(v, "fold"),
@@ -92,17 +80,17 @@ pub(crate) fn ingest_target(run: &Run) -> Target {
     ) else {
         return Target::missing(what, goal, "not measured: replay rows missing".to_owned());
     };
-    let rate = |r: &Value| num(r, "mb_s").unwrap_or(f64::NAN);
-    let blocks = num(v, "blocks").unwrap_or(0.0);
+    let rate = |r: &replay::SummaryRow| r.mb_s;
+    let blocks = v.blocks as f64;
     Target {
         what: what.to_owned(),
         goal: goal.to_owned(),
         measured: format!(
             "{:.0} MB/s, {:.2} M events/s (fold of {:.0} MB: {blocks:.0} blocks at scale {})",
             rate(fold),
-            num(fold, "events_s").unwrap_or(0.0) / 1e6,
-            num(fold, "mb").unwrap_or(0.0),
-            num(v, "scale").unwrap_or(f64::NAN),
+            fold.events_s / 1e6,
+            fold.mb,
+            v.scale,
         ),
         reference: format!(
             "memchr scan {:.0} MB/s; `serde_json::Value` parse {:.0} MB/s",
@@ -119,77 +107,110 @@ pub(crate) fn ingest_target(run: &Run) -> Target {
 }
 
 /// Whether a latency row is of the server with default settings (no `poll_interval_ms`).
-pub(crate) fn default_config(r: &Value) -> bool {
-    r.get("poll_ms").is_none_or(Value::is_null)
+pub(crate) fn default_config(r: &latency::SummaryRow) -> bool {
+    r.poll_ms.is_none()
 }
 
-/// The worst `key` (`p50_ms`, `p99_ms`) over the market views of the default server at `rate`,
-/// with the view it belongs to.
-pub(crate) fn latency_worst(v: &Value, rate: f64, key: &str) -> Option<(f64, String)> {
-    rows(v, "rows")
-        .filter(|r| {
-            default_config(r)
-                && !r.get("reference").and_then(Value::as_bool).unwrap_or(false)
-                && num(r, "frames").unwrap_or(0.0) > 0.0
-                && num(r, "rate").is_some_and(|x| (x - rate).abs() < 1e-9)
-        })
-        .filter_map(|r| Some((num(r, key)?, text(r, "stream").to_owned())))
+/// The latency percentile a target is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Percentile {
+    /// The median.
+    P50,
+    /// The 99th percentile.
+    P99,
+}
+
+impl Percentile {
+    /// Its name in the text: `p50`, `p99`.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::P50 => "p50",
+            Self::P99 => "p99",
+        }
+    }
+
+    /// Its figure, of a row or floor whose p50 and p99 are given.
+    pub(crate) fn of(self, p50_ms: f64, p99_ms: f64) -> f64 {
+        match self {
+            Self::P50 => p50_ms,
+            Self::P99 => p99_ms,
+        }
+    }
+}
+
+/// Whether `r` has frames and was measured at `rate`, on the server with default settings.
+fn latency_at(r: &latency::SummaryRow, rate: f64) -> bool {
+    default_config(r) && r.frames > 0 && (r.rate - rate).abs() < 1e-9
+}
+
+/// The worst `percentile` over the market views of the default server at `rate`, ms, with the
+/// view it belongs to.
+pub(crate) fn latency_worst(
+    v: &latency::Summary,
+    rate: f64,
+    percentile: Percentile,
+) -> Option<(f64, &str)> {
+    v.rows
+        .iter()
+        .filter(|r| latency_at(r, rate) && !r.reference)
+        .map(|r| (percentile.of(r.p50_ms, r.p99_ms), r.stream.as_str()))
         .max_by(|a, b| a.0.total_cmp(&b.0))
 }
 
-/// `key` of the raw feed reference of the default server at `rate`.
-pub(crate) fn latency_reference(v: &Value, rate: f64, key: &str) -> Option<f64> {
-    rows(v, "rows")
-        .find(|r| {
-            default_config(r)
-                && r.get("reference").and_then(Value::as_bool).unwrap_or(false)
-                && num(r, "frames").unwrap_or(0.0) > 0.0
-                && num(r, "rate").is_some_and(|x| (x - rate).abs() < 1e-9)
-        })
-        .and_then(|r| num(r, key))
+/// `percentile` of the raw feed reference of the default server at `rate`, ms.
+pub(crate) fn latency_reference(
+    v: &latency::Summary,
+    rate: f64,
+    percentile: Percentile,
+) -> Option<f64> {
+    v.rows
+        .iter()
+        .find(|r| latency_at(r, rate) && r.reference)
+        .map(|r| percentile.of(r.p50_ms, r.p99_ms))
 }
 
-/// The latency targets: (label, goal, rate, summary key, target in ms).
-pub(crate) const LATENCY_GOALS: [(&str, &str, f64, &str, f64); 3] = [
+/// The latency targets: (label, goal, rate, percentile, target in ms).
+pub(crate) const LATENCY_GOALS: [(&str, &str, f64, Percentile, f64); 3] = [
     (
         "Append → frame p50 at 1× (worst market view)",
         "≤ 500 µs",
         1.0,
-        "p50_ms",
+        Percentile::P50,
         0.5,
     ),
     (
         "Append → frame p99 at 1× (worst market view)",
         "≤ 2 ms",
         1.0,
-        "p99_ms",
+        Percentile::P99,
         2.0,
     ),
     (
         "Append → frame p99 at 10× (worst market view)",
         "≤ 10 ms",
         10.0,
-        "p99_ms",
+        Percentile::P99,
         10.0,
     ),
 ];
 
+/// The latency targets ([`LATENCY_GOALS`]), from the `latency` run.
 pub(crate) fn latency_targets(run: &Run) -> Vec<Target> {
     LATENCY_GOALS
         .iter()
-        .map(|&(what, goal, rate, key, target_ms)| {
-            let Some(v) = run.summary("latency") else {
+        .map(|&(what, goal, rate, percentile, target_ms)| {
+            let Some(v) = &run.summaries.latency else {
                 return Target::missing(what, goal, run.missing("latency"));
             };
-            let Some((value, stream)) = latency_worst(v, rate, key) else {
+            let Some((value, stream)) = latency_worst(v, rate, percentile) else {
                 return Target::missing(
                     what,
                     goal,
                     format!("not measured: no frames at {rate}× with default settings"),
                 );
             };
-            let quantile = key.trim_end_matches("_ms");
-            let (mut reference, ratio) = latency_reference(v, rate, key).map_or_else(
+            let quantile = percentile.name();
+            let (mut reference, ratio) = latency_reference(v, rate, percentile).map_or_else(
                 || ("–".to_owned(), "–".to_owned()),
                 |r| {
                     (
@@ -200,21 +221,20 @@ pub(crate) fn latency_targets(run: &Run) -> Vec<Target> {
                     )
                 },
             );
-            for (field, name, what) in [
+            for (floor, name, what) in [
                 (
-                    "machine_floor",
+                    &v.machine_floor,
                     "machine floor",
                     "append → inotify → read → loopback TCP, no l1gate code, at the 1× interval",
                 ),
                 (
-                    "grpc_floor",
+                    &v.grpc_floor,
                     "gRPC floor",
                     "the same through a tonic stream between two tokio runtimes, no l1gate code",
                 ),
             ] {
-                if let Some(floor) = v.get(field).and_then(|f| num(f, key)) {
-                    let _ = write!(reference, "; {name} {floor:.3} ms ({what})");
-                }
+                let floor = percentile.of(floor.p50_ms, floor.p99_ms);
+                let _ = write!(reference, "; {name} {floor:.3} ms ({what})");
             }
             Target {
                 what: what.to_owned(),
@@ -230,32 +250,30 @@ pub(crate) fn latency_targets(run: &Run) -> Vec<Target> {
         .collect()
 }
 
+/// The `l1gate replay` targets, one per view, from the `replay_cli` run.
 pub(crate) fn replay_cli_targets(run: &Run) -> Vec<Target> {
     ["bbo", "trades"]
         .iter()
         .map(|view| {
             let what = format!("`l1gate replay --view {view} --coins BTC`, end to end");
             let goal = "≥ 1,000 MB/s";
-            let Some(v) = run.summary("replay_cli") else {
+            let Some(v) = &run.summaries.replay_cli else {
                 return Target::missing(&what, goal, run.missing("replay_cli"));
             };
-            let Some(row) = rows(v, "rows").find(|r| text(r, "view") == *view) else {
+            let Some(row) = v.rows.iter().find(|r| r.view == *view) else {
                 return Target::missing(&what, goal, format!("not measured: no `{view}` row"));
             };
-            let rate = num(row, "mb_s").unwrap_or(f64::NAN);
-            let reference = v
-                .get("reference")
-                .and_then(|r| num(r, "mb_s"))
-                .unwrap_or(f64::NAN);
+            let rate = row.mb_s;
+            let reference = v.reference.mb_s;
             Target {
                 what,
                 goal: goal.to_owned(),
                 measured: format!(
                     "{rate:.0} MB/s of node output ({:.0} MB, {:.0} blocks, {:.2} s from spawn to exit; it read {})",
-                    num(v, "mb").unwrap_or(0.0),
-                    num(v, "blocks").unwrap_or(0.0),
-                    num(row, "wall_s").unwrap_or(f64::NAN),
-                    num(row, "read_mb").map_or_else(|| "? MB".to_owned(), |m| format!("{m:.0} MB")),
+                    v.mb,
+                    v.blocks as f64,
+                    row.wall_s,
+                    row.read_mb.map_or_else(|| "? MB".to_owned(), |m| format!("{m:.0} MB")),
                 ),
                 reference: format!("`cat FILES \\| wc -l` of the same files: {reference:.0} MB/s"),
                 ratio: times(rate / reference),
@@ -265,37 +283,38 @@ pub(crate) fn replay_cli_targets(run: &Run) -> Vec<Target> {
         .collect()
 }
 
+/// The engine thread's live CPU per block and the idle server's CPU, from the `engine_cpu` run.
 pub(crate) fn engine_cpu_targets(run: &Run) -> [Target; 2] {
     let (what_live, goal_live) = (
         "Engine thread CPU per block, live at 1×",
         "≤ 1.3× `Engine::apply` folding at the same pace",
     );
     let (what_idle, goal_idle) = ("Idle server CPU", "< 1% of one core");
-    let Some(v) = run.summary("engine_cpu") else {
+    let Some(v) = &run.summaries.engine_cpu else {
         return [
             Target::missing(what_live, goal_live, run.missing("engine_cpu")),
             Target::missing(what_idle, goal_idle, run.missing("engine_cpu")),
         ];
     };
-    let ratio = num(v, "ratio").unwrap_or(f64::NAN);
-    let idle = num(v, "idle_pct").unwrap_or(f64::NAN);
+    let ratio = v.ratio;
+    let idle = v.idle_pct;
     [
         Target {
             what: what_live.to_owned(),
             goal: goal_live.to_owned(),
             measured: format!(
                 "{:.0} µs per block ({:.0} blocks, no stream open); `Market::apply` with `Needs::ALL` alone: {:.0} µs",
-                num(v, "live_us_per_block").unwrap_or(f64::NAN),
-                num(v, "blocks").unwrap_or(0.0),
-                num(v, "market_us_per_block").unwrap_or(f64::NAN),
+                v.live_us_per_block,
+                v.blocks as f64,
+                v.market_us_per_block,
             ),
             reference: format!(
                 "`Engine::apply` on the same blocks{}; back to back with warm caches {:.0} µs (live {})",
-                num(v, "engine_paced_us_per_block").map_or_else(String::new, |paced| format!(
+                v.engine_paced_us_per_block.map_or_else(String::new, |paced| format!(
                     " paced at 1× like the live thread (caches as cold as its): {paced:.0} µs per block"
                 )),
-                num(v, "engine_us_per_block").unwrap_or(f64::NAN),
-                times(num(v, "ratio_back_to_back").unwrap_or(f64::NAN)),
+                v.engine_us_per_block,
+                times(v.ratio_back_to_back),
             ),
             ratio: times(ratio),
             verdict: verdict(ratio <= 1.3).to_owned(),
@@ -305,11 +324,11 @@ pub(crate) fn engine_cpu_targets(run: &Run) -> [Target; 2] {
             goal: goal_idle.to_owned(),
             measured: format!(
                 "{idle:.2}% of one core (whole process, {:.0} s with no append)",
-                num(v, "idle_seconds").unwrap_or(f64::NAN)
+                v.idle_seconds
             ),
             reference: format!(
                 "engine thread at 1×: {:.2}% of one core",
-                num(v, "engine_core_pct").unwrap_or(f64::NAN)
+                v.engine_core_pct
             ),
             ratio: "–".to_owned(),
             verdict: verdict(idle < 1.0).to_owned(),
@@ -317,6 +336,8 @@ pub(crate) fn engine_cpu_targets(run: &Run) -> [Target; 2] {
     ]
 }
 
+/// The fan-out targets (the largest `StreamBbo` count, with stalled readers, memory after the
+/// bursts), from the `fanout` run.
 pub(crate) fn fanout_targets(run: &Run) -> [Target; 3] {
     let (what, goal) = (
         "Fan-out: 10,000 `StreamBbo` streams",
@@ -330,27 +351,24 @@ pub(crate) fn fanout_targets(run: &Run) -> [Target; 3] {
         "Memory after the fan-out's bursts",
         "RSS within 50 MB of a burst-free server's a minute after",
     );
-    let Some(v) = run.summary("fanout") else {
+    let Some(v) = &run.summaries.fanout else {
         return [
             Target::missing(what, goal, run.missing("fanout")),
             Target::missing(slow_what, slow_goal, run.missing("fanout")),
             Target::missing(kept_what, kept_goal, run.missing("fanout")),
         ];
     };
-    let kept = match v.get("after_bursts").filter(|a| !a.is_null()) {
+    let kept = match &v.after_bursts {
         Some(a) => {
-            let (after, fresh) = (
-                num(a, "after_mb").unwrap_or(f64::NAN),
-                num(a, "fresh_mb").unwrap_or(f64::NAN),
-            );
-            let kept = num(a, "kept_mb").unwrap_or(f64::NAN);
-            let settle = num(a, "settle_s").unwrap_or(0.0);
+            let (after, fresh) = (a.after_mb, a.fresh_mb);
+            let kept = a.kept_mb;
+            let settle = a.settle_s;
             Target {
                 what: kept_what.to_owned(),
                 goal: kept_goal.to_owned(),
                 measured: format!(
                     "{after:.0} MB {settle:.0} s after the last client ({:.0} MB before the first burst): {kept:.0} MB kept",
-                    num(a, "before_mb").unwrap_or(f64::NAN),
+                    a.before_mb,
                 ),
                 reference: format!("a server started then, at the same block: {fresh:.0} MB"),
                 ratio: times(after / fresh),
@@ -363,16 +381,12 @@ pub(crate) fn fanout_targets(run: &Run) -> [Target; 3] {
             "not measured: run without `--settle`".to_owned(),
         ),
     };
-    let by_streams = |a: &&&Value, b: &&&Value| {
-        num(a, "streams")
-            .unwrap_or(0.0)
-            .total_cmp(&num(b, "streams").unwrap_or(0.0))
-    };
+    let by_streams = |a: &&&fanout::SummaryRun, b: &&&fanout::SummaryRun| a.streams.cmp(&b.streams);
     // The section also compares edges (WebSocket, gRPC L2 book) at the same stream counts;
     // the targets are about `StreamBbo` streams.
-    let bbo = || rows(v, "runs").filter(|r| text(r, "label") == FANOUT_BBO);
-    let fast: Vec<&Value> = bbo().filter(|r| num(r, "slow") == Some(0.0)).collect();
-    let slow_row = bbo().find(|r| num(r, "slow").unwrap_or(0.0) > 0.0);
+    let bbo = || v.runs.iter().filter(|r| r.label == FANOUT_BBO);
+    let fast: Vec<&fanout::SummaryRun> = bbo().filter(|r| r.slow == 0).collect();
+    let slow_row = bbo().find(|r| r.slow > 0);
     let (Some(big), Some(small)) = (
         fast.iter().max_by(by_streams),
         fast.iter().min_by(by_streams),
@@ -384,42 +398,36 @@ pub(crate) fn fanout_targets(run: &Run) -> [Target; 3] {
             kept,
         ];
     };
-    let p99 = num(big, "p99_ms").unwrap_or(f64::NAN);
-    let streams = num(big, "streams").unwrap_or(0.0);
-    let failures = num(big, "failures").unwrap_or(0.0);
-    let wrong = num(big, "missing").unwrap_or(f64::NAN) + num(big, "extra").unwrap_or(f64::NAN);
-    let small_p99 = num(small, "p99_ms").unwrap_or(f64::NAN);
+    let p99 = big.p99_ms;
+    let streams = big.streams as f64;
+    let failures = big.failures as f64;
+    let wrong = big.missing as f64 + big.extra as f64;
+    let small_p99 = small.p99_ms;
     let held = Target {
         what: what.to_owned(),
         goal: goal.to_owned(),
         measured: format!(
             "{streams:.0} streams: p99 {p99:.3} ms, {:.0} frames/s of {:.0} required, {wrong:.0} missing or extra, {failures:.0} failed, {:.1} frames per write, {:.1} KiB server RSS per stream",
-            num(big, "frames_per_s").unwrap_or(0.0),
-            num(big, "required_per_s").unwrap_or(0.0),
-            num(big, "frames_per_write").unwrap_or(f64::NAN),
-            num(big, "rss_kib_per_stream").unwrap_or(f64::NAN),
+            big.frames_per_s, big.required_per_s, big.frames_per_write, big.rss_kib_per_stream,
         ),
-        reference: format!(
-            "{:.0} streams: p99 {small_p99:.3} ms",
-            num(small, "streams").unwrap_or(0.0)
-        ),
+        reference: format!("{:.0} streams: p99 {small_p99:.3} ms", small.streams as f64),
         ratio: format!("{} p99", times(p99 / small_p99)),
         verdict: verdict(streams >= 10_000.0 && failures == 0.0 && wrong == 0.0 && p99 <= 100.0)
             .to_owned(),
     };
-    let slow = match (slow_row, v.get("slow")) {
+    let slow = match (slow_row, &v.slow) {
         (Some(row), Some(outcome)) => {
-            let with = num(row, "p99_ms").unwrap_or(f64::NAN);
-            let count = num(outcome, "streams").unwrap_or(0.0);
-            let deadline = num(outcome, "deadline_exceeded").unwrap_or(0.0);
-            let ended = num(outcome, "ended_after_s");
+            let with = row.p99_ms;
+            let count = outcome.streams as f64;
+            let deadline = outcome.deadline_exceeded as f64;
+            let ended = outcome.ended_after_s;
             Target {
                 what: slow_what.to_owned(),
                 goal: slow_goal.to_owned(),
                 measured: format!(
                     "{count:.0} stalled: {deadline:.0} ended `DEADLINE_EXCEEDED`, all within {}; others' p99 {with:.3} ms; {:.1} KiB RSS per stalled full-depth L2 stream",
                     ended.map_or_else(|| "— (not all ended)".to_owned(), |s| format!("{s:.1} s")),
-                    num(v, "stalled_kib_per_stream").unwrap_or(f64::NAN),
+                    v.stalled_kib_per_stream.unwrap_or(f64::NAN),
                 ),
                 reference: format!("without them: p99 {p99:.3} ms"),
                 ratio: format!("{} p99", times(with / p99)),
@@ -433,11 +441,18 @@ pub(crate) fn fanout_targets(run: &Run) -> [Target; 3] {
     [held, slow, kept]
 }
 
+/// The scale row of the full book of a memory summary.
+pub(crate) fn memory_full(v: &memory::Summary) -> Option<&memory::SummaryScale> {
+    v.scales.iter().find(|r| Some(r.scale) == v.full_scale)
+}
+
+/// The memory targets (RSS and cold start with the full book, a start with files behind),
+/// from the `memory` run.
 pub(crate) fn memory_targets(run: &Run) -> [Target; 3] {
     let what_rss = "RSS with the full book";
     let what_cold = "Cold start to serving live";
     let what_behind = "Peak of a start with files behind the snapshot";
-    let Some(v) = run.summary("memory") else {
+    let Some(v) = &run.summaries.memory else {
         return [
             Target::missing(what_rss, "≤ 200 MB", run.missing("memory")),
             Target::missing(what_cold, "≤ 2 s", run.missing("memory")),
@@ -445,8 +460,7 @@ pub(crate) fn memory_targets(run: &Run) -> [Target; 3] {
         ];
     };
     let behind = behind_target(v, what_behind);
-    let full_scale = num(v, "full_scale");
-    let Some(full) = rows(v, "scales").find(|r| num(r, "scale") == full_scale) else {
+    let Some(full) = memory_full(v) else {
         return [
             Target::missing(
                 what_rss,
@@ -463,20 +477,19 @@ pub(crate) fn memory_targets(run: &Run) -> [Target; 3] {
     };
     let book = format!(
         "{:.0} orders, {:.0} coins",
-        num(full, "orders").unwrap_or(0.0),
-        num(full, "coins").unwrap_or(0.0)
+        full.orders as f64, full.coins as f64
     );
-    let rss = num(full, "rss_settled_mb").unwrap_or(f64::NAN);
-    let engine_rss = num(full, "engine_rss_mb").unwrap_or(f64::NAN);
-    let cold = num(full, "cold_start_s").unwrap_or(f64::NAN);
-    let load = num(full, "engine_load_s").unwrap_or(f64::NAN);
+    let rss = full.rss_settled_mb;
+    let engine_rss = full.engine_rss_mb;
+    let cold = full.cold_start_s;
+    let load = full.engine_load_s;
     [
         Target {
             what: what_rss.to_owned(),
             goal: "≤ 200 MB".to_owned(),
             measured: format!(
                 "{rss:.0} MB `VmRSS` settled, peak {:.0} MB (server process; {book})",
-                num(full, "peak_mb").unwrap_or(f64::NAN)
+                full.peak_mb
             ),
             reference: format!("`Engine::from_snapshot` in a bare process: {engine_rss:.0} MB"),
             ratio: times(rss / engine_rss),
@@ -487,7 +500,7 @@ pub(crate) fn memory_targets(run: &Run) -> [Target; 3] {
             goal: "≤ 2 s".to_owned(),
             measured: format!(
                 "{cold:.2} s spawn → first `StreamBbo` frame ({book}, snapshot {:.0} MB)",
-                num(full, "snapshot_mb").unwrap_or(f64::NAN)
+                full.snapshot_mb
             ),
             reference: format!("read + parse + `Engine::from_snapshot`: {load:.2} s"),
             ratio: times(cold / load),
@@ -498,17 +511,12 @@ pub(crate) fn memory_targets(run: &Run) -> [Target; 3] {
 }
 
 /// The worst peak of the catch-up starts, beside the snapshot start's.
-fn behind_target(v: &Value, what: &str) -> Target {
-    let full_scale = num(v, "full_scale");
-    let snapshot_peak = rows(v, "scales")
-        .find(|r| num(r, "scale") == full_scale)
-        .and_then(|r| num(r, "peak_mb"))
-        .unwrap_or(f64::NAN);
-    let worst = rows(v, "behind").max_by(|a, b| {
-        num(a, "peak_mb")
-            .unwrap_or(0.0)
-            .total_cmp(&num(b, "peak_mb").unwrap_or(0.0))
-    });
+fn behind_target(v: &memory::Summary, what: &str) -> Target {
+    let snapshot_peak = memory_full(v).map_or(f64::NAN, |r| r.peak_mb);
+    let worst = v
+        .behind
+        .iter()
+        .max_by(|a, b| a.peak_mb.total_cmp(&b.peak_mb));
     let Some(worst) = worst else {
         return Target::missing(
             what,
@@ -516,16 +524,13 @@ fn behind_target(v: &Value, what: &str) -> Target {
             "not measured: run without `--behind`".to_owned(),
         );
     };
-    let peak = num(worst, "peak_mb").unwrap_or(f64::NAN);
+    let peak = worst.peak_mb;
     Target {
         what: what.to_owned(),
         goal: "≤ 200 MB".to_owned(),
         measured: format!(
             "{peak:.0} MB peak, {:.0} MB settled, {:.0} blocks ({:.0} min, {:.0} MB of files) behind",
-            num(worst, "rss_settled_mb").unwrap_or(f64::NAN),
-            num(worst, "blocks").unwrap_or(0.0),
-            num(worst, "minutes").unwrap_or(0.0),
-            num(worst, "node_mb").unwrap_or(0.0),
+            worst.rss_settled_mb, worst.blocks as f64, worst.minutes, worst.node_mb,
         ),
         reference: format!("the snapshot start's peak: {snapshot_peak:.0} MB"),
         ratio: times(peak / snapshot_peak),
@@ -533,29 +538,33 @@ fn behind_target(v: &Value, what: &str) -> Target {
     }
 }
 
+/// The unfiltered raw feed over gRPC, from the `raw_feed` run.
 pub(crate) fn raw_feed_target(run: &Run) -> Target {
     let (what, goal) = ("Raw feed replay, unfiltered", "≥ 1,000 MB/s");
-    let Some(v) = run.summary("raw_feed") else {
+    let Some(v) = &run.summaries.raw_feed else {
         return Target::missing(what, goal, run.missing("raw_feed"));
     };
     let find = |feed: &str, layer: &str| {
-        rows(v, "rows").find(|r| {
-            text(r, "feed") == feed && text(r, "layer") == layer && text(r, "filter") == "none"
-        })
+        v.rows
+            .iter()
+            .find(|r| r.feed == feed && r.layer == layer && r.filter == "none")
     };
     let feed = "order_statuses";
     let (Some(grpc), Some(fs)) = (find(feed, "gRPC"), find(feed, "fs::read")) else {
         return Target::missing(what, goal, "not measured: raw feed rows missing".to_owned());
     };
-    let g = num(grpc, "source_mb_s").unwrap_or(f64::NAN);
-    let f = num(fs, "source_mb_s").unwrap_or(f64::NAN);
-    let diffs = find("raw_book_diffs", "gRPC").and_then(|r| num(r, "source_mb_s"));
+    let g = grpc.source_mb_s;
+    let f = fs.source_mb_s;
+    // A rate written as `null` (not finite) is left out, as it always was.
+    let diffs = find("raw_book_diffs", "gRPC")
+        .map(|r| r.source_mb_s)
+        .filter(|d| !d.is_nan());
     Target {
         what: what.to_owned(),
         goal: goal.to_owned(),
         measured: format!(
             "{g:.0} MB/s over gRPC (`{feed}`, {:.0} MB){}",
-            num(grpc, "source_mb").unwrap_or(0.0),
+            grpc.source_mb,
             diffs.map_or_else(String::new, |d| format!("; `raw_book_diffs` {d:.0} MB/s"))
         ),
         reference: format!("`fs::read` of the same files: {f:.0} MB/s"),
@@ -564,32 +573,32 @@ pub(crate) fn raw_feed_target(run: &Run) -> Target {
     }
 }
 
+/// Loading the full book from a checkpoint, from the `checkpoint` run.
 pub(crate) fn checkpoint_target(run: &Run) -> Target {
     let (what, goal) = ("Load the full book from an engine checkpoint", "≤ 200 ms");
-    let Some(v) = run.summary("checkpoint") else {
+    let Some(v) = &run.summaries.checkpoint else {
         return Target::missing(what, goal, run.missing("checkpoint"));
     };
-    let load = num(v, "checkpoint_load_ms").unwrap_or(f64::NAN);
-    let json = num(v, "json_load_ms").unwrap_or(f64::NAN);
+    let load = v.checkpoint_load_ms;
+    let json = v.json_load_ms;
     Target {
         what: what.to_owned(),
         goal: goal.to_owned(),
         measured: format!(
             "{load:.0} ms ({:.0} orders, {:.0} coins, {:.0} MB file); taking one cost the engine thread {:.0} ms",
-            num(v, "orders").unwrap_or(f64::NAN),
-            num(v, "coins").unwrap_or(f64::NAN),
-            num(v, "checkpoint_mb").unwrap_or(f64::NAN),
-            num(v, "take_ms").unwrap_or(f64::NAN),
+            v.orders as f64, v.coins as f64, v.checkpoint_mb, v.take_ms,
         ),
         reference: format!(
             "the node's JSON snapshot of the same book ({:.0} MB): read + parse + `Market::from_snapshot` {json:.0} ms",
-            num(v, "json_mb").unwrap_or(f64::NAN)
+            v.json_mb
         ),
         ratio: times(load / json),
         verdict: verdict(load <= 200.0).to_owned(),
     }
 }
 
+/// The candle history targets (import, store size, memory, lookups, `candleSnapshot`), from
+/// the `candle_history` run.
 pub(crate) fn candle_history_targets(run: &Run) -> Vec<Target> {
     let what = [
         "Candle import, per core",
@@ -605,99 +614,91 @@ pub(crate) fn candle_history_targets(run: &Run) -> Vec<Target> {
         "≥ 50,000 req/s, p99 ≤ 2 ms",
         "≤ 10 ms",
     ];
-    let Some(v) = run.summary("candle_history") else {
+    let Some(v) = &run.summaries.candle_history else {
         return (0..what.len())
             .map(|i| Target::missing(what[i], goal[i], run.missing("candle_history")))
             .collect();
     };
-    let n = |k: &str| num(v, k).unwrap_or(f64::NAN);
     vec![
         Target {
             what: what[0].to_owned(),
             goal: goal[0].to_owned(),
             measured: format!(
                 "{:.0} MB/s of decompressed fills ({:.0} MB over {:.0} h of simulated mainnet fills, LZ4)",
-                n("import_mb_per_cpu_s"),
-                n("decompressed_mb"),
-                n("hours")
+                v.import_mb_per_cpu_s, v.decompressed_mb, v.hours as f64
             ),
-            reference: format!("`lz4 -dc` alone: {:.0} MB/s", n("lz4_mb_per_cpu_s")),
-            ratio: times(n("import_mb_per_cpu_s") / n("lz4_mb_per_cpu_s")),
-            verdict: verdict(n("import_mb_per_cpu_s") >= 1_000.0).to_owned(),
+            reference: format!("`lz4 -dc` alone: {:.0} MB/s", v.lz4_mb_per_cpu_s),
+            ratio: times(v.import_mb_per_cpu_s / v.lz4_mb_per_cpu_s),
+            verdict: verdict(v.import_mb_per_cpu_s >= 1_000.0).to_owned(),
         },
         Target {
             what: what[1].to_owned(),
             goal: goal[1].to_owned(),
             measured: format!(
                 "{:.2} bytes per candle over {:.0} days ({:.0} candles); {:.1} GB extrapolated since 2025-07-27",
-                n("bytes_per_candle"),
-                n("days"),
-                n("candles"),
-                n("extrapolated_gb")
+                v.bytes_per_candle, v.days as f64, v.candles as f64, v.extrapolated_gb
             ),
             reference: "the first store: 128 bytes on disk + 16 in memory".to_owned(),
-            ratio: times(n("bytes_per_candle") / 144.0),
-            verdict: verdict(n("bytes_per_candle") <= 16.0).to_owned(),
+            ratio: times(v.bytes_per_candle / 144.0),
+            verdict: verdict(v.bytes_per_candle <= 16.0).to_owned(),
         },
         Target {
             what: what[2].to_owned(),
             goal: goal[2].to_owned(),
             measured: format!(
                 "{:.1} MiB RSS over {:.0} days",
-                n("long_rss_mib"),
-                n("days")
+                v.long_rss_mib, v.days as f64
             ),
-            reference: format!("over the 1-day store: {:.1} MiB", n("day_rss_mib")),
-            ratio: format!("{:+.1} MiB", n("long_rss_mib") - n("day_rss_mib")),
-            verdict: verdict((n("long_rss_mib") - n("day_rss_mib")).abs() <= 20.0).to_owned(),
+            reference: format!("over the 1-day store: {:.1} MiB", v.day_rss_mib),
+            ratio: format!("{:+.1} MiB", v.long_rss_mib - v.day_rss_mib),
+            verdict: verdict((v.long_rss_mib - v.day_rss_mib).abs() <= 20.0).to_owned(),
         },
         Target {
             what: what[3].to_owned(),
             goal: goal[3].to_owned(),
             measured: format!(
                 "{:.0} req/s, p99 {:.2} ms (random buckets over {:.0} days)",
-                n("long_rps"),
-                n("long_p99_ms"),
-                n("days")
+                v.long_rps, v.long_p99_ms, v.days as f64
             ),
-            reference: format!("the 1-day store: {:.0} req/s", n("day_rps")),
-            ratio: times(n("long_rps") / n("day_rps")),
-            verdict: verdict(n("long_rps") >= 50_000.0 && n("long_p99_ms") <= 2.0).to_owned(),
+            reference: format!("the 1-day store: {:.0} req/s", v.day_rps),
+            ratio: times(v.long_rps / v.day_rps),
+            verdict: verdict(v.long_rps >= 50_000.0 && v.long_p99_ms <= 2.0).to_owned(),
         },
         Target {
             what: what[4].to_owned(),
             goal: goal[4].to_owned(),
             measured: format!(
                 "p50 {:.2} ms, p90 {:.2} ms",
-                n("snapshot_p50_ms"),
-                n("snapshot_p90_ms")
+                v.snapshot_p50_ms, v.snapshot_p90_ms
             ),
             reference: "–".to_owned(),
             ratio: "–".to_owned(),
-            verdict: verdict(n("snapshot_p50_ms") <= 10.0).to_owned(),
+            verdict: verdict(v.snapshot_p50_ms <= 10.0).to_owned(),
         },
     ]
 }
 
+/// HTTP candle lookups, from the `candles_http` run.
 pub(crate) fn candles_target(run: &Run) -> Target {
     let (what, goal) = ("HTTP candle lookups", "≥ 50,000 req/s");
-    let Some(v) = run.summary("candles_http") else {
+    let Some(v) = &run.summaries.candles_http else {
         return Target::missing(what, goal, run.missing("candles_http"));
     };
-    let rps = num(v, "rps").unwrap_or(f64::NAN);
+    let rps = v.rps;
     Target {
         what: what.to_owned(),
         goal: goal.to_owned(),
         measured: format!(
             "{rps:.0} req/s, p99 {:.3} ms ({:.0} connections from a separate process)",
-            num(v, "p99_ms").unwrap_or(f64::NAN),
-            num(v, "connections").unwrap_or(f64::NAN)
+            v.p99_ms, v.connections as f64
         ),
-        reference: num(v, "reference_rps").map_or_else(
+        reference: v.reference_rps.map_or_else(
             || "–".to_owned(),
-            |r| format!("{r:.0} lookups/s: {}", text(v, "reference")),
+            |r| format!("{r:.0} lookups/s: {}", v.reference),
         ),
-        ratio: num(v, "reference_rps").map_or_else(|| "–".to_owned(), |r| times(rps / r)),
+        ratio: v
+            .reference_rps
+            .map_or_else(|| "–".to_owned(), |r| times(rps / r)),
         verdict: verdict(rps >= 50_000.0).to_owned(),
     }
 }
@@ -712,13 +713,22 @@ mod tests {
     fn ingest_verdict_follows_the_fold_rate() {
         let v = json!({"scale": 1.0, "blocks": 10, "rows": [
             {"name": "fold", "mb_s": 1200.0, "mb": 5.0, "events_s": 1e6},
-            {"name": "memchr scan", "mb_s": 6000.0},
-            {"name": "serde_json::Value", "mb_s": 100.0},
+            {"name": "memchr scan", "mb_s": 6000.0, "mb": 5.0, "events_s": 1e6},
+            {"name": "serde_json::Value", "mb_s": 100.0, "mb": 5.0, "events_s": null},
         ]});
-        let t = ingest_target(&Run::with("replay@1", v));
+        let t = ingest_target(&Run::with("replay@1", &v));
         assert_eq!(t.verdict, "**met**");
         assert!(t.ratio.starts_with("12.00×"), "{}", t.ratio);
-        let missing = ingest_target(&Run::with("other", json!({})));
+        assert!(
+            t.measured
+                .starts_with("1200 MB/s, 1.00 M events/s (fold of 5 MB: 10 blocks at scale 1)"),
+            "{}",
+            t.measured
+        );
+        // Another scale's run is not the target's.
+        let other = ingest_target(&Run::with("replay@0.5", &v));
+        assert_eq!(other.verdict, "not measured");
+        let missing = ingest_target(&Run::default());
         assert_eq!(missing.verdict, "not measured");
         assert!(
             missing.measured.contains("`replay` was not run"),
@@ -730,15 +740,15 @@ mod tests {
     #[test]
     fn latency_targets_take_the_worst_market_view_of_the_default_server() {
         let v = json!({"rows": [
-            {"poll_ms": null, "rate": 1, "stream": "bbo", "reference": false, "frames": 10, "p50_ms": 0.3, "p99_ms": 1.0},
-            {"poll_ms": null, "rate": 1, "stream": "l4", "reference": false, "frames": 10, "p50_ms": 0.4, "p99_ms": 3.0},
-            {"poll_ms": null, "rate": 1, "stream": "raw", "reference": true, "frames": 10, "p50_ms": 0.2, "p99_ms": 1.5},
-            {"poll_ms": null, "rate": 10, "stream": "l4", "reference": false, "frames": 10, "p50_ms": 2.0, "p99_ms": 8.0},
-            {"poll_ms": null, "rate": 10, "stream": "raw", "reference": true, "frames": 10, "p50_ms": 1.0, "p99_ms": 4.0},
-            {"poll_ms": 5, "rate": 1, "stream": "bbo", "reference": false, "frames": 10, "p50_ms": 9.0, "p99_ms": 9.0},
-            {"poll_ms": null, "rate": 10, "stream": "bbo", "reference": false, "frames": 0, "p50_ms": 99.0, "p99_ms": 99.0},
+            {"poll_ms": null, "rate": 1, "stream": "bbo", "reference": false, "frames": 10, "p50_ms": 0.3, "p99_ms": 1.0, "curve": []},
+            {"poll_ms": null, "rate": 1, "stream": "l4", "reference": false, "frames": 10, "p50_ms": 0.4, "p99_ms": 3.0, "curve": []},
+            {"poll_ms": null, "rate": 1, "stream": "raw", "reference": true, "frames": 10, "p50_ms": 0.2, "p99_ms": 1.5, "curve": []},
+            {"poll_ms": null, "rate": 10, "stream": "l4", "reference": false, "frames": 10, "p50_ms": 2.0, "p99_ms": 8.0, "curve": []},
+            {"poll_ms": null, "rate": 10, "stream": "raw", "reference": true, "frames": 10, "p50_ms": 1.0, "p99_ms": 4.0, "curve": []},
+            {"poll_ms": 5, "rate": 1, "stream": "bbo", "reference": false, "frames": 10, "p50_ms": 9.0, "p99_ms": 9.0, "curve": []},
+            {"poll_ms": null, "rate": 10, "stream": "bbo", "reference": false, "frames": 0, "p50_ms": 99.0, "p99_ms": 99.0, "curve": []},
         ], "machine_floor": {"p50_ms": 0.17, "p99_ms": 0.4}, "grpc_floor": {"p50_ms": 0.31, "p99_ms": 0.9}});
-        let t = latency_targets(&Run::with("latency", v));
+        let t = latency_targets(&Run::with("latency", &v));
         assert_eq!(t.len(), 3);
         assert!(t[0].measured.starts_with("0.400 ms"), "{}", t[0].measured);
         assert_eq!(t[0].verdict, "**met**");
@@ -757,7 +767,7 @@ mod tests {
         assert!(t[2].measured.starts_with("8.000 ms"), "{}", t[2].measured);
         assert_eq!(t[2].ratio, "2.00×");
         assert_eq!(t[2].verdict, "**met**");
-        let missing = latency_targets(&Run::with("other", json!({})));
+        let missing = latency_targets(&Run::default());
         assert!(missing.iter().all(|t| t.verdict == "not measured"));
     }
 
@@ -767,14 +777,14 @@ mod tests {
             {"view": "bbo", "mb_s": 500.0, "wall_s": 1.6, "read_mb": 791.0},
             {"view": "trades", "mb_s": 1500.0, "wall_s": 0.5, "read_mb": 1.0},
         ]});
-        let t = replay_cli_targets(&Run::with("replay_cli", v));
+        let t = replay_cli_targets(&Run::with("replay_cli", &v));
         assert_eq!(t[0].verdict, "**not met**");
         assert_eq!(t[0].ratio, "0.25×");
         assert_eq!(t[1].verdict, "**met**");
         let v = json!({"ratio": 1.2, "live_us_per_block": 360.0, "engine_us_per_block": 300.0,
             "market_us_per_block": 330.0, "blocks": 296, "idle_pct": 1.5, "idle_seconds": 10.0,
-            "engine_core_pct": 0.5});
-        let [live, idle] = engine_cpu_targets(&Run::with("engine_cpu", v));
+            "engine_core_pct": 0.5, "ratio_back_to_back": 1.2});
+        let [live, idle] = engine_cpu_targets(&Run::with("engine_cpu", &v));
         assert_eq!(live.verdict, "**met**");
         assert_eq!(live.ratio, "1.20×");
         assert_eq!(idle.verdict, "**not met**");
@@ -783,7 +793,7 @@ mod tests {
     #[test]
     fn fanout_targets_read_the_stream_bbo_rows_only() {
         let row = |label: &str, streams: u64, slow: u64, p99: f64| {
-            json!({"label": label, "streams": streams, "slow": slow, "p99_ms": p99,
+            json!({"label": label, "streams": streams, "slow": slow, "p50_ms": 1.0, "p99_ms": p99, "max_ms": p99,
                    "frames_per_s": 1.0, "required_per_s": 1.0, "missing": 0, "extra": 0,
                    "failures": 0, "frames_per_write": 1.0, "rss_kib_per_stream": 1.0})
         };
@@ -796,7 +806,7 @@ mod tests {
         ], "slow": {"streams": 100, "deadline_exceeded": 100, "ended_after_s": 17.0},
            "after_bursts": {"settle_s": 60.0, "before_mb": 170.0, "after_mb": 240.0,
                             "fresh_mb": 180.0, "kept_mb": 60.0}});
-        let [held, slow, kept] = fanout_targets(&Run::with("fanout", v));
+        let [held, slow, kept] = fanout_targets(&Run::with("fanout", &v));
         assert!(
             held.measured.starts_with("10000 streams: p99 48.000 ms"),
             "{}",
@@ -820,25 +830,31 @@ mod tests {
     #[test]
     fn memory_targets_use_the_full_scale_row() {
         let v = json!({"full_scale": 1.0, "scales": [
-            {"scale": 0.5, "orders": 2e5, "coins": 150, "rss_settled_mb": 90.0, "engine_rss_mb": 60.0,
+            {"scale": 0.5, "orders": 200_000, "coins": 150, "blocks": 20,
+             "engine_base_mb": 5.0, "rss_settled_mb": 90.0, "engine_rss_mb": 60.0,
              "cold_start_s": 0.5, "engine_load_s": 0.4, "peak_mb": 100.0, "snapshot_mb": 80.0},
-            {"scale": 1.0, "orders": 4.4e5, "coins": 200, "rss_settled_mb": 180.0, "engine_rss_mb": 120.0,
+            {"scale": 1.0, "orders": 440_000, "coins": 200, "blocks": 20,
+             "engine_base_mb": 5.0, "rss_settled_mb": 180.0, "engine_rss_mb": 120.0,
              "cold_start_s": 2.5, "engine_load_s": 1.0, "peak_mb": 400.0, "snapshot_mb": 160.0},
-        ]});
-        let [rss, cold, behind] = memory_targets(&Run::with("memory", v));
+        ], "behind": []});
+        let [rss, cold, behind] = memory_targets(&Run::with("memory", &v));
         assert_eq!(behind.measured, "not measured: run without `--behind`");
         assert_eq!(rss.verdict, "**met**");
         assert_eq!(rss.ratio, "1.50×");
         assert_eq!(cold.verdict, "**not met**");
         assert!(cold.measured.contains("440000 orders"), "{}", cold.measured);
-        let v = json!({"full_scale": 1.0, "scales": [{"scale": 1.0, "peak_mb": 190.0}],
+        let v = json!({"full_scale": 1.0, "scales": [
+            {"scale": 1.0, "orders": 440_000, "coins": 200, "blocks": 20,
+             "engine_base_mb": 5.0, "rss_settled_mb": 180.0, "engine_rss_mb": 120.0,
+             "cold_start_s": 2.5, "engine_load_s": 1.0, "peak_mb": 190.0, "snapshot_mb": 160.0},
+        ],
         "behind": [
             {"blocks": 26640, "minutes": 30.0, "node_mb": 6000.0, "peak_mb": 290.0,
              "rss_settled_mb": 210.0},
             {"blocks": 100, "minutes": 0.1, "node_mb": 20.0, "peak_mb": 191.0,
              "rss_settled_mb": 170.0},
         ]});
-        let [_, _, behind] = memory_targets(&Run::with("memory", v));
+        let [_, _, behind] = memory_targets(&Run::with("memory", &v));
         assert!(
             behind.measured.starts_with("290 MB peak"),
             "{}",
