@@ -238,6 +238,13 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         .get("l1gate")
         .cloned()
         .context("cargo built no l1gate executable")?;
+    // The harnesses run from the `bench` this build made: the build may have linked it anew
+    // (the criterion targets' features), leaving this process's own file unlinked.
+    let exe = built
+        .executables
+        .get("bench")
+        .cloned()
+        .context("cargo built no bench executable")?;
     let mut bench_build = vec!["bench"];
     if benches::cargo::release() {
         bench_build.extend(["--profile", "release"]);
@@ -263,7 +270,12 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         let step_started = Instant::now();
         let mut child_args = vec![step.bin.to_owned()];
         child_args.extend(step.args.iter().cloned());
-        let mut result = run_child(&child_args, &summary_file, &work.path().join("stdout.log"));
+        let mut result = run_child(
+            &exe,
+            &child_args,
+            &summary_file,
+            &work.path().join("stdout.log"),
+        );
         let elapsed = step_started.elapsed();
         if result.is_ok() {
             // A summary that cannot be read fails the step: its targets say why.
@@ -289,7 +301,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
             result,
         });
     }
-    criterion(args, &bench_build, &mut run, work.path());
+    criterion(args, &exe, &bench_build, &mut run, work.path());
     let scenarios_s = scenarios_started.elapsed().as_secs_f64();
 
     let failed: Vec<&Outcome> = run.outcomes.iter().filter(|o| o.result.is_err()).collect();
@@ -512,12 +524,12 @@ const RUN_L1GATE: [&str; 8] = [
     "candle_history",
 ];
 
-/// Runs this binary with `args` (a harness's subcommand and its options) and the summary file
-/// set; its stdout (the section it printed) goes to `stdout_log`, its stderr (progress) to ours.
-fn run_child(args: &[String], summary: &Path, stdout_log: &Path) -> Result<(), String> {
+/// Runs `exe` (the `bench` binary) with `args` (a harness's subcommand and its options) and
+/// the summary file set; its stdout (the section it printed) goes to `stdout_log`, its stderr
+/// (progress) to ours.
+fn run_child(exe: &Path, args: &[String], summary: &Path, stdout_log: &Path) -> Result<(), String> {
     let _ = std::fs::remove_file(summary);
     let log = std::fs::File::create(stdout_log).map_err(|e| format!("log file: {e}"))?;
-    let exe = std::env::current_exe().map_err(|e| format!("own executable: {e}"))?;
     let status = Command::new(exe)
         .args(args)
         .env(benches::summary::ENV, summary)
@@ -562,7 +574,7 @@ fn run_cargo(args: &[&str]) -> anyhow::Result<()> {
 }
 
 /// The criterion step: every bench target, then `criterion_report` to tabulate them.
-fn criterion(args: &Args, bench: &[&str], run: &mut Run, work: &Path) {
+fn criterion(args: &Args, exe: &Path, bench: &[&str], run: &mut Run, work: &Path) {
     let mut bench: Vec<&str> = bench.to_vec();
     if args.quick {
         bench.extend(["--", "--quick"]);
@@ -582,6 +594,7 @@ fn criterion(args: &Args, bench: &[&str], run: &mut Run, work: &Path) {
             report_args.push("--no-write".to_owned());
         }
         result = run_child(
+            exe,
             &report_args,
             &work.join("criterion.json"),
             &work.join("stdout.log"),
