@@ -139,7 +139,7 @@ pub(crate) fn render(
     }
     let _ = writeln!(
         s,
-        "\n`replay_cli` and `memory` are given the `l1gate` binary of the same build (`--l1gate PATH`); run alone they build it themselves."
+        "\nThe harnesses that run the `l1gate` binary are given the one of the same build (`--l1gate PATH`); run alone they build it themselves."
     );
     if !plots.is_empty() {
         let _ = writeln!(s, "\n### Plots\n");
