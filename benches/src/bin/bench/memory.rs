@@ -133,6 +133,9 @@ struct Behind {
     blocks: u64,
     /// The node's files, MB.
     node_mb: f64,
+    /// Orders resting once the simulator wrote the last block (the book the server holds when
+    /// it has caught up; the simulated market's book drifts from the snapshot's over the run).
+    orders_at_end: usize,
     start: Start,
 }
 
@@ -306,7 +309,7 @@ fn measure_behind(
     l1gate: &Path,
     runtime: &tokio::runtime::Runtime,
 ) -> anyhow::Result<Behind> {
-    let (_work, data, _) = node_of(args, scale, blocks)?;
+    let (_work, data, summary) = node_of(args, scale, blocks)?;
     let mut node_bytes = 0u64;
     for file in benches::data::files(&data)? {
         node_bytes += std::fs::metadata(&file)?.len();
@@ -323,6 +326,7 @@ fn measure_behind(
     Ok(Behind {
         blocks,
         node_mb: node_bytes as f64 / 1e6,
+        orders_at_end: summary.resting_orders,
         start,
     })
 }
@@ -472,7 +476,7 @@ fn render(
     );
     let _ = writeln!(
         s,
-        "- Server: the `{}` binary (`l1gate serve --data DIR --market-stale-after-ms 0`, defaults otherwise) in its own process, {} cold start(s) per scale (median, range in brackets). Cold start = spawn → first `StreamBbo` frame for {COIN} (retried every {} ms while `UNAVAILABLE`); bound = spawn → the gRPC address on its stdout. RSS = `VmRSS` of `/proc/PID/status` at the first frame and {} s later (settled, idle, stream open); peak = `VmHWM`.",
+        "- Server: the `{}` binary (`l1gate serve` over DIR with the harnesses' settings: no staleness check, limits out of the way, defaults otherwise) in its own process, {} cold start(s) per scale (median, range in brackets). Cold start = spawn → first `StreamBbo` frame for {COIN} (retried every {} ms while `UNAVAILABLE`); bound = spawn → the gRPC address on its stdout. RSS = `VmRSS` of `/proc/PID/status` at the first frame and {} s later (settled, idle, stream open); peak = `VmHWM`.",
         l1gate.file_name().map_or_else(
             || l1gate.display().to_string(),
             |n| n.to_string_lossy().into_owned()
@@ -542,17 +546,18 @@ fn render(
         );
         let _ = writeln!(
             s,
-            "| blocks behind | block time | node files MB | cold start s | RSS at ready MB | RSS settled MB | peak MB | peak / snapshot start's |"
+            "| blocks behind | block time | node files MB | resting orders at the end | cold start s | RSS at ready MB | RSS settled MB | peak MB | peak / snapshot start's |"
         );
-        let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---:|---:|");
+        let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         for b in behind {
             let peak = mb(b.start.settled.hwm_kib);
             let _ = writeln!(
                 s,
-                "| {} | {:.0} min | {:.0} | {:.3} | {:.0} | {:.0} | {peak:.0} | {:.2}× |",
+                "| {} | {:.0} min | {:.0} | {} | {:.3} | {:.0} | {:.0} | {peak:.0} | {:.2}× |",
                 b.blocks,
                 b.blocks as f64 * BLOCK_S / 60.0,
                 b.node_mb,
+                b.orders_at_end,
                 b.start.ready_s,
                 mb(b.start.at_ready.rss_kib),
                 mb(b.start.settled.rss_kib),
