@@ -399,9 +399,9 @@ impl Segment {
                 let region = next.data.get(complete as usize..).unwrap_or_default();
                 starts.push(complete);
                 let last = region.len().saturating_sub(1);
-                starts.extend(
-                    memchr::memchr_iter(b'\n', &region[..last]).map(|at| complete + at as u64 + 1),
-                );
+                index_lines(&region[..last], complete, INDEX_CHUNK, starts, |scanned| {
+                    release_mapped(&map, scanned.saturating_sub(crate::RESIDENT_TAIL) as usize);
+                });
             }
         }
         next.map = map;
@@ -468,6 +468,38 @@ impl Segment {
     pub fn release_below(&self, below: u64) -> usize {
         let upto = usize::try_from(below.min(self.complete_len())).unwrap_or(usize::MAX);
         release_mapped(&self.map, upto)
+    }
+}
+
+/// Bytes of a file indexed line by line ([`Segment::line_starts`]) between
+/// two releases of what the scan read: a file met whole (the `replica_cmds`
+/// hours on disk when the server starts, gigabytes of them) is indexed
+/// without staying resident; a live file's appends are smaller and are not
+/// released.
+const INDEX_CHUNK: usize = 64 << 20;
+
+/// Appends to `starts` the offset (from `base`, the offset of `region` in
+/// the file) of every line after a newline of `region`, scanning `chunk`
+/// bytes at a time; when `region` is longer than one chunk, `release` is
+/// told after each chunk the file offset the scan has reached.
+fn index_lines(
+    region: &[u8],
+    base: u64,
+    chunk: usize,
+    starts: &mut Vec<u64>,
+    mut release: impl FnMut(u64),
+) {
+    let chunk = chunk.max(1);
+    let mut from = 0;
+    while from < region.len() {
+        let to = region.len().min(from.saturating_add(chunk));
+        starts.extend(
+            memchr::memchr_iter(b'\n', &region[from..to]).map(|at| base + (from + at) as u64 + 1),
+        );
+        if region.len() > chunk {
+            release(base + to as u64);
+        }
+        from = to;
     }
 }
 
@@ -626,6 +658,27 @@ mod tests {
         assert_eq!(&third.data()[..], b"one\ntwo\nthree\n");
         assert_eq!(third.line_starts().unwrap(), [0, 4, 8]);
         assert_eq!(&first.data()[..], b"one\n");
+    }
+
+    #[test]
+    fn a_region_longer_than_a_chunk_is_indexed_alike_and_let_go_of_behind_the_scan() {
+        let region = b"a\nbb\nccc\n\ndddd\neeeee\nf";
+        let base = 100;
+        let whole: Vec<u64> = memchr::memchr_iter(b'\n', region)
+            .map(|at| base + at as u64 + 1)
+            .collect();
+        for chunk in [1, 2, 3, 5, 8, region.len(), region.len() + 10] {
+            let mut starts = Vec::new();
+            let mut released = Vec::new();
+            index_lines(region, base, chunk, &mut starts, |at| released.push(at));
+            assert_eq!(starts, whole, "chunk {chunk}");
+            if chunk >= region.len() {
+                assert!(released.is_empty(), "one chunk: nothing let go of");
+            } else {
+                assert_eq!(released.last(), Some(&(base + region.len() as u64)));
+                assert!(released.windows(2).all(|w| w[0] < w[1]), "{released:?}");
+            }
+        }
     }
 
     #[test]
