@@ -24,6 +24,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+pub use crate::segment::RESIDENT_TAIL;
+
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 
@@ -40,13 +42,6 @@ use crate::source::Source;
 /// How often [`Feed::refresh`] re-lists every date directory (to notice
 /// pruned files); in between only the newest dates are listed.
 const FULL_LIST_EVERY: Duration = Duration::from_secs(1);
-
-/// How much of each source's newest file stays resident after
-/// [`Feed::release_read`] by the readers that release as they go (the
-/// server's engine, `l1gate replay`): several mainnet blocks' worth, what a
-/// live reader reads next or has just read (a reader further behind maps its
-/// pages again from the page cache).
-pub const RESIDENT_TAIL: u64 = 2 << 20;
 
 /// Bytes of node files a reader catching up (the server's engine) or
 /// replaying reads between two [`Feed::release_read`]s: it holds about this

@@ -400,7 +400,7 @@ impl Segment {
                 starts.push(complete);
                 let last = region.len().saturating_sub(1);
                 index_lines(&region[..last], complete, INDEX_CHUNK, starts, |scanned| {
-                    release_mapped(&map, scanned.saturating_sub(crate::RESIDENT_TAIL) as usize);
+                    release_mapped(&map, scanned.saturating_sub(RESIDENT_TAIL) as usize);
                 });
             }
         }
@@ -470,6 +470,13 @@ impl Segment {
         release_mapped(&self.map, upto)
     }
 }
+
+/// How much of each source's newest file stays resident after
+/// [`crate::Feed::release_read`] by the readers that release as they go (the
+/// server's engine, `l1gate replay`), and after a long file is indexed: several
+/// mainnet blocks' worth, what a live reader reads next or has just read (a
+/// reader further behind maps its pages again from the page cache).
+pub const RESIDENT_TAIL: u64 = 2 << 20;
 
 /// Bytes of a file indexed line by line ([`Segment::line_starts`]) between
 /// two releases of what the scan read: a file met whole (the `replica_cmds`
