@@ -667,6 +667,51 @@ mod tests {
         assert_eq!(&first.data()[..], b"one\n");
     }
 
+    /// This process's resident KiB of its mapping of `path` (`/proc/self/smaps`).
+    fn resident_kib_of(path: &Path) -> u64 {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let name = path.to_str().unwrap();
+        let mut lines = smaps.lines();
+        let mut total = 0;
+        while let Some(line) = lines.next() {
+            if !line.ends_with(name) {
+                continue;
+            }
+            let rss = lines.by_ref().find_map(|l| l.strip_prefix("Rss:")).unwrap();
+            total += rss
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .unwrap();
+        }
+        total
+    }
+
+    #[test]
+    fn a_file_met_whole_is_indexed_without_staying_resident() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("0");
+        let mut line = vec![b'x'; 1023];
+        line.push(b'\n');
+        let lines = (3 * INDEX_CHUNK + 4096) / line.len();
+        let mut file = std::io::BufWriter::new(File::create(&path).unwrap());
+        for _ in 0..lines {
+            file.write_all(&line).unwrap();
+        }
+        drop(file);
+        let seg = Segment::new(key(), path.clone(), true);
+        let whole = seg.grow(seg.current_len().unwrap()).unwrap().unwrap();
+        assert_eq!(whole.line_starts().unwrap().len(), lines);
+        // Without the release behind the scan, all three chunks' pages stay mapped in.
+        let resident = resident_kib_of(&path);
+        assert!(
+            resident * 1024 < INDEX_CHUNK as u64,
+            "{resident} KiB of a {} MiB file resident after indexing it",
+            (lines * line.len()) >> 20
+        );
+    }
+
     #[test]
     fn a_region_longer_than_a_chunk_is_indexed_alike_and_let_go_of_behind_the_scan() {
         let region = b"a\nbb\nccc\n\ndddd\neeeee\nf";
