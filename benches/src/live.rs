@@ -329,17 +329,6 @@ pub fn load_line(before: &str, cores: usize) -> String {
     )
 }
 
-/// `VmRSS` in KiB from the text of a `/proc/PID/status` file.
-pub fn vm_rss_kib(status: &str) -> Option<u64> {
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
-}
-
 /// A latency histogram in microseconds (1 µs .. 100 s, 3 significant digits).
 pub fn histogram() -> anyhow::Result<Histogram<u64>> {
     Ok(Histogram::new_with_bounds(1, 100_000_000, 3)?)
@@ -366,13 +355,6 @@ pub fn percentiles_ms(histogram: &Histogram<u64>) -> [f64; 5] {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn vm_rss_is_read_from_proc_status_text() {
-        let status = "Name:\tl1gate\nVmPeak:\t  900 kB\nVmRSS:\t  123456 kB\nThreads:\t4\n";
-        assert_eq!(vm_rss_kib(status), Some(123_456));
-        assert_eq!(vm_rss_kib("Name:\tx\n"), None);
-    }
 
     #[test]
     fn blocks_are_found_by_their_time_once_written() {

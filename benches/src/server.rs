@@ -167,14 +167,11 @@ pub struct ServerProcess {
     pub addr: SocketAddr,
     /// Bound HTTP address (`/metrics`, `/healthz`, Info, candles).
     pub http_addr: SocketAddr,
-    /// The harness's API key (an admin key).
-    pub key: String,
-    /// Keys of the load accounts ([`HarnessKey::load_keys`]).
-    pub load_keys: Vec<String>,
+    /// Its keys file (kept as long as the server runs): the harness's admin key
+    /// ([`HarnessKey::key`]) and those of the load accounts.
+    pub keys: HarnessKey,
     /// The authority the server's certificate is of, when it serves TLS.
     ca: Option<String>,
-    /// The keys file (kept as long as the server runs).
-    _keys: HarnessKey,
     /// The config file and the default state directory.
     _dir: tempfile::TempDir,
 }
@@ -289,10 +286,8 @@ impl ServerProcess {
             child,
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             http_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-            key: keys.key.clone(),
-            load_keys: keys.load_keys.clone(),
+            keys,
             ca,
-            _keys: keys,
             _dir: dir,
         };
         let line = rx.recv_timeout(START_WAIT).map_err(|_| {
@@ -350,9 +345,7 @@ impl ServerProcess {
     pub fn wait_for_candles(&self, last_block: u64) -> anyhow::Result<()> {
         let started = Instant::now();
         loop {
-            // 503 while simulated data looks stale is still an answer.
-            let (_, body) = http_answer(self.http_addr, "/healthz", &[], self.ca.as_deref())?;
-            let health: serde_json::Value = serde_json::from_str(&body)?;
+            let health = self.health()?;
             let candles = &health["candles"];
             if let Some(error) = candles["error"].as_str() {
                 bail!("candle store: {error}");
@@ -369,6 +362,16 @@ impl ServerProcess {
         }
     }
 
+    /// The server's `/healthz` answer, whatever its status (a 503 while simulated data looks
+    /// stale is still an answer).
+    ///
+    /// # Errors
+    /// When it cannot be reached or does not answer JSON.
+    pub fn health(&self) -> anyhow::Result<serde_json::Value> {
+        let (_, body) = http_answer(self.http_addr, "/healthz", &[], self.ca.as_deref())?;
+        Ok(serde_json::from_str(&body)?)
+    }
+
     /// The server's `/status.json` snapshot.
     ///
     /// # Errors
@@ -377,7 +380,7 @@ impl ServerProcess {
         let body = http_get(
             self.http_addr,
             "/status.json",
-            &[("x-api-key", &self.key)],
+            &[("x-api-key", &self.keys.key)],
             self.ca.as_deref(),
         )?;
         Ok(serde_json::from_str(&body)?)
@@ -407,7 +410,8 @@ impl ServerProcess {
     /// When the process is gone.
     pub fn rss_kib(&self) -> anyhow::Result<u64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))?;
-        crate::live::vm_rss_kib(&status).context("no VmRSS in the server's /proc status")
+        crate::sys::status_field_kib(&status, "VmRSS")
+            .context("no VmRSS in the server's /proc status")
     }
 
     /// A client channel with an HTTP/2 stream window of `stream_window` bytes and a large
@@ -439,9 +443,10 @@ impl ServerProcess {
     /// Never for a key the server issued.
     pub fn request<T>(&self, message: T) -> anyhow::Result<tonic::Request<T>> {
         let mut request = tonic::Request::new(message);
-        request
-            .metadata_mut()
-            .insert("x-api-key", MetadataValue::try_from(self.key.as_str())?);
+        request.metadata_mut().insert(
+            "x-api-key",
+            MetadataValue::try_from(self.keys.key.as_str())?,
+        );
         Ok(request)
     }
 }
@@ -555,17 +560,7 @@ fn tls_stream(
     tokio_rustls::rustls::StreamOwned<tokio_rustls::rustls::ClientConnection, std::net::TcpStream>,
 > {
     use tokio_rustls::rustls;
-    use tokio_rustls::rustls::pki_types::pem::PemObject as _;
-    let mut roots = rustls::RootCertStore::empty();
-    for certificate in rustls::pki_types::CertificateDer::pem_slice_iter(ca.as_bytes()) {
-        roots.add(certificate?)?;
-    }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
+    let config = crate::tls::client_config(ca)?;
     let name = rustls::pki_types::ServerName::try_from("localhost")?;
     let connection = rustls::ClientConnection::new(Arc::new(config), name)?;
     Ok(rustls::StreamOwned::new(connection, socket))

@@ -387,7 +387,7 @@ impl Readers {
     ) -> anyhow::Result<(Self, f64)> {
         let started = Instant::now();
         let before = shared.opened.load(Ordering::Acquire) + shared.refused.load(Ordering::Acquire);
-        let url = format!("ws://{}/{}/ws", server.http_addr, server.key);
+        let url = format!("ws://{}/{}/ws", server.http_addr, server.keys.key);
         let mut readers = Readers {
             tasks: Vec::new(),
             tallies: Vec::new(),

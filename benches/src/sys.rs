@@ -225,6 +225,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn vm_rss_is_read_from_proc_status_text() {
+        let status = "Name:\tl1gate\nVmPeak:\t  900 kB\nVmRSS:\t  123456 kB\nThreads:\t4\n";
+        assert_eq!(status_field_kib(status, "VmRSS"), Some(123_456));
+        assert_eq!(status_field_kib("Name:\tx\n", "VmRSS"), None);
+    }
+
+    #[test]
     fn status_fields_are_read_in_kib() {
         let status = "Name:\tl1gate\nVmPeak:\t  900 kB\nVmHWM:\t  200000 kB\nVmRSS:\t  123456 kB\n";
         assert_eq!(status_field_kib(status, "VmRSS"), Some(123_456));

@@ -1,5 +1,5 @@
 //! Certificates for the harnesses' TLS runs: an authority of their own and
-//! a `localhost` certificate it signed.
+//! a `localhost` certificate it signed, and the client side that trusts it.
 
 use std::path::Path;
 
@@ -25,4 +25,27 @@ pub fn test_certificate(dir: &Path) -> anyhow::Result<(l1gate::tls::TlsFiles, St
     std::fs::write(&files.cert, cert.pem())?;
     std::fs::write(&files.key, key.serialize_pem())?;
     Ok((files, ca_pem))
+}
+
+/// A rustls client configuration (ring, the safe default protocol versions)
+/// trusting only the certificates of `ca` (PEM), as the harnesses' TLS
+/// clients use it.
+///
+/// # Errors
+/// When `ca` holds no usable certificate.
+pub fn client_config(ca: &str) -> anyhow::Result<tokio_rustls::rustls::ClientConfig> {
+    use tokio_rustls::rustls;
+    use tokio_rustls::rustls::pki_types::pem::PemObject as _;
+    let mut roots = rustls::RootCertStore::empty();
+    for certificate in rustls::pki_types::CertificateDer::pem_slice_iter(ca.as_bytes()) {
+        roots.add(certificate?)?;
+    }
+    Ok(
+        rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth(),
+    )
 }

@@ -153,7 +153,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     // The measured server: the same data and store, started again.
     let running = ServerProcess::start(&l1gate, Role::Serve, settings, HarnessKey::new()?, None)?;
     running.wait_for_candles(last_block)?;
-    let key = &running.key;
+    let key = &running.keys.key;
     let hits: Vec<String> = found
         .iter()
         .map(|(coin, _, interval, open)| {

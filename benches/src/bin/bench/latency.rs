@@ -169,6 +169,7 @@ impl LoadTargets {
             Load::OpenOrders => benches::load::open_orders(
                 server.http_addr,
                 server
+                    .keys
                     .load_keys
                     .get(..OPEN_ORDERS_ACCOUNTS)
                     .context("too few load accounts")?,
@@ -178,6 +179,7 @@ impl LoadTargets {
             Load::L4Subscribes => benches::load::l4_subscribes(
                 server.http_addr,
                 server
+                    .keys
                     .load_keys
                     .get(OPEN_ORDERS_ACCOUNTS)
                     .context("too few load accounts")?,

@@ -407,7 +407,7 @@ fn cold_start(
     let started = Instant::now();
     let server = ServerProcess::launch(l1gate, Role::Serve, settings, HarnessKey::new()?, None)?;
     let bound_s = started.elapsed().as_secs_f64();
-    let key = MetadataValue::try_from(server.key.as_str())?;
+    let key = MetadataValue::try_from(server.keys.key.as_str())?;
     let (ready_s, stream) = runtime.block_on(first_bbo(&server.addr.to_string(), &key, started))?;
     let gone = "the server is gone";
     let at_ready = Rss::of(Some(server.pid())).context(gone)?;

@@ -458,17 +458,7 @@ const TLS_CLIENT_READ: usize = 256 << 10;
 /// BoringSSL (grpcio) read whole records.
 async fn tls_client(port: u16, ca: &str) -> anyhow::Result<VenueL1GatewayClient<Channel>> {
     use tokio_rustls::rustls;
-    use tokio_rustls::rustls::pki_types::pem::PemObject as _;
-    let mut roots = rustls::RootCertStore::empty();
-    for certificate in rustls::pki_types::CertificateDer::pem_slice_iter(ca.as_bytes()) {
-        roots.add(certificate?)?;
-    }
-    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
+    let mut config = benches::tls::client_config(ca)?;
     config.alpn_protocols = vec![b"h2".to_vec()];
     let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
     // `http://`: the TLS is this connector's; tonic would put its own on an
@@ -528,8 +518,8 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         .ca()
         .context("the TLS server's authority")?
         .to_owned();
-    let key = MetadataValue::try_from(running.key.as_str())?;
-    let tls_key = MetadataValue::try_from(tls_running.key.as_str())?;
+    let key = MetadataValue::try_from(running.keys.key.as_str())?;
+    let tls_key = MetadataValue::try_from(tls_running.keys.key.as_str())?;
     let plain_url = format!("http://{}", running.addr);
     let mut client_plain = runtime.block_on(client(plain_url.clone()))?;
     let mut client_zstd = runtime

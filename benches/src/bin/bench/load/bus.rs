@@ -47,8 +47,6 @@
 //! Prints the tables and rewrites the `bus` section of `benches/BENCHMARKS.md`.
 
 use std::fmt::Write as _;
-use std::io::{Read as _, Write as _};
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -182,16 +180,6 @@ impl Drop for Nats {
     }
 }
 
-/// `GET /healthz` (plain HTTP/1.0) as JSON.
-fn healthz(addr: SocketAddr) -> anyhow::Result<serde_json::Value> {
-    let mut socket = std::net::TcpStream::connect(addr)?;
-    socket.write_all(b"GET /healthz HTTP/1.0\r\nHost: bench\r\n\r\n")?;
-    let mut text = String::new();
-    socket.read_to_string(&mut text)?;
-    let body = text.split_once("\r\n\r\n").map_or("", |(_, body)| body);
-    Ok(serde_json::from_str(body)?)
-}
-
 /// A node host's settings: the harness's over `data`, publishing to `nats`.
 fn host_args(data: &Path, nats: &str) -> ServeArgs {
     ServeArgs {
@@ -288,7 +276,7 @@ fn publish_throughput(args: &Args, l1gate: &Path) -> anyhow::Result<Throughput> 
     let started = Instant::now();
     let running = spawn_host(l1gate, data.path(), &nats.url())?;
     loop {
-        let health = healthz(running.http_addr)?;
+        let health = running.health()?;
         let done = lasts.iter().all(|(source, last)| {
             health["bus"]["feeds"][source.feed_id()]["last_block"].as_u64() == Some(*last)
         });
@@ -349,10 +337,10 @@ impl Cluster {
             let started = Instant::now();
             let edge = spawn_edge(l1gate, &nats.url())?;
             *start_s = started.elapsed().as_secs_f64();
-            *from = healthz(edge.http_addr)?["bus"]["checkpoint"]["block"].as_u64();
+            *from = edge.health()?["bus"]["checkpoint"]["block"].as_u64();
             edges.push(edge);
         }
-        let host_checkpoint = healthz(host.http_addr)?["bus"]["checkpoint"]["block"].as_u64();
+        let host_checkpoint = host.health()?["bus"]["checkpoint"]["block"].as_u64();
         let Ok(edges) = <[ServerProcess; 2]>::try_from(edges) else {
             bail!("two edges expected");
         };

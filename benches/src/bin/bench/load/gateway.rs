@@ -211,7 +211,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     )?;
     // Measure l1gate at rest: the candle writer and the market engine have caught up.
     running.wait_for_candles(summary.last_height)?;
-    let key = running.key.clone();
+    let key = running.keys.key.clone();
 
     let scenarios = scenarios(&key);
     let mut results = Vec::new();

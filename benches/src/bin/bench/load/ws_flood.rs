@@ -207,7 +207,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
             ..ServerOptions::default()
         },
     )?;
-    let url = format!("ws://{}/{}/ws", server.http_addr, server.key);
+    let url = format!("ws://{}/{}/ws", server.http_addr, server.keys.key);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
