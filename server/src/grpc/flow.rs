@@ -136,6 +136,10 @@ struct Inner {
     settings: FlowSettings,
     metrics: Arc<Metrics>,
     slots: Mutex<Vec<Weak<Slot>>>,
+    /// Set (under `slots`' lock) once every stream was ended for a shutdown:
+    /// a stream opened after that, on a connection the server had not closed
+    /// yet, is ended as it is watched.
+    shutting_down: AtomicBool,
 }
 
 impl Supervisor {
@@ -150,6 +154,7 @@ impl Supervisor {
                 },
                 metrics: Arc::new(Metrics::default()),
                 slots: Mutex::new(Vec::new()),
+                shutting_down: AtomicBool::new(false),
             }),
         }
     }
@@ -170,6 +175,7 @@ impl Supervisor {
                 settings,
                 metrics,
                 slots: Mutex::new(Vec::new()),
+                shutting_down: AtomicBool::new(false),
             }),
         };
         let sweeper = supervisor.clone();
@@ -244,7 +250,14 @@ impl Supervisor {
             }),
             supervisor: Arc::downgrade(&self.inner),
         });
-        self.inner.slots.lock().push(Arc::downgrade(&slot));
+        let shutting_down = {
+            let mut slots = self.inner.slots.lock();
+            slots.push(Arc::downgrade(&slot));
+            self.inner.shutting_down.load(Ordering::Relaxed)
+        };
+        if shutting_down {
+            slot.end(EndReason::Shutdown, shutdown_status());
+        }
         slot
     }
 
@@ -289,15 +302,11 @@ impl Supervisor {
     /// Ends every open stream with UNAVAILABLE saying that the server is
     /// shutting down: a client reconnects and resumes (a raw-feed stream
     /// from its last cursor, a market stream from a fresh opening).
+    /// Streams watched from then on are ended as they open.
     pub fn end_all_for_shutdown(&self) {
+        self.inner.shutting_down.store(true, Ordering::Relaxed);
         for slot in self.live() {
-            slot.end(
-                EndReason::Shutdown,
-                Status::unavailable(
-                    "the server is shutting down (a restart, say): reconnect in a few seconds \
-                     and resume",
-                ),
-            );
+            slot.end(EndReason::Shutdown, shutdown_status());
         }
     }
 
@@ -317,6 +326,13 @@ impl Supervisor {
             .filter(|slot| slot.strong_count() > 0)
             .count()
     }
+}
+
+/// What a stream ended by a shutdown answers: UNAVAILABLE, reconnect and resume.
+fn shutdown_status() -> Status {
+    Status::unavailable(
+        "the server is shutting down (a restart, say): reconnect in a few seconds and resume",
+    )
 }
 
 /// How often the sweeper looks: a few times per bound, within 10–250 ms.
@@ -818,5 +834,28 @@ where
             this.handed = true;
         }
         next
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stream_watched_after_the_shutdown_began_is_ended_as_it_opens() {
+        let flow = Supervisor::unswept();
+        let before = flow.watch("market", "bbo", None, None);
+        assert!(!before.is_ended());
+        flow.end_all_for_shutdown();
+        assert!(before.is_ended());
+        // A stream opened on a connection the server had not closed yet.
+        let after = flow.watch("market", "bbo", None, None);
+        assert!(
+            after.is_ended(),
+            "a stream opened during the shutdown was served"
+        );
+        let status = after.finish_with(None).expect("the shutdown's status");
+        assert_eq!(status.code(), tonic::Code::Unavailable);
+        assert!(status.message().contains("shutting down"), "{status:?}");
     }
 }
