@@ -232,6 +232,16 @@ impl Engine {
         self.books.orders_of(user)
     }
 
+    /// Keeps the orders of `user` (see [`Books::hold_user`]).
+    pub fn hold_user(&mut self, user: &str) {
+        self.books.hold_user(user);
+    }
+
+    /// Takes back one [`Engine::hold_user`] (see [`Books::release_user`]).
+    pub fn release_user(&mut self, user: &str) {
+        self.books.release_user(user);
+    }
+
     /// Height of the last folded block (or of the starting snapshot).
     pub fn height(&self) -> Option<u64> {
         self.height

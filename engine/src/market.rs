@@ -360,6 +360,18 @@ impl Market {
         self.fold.orders_of(user)
     }
 
+    /// Keeps the orders of `user` current in the books until
+    /// [`Market::release_orders_of`] (see [`Books::hold_user`]): an open
+    /// orders subscription reads them every block.
+    pub fn hold_orders_of(&mut self, user: &str) {
+        self.fold.hold_user(user);
+    }
+
+    /// Takes back one [`Market::hold_orders_of`].
+    pub fn release_orders_of(&mut self, user: &str) {
+        self.fold.release_user(user);
+    }
+
     /// The book fold (position, counters).
     pub fn fold(&self) -> &Engine {
         &self.fold

@@ -27,6 +27,7 @@ pub mod l4book;
 pub mod l4updates;
 pub mod mids;
 pub mod numbering;
+pub mod open_orders;
 pub mod registry;
 pub mod statuses;
 pub mod tpsl;

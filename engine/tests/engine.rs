@@ -23,6 +23,8 @@ mod golden;
 mod hub;
 #[path = "engine/legacy_formats.rs"]
 mod legacy_formats;
+#[path = "engine/open_orders.rs"]
+mod open_orders;
 #[path = "engine/replay.rs"]
 mod replay;
 #[path = "engine/simulator_truth.rs"]

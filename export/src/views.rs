@@ -21,6 +21,7 @@ mod l2diff;
 mod l4book;
 mod l4updates;
 mod mids;
+mod open_orders;
 mod order;
 mod statuses;
 mod tpsl;

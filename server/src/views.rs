@@ -27,6 +27,7 @@ mod l2diff;
 mod l4book;
 mod l4updates;
 mod mids;
+pub mod open_orders;
 mod statuses;
 mod tpsl;
 mod trades;

@@ -39,6 +39,7 @@ macro_rules! for_each_view {
             Candles => $crate::views::candles::CandleSubscription,
             Mids => $crate::views::mids::MidsSubscription,
             Statuses => $crate::views::statuses::StatusesSubscription,
+            OpenOrders => $crate::views::open_orders::OpenOrdersSubscription,
         }
     };
 }

@@ -92,6 +92,11 @@ const BTC_NO_SNAPSHOT: Data = Data::Real("btc-978995377");
 const USER: &str = "0x17C3C8FDBCB7D1B240CE08965E09B1FC91CBA868";
 const SIM: Data = Data::Sim(OutputMode::ByBlock);
 const SIM_STREAMING: Data = Data::Sim(OutputMode::Streaming);
+/// The accounts with the most fills in the small simulator run.
+const SIM_USERS: [&str; 2] = [
+    "0x033a73442af14878a8ea4e5d449d17ed43e2a720",
+    "0x8c94a36d0b42d86e47b21790e0c52c023dbb64b0",
+];
 const SIM_COINS: [&str; 6] = ["BTC", "ETH", "@107", "xyz:NVDA", "#1890", "PURR/USDC"];
 
 #[rstest]
@@ -108,6 +113,7 @@ const SIM_COINS: [&str; 6] = ["BTC", "ETH", "@107", "xyz:NVDA", "#1890", "PURR/U
 #[case::real_candles("real_candles", interval(options(BTC, ViewKind::Candles, &["BTC"]), "1s"))]
 #[case::real_mids("real_mids", options(BTC, ViewKind::Mids, &[]))]
 #[case::real_user_fills("real_user_fills", users(options(BTC, ViewKind::Fills, &[]), &[USER]))]
+#[case::real_open_orders("real_open_orders", users(options(BTC, ViewKind::OpenOrders, &[]), &[USER]))]
 #[case::real_user_l4updates("real_user_l4updates", users(options(BTC, ViewKind::L4Updates, &["BTC"]), &[USER]))]
 #[case::unsnapshotted_bbo("unsnapshotted_bbo", options(BTC_NO_SNAPSHOT, ViewKind::Bbo, &["BTC"]))]
 #[case::unsnapshotted_l2diff("unsnapshotted_l2diff", options(BTC_NO_SNAPSHOT, ViewKind::L2Diff, &["BTC"]))]
@@ -128,6 +134,7 @@ const SIM_COINS: [&str; 6] = ["BTC", "ETH", "@107", "xyz:NVDA", "#1890", "PURR/U
 #[case::sim_fills("sim_fills", options(SIM, ViewKind::Fills, &[]))]
 #[case::sim_candles("sim_candles", interval(options(SIM, ViewKind::Candles, &SIM_COINS), "5m"))]
 #[case::sim_mids("sim_mids", options(SIM, ViewKind::Mids, &[]))]
+#[case::sim_open_orders("sim_open_orders", users(options(SIM, ViewKind::OpenOrders, &[]), &[SIM_USERS[0], SIM_USERS[1]]))]
 #[case::streaming_bbo("streaming_bbo", options(SIM_STREAMING, ViewKind::Bbo, &SIM_COINS))]
 #[case::streaming_l4updates("streaming_l4updates", options(SIM_STREAMING, ViewKind::L4Updates, &[]))]
 #[case::streaming_tpsl("streaming_tpsl", options(SIM_STREAMING, ViewKind::Tpsl, &[]))]

@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::simulator_truth::{blocks, generate, snapshots};
 
 /// The accounts with the most fills in `blocks`, most active first.
-fn busiest_users(blocks: &BTreeMap<u64, engine::block::Block>, n: usize) -> Vec<String> {
+pub(crate) fn busiest_users(blocks: &BTreeMap<u64, engine::block::Block>, n: usize) -> Vec<String> {
     let mut fills: BTreeMap<String, usize> = BTreeMap::new();
     for line in blocks.values().flat_map(|block| &block.lines.fills) {
         let envelope: Value = serde_json::from_slice(line).unwrap();
@@ -44,7 +44,7 @@ fn selection(kind: ViewKind, users: &[String]) -> Selection {
             selection.coins = coins(&["BTC", "ETH"]);
             selection.interval = Some("1m".to_owned());
         }
-        ViewKind::Statuses => selection.users = users.to_vec(),
+        ViewKind::Statuses | ViewKind::OpenOrders => selection.users = users.to_vec(),
         ViewKind::L4Updates | ViewKind::Tpsl | ViewKind::Fills | ViewKind::Mids => {}
     }
     selection
@@ -78,7 +78,7 @@ impl Subscribed {
 }
 
 /// A small simulator run: its starting snapshot and its blocks.
-fn simulated() -> (
+pub(crate) fn simulated() -> (
     engine::snapshot::L4Snapshot,
     BTreeMap<u64, engine::block::Block>,
 ) {

@@ -39,6 +39,7 @@ use engine::hub::Recv;
 use engine::market::candles::Interval;
 use engine::num::{Px, Sz};
 use engine::text::Short;
+use engine::views::open_orders::newest_first;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
@@ -352,28 +353,17 @@ impl Local {
 /// `orders` (by coin, shared) as the exchange answers them, newest first,
 /// as JSON text: `openOrders` (`frontend` off) or `frontendOpenOrders`.
 fn open_orders(orders: &[(Short, UserOrders)], frontend: bool) -> Bytes {
-    let mut all: Vec<(&str, &RestingOrder)> = orders
-        .iter()
-        .flat_map(|(coin, orders)| {
-            orders
-                .values()
-                .map(move |order| (coin.as_str(), order.as_ref()))
-        })
-        .collect();
-    all.sort_by_key(|(_, order)| std::cmp::Reverse((order.timestamp, order.oid)));
+    let all = newest_first(orders);
     let mut out = Vec::with_capacity(all.len() * if frontend { 330 } else { 150 } + 2);
     // Writing to a `Vec` fails only when a value refuses to serialise,
     // which none of these does.
     let _ = if frontend {
-        let rows: Vec<FrontendOrder<'_>> = all
-            .iter()
-            .map(|&(coin, order)| FrontendOrder::of(coin, order))
-            .collect();
-        serde_json::to_writer(&mut out, &rows)
+        // An open order serialises as its `frontendOpenOrders` entry.
+        serde_json::to_writer(&mut out, &all)
     } else {
         let rows: Vec<PlainOrder<'_>> = all
             .iter()
-            .map(|&(coin, order)| PlainOrder::of(coin, order))
+            .map(|open| PlainOrder::of(&open.coin, &open.order))
             .collect();
         serde_json::to_writer(&mut out, &rows)
     };
@@ -407,53 +397,6 @@ impl<'a> PlainOrder<'a> {
             side: order.side,
             sz: &order.sz,
             timestamp: order.timestamp,
-        }
-    }
-}
-
-/// One `frontendOpenOrders` entry: the order's details too, `cloid` and
-/// `tif` `null` when unset, `children` always empty (the book keeps no
-/// brackets).
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct FrontendOrder<'a> {
-    children: [(); 0],
-    cloid: Option<&'a str>,
-    coin: &'a str,
-    is_position_tpsl: bool,
-    is_trigger: bool,
-    limit_px: &'a Px,
-    oid: u64,
-    order_type: &'a str,
-    orig_sz: &'a Sz,
-    reduce_only: bool,
-    side: Side,
-    sz: &'a Sz,
-    tif: Option<&'a str>,
-    timestamp: i64,
-    trigger_condition: &'a str,
-    trigger_px: &'a Px,
-}
-
-impl<'a> FrontendOrder<'a> {
-    fn of(coin: &'a str, order: &'a RestingOrder) -> Self {
-        Self {
-            children: [],
-            cloid: order.cloid.as_deref(),
-            coin,
-            is_position_tpsl: order.is_position_tpsl,
-            is_trigger: order.is_trigger,
-            limit_px: &order.limit_px,
-            oid: order.oid,
-            order_type: order.order_type.as_str(),
-            orig_sz: &order.orig_sz,
-            reduce_only: order.reduce_only,
-            side: order.side,
-            sz: &order.sz,
-            tif: order.tif.as_deref(),
-            timestamp: order.timestamp,
-            trigger_condition: order.trigger_condition.as_str(),
-            trigger_px: &order.trigger_px,
         }
     }
 }

@@ -29,10 +29,12 @@ pub enum Channel {
     OrderUpdates,
     /// `l4Book`.
     L4Book,
+    /// `openOrders`.
+    OpenOrders,
 }
 
 /// How many channels there are.
-pub const CHANNELS: usize = 10;
+pub const CHANNELS: usize = 11;
 
 impl Channel {
     /// The channel's place among [`CHANNELS`].
@@ -53,6 +55,7 @@ impl Channel {
             Channel::UserTwapSliceFills => "userTwapSliceFills",
             Channel::OrderUpdates => "orderUpdates",
             Channel::L4Book => "l4Book",
+            Channel::OpenOrders => "openOrders",
         }
     }
 }

@@ -58,7 +58,8 @@ impl MarketRequest for pb::L4BookRequest {
     }
 }
 
-fn order(order: &L4Order) -> pb::L4Order {
+/// An order as its protobuf message.
+pub(super) fn order(order: &L4Order) -> pb::L4Order {
     pb::L4Order {
         user: order.user.clone(),
         coin: order.coin.clone(),

@@ -19,6 +19,7 @@ use engine::views::fills::{FillsFilter, FillsKey};
 use engine::views::l2book::L2BookKey;
 use engine::views::l4book::L4BookKey;
 use engine::views::mids::MidsKey;
+use engine::views::open_orders::OpenOrdersKey;
 use engine::views::registry::Key;
 use engine::views::statuses::StatusesKey;
 use engine::views::trades::TradesKey;
@@ -128,10 +129,18 @@ pub enum Subscription {
         /// Market.
         coin: String,
     },
+    /// `openOrders`: one account's open orders on one exchange, whole,
+    /// then again after each change.
+    OpenOrders {
+        /// Account, lowercased.
+        user: String,
+        /// `dex`: absent or empty for the default exchange.
+        dex: String,
+    },
 }
 
 /// Every subscription type, as the exchange spells them.
-pub const TYPES: [&str; 11] = [
+pub const TYPES: [&str; 12] = [
     "l2Book",
     "bbo",
     "trades",
@@ -143,6 +152,7 @@ pub const TYPES: [&str; 11] = [
     "userTwapSliceFills",
     "orderUpdates",
     "l4Book",
+    "openOrders",
 ];
 
 impl Subscription {
@@ -160,6 +170,7 @@ impl Subscription {
             Subscription::UserTwapSliceFills { .. } => "userTwapSliceFills",
             Subscription::OrderUpdates { .. } => "orderUpdates",
             Subscription::L4Book { .. } => "l4Book",
+            Subscription::OpenOrders { .. } => "openOrders",
         }
     }
 
@@ -170,7 +181,8 @@ impl Subscription {
             Subscription::UserFills { user, .. }
             | Subscription::UserEvents { user }
             | Subscription::UserTwapSliceFills { user }
-            | Subscription::OrderUpdates { user } => Some(user),
+            | Subscription::OrderUpdates { user }
+            | Subscription::OpenOrders { user, .. } => Some(user),
             _ => None,
         }
     }
@@ -190,6 +202,7 @@ impl Subscription {
             Subscription::UserTwapSliceFills { .. } => Channel::UserTwapSliceFills,
             Subscription::OrderUpdates { .. } => Channel::OrderUpdates,
             Subscription::L4Book { .. } => Channel::L4Book,
+            Subscription::OpenOrders { .. } => Channel::OpenOrders,
         };
         Some((self.key()?, channel))
     }
@@ -236,6 +249,9 @@ impl Subscription {
                 users: BTreeSet::from([user.clone()]),
             }),
             Subscription::L4Book { coin } => Key::L4Book(L4BookKey::new(coin.clone(), None)),
+            Subscription::OpenOrders { user, dex } => {
+                Key::OpenOrders(OpenOrdersKey::new(user, dex))
+            }
         })
     }
 }
@@ -417,6 +433,18 @@ fn uint(fields: &Map<String, Value>, name: &str) -> Result<Option<u64>, String> 
     }
 }
 
+/// An optional string field (`null` or absent: empty).
+fn optional_string(fields: &Map<String, Value>, name: &str) -> Result<String, String> {
+    match fields.get(name) {
+        None | Some(Value::Null) => Ok(String::new()),
+        Some(Value::String(value)) => Ok(value.clone()),
+        Some(other) => Err(format!(
+            "{name}: must be a string, got {}",
+            common::clipped(&other.to_string())
+        )),
+    }
+}
+
 fn user(fields: &Map<String, Value>) -> Result<String, String> {
     let user = string(fields, "user")?;
     common::address("user", &user)
@@ -478,16 +506,7 @@ pub fn subscription(fields: &Map<String, Value>) -> Result<Subscription, String>
             Subscription::Candle { coin, interval }
         }
         "allMids" => Subscription::AllMids {
-            dex: match fields.get("dex") {
-                None | Some(Value::Null) => String::new(),
-                Some(Value::String(dex)) => dex.clone(),
-                Some(other) => {
-                    return Err(format!(
-                        "dex: must be a string, got {}",
-                        common::clipped(&other.to_string())
-                    ));
-                }
-            },
+            dex: optional_string(fields, "dex")?,
         },
         "activeAssetCtx" => Subscription::ActiveAssetCtx {
             coin: string(fields, "coin")?,
@@ -524,6 +543,10 @@ pub fn subscription(fields: &Map<String, Value>) -> Result<Subscription, String>
             }
             Subscription::L4Book { coin }
         }
+        "openOrders" => Subscription::OpenOrders {
+            user: user(fields)?,
+            dex: crate::views::open_orders::dex(&optional_string(fields, "dex")?)?.to_owned(),
+        },
         other => {
             return Err(format!(
                 "type: unknown subscription type {}; l1gate serves {}",

@@ -20,6 +20,7 @@ use super::harness::TestServer;
 use super::market_live::{client, live_node, ready};
 use super::market_views::{actors, replay};
 use super::standin::post_json;
+use super::ws_api::{connect, recv, send};
 
 async fn info(server: &TestServer, body: Value) -> (u16, Value) {
     let reply = post_json(
@@ -113,6 +114,7 @@ async fn book_and_order_types_are_answered_from_the_books() {
         .collect();
     assert!(!expected.is_empty(), "the busiest account rests no order");
     let mut orig_sizes: BTreeMap<&str, BTreeMap<u64, Value>> = BTreeMap::new();
+    let mut frontend = Value::Null;
     for kind in ["openOrders", "frontendOpenOrders"] {
         let (status, orders) = info(&server, json!({"type":kind,"user":user})).await;
         assert_eq!(status, 200, "{orders}");
@@ -173,6 +175,7 @@ async fn book_and_order_types_are_answered_from_the_books() {
             }
         }
         if kind == "frontendOpenOrders" {
+            frontend = Value::Array(orders.clone());
             for order in orders {
                 for field in [
                     "origSz",
@@ -194,6 +197,94 @@ async fn book_and_order_types_are_answered_from_the_books() {
     let (status, refused) = info(&server, json!({"type":"openOrders","user":"bob"})).await;
     assert_eq!(status, 400);
     assert!(refused["message"].as_str().unwrap().contains("user:"));
+
+    // The open orders streams open with the same list: the WebSocket
+    // `openOrders` subscription as the exchange sends it, `StreamOpenOrders`
+    // as orders of the L4 message.
+    let mut socket = connect(&server).await;
+    let subscription = json!({"type":"openOrders","user":user});
+    send(
+        &mut socket,
+        json!({"method":"subscribe","subscription":subscription}),
+    )
+    .await;
+    let mut opening = Value::Null;
+    while opening.is_null() {
+        let message = recv(&mut socket).await.unwrap();
+        if message["channel"] == "openOrders" {
+            opening = message["data"].clone();
+        }
+    }
+    assert_eq!(
+        opening,
+        json!({"dex":"","user":user.to_lowercase(),"orders":frontend})
+    );
+    let mut stream = market
+        .stream_open_orders(server.req(pb::OpenOrdersRequest {
+            user: user.to_uppercase().replacen("0X", "0x", 1),
+            dex: String::new(),
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    let first = stream.message().await.unwrap().unwrap();
+    assert_eq!(first.sequence, 1);
+    assert_eq!(first.user, user.to_lowercase());
+    let listed: Vec<(String, u64, String)> = first
+        .orders
+        .iter()
+        .map(|o| (o.coin.clone(), o.oid, o.sz.clone()))
+        .collect();
+    let answered: Vec<(String, u64, String)> = frontend
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            let text = |field: &str| o[field].as_str().unwrap().to_owned();
+            (text("coin"), o["oid"].as_u64().unwrap(), text("sz"))
+        })
+        .collect();
+    assert_eq!(listed, answered);
+    // Refused, naming the field.
+    for (request, field) in [
+        (
+            pb::OpenOrdersRequest {
+                user: "bob".into(),
+                dex: String::new(),
+            },
+            "user:",
+        ),
+        (
+            pb::OpenOrdersRequest {
+                user: user.clone(),
+                dex: "no such/dex".into(),
+            },
+            "dex:",
+        ),
+    ] {
+        let status = market
+            .stream_open_orders(server.req(request))
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), tonic::Code::InvalidArgument);
+        assert!(status.message().contains(field), "{}", status.message());
+    }
+    let bad =
+        json!({"method":"subscribe","subscription":{"type":"openOrders","user":user,"dex":7}});
+    send(&mut socket, bad).await;
+    loop {
+        let message = recv(&mut socket).await.unwrap();
+        if message["channel"] == "error" {
+            assert!(
+                message["data"]
+                    .as_str()
+                    .unwrap()
+                    .contains("dex: must be a string"),
+                "{message}"
+            );
+            break;
+        }
+    }
 }
 
 /// Checks, for every interval, that the buckets the server serves for

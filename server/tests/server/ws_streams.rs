@@ -174,6 +174,7 @@ async fn channels_carry_replays_frames_in_the_exchanges_shapes() {
         json!({"type":"userEvents","user":acts.user}),
         json!({"type":"l4Book","coin":"ETH"}),
         json!({"type":"orderUpdates","user":acts.user}),
+        json!({"type":"openOrders","user":acts.user}),
     ];
     let mut by_channel: BTreeMap<String, Vec<Value>> = BTreeMap::new();
     for subscription in &subscriptions {
@@ -225,6 +226,7 @@ async fn channels_carry_replays_frames_in_the_exchanges_shapes() {
             "userEvents",
             "orderUpdates",
             "l4Book",
+            "openOrders",
         ],
     );
 }
@@ -402,5 +404,25 @@ pub fn check_channels(
         .collect();
         assert!(l4.len() > 1, "l4Book: no update");
         assert_eq!(&l4[1..], &expected[..], "l4Book: updates");
+    }
+    if channels.contains(&"openOrders") {
+        // Open orders: the account's whole list, then each changed list, as
+        // replay's frames of the same account list them from the snapshot on
+        // (the opening's block is not in the message: it is where the rest
+        // lines up).
+        let live = channel("openOrders");
+        let expected: Vec<Value> = replay(&dir, ViewKind::OpenOrders, |o| {
+            o.selection.users = vec![user.to_owned()];
+        })
+        .iter()
+        .map(|frame| json!({"dex": frame["dex"], "user": frame["user"], "orders": frame["orders"]}))
+        .collect();
+        assert!(live.len() > 1, "openOrders: no change after the opening");
+        assert!(
+            (0..expected.len()).any(|first| expected[first..] == live[..]),
+            "openOrders: {} messages are not the end of replay's {}",
+            live.len(),
+            expected.len()
+        );
     }
 }

@@ -4,6 +4,7 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::level::Level;
 use super::levels::Levels;
@@ -58,7 +59,17 @@ struct Watch {
     /// orders are told apart by it at once.
     bloom: u64,
     /// Watched user (lowercase) → their orders in the book.
-    users: HashMap<String, UserOrders, foldhash::fast::RandomState>,
+    users: HashMap<String, Watched, foldhash::fast::RandomState>,
+}
+
+/// One watched user's orders in one book, and the count of changes to
+/// their orders that every book of theirs adds to (see
+/// [`Books::changes_of`](super::Books::changes_of)): one relaxed add per
+/// change of a watched user's order, which only its owner thread makes.
+#[derive(Debug, Clone)]
+struct Watched {
+    orders: UserOrders,
+    changes: Arc<AtomicU64>,
 }
 
 impl Watch {
@@ -67,16 +78,18 @@ impl Watch {
         1 << (last & 63)
     }
 
-    /// The orders of `user` when watched.
+    /// The orders of `user` when watched, counted as changed.
     fn orders_mut(&mut self, user: &str) -> Option<&mut UserOrders> {
         if self.bloom & Self::bit(user) == 0 {
             return None;
         }
-        if user.bytes().any(|b| b.is_ascii_uppercase()) {
+        let watched = if user.bytes().any(|b| b.is_ascii_uppercase()) {
             self.users.get_mut(&user.to_ascii_lowercase())
         } else {
             self.users.get_mut(user)
-        }
+        }?;
+        watched.changes.fetch_add(1, Ordering::Relaxed);
+        Some(&mut watched.orders)
     }
 
     /// `order` rests (or changed): kept when its user is watched.
@@ -417,15 +430,22 @@ impl L4Book {
     }
 
     /// Starts keeping the orders of `user` (lowercase) in this book: one
-    /// walk of its orders, then each change keeps them.
-    pub(super) fn watch_user(&mut self, user: &str) {
+    /// walk of its orders, then each change keeps them and adds to
+    /// `changes`.
+    pub(super) fn watch_user(&mut self, user: &str, changes: &Arc<AtomicU64>) {
         let orders: UserOrders = self
             .orders()
             .filter(|order| order.user.as_str().eq_ignore_ascii_case(user))
             .map(|order| (order.oid, Arc::new(order.clone())))
             .collect();
+        if !orders.is_empty() {
+            changes.fetch_add(1, Ordering::Relaxed);
+        }
         let watch = self.watch.get_or_insert_with(Box::default);
-        watch.users.insert(user.to_owned(), orders);
+        let changes = Arc::clone(changes);
+        watch
+            .users
+            .insert(user.to_owned(), Watched { orders, changes });
         watch.rebuild_bloom();
     }
 
@@ -443,7 +463,7 @@ impl L4Book {
     /// The orders of watched `user` (lowercase) resting in this book, shared
     /// (see [`UserOrders`]).
     pub(super) fn watched_orders(&self, user: &str) -> Option<&UserOrders> {
-        self.watch.as_deref()?.users.get(user)
+        Some(&self.watch.as_deref()?.users.get(user)?.orders)
     }
 
     /// Rebuilding: sets a level's running total as it was kept (see
@@ -839,6 +859,52 @@ mod tests {
         let before = taken[0].1.get(&4).unwrap();
         assert_eq!((before.sz, before.tif.as_deref()), (px("1"), None));
         assert_eq!(kept(&mut books, bob), walked(&books, bob));
+    }
+
+    #[test]
+    fn a_held_user_is_kept_past_the_bound_and_counts_only_its_own_changes() {
+        let (alice, bob) = ("0xa11ce", "0xb0b");
+        let mut books = Books::new();
+        books.get_or_create("BTC").insert(of(alice, 1, "10"));
+        books.get_or_create("BTC").insert(of(bob, 2, "10"));
+        assert_eq!(books.changes_of(alice), None, "not watched yet");
+        books.hold_user(&alice.to_uppercase().replace("0X", "0x"));
+        let start = books.changes_of(alice).unwrap();
+        // Another account's changes leave the count; each of hers moves it.
+        books.get_or_create("BTC").insert(of(bob, 3, "9"));
+        books.get_or_create("BTC").remove(2);
+        assert_eq!(books.changes_of(alice), Some(start));
+        books.get_or_create("ETH").insert(of(alice, 4, "5"));
+        let placed = books.changes_of(alice).unwrap();
+        assert!(placed > start);
+        books.get_or_create("BTC").set_sz(1, px("0.5"));
+        let resized = books.changes_of(alice).unwrap();
+        assert!(resized > placed);
+        books.replace("BTC", L4Book::new());
+        assert!(
+            books.changes_of(alice).unwrap() > resized,
+            "a replaced book"
+        );
+        assert_eq!(coin_oids(&kept(&mut books, alice)), [("ETH".into(), 4)]);
+        // Past the bound of accounts asked about, held: kept.
+        let user = |n: usize| format!("0x{n:040x}");
+        for n in 0..=MAX_WATCHED_USERS {
+            books.orders_of(&user(n));
+        }
+        assert!(books.watched.contains_key(alice));
+        assert_eq!(books.watched.len(), MAX_WATCHED_USERS + 1);
+        assert_eq!(
+            books.watched_orders_of(alice).len(),
+            1,
+            "still kept as it changes"
+        );
+        // Released, she is the one asked about longest ago: the next new
+        // account lets her go.
+        books.release_user(alice);
+        books.orders_of(&user(MAX_WATCHED_USERS + 1));
+        assert!(!books.watched.contains_key(alice));
+        assert_eq!(books.changes_of(alice), None);
+        assert!(books.watched_orders_of(alice).is_empty());
     }
 
     #[test]

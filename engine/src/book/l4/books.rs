@@ -1,6 +1,8 @@
 //! Every coin's book.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::book::{L4Book, UserOrders, level_key};
 use crate::book::oids::prefetch;
@@ -18,15 +20,28 @@ pub struct Books {
     /// Per coin (same order), a stamp its user keeps: the fold writes its
     /// block count there to note each touched coin once per block.
     stamps: Vec<u64>,
-    /// The users whose orders every book keeps ([`Books::orders_of`]),
-    /// lowercase, with when each was last asked about.
-    pub(super) watched: HashMap<String, u64, foldhash::fast::RandomState>,
+    /// The users whose orders every book keeps ([`Books::orders_of`],
+    /// [`Books::hold_user`]), lowercase.
+    pub(super) watched: HashMap<String, WatchedUser, foldhash::fast::RandomState>,
     /// Counts the questions, for `watched`.
     asked: u64,
 }
 
-/// Users whose orders the books keep at most: past it the one asked about
-/// longest ago is let go (and walked for again if asked about again).
+/// A user whose orders the books keep.
+#[derive(Debug, Clone, Default)]
+pub(super) struct WatchedUser {
+    /// When the user was last asked about (the count of questions then).
+    asked: u64,
+    /// Holders ([`Books::hold_user`]): a held user is never let go.
+    holders: u32,
+    /// Changes to the user's orders in any book (see
+    /// [`Books::changes_of`]).
+    changes: Arc<AtomicU64>,
+}
+
+/// Users whose orders the books keep at most, past the held ones: past it
+/// the one asked about longest ago and not held is let go (and walked for
+/// again if asked about again).
 pub const MAX_WATCHED_USERS: usize = 1_024;
 
 impl PartialEq for Books {
@@ -185,8 +200,10 @@ impl Books {
 
     /// Replaces (or inserts) the book of `coin`.
     pub fn replace(&mut self, coin: &str, mut book: L4Book) {
-        for user in self.watched.keys() {
-            book.watch_user(user);
+        for (user, watched) in &self.watched {
+            // The orders the old book held may be gone: a change either way.
+            watched.changes.fetch_add(1, Ordering::Relaxed);
+            book.watch_user(user, &watched.changes);
         }
         match self.get_mut(coin) {
             Some(held) => *held = book,
@@ -201,18 +218,65 @@ impl Books {
     /// walks every book once; from then on the books keep that user's
     /// orders as they change, so the next costs a look per book, not per
     /// order: each book's orders are handed out shared ([`UserOrders`]). At
-    /// most [`MAX_WATCHED_USERS`] users are kept.
+    /// most [`MAX_WATCHED_USERS`] users are kept besides the held ones.
     pub fn orders_of(&mut self, user: &str) -> Vec<(Short, UserOrders)> {
         let user = user.to_ascii_lowercase();
+        self.watch(&user);
+        self.watched_orders_of(&user)
+    }
+
+    /// Keeps the orders of `user` until [`Books::release_user`] (a live
+    /// subscription reads them every block): the first hold of a user not
+    /// yet watched walks every book once.
+    pub fn hold_user(&mut self, user: &str) {
+        let user = user.to_ascii_lowercase();
+        self.watch(&user).holders += 1;
+    }
+
+    /// Takes back one [`Books::hold_user`] of `user`: with none left the
+    /// user may be let go like any other asked about.
+    pub fn release_user(&mut self, user: &str) {
+        if let Some(watched) = self.watched.get_mut(&user.to_ascii_lowercase()) {
+            watched.holders = watched.holders.saturating_sub(1);
+        }
+    }
+
+    /// The orders of a watched `user` (lowercase), as [`Books::orders_of`]
+    /// hands them out but without watching (empty for a user not watched).
+    pub fn watched_orders_of(&self, user: &str) -> Vec<(Short, UserOrders)> {
+        if !self.watched.contains_key(user) {
+            return Vec::new();
+        }
+        self.coins
+            .iter()
+            .filter_map(|(coin, book)| {
+                let orders = book.watched_orders(user)?;
+                (!orders.is_empty()).then(|| (coin.clone(), orders.clone()))
+            })
+            .collect()
+    }
+
+    /// How many times the orders of watched `user` (lowercase) have
+    /// changed, in any book, since it was first watched (`None` for a user
+    /// not watched): equal counts, the same orders. A reader compares it
+    /// each block instead of walking the books.
+    pub fn changes_of(&self, user: &str) -> Option<u64> {
+        let watched = self.watched.get(user)?;
+        Some(watched.changes.load(Ordering::Relaxed))
+    }
+
+    /// `user` (lowercase) watched and asked about now; the unheld user
+    /// asked about longest ago let go if that makes too many.
+    fn watch(&mut self, user: &str) -> &mut WatchedUser {
         self.asked += 1;
-        if let Some(asked) = self.watched.get_mut(&user) {
-            *asked = self.asked;
-        } else {
-            if self.watched.len() >= MAX_WATCHED_USERS
+        if !self.watched.contains_key(user) {
+            let unheld = self.watched.values().filter(|w| w.holders == 0).count();
+            if unheld >= MAX_WATCHED_USERS
                 && let Some(oldest) = self
                     .watched
                     .iter()
-                    .min_by_key(|(_, asked)| **asked)
+                    .filter(|(_, watched)| watched.holders == 0)
+                    .min_by_key(|(_, watched)| watched.asked)
                     .map(|(user, _)| user.clone())
             {
                 self.watched.remove(&oldest);
@@ -220,18 +284,16 @@ impl Books {
                     book.unwatch_user(&oldest);
                 }
             }
+            let watched = WatchedUser::default();
             for (_, book) in &mut self.coins {
-                book.watch_user(&user);
+                book.watch_user(user, &watched.changes);
             }
-            self.watched.insert(user.clone(), self.asked);
+            self.watched.insert(user.to_owned(), watched);
         }
-        self.coins
-            .iter()
-            .filter_map(|(coin, book)| {
-                let orders = book.watched_orders(&user)?;
-                (!orders.is_empty()).then(|| (coin.clone(), orders.clone()))
-            })
-            .collect()
+        let asked = self.asked;
+        let watched = self.watched.entry(user.to_owned()).or_default();
+        watched.asked = asked;
+        watched
     }
 
     /// Coins and their books, sorted by coin.
@@ -258,8 +320,8 @@ impl Books {
     /// New coins are rare (a listing), so re-indexing the ones after it is
     /// cheap enough.
     fn add(&mut self, coin: &str, mut book: L4Book) -> usize {
-        for user in self.watched.keys() {
-            book.watch_user(user);
+        for (user, watched) in &self.watched {
+            book.watch_user(user, &watched.changes);
         }
         let at = self.coins.partition_point(|(held, _)| held.as_str() < coin);
         self.coins.insert(at, (Short::new(coin), book));
