@@ -8,9 +8,10 @@
 //! from that list, so a new view does not compile until its file here
 //! implements [`Served`]. The gRPC service is made from the `.proto`'s list
 //! of methods, so a new method does not compile until its request type
-//! implements [`MarketRequest`](request::MarketRequest). Which exchange
-//! subscription types read a view stays with the exchange's WebSocket
-//! protocol (`ws::protocol`): most views have none.
+//! implements [`MarketRequest`](request::MarketRequest). The exchange's
+//! WebSocket subscription types that read a view are listed in its file
+//! too ([`Served::WS`]; most views have none): the WebSocket protocol finds
+//! them by name.
 //!
 //! This folder sits below the edges: `grpc` and `ws` read it, it reads
 //! neither.
@@ -27,7 +28,7 @@ mod l2diff;
 mod l4book;
 mod l4updates;
 mod mids;
-pub mod open_orders;
+mod open_orders;
 mod statuses;
 mod tpsl;
 mod trades;
@@ -37,11 +38,16 @@ use engine::views::View;
 use engine::views::registry::Frame;
 use serde_json::Value;
 
-use self::channel::Channel;
+use self::channel::{Channel, WsType};
 use self::protobuf::Shared;
 
 /// How the edges serve one view.
 pub trait Served: View {
+    /// The exchange's WebSocket subscription types that read this view,
+    /// each sent on the channel of its name (at most
+    /// [`channel::MAX_PER_VIEW`]; none for most views).
+    const WS: &'static [WsType] = &[];
+
     /// The frame as its protobuf message, encoded once for every subscriber
     /// (see [`protobuf`]).
     fn protobuf(frame: &Self::Frame) -> Shared;
@@ -79,6 +85,25 @@ macro_rules! dispatch {
             match frame {
                 $(Frame::$variant(frame) => <$view as Served>::ws_text(frame, channel)),*
             }
+        }
+
+        /// The channel of the WebSocket subscription type `name`, if a view
+        /// serves it.
+        pub fn ws_channel(name: &str) -> Option<Channel> {
+            $(
+                if let Some(at) = <$view as Served>::WS.iter().position(|ty| ty.name == name) {
+                    return <$view as Served>::WS.get(at).map(|ty| Channel::new(ty, at));
+                }
+            )*
+            None
+        }
+
+        /// Every WebSocket subscription type the views serve, in the
+        /// registry's order.
+        pub fn ws_types() -> Vec<&'static str> {
+            let mut names = Vec::new();
+            $(names.extend(<$view as Served>::WS.iter().map(|ty| ty.name));)*
+            names
         }
     };
 }

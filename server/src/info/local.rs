@@ -45,7 +45,7 @@ use serde_json::{Map, Value, json};
 
 use crate::candles::{Candles, Miss, stored_under};
 use crate::host::engine::{Command, EngineStatus, SubscribeError, read, subscribe};
-use crate::views::{self, channel::Channel};
+use crate::views;
 use crate::ws::protocol;
 
 /// The request types answered here.
@@ -249,10 +249,10 @@ impl Local {
             }
         }
         let data = frame.and_then(|frame| views::ws_data(&frame, channel));
-        Ok(match (channel, data) {
-            (Channel::AllMids, Some(mut data)) => data["mids"].take(),
+        Ok(match (channel.name(), data) {
+            ("allMids", Some(mut data)) => data["mids"].take(),
             (_, Some(data)) => data,
-            (Channel::AllMids, None) => json!({}),
+            ("allMids", None) => json!({}),
             (_, None) => Value::Null,
         })
     }

@@ -7,11 +7,22 @@ use serde_json::{Value, json};
 use tonic::Status;
 
 use crate::views::Served;
-use crate::views::channel::{self, Channel};
+use crate::views::channel::{self, Channel, Parsed, WsType};
 use crate::views::protobuf::{self, Shared};
 use crate::views::request::{MarketRequest, Opening};
 
 impl Served for BboSubscription {
+    const WS: &'static [WsType] = &[WsType {
+        name: "bbo",
+        parse: |fields| {
+            let coin = channel::string(fields, "coin")?;
+            Ok(Parsed::of(Key::Bbo(BboKey {
+                coins: [coin].into(),
+            })))
+        },
+        opening: None,
+    }];
+
     fn protobuf(frame: &BboUpdate) -> Shared {
         Shared::plain(&pb::BboUpdate {
             coin: frame.coin.clone(),
@@ -23,7 +34,7 @@ impl Served for BboSubscription {
     }
 
     fn ws_data(frame: &BboUpdate, on: Channel) -> Option<Value> {
-        (on == Channel::Bbo).then(|| {
+        (on.name() == "bbo").then(|| {
             json!({
                 "coin": frame.coin,
                 "time": frame.time,

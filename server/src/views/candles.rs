@@ -10,18 +10,40 @@ use serde_json::{Value, json};
 use tonic::Status;
 
 use crate::views::Served;
-use crate::views::channel::Channel;
+use crate::views::channel::{self, Channel, Parsed, WsType};
 use crate::views::protobuf::{self, Shared};
 use crate::views::request::{MarketRequest, Opening, one_coin, view_status};
 
 impl Served for CandleSubscription {
+    const WS: &'static [WsType] = &[WsType {
+        name: "candle",
+        parse: subscription,
+        opening: None,
+    }];
+
     fn protobuf(frame: &CandleUpdate) -> Shared {
         Shared::plain(&message(frame))
     }
 
     fn ws_data(frame: &CandleUpdate, on: Channel) -> Option<Value> {
-        (on == Channel::Candle).then(|| data(frame))
+        (on.name() == "candle").then(|| data(frame))
     }
+}
+
+/// `{"type":"candle","coin","interval"}`.
+fn subscription(fields: &serde_json::Map<String, Value>) -> Result<Parsed, String> {
+    let coin = channel::string(fields, "coin")?;
+    let intervals = || Interval::ALL.map(Interval::as_str).join(" ");
+    let interval = channel::string(fields, "interval")
+        .map_err(|why| format!("{why}; one of {}", intervals()))?;
+    let interval = Interval::parse(&interval).map_err(|_| {
+        format!(
+            "interval: unknown interval {}; one of {}",
+            common::quoted(&interval),
+            intervals()
+        )
+    })?;
+    Ok(Parsed::of(Key::Candles(CandleKey { coin, interval })))
 }
 
 impl MarketRequest for pb::CandleRequest {

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tonic::Status;
 
 use crate::views::Served;
-use crate::views::channel::Channel;
+use crate::views::channel::{self, Channel, Parsed, WsType};
 use crate::views::protobuf::{self, Shared};
 use crate::views::request::{MarketRequest, Opening, address, addresses, coins};
 
@@ -21,22 +21,56 @@ use crate::views::request::{MarketRequest, Opening, address, addresses, coins};
 const SEQUENCE: u32 = 4;
 
 impl Served for FillsSubscription {
+    /// One account's fills, three ways. The fills channels open with an
+    /// empty snapshot: l1gate keeps no fill history.
+    const WS: &'static [WsType] = &[
+        WsType {
+            name: "userFills",
+            parse: |fields| {
+                // Accepted; fills are sent as the node wrote them.
+                let aggregate = channel::flag(fields, "aggregateByTime")?;
+                let user = channel::user(fields)?;
+                Ok(Parsed {
+                    variant: u8::from(aggregate),
+                    ..Parsed::user(user_fills(&user), user)
+                })
+            },
+            opening: Some(|user| json!({ "user": user, "fills": [], "isSnapshot": true })),
+        },
+        WsType {
+            name: "userEvents",
+            parse: |fields| {
+                let user = channel::user(fields)?;
+                Ok(Parsed::user(user_fills(&user), user))
+            },
+            opening: None,
+        },
+        WsType {
+            name: "userTwapSliceFills",
+            parse: |fields| {
+                let user = channel::user(fields)?;
+                Ok(Parsed::user(user_fills(&user), user))
+            },
+            opening: Some(|user| json!({ "user": user, "twapSliceFills": [], "isSnapshot": true })),
+        },
+    ];
+
     fn protobuf(frame: &FillsUpdate) -> Shared {
         Shared::sequenced(&message(frame), SEQUENCE)
     }
 
     /// Live messages say they are not the snapshot the channel opened with.
     fn ws_data(update: &FillsUpdate, on: Channel) -> Option<Value> {
-        Some(match on {
-            Channel::UserFills => json!({
+        Some(match on.name() {
+            "userFills" => json!({
                 "user": update.fills.first()?.user,
                 "fills": update.fills.iter().map(fill).collect::<Vec<_>>(),
                 "isSnapshot": false,
             }),
-            Channel::UserEvents => json!({
+            "userEvents" => json!({
                 "fills": update.fills.iter().map(fill).collect::<Vec<_>>(),
             }),
-            Channel::UserTwapSliceFills => {
+            "userTwapSliceFills" => {
                 let slices: Vec<Value> = update
                     .fills
                     .iter()
@@ -54,6 +88,14 @@ impl Served for FillsSubscription {
             _ => return None,
         })
     }
+}
+
+/// The key of one account's fills, every coin.
+fn user_fills(user: &str) -> Key {
+    Key::Fills(FillsKey {
+        filter: FillsFilter::User(user.to_owned()),
+        coins: BTreeSet::new(),
+    })
 }
 
 /// A fills key of `filter` within the scope `coins`.

@@ -10,18 +10,36 @@ use serde_json::{Value, json};
 use tonic::Status;
 
 use crate::views::Served;
-use crate::views::channel::{self, Channel};
+use crate::views::channel::{self, Channel, Parsed, WsType};
 use crate::views::protobuf::{self, Shared};
 use crate::views::request::{MarketRequest, Opening, one_coin};
 
 impl Served for L4BookSubscription {
+    /// Perp books only, as the node servers serve them.
+    const WS: &'static [WsType] = &[WsType {
+        name: "l4Book",
+        parse: |fields| {
+            let coin = channel::string(fields, "coin")?;
+            if coin.starts_with('@') || coin.contains('/') {
+                return Err(format!(
+                    "coin: l4Book serves perp books only, got the spot coin {}",
+                    common::quoted(&coin)
+                ));
+            }
+            Ok(Parsed::of(Key::L4Book(L4BookKey::new(coin, None))))
+        },
+        opening: None,
+    }];
+
     fn protobuf(frame: &L4BookUpdate) -> Shared {
         Shared::plain(&message(frame))
     }
 
     fn ws_data(frame: &L4BookUpdate, on: Channel) -> Option<Value> {
         match (frame, on) {
-            (L4BookUpdate::Snapshot(snapshot), Channel::L4Book) => Some(snapshot_data(snapshot)),
+            (L4BookUpdate::Snapshot(snapshot), on) if on.name() == "l4Book" => {
+                Some(snapshot_data(snapshot))
+            }
             _ => None,
         }
     }
@@ -29,7 +47,7 @@ impl Served for L4BookSubscription {
     /// A diff is spliced from the node's event bytes as they are (nothing
     /// re-parsed); a snapshot is written from its `data`.
     fn ws_text(frame: &L4BookUpdate, on: Channel) -> Option<Utf8Bytes> {
-        let (L4BookUpdate::Diff(diff), Channel::L4Book) = (frame, on) else {
+        let (L4BookUpdate::Diff(diff), "l4Book") = (frame, on.name()) else {
             return Self::ws_data(frame, on).map(|data| channel::message(on.name(), &data));
         };
         // `{"order_statuses":[…],"book_diffs":[…]}`: its members go after

@@ -11,11 +11,24 @@ use serde_json::{Value, json};
 use tonic::Status;
 
 use crate::views::Served;
-use crate::views::channel::Channel;
+use crate::views::channel::{self, Channel, Parsed, WsType};
 use crate::views::protobuf::Shared;
 use crate::views::request::{MarketRequest, Opening};
 
 impl Served for MidsSubscription {
+    /// `dex` absent, `null` or empty: the default exchange.
+    const WS: &'static [WsType] = &[WsType {
+        name: "allMids",
+        parse: |fields| {
+            Ok(Parsed::of(Key::Mids(MidsKey {
+                coins: BTreeSet::new(),
+                perps_only: false,
+                dex: Some(channel::optional_string(fields, "dex")?),
+            })))
+        },
+        opening: None,
+    }];
+
     /// The block time is when the mids became available.
     fn protobuf(frame: &AllMidsUpdate) -> Shared {
         Shared::plain(&pb::AllMidsUpdate {
@@ -29,7 +42,7 @@ impl Served for MidsSubscription {
     }
 
     fn ws_data(frame: &AllMidsUpdate, on: Channel) -> Option<Value> {
-        (on == Channel::AllMids).then(|| {
+        (on.name() == "allMids").then(|| {
             let mids: serde_json::Map<String, Value> = frame
                 .mids
                 .iter()

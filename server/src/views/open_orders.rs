@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use tonic::Status;
 
 use crate::views::Served;
-use crate::views::channel::Channel;
+use crate::views::channel::{self, Channel, Parsed, WsType};
 use crate::views::protobuf::{self, Shared};
 use crate::views::request::{MarketRequest, Opening, address};
 
@@ -23,12 +23,24 @@ const SEQUENCE: u32 = 6;
 const MAX_DEX: usize = 32;
 
 impl Served for OpenOrdersSubscription {
+    /// `dex` absent, `null` or empty: the default exchange.
+    const WS: &'static [WsType] = &[WsType {
+        name: "openOrders",
+        parse: |fields| {
+            let user = channel::user(fields)?;
+            let dex = channel::optional_string(fields, "dex")?;
+            let key = Key::OpenOrders(OpenOrdersKey::new(&user, self::dex(&dex)?));
+            Ok(Parsed::user(key, user))
+        },
+        opening: None,
+    }];
+
     fn protobuf(frame: &OpenOrdersUpdate) -> Shared {
         Shared::sequenced(&message(frame), SEQUENCE)
     }
 
     fn ws_data(frame: &OpenOrdersUpdate, on: Channel) -> Option<Value> {
-        (on == Channel::OpenOrders)
+        (on.name() == "openOrders")
             .then(|| json!({ "dex": frame.dex, "user": frame.user, "orders": frame.orders }))
     }
 }

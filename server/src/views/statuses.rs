@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use tonic::Status;
 
 use crate::views::Served;
-use crate::views::channel::Channel;
+use crate::views::channel::{self, Channel, Parsed, WsType};
 use crate::views::protobuf::{self, Shared};
 use crate::views::request::{MarketRequest, Opening, addresses, view_status};
 
@@ -17,12 +17,24 @@ use crate::views::request::{MarketRequest, Opening, addresses, view_status};
 const SEQUENCE: u32 = 4;
 
 impl Served for StatusesSubscription {
+    const WS: &'static [WsType] = &[WsType {
+        name: "orderUpdates",
+        parse: |fields| {
+            let user = channel::user(fields)?;
+            let key = Key::Statuses(engine::views::statuses::StatusesKey {
+                users: [user.clone()].into(),
+            });
+            Ok(Parsed::user(key, user))
+        },
+        opening: None,
+    }];
+
     fn protobuf(frame: &OrderStatusesUpdate) -> Shared {
         Shared::sequenced(&message(frame), SEQUENCE)
     }
 
     fn ws_data(frame: &OrderStatusesUpdate, on: Channel) -> Option<Value> {
-        (on == Channel::OrderUpdates).then(|| {
+        (on.name() == "orderUpdates").then(|| {
             Value::Array(
                 frame
                     .statuses

@@ -9,17 +9,28 @@ use serde_json::{Value, json};
 use tonic::Status;
 
 use crate::views::Served;
-use crate::views::channel::Channel;
+use crate::views::channel::{self, Channel, Parsed, WsType};
 use crate::views::protobuf::{self, Shared};
 use crate::views::request::{MarketRequest, Opening, coins};
 
 impl Served for TradesSubscription {
+    const WS: &'static [WsType] = &[WsType {
+        name: "trades",
+        parse: |fields| {
+            let coin = channel::string(fields, "coin")?;
+            Ok(Parsed::of(Key::Trades(TradesKey {
+                coins: [coin].into(),
+            })))
+        },
+        opening: None,
+    }];
+
     fn protobuf(frame: &TradesUpdate) -> Shared {
         Shared::plain(&message(frame))
     }
 
     fn ws_data(frame: &TradesUpdate, on: Channel) -> Option<Value> {
-        (on == Channel::Trades).then(|| data(frame))
+        (on.name() == "trades").then(|| data(frame))
     }
 }
 

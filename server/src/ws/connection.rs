@@ -621,17 +621,7 @@ impl Session {
             .watch("websocket", kind.name(), Some(kind.on_lag()), None);
         // The fills channels open with a snapshot message: l1gate keeps no
         // fill history, so it holds no fills (see crate::ws).
-        let mut opening = match subscription {
-            Subscription::UserFills { user, .. } => Some(channel::message(
-                "userFills",
-                &json!({ "user": user, "fills": [], "isSnapshot": true }),
-            )),
-            Subscription::UserTwapSliceFills { user } => Some(channel::message(
-                "userTwapSliceFills",
-                &json!({ "user": user, "twapSliceFills": [], "isSnapshot": true }),
-            )),
-            _ => None,
-        };
+        let mut opening = subscription.opening();
         let mut relay = self
             .service
             .relays

@@ -9,23 +9,14 @@
 //! lowercased, absent and `null` options alike), so unsubscribing with the
 //! same fields finds it whatever their order.
 
-use std::collections::BTreeSet;
-
-use engine::book::l2::{L2Error, L2Params};
-use engine::market::candles::Interval;
-use engine::views::bbo::BboKey;
-use engine::views::candles::CandleKey;
-use engine::views::fills::{FillsFilter, FillsKey};
-use engine::views::l2book::L2BookKey;
-use engine::views::l4book::L4BookKey;
-use engine::views::mids::MidsKey;
-use engine::views::open_orders::OpenOrdersKey;
+use axum::extract::ws::Utf8Bytes;
 use engine::views::registry::Key;
-use engine::views::statuses::StatusesKey;
-use engine::views::trades::TradesKey;
 use serde_json::{Map, Value};
 
-use crate::views::channel::Channel;
+use crate::views::{
+    self,
+    channel::{self, Channel, Parsed},
+};
 
 /// One parsed client message.
 #[derive(Debug, Clone, PartialEq)]
@@ -58,119 +49,43 @@ pub enum ClientMessage {
     },
 }
 
-/// A subscription, normalised.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// A subscription, normalised: what `unsubscribe` must name to end it, and
+/// what a second `subscribe` is compared with.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Subscription {
-    /// `l2Book`: aggregated book of one coin.
-    L2Book {
-        /// Market.
-        coin: String,
-        /// `nSigFigs` (2..=5).
-        n_sig_figs: Option<u32>,
-        /// `mantissa` (1, 2 or 5, with `nSigFigs` 5).
-        mantissa: Option<u64>,
-        /// `nLevels` (the node servers' extension; default 20).
-        n_levels: Option<u32>,
+    /// A type a view serves ([`crate::views::Served::WS`]): the channel its
+    /// messages go out on, and its fields as the view's key.
+    View {
+        /// The type's channel.
+        channel: Channel,
+        /// Its fields, normalised.
+        parsed: Parsed,
     },
-    /// `bbo`: best bid and offer of one coin.
-    Bbo {
-        /// Market.
-        coin: String,
-    },
-    /// `trades`: one coin's trades.
-    Trades {
-        /// Market.
-        coin: String,
-    },
-    /// `candle`: one coin's candles of one interval.
-    Candle {
-        /// Market.
-        coin: String,
-        /// Interval.
-        interval: Interval,
-    },
-    /// `allMids`: the mid of every coin of one exchange.
-    AllMids {
-        /// `dex`: a builder-deployed exchange's name; absent or empty for
-        /// the default exchange.
-        dex: String,
-    },
-    /// `activeAssetCtx` (perps) / `activeSpotAssetCtx` (spot answers).
+    /// `activeAssetCtx` (perps) / `activeSpotAssetCtx` (spot answers): from
+    /// the Info source, not the engine.
     ActiveAssetCtx {
         /// Market.
         coin: String,
     },
-    /// `userFills`: one account's fills, an `isSnapshot` message first.
-    UserFills {
-        /// Account, lowercased.
-        user: String,
-        /// `aggregateByTime` (accepted; fills are sent as the node wrote
-        /// them).
-        aggregate_by_time: bool,
-    },
-    /// `userEvents`: one account's fills as `{"fills":[…]}` events.
-    UserEvents {
-        /// Account, lowercased.
-        user: String,
-    },
-    /// `userTwapSliceFills`: one account's TWAP slice fills.
-    UserTwapSliceFills {
-        /// Account, lowercased.
-        user: String,
-    },
-    /// `orderUpdates`: one account's order status changes.
-    OrderUpdates {
-        /// Account, lowercased.
-        user: String,
-    },
-    /// `l4Book`: the node servers' order-level book, snapshot then
-    /// per-block updates.
-    L4Book {
-        /// Market.
-        coin: String,
-    },
-    /// `openOrders`: one account's open orders on one exchange, whole,
-    /// then again after each change.
-    OpenOrders {
-        /// Account, lowercased.
-        user: String,
-        /// `dex`: absent or empty for the default exchange.
-        dex: String,
-    },
 }
 
-/// Every subscription type, as the exchange spells them.
-pub const TYPES: [&str; 12] = [
-    "l2Book",
-    "bbo",
-    "trades",
-    "candle",
-    "allMids",
-    "activeAssetCtx",
-    "userFills",
-    "userEvents",
-    "userTwapSliceFills",
-    "orderUpdates",
-    "l4Book",
-    "openOrders",
-];
+/// The one subscription type no view serves.
+const ACTIVE_ASSET_CTX: &str = "activeAssetCtx";
+
+/// Every subscription type, as the exchange spells them: the views', then
+/// `activeAssetCtx`.
+pub fn types() -> Vec<&'static str> {
+    let mut types = views::ws_types();
+    types.push(ACTIVE_ASSET_CTX);
+    types
+}
 
 impl Subscription {
     /// The subscription type, as the exchange spells it.
     pub fn kind(&self) -> &'static str {
         match self {
-            Subscription::L2Book { .. } => "l2Book",
-            Subscription::Bbo { .. } => "bbo",
-            Subscription::Trades { .. } => "trades",
-            Subscription::Candle { .. } => "candle",
-            Subscription::AllMids { .. } => "allMids",
-            Subscription::ActiveAssetCtx { .. } => "activeAssetCtx",
-            Subscription::UserFills { .. } => "userFills",
-            Subscription::UserEvents { .. } => "userEvents",
-            Subscription::UserTwapSliceFills { .. } => "userTwapSliceFills",
-            Subscription::OrderUpdates { .. } => "orderUpdates",
-            Subscription::L4Book { .. } => "l4Book",
-            Subscription::OpenOrders { .. } => "openOrders",
+            Subscription::View { channel, .. } => channel.name(),
+            Subscription::ActiveAssetCtx { .. } => ACTIVE_ASSET_CTX,
         }
     }
 
@@ -178,81 +93,29 @@ impl Subscription {
     /// distinct-users limit).
     pub fn user(&self) -> Option<&str> {
         match self {
-            Subscription::UserFills { user, .. }
-            | Subscription::UserEvents { user }
-            | Subscription::UserTwapSliceFills { user }
-            | Subscription::OrderUpdates { user }
-            | Subscription::OpenOrders { user, .. } => Some(user),
-            _ => None,
+            Subscription::View { parsed, .. } => parsed.user.as_deref(),
+            Subscription::ActiveAssetCtx { .. } => None,
         }
     }
 
     /// The view key the subscription reads and the channel its frames are
     /// rendered for (`None`: served from the Info source, not the engine).
     pub fn view(&self) -> Option<(Key, Channel)> {
-        let channel = match self {
-            Subscription::L2Book { .. } => Channel::L2Book,
-            Subscription::Bbo { .. } => Channel::Bbo,
-            Subscription::Trades { .. } => Channel::Trades,
-            Subscription::Candle { .. } => Channel::Candle,
-            Subscription::AllMids { .. } => Channel::AllMids,
-            Subscription::ActiveAssetCtx { .. } => return None,
-            Subscription::UserFills { .. } => Channel::UserFills,
-            Subscription::UserEvents { .. } => Channel::UserEvents,
-            Subscription::UserTwapSliceFills { .. } => Channel::UserTwapSliceFills,
-            Subscription::OrderUpdates { .. } => Channel::OrderUpdates,
-            Subscription::L4Book { .. } => Channel::L4Book,
-            Subscription::OpenOrders { .. } => Channel::OpenOrders,
-        };
-        Some((self.key()?, channel))
+        match self {
+            Subscription::View { channel, parsed } => Some((parsed.key.clone(), *channel)),
+            Subscription::ActiveAssetCtx { .. } => None,
+        }
     }
 
-    /// The view key the subscription reads (`None`: served from the Info
-    /// source, not the engine).
-    fn key(&self) -> Option<Key> {
-        let one = |coin: &str| BTreeSet::from([coin.to_owned()]);
-        let user_fills = |user: &str| {
-            Key::Fills(FillsKey {
-                filter: FillsFilter::User(user.to_owned()),
-                coins: BTreeSet::new(),
-            })
+    /// The message a new subscriber gets before any frame, if its type
+    /// sends one.
+    pub fn opening(&self) -> Option<Utf8Bytes> {
+        let Subscription::View { channel, parsed } = self else {
+            return None;
         };
-        Some(match self {
-            Subscription::L2Book {
-                coin,
-                n_sig_figs,
-                mantissa,
-                n_levels,
-            } => Key::L2Book(L2BookKey {
-                coin: coin.clone(),
-                n_levels: *n_levels,
-                n_sig_figs: *n_sig_figs,
-                mantissa: *mantissa,
-                strict: false,
-            }),
-            Subscription::Bbo { coin } => Key::Bbo(BboKey { coins: one(coin) }),
-            Subscription::Trades { coin } => Key::Trades(TradesKey { coins: one(coin) }),
-            Subscription::Candle { coin, interval } => Key::Candles(CandleKey {
-                coin: coin.clone(),
-                interval: *interval,
-            }),
-            Subscription::AllMids { dex } => Key::Mids(MidsKey {
-                coins: BTreeSet::new(),
-                perps_only: false,
-                dex: Some(dex.clone()),
-            }),
-            Subscription::ActiveAssetCtx { .. } => return None,
-            Subscription::UserFills { user, .. }
-            | Subscription::UserEvents { user }
-            | Subscription::UserTwapSliceFills { user } => user_fills(user),
-            Subscription::OrderUpdates { user } => Key::Statuses(StatusesKey {
-                users: BTreeSet::from([user.clone()]),
-            }),
-            Subscription::L4Book { coin } => Key::L4Book(L4BookKey::new(coin.clone(), None)),
-            Subscription::OpenOrders { user, dex } => {
-                Key::OpenOrders(OpenOrdersKey::new(user, dex))
-            }
-        })
+        let opening = channel.ws_type().opening?;
+        let data = opening(parsed.user.as_deref().unwrap_or_default());
+        Some(channel::message(channel.name(), &data))
     }
 }
 
@@ -405,156 +268,24 @@ fn post(object: &Map<String, Value>) -> Result<ClientMessage, Refusal> {
     Ok(ClientMessage::Post { id, kind, payload })
 }
 
-/// A required non-blank string field.
-fn string(fields: &Map<String, Value>, name: &str) -> Result<String, String> {
-    match fields.get(name) {
-        Some(Value::String(value)) if !value.trim().is_empty() => Ok(value.clone()),
-        Some(Value::String(_)) => Err(format!("{name}: must not be blank")),
-        Some(Value::Null) | None => Err(format!("{name}: required")),
-        Some(other) => Err(format!(
-            "{name}: must be a string, got {}",
-            common::clipped(&other.to_string())
-        )),
-    }
-}
-
-/// An optional unsigned integer field (`null` = absent).
-fn uint(fields: &Map<String, Value>, name: &str) -> Result<Option<u64>, String> {
-    match fields.get(name) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(number)) => number
-            .as_u64()
-            .map(Some)
-            .ok_or_else(|| format!("{name}: must be a non-negative integer, got {number}")),
-        Some(other) => Err(format!(
-            "{name}: must be an integer, got {}",
-            common::clipped(&other.to_string())
-        )),
-    }
-}
-
-/// An optional string field (`null` or absent: empty).
-fn optional_string(fields: &Map<String, Value>, name: &str) -> Result<String, String> {
-    match fields.get(name) {
-        None | Some(Value::Null) => Ok(String::new()),
-        Some(Value::String(value)) => Ok(value.clone()),
-        Some(other) => Err(format!(
-            "{name}: must be a string, got {}",
-            common::clipped(&other.to_string())
-        )),
-    }
-}
-
-fn user(fields: &Map<String, Value>) -> Result<String, String> {
-    let user = string(fields, "user")?;
-    common::address("user", &user)
-}
-
 /// A `subscription` object (or an Info request of the same fields),
 /// checked field by field; the error names the field.
 pub fn subscription(fields: &Map<String, Value>) -> Result<Subscription, String> {
-    let kind = string(fields, "type")?;
-    Ok(match kind.as_str() {
-        "l2Book" => {
-            let n_sig_figs = uint(fields, "nSigFigs")?;
-            let mantissa = uint(fields, "mantissa")?;
-            let n_levels = uint(fields, "nLevels")?;
-            // The view's own rules, in the exchange's field names.
-            let figs = n_sig_figs.map(|n| u32::try_from(n).unwrap_or(u32::MAX));
-            L2Params::new(None, figs, mantissa).map_err(|error| match error {
-                L2Error::SigFigs(figs) => {
-                    format!("nSigFigs: must be 2, 3, 4, 5 or null, got {figs}")
-                }
-                L2Error::Mantissa { mantissa } => {
-                    format!("mantissa: must be 1, 2 or 5 and needs nSigFigs 5, got {mantissa}")
-                }
-                other @ L2Error::SizeOverflow { .. } => other.to_string(),
-            })?;
-            if let Some(levels) = n_levels
-                && !(1..=100).contains(&levels)
-            {
-                return Err(format!("nLevels: must be 1 to 100, got {levels}"));
-            }
-            Subscription::L2Book {
-                coin: string(fields, "coin")?,
-                n_sig_figs: figs,
-                mantissa,
-                n_levels: n_levels.map(|n| n as u32),
-            }
-        }
-        "bbo" => Subscription::Bbo {
-            coin: string(fields, "coin")?,
-        },
-        "trades" => Subscription::Trades {
-            coin: string(fields, "coin")?,
-        },
-        "candle" => {
-            let coin = string(fields, "coin")?;
-            let interval = string(fields, "interval").map_err(|why| {
-                format!(
-                    "{why}; one of {}",
-                    Interval::ALL.map(Interval::as_str).join(" ")
-                )
-            })?;
-            let interval = Interval::parse(&interval).map_err(|_| {
-                format!(
-                    "interval: unknown interval {}; one of {}",
-                    common::quoted(&interval),
-                    Interval::ALL.map(Interval::as_str).join(" ")
-                )
-            })?;
-            Subscription::Candle { coin, interval }
-        }
-        "allMids" => Subscription::AllMids {
-            dex: optional_string(fields, "dex")?,
-        },
-        "activeAssetCtx" => Subscription::ActiveAssetCtx {
-            coin: string(fields, "coin")?,
-        },
-        "userFills" => Subscription::UserFills {
-            user: user(fields)?,
-            aggregate_by_time: match fields.get("aggregateByTime") {
-                None | Some(Value::Null) => false,
-                Some(Value::Bool(flag)) => *flag,
-                Some(other) => {
-                    return Err(format!(
-                        "aggregateByTime: must be a boolean, got {}",
-                        common::clipped(&other.to_string())
-                    ));
-                }
-            },
-        },
-        "userEvents" => Subscription::UserEvents {
-            user: user(fields)?,
-        },
-        "userTwapSliceFills" => Subscription::UserTwapSliceFills {
-            user: user(fields)?,
-        },
-        "orderUpdates" => Subscription::OrderUpdates {
-            user: user(fields)?,
-        },
-        "l4Book" => {
-            let coin = string(fields, "coin")?;
-            if coin.starts_with('@') || coin.contains('/') {
-                return Err(format!(
-                    "coin: l4Book serves perp books only, got the spot coin {}",
-                    common::quoted(&coin)
-                ));
-            }
-            Subscription::L4Book { coin }
-        }
-        "openOrders" => Subscription::OpenOrders {
-            user: user(fields)?,
-            dex: crate::views::open_orders::dex(&optional_string(fields, "dex")?)?.to_owned(),
-        },
-        other => {
-            return Err(format!(
-                "type: unknown subscription type {}; l1gate serves {}",
-                common::quoted(other),
-                TYPES.join(", ")
-            ));
-        }
-    })
+    let kind = channel::string(fields, "type")?;
+    if kind == ACTIVE_ASSET_CTX {
+        return Ok(Subscription::ActiveAssetCtx {
+            coin: channel::string(fields, "coin")?,
+        });
+    }
+    let Some(channel) = views::ws_channel(&kind) else {
+        return Err(format!(
+            "type: unknown subscription type {}; l1gate serves {}",
+            common::quoted(&kind),
+            types().join(", ")
+        ));
+    };
+    let parsed = (channel.ws_type().parse)(fields)?;
+    Ok(Subscription::View { channel, parsed })
 }
 
 #[cfg(test)]
@@ -570,26 +301,50 @@ mod tests {
 
     #[test]
     fn subscriptions_parse_in_the_exchange_spelling() {
+        let l2 = sub(
+            r#"{"method":"subscribe","subscription":{"type":"l2Book","coin":"BTC","nSigFigs":5,"mantissa":2}}"#,
+        )
+        .unwrap();
+        let (key, channel) = l2.view().unwrap();
         assert_eq!(
-            sub(
-                r#"{"method":"subscribe","subscription":{"type":"l2Book","coin":"BTC","nSigFigs":5,"mantissa":2}}"#
-            ),
-            Ok(Subscription::L2Book {
+            key,
+            Key::L2Book(engine::views::l2book::L2BookKey {
                 coin: "BTC".into(),
+                n_levels: None,
                 n_sig_figs: Some(5),
                 mantissa: Some(2),
-                n_levels: None
+                strict: false,
             })
         );
         assert_eq!(
-            sub(
-                r#"{"method":"subscribe","subscription":{"type":"userFills","user":"0xABCDEF0123456789abcdef0123456789ABCDEF01"}}"#
-            ),
-            Ok(Subscription::UserFills {
-                user: "0xabcdef0123456789abcdef0123456789abcdef01".into(),
-                aggregate_by_time: false
-            })
+            (l2.kind(), channel.name(), l2.user()),
+            ("l2Book", "l2Book", None)
         );
+        let fills = sub(
+            r#"{"method":"subscribe","subscription":{"type":"userFills","user":"0xABCDEF0123456789abcdef0123456789ABCDEF01"}}"#,
+        )
+        .unwrap();
+        let user = "0xabcdef0123456789abcdef0123456789abcdef01";
+        assert_eq!(fills.user(), Some(user));
+        let opening: Value = serde_json::from_str(fills.opening().unwrap().as_str()).unwrap();
+        assert_eq!(
+            opening,
+            serde_json::json!({"channel":"userFills","data":{"user":user,"fills":[],"isSnapshot":true}})
+        );
+        // An option that changes no frame still makes another subscription.
+        let aggregated = sub(
+            r#"{"method":"subscribe","subscription":{"type":"userFills","user":"0xABCDEF0123456789abcdef0123456789ABCDEF01","aggregateByTime":true}}"#,
+        )
+        .unwrap();
+        assert_eq!(aggregated.view(), fills.view());
+        assert_ne!(aggregated, fills);
+        // Every type is found by its name; the unknown one lists them.
+        for kind in types() {
+            let fields = serde_json::json!({"type": kind});
+            if let Err(why) = subscription(fields.as_object().unwrap()) {
+                assert!(!why.starts_with("type:"), "{kind}: {why}");
+            }
+        }
         assert_eq!(
             sub(r#"{"method":"subscribe","subscription":{"type":"allMids"}}"#),
             sub(r#"{"method":"subscribe","subscription":{"type":"allMids","dex":null}}"#),

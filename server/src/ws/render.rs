@@ -19,9 +19,10 @@ use crate::views::{
     channel::{self, Channel},
 };
 
-/// A batch's messages per channel, each made on first use.
+/// A batch's messages per channel (by its place among its view's), each
+/// made on first use with the channel's name beside them.
 pub struct Json {
-    channels: [OnceLock<Vec<Utf8Bytes>>; channel::CHANNELS],
+    channels: [OnceLock<(&'static str, Vec<Utf8Bytes>)>; channel::MAX_PER_VIEW],
 }
 
 impl Rendering for Json {
@@ -45,7 +46,19 @@ pub fn messages(batch: &Batch, channel: Channel) -> Vec<Utf8Bytes> {
             .collect()
     };
     match batch.rendered::<Json>() {
-        Some(json) => json.channels[channel.index()].get_or_init(make).clone(),
+        Some(json) => match json.channels.get(channel.index()) {
+            Some(slot) => {
+                let (name, messages) = slot.get_or_init(|| (channel.name(), make()));
+                // Read through another view's channel (nothing the edges
+                // do): made, not cached.
+                if *name == channel.name() {
+                    messages.clone()
+                } else {
+                    make()
+                }
+            }
+            None => make(),
+        },
         // Another rendering holds the slot: made for this subscriber.
         None => make(),
     }
@@ -84,7 +97,8 @@ mod tests {
                 trades: vec![trade],
             })],
         );
-        let first = messages(&batch, Channel::Trades);
+        let trades = crate::views::ws_channel("trades").unwrap();
+        let first = messages(&batch, trades);
         let value: Value = serde_json::from_str(first[0].as_str()).unwrap();
         assert_eq!(
             value,
@@ -92,10 +106,12 @@ mod tests {
                 "sz":"0.00017","time":1_751_430_933_565_i64,"hash":"0xde93",
                 "tid":293_353_986_402_527_u64,"users":["0xcc0a","0xc64c"]}]})
         );
-        let again = messages(&batch, Channel::Trades);
+        let again = messages(&batch, trades);
         assert_eq!(first[0].as_str().as_ptr(), again[0].as_str().as_ptr());
         // Not a trades frame on another channel: nothing.
-        assert!(messages(&batch, Channel::Bbo).is_empty());
+        let bbo = crate::views::ws_channel("bbo").unwrap();
+        assert_eq!(bbo.index(), trades.index(), "each its view's first");
+        assert!(messages(&batch, bbo).is_empty());
     }
 
     #[test]
@@ -111,7 +127,7 @@ mod tests {
                 },
             ))],
         );
-        let text = messages(&batch, Channel::L4Book);
+        let text = messages(&batch, crate::views::ws_channel("l4Book").unwrap());
         let body = &events[1..events.len() - 1];
         assert!(text[0].as_str().contains(body), "{}", text[0].as_str());
         let value: Value = serde_json::from_str(text[0].as_str()).unwrap();
