@@ -25,6 +25,7 @@ pub mod positions;
 pub mod replay;
 pub mod snapshot;
 pub mod source;
+pub mod table;
 pub mod text;
 pub mod views;
 

@@ -42,6 +42,7 @@ use thiserror::Error;
 use crate::book::l2::L2Error;
 use crate::market::candles::CandleError;
 use crate::market::{Market, Needs};
+use crate::table::{RowSink, Table};
 
 /// A subscription request outside a view's contract. Not
 /// `#[non_exhaustive]`: each edge maps every kind to its own status, and a
@@ -271,4 +272,21 @@ pub trait View: Sized + Send + 'static {
 
     /// Writes `numbers` into `frame`.
     fn stamp(_frame: &mut Self::Frame, _numbers: &Numbers) {}
+}
+
+/// A view's frames as rows of a typed table (see [`crate::table`]): what
+/// `l1gate replay` writes as Parquet or CSV. Every view has one, in its
+/// module beside its frame.
+pub trait Tabular: View {
+    /// Its columns and what a row is.
+    const TABLE: Table;
+
+    /// The frame's block: number and time (Unix ms).
+    fn block(frame: &Self::Frame) -> (u64, i64);
+
+    /// The frame's rows, in order.
+    ///
+    /// # Errors
+    /// What `out` refuses, and a frame whose values do not fit the table.
+    fn rows<S: RowSink>(frame: &Self::Frame, out: &mut S) -> Result<(), S::Error>;
 }

@@ -5,7 +5,7 @@
 use engine::market::candles::CandleUpdate;
 
 use crate::table::{Cell, Column, Kind, Table, join};
-use crate::views::candles::{CANDLE, candle_cells};
+use engine::views::candles::{CANDLE, candle_cells};
 
 /// `candle_history`: one row per stored (or built) candle.
 pub const TABLE: Table = Table {

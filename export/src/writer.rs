@@ -8,6 +8,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use engine::replay::{FrameWriter, ReplayError};
+use engine::table::RowSink as _;
 use engine::views::registry::{Frame, ViewKind};
 
 use crate::csv::CsvRows;

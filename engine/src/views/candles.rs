@@ -4,9 +4,10 @@
 //! while it changes, and a closed bucket's final state (`closed: true`)
 //! before any frame of the next bucket.
 
-use crate::market::candles::{CandleError, CandleUpdate, CandlesView, Interval};
+use crate::market::candles::{Amount, CandleError, CandleUpdate, CandlesView, Interval};
 use crate::market::{Market, Needs};
-use crate::views::{OnLag, Selection, View, ViewError, ViewSettings, distinct};
+use crate::table::{BLOCK, Cell, Column, Kind, RowSink, Table, block_cells, join};
+use crate::views::{OnLag, Selection, Tabular, View, ViewError, ViewSettings, distinct};
 
 /// `CandleRequest`, normalised.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -143,5 +144,91 @@ impl View for CandleSubscription {
 
     fn on_block(&mut self, market: &Market) -> Vec<CandleUpdate> {
         self.frames(market.candles())
+    }
+}
+
+// `candles`: one row per candle update; the candle columns are shared with
+// the candle store's export (the `export` crate).
+
+/// A candle's columns, in the order [`candle_cells`] fills them.
+pub const CANDLE: [Column; 11] = [
+    Column::required("coin", Kind::Text, "market"),
+    Column::required(
+        "interval",
+        Kind::Text,
+        "`1s`, `1m`, … `1M` (the exchange's names)",
+    ),
+    Column::required("open_time", Kind::TimeMs, "the bucket's first instant"),
+    Column::required(
+        "close_time",
+        Kind::TimeMs,
+        "the bucket's last millisecond (next open − 1 ms)",
+    ),
+    Column::required("open", Kind::Decimal, "first trade's price"),
+    Column::required("high", Kind::Decimal, "highest price"),
+    Column::required("low", Kind::Decimal, "lowest price"),
+    Column::required("close", Kind::Decimal, "last trade's price"),
+    Column::required("volume", Kind::Decimal, "base volume (Σ size)"),
+    Column::required("trades_count", Kind::UInt64, "trades in the bucket"),
+    Column::required(
+        "vwap",
+        Kind::Decimal,
+        "volume-weighted average price, as the engine rounds it",
+    ),
+];
+
+fn amount(value: Amount) -> Cell<'static> {
+    Cell::Decimal {
+        units: value.units(),
+        scale: value.scale(),
+    }
+}
+
+/// The cells of [`CANDLE`] for `candle`.
+pub fn candle_cells(candle: &CandleUpdate) -> [Cell<'_>; 11] {
+    [
+        Cell::Text(&candle.coin),
+        Cell::Text(candle.interval.as_str()),
+        Cell::TimeMs(candle.open_time),
+        Cell::TimeMs(candle.close_time),
+        Cell::decimal(candle.open),
+        Cell::decimal(candle.high),
+        Cell::decimal(candle.low),
+        Cell::decimal(candle.close),
+        amount(candle.volume),
+        Cell::U64(candle.trades_count),
+        amount(candle.vwap),
+    ]
+}
+
+impl Tabular for CandleSubscription {
+    const TABLE: Table = Table {
+        name: "candles",
+        row: "one candle update: the live candle after a block that traded in it, or a closed \
+              bucket's final state (`closed`)",
+        columns: &join::<2, 12, 14>(
+            BLOCK,
+            join::<11, 1, 12>(
+                CANDLE,
+                [Column::required(
+                    "closed",
+                    Kind::Bool,
+                    "true: the bucket's final state",
+                )],
+            ),
+        ),
+    };
+
+    fn block(frame: &CandleUpdate) -> (u64, i64) {
+        (frame.block_number, frame.time)
+    }
+
+    fn rows<S: RowSink>(frame: &CandleUpdate, out: &mut S) -> Result<(), S::Error> {
+        let [number, time] = block_cells(Self::block(frame));
+        let mut cells = [Cell::Null; 14];
+        cells[..2].copy_from_slice(&[number, time]);
+        cells[2..13].copy_from_slice(&candle_cells(frame));
+        cells[13] = Cell::Bool(frame.closed);
+        out.row(&cells)
     }
 }

@@ -11,7 +11,8 @@ use serde::Serialize;
 use crate::coin::is_default_perp;
 use crate::market::{Market, Needs};
 use crate::num::Px;
-use crate::views::{OnLag, Selection, View, ViewError, ViewSettings, in_scope};
+use crate::table::{BLOCK, Cell, Column, Kind, RowSink, Table, block_cells};
+use crate::views::{OnLag, Selection, Tabular, View, ViewError, ViewSettings, in_scope};
 
 /// `AllMidsUpdate` (with the producing block, which book mids have).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -114,5 +115,36 @@ impl View for MidsSubscription {
         } else {
             Vec::new()
         }
+    }
+}
+
+// `mids`: one row per coin of each frame's map of mids.
+
+impl Tabular for MidsSubscription {
+    const TABLE: Table = Table {
+        name: "mids",
+        row: "one coin's mid in a frame (every coin in scope with both sides, sent whole when \
+              one of them changed), coins in order; an empty map is one row with no coin",
+        columns: &[
+            BLOCK[0],
+            BLOCK[1],
+            Column::optional("coin", Kind::Text, "market"),
+            Column::optional("mid", Kind::Decimal, "(best bid + best ask) / 2, exact"),
+        ],
+    };
+
+    fn block(frame: &AllMidsUpdate) -> (u64, i64) {
+        (frame.block_number, frame.time)
+    }
+
+    fn rows<S: RowSink>(frame: &AllMidsUpdate, out: &mut S) -> Result<(), S::Error> {
+        let [number, time] = block_cells(Self::block(frame));
+        if frame.mids.is_empty() {
+            return out.row(&[number, time, Cell::Null, Cell::Null]);
+        }
+        for (coin, mid) in &frame.mids {
+            out.row(&[number, time, Cell::Text(coin), Cell::decimal(*mid)])?;
+        }
+        Ok(())
     }
 }

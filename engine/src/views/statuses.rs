@@ -9,9 +9,11 @@ use serde::Serialize;
 
 use crate::market::raw::RawJson;
 use crate::market::{Market, Needs};
+use crate::table::order::{STATUS, StatusEvent, status_cells, unreadable};
+use crate::table::{BLOCK, Cell, RowSink, SEQUENCE, Table, block_cells, join};
 use crate::views::numbering::{Numbering, Numbers};
 use crate::views::{
-    MAX_REQUIRED_COINS, OnLag, Selection, View, ViewError, ViewSettings, lowercased,
+    MAX_REQUIRED_COINS, OnLag, Selection, Tabular, View, ViewError, ViewSettings, lowercased,
 };
 
 /// `OrderStatusesUpdate`: one block's statuses of the subscribed accounts.
@@ -117,5 +119,34 @@ impl View for StatusesSubscription {
         if let Numbers::Sequence(sequence) = numbers {
             frame.sequence = *sequence;
         }
+    }
+}
+
+// `statuses`: one row per order status of the subscribed accounts.
+
+const NAME: &str = "statuses";
+
+impl Tabular for StatusesSubscription {
+    const TABLE: Table = Table {
+        name: NAME,
+        row: "one order status of a subscribed account, in file order",
+        columns: &join::<3, 21, 24>([BLOCK[0], BLOCK[1], SEQUENCE], STATUS),
+    };
+
+    fn block(frame: &OrderStatusesUpdate) -> (u64, i64) {
+        (frame.block_number, frame.time)
+    }
+
+    fn rows<S: RowSink>(frame: &OrderStatusesUpdate, out: &mut S) -> Result<(), S::Error> {
+        let [number, time] = block_cells(Self::block(frame));
+        for raw in &frame.statuses {
+            let event: StatusEvent<'_> =
+                serde_json::from_str(raw.as_str()).map_err(|e| unreadable(NAME, &e))?;
+            let mut cells = [Cell::Null; 24];
+            cells[..3].copy_from_slice(&[number, time, Cell::U64(frame.sequence)]);
+            cells[3..].copy_from_slice(&status_cells(NAME, &event)?);
+            out.row(&cells)?;
+        }
+        Ok(())
     }
 }

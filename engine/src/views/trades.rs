@@ -6,7 +6,8 @@ use std::collections::BTreeSet;
 
 use crate::market::trades::TradesUpdate;
 use crate::market::{Market, Needs};
-use crate::views::{OnLag, Selection, View, ViewError, ViewSettings, required_coins};
+use crate::table::{BLOCK, Cell, Column, Kind, RowSink, Table, block_cells};
+use crate::views::{OnLag, Selection, Tabular, View, ViewError, ViewSettings, required_coins};
 
 /// `TradesRequest`, normalised: 1–20 distinct coins.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -63,5 +64,56 @@ impl View for TradesSubscription {
             .filter(|frame| self.coins.contains(&frame.coin))
             .cloned()
             .collect()
+    }
+}
+
+// `trades`: one row per trade.
+
+impl Tabular for TradesSubscription {
+    const TABLE: Table = Table {
+        name: "trades",
+        row: "one trade (both fills of a match are one trade), in the order of its first fill \
+              in the block",
+        columns: &[
+            BLOCK[0],
+            BLOCK[1],
+            Column::required("coin", Kind::Text, "market"),
+            Column::required("side", Kind::Text, "the taker's side: `B` bought, `A` sold"),
+            Column::required("px", Kind::Decimal, "execution price"),
+            Column::required("sz", Kind::Decimal, "execution size"),
+            Column::required("time", Kind::TimeMs, "fill time"),
+            Column::required(
+                "hash",
+                Kind::Text,
+                "taker's transaction hash (zeros for a TWAP slice)",
+            ),
+            Column::required("tid", Kind::UInt64, "trade id, shared by both fills"),
+            Column::required("buyer", Kind::Text, "buyer's address"),
+            Column::required("seller", Kind::Text, "seller's address"),
+        ],
+    };
+
+    fn block(frame: &TradesUpdate) -> (u64, i64) {
+        (frame.block_number, frame.time)
+    }
+
+    fn rows<S: RowSink>(frame: &TradesUpdate, out: &mut S) -> Result<(), S::Error> {
+        let [number, time] = block_cells(Self::block(frame));
+        for trade in &frame.trades {
+            out.row(&[
+                number,
+                time,
+                Cell::Text(&trade.coin),
+                Cell::Text(trade.side.as_str()),
+                Cell::decimal(trade.px),
+                Cell::decimal(trade.sz),
+                Cell::TimeMs(trade.time),
+                Cell::Text(&trade.hash),
+                Cell::U64(trade.tid),
+                Cell::Text(&trade.users[0]),
+                Cell::Text(&trade.users[1]),
+            ])?;
+        }
+        Ok(())
     }
 }

@@ -7,11 +7,12 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::table::{Cell, Column, ExportError, Kind};
+use crate::num::Decimal;
+use crate::table::{Cell, Column, Kind, TableError};
 
 /// An order status event: `{time, user, hash, builder, status, order}`.
 #[derive(Debug, Deserialize)]
-pub(super) struct StatusEvent<'a> {
+pub(crate) struct StatusEvent<'a> {
     #[serde(borrow)]
     pub user: Cow<'a, str>,
     #[serde(borrow)]
@@ -26,7 +27,7 @@ pub(super) struct StatusEvent<'a> {
 
 /// A status's builder: address and fee (tenths of a basis point).
 #[derive(Debug, Deserialize)]
-pub(super) struct Builder<'a> {
+pub(crate) struct Builder<'a> {
     #[serde(borrow)]
     pub b: Cow<'a, str>,
     pub f: u32,
@@ -36,7 +37,7 @@ pub(super) struct Builder<'a> {
 #[derive(Debug, Deserialize)]
 #[allow(clippy::struct_field_names)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct Order<'a> {
+pub(crate) struct Order<'a> {
     #[serde(borrow)]
     pub coin: Cow<'a, str>,
     #[serde(borrow)]
@@ -68,7 +69,7 @@ pub(super) struct Order<'a> {
 
 /// A raw book diff event: `{user, oid, coin, side, px, raw_book_diff}`.
 #[derive(Debug, Deserialize)]
-pub(super) struct DiffEvent<'a> {
+pub(crate) struct DiffEvent<'a> {
     #[serde(borrow)]
     pub user: Cow<'a, str>,
     pub oid: u64,
@@ -85,7 +86,7 @@ pub(super) struct DiffEvent<'a> {
 /// `{"new":{"sz"}}`, `{"update":{"origSz","newSz"}}` or `"remove"`.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub(super) enum RawBookDiff<'a> {
+pub(crate) enum RawBookDiff<'a> {
     New {
         #[serde(borrow)]
         sz: Cow<'a, str>,
@@ -110,22 +111,22 @@ impl RawBookDiff<'_> {
 }
 
 /// An event the frame carries that is not the node's form of it.
-pub(super) fn unreadable(table: &'static str, error: &serde_json::Error) -> ExportError {
-    ExportError::Event {
+pub(crate) fn unreadable(table: &'static str, error: &serde_json::Error) -> TableError {
+    TableError::Event {
         table,
         message: error.to_string(),
     }
 }
 
 /// The node's decimal text as a decimal cell.
-pub(super) fn decimal(
+pub(crate) fn decimal(
     table: &'static str,
     column: &'static str,
     text: &str,
-) -> Result<Cell<'static>, ExportError> {
-    engine::num::Decimal::parse(text)
+) -> Result<Cell<'static>, TableError> {
+    Decimal::parse(text)
         .map(Cell::decimal)
-        .map_err(|_| ExportError::Value {
+        .map_err(|_| TableError::Value {
             table,
             column,
             reason: "not a decimal number",
@@ -134,7 +135,7 @@ pub(super) fn decimal(
 
 /// The columns of an order status, in the order [`status_cells`] fills
 /// them (after the table's own leading columns).
-pub(super) const STATUS: [Column; 21] = [
+pub(crate) const STATUS: [Column; 21] = [
     Column::required("user", Kind::Text, "the order's owner"),
     Column::optional(
         "hash",
@@ -187,10 +188,10 @@ pub(super) const STATUS: [Column; 21] = [
 ];
 
 /// The cells of [`STATUS`] for `event`.
-pub(super) fn status_cells<'e>(
+pub(crate) fn status_cells<'e>(
     table: &'static str,
     event: &'e StatusEvent<'_>,
-) -> Result<[Cell<'e>; 21], ExportError> {
+) -> Result<[Cell<'e>; 21], TableError> {
     let order = &event.order;
     let children = order
         .children
