@@ -312,7 +312,7 @@ mod tests {
             .iter()
             .filter(|m| m.path.starts_with("venue_l1_gateway.v3.MarketStreaming/"))
             .collect();
-        assert_eq!(market.len(), 15);
+        assert_eq!(market.len(), 16);
         assert!(market.iter().all(|m| m.kind == "server_streaming"));
         assert!(
             endpoints

@@ -362,7 +362,7 @@ mod tests {
             "l3book".parse::<ViewKind>(),
             Err(UnknownView("l3book".into()))
         );
-        assert_eq!(ViewKind::ALL.len(), 11);
+        assert_eq!(ViewKind::ALL.len(), 12);
     }
 
     #[derive(Debug, PartialEq)]
