@@ -9,7 +9,7 @@ use std::path::Path;
 ///
 /// # Errors
 /// When the certificate cannot be made or written.
-pub fn test_certificate(dir: &Path) -> anyhow::Result<(l1gate::tls::TlsFiles, String)> {
+pub fn test_certificate(dir: &Path) -> anyhow::Result<(edge::tls::TlsFiles, String)> {
     use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
     let mut ca = CertificateParams::new(Vec::<String>::new())?;
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -18,7 +18,7 @@ pub fn test_certificate(dir: &Path) -> anyhow::Result<(l1gate::tls::TlsFiles, St
     let issuer = Issuer::new(ca, ca_key);
     let key = KeyPair::generate()?;
     let cert = CertificateParams::new(vec!["localhost".to_owned()])?.signed_by(&key, &issuer)?;
-    let files = l1gate::tls::TlsFiles {
+    let files = edge::tls::TlsFiles {
         cert: dir.join("server.pem"),
         key: dir.join("server.key"),
     };

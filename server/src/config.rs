@@ -289,7 +289,7 @@ pub struct ServeArgs {
     /// nodes (`[[chains]]`, config file only; see docs/endpoints.md).
     #[arg(skip)]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub chains: Vec<crate::registry::ChainConfig>,
+    pub chains: Vec<gateway::registry::ChainConfig>,
 }
 
 impl ServeArgs {
@@ -456,7 +456,7 @@ pub struct Settings {
     /// L2 book / L2 diff coalescing window (zero = every block).
     pub l2_coalesce: Duration,
     /// The Info source and the node gateway's upstream.
-    pub upstreams: crate::upstream::UpstreamSettings,
+    pub upstreams: edge::upstream::UpstreamSettings,
     /// Directory of the candle store.
     pub state_dir: PathBuf,
     /// When engine checkpoints are written under `state_dir/checkpoints/`.
@@ -468,12 +468,12 @@ pub struct Settings {
     /// Connection caps over both edges.
     pub connections: access::connections::ConnectionLimits,
     /// The HTTP edge's timeouts.
-    pub http_timeouts: crate::http::listen::HttpTimeouts,
+    pub http_timeouts: edge::listen::HttpTimeouts,
     /// Keepalive of both edges' streaming connections: PING after this
     /// much silence from the client, close when nothing answers this long.
     pub keepalive: Duration,
     /// TLS on both listen addresses, if configured.
-    pub tls: Option<crate::tls::TlsFiles>,
+    pub tls: Option<edge::tls::TlsFiles>,
     /// Public base URL of the HTTP address.
     pub public_http_url: String,
     /// Public URL of the gRPC address.
@@ -481,7 +481,7 @@ pub struct Settings {
     /// The exchange chain's network the node follows.
     pub chain_network: String,
     /// The configured chains (checked).
-    pub chains: Vec<crate::registry::ChainConfig>,
+    pub chains: Vec<gateway::registry::ChainConfig>,
     /// Where the node's records are published for edges (`None`: not
     /// published).
     pub publish: Option<crate::bus::settings::PublishSettings>,
@@ -523,7 +523,7 @@ impl ServeArgs {
     pub fn resolve(self) -> Result<Settings, ConfigError> {
         let defaults = RawFeedSettings::default();
         let tls = match (self.tls_cert_file.clone(), self.tls_key_file.clone()) {
-            (Some(cert), Some(key)) => Some(crate::tls::TlsFiles { cert, key }),
+            (Some(cert), Some(key)) => Some(edge::tls::TlsFiles { cert, key }),
             (None, None) => None,
             (Some(_), None) => {
                 return Err(ConfigError::Invalid {
@@ -671,7 +671,7 @@ impl ServeArgs {
                     .unwrap_or_else(|| ConnectionLimits::default_per_ip(max_total)),
                 }
             },
-            http_timeouts: crate::http::listen::HttpTimeouts {
+            http_timeouts: edge::listen::HttpTimeouts {
                 header: positive(
                     "http_header_timeout_ms",
                     self.http_header_timeout_ms,
@@ -732,7 +732,7 @@ impl ServeArgs {
                 None => None,
             },
             chains: {
-                crate::registry::check(&self.chains).map_err(|message| ConfigError::Invalid {
+                gateway::registry::check(&self.chains).map_err(|message| ConfigError::Invalid {
                     name: "chains",
                     message,
                 })?;
@@ -810,7 +810,7 @@ const LEDGER_CACHE: Duration = Duration::from_secs(3);
 
 /// `ledger_cache_ms`, within the seed's 2–5 s.
 fn ledger_cache(value: Option<u64>) -> Result<Duration, ConfigError> {
-    let (low, high) = crate::node::ledger::WINDOW_RANGE;
+    let (low, high) = gateway::node::ledger::WINDOW_RANGE;
     match value.map(Duration::from_millis) {
         None => Ok(LEDGER_CACHE),
         Some(window) if window >= low && window <= high => Ok(window),
@@ -833,18 +833,18 @@ fn resolve_upstreams(
     node_url: Option<&str>,
     ca_file: Option<&Path>,
     timeout: Duration,
-) -> Result<crate::upstream::UpstreamSettings, ConfigError> {
+) -> Result<edge::upstream::UpstreamSettings, ConfigError> {
     let url = |name: &'static str, value: Option<&str>| {
         value
             .map(|text| {
-                crate::upstream::UpstreamUrl::parse(text).map_err(|e| ConfigError::Invalid {
+                edge::upstream::UpstreamUrl::parse(text).map_err(|e| ConfigError::Invalid {
                     name,
                     message: e.to_string(),
                 })
             })
             .transpose()
     };
-    Ok(crate::upstream::UpstreamSettings {
+    Ok(edge::upstream::UpstreamSettings {
         info_url: url("info_url", info_url)?,
         info_cache,
         info_poll_interval,
@@ -852,7 +852,7 @@ fn resolve_upstreams(
         timeout,
         node_wait_timeout: NODE_WAIT_TIMEOUT,
         ledger_cache: LEDGER_CACHE,
-        tls: crate::upstream::UpstreamTls::new(ca_file).map_err(|error| ConfigError::Invalid {
+        tls: edge::upstream::UpstreamTls::new(ca_file).map_err(|error| ConfigError::Invalid {
             name: "upstream_ca_file",
             message: error.to_string(),
         })?,

@@ -11,7 +11,7 @@ use prost_types::FileDescriptorSet;
 use serde::Serialize;
 
 use crate::config::Settings;
-use crate::http::routes::{Route, Served};
+use edge::routes::{Route, Served};
 
 /// How a route takes the API key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -159,7 +159,7 @@ impl Endpoints {
             |url| format!("the node's REST/GraphQL API, relayed to {url}"),
         );
         let names: std::collections::BTreeMap<String, String> =
-            crate::registry::sites(&settings.chains)
+            gateway::registry::sites(&settings.chains)
                 .into_iter()
                 .map(|site| (site.host.clone(), site.name()))
                 .collect();
@@ -174,7 +174,7 @@ impl Endpoints {
                         route.what
                     ),
                     None if route == crate::info::lookup::INFO => info.clone(),
-                    None if crate::node::rest::ROUTES.contains(&route) => node.clone(),
+                    None if gateway::node::rest::ROUTES.contains(&route) => node.clone(),
                     None => route.what.to_owned(),
                 };
                 HttpRoute {
@@ -241,9 +241,10 @@ impl Endpoints {
 }
 
 /// The HTTP routes a server started with `settings` serves, in listing
-/// order (see [`crate::http::routes`]).
+/// order (see [`edge::routes`]).
 pub fn planned(settings: &Settings) -> Vec<Served> {
-    use crate::{http, info, node, status, ws};
+    use crate::{http, info, status, ws};
+    use gateway::node;
     let own = |route: Route| Served { host: None, route };
     let mut out: Vec<Served> = [
         http::HEALTHZ,
@@ -262,7 +263,7 @@ pub fn planned(settings: &Settings) -> Vec<Served> {
     .chain(node::rest::ROUTES)
     .map(own)
     .collect();
-    for site in crate::registry::sites(&settings.chains) {
+    for site in gateway::registry::sites(&settings.chains) {
         for route in node::rest::ROUTES.into_iter().chain([node::jsonrpc::RPC]) {
             out.push(Served {
                 host: Some(site.host.clone()),

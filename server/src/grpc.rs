@@ -6,15 +6,12 @@
 //! ([`flow`]: a subscriber that lags or stops reading is ended). The
 //! sockets gather the frames of many streams into one write ([`batched`]).
 
-pub mod admission;
 pub mod batched;
-pub mod flow;
 pub mod health;
 pub mod market;
 pub mod raw_feed;
 pub mod relay;
 pub mod render;
-pub mod transaction_stream;
 
 use std::sync::Arc;
 
@@ -26,7 +23,7 @@ use tonic::transport::server::TcpIncoming;
 use access::connections::Connections;
 use common::metrics::SocketWrites;
 
-use crate::tls::EdgeStream;
+use edge::tls::EdgeStream;
 
 /// gRPC reflection over l1gate's contract and health, for both protocol
 /// versions: grpcurl and most clients speak v1, older ones (Python's

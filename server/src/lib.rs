@@ -3,7 +3,6 @@
 //! `main` over this library so integration tests can start real servers.
 
 pub mod archive;
-pub mod backoff;
 pub mod bus;
 pub mod candles;
 pub mod cli;
@@ -14,12 +13,7 @@ pub mod grpc;
 pub mod host;
 pub mod http;
 pub mod info;
-pub mod node;
-pub mod percent;
-pub mod registry;
 pub mod serve;
 pub mod status;
-pub mod tls;
-pub mod upstream;
 pub mod views;
 pub mod ws;

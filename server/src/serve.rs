@@ -39,19 +39,19 @@ use feeds::Source;
 use crate::candles::Candles;
 use crate::candles::store::CandleStore;
 use crate::config::Settings;
-use crate::grpc::admission::GrpcAccess as _;
-use crate::grpc::flow::{FlowSettings, Supervisor};
 use crate::grpc::market::MarketService;
 use crate::grpc::raw_feed::RawFeedService;
 use crate::host::candles::{CandleWriter, WriterSettings};
 use crate::host::engine::{CandleFeed, EngineSettings, EngineThread};
 use crate::host::feeds::LiveFeeds;
-use crate::upstream::UpstreamClient;
 use access::Access;
 use access::auth::Auth;
 use access::connections::Connections;
 use access::keys::{KeyStore, KeysFile};
 use common::metrics::Metrics;
+use edge::admission::GrpcAccess as _;
+use edge::flow::{FlowSettings, Supervisor};
+use edge::upstream::UpstreamClient;
 
 /// Longest a stopping server waits for its clients to go ([`Running::drain`]).
 pub const DRAIN: Duration = Duration::from_secs(5);
@@ -139,10 +139,10 @@ pub enum StartError {
     Reflection(tonic_reflection::server::Error),
     /// The node gateway's networks cannot be set up.
     #[error(transparent)]
-    Networks(#[from] crate::node::NetworksError),
+    Networks(#[from] gateway::node::NetworksError),
     /// The TLS certificate or key cannot be served.
     #[error(transparent)]
-    Tls(#[from] crate::tls::TlsError),
+    Tls(#[from] edge::tls::TlsError),
 }
 
 /// A running server: its bound addresses and the tasks behind it.
@@ -153,8 +153,8 @@ pub struct Running {
     /// Bound HTTP address.
     pub http_addr: SocketAddr,
     /// Every HTTP route served, as registered
-    /// ([`crate::http::routes::Routed`]).
-    pub http_routes: Vec<crate::http::routes::Served>,
+    /// ([`edge::routes::Routed`]).
+    pub http_routes: Vec<edge::routes::Served>,
     /// The feeds being served.
     pub live: Arc<LiveFeeds>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
@@ -265,7 +265,7 @@ pub async fn start_with(
     let tls = settings
         .tls
         .as_ref()
-        .map(crate::tls::ServerTls::load)
+        .map(edge::tls::ServerTls::load)
         .transpose()?;
     let live = node_files(settings, from_bus.as_ref())?;
     let data = live.data_dir().to_owned();
@@ -294,14 +294,17 @@ pub async fn start_with(
     let engine = market_engine(settings, from_bus.as_ref(), &live, candle_feed, &mut tasks)?;
     count_engine_and_stores(&access, &engine, &store.candles, &live, &mut tasks);
     // Slow subscribers of both services, and streams whose key is no longer
-    // admitted, are ended (crate::grpc::flow).
+    // admitted, are ended (edge::flow).
     let (flow, sweeper) = Supervisor::spawn(
         FlowSettings {
             send_timeout: settings.raw_feed.send_timeout,
             market_max_lag: settings.market_max_lag,
         },
         access.metrics().clone(),
-        Some(engine.status().clone()),
+        Some({
+            let status = engine.status().clone();
+            Arc::new(move || status.block_time_ms())
+        }),
         Some(access.clone()),
     );
     tasks.push(sweeper);
@@ -316,10 +319,10 @@ pub async fn start_with(
         tls,
     };
     let (info_lookup, info_feed, info_upstream) = info_source(settings, &edges, &mut tasks);
-    let networks = crate::node::Networks::new(
+    let networks = gateway::node::Networks::new(
         &settings.chains,
         &settings.upstreams,
-        crate::registry::host_of(&settings.public_http_url).as_deref(),
+        gateway::registry::host_of(&settings.public_http_url).as_deref(),
         &access,
     )?;
     let market = MarketService::new(engine.commands(), engine.status().clone())
@@ -358,10 +361,10 @@ pub async fn start_with(
     // Answers compressed (zstd, gzip) for clients that accept it; event
     // streams, gRPC, small and already encoded answers are left as they are.
     let http = http.layer(tower_http::compression::CompressionLayer::new());
-    tasks.push(tokio::spawn(crate::http::listen::serve(
+    tasks.push(tokio::spawn(edge::listen::serve(
         http_listener,
         http,
-        crate::http::listen::Serving {
+        edge::listen::Serving {
             connections: edges.connections.clone(),
             timeouts: settings.http_timeouts,
             metrics: access.metrics().clone(),
@@ -767,7 +770,7 @@ fn info_source(
 ) -> (
     crate::info::InfoLookup,
     Option<crate::info::InfoFeed>,
-    Option<(crate::upstream::UpstreamUrl, UpstreamClient)>,
+    Option<(edge::upstream::UpstreamUrl, UpstreamClient)>,
 ) {
     let upstreams = &settings.upstreams;
     let source = upstreams
@@ -811,11 +814,11 @@ fn http_api(
     settings: &Settings,
     edges: &Edges<'_>,
     market: &MarketService,
-    networks: &crate::node::Networks,
+    networks: &gateway::node::Networks,
     lookup: crate::info::InfoLookup,
     info: Option<crate::info::InfoFeed>,
     bus: Option<crate::http::BusProbe>,
-) -> crate::http::routes::Routed {
+) -> edge::routes::Routed {
     let status = crate::status::StatusPage::new(
         edges.live.clone(),
         settings.max_data_age,
@@ -882,7 +885,7 @@ async fn grpc_edge(
     settings: &Settings,
     edges: &Edges<'_>,
     market: MarketService,
-    stream_failures: &crate::upstream::FailureBoard,
+    stream_failures: &edge::upstream::FailureBoard,
     listener: TcpListener,
     tasks: &mut Vec<tokio::task::JoinHandle<()>>,
 ) -> Result<tokio::task::JoinHandle<()>, StartError> {
@@ -906,7 +909,7 @@ async fn grpc_edge(
         .await;
     health_reporter
         .set_serving::<proto::aptos::indexer::v1::raw_data_server::RawDataServer<
-            crate::grpc::transaction_stream::TransactionStreamService,
+            gateway::transaction_stream::TransactionStreamService,
         >>()
         .await;
     tasks.push(tokio::spawn(crate::http::follow_freshness(
@@ -924,7 +927,7 @@ async fn grpc_edge(
     };
     // The Aptos Transaction Stream relay (served even with no upstream:
     // every call is then FAILED_PRECONDITION).
-    let transaction_stream = crate::grpc::transaction_stream::TransactionStreamService::new(
+    let transaction_stream = gateway::transaction_stream::TransactionStreamService::new(
         &settings.chains,
         &settings.upstreams.tls,
         stream_failures,

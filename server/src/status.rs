@@ -42,12 +42,12 @@ use feeds::Source;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
-use crate::grpc::flow::Supervisor;
 use crate::host::engine::EngineStatus;
 use crate::host::feeds::LiveFeeds;
-use crate::http::routes::{Route, Routed};
 use access::Access;
 use access::keys::Principal;
+use edge::flow::Supervisor;
+use edge::routes::{Route, Routed};
 
 /// `GET /{key}/status`: the status page.
 pub const PAGE_ROUTE: Route = Route {
@@ -109,7 +109,7 @@ pub struct StatusPage {
     /// Every supervised stream.
     pub flow: Supervisor,
     /// The node gateway's networks.
-    pub networks: Option<crate::http::NetworkProbe>,
+    pub networks: Option<gateway::NetworkProbe>,
     /// The Info source's poller, when configured.
     pub info: Option<crate::info::poller::InfoFeed>,
     /// The message bus, on a publishing node host or an edge.
@@ -128,7 +128,7 @@ impl StatusPage {
         engine: Arc<EngineStatus>,
         access: Access,
         flow: Supervisor,
-        networks: Option<crate::http::NetworkProbe>,
+        networks: Option<gateway::NetworkProbe>,
         info: Option<crate::info::poller::InfoFeed>,
     ) -> Self {
         Self {
@@ -322,8 +322,8 @@ impl StatusPage {
                 "http": a.http,
                 "websocket": format!(
                     "{}/{}",
-                    crate::registry::websocket(a.http.trim_end_matches('/')),
-                    crate::registry::KEY
+                    gateway::registry::websocket(a.http.trim_end_matches('/')),
+                    gateway::registry::KEY
                 ),
                 "tls": a.tls,
             })),
@@ -471,7 +471,7 @@ async fn events(
         Ok(guard) => guard,
         Err(denial) => {
             status.access.record_denial("http", &denial);
-            return crate::http::denial_response(&denial);
+            return edge::http::denial_response(&denial);
         }
     };
     let stream =

@@ -83,11 +83,11 @@ use axum::extract::{ConnectInfo, State};
 use axum::response::Response;
 use axum::routing::get;
 
-use crate::http::listen::HeldConnection;
 use access::keys::Principal;
+use edge::listen::HeldConnection;
 
-use crate::http::routes::{Route, Routed};
 pub use connection::{Limits, WsService};
+use edge::routes::{Route, Routed};
 
 /// `GET /{key}/ws`: the WebSocket API.
 pub const WS: Route = Route {
@@ -116,7 +116,7 @@ impl WsService {
     }
 
     /// The authenticated routes: `GET /ws` and `GET /` (nested under the
-    /// key by [`crate::http::authenticated`]).
+    /// key by [`edge::http::authenticated`]).
     pub fn routes(self) -> Routed {
         Routed::new()
             .route(WS, get(upgrade))
@@ -140,7 +140,7 @@ async fn upgrade(
             // in; refused here, it is not.
             service.access.refund_quota(&principal);
             service.access.record_denial("websocket", &denial);
-            return crate::http::denial_response(&denial);
+            return edge::http::denial_response(&denial);
         }
     };
     let max = service.limits.max_message_bytes;

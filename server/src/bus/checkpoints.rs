@@ -27,9 +27,9 @@ use engine::checkpoint::file;
 use futures_util::StreamExt as _;
 use tokio::io::AsyncReadExt as _;
 
-use crate::backoff::Backoff;
 use crate::bus::settings::PublishSettings;
 use crate::bus::status::BusStatus;
+use edge::backoff::Backoff;
 
 /// The object store bucket holding the publisher's newest checkpoints.
 pub const BUCKET: &str = "L1GATE_CHECKPOINTS";

@@ -47,7 +47,6 @@ use async_nats::jetstream::{self, consumer};
 use feeds::{Source, SourceSet};
 use futures_util::{FutureExt as _, StreamExt as _};
 
-use crate::backoff::Backoff;
 use crate::bus::checkpoints::OnBus;
 use crate::bus::mirror::{Mirror, Written};
 use crate::bus::status::{BusStatus, FeedState, Role};
@@ -56,6 +55,7 @@ use crate::bus::url::BusUrl;
 use crate::config::Settings;
 use crate::host::feeds::{LiveFeeds, Pending};
 use access::keys::KeysFile;
+use edge::backoff::Backoff;
 
 /// How often the bucket is asked again while no checkpoint is there.
 const CHECKPOINT_POLL: Duration = Duration::from_millis(500);

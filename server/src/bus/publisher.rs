@@ -45,13 +45,13 @@ use feeds::{Source, Start};
 use futures_util::FutureExt as _;
 use tokio::task::JoinSet;
 
-use crate::backoff::Backoff;
 use crate::bus::settings::PublishSettings;
 use crate::bus::status::{BusStatus, FeedState, Role};
 use crate::bus::subjects::{
     BUS_FEEDS, HEADER_ENCODING, Placement, encode_payload, stream_name, subject,
 };
 use crate::host::feeds::LiveFeeds;
+use edge::backoff::Backoff;
 
 /// Records per read from the files.
 const READ_BATCH: usize = 256;
@@ -78,7 +78,7 @@ type PublishError = jetstream::context::PublishError;
 /// task (abort it to stop) owns the per-feed tasks.
 pub fn spawn(
     settings: PublishSettings,
-    tls: crate::upstream::UpstreamTls,
+    tls: edge::upstream::UpstreamTls,
     live: Arc<LiveFeeds>,
     checkpoints: std::path::PathBuf,
 ) -> (Arc<BusStatus>, tokio::task::JoinHandle<()>) {
@@ -89,7 +89,7 @@ pub fn spawn(
 
 async fn run(
     settings: PublishSettings,
-    tls: crate::upstream::UpstreamTls,
+    tls: edge::upstream::UpstreamTls,
     live: Arc<LiveFeeds>,
     checkpoints: std::path::PathBuf,
     status: Arc<BusStatus>,

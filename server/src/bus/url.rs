@@ -55,7 +55,7 @@ pub struct ConnectError {
 impl BusUrl {
     /// Parses `nats://[user[:pass]@]host[:port]` (or `tls://…`); a user
     /// without a password is a token. The credential is percent-decoded
-    /// (`crate::percent::component`).
+    /// (`edge::percent::component`).
     ///
     /// # Errors
     /// A message naming what is wrong, never quoting the credential.
@@ -127,11 +127,7 @@ impl BusUrl {
         text.replace(secret.as_str(), "***")
     }
 
-    fn options(
-        &self,
-        name: &str,
-        tls: &crate::upstream::UpstreamTls,
-    ) -> async_nats::ConnectOptions {
+    fn options(&self, name: &str, tls: &edge::upstream::UpstreamTls) -> async_nats::ConnectOptions {
         let options = match &self.auth {
             Credential::None => async_nats::ConnectOptions::new(),
             Credential::Token(token) => async_nats::ConnectOptions::with_token(token.clone()),
@@ -162,7 +158,7 @@ impl BusUrl {
     pub async fn connect(
         &self,
         name: &str,
-        tls: &crate::upstream::UpstreamTls,
+        tls: &edge::upstream::UpstreamTls,
     ) -> Result<async_nats::Client, ConnectError> {
         use async_nats::ConnectErrorKind as Kind;
         let attempt = self.options(name, tls).connect(self.address());
@@ -237,7 +233,7 @@ fn strip_credential(text: &str) -> String {
 }
 
 fn percent_decode(text: &str) -> Result<String, String> {
-    crate::percent::component(text)
+    edge::percent::component(text)
         .map(std::borrow::Cow::into_owned)
         .map_err(|_| "the URL's credential is not UTF-8 once decoded".to_owned())
 }

@@ -3,7 +3,7 @@
 //! through the engine thread, sends the opening frame(s), then relays the
 //! key's ring.
 //!
-//! Lagging (see [`crate::grpc::flow`]): when a subscriber's oldest untaken
+//! Lagging (see [`edge::flow`]): when a subscriber's oldest untaken
 //! frame is over `market_max_lag_ms` behind the newest block, or it falls a
 //! whole ring behind, an incremental view (trades, fills family, L2 diff,
 //! L4 book, L4 order updates, TP/SL) ends with `ABORTED`; a snapshot view
@@ -35,8 +35,6 @@ use futures_util::{Stream, StreamExt as _};
 use proto::encoded::{Encoded, market_streaming_server};
 use tonic::{Request, Response, Status};
 
-use crate::grpc::admission::GrpcAccess as _;
-use crate::grpc::flow::{Measured, Slot, Supervisor, Watched};
 use crate::grpc::relay::RelaySource;
 use crate::grpc::render;
 use crate::host::engine::{Command, EngineStatus};
@@ -44,6 +42,8 @@ use crate::info::InfoFeed;
 use crate::info::streams::TypedStream;
 use crate::views::request::{MarketRequest, Opening};
 use access::{Access, StreamGuard};
+use edge::admission::GrpcAccess as _;
+use edge::flow::{Measured, Slot, Supervisor, Watched};
 
 /// A server stream of pre-encoded messages.
 pub type MarketStream = Pin<Box<dyn Stream<Item = Result<Encoded, Status>> + Send>>;
@@ -85,7 +85,7 @@ impl MarketService {
     }
 
     /// Supervises every stream through `flow` (slow subscribers are ended;
-    /// see [`crate::grpc::flow`]).
+    /// see [`edge::flow`]).
     #[must_use]
     pub fn with_flow(mut self, flow: Supervisor) -> Self {
         self.flow = flow;

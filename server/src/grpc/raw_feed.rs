@@ -34,10 +34,10 @@ use tokio::time::{Instant, timeout_at};
 use tonic::{Request, Response, Status};
 
 use crate::config::RawFeedSettings;
-use crate::grpc::admission::GrpcAccess as _;
-use crate::grpc::flow::{self, EndReason, Measured, Slot, Supervisor, Watched};
 use crate::host::feeds::LiveFeeds;
 use access::Access;
+use edge::admission::GrpcAccess as _;
+use edge::flow::{self, EndReason, Measured, Slot, Supervisor, Watched};
 
 /// Records per read from a feed before yielding to the runtime.
 const READ_BATCH: usize = 256;
@@ -70,7 +70,7 @@ impl RawFeedService {
     }
 
     /// Supervises every stream through `flow` (a subscriber that stops
-    /// taking records is ended; see [`crate::grpc::flow`]).
+    /// taking records is ended; see [`edge::flow`]).
     #[must_use]
     pub fn with_flow(mut self, flow: Supervisor) -> Self {
         self.flow = flow;
@@ -80,7 +80,7 @@ impl RawFeedService {
     /// Applies the callers' rate limits and usage accounting: unary calls
     /// take a unit of the account's request rate, streams hold one of its
     /// stream slots until the response stream is dropped. Requests must
-    /// have passed [`GrpcAccess::intercept`](crate::grpc::admission::GrpcAccess::intercept).
+    /// have passed [`GrpcAccess::intercept`](edge::admission::GrpcAccess::intercept).
     #[must_use]
     pub fn with_access(mut self, access: Access) -> Self {
         self.access = Some(access);

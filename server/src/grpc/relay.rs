@@ -6,7 +6,7 @@
 //! - Subscribing through the engine thread, the opening frame(s) first.
 //! - Waking on the key's signal, registered before the ring is read so no
 //!   wake-up is lost.
-//! - Lag ([`crate::grpc::flow`]): a batch over `market_max_lag_ms` behind
+//! - Lag ([`edge::flow`]): a batch over `market_max_lag_ms` behind
 //!   the newest block (that has also waited that long since it was
 //!   published), or a lapped ring, ends an incremental view with ABORTED
 //!   and re-opens a snapshot view on the newest state.
@@ -27,10 +27,10 @@ use engine::views::OnLag;
 use engine::views::registry::{Batch, Key};
 use tonic::Status;
 
-use crate::grpc::flow::{self, EndReason, Slot};
 use crate::host::engine::{Command, EngineStatus, Opened, SubscribeError, subscribe};
 use crate::host::wakeups::Signal;
 use crate::views::request::view_status;
+use edge::flow::{self, EndReason, Slot};
 
 /// Renders one batch into a subscriber's messages (numbering them, for
 /// views that carry numbers).

@@ -15,7 +15,7 @@
 //!   (`2026-05-05T17:39:00Z`, fractions allowed when they are zero). A time
 //!   inside a bucket is a 400 naming `time` and the bucket holding it.
 //!
-//! Query values are percent-decoded (`crate::percent::component`: `+` is
+//! Query values are percent-decoded (`edge::percent::component`: `+` is
 //! taken literally, it is an offset sign in times; a value that is not
 //! UTF-8 once decoded is a 400 naming it). Other parameters are ignored.
 //!
@@ -50,8 +50,8 @@ use feeds::time::{format_iso8601_ms, parse_iso8601_ms, write_iso8601_ms};
 
 use crate::candles::store::{INTERVALS, MAX_COIN_LEN};
 use crate::candles::{CandleValues, Candles, Miss};
-use crate::http::routes::{Route, Routed};
 use common::metrics::Metrics;
+use edge::routes::{Route, Routed};
 
 /// State of the candle route.
 #[derive(Debug, Clone)]
@@ -69,7 +69,7 @@ pub const CANDLES: Route = Route {
 };
 
 /// The `/v1/candles` route (to be served behind
-/// [`crate::http::authenticated`]).
+/// [`edge::http::authenticated`]).
 pub fn routes(candles: Arc<Candles>, metrics: Arc<Metrics>) -> Routed {
     Routed::new()
         .route(CANDLES, get(candle))
@@ -108,7 +108,7 @@ pub fn parse_query(query: &str) -> Result<CandleQuery<'_>, BadParameter> {
     let mut repeated: Option<&'static str> = None;
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        let Ok(key) = crate::percent::component(key) else {
+        let Ok(key) = edge::percent::component(key) else {
             continue;
         };
         let Some(slot) = NAMES.iter().position(|name| *name == key) else {
@@ -117,7 +117,7 @@ pub fn parse_query(query: &str) -> Result<CandleQuery<'_>, BadParameter> {
         if values[slot].is_some() {
             repeated.get_or_insert(NAMES[slot]);
         }
-        let value = crate::percent::component(value).map_err(|error| BadParameter {
+        let value = edge::percent::component(value).map_err(|error| BadParameter {
             parameter: NAMES[slot],
             message: format!("{}: {error}", NAMES[slot]),
         })?;

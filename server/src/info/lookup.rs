@@ -40,9 +40,9 @@ use parking_lot::Mutex;
 use serde_json::Value;
 
 use crate::host::engine::EngineStatus;
-use crate::http::routes::{Route, Routed};
-use crate::upstream::{UpstreamClient, UpstreamError, UpstreamResponse, UpstreamUrl};
 use access::keys::Principal;
+use edge::routes::{Route, Routed};
+use edge::upstream::{UpstreamClient, UpstreamError, UpstreamResponse, UpstreamUrl};
 
 /// `POST /{key}/info`.
 pub const INFO: Route = Route {

@@ -25,7 +25,7 @@ use serde_json::Value;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
-use crate::upstream::{UpstreamClient, UpstreamUrl};
+use edge::upstream::{UpstreamClient, UpstreamUrl};
 use engine::coin;
 
 /// The default exchange's perp mids from `allMids`.

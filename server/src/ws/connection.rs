@@ -5,7 +5,7 @@
 //! Backpressure: subscription tasks hand messages to the outbox and wait
 //! when it is full, so a connection that does not read leaves its
 //! subscriptions' frames in their views' rings, where the stream
-//! supervisor ([`crate::grpc::flow`]) sees them age: a snapshot channel
+//! supervisor ([`edge::flow`]) sees them age: a snapshot channel
 //! skips to the newest state, an incremental channel ends the connection
 //! (close code 4001), and a connection that takes nothing for
 //! `send_timeout_ms` is ended (4002). See [`crate::ws`] for every close
@@ -26,14 +26,14 @@ use tonic::{Code, Status};
 
 use super::protocol::{self, ClientMessage, Subscription};
 use super::render;
-use crate::grpc::flow::{EndReason, Measured, Slot, Supervisor};
 use crate::grpc::relay::RelaySource;
-use crate::http::listen::HeldConnection;
 use crate::info::{InfoFeed, InfoLookup};
 use crate::views::channel;
 use access::gcra::Gcra;
 use access::keys::Principal;
 use access::{Access, StreamGuard};
+use edge::flow::{EndReason, Measured, Slot, Supervisor};
+use edge::listen::HeldConnection;
 
 /// What the WebSocket edge serves from.
 #[derive(Debug, Clone)]

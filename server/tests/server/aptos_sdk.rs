@@ -75,7 +75,7 @@ async fn the_aptos_python_sdk_reads_through_l1gate_unchanged() {
     );
     #[derive(serde::Deserialize)]
     struct File {
-        chains: Vec<l1gate::registry::ChainConfig>,
+        chains: Vec<gateway::registry::ChainConfig>,
     }
     let chains = toml::from_str::<File>(&registry).unwrap().chains;
     let server = TestServer::start(&real("btc-985148182"), |args| args.chains = chains).await;

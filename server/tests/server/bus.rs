@@ -189,7 +189,7 @@ impl Nats {
     /// A JetStream context of the test's own.
     async fn jetstream(&self) -> async_nats::jetstream::Context {
         let ca = self.tls.as_ref().map(|(_, _, ca)| ca.as_path());
-        let tls = l1gate::upstream::UpstreamTls::new(ca).unwrap();
+        let tls = edge::upstream::UpstreamTls::new(ca).unwrap();
         let client = BusUrl::parse(&self.url())
             .unwrap()
             .connect("l1gate test", &tls)

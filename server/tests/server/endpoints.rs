@@ -7,9 +7,9 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use gateway::registry::ChainConfig;
 use l1gate::config::ServeArgs;
 use l1gate::endpoints::{Endpoints, KeyForm};
-use l1gate::registry::ChainConfig;
 
 use super::harness::TestServer;
 use super::market_live::live_node;

@@ -333,7 +333,7 @@ impl JsonRpcNode {
 
     /// Starts a node on 127.0.0.1:0 that speaks TLS with `files` (its
     /// URLs are then `https://` and `wss://` ones: [`JsonRpcNode::port`]).
-    pub async fn start_tls(files: &l1gate::tls::TlsFiles) -> JsonRpcNode {
+    pub async fn start_tls(files: &edge::tls::TlsFiles) -> JsonRpcNode {
         let stop = StopOnDrop::default();
         let (state, router) = Self::router(&stop);
         let addr = super::tls::tls_upstream(router, files).await;

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
+use edge::flow::{EndReason, Measured, Supervisor, Watched};
 use futures_util::StreamExt as _;
-use l1gate::grpc::flow::{EndReason, Measured, Supervisor, Watched};
 use proto::StreamRequest;
 use proto::market_streaming_client::MarketStreamingClient;
 use proto::v3 as pb;

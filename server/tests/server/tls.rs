@@ -67,7 +67,7 @@ pub struct Pki {
     /// The authority's certificate: a CA bundle.
     pub ca_file: PathBuf,
     /// The server's certificate and key files.
-    pub files: l1gate::tls::TlsFiles,
+    pub files: edge::tls::TlsFiles,
 }
 
 impl Pki {
@@ -81,7 +81,7 @@ impl Pki {
             dir,
             ca,
             ca_file,
-            files: l1gate::tls::TlsFiles { cert, key },
+            files: edge::tls::TlsFiles { cert, key },
         }
     }
 }
@@ -357,9 +357,9 @@ async fn an_unusable_certificate_stops_the_start_naming_its_file() {
 /// would (WebSocket upgrades included); its address.
 pub async fn tls_upstream(
     router: axum::Router,
-    files: &l1gate::tls::TlsFiles,
+    files: &edge::tls::TlsFiles,
 ) -> std::net::SocketAddr {
-    let acceptor = l1gate::tls::ServerTls::load(files)
+    let acceptor = edge::tls::ServerTls::load(files)
         .unwrap()
         .acceptor(&[b"http/1.1"])
         .unwrap();

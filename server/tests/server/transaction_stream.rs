@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_util::Stream;
-use l1gate::registry::{ChainConfig, Ecosystem, NetworkConfig, NodeConfig, NodeType, Secret};
+use gateway::registry::{ChainConfig, Ecosystem, NetworkConfig, NodeConfig, NodeType, Secret};
 use parking_lot::Mutex;
 use prost::Message as _;
 use proto::aptos::indexer::v1::raw_data_client::RawDataClient;
@@ -285,8 +285,8 @@ impl StandIn {
 
     /// [`StandIn::start`] speaking TLS with `files` (ALPN `h2`), at
     /// `https://localhost:PORT`.
-    pub async fn start_tls(chain_id: u64, files: &l1gate::tls::TlsFiles) -> Self {
-        let acceptor = l1gate::tls::ServerTls::load(files)
+    pub async fn start_tls(chain_id: u64, files: &edge::tls::TlsFiles) -> Self {
+        let acceptor = edge::tls::ServerTls::load(files)
             .unwrap()
             .acceptor(&[b"h2"])
             .unwrap();
@@ -302,7 +302,7 @@ impl StandIn {
                         // A handshake that fails (an untrusting client) is
                         // not a connection.
                         if let Ok(stream) =
-                            l1gate::tls::EdgeStream::accept(socket, Some(&acceptor)).await
+                            edge::tls::EdgeStream::accept(socket, Some(&acceptor)).await
                         {
                             let _ = accepted.send(Ok::<_, std::io::Error>(stream)).await;
                         }

@@ -4,8 +4,8 @@ use anyhow::Context as _;
 use l1gate::config;
 
 pub(crate) fn run(command: l1gate::cli::EndpointsCommand) -> anyhow::Result<()> {
+    use gateway::registry::{self, Ecosystem, Filter, NodeType, Protocol};
     use l1gate::cli::EndpointsAction;
-    use l1gate::registry::{self, Ecosystem, Filter, NodeType, Protocol};
     let file = config::load_optional(command.config.as_deref())?;
     let settings = command.settings.or(file).resolve()?;
     let filter = Filter {

@@ -52,11 +52,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{Context as _, bail};
 use benches::server::{HarnessKey, Role, ServerProcess, harness_settings};
 use bytes::Bytes;
+use gateway::registry::{ChainConfig, Ecosystem, NetworkConfig, NodeConfig, NodeType};
 use hdrhistogram::Histogram;
 use http_body_util::{BodyExt as _, Empty, Full};
 use hyper_util::rt::TokioIo;
 use l1gate::config::ServeArgs;
-use l1gate::registry::{ChainConfig, Ecosystem, NetworkConfig, NodeConfig, NodeType};
 use serde_json::{Value, json};
 
 /// The network's host name, as clients send it in `Host`.

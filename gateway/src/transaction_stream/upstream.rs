@@ -56,7 +56,7 @@ pub(super) struct Upstream {
     channel: Option<Channel>,
     credential: Credential,
     /// Its last connection failure (`/healthz` reports it).
-    failure: crate::upstream::LastFailure,
+    failure: edge::upstream::LastFailure,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -84,8 +84,8 @@ impl Upstream {
         network: &str,
         node: &NodeConfig,
         url: &str,
-        tls: &crate::upstream::UpstreamTls,
-        failures: &crate::upstream::FailureBoard,
+        tls: &edge::upstream::UpstreamTls,
+        failures: &edge::upstream::FailureBoard,
         channels: &mut HashMap<String, Option<Channel>>,
     ) -> Self {
         let channel = channels
@@ -202,7 +202,7 @@ fn cause(status: &Status) -> String {
 /// A lazily connected HTTP/2 channel to `url`.
 pub(super) fn connect_lazy(
     url: &str,
-    tls: &crate::upstream::UpstreamTls,
+    tls: &edge::upstream::UpstreamTls,
 ) -> Result<Channel, String> {
     let endpoint = Endpoint::from_shared(url.to_owned())
         .map_err(|e| e.to_string())?

@@ -1,4 +1,4 @@
-//! The seed's REST rules for Aptos-family nodes, checked by l1gate before
+//! l1gate's REST rules for Aptos-family nodes, checked before
 //! any upstream work: a request that breaks one is answered `400
 //! invalid_input` naming the parameter or field, in the node's own error
 //! shape, and never reaches the node.
@@ -26,13 +26,12 @@
 
 use serde_json::Value;
 
-/// Events per request when the caller gives no `limit` (the seed's default).
+/// Events per request when the caller gives no `limit`.
 pub const DEFAULT_EVENTS_LIMIT: u64 = 25;
 
-/// Largest `limit` on the events routes. The seed gives 1000 in one place
-/// and 100 in another; l1gate accepts up to 1000 and a node configured for
-/// fewer answers fewer, which callers page past as the seed says (`start` =
-/// last `sequence_number` + 1).
+/// Largest `limit` on the events routes: l1gate accepts up to 1000, and a
+/// node configured for fewer answers fewer, which callers page past
+/// (`start` = last `sequence_number` + 1).
 pub const MAX_EVENTS_LIMIT: u64 = 1000;
 
 /// What a checked request is, for the parts of the gateway that treat some
@@ -71,7 +70,7 @@ pub fn route_of(method: &str, rest: &str) -> Route {
     }
 }
 
-/// Checks a request against the seed's rules.
+/// Checks a request against l1gate's REST rules.
 ///
 /// `rest` is the path below `/v1` without its leading `/`, percent-encoded
 /// as received; `query` the raw query string; `content_type` the request's
@@ -284,7 +283,7 @@ impl Query {
 /// A query name or value, decoded as the node APIs read their queries
 /// (`+` is a space; `None` when it is not UTF-8 once decoded).
 fn decode(text: &str) -> Option<String> {
-    crate::percent::form(text)
+    edge::percent::form(text)
         .ok()
         .map(std::borrow::Cow::into_owned)
 }
@@ -292,7 +291,7 @@ fn decode(text: &str) -> Option<String> {
 /// A path segment, percent-decoded (`+` is a plus; `None` when it is not
 /// UTF-8 once decoded).
 fn segment(text: &str) -> Option<String> {
-    crate::percent::component(text)
+    edge::percent::component(text)
         .ok()
         .map(std::borrow::Cow::into_owned)
 }

@@ -66,7 +66,6 @@ use futures_util::Stream;
 use parking_lot::Mutex;
 use tonic::Status;
 
-use crate::host::engine::EngineStatus;
 use access::denial::Denial;
 use access::{Access, StreamGuard};
 use common::metrics::Metrics;
@@ -125,6 +124,10 @@ impl EndReason {
     }
 }
 
+/// The time of the newest folded block, Unix ms, as the market engine
+/// tells it (a market stream's lag is measured against it).
+pub type NewestBlock = Arc<dyn Fn() -> i64 + Send + Sync>;
+
 /// The supervisor: every live slot, and the counters of ended streams.
 #[derive(Debug, Clone)]
 pub struct Supervisor {
@@ -167,7 +170,7 @@ impl Supervisor {
     pub fn spawn(
         settings: FlowSettings,
         metrics: Arc<Metrics>,
-        engine: Option<Arc<EngineStatus>>,
+        newest_block_ms: Option<NewestBlock>,
         access: Option<Access>,
     ) -> (Self, tokio::task::JoinHandle<()>) {
         let supervisor = Self {
@@ -197,7 +200,8 @@ impl Supervisor {
                         sweeper.recheck(access);
                     }
                 }
-                sweeper.sweep(common::unix_now_ms(), engine.as_deref());
+                let newest_ms = newest_block_ms.as_ref().map(|newest| newest());
+                sweeper.sweep(common::unix_now_ms(), newest_ms);
             }
         });
         (supervisor, task)
@@ -261,12 +265,12 @@ impl Supervisor {
         slot
     }
 
-    /// One look at every slot (the sweeper's tick); drops the slots of
-    /// streams that are gone.
-    pub fn sweep(&self, now_ms: i64, engine: Option<&EngineStatus>) {
+    /// One look at every slot (the sweeper's tick) at `now_ms`, with the
+    /// newest folded block's time; drops the slots of streams that are
+    /// gone.
+    pub fn sweep(&self, now_ms: i64, newest_ms: Option<i64>) {
         let live = self.live();
         let settings = self.inner.settings;
-        let newest_ms = engine.map(EngineStatus::block_time_ms);
         for slot in live {
             slot.inspect(now_ms, settings, newest_ms);
         }

@@ -42,11 +42,11 @@ use tokio_tungstenite::tungstenite::Message as NodeMessage;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame as NodeCloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
-use crate::http::listen::HeldConnection;
-use crate::http::routes::{Route, Routed};
-use crate::upstream::{UpstreamClient, UpstreamError, UpstreamUrl};
 use access::keys::Principal;
 use access::{Access, StreamGuard};
+use edge::listen::HeldConnection;
+use edge::routes::{Route, Routed};
+use edge::upstream::{UpstreamClient, UpstreamError, UpstreamUrl};
 
 /// `POST /{key}` (and the WebSocket upgrade, `GET`): the node's JSON-RPC.
 pub const RPC: Route = Route {
@@ -94,7 +94,7 @@ pub struct JsonRpc {
     pub connect_timeout: Duration,
     /// Why the last connection to the WebSocket upstream failed (`None`
     /// once one succeeds).
-    pub ws_failure: crate::upstream::LastFailure,
+    pub ws_failure: edge::upstream::LastFailure,
 }
 
 impl JsonRpc {
@@ -104,7 +104,7 @@ impl JsonRpc {
         http: Option<UpstreamUrl>,
         ws: Option<String>,
         timeout: Duration,
-        tls: &crate::upstream::UpstreamTls,
+        tls: &edge::upstream::UpstreamTls,
         access: Access,
     ) -> Self {
         Self {
@@ -115,7 +115,7 @@ impl JsonRpc {
             tls: tls.client_config(),
             access,
             connect_timeout: timeout,
-            ws_failure: crate::upstream::LastFailure::default(),
+            ws_failure: edge::upstream::LastFailure::default(),
         }
     }
 
@@ -219,7 +219,7 @@ async fn relay_http(
     for _ in 1..count {
         if let Err(denial) = rpc.access.charge_request(&principal) {
             rpc.access.record_denial("jsonrpc", &denial);
-            return crate::http::denial_response(&denial);
+            return edge::http::denial_response(&denial);
         }
     }
     let mut headers = HeaderMap::new();
@@ -289,7 +289,7 @@ async fn upgrade(
             // it is not counted.
             rpc.access.refund_quota(&principal);
             rpc.access.record_denial("websocket", &denial);
-            return crate::http::denial_response(&denial);
+            return edge::http::denial_response(&denial);
         }
     };
     // Connect before accepting, so a node that is down is a 502 the

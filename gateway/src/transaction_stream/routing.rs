@@ -73,8 +73,8 @@ pub(super) struct Routes {
 impl Routes {
     pub(super) fn new(
         chains: &[ChainConfig],
-        tls: &crate::upstream::UpstreamTls,
-        failures: &crate::upstream::FailureBoard,
+        tls: &edge::upstream::UpstreamTls,
+        failures: &edge::upstream::FailureBoard,
     ) -> Self {
         let mut channels = HashMap::new();
         let mut hosts = Vec::new();

@@ -33,7 +33,7 @@
 //! ([`Access::recheck`]: revoked, expired after a rotation, its source off
 //! the key's allow-list, its byte quota used up) ends with the status that
 //! refusal has. On a server, streams are under its stream supervisor
-//! ([`crate::grpc::flow`], through [`Pulled`]): the supervisor's re-checks
+//! ([`edge::flow`], through [`Pulled`]): the supervisor's re-checks
 //! end those of keys no longer admitted, and a client whose transport asks
 //! for nothing for `send_timeout_ms` is ended with DEADLINE_EXCEEDED;
 //! without a supervisor the keys are looked at before each batch, when the
@@ -81,15 +81,15 @@ use std::time::Duration;
 
 use futures_util::{Stream, StreamExt as _};
 
-use crate::grpc::flow::{Measured, Pulled, Watched};
+use edge::flow::{Measured, Pulled, Watched};
 use prost::Message as _;
 use proto::aptos::indexer::v1::raw_data_server::{RawData, RawDataServer};
 use proto::aptos::indexer::v1::{GetTransactionsRequest, TransactionsResponse};
 use tonic::{Request, Response, Status};
 
-use crate::grpc::admission::GrpcAccess as _;
 use crate::registry::ChainConfig;
 use access::{Access, StreamGuard};
+use edge::admission::GrpcAccess as _;
 
 mod routing;
 mod upstream;
@@ -111,7 +111,7 @@ pub type TransactionsStream =
 pub struct TransactionStreamService {
     routes: Arc<Routes>,
     access: Option<Access>,
-    flow: Option<crate::grpc::flow::Supervisor>,
+    flow: Option<edge::flow::Supervisor>,
 }
 
 impl TransactionStreamService {
@@ -121,8 +121,8 @@ impl TransactionStreamService {
     /// Each network's connection failures go on `failures`.
     pub fn new(
         chains: &[ChainConfig],
-        tls: &crate::upstream::UpstreamTls,
-        failures: &crate::upstream::FailureBoard,
+        tls: &edge::upstream::UpstreamTls,
+        failures: &edge::upstream::FailureBoard,
     ) -> Self {
         Self {
             routes: Arc::new(Routes::new(chains, tls, failures)),
@@ -136,13 +136,13 @@ impl TransactionStreamService {
     /// DEADLINE_EXCEEDED and its stream slot freed, and the supervisor's
     /// re-checks of keys end the streams of keys no longer admitted.
     #[must_use]
-    pub fn with_flow(mut self, flow: crate::grpc::flow::Supervisor) -> Self {
+    pub fn with_flow(mut self, flow: edge::flow::Supervisor) -> Self {
         self.flow = Some(flow);
         self
     }
 
     /// Holds one of the caller's account stream slots per stream (and
-    /// counts its usage); requests must have passed [`GrpcAccess::intercept`](crate::grpc::admission::GrpcAccess::intercept).
+    /// counts its usage); requests must have passed [`GrpcAccess::intercept`](edge::admission::GrpcAccess::intercept).
     #[must_use]
     pub fn with_access(mut self, access: Access) -> Self {
         self.access = Some(access);
@@ -253,7 +253,7 @@ where
         /// The status ending the stream, if its key is no longer admitted.
         fn refused(&self) -> Option<Status> {
             let denial = self.access.recheck(&self.guard).err()?;
-            let reason = crate::grpc::flow::EndReason::of_denial(&denial).label();
+            let reason = edge::flow::EndReason::of_denial(&denial).label();
             self.access
                 .metrics()
                 .stream_ended("transaction_stream", "transactions", reason);
@@ -262,7 +262,7 @@ where
                 reason,
                 "transaction stream ended: its key is no longer admitted"
             );
-            let status = crate::grpc::admission::status_of(&denial);
+            let status = edge::admission::status_of(&denial);
             Some(Status::new(
                 status.code(),
                 format!("stream ended: {}", status.message()),
@@ -323,8 +323,8 @@ mod tests {
     use super::upstream::{GET_TRANSACTIONS, Undecodable};
     use super::*;
 
-    fn tls() -> crate::upstream::UpstreamTls {
-        crate::upstream::UpstreamTls::new(None).unwrap()
+    fn tls() -> edge::upstream::UpstreamTls {
+        edge::upstream::UpstreamTls::new(None).unwrap()
     }
     use crate::registry::NodeConfig;
     use crate::registry::{Ecosystem, NetworkConfig, NodeType, Secret};
@@ -385,7 +385,7 @@ mod tests {
         let one = Routes::new(
             &aptos(&[("mainnet", Some("http://127.0.0.1:1"))]),
             &tls(),
-            &crate::upstream::FailureBoard::default(),
+            &edge::upstream::FailureBoard::default(),
         );
         assert_eq!(
             routed(&one, Some("APTOS-mainnet.example:443")),
@@ -407,7 +407,7 @@ mod tests {
                 ("testnet", Some("http://127.0.0.1:2")),
             ]),
             &tls(),
-            &crate::upstream::FailureBoard::default(),
+            &edge::upstream::FailureBoard::default(),
         );
         assert_eq!(
             routed(&two, Some("aptos-testnet.example")),
@@ -424,7 +424,7 @@ mod tests {
         let none = Routes::new(
             &aptos(&[("mainnet", None)]),
             &tls(),
-            &crate::upstream::FailureBoard::default(),
+            &edge::upstream::FailureBoard::default(),
         );
         let (code, message) = routed(&none, Some("localhost:50051")).unwrap_err();
         assert_eq!(code, Code::FailedPrecondition);

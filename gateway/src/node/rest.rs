@@ -4,7 +4,7 @@
 //! every other route.
 //!
 //! - On Move-family networks (and the exchange host's `node_url`) the
-//!   seed's REST rules ([`super::rules`]) are checked first: a request that
+//!   gateway's REST rules ([`super::rules`]) are checked first: a request that
 //!   breaks one is answered `400 invalid_input` and never reaches the node.
 //! - `GET /v1` (ledger info) comes from the network's cache
 //!   ([`super::ledger`]); `wait_by_hash` has its own, longer timeout.
@@ -39,9 +39,9 @@ use axum::routing::any;
 
 use super::ledger::LedgerCache;
 use super::rules::{self, Route};
-use crate::http::routes::{Route as HttpRoute, Routed};
-use crate::upstream::{UpstreamClient, UpstreamError, UpstreamResponse, UpstreamUrl};
 use access::keys::Principal;
+use edge::routes::{Route as HttpRoute, Routed};
+use edge::upstream::{UpstreamClient, UpstreamError, UpstreamResponse, UpstreamUrl};
 
 /// `/{key}/v1`, `/{key}/v1/` and everything below: the node's REST API
 /// (and its GraphQL indexer at `/v1/graphql`), relayed.
@@ -115,7 +115,7 @@ pub struct RestApi {
 struct Inner {
     /// `chain/network`, in messages.
     name: String,
-    /// Whether the seed's REST rules apply.
+    /// Whether l1gate's REST rules apply.
     rules: bool,
     /// What `/v1` maps to.
     rest: Option<UpstreamUrl>,
@@ -131,7 +131,7 @@ struct Inner {
 pub struct RestConfig {
     /// `chain/network`.
     pub name: String,
-    /// Whether the seed's REST rules apply.
+    /// Whether l1gate's REST rules apply.
     pub rules: bool,
     /// What `/v1` maps to (the node's `…/v1`).
     pub rest: Option<UpstreamUrl>,
@@ -144,7 +144,7 @@ pub struct RestConfig {
     /// Ledger info cache window.
     pub ledger_window: std::time::Duration,
     /// What `https://` upstreams are verified against.
-    pub tls: crate::upstream::UpstreamTls,
+    pub tls: edge::upstream::UpstreamTls,
 }
 
 impl RestApi {
@@ -404,7 +404,7 @@ pub(super) fn forwarded(headers: &HeaderMap, dropped: &[&str]) -> HeaderMap {
     for (name, value) in headers {
         let name_str = name.as_str();
         if dropped.contains(&name_str)
-            || name_str == crate::http::API_KEY_HEADER
+            || name_str == edge::http::API_KEY_HEADER
             || named_by_connection.contains(name)
         {
             continue;

@@ -6,11 +6,11 @@
 //! route; a direct `axum::Router::route` is refused by clippy
 //! (`clippy.toml`). The server keeps what it registered
 //! (`Running::http_routes`), and `l1gate routes` lists
-//! `crate::endpoints::planned` for the same settings; a test compares the
+//! the server's `endpoints::planned` for the same settings; a test compares the
 //! two on a running server, and requests every listed route.
 //!
 //! Adding a route: its constant beside its handler, `Routed::route` where
-//! the module builds its router, and its line in `crate::endpoints::planned`.
+//! the module builds its router, and its line in the server's `endpoints::planned`.
 
 use axum::Router;
 use axum::routing::MethodRouter;

@@ -1,7 +1,7 @@
 //! Ledger info (`GET /v1`) cached per network: one upstream request per
 //! window however many callers ask, and the freshness verdict `/healthz`
-//! reports (the seed's guide: a `ledger_timestamp` more than 30 s behind
-//! real time means the node is not in sync).
+//! reports (a `ledger_timestamp` more than 30 s behind real time means the
+//! node is not in sync).
 //!
 //! Callers in the same window share one answer, whatever it was: a node
 //! error or an unreachable node is also kept for the window, so an outage
@@ -11,9 +11,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::upstream::{UpstreamError, UpstreamResponse};
+use edge::upstream::{UpstreamError, UpstreamResponse};
 
-/// Shortest and longest cache window (the seed suggests 2–5 s).
+/// Shortest and longest cache window: fresh enough for a freshness
+/// check, long enough that a crowd of callers costs the node little.
 pub const WINDOW_RANGE: (Duration, Duration) = (Duration::from_secs(2), Duration::from_secs(5));
 
 /// A `ledger_timestamp` further behind than this marks the network stale.

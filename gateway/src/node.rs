@@ -27,7 +27,7 @@
 //! contacted, over plain HTTP (or `ws://`) next to l1gate.
 //!
 //! The Transaction Stream (gRPC) is served on the gRPC address by
-//! [`crate::grpc::transaction_stream`].
+//! [`crate::transaction_stream`].
 
 pub mod jsonrpc;
 pub mod ledger;
@@ -42,10 +42,23 @@ use axum::extract::Request;
 use axum::http::header;
 use tower::ServiceExt as _;
 
-use crate::http::routes::{Routed, Served};
 use crate::registry::{ChainConfig, Ecosystem};
-use crate::upstream::{UpstreamSettings, UpstreamUrl};
 use access::Access;
+use edge::routes::{Routed, Served};
+use edge::upstream::{UpstreamSettings, UpstreamUrl};
+
+/// Asks each node gateway network for its freshness verdict:
+/// `{"chain/network": {"status", …}}`.
+#[derive(Clone)]
+pub struct NetworkProbe(
+    pub Arc<dyn Fn() -> futures_util::future::BoxFuture<'static, serde_json::Value> + Send + Sync>,
+);
+
+impl std::fmt::Debug for NetworkProbe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("NetworkProbe")
+    }
+}
 
 /// The gateway's networks, each with its routes.
 #[derive(Debug, Clone)]
@@ -61,7 +74,7 @@ pub struct Networks {
     upstreams: Arc<Vec<(String, rest::RestApi, jsonrpc::JsonRpc)>>,
     /// The Transaction Stream's connection failures, by network (its relay
     /// is on the gRPC address: it reports here).
-    transaction_streams: crate::upstream::FailureBoard,
+    transaction_streams: edge::upstream::FailureBoard,
 }
 
 /// Why the node gateway's networks cannot be set up.
@@ -69,7 +82,7 @@ pub struct Networks {
 pub enum NetworksError {
     /// An upstream address that does not parse.
     #[error(transparent)]
-    Url(#[from] crate::upstream::UrlError),
+    Url(#[from] edge::upstream::UrlError),
     /// A network claims the host of l1gate's own public address.
     #[error("chains: {network} uses host {}, which is l1gate's own public_http_url", common::quoted(.host))]
     OwnHost {
@@ -163,7 +176,7 @@ impl Networks {
             }
             let name = site.name();
             let routed =
-                crate::http::authenticated(api.routes().merge(rpc.routes()), access.clone())
+                edge::http::authenticated(api.routes().merge(rpc.routes()), access.clone())
                     .on_host(&site.host);
             let (routes, served) = routed.into_parts();
             sites_served.extend(served);
@@ -183,7 +196,7 @@ impl Networks {
                 })
                 .layer(axum::middleware::from_fn_with_state(
                     access.metrics().clone(),
-                    crate::http::count_responses,
+                    edge::http::count_responses,
                 ));
             sites.push((site.host.clone(), routes));
         }
@@ -196,7 +209,7 @@ impl Networks {
             exchange,
             probes: Arc::new(probes),
             upstreams: Arc::new(sides),
-            transaction_streams: crate::upstream::FailureBoard::default(),
+            transaction_streams: edge::upstream::FailureBoard::default(),
         })
     }
 
@@ -208,7 +221,7 @@ impl Networks {
 
     /// Where the Transaction Stream relay reports its networks' connection
     /// failures.
-    pub fn transaction_stream_failures(&self) -> &crate::upstream::FailureBoard {
+    pub fn transaction_stream_failures(&self) -> &edge::upstream::FailureBoard {
         &self.transaction_streams
     }
 
@@ -240,11 +253,11 @@ impl Networks {
     /// (REST and GraphQL), `jsonrpc`, `jsonrpc_ws`, `transaction_stream`. A
     /// certificate that does
     /// not verify shows there.
-    pub fn health(&self) -> crate::http::NetworkProbe {
+    pub fn health(&self) -> crate::node::NetworkProbe {
         let probes = self.probes.clone();
         let upstreams = self.upstreams.clone();
         let streams = self.transaction_streams.clone();
-        crate::http::NetworkProbe(Arc::new(move || {
+        crate::node::NetworkProbe(Arc::new(move || {
             let probes = probes.clone();
             let upstreams = upstreams.clone();
             let streams = streams.clone();
@@ -256,7 +269,7 @@ impl Networks {
                         Ok(Some(answer)) => ledger::verdict(&answer, now),
                         Ok(None) => continue,
                         Err(_) => ledger::verdict(
-                            &Err(crate::upstream::UpstreamError::Timeout(
+                            &Err(edge::upstream::UpstreamError::Timeout(
                                 PROBE_TIMEOUT.as_millis(),
                             )),
                             now,

@@ -217,7 +217,7 @@ pub struct NodeTypeName {
 pub const KEY: &str = "<key>";
 
 /// `base` with the WebSocket scheme (`https` → `wss`, `http` → `ws`).
-pub(crate) fn websocket(base: &str) -> String {
+pub fn websocket(base: &str) -> String {
     if let Some(rest) = base.strip_prefix("https://") {
         format!("wss://{rest}")
     } else if let Some(rest) = base.strip_prefix("http://") {
@@ -286,12 +286,12 @@ pub fn check(chains: &[ChainConfig]) -> Result<(), String> {
                         as_http
                             .ok_or_else(|| "a ws:// or wss:// URL".to_owned())
                             .and_then(|as_http| {
-                                crate::upstream::UpstreamUrl::parse(&as_http)
+                                edge::upstream::UpstreamUrl::parse(&as_http)
                                     .map(drop)
                                     .map_err(|e| e.to_string())
                             })
                     } else {
-                        crate::upstream::UpstreamUrl::parse(url)
+                        edge::upstream::UpstreamUrl::parse(url)
                             .map(drop)
                             .map_err(|e| e.to_string())
                     };
