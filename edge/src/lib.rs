@@ -1,5 +1,6 @@
 //! What every network edge of l1gate shares, below the edges themselves
-//! (the market streams, the node gateway, the message bus): HTTP routes that
+//! (the market streams, the node gateway, the message bus): the node's
+//! files as they grow, with change notifications ([`live`]), HTTP routes that
 //! list themselves ([`routes`]), the accept loop with its connection limits
 //! and TLS ([`listen`], [`tls`]), the API key check on HTTP ([`http`]) and
 //! on gRPC ([`admission`]), the supervision of every gRPC stream
@@ -12,6 +13,7 @@ pub mod backoff;
 pub mod flow;
 pub mod http;
 pub mod listen;
+pub mod live;
 pub mod percent;
 pub mod routes;
 pub mod tls;

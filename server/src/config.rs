@@ -484,7 +484,7 @@ pub struct Settings {
     pub chains: Vec<gateway::registry::ChainConfig>,
     /// Where the node's records are published for edges (`None`: not
     /// published).
-    pub publish: Option<crate::bus::settings::PublishSettings>,
+    pub publish: Option<bus::settings::PublishSettings>,
 }
 
 /// Limits of the raw feed service.
@@ -715,7 +715,7 @@ impl ServeArgs {
             },
             publish: match &self.publish_url {
                 Some(url) => Some(
-                    crate::bus::settings::PublishSettings::resolve(
+                    bus::settings::PublishSettings::resolve(
                         url,
                         self.publish_max_age.as_deref(),
                         self.publish_max_bytes.as_deref(),

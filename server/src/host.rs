@@ -6,6 +6,5 @@
 
 pub mod candles;
 pub mod engine;
-pub mod feeds;
 pub mod memory;
 pub mod wakeups;

@@ -29,11 +29,11 @@ use axum::routing::get;
 use feeds::Source;
 
 use crate::candles::Candles;
-use crate::host::feeds::LiveFeeds;
 use access::Access;
 use access::keys::Principal;
 use common::metrics::Metrics;
 use edge::http::{authenticated, count_responses};
+use edge::live::LiveFeeds;
 use edge::routes::{Route, Routed};
 use gateway::NetworkProbe;
 
@@ -57,7 +57,7 @@ pub struct Health {
     pub info_source: Option<(edge::upstream::UpstreamUrl, edge::upstream::UpstreamClient)>,
 }
 
-/// The message bus's state for `/healthz` (`crate::bus::status`).
+/// The message bus's state for `/healthz` (`bus::status`).
 #[derive(Clone)]
 pub struct BusProbe(pub Arc<dyn Fn() -> serde_json::Value + Send + Sync>);
 

@@ -3,7 +3,7 @@
 //! `main` over this library so integration tests can start real servers.
 
 pub mod archive;
-pub mod bus;
+pub mod bus_edge;
 pub mod candles;
 pub mod cli;
 pub mod config;

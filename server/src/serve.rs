@@ -1,7 +1,7 @@
 //! `l1gate serve`: wires the feeds, the engine and candle store threads, the
 //! gRPC services (raw feed, market streaming, Transaction Stream,
 //! reflection, health) and the HTTP edge, and runs them until Ctrl-C or
-//! SIGTERM. An edge (`l1gate edge`, [`crate::bus::edge`]) runs the same
+//! SIGTERM. An edge (`l1gate edge`, [`crate::bus_edge`]) runs the same
 //! server over its copy of the bus ([`start_with`]).
 //!
 //! [`start_with`] reads as the wiring: access control, the node's files,
@@ -43,7 +43,6 @@ use crate::grpc::market::MarketService;
 use crate::grpc::raw_feed::RawFeedService;
 use crate::host::candles::{CandleWriter, WriterSettings};
 use crate::host::engine::{CandleFeed, EngineSettings, EngineThread};
-use crate::host::feeds::LiveFeeds;
 use access::Access;
 use access::auth::Auth;
 use access::connections::Connections;
@@ -51,6 +50,7 @@ use access::keys::{KeyStore, KeysFile};
 use common::metrics::Metrics;
 use edge::admission::GrpcAccess as _;
 use edge::flow::{FlowSettings, Supervisor};
+use edge::live::LiveFeeds;
 use edge::upstream::UpstreamClient;
 
 /// Longest a stopping server waits for its clients to go ([`Running::drain`]).
@@ -240,7 +240,7 @@ pub struct FromBus {
     /// mirror's fills up to `block`).
     pub candles: std::path::PathBuf,
     /// The edge's bus connection and progress (`/healthz`, `/metrics`).
-    pub status: Arc<crate::bus::status::BusStatus>,
+    pub status: Arc<bus::status::BusStatus>,
 }
 
 /// Starts serving `settings.data` (which must be set) and returns once the
@@ -482,13 +482,13 @@ fn node_files(
         path: data.to_owned(),
         source,
     })?;
-    live.refresh(crate::host::feeds::Pending::ALL);
+    live.refresh(edge::live::Pending::ALL);
     warn_without_node_output(data, &live);
     Ok(live)
 }
 
 /// Scale-out: the node's records to the bus beside serving them
-/// (crate::bus::publisher; never in the serving path), or an edge's bus
+/// (bus::publisher; never in the serving path), or an edge's bus
 /// status; what `/healthz` says of it.
 ///
 /// # Errors
@@ -508,7 +508,7 @@ fn message_bus(
     let status = match from_bus {
         Some(edge) => Some(edge.status.clone()),
         None => publish.map(|publish| {
-            let (status, task) = crate::bus::publisher::spawn(
+            let (status, task) = bus::publisher::spawn(
                 publish,
                 settings.upstreams.tls.clone(),
                 live.clone(),

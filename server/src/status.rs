@@ -43,10 +43,10 @@ use parking_lot::Mutex;
 use serde_json::{Value, json};
 
 use crate::host::engine::EngineStatus;
-use crate::host::feeds::LiveFeeds;
 use access::Access;
 use access::keys::Principal;
 use edge::flow::Supervisor;
+use edge::live::LiveFeeds;
 use edge::routes::{Route, Routed};
 
 /// `GET /{key}/status`: the status page.

@@ -34,10 +34,10 @@ use tokio::time::{Instant, timeout_at};
 use tonic::{Request, Response, Status};
 
 use crate::config::RawFeedSettings;
-use crate::host::feeds::LiveFeeds;
 use access::Access;
 use edge::admission::GrpcAccess as _;
 use edge::flow::{self, EndReason, Measured, Slot, Supervisor, Watched};
+use edge::live::LiveFeeds;
 
 /// Records per read from a feed before yielding to the runtime.
 const READ_BATCH: usize = 256;

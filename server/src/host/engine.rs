@@ -101,8 +101,8 @@ use thiserror::Error;
 use tokio::sync::oneshot;
 
 use crate::host::candles::{CandleBlock, CandleMessage};
-use crate::host::feeds::{LiveFeeds, Pending, Wake};
 use crate::host::wakeups::{Signal, Wakeups};
+use edge::live::{LiveFeeds, Pending, Wake};
 
 /// Engine thread settings.
 #[derive(Debug, Clone, PartialEq, Eq)]

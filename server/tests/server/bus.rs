@@ -16,9 +16,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use bus::url::BusUrl;
 use feeds::Source;
-use l1gate::bus::edge::RunningEdge;
-use l1gate::bus::url::BusUrl;
+use l1gate::bus_edge::RunningEdge;
 use l1gate::config::ServeArgs;
 use proto::venue_l1_gateway_client::VenueL1GatewayClient;
 use proto::{Record, StreamRequest};
@@ -202,7 +202,7 @@ impl Nats {
     async fn stream_state(&self, source: Source) -> (u64, u64) {
         let js = self.jetstream().await;
         let stream = js
-            .get_stream(l1gate::bus::subjects::stream_name(source))
+            .get_stream(bus::subjects::stream_name(source))
             .await
             .unwrap();
         let info = stream.get_info().await.unwrap();
@@ -356,7 +356,7 @@ impl Edge {
         .resolve()
         .unwrap();
         let url = BusUrl::parse(nats).map_err(anyhow::Error::msg)?;
-        let running = l1gate::bus::edge::start(&url, &settings).await?;
+        let running = l1gate::bus_edge::start(&url, &settings).await?;
         Ok(Edge { running, state })
     }
 }
@@ -439,7 +439,7 @@ async fn published(addr: SocketAddr, lasts: &[(Source, u64)]) {
 }
 
 fn feeds_of(node: &GrowingNode) -> Vec<(Source, u64)> {
-    l1gate::bus::subjects::BUS_FEEDS
+    bus::subjects::BUS_FEEDS
         .iter()
         .filter_map(|&source| Some((source, node.last_block(source)?)))
         .collect()
@@ -756,7 +756,7 @@ async fn bad_credentials_and_unreachable_buses_are_named_without_the_password() 
     .resolve()
     .unwrap();
     let url = BusUrl::parse(&nats.url()).unwrap();
-    let error = l1gate::bus::edge::start(&url, &settings)
+    let error = l1gate::bus_edge::start(&url, &settings)
         .await
         .expect_err("a second edge on the same state_dir does not start")
         .to_string();
@@ -828,7 +828,7 @@ async fn a_bus_over_tls_is_verified_against_the_ca_bundle() {
     // Without the bundle the bus's certificate does not verify: the edge
     // does not start, saying so.
     let state = tempfile::tempdir().unwrap();
-    let error = l1gate::bus::edge::start(&url, &edge_settings(None, state.path()))
+    let error = l1gate::bus_edge::start(&url, &edge_settings(None, state.path()))
         .await
         .expect_err("an edge that cannot verify the bus does not start")
         .to_string();
@@ -856,7 +856,7 @@ async fn a_bus_over_tls_is_verified_against_the_ca_bundle() {
     let state = tempfile::tempdir().unwrap();
     let edge = tokio::time::timeout(
         WAIT,
-        l1gate::bus::edge::start(&url, &edge_settings(Some(&ca_file), state.path())),
+        l1gate::bus_edge::start(&url, &edge_settings(Some(&ca_file), state.path())),
     )
     .await
     .expect("the edge starts in time")

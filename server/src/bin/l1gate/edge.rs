@@ -12,7 +12,7 @@ pub(crate) fn run(command: l1gate::cli::EdgeCommand) -> anyhow::Result<()> {
         merged.data.is_none() && merged.publish_url.is_none(),
         "edge: `data` and `publish_url` are settings of `l1gate serve`; an edge reads only the bus"
     );
-    let url = l1gate::bus::url::BusUrl::parse(&command.nats)
+    let url = bus::url::BusUrl::parse(&command.nats)
         .map_err(|message| anyhow::anyhow!("--nats: {message}"))?;
     let settings = merged.resolve()?;
     init_logging();
@@ -21,7 +21,7 @@ pub(crate) fn run(command: l1gate::cli::EdgeCommand) -> anyhow::Result<()> {
         .build()
         .context("tokio runtime")?;
     runtime.block_on(async move {
-        let running = l1gate::bus::edge::start(&url, &settings).await?;
+        let running = l1gate::bus_edge::start(&url, &settings).await?;
         println!(
             "l1gate edge serving from {url} (market from the checkpoint of block {}): gRPC on {} \
              and HTTP on {}",

@@ -217,7 +217,7 @@ fn spawn_edge(l1gate: &Path, nats: &str) -> anyhow::Result<ServerProcess> {
 /// Every file of the six line feeds.
 fn line_files(data: &Path) -> anyhow::Result<Vec<(Source, PathBuf)>> {
     let mut out = Vec::new();
-    for source in l1gate::bus::subjects::BUS_FEEDS {
+    for source in bus::subjects::BUS_FEEDS {
         let feed = feeds::Feed::open(data, source)?;
         for (_, path, _) in feed.segments() {
             out.push((source, path));
@@ -265,7 +265,7 @@ fn publish_throughput(args: &Args, l1gate: &Path) -> anyhow::Result<Throughput> 
     }
     let read_s = started.elapsed().as_secs_f64();
     let mut lasts = Vec::new();
-    for source in l1gate::bus::subjects::BUS_FEEDS {
+    for source in bus::subjects::BUS_FEEDS {
         let feed = feeds::Feed::open(data.path(), source)?;
         if let Some(block) = feed.newest().and_then(|h| h.block_number) {
             lasts.push((source, block));

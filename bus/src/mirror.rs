@@ -19,7 +19,7 @@ use std::time::SystemTime;
 
 use feeds::Source;
 
-use crate::bus::subjects::Placement;
+use crate::subjects::Placement;
 
 /// Blocks per mirrored `replica_cmds` file (as the node writes them).
 pub const REPLICA_BLOCKS_PER_FILE: u64 = 10_000;

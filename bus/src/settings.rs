@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::bus::url::BusUrl;
+use crate::url::BusUrl;
 
 /// Default `publish_max_age`: a day of records.
 pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(24 * 3600);

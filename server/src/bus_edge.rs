@@ -7,14 +7,14 @@
 //!
 //! One task per feed consumes the feed's JetStream stream (an ephemeral
 //! pull consumer, no acks) and appends each record, as one line, to a copy
-//! of the node's files under `<state_dir>/bus-mirror` ([`crate::bus::mirror`]).
+//! of the node's files under `<state_dir>/bus-mirror` ([`bus::mirror`]).
 //! Every record is the node's line byte for byte, positioned by the same
 //! block numbers and times. The copy starts empty at each start: an edge
 //! copies from the first record the streams still hold.
 //!
 //! The server over that copy is the node host's own ([`crate::serve`]),
 //! with two differences: its market starts from the newest engine
-//! checkpoint the publisher put on the bus ([`crate::bus::checkpoints`]),
+//! checkpoint the publisher put on the bus ([`bus::checkpoints`]),
 //! copied into `<state_dir>/bus-checkpoints`, and its candle store
 //! (`<state_dir>/bus-candles`, also new at each start) is primed from the
 //! copied fills up to that checkpoint before the engine goes on after it
@@ -47,15 +47,15 @@ use async_nats::jetstream::{self, consumer};
 use feeds::{Source, SourceSet};
 use futures_util::{FutureExt as _, StreamExt as _};
 
-use crate::bus::checkpoints::OnBus;
-use crate::bus::mirror::{Mirror, Written};
-use crate::bus::status::{BusStatus, FeedState, Role};
-use crate::bus::subjects::{BUS_FEEDS, Placement, stream_name};
-use crate::bus::url::BusUrl;
 use crate::config::Settings;
-use crate::host::feeds::{LiveFeeds, Pending};
 use access::keys::KeysFile;
+use bus::checkpoints::OnBus;
+use bus::mirror::{Mirror, Written};
+use bus::status::{BusStatus, FeedState, Role};
+use bus::subjects::{BUS_FEEDS, Placement, stream_name};
+use bus::url::BusUrl;
 use edge::backoff::Backoff;
+use edge::live::{LiveFeeds, Pending};
 
 /// How often the bucket is asked again while no checkpoint is there.
 const CHECKPOINT_POLL: Duration = Duration::from_millis(500);
@@ -135,7 +135,7 @@ pub enum EdgeError {
     /// The bus: unreachable, refusing, without JetStream, or failing to
     /// hand over the checkpoint.
     #[error(transparent)]
-    Bus(#[from] crate::bus::url::ConnectError),
+    Bus(#[from] bus::url::ConnectError),
     /// The bus copy cannot be read as node files.
     #[error("edge mirror {}", path.display())]
     Mirror {
@@ -224,7 +224,7 @@ pub async fn start(url: &BusUrl, settings: &Settings) -> Result<RunningEdge, Edg
     for dir in [&checkpoint_dir, &candle_dir] {
         empty_dir(dir)?;
     }
-    let path = crate::bus::checkpoints::download(&context, &checkpoint, &checkpoint_dir)
+    let path = bus::checkpoints::download(&context, &checkpoint, &checkpoint_dir)
         .await
         .map_err(|error| url.error(format!("{error:#}")))?;
     tracing::info!(
@@ -288,7 +288,7 @@ async fn newest_checkpoint(context: &jetstream::Context, url: &BusUrl) -> OnBus 
     let waiting_since = Instant::now();
     let mut last_log: Option<Instant> = None;
     loop {
-        let why = match crate::bus::checkpoints::newest(context).await {
+        let why = match bus::checkpoints::newest(context).await {
             Ok(Some(newest)) => return newest,
             Ok(None) => "the bucket holds none yet".to_owned(),
             Err(error) => url.redact(&format!("{error:#}")),
@@ -296,7 +296,7 @@ async fn newest_checkpoint(context: &jetstream::Context, url: &BusUrl) -> OnBus 
         if last_log.is_none_or(|at| at.elapsed() >= WAIT_LOG_EVERY) {
             last_log = Some(Instant::now());
             tracing::warn!(
-                bucket = crate::bus::checkpoints::BUCKET,
+                bucket = bus::checkpoints::BUCKET,
                 waited_s = waiting_since.elapsed().as_secs(),
                 %why,
                 "edge: waiting for the publisher's first engine checkpoint on the bus \
@@ -523,7 +523,7 @@ impl FeedConsumer {
         }
         self.last_sequence = sequence;
         let read = Placement::from_headers(message.headers.as_ref()).and_then(|placement| {
-            crate::bus::subjects::decode_payload(message.headers.as_ref(), &message.payload)
+            bus::subjects::decode_payload(message.headers.as_ref(), &message.payload)
                 .map(|line| (placement, line))
         });
         let (placement, line) = match read {

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use feeds::Source;
 use parking_lot::Mutex;
 
-use crate::bus::subjects::BUS_FEEDS;
+use crate::subjects::BUS_FEEDS;
 
 /// Which side of the bus this process is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,7 +93,7 @@ impl FeedState {
 impl BusStatus {
     /// State for `role` talking to `url` (shown with its credential
     /// hidden).
-    pub fn new(role: Role, url: &crate::bus::url::BusUrl) -> Arc<BusStatus> {
+    pub fn new(role: Role, url: &crate::url::BusUrl) -> Arc<BusStatus> {
         Arc::new(BusStatus {
             role,
             url: url.to_string(),

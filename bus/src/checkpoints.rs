@@ -9,7 +9,7 @@
 //! padded to 20 digits), and deletes from the bucket the ones the
 //! engine pruned, so the bucket holds the same newest few.
 //!
-//! An edge ([`crate::bus::edge`]) takes the newest object ([`newest`]),
+//! An edge ((the server's `bus` module)) takes the newest object ([`newest`]),
 //! copies it into a directory of its own ([`download`]) and starts its
 //! engine from it exactly as the node host resumes from one of its own: the
 //! archive is validated (header, CRC-32, `bytecheck`, the state's own
@@ -27,8 +27,8 @@ use engine::checkpoint::file;
 use futures_util::StreamExt as _;
 use tokio::io::AsyncReadExt as _;
 
-use crate::bus::settings::PublishSettings;
-use crate::bus::status::BusStatus;
+use crate::settings::PublishSettings;
+use crate::status::BusStatus;
 use edge::backoff::Backoff;
 
 /// The object store bucket holding the publisher's newest checkpoints.

@@ -45,13 +45,13 @@ use feeds::{Source, Start};
 use futures_util::FutureExt as _;
 use tokio::task::JoinSet;
 
-use crate::bus::settings::PublishSettings;
-use crate::bus::status::{BusStatus, FeedState, Role};
-use crate::bus::subjects::{
+use crate::settings::PublishSettings;
+use crate::status::{BusStatus, FeedState, Role};
+use crate::subjects::{
     BUS_FEEDS, HEADER_ENCODING, Placement, encode_payload, stream_name, subject,
 };
-use crate::host::feeds::LiveFeeds;
 use edge::backoff::Backoff;
+use edge::live::LiveFeeds;
 
 /// Records per read from the files.
 const READ_BATCH: usize = 256;
@@ -133,7 +133,7 @@ async fn run(
     let mut context = jetstream::new(client);
     context.set_timeout(ACK_TIMEOUT);
     let mut tasks = JoinSet::new();
-    tasks.spawn(crate::bus::checkpoints::upload(
+    tasks.spawn(crate::checkpoints::upload(
         context.clone(),
         settings.clone(),
         checkpoints,
