@@ -127,6 +127,17 @@ pub fn unix_now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
+/// Seconds as `42 s`, `3 min 05 s`, `2 h 07 min` (the progress lines of
+/// the archive and import commands).
+pub fn duration_text(secs: f64) -> String {
+    let secs = secs.round() as u64;
+    match secs {
+        0..60 => format!("{secs} s"),
+        60..3_600 => format!("{} min {:02} s", secs / 60, secs % 60),
+        _ => format!("{} h {:02} min", secs / 3_600, secs / 60 % 60),
+    }
+}
+
 /// Parses `500ms`, `90s`, `10m`, `2h`, `1d`.
 ///
 /// # Errors

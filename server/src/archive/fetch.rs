@@ -320,7 +320,7 @@ impl Progress {
         let secs = self.started.elapsed().as_secs_f64();
         let rate = if secs > 0.0 { done as f64 / secs } else { 0.0 };
         let eta = if rate > 0.0 {
-            duration_text((total - done) as f64 / rate)
+            common::duration_text((total - done) as f64 / rate)
         } else {
             "–".to_owned()
         };
@@ -644,17 +644,6 @@ pub fn human_bytes(bytes: u64) -> String {
     format!("{value:.1} {}", UNITS[unit])
 }
 
-/// Seconds as `42 s`, `3 min 05 s`, `2 h 07 min` (the progress lines of
-/// the archive commands).
-pub(crate) fn duration_text(secs: f64) -> String {
-    let secs = secs.round() as u64;
-    match secs {
-        0..60 => format!("{secs} s"),
-        60..3_600 => format!("{} min {:02} s", secs / 60, secs % 60),
-        _ => format!("{} h {:02} min", secs / 3_600, secs / 60 % 60),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
@@ -788,8 +777,8 @@ mod tests {
         assert_eq!(human_bytes(12_345), "12.3 kB");
         assert_eq!(human_bytes(37_000_000), "37.0 MB");
         assert_eq!(human_bytes(1_600_000_000), "1.6 GB");
-        assert_eq!(duration_text(42.4), "42 s");
-        assert_eq!(duration_text(185.0), "3 min 05 s");
-        assert_eq!(duration_text(7_620.0), "2 h 07 min");
+        assert_eq!(common::duration_text(42.4), "42 s");
+        assert_eq!(common::duration_text(185.0), "3 min 05 s");
+        assert_eq!(common::duration_text(7_620.0), "2 h 07 min");
     }
 }

@@ -670,7 +670,7 @@ fn progress_line(p: &ImportProgress, elapsed: Duration) -> String {
     let secs = elapsed.as_secs_f64().max(0.001);
     let eta = if p.done > 0.0 && p.done < 1.0 {
         let left = secs / p.done * (1.0 - p.done);
-        format!("ETA {}", crate::archive::fetch::duration_text(left))
+        format!("ETA {}", common::duration_text(left))
     } else {
         "ETA –".to_owned()
     };

@@ -291,3 +291,18 @@ pub fn status_of(error: SubscribeError) -> Status {
         SubscribeError::View(error) => view_status(error),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_busy_engine_is_resource_exhausted_and_a_stopped_one_unavailable() {
+        let busy = status_of(SubscribeError::Busy(1));
+        assert_eq!(busy.code(), tonic::Code::ResourceExhausted);
+        assert_eq!(
+            status_of(SubscribeError::Stopped).code(),
+            tonic::Code::Unavailable
+        );
+    }
+}
