@@ -1,4 +1,4 @@
-//! Criterion benches of the candle chunk codec (`l1gate::candles::chunk`),
+//! Criterion benches of the candle chunk codec (`host::candles::chunk`),
 //! over one hour of `1s` candles of a busy market shaped like the
 //! simulator's BTC (prices on the 1.0 tick of five significant figures,
 //! sizes of up to five decimals as the node prints them, a third of the
@@ -23,7 +23,7 @@ use std::time::Duration;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use engine::market::candles::{Amount, Interval};
 use engine::num::Px;
-use l1gate::candles::chunk::{Chunk, ChunkCandle, encode};
+use host::candles::chunk::{Chunk, ChunkCandle, encode};
 
 /// 2025-07-27T08:00:00Z, an hour boundary.
 const HOUR: i64 = 1_753_603_200_000;

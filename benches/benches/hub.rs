@@ -3,7 +3,7 @@
 //! - `hub_publish`: one `Hub::publish` with 0 / 100 / 10,000 idle receivers (subscribed, never
 //!   reading), first without a wake-up (`idle/N`: the ring alone), then with the server's one
 //!   wake-up per ring (`woken/N`: the ring plus queueing the ring's signal for the dispatcher
-//!   task, `l1gate::host::wakeups`), whose cost to the writer must not grow with N;
+//!   task, `host::wakeups`), whose cost to the writer must not grow with N;
 //! - `hub_publish_contended`: one publish while another thread calls `recv` in a loop, the
 //!   case a lock shared by writer and readers would slow down;
 //! - `hub_round_trip`: one publish and the `recv` of that frame by 1 / 100 receivers (frames
@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use engine::hub::{Hub, Receiver, Recv};
-use l1gate::host::wakeups::{Signal, Wakeups};
+use host::wakeups::{Signal, Wakeups};
 
 /// Frames a ring retains: the server's default `market_ring_capacity`.
 const CAPACITY: usize = 1024;

@@ -18,7 +18,7 @@
 //! copied into `<state_dir>/bus-checkpoints`, and its candle store
 //! (`<state_dir>/bus-candles`, also new at each start) is primed from the
 //! copied fills up to that checkpoint before the engine goes on after it
-//! ([`crate::host::candles::prime`]). Start-up waits for a checkpoint to
+//! ([`host::candle_thread::prime`]). Start-up waits for a checkpoint to
 //! exist and for the copy to reach the streams' ends, then listens. The
 //! raw feed reads the copy as the node host reads the node's files; the
 //! engine is woken by the copy's writes as by the node's.

@@ -585,7 +585,7 @@ impl ServeArgs {
                     message,
                 })?
             }
-            None => crate::candles::DEFAULT_HISTORY_START_MS,
+            None => host::candles::DEFAULT_HISTORY_START_MS,
         };
         Ok(Settings {
             data: self.data,
@@ -631,8 +631,7 @@ impl ServeArgs {
                 ms => Some(Duration::from_millis(ms)),
             },
             ready_wait: Duration::from_millis(
-                self.ready_wait_ms
-                    .unwrap_or(crate::host::engine::READY_WAIT_MS),
+                self.ready_wait_ms.unwrap_or(host::engine::READY_WAIT_MS),
             ),
             market_max_lag: match self.market_max_lag_ms.unwrap_or(5_000) {
                 0 => None,
@@ -968,7 +967,7 @@ mod tests {
         assert_eq!(defaults.state_dir, PathBuf::from(DEFAULT_STATE_DIR));
         assert_eq!(
             defaults.candle_history_start_ms,
-            crate::candles::DEFAULT_HISTORY_START_MS
+            host::candles::DEFAULT_HISTORY_START_MS
         );
         assert_eq!(defaults.max_data_age, DEFAULT_MAX_DATA_AGE);
         let file: ServeArgs = toml::from_str(

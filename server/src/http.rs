@@ -1,6 +1,6 @@
 //! The HTTP edge: `/healthz` (feed directories and data freshness),
 //! `/metrics` (OpenMetrics text) and the authenticated API routes: feeds,
-//! candles (see [`crate::candles`]) and those passed to [`router`] (`/info`
+//! candles (see [`host::candles`]) and those passed to [`router`] (`/info`
 //! from [`crate::info`], the exchange node's REST API under `/v1` from
 //! [`gateway::node`]).
 //!
@@ -28,7 +28,6 @@ use axum::response::{IntoResponse as _, Json, Response};
 use axum::routing::get;
 use feeds::Source;
 
-use crate::candles::Candles;
 use access::Access;
 use access::keys::Principal;
 use common::metrics::Metrics;
@@ -36,6 +35,7 @@ use edge::http::{authenticated, count_responses};
 use edge::live::LiveFeeds;
 use edge::routes::{Route, Routed};
 use gateway::NetworkProbe;
+use host::candles::Candles;
 
 /// What `/healthz` looks at.
 #[derive(Debug, Clone)]

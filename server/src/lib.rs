@@ -4,13 +4,11 @@
 
 pub mod archive;
 pub mod bus_edge;
-pub mod candles;
 pub mod cli;
 pub mod config;
 pub mod demo;
 pub mod endpoints;
 pub mod grpc;
-pub mod host;
 pub mod http;
 pub mod info;
 pub mod serve;

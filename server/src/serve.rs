@@ -36,13 +36,9 @@ use tonic::service::interceptor::InterceptedService;
 use engine::views::ViewSettings;
 use feeds::Source;
 
-use crate::candles::Candles;
-use crate::candles::store::CandleStore;
 use crate::config::Settings;
 use crate::grpc::market::MarketService;
 use crate::grpc::raw_feed::RawFeedService;
-use crate::host::candles::{CandleWriter, WriterSettings};
-use crate::host::engine::{CandleFeed, EngineSettings, EngineThread};
 use access::Access;
 use access::auth::Auth;
 use access::connections::Connections;
@@ -52,6 +48,10 @@ use edge::admission::GrpcAccess as _;
 use edge::flow::{FlowSettings, Supervisor};
 use edge::live::LiveFeeds;
 use edge::upstream::UpstreamClient;
+use host::candle_thread::{CandleWriter, WriterSettings};
+use host::candles::Candles;
+use host::candles::store::CandleStore;
+use host::engine::{CandleFeed, EngineSettings, EngineThread};
 
 /// Longest a stopping server waits for its clients to go ([`Running::drain`]).
 pub const DRAIN: Duration = Duration::from_secs(5);
@@ -117,7 +117,7 @@ pub enum StartError {
     PublishWithoutCheckpoints,
     /// The candle store cannot be opened.
     #[error("candle store (state_dir)")]
-    CandleStore(#[source] crate::candles::store::StoreError),
+    CandleStore(#[source] host::candles::store::StoreError),
     /// An edge's candle store cannot learn the mirror's fills.
     #[error("priming the candle store: {0}")]
     Prime(String),
@@ -161,7 +161,7 @@ pub struct Running {
     /// The market engine thread (stopped when the server is dropped).
     pub engine: EngineThread,
     /// Candle lookups (set a market resolver here).
-    pub candles: Arc<crate::candles::Candles>,
+    pub candles: Arc<host::candles::Candles>,
     /// Key usage and quotas (written to `state_dir` a last time when the
     /// server is dropped, before the candle writer lets go of it).
     pub usage: access::UsageKeeper,
@@ -569,7 +569,7 @@ async fn candle_store(
         let data = data.to_owned();
         tokio::task::spawn_blocking(move || {
             let mut store = candle_store;
-            for outcome in crate::host::candles::repair(&mut store, &data) {
+            for outcome in host::candle_thread::repair(&mut store, &data) {
                 log_repair(&outcome);
             }
             store
@@ -584,7 +584,7 @@ async fn candle_store(
     let writer_settings =
         WriterSettings::for_store(&candle_store, settings.candle_history_start_ms);
     let from = writer_settings.fold_start();
-    let carried_at = crate::host::candles::carried_at(&candle_store);
+    let carried_at = host::candle_thread::carried_at(&candle_store);
     let (writer, sink) = CandleWriter::start(candle_store, candles.clone(), writer_settings)
         .map_err(|source| StartError::Thread {
             what: "candle store thread",
@@ -593,7 +593,7 @@ async fn candle_store(
     if let Some(edge) = from_bus {
         let (dir, through, sink) = (data.to_owned(), edge.block, sink.clone());
         let primed =
-            tokio::task::spawn_blocking(move || crate::host::candles::prime(&dir, through, &sink))
+            tokio::task::spawn_blocking(move || host::candle_thread::prime(&dir, through, &sink))
                 .await
                 .map_err(|_| StartError::Step("priming the candle store"))?
                 .map_err(StartError::Prime)?;
@@ -630,7 +630,7 @@ fn market_engine(
     tasks: &mut Vec<tokio::task::JoinHandle<()>>,
 ) -> Result<EngineThread, StartError> {
     let checkpoints = match from_bus {
-        Some(edge) => crate::host::engine::Checkpoints {
+        Some(edge) => host::engine::Checkpoints {
             dir: edge.checkpoints.clone(),
             policy: engine::checkpoint::CheckpointPolicy {
                 every_blocks: 0,
@@ -638,14 +638,14 @@ fn market_engine(
                 keep: 1,
             },
             at_catch_up: false,
-            origin: crate::host::engine::Origin::Checkpoint,
+            origin: host::engine::Origin::Checkpoint,
         },
-        None => crate::host::engine::Checkpoints {
+        None => host::engine::Checkpoints {
             at_catch_up: settings.publish.is_some(),
-            ..crate::host::engine::Checkpoints::under(&settings.state_dir, settings.checkpoints)
+            ..host::engine::Checkpoints::under(&settings.state_dir, settings.checkpoints)
         },
     };
-    let (wakeups, dispatcher) = crate::host::wakeups::Wakeups::spawn();
+    let (wakeups, dispatcher) = host::wakeups::Wakeups::spawn();
     tasks.push(dispatcher);
     let engine = EngineThread::start(
         live.clone(),
@@ -668,7 +668,7 @@ fn market_engine(
             // Shared openings' frames are this old when read: well inside
             // the edges' lag and send bounds.
             opening_reuse: [
-                Some(Duration::from_millis(crate::host::engine::OPENING_REUSE_MS)),
+                Some(Duration::from_millis(host::engine::OPENING_REUSE_MS)),
                 settings.market_max_lag.map(|lag| lag / 4),
                 Some(settings.raw_feed.send_timeout / 4),
             ]
@@ -701,10 +701,7 @@ fn count_engine_and_stores(
     let status = Arc::clone(engine.status());
     metrics.render_also(move || status.families());
     let trims = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    tasks.push(crate::host::memory::spawn(
-        metrics.clone(),
-        Arc::clone(&trims),
-    ));
+    tasks.push(host::memory::spawn(metrics.clone(), Arc::clone(&trims)));
     metrics.render_also(move || {
         vec![Family {
             name: "l1gate_memory_trims_total",
@@ -1011,8 +1008,8 @@ fn warn_without_node_output(data: &std::path::Path, live: &LiveFeeds) {
 }
 
 /// Logs what rebuilding one damaged stretch of the candle store did.
-fn log_repair(outcome: &crate::host::candles::Repair) {
-    use crate::host::candles::Repair;
+fn log_repair(outcome: &host::candle_thread::Repair) {
+    use host::candle_thread::Repair;
     match outcome {
         Repair::Rebuilt { what, written } => tracing::info!(
             what,

@@ -42,12 +42,12 @@ use feeds::Source;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
-use crate::host::engine::EngineStatus;
 use access::Access;
 use access::keys::Principal;
 use edge::flow::Supervisor;
 use edge::live::LiveFeeds;
 use edge::routes::{Route, Routed};
+use host::engine::EngineStatus;
 
 /// `GET /{key}/status`: the status page.
 pub const PAGE_ROUTE: Route = Route {

@@ -14,7 +14,7 @@
 //! `send_timeout_ms` ends with `DEADLINE_EXCEEDED`.
 //!
 //! Waking: each key's ring has one signal that all of its streams wait on
-//! ([`crate::host::wakeups`]); a stream registers with it before reading
+//! ([`host::wakeups`]); a stream registers with it before reading
 //! the ring.
 //!
 //! Encode once: frames are built once per key and encoded once, by the
@@ -37,13 +37,13 @@ use tonic::{Request, Response, Status};
 
 use crate::grpc::relay::RelaySource;
 use crate::grpc::render;
-use crate::host::engine::{Command, EngineStatus};
 use crate::info::InfoFeed;
 use crate::info::streams::TypedStream;
 use crate::views::request::{MarketRequest, Opening};
 use access::{Access, StreamGuard};
 use edge::admission::GrpcAccess as _;
 use edge::flow::{Measured, Slot, Supervisor, Watched};
+use host::engine::{Command, EngineStatus};
 
 /// A server stream of pre-encoded messages.
 pub type MarketStream = Pin<Box<dyn Stream<Item = Result<Encoded, Status>> + Send>>;

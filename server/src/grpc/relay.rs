@@ -27,10 +27,10 @@ use engine::views::OnLag;
 use engine::views::registry::{Batch, Key};
 use tonic::Status;
 
-use crate::host::engine::{Command, EngineStatus, Opened, SubscribeError, subscribe};
-use crate::host::wakeups::Signal;
 use crate::views::request::view_status;
 use edge::flow::{self, EndReason, Slot};
+use host::engine::{Command, EngineStatus, Opened, SubscribeError, subscribe};
+use host::wakeups::Signal;
 
 /// Renders one batch into a subscriber's messages (numbering them, for
 /// views that carry numbers).

@@ -8,7 +8,7 @@
 //! - `market`: as the node spells the coin — a perp's base symbol (`BTC`),
 //!   a spot pair's `@<index>` or a canonical pair's name (`PURR/USDC`), a
 //!   builder perp's `<dex>:<asset>` (`xyz:NVDA`), an outcome's `#<n>`. A
-//!   [`MarketResolver`](crate::candles::MarketResolver) set with [`Candles::set_resolver`] may map other
+//!   [`MarketResolver`](host::candles::MarketResolver) set with [`Candles::set_resolver`] may map other
 //!   names (e.g. spot names from spotMeta) to the node's coin first.
 //! - `interval`: `1s`, `1m` or `5m` (case-sensitive).
 //! - `time`: the bucket's open, ISO-8601 with `Z` or a numeric offset
@@ -48,10 +48,10 @@ use axum::routing::get;
 use engine::market::candles::Interval;
 use feeds::time::{format_iso8601_ms, parse_iso8601_ms, write_iso8601_ms};
 
-use crate::candles::store::{INTERVALS, MAX_COIN_LEN};
-use crate::candles::{CandleValues, Candles, Miss};
 use common::metrics::Metrics;
 use edge::routes::{Route, Routed};
+use host::candles::store::{INTERVALS, MAX_COIN_LEN};
+use host::candles::{CandleValues, Candles, Miss};
 
 /// State of the candle route.
 #[derive(Debug, Clone)]

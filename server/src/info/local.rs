@@ -43,10 +43,10 @@ use engine::views::open_orders::newest_first;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use crate::candles::{Candles, Miss, stored_under};
-use crate::host::engine::{Command, EngineStatus, SubscribeError, read, subscribe};
 use crate::views;
 use crate::ws::protocol;
+use host::candles::{Candles, Miss, stored_under};
+use host::engine::{Command, EngineStatus, SubscribeError, read, subscribe};
 
 /// The request types answered here.
 pub const LOCAL_TYPES: [&str; 5] = [

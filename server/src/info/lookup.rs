@@ -39,10 +39,10 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use serde_json::Value;
 
-use crate::host::engine::EngineStatus;
 use access::keys::Principal;
 use edge::routes::{Route, Routed};
 use edge::upstream::{UpstreamClient, UpstreamError, UpstreamResponse, UpstreamUrl};
+use host::engine::EngineStatus;
 
 /// `POST /{key}/info`.
 pub const INFO: Route = Route {

@@ -144,11 +144,11 @@ fn by_block() -> Vec<(i64, Vec<u8>)> {
 /// The stored candles of `coins`, by (coin, interval, open time), as the
 /// store gives them back.
 fn stored(state_dir: &Path, coins: &[String]) -> BTreeMap<(String, String, i64), String> {
-    let (store, _) = l1gate::candles::store::CandleStore::open(state_dir, 0).unwrap();
+    let (store, _) = host::candles::store::CandleStore::open(state_dir, 0).unwrap();
     let reader = store.reader();
     let mut out = BTreeMap::new();
     for coin in coins {
-        for interval in l1gate::candles::store::INTERVALS {
+        for interval in host::candles::store::INTERVALS {
             for c in reader
                 .range(coin, interval, 0, i64::MAX, usize::MAX, false)
                 .unwrap()
@@ -292,7 +292,7 @@ async fn the_hand_over_between_formats_is_a_gap_lookups_name() {
     let report = import_ok(state.path(), &[dir.path()]);
     assert!(report.contains("gaps (1;"), "{report}");
     assert!(report.contains("node_fills"), "{report}");
-    let (store, _) = l1gate::candles::store::CandleStore::open(state.path(), 0).unwrap();
+    let (store, _) = host::candles::store::CandleStore::open(state.path(), 0).unwrap();
     let coverage = store.reader().coverage();
     assert_eq!(coverage.gaps.len(), 1, "{coverage:?}");
     let gap = coverage.gaps[0].clone();
@@ -371,7 +371,7 @@ fn an_import_killed_mid_way_resumes_to_the_same_store() {
     let dump = |dir: &Path| {
         // One open store at a time: `stored` opens it again.
         let (count, coverage) = {
-            let (store, _) = l1gate::candles::store::CandleStore::open(dir, 0).unwrap();
+            let (store, _) = host::candles::store::CandleStore::open(dir, 0).unwrap();
             (store.reader().candles(), store.reader().coverage())
         };
         (stored(dir, &coins), count, coverage)
@@ -459,7 +459,7 @@ async fn a_damaged_hour_leaves_a_gap_and_the_import_goes_on_with_the_next() {
         "a damaged file fails the run: {report}"
     );
     assert!(report.contains("0.lz4"), "{report}");
-    let (store, _) = l1gate::candles::store::CandleStore::open(state.path(), 0).unwrap();
+    let (store, _) = host::candles::store::CandleStore::open(state.path(), 0).unwrap();
     let coverage = store.reader().coverage();
     drop(store);
     // One gap, from the last sound block to the next file's first.
@@ -522,7 +522,7 @@ fn a_missing_older_hour_is_one_gap_however_many_blocks_spill_into_it() {
     let state = tempfile::tempdir().unwrap();
     let report = import_ok(state.path(), &[dir.path()]);
     assert!(report.contains("missing"), "{report}");
-    let (store, _) = l1gate::candles::store::CandleStore::open(state.path(), 0).unwrap();
+    let (store, _) = host::candles::store::CandleStore::open(state.path(), 0).unwrap();
     let coverage = store.reader().coverage();
     assert_eq!(coverage.gaps.len(), 1, "{coverage:?}");
     let gap = &coverage.gaps[0];

@@ -797,14 +797,14 @@ async fn live_tail_then_restarts_serve_the_same_candles_backfill_what_was_missed
         })
         .count() as u64;
     {
-        let (store, _) = l1gate::candles::store::CandleStore::open(&state_dir, 0).unwrap();
+        let (store, _) = host::candles::store::CandleStore::open(&state_dir, 0).unwrap();
         assert_eq!(store.reader().candles(), closed);
         assert!(closed > stored_first);
     }
 
     // The store is one process's: a second opener is refused while it runs.
     let server = TestServer::start(node.path(), tune).await;
-    let error = l1gate::candles::store::CandleStore::open(&state_dir, 0).unwrap_err();
+    let error = host::candles::store::CandleStore::open(&state_dir, 0).unwrap_err();
     assert!(error.to_string().contains("in use"), "{error}");
     drop(server);
 }
@@ -839,7 +839,7 @@ fn a_server_killed_mid_commit_restarts_with_every_candle() {
         child.kill().unwrap();
         child.wait().unwrap();
         let (store, _) =
-            l1gate::candles::store::CandleStore::open(&state.path().join("state"), 0).unwrap();
+            host::candles::store::CandleStore::open(&state.path().join("state"), 0).unwrap();
         stored.push(store.reader().candles());
     }
     assert!(stored.windows(2).all(|w| w[0] <= w[1]), "{stored:?}");
@@ -987,7 +987,7 @@ async fn a_restart_serves_the_buckets_open_at_it_in_candle_snapshots_as_the_chan
     wait_for_writer(&server, header(&lines[first_end - 1]).0).await;
     drop(server);
     let watermark = {
-        let (store, _) = l1gate::candles::store::CandleStore::open(&state_dir, 0).unwrap();
+        let (store, _) = host::candles::store::CandleStore::open(&state_dir, 0).unwrap();
         store.reader().watermark().unwrap().block_time_ms
     };
     assert!(
@@ -1090,7 +1090,7 @@ async fn healthz_reports_data_age_and_is_503_when_stale() {
 /// (found in the file by their bytes, read through the storage engine).
 pub fn damage_chunks(state_dir: &Path, n: usize) -> usize {
     use redb::{ReadableDatabase as _, ReadableTable as _};
-    let path = state_dir.join(l1gate::candles::store::FILE_NAME);
+    let path = state_dir.join(host::candles::store::FILE_NAME);
     let values: Vec<Vec<u8>> = {
         let db = redb::Database::builder().open_read_only(&path).unwrap();
         let txn = db.begin_read().unwrap();
@@ -1138,7 +1138,7 @@ async fn damaged_candles_are_rebuilt_from_the_node_files_still_on_disk() {
     wait_for_writer(&server, header(lines.last().unwrap()).0).await;
     drop(server);
     let stored = {
-        let (store, _) = l1gate::candles::store::CandleStore::open(&state_dir, 0).unwrap();
+        let (store, _) = host::candles::store::CandleStore::open(&state_dir, 0).unwrap();
         store.reader().candles()
     };
 
@@ -1146,7 +1146,7 @@ async fn damaged_candles_are_rebuilt_from_the_node_files_still_on_disk() {
     // then the server rebuilds them from the fills before it serves.
     assert_eq!(damage_chunks(&state_dir, 10), 10);
     {
-        let (mut store, _) = l1gate::candles::store::CandleStore::open(&state_dir, 0).unwrap();
+        let (mut store, _) = host::candles::store::CandleStore::open(&state_dir, 0).unwrap();
         let damaged = store.verify_from(0).unwrap();
         assert_eq!(damaged.len(), 10, "{damaged:?}");
     }

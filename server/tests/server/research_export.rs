@@ -449,7 +449,7 @@ fn the_candle_stores_export_is_the_candles_the_trades_make_and_is_refused_beside
 
     // Beside the store's holder (a server, here the store opened by this
     // test): refused, naming the lock.
-    let (_held, _) = l1gate::candles::store::CandleStore::open(
+    let (_held, _) = host::candles::store::CandleStore::open(
         state.path(),
         feeds::time::parse_iso8601_ms(start).unwrap(),
     )

@@ -31,7 +31,7 @@ use std::time::Instant;
 use anyhow::{Context as _, bail};
 use benches::server::{HarnessKey, Role, ServerProcess, harness_settings};
 use engine::market::candles::{Candle, Interval};
-use l1gate::candles::store::{CandleStore, CommitInfo, INTERVALS, Span, Watermark};
+use host::candles::store::{CandleStore, CommitInfo, INTERVALS, Span, Watermark};
 use l1gate::config::ServeArgs;
 
 /// 2025-07-27T08:00:00Z, where the candle history starts.
@@ -487,7 +487,7 @@ fn store_figures(state_dir: &Path) -> anyhow::Result<(u64, u64)> {
     let (store, _) = CandleStore::open(state_dir, HISTORY_START_MS)?;
     let candles = store.reader().candles();
     drop(store);
-    let size = std::fs::metadata(state_dir.join(l1gate::candles::store::FILE_NAME))?.len();
+    let size = std::fs::metadata(state_dir.join(host::candles::store::FILE_NAME))?.len();
     Ok((candles, size))
 }
 
@@ -597,7 +597,7 @@ impl Lcg {
 fn coins_of(state_dir: &Path) -> anyhow::Result<Vec<String>> {
     use redb::{ReadableDatabase as _, ReadableTable as _};
     let db = redb::Database::builder()
-        .open_read_only(state_dir.join(l1gate::candles::store::FILE_NAME))?;
+        .open_read_only(state_dir.join(host::candles::store::FILE_NAME))?;
     let txn = db.begin_read()?;
     let table = txn.open_table(redb::TableDefinition::<&str, u32>::new("coins"))?;
     let mut out = Vec::new();

@@ -125,7 +125,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     // Keep the lookups that find a candle (the hot path; misses are cheaper), and as the
     // same-run reference, look them up straight from the store: one thread, no HTTP.
     let (found, reference_rps, stored) = {
-        let (store, _) = l1gate::candles::store::CandleStore::open(&state, 0)?;
+        let (store, _) = host::candles::store::CandleStore::open(&state, 0)?;
         let reader = store.reader();
         let found: Vec<(&str, engine::market::candles::Interval, &str, i64)> = queries
             .iter()

@@ -28,7 +28,7 @@ fn export(args: &CandlesExportArgs) -> anyhow::Result<()> {
         Some(text) => CandlesExportArgs::time("--to", text).map_err(anyhow::Error::msg)?,
         None => common::unix_now_ms(),
     };
-    let options = l1gate::candles::export::ExportOptions {
+    let options = host::candles::export::ExportOptions {
         state_dir: settings.state_dir.clone(),
         history_start_ms: settings.candle_history_start_ms,
         market: args.market.clone(),
@@ -38,24 +38,24 @@ fn export(args: &CandlesExportArgs) -> anyhow::Result<()> {
         format: args.format.into(),
         out: args.out.clone(),
     };
-    let report = l1gate::candles::export::run(&options)?;
-    eprint!("{}", l1gate::candles::export::render(&report, &args.out));
+    let report = host::candles::export::run(&options)?;
+    eprint!("{}", host::candles::export::render(&report, &args.out));
     Ok(())
 }
 
 fn import(args: &CandlesImportArgs) -> anyhow::Result<()> {
     let settings = args.store.settings()?;
     init_logging();
-    let options = l1gate::candles::import::ImportOptions {
+    let options = host::candles::import::ImportOptions {
         paths: args.paths.clone(),
         state_dir: settings.state_dir.clone(),
         history_start_ms: settings.candle_history_start_ms,
         commit_every: std::time::Duration::from_millis(args.commit_every_ms),
     };
-    let mut bar = l1gate::candles::import::ProgressBar::new(!args.quiet);
-    let report = l1gate::candles::import::run(&options, &mut |p| bar.show(p))?;
+    let mut bar = host::candles::import::ProgressBar::new(!args.quiet);
+    let report = host::candles::import::run(&options, &mut |p| bar.show(p))?;
     bar.finish();
-    eprint!("{}", l1gate::candles::import::render_report(&report));
+    eprint!("{}", host::candles::import::render_report(&report));
     if report.damaged.is_empty() {
         Ok(())
     } else {

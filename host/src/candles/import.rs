@@ -52,8 +52,8 @@ use engine::source::{BlockSource, SourceOptions};
 use feeds::layout::SegmentKey;
 use feeds::{Feed, FeedError, LineFormat, Source, Start};
 
+use crate::candle_thread::{CandleBlock, MAX_PENDING, Writer, WriterSettings};
 use crate::candles::store::{CandleStore, Gap, INTERVALS, StoreError};
-use crate::host::candles::{CandleBlock, MAX_PENDING, Writer, WriterSettings};
 
 /// Longest time between two commits of an import, by default.
 pub const COMMIT_EVERY: Duration = Duration::from_secs(10);

@@ -40,7 +40,7 @@
 //! lookups into it answer that the candles of its span are damaged (not
 //! that there were no trades), it is recorded in `meta`, and the candle
 //! store thread rebuilds it from the node's files when they still reach
-//! back that far ([`crate::host::candles::repair`]), as an import of the
+//! back that far ([`crate::candle_thread::repair`]), as an import of the
 //! archive's hours does. A byte flipped in a chunk costs that chunk's span
 //! until then, never the store. redb checks its own pages when it repairs
 //! after a crash; damage to them is a start-up error naming the file.

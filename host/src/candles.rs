@@ -1,6 +1,6 @@
 //! Candle lookups' state: the persistent [`store`] (closed buckets) and
 //! the live state the candle store thread keeps (the open buckets, and
-//! closed ones waiting for their commit; see [`crate::host::candles`]), and
+//! closed ones waiting for their commit; see [`crate::candle_thread`]), and
 //! [`Candles::lookup`], which answers one `1s`, `1m` or `5m` candle from
 //! them or says why there is none ([`Miss`]), and [`Candles::snapshot`],
 //! the candles of a range in any of the fifteen intervals (Info's

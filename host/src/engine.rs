@@ -20,7 +20,7 @@
 //! logged. The files after the starting point are folded (catch-up), then
 //! the files are tailed. From a snapshot, with a candle store, the fills
 //! from the store's resume point are folded into trades and candles first
-//! (see [`crate::host::candles`]). Until catch-up first reaches the end of
+//! (see [`crate::candle_thread`]). Until catch-up first reaches the end of
 //! the files the views are not ready: a subscription or a read that
 //! arrives then waits for them ([`subscribe`], [`read`]), at most the
 //! engine's `ready_wait` ([`READY_WAIT_MS`] by default), and only then
@@ -100,8 +100,8 @@ use feeds::{Source, Start};
 use thiserror::Error;
 use tokio::sync::oneshot;
 
-use crate::host::candles::{CandleBlock, CandleMessage};
-use crate::host::wakeups::{Signal, Wakeups};
+use crate::candle_thread::{CandleBlock, CandleMessage};
+use crate::wakeups::{Signal, Wakeups};
 use edge::live::{LiveFeeds, Pending, Wake};
 
 /// Engine thread settings.
@@ -184,7 +184,7 @@ pub enum Origin {
     NodeFiles,
     /// An edge: a checkpoint, which must be usable (the bus carries no node
     /// snapshots); the candle store was primed up to it
-    /// ([`crate::host::candles::prime`]), so its resume point does not
+    /// ([`crate::candle_thread::prime`]), so its resume point does not
     /// apply.
     Checkpoint,
 }
@@ -267,7 +267,7 @@ pub struct Opened {
     /// Later frames, from the block after the opening.
     pub receiver: HubReceiver<Batch>,
     /// Woken after every publish to the receiver's ring (listen before
-    /// reading it; see [`crate::host::wakeups`]).
+    /// reading it; see [`crate::wakeups`]).
     pub signal: Arc<Signal>,
 }
 
@@ -858,7 +858,7 @@ impl<'s> Writer<'s> {
                 // The state's copy is freed on the writer thread: give its
                 // pages back rather than keep them until the next one.
                 .after_write(|| {
-                    crate::host::memory::trim();
+                    crate::memory::trim();
                 })
             });
         Ok(Self {
@@ -1546,7 +1546,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let (live, last) = node(&tmp.path().join("node"));
         let newest_snapshot = live.snapshots().latest().unwrap().height;
-        let (wakeups, _dispatcher) = crate::host::wakeups::Wakeups::spawn();
+        let (wakeups, _dispatcher) = crate::wakeups::Wakeups::spawn();
         let status = EngineStatus::default();
         let checkpoints = Checkpoints::under(
             &tmp.path().join("state"),
@@ -1646,7 +1646,7 @@ mod tests {
     async fn a_stopping_engine_checkpoints_where_it_ended_once() {
         let tmp = tempfile::tempdir().unwrap();
         let (live, last) = node(&tmp.path().join("node"));
-        let (wakeups, _dispatcher) = crate::host::wakeups::Wakeups::spawn();
+        let (wakeups, _dispatcher) = crate::wakeups::Wakeups::spawn();
         let status = EngineStatus::default();
         // Far apart: no checkpoint falls due while folding.
         let checkpoints = Checkpoints::under(
@@ -1713,7 +1713,7 @@ mod tests {
     async fn a_full_candle_queue_holds_the_engine_back_and_loses_nothing() {
         let tmp = tempfile::tempdir().unwrap();
         let (live, last) = node(&tmp.path().join("node"));
-        let (wakeups, _dispatcher) = crate::host::wakeups::Wakeups::spawn();
+        let (wakeups, _dispatcher) = crate::wakeups::Wakeups::spawn();
         let status = EngineStatus::default();
         // A store thread slower than the fold, behind a queue of one.
         let (sink, queued) = crossbeam_channel::bounded(1);
@@ -1750,7 +1750,7 @@ mod tests {
     async fn a_live_keys_recent_opening_is_shared_with_the_frames_since() {
         let tmp = tempfile::tempdir().unwrap();
         let (live, _) = node(&tmp.path().join("node"));
-        let (wakeups, _dispatcher) = crate::host::wakeups::Wakeups::spawn();
+        let (wakeups, _dispatcher) = crate::wakeups::Wakeups::spawn();
         let status = EngineStatus::default();
         // A ring of 8: an opening is shared for 2 frames after it (a
         // quarter of the ring), however long that takes here.
@@ -1845,7 +1845,7 @@ mod tests {
         );
         // Still looks whole ("[height," … "]"), but is not a snapshot.
         std::fs::write(&newest.path, format!("[{},{{\"BTC\":7}}]", newest.height)).unwrap();
-        let (wakeups, _dispatcher) = crate::host::wakeups::Wakeups::spawn();
+        let (wakeups, _dispatcher) = crate::wakeups::Wakeups::spawn();
         let status = EngineStatus::default();
         let settings = EngineSettings {
             align_grace: Duration::from_millis(1),
