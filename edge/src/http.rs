@@ -148,3 +148,17 @@ pub async fn count_responses(
     metrics.http_response(response.status().as_u16());
     response
 }
+
+/// Asks each node gateway network for its freshness verdict (what
+/// `/healthz` shows of the gateway):
+/// `{"chain/network": {"status", …}}`.
+#[derive(Clone)]
+pub struct NetworkProbe(
+    pub Arc<dyn Fn() -> futures_util::future::BoxFuture<'static, serde_json::Value> + Send + Sync>,
+);
+
+impl std::fmt::Debug for NetworkProbe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("NetworkProbe")
+    }
+}

@@ -8,5 +8,3 @@
 pub mod node;
 pub mod registry;
 pub mod transaction_stream;
-
-pub use node::NetworkProbe;

@@ -47,19 +47,6 @@ use access::Access;
 use edge::routes::{Routed, Served};
 use edge::upstream::{UpstreamSettings, UpstreamUrl};
 
-/// Asks each node gateway network for its freshness verdict:
-/// `{"chain/network": {"status", …}}`.
-#[derive(Clone)]
-pub struct NetworkProbe(
-    pub Arc<dyn Fn() -> futures_util::future::BoxFuture<'static, serde_json::Value> + Send + Sync>,
-);
-
-impl std::fmt::Debug for NetworkProbe {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("NetworkProbe")
-    }
-}
-
 /// The gateway's networks, each with its routes.
 #[derive(Debug, Clone)]
 pub struct Networks {
@@ -253,11 +240,11 @@ impl Networks {
     /// (REST and GraphQL), `jsonrpc`, `jsonrpc_ws`, `transaction_stream`. A
     /// certificate that does
     /// not verify shows there.
-    pub fn health(&self) -> crate::node::NetworkProbe {
+    pub fn health(&self) -> edge::http::NetworkProbe {
         let probes = self.probes.clone();
         let upstreams = self.upstreams.clone();
         let streams = self.transaction_streams.clone();
-        crate::node::NetworkProbe(Arc::new(move || {
+        edge::http::NetworkProbe(Arc::new(move || {
             let probes = probes.clone();
             let upstreams = upstreams.clone();
             let streams = streams.clone();

@@ -9,6 +9,8 @@ use std::time::Duration;
 use clap::Args;
 use serde::{Deserialize, Serialize};
 
+pub use market::grpc::raw_feed::RawFeedSettings;
+
 /// Default gRPC listen address.
 pub const DEFAULT_GRPC_ADDR: &str = "127.0.0.1:50051";
 /// Default HTTP listen address.
@@ -485,34 +487,6 @@ pub struct Settings {
     /// Where the node's records are published for edges (`None`: not
     /// published).
     pub publish: Option<bus::settings::PublishSettings>,
-}
-
-/// Limits of the raw feed service.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct RawFeedSettings {
-    /// No new record for this long ends a stream with UNAVAILABLE.
-    pub idle_timeout: Duration,
-    /// Concurrent historical replays.
-    pub max_replays: usize,
-    /// Live lag that ends a stream with DEADLINE_EXCEEDED.
-    pub max_lag_bytes: u64,
-    /// A subscriber that takes nothing for this long is cut off.
-    pub send_timeout: Duration,
-    /// Backup poll interval of the node files (change notifications wake
-    /// readers at once).
-    pub poll_interval: Duration,
-}
-
-impl Default for RawFeedSettings {
-    fn default() -> Self {
-        Self {
-            idle_timeout: Duration::from_secs(30),
-            max_replays: 16,
-            max_lag_bytes: 256 << 20,
-            send_timeout: Duration::from_secs(10),
-            poll_interval: Duration::from_secs(1),
-        }
-    }
 }
 
 impl ServeArgs {

@@ -173,7 +173,7 @@ impl Endpoints {
                         names.get(host).map_or(host.as_str(), String::as_str),
                         route.what
                     ),
-                    None if route == crate::info::lookup::INFO => info.clone(),
+                    None if route == market::info::lookup::INFO => info.clone(),
                     None if gateway::node::rest::ROUTES.contains(&route) => node.clone(),
                     None => route.what.to_owned(),
                 };
@@ -243,8 +243,9 @@ impl Endpoints {
 /// The HTTP routes a server started with `settings` serves, in listing
 /// order (see [`edge::routes`]).
 pub fn planned(settings: &Settings) -> Vec<Served> {
-    use crate::{http, info, status, ws};
+    use crate::status;
     use gateway::node;
+    use market::{http, info, ws};
     let own = |route: Route| Served { host: None, route };
     let mut out: Vec<Served> = [
         http::HEALTHZ,

@@ -37,8 +37,6 @@ use engine::views::ViewSettings;
 use feeds::Source;
 
 use crate::config::Settings;
-use crate::grpc::market::MarketService;
-use crate::grpc::raw_feed::RawFeedService;
 use access::Access;
 use access::auth::Auth;
 use access::connections::Connections;
@@ -52,6 +50,8 @@ use host::candle_thread::{CandleWriter, WriterSettings};
 use host::candles::Candles;
 use host::candles::store::CandleStore;
 use host::engine::{CandleFeed, EngineSettings, EngineThread};
+use market::grpc::market::MarketService;
+use market::grpc::raw_feed::RawFeedService;
 
 /// Longest a stopping server waits for its clients to go ([`Running::drain`]).
 pub const DRAIN: Duration = Duration::from_secs(5);
@@ -348,7 +348,7 @@ pub async fn start_with(
         &mut tasks,
     )
     .await?;
-    let health = crate::http::Health {
+    let health = market::http::Health {
         live: live.clone(),
         max_data_age: settings.max_data_age,
         candles: Some(store.candles.clone()),
@@ -357,7 +357,8 @@ pub async fn start_with(
         bus,
         info_source: info_upstream,
     };
-    let (http, http_routes) = networks.serve(crate::http::router(health, access.clone(), http_api));
+    let (http, http_routes) =
+        networks.serve(market::http::router(health, access.clone(), http_api));
     // Answers compressed (zstd, gzip) for clients that accept it; event
     // streams, gRPC, small and already encoded answers are left as they are.
     let http = http.layer(tower_http::compression::CompressionLayer::new());
@@ -499,7 +500,7 @@ fn message_bus(
     live: &Arc<LiveFeeds>,
     access: &Access,
     tasks: &mut Vec<tokio::task::JoinHandle<()>>,
-) -> Result<Option<crate::http::BusProbe>, StartError> {
+) -> Result<Option<market::http::BusProbe>, StartError> {
     let publish = settings.publish.clone().filter(|_| from_bus.is_none());
     if publish.is_some() && !settings.checkpoints.enabled() {
         return Err(StartError::PublishWithoutCheckpoints);
@@ -521,7 +522,7 @@ fn message_bus(
     Ok(status.map(|status| {
         let families = status.clone();
         access.metrics().render_also(move || families.families());
-        crate::http::BusProbe(Arc::new(move || status.json(common::unix_now_ms())))
+        market::http::BusProbe(Arc::new(move || status.json(common::unix_now_ms())))
     }))
 }
 
@@ -765,20 +766,20 @@ fn info_source(
     edges: &Edges<'_>,
     tasks: &mut Vec<tokio::task::JoinHandle<()>>,
 ) -> (
-    crate::info::InfoLookup,
-    Option<crate::info::InfoFeed>,
+    market::info::InfoLookup,
+    Option<market::info::InfoFeed>,
     Option<(edge::upstream::UpstreamUrl, UpstreamClient)>,
 ) {
     let upstreams = &settings.upstreams;
     let source = upstreams
         .info_url
         .clone()
-        .map(|url| crate::info::lookup::InfoSource {
+        .map(|url| market::info::lookup::InfoSource {
             url,
             client: UpstreamClient::new(upstreams.timeout, INFO_MAX_BODY, &upstreams.tls),
         });
     let feed = source.as_ref().map(|source| {
-        let (feed, task) = crate::info::poller::spawn(
+        let (feed, task) = market::info::poller::spawn(
             source.client.clone(),
             source.url.clone(),
             upstreams.info_poll_interval,
@@ -790,11 +791,11 @@ fn info_source(
         .as_ref()
         .map(|source| (source.url.clone(), source.client.clone()));
     let engine = edges.engine;
-    let lookup = crate::info::InfoLookup::new(
+    let lookup = market::info::InfoLookup::new(
         source,
         upstreams.info_cache,
         engine.status().clone(),
-        Some(crate::info::local::Local {
+        Some(market::info::local::Local {
             commands: engine.commands(),
             status: engine.status().clone(),
             candles: Some(edges.candles.clone()),
@@ -812,9 +813,9 @@ fn http_api(
     edges: &Edges<'_>,
     market: &MarketService,
     networks: &gateway::node::Networks,
-    lookup: crate::info::InfoLookup,
-    info: Option<crate::info::InfoFeed>,
-    bus: Option<crate::http::BusProbe>,
+    lookup: market::info::InfoLookup,
+    info: Option<market::info::InfoFeed>,
+    bus: Option<market::http::BusProbe>,
 ) -> edge::routes::Routed {
     let status = crate::status::StatusPage::new(
         edges.live.clone(),
@@ -831,15 +832,15 @@ fn http_api(
         http: settings.public_http_url.clone(),
         tls: settings.tls.is_some(),
     });
-    let ws = crate::ws::WsService {
+    let ws = market::ws::WsService {
         relays: market.relays(),
         flow: edges.flow.clone(),
         access: edges.access.clone(),
         info,
         lookup: lookup.clone(),
-        limits: crate::ws::Limits {
+        limits: market::ws::Limits {
             keepalive: settings.keepalive,
-            ..crate::ws::Limits::default()
+            ..market::ws::Limits::default()
         },
         shutdown: edges.shutdown.clone(),
     };
@@ -890,14 +891,14 @@ async fn grpc_edge(
     let raw_feed = RawFeedService::new(edges.live.clone(), settings.raw_feed)
         .with_access(access.clone())
         .with_flow(edges.flow.clone());
-    let reflection_v1alpha = crate::grpc::reflection()
+    let reflection_v1alpha = market::grpc::reflection()
         .build_v1alpha()
         .map_err(StartError::Reflection)?;
-    let reflection = crate::grpc::reflection()
+    let reflection = market::grpc::reflection()
         .build_v1()
         .map_err(StartError::Reflection)?;
     let (health_reporter, _) = tonic_health::server::health_reporter();
-    let health = crate::grpc::health::server(health_reporter.clone());
+    let health = market::grpc::health::server(health_reporter.clone());
     health_reporter
         .set_serving::<proto::venue_l1_gateway_server::VenueL1GatewayServer<RawFeedService>>()
         .await;
@@ -909,7 +910,7 @@ async fn grpc_edge(
             gateway::transaction_stream::TransactionStreamService,
         >>()
         .await;
-    tasks.push(tokio::spawn(crate::http::follow_freshness(
+    tasks.push(tokio::spawn(market::http::follow_freshness(
         health_reporter,
         edges.live.clone(),
         settings.max_data_age,
@@ -956,7 +957,7 @@ async fn grpc_edge(
             market_server(market, settings.market_compression),
             check,
         ));
-    let incoming = crate::grpc::admitted_incoming(
+    let incoming = market::grpc::admitted_incoming(
         listener,
         edges.connections.clone(),
         access.metrics().grpc_writes(),

@@ -109,11 +109,11 @@ pub struct StatusPage {
     /// Every supervised stream.
     pub flow: Supervisor,
     /// The node gateway's networks.
-    pub networks: Option<gateway::NetworkProbe>,
+    pub networks: Option<edge::http::NetworkProbe>,
     /// The Info source's poller, when configured.
-    pub info: Option<crate::info::poller::InfoFeed>,
+    pub info: Option<market::info::poller::InfoFeed>,
     /// The message bus, on a publishing node host or an edge.
-    pub bus: Option<crate::http::BusProbe>,
+    pub bus: Option<market::http::BusProbe>,
     /// Where clients reach this server.
     pub addresses: Option<Addresses>,
     /// Blocks-per-second sampling.
@@ -128,8 +128,8 @@ impl StatusPage {
         engine: Arc<EngineStatus>,
         access: Access,
         flow: Supervisor,
-        networks: Option<gateway::NetworkProbe>,
-        info: Option<crate::info::poller::InfoFeed>,
+        networks: Option<edge::http::NetworkProbe>,
+        info: Option<market::info::poller::InfoFeed>,
     ) -> Self {
         Self {
             live,
@@ -147,7 +147,7 @@ impl StatusPage {
 
     /// Also shows the message bus (`serve --publish`, or an edge).
     #[must_use]
-    pub fn with_bus(mut self, bus: Option<crate::http::BusProbe>) -> Self {
+    pub fn with_bus(mut self, bus: Option<market::http::BusProbe>) -> Self {
         self.bus = bus;
         self
     }
@@ -195,7 +195,7 @@ impl StatusPage {
     pub async fn snapshot(&self) -> Value {
         let now = common::unix_now_ms();
         let bound = i64::try_from(self.max_data_age.as_millis()).unwrap_or(i64::MAX);
-        let newest_age = crate::http::newest_data_age_ms(&self.live, now);
+        let newest_age = market::http::newest_data_age_ms(&self.live, now);
         let mut feeds = Vec::new();
         let mut newest_block = None::<u64>;
         for &source in &Source::ALL {
@@ -304,7 +304,7 @@ impl StatusPage {
         }
         json!({
             "now": feeds::time::format_iso8601_ms(now),
-            "fresh": crate::http::is_fresh(newest_age, bound),
+            "fresh": market::http::is_fresh(newest_age, bound),
             "max_data_age_ms": bound,
             "feeds": feeds,
             "engine": engine,

@@ -111,7 +111,7 @@ proptest! {
     #[test]
     fn a_damaged_candle_query_parses_or_names_its_parameter(edits in edits()) {
         let query = damaged(QUERY, &edits);
-        if let Err(bad) = l1gate::http::candles::parse_query(&query) {
+        if let Err(bad) = market::http::candles::parse_query(&query) {
             prop_assert!(!bad.parameter.is_empty());
             prop_assert!(bad.message.len() < 512, "{}", bad.message);
         }

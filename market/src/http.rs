@@ -2,7 +2,7 @@
 //! `/metrics` (OpenMetrics text) and the authenticated API routes: feeds,
 //! candles (see [`host::candles`]) and those passed to [`router`] (`/info`
 //! from [`crate::info`], the exchange node's REST API under `/v1` from
-//! [`gateway::node`]).
+//! the node gateway).
 //!
 //! `/healthz` reports, per line feed, the newest block number and time on
 //! disk and how far that time is behind the wall clock; it answers 503
@@ -31,10 +31,10 @@ use feeds::Source;
 use access::Access;
 use access::keys::Principal;
 use common::metrics::Metrics;
+use edge::http::NetworkProbe;
 use edge::http::{authenticated, count_responses};
 use edge::live::LiveFeeds;
 use edge::routes::{Route, Routed};
-use gateway::NetworkProbe;
 use host::candles::Candles;
 
 /// What `/healthz` looks at.

@@ -33,11 +33,38 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::time::{Instant, timeout_at};
 use tonic::{Request, Response, Status};
 
-use crate::config::RawFeedSettings;
 use access::Access;
 use edge::admission::GrpcAccess as _;
 use edge::flow::{self, EndReason, Measured, Slot, Supervisor, Watched};
 use edge::live::LiveFeeds;
+
+/// Limits of the raw feed service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct RawFeedSettings {
+    /// No new record for this long ends a stream with UNAVAILABLE.
+    pub idle_timeout: Duration,
+    /// Concurrent historical replays.
+    pub max_replays: usize,
+    /// Live lag that ends a stream with DEADLINE_EXCEEDED.
+    pub max_lag_bytes: u64,
+    /// A subscriber that takes nothing for this long is cut off.
+    pub send_timeout: Duration,
+    /// Backup poll interval of the node files (change notifications wake
+    /// readers at once).
+    pub poll_interval: Duration,
+}
+
+impl Default for RawFeedSettings {
+    fn default() -> Self {
+        Self {
+            idle_timeout: Duration::from_secs(30),
+            max_replays: 16,
+            max_lag_bytes: 256 << 20,
+            send_timeout: Duration::from_secs(10),
+            poll_interval: Duration::from_secs(1),
+        }
+    }
+}
 
 /// Records per read from a feed before yielding to the runtime.
 const READ_BATCH: usize = 256;
