@@ -17,7 +17,7 @@
 //!
 //! | route | upstream |
 //! |---|---|
-//! | `/{key}/v1/…` | the node's REST API ([`rest`]; the seed's rules of [`rules`] on Move-family chains) |
+//! | `/{key}/v1/…` | the node's REST API ([`rest`]; l1gate's rules of [`rules`] on Move-family chains) |
 //! | `POST /{key}/v1/graphql` | the network's GraphQL indexer |
 //! | `POST /{key}` | the node's JSON-RPC over HTTP ([`jsonrpc`]) |
 //! | `ws://HOST/{key}` | the node's JSON-RPC over WebSocket |

@@ -351,7 +351,7 @@ pub struct Site {
     pub host: String,
     /// The chain's id.
     pub chain: String,
-    /// The chain's family (the seed's REST rules apply to `move`).
+    /// The chain's family (l1gate's REST rules apply to `move`).
     pub ecosystem: Ecosystem,
     /// The network's id.
     pub network: String,

@@ -37,7 +37,7 @@
 //! end those of keys no longer admitted, and a client whose transport asks
 //! for nothing for `send_timeout_ms` is ended with DEADLINE_EXCEEDED;
 //! without a supervisor the keys are looked at before each batch, when the
-//! keys file changes and every second. The seed's rule: the Transaction
+//! keys file changes and every second. The Transaction
 //! Stream takes no bearer `authorization` header; a call carrying one is
 //! UNAUTHENTICATED, saying the key goes in `x-api-key`, before anything
 //! else is looked at.

@@ -7,8 +7,8 @@
 //! `/healthz` reports, per line feed, the newest block number and time on
 //! disk and how far that time is behind the wall clock; it answers 503
 //! (`"status": "stale"`) when even the freshest feed is older than the
-//! configured bound (`max_data_age_ms`, default 30 s, the spec's node
-//! freshness guide) or no feed has a record yet, else 200 (`"ok"`).
+//! configured bound (`max_data_age_ms`, default 30 s: a node whose newest
+//! block is older is not keeping up) or no feed has a record yet, else 200 (`"ok"`).
 //!
 //! Authenticated routes take the API key in the path or the `X-Api-Key`
 //! header, and refusals are JSON, as every HTTP edge does

@@ -19,7 +19,8 @@ pub const DEFAULT_HTTP_ADDR: &str = "127.0.0.1:8080";
 pub const DEFAULT_KEYS_FILE: &str = "l1gate-keys.toml";
 /// Default state directory (the candle store).
 pub const DEFAULT_STATE_DIR: &str = "l1gate-state";
-/// Default freshness bound of `/healthz` (the spec's node freshness guide).
+/// Default freshness bound of `/healthz`: a node whose newest block is
+/// 30 s old is not keeping up with the chain.
 pub const DEFAULT_MAX_DATA_AGE: Duration = Duration::from_secs(30);
 
 /// The raw knobs as given by flags / environment / config file. Every field
@@ -781,7 +782,7 @@ const NODE_WAIT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default `ledger_cache_ms`.
 const LEDGER_CACHE: Duration = Duration::from_secs(3);
 
-/// `ledger_cache_ms`, within the seed's 2–5 s.
+/// `ledger_cache_ms`, within 2–5 s ([`gateway::node::ledger::WINDOW_RANGE`]).
 fn ledger_cache(value: Option<u64>) -> Result<Duration, ConfigError> {
     let (low, high) = gateway::node::ledger::WINDOW_RANGE;
     match value.map(Duration::from_millis) {

@@ -19,6 +19,7 @@ use crate::coin::on_dex;
 use crate::event::Side;
 use crate::market::{Market, Needs};
 use crate::num::{Px, Sz};
+use crate::table::order::STATUS;
 use crate::table::{
     BLOCK, Cell, Column, Kind, RowSink, SEQUENCE, Table, block_cells, empty_frame_row,
 };
@@ -259,48 +260,46 @@ impl View for OpenOrdersSubscription {
 
 /// The frame's own columns, before the order's.
 const HEAD: usize = 5;
-/// The order's columns.
+/// The order's columns: an order status's from `coin` to `cloid`.
 const ORDER: usize = 15;
+/// Where `coin` is among an order status's columns.
+const ORDER_AT: usize = 5;
+
+/// Every column: the frame's, then the order's as an order status has
+/// them (the `l4book` table's resting orders have the same), each empty on
+/// the row of an account with none.
+const fn columns() -> [Column; HEAD + ORDER] {
+    let head = [
+        BLOCK[0],
+        BLOCK[1],
+        SEQUENCE,
+        Column::required("user", Kind::Text, "the account"),
+        Column::required(
+            "dex",
+            Kind::Text,
+            "the exchange: empty for the default one, else a builder-deployed exchange's name",
+        ),
+    ];
+    let mut out = [BLOCK[0]; HEAD + ORDER];
+    let mut i = 0;
+    while i < HEAD {
+        out[i] = head[i];
+        i += 1;
+    }
+    while i < HEAD + ORDER {
+        out[i] = STATUS[ORDER_AT + i - HEAD];
+        out[i].nullable = true;
+        i += 1;
+    }
+    out
+}
 
 impl Tabular for OpenOrdersSubscription {
     const TABLE: Table = Table {
         name: "openorders",
         row: "one open order of the account after the frame's block (every frame is the whole \
               list, newest first); an account with none is one row with empty order columns",
-        columns: &[
-            BLOCK[0],
-            BLOCK[1],
-            SEQUENCE,
-            Column::required("user", Kind::Text, "the account"),
-            Column::required(
-                "dex",
-                Kind::Text,
-                "the exchange: empty for the default one, else a builder-deployed exchange's name",
-            ),
-            Column::optional("coin", Kind::Text, "market"),
-            Column::optional("side", Kind::Text, "`B` or `A`"),
-            Column::optional("limit_px", Kind::Decimal, "limit price"),
-            Column::optional("sz", Kind::Decimal, "remaining size"),
-            Column::optional("orig_sz", Kind::Decimal, "size as placed"),
-            Column::optional("oid", Kind::UInt64, "order id"),
-            Column::optional("timestamp", Kind::TimeMs, "placement time"),
-            Column::optional("order_type", Kind::Text, "`Limit`, `Stop Limit`, …"),
-            Column::optional(
-                "tif",
-                Kind::Text,
-                "time in force (`Gtc`, `Alo`, …), when set",
-            ),
-            Column::optional("reduce_only", Kind::Bool, "reduce-only"),
-            Column::optional("is_trigger", Kind::Bool, "an untriggered trigger order"),
-            Column::optional("trigger_px", Kind::Decimal, "trigger price (0 when none)"),
-            Column::optional(
-                "trigger_condition",
-                Kind::Text,
-                "`N/A`, or `Triggered` for a triggered order now resting",
-            ),
-            Column::optional("is_position_tpsl", Kind::Bool, "a position TP/SL"),
-            Column::optional("cloid", Kind::Text, "client order id, when set"),
-        ],
+        columns: &columns(),
     };
 
     fn block(frame: &OpenOrdersUpdate) -> (u64, i64) {
@@ -343,5 +342,43 @@ impl Tabular for OpenOrdersSubscription {
             out.row(&cells)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_order_columns_are_the_ones_each_row_fills_in_that_order() {
+        let names: Vec<&str> = OpenOrdersSubscription::TABLE.columns[HEAD..]
+            .iter()
+            .map(|column| column.name)
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "coin",
+                "side",
+                "limit_px",
+                "sz",
+                "orig_sz",
+                "oid",
+                "timestamp",
+                "order_type",
+                "tif",
+                "reduce_only",
+                "is_trigger",
+                "trigger_px",
+                "trigger_condition",
+                "is_position_tpsl",
+                "cloid",
+            ]
+        );
+        assert!(
+            OpenOrdersSubscription::TABLE.columns[HEAD..]
+                .iter()
+                .all(|column| column.nullable)
+        );
     }
 }

@@ -40,7 +40,8 @@ pub(super) const GET_TRANSACTIONS: &str = "/aptos.indexer.v1.RawData/GetTransact
 pub(super) const REQUEST_NAME: &str = "x-aptos-request-name";
 /// Longest request name forwarded.
 pub(super) const REQUEST_NAME_MAX_BYTES: usize = 256;
-/// The metadata the seed forbids on the Transaction Stream.
+/// The metadata a client may not send on the Transaction Stream (the key
+/// goes in `x-api-key`).
 pub(super) const AUTHORIZATION: &str = "authorization";
 /// Longest upstream message passed on to the client.
 pub(super) const UPSTREAM_MESSAGE_MAX_CHARS: usize = 1024;

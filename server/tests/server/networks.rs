@@ -414,7 +414,7 @@ async fn the_nodes_own_answers_pass_through_with_its_headers() {
     s.aptos.set_event_reader(true);
 
     // Submit: 202 with the pending transaction (the account's next
-    // sequence number read through l1gate, as the seed's signing flow does).
+    // sequence number read through l1gate, as a wallet's signing flow does).
     let sequence = s
         .get(APTOS, &format!("/{key}/v1/accounts/{account}"))
         .await
