@@ -232,9 +232,10 @@ impl Engine {
         self.books.orders_of(user)
     }
 
-    /// Keeps the orders of `user` (see [`Books::hold_user`]).
-    pub fn hold_user(&mut self, user: &str) {
-        self.books.hold_user(user);
+    /// Keeps the orders of `user` (see [`Books::hold_user`]); false when
+    /// too many users are held.
+    pub fn hold_user(&mut self, user: &str) -> bool {
+        self.books.hold_user(user)
     }
 
     /// Takes back one [`Engine::hold_user`] (see [`Books::release_user`]).

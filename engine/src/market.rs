@@ -362,9 +362,10 @@ impl Market {
 
     /// Keeps the orders of `user` current in the books until
     /// [`Market::release_orders_of`] (see [`Books::hold_user`]): an open
-    /// orders subscription reads them every block.
-    pub fn hold_orders_of(&mut self, user: &str) {
-        self.fold.hold_user(user);
+    /// orders subscription reads them every block. False, holding nothing,
+    /// when the books hold as many users as they take.
+    pub fn hold_orders_of(&mut self, user: &str) -> bool {
+        self.fold.hold_user(user)
     }
 
     /// Takes back one [`Market::hold_orders_of`].

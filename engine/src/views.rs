@@ -103,6 +103,17 @@ pub enum ViewError {
         /// The view.
         view: &'static str,
     },
+    /// The server follows as many accounts' open orders as it takes.
+    #[error(
+        "view: {view}: the open orders of {limit} accounts are followed already; try again when \
+         fewer are"
+    )]
+    AccountsFollowed {
+        /// The view.
+        view: &'static str,
+        /// Accounts followed at once at most.
+        limit: usize,
+    },
 }
 
 /// Maximum coins in a required coin list.

@@ -18,6 +18,6 @@ mod order;
 mod slots;
 
 pub use book::{L4Book, UserOrders};
-pub use books::{Books, MAX_WATCHED_USERS};
+pub use books::{Books, MAX_HELD_USERS, MAX_WATCHED_USERS};
 pub use level::{Level, LevelOrders};
 pub use order::{L4Error, RestingOrder};

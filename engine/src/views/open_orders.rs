@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use serde::{Serialize, Serializer};
 
-use crate::book::l4::{RestingOrder, UserOrders};
+use crate::book::l4::{MAX_HELD_USERS, RestingOrder, UserOrders};
 use crate::coin::on_dex;
 use crate::event::Side;
 use crate::market::{Market, Needs};
@@ -214,7 +214,12 @@ impl View for OpenOrdersSubscription {
         _settings: &ViewSettings,
     ) -> Result<(Self, Vec<OpenOrdersUpdate>), ViewError> {
         let key = OpenOrdersKey::new(&key.user, &key.dex);
-        market.hold_orders_of(&key.user);
+        if !market.hold_orders_of(&key.user) {
+            return Err(ViewError::AccountsFollowed {
+                view: Self::NAME,
+                limit: MAX_HELD_USERS,
+            });
+        }
         let mut subscription = Self {
             changes: market.books().changes_of(&key.user),
             key,

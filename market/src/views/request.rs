@@ -131,6 +131,7 @@ pub fn view_status(error: ViewError) -> Status {
         ViewError::Disabled { view } => {
             Status::failed_precondition(format!("{view} is disabled on this server"))
         }
+        error @ ViewError::AccountsFollowed { .. } => Status::resource_exhausted(error.to_string()),
         ViewError::UserCount { count } => {
             Status::invalid_argument(format!("user: one account is followed, got {count}"))
         }

@@ -1,6 +1,7 @@
 //! One coin's book: its levels in book order, the price index, the best
 //! levels kept beside the maps, and the orders of watched users.
 
+use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -40,9 +41,9 @@ pub struct L4Book {
     pub(super) index: OidIndex,
     /// [`level_key`] → level number, for every level whose price has a key.
     pub(super) at_price: OidIndex,
-    /// The orders of the users someone asked about ([`Books::orders_of`]),
-    /// kept as the book changes; `None` (one branch per change) while
-    /// nobody watches.
+    /// The orders of the users someone asked about ([`Books::orders_of`])
+    /// that rest here, kept as the book changes; `None` (one branch per
+    /// change) while nobody watches.
     watch: Option<Box<Watch>>,
 }
 
@@ -52,20 +53,80 @@ pub struct L4Book {
 /// fold's next changes copy only the few nodes they touch.
 pub type UserOrders = imbl::HashMap<u64, Arc<RestingOrder>>;
 
-/// The orders resting in one book of each watched user.
+/// The users whose orders the books keep, one set shared by every book
+/// and replaced when a user is added or let go (a copy, small beside the
+/// walk of every order that adding a user costs; a plain hash map, since
+/// every order change of a user the bloom lets through looks here): a book
+/// keeps entries
+/// only for the users with orders in it, and looks here when one of the
+/// others rests a first order in it. So a watched user costs one entry in
+/// this set and one per book they rest orders in, not one per book.
 #[derive(Debug, Clone, Default)]
-struct Watch {
+pub(super) struct WatchedSet {
     /// One bit per watched user, by the last byte of the address: most
     /// orders are told apart by it at once.
     bloom: u64,
-    /// Watched user (lowercase) → their orders in the book.
+    /// Watched user (lowercase) → the count of changes to their orders
+    /// that every book of theirs adds to (see
+    /// [`Books::changes_of`](super::Books::changes_of)): one relaxed add per
+    /// change of a watched user's order, which only its owner thread makes.
+    users: HashMap<String, Arc<AtomicU64>, foldhash::fast::RandomState>,
+}
+
+impl WatchedSet {
+    /// This set with `user` (lowercase) and its change count.
+    #[must_use]
+    pub(super) fn with(&self, user: &str, changes: &Arc<AtomicU64>) -> Self {
+        let mut set = self.clone();
+        set.bloom |= Self::bit(user);
+        set.users.insert(user.to_owned(), Arc::clone(changes));
+        set
+    }
+
+    /// This set without `user` (lowercase).
+    #[must_use]
+    pub(super) fn without(&self, user: &str) -> Self {
+        let mut set = self.clone();
+        set.users.remove(user);
+        set.bloom = set
+            .users
+            .keys()
+            .fold(0, |bloom, user| bloom | Self::bit(user));
+        set
+    }
+
+    fn bit(user: &str) -> u64 {
+        let last = user.as_bytes().last().map_or(0, u8::to_ascii_lowercase);
+        1 << (last & 63)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.users.is_empty()
+    }
+
+    /// `user` (any case) when it may be watched: lowercase, and whether
+    /// the bloom lets it through.
+    fn key<'u>(&self, user: &'u str) -> Option<Cow<'u, str>> {
+        if self.bloom & Self::bit(user) == 0 {
+            return None;
+        }
+        Some(if user.bytes().any(|b| b.is_ascii_uppercase()) {
+            Cow::Owned(user.to_ascii_lowercase())
+        } else {
+            Cow::Borrowed(user)
+        })
+    }
+}
+
+/// The orders resting in one book of each watched user who has some here.
+#[derive(Debug, Clone)]
+struct Watch {
+    set: Arc<WatchedSet>,
+    /// Watched user (lowercase) → their orders in the book, never empty.
     users: HashMap<String, Watched, foldhash::fast::RandomState>,
 }
 
-/// One watched user's orders in one book, and the count of changes to
-/// their orders that every book of theirs adds to (see
-/// [`Books::changes_of`](super::Books::changes_of)): one relaxed add per
-/// change of a watched user's order, which only its owner thread makes.
+/// One watched user's orders in one book, and their count of changes.
 #[derive(Debug, Clone)]
 struct Watched {
     orders: UserOrders,
@@ -73,43 +134,48 @@ struct Watched {
 }
 
 impl Watch {
-    fn bit(user: &str) -> u64 {
-        let last = user.as_bytes().last().map_or(0, u8::to_ascii_lowercase);
-        1 << (last & 63)
-    }
-
-    /// The orders of `user` when watched, counted as changed.
-    fn orders_mut(&mut self, user: &str) -> Option<&mut UserOrders> {
-        if self.bloom & Self::bit(user) == 0 {
-            return None;
+    fn new(set: &Arc<WatchedSet>) -> Self {
+        Self {
+            set: Arc::clone(set),
+            users: HashMap::default(),
         }
-        let watched = if user.bytes().any(|b| b.is_ascii_uppercase()) {
-            self.users.get_mut(&user.to_ascii_lowercase())
-        } else {
-            self.users.get_mut(user)
-        }?;
-        watched.changes.fetch_add(1, Ordering::Relaxed);
-        Some(&mut watched.orders)
     }
 
-    /// `order` rests (or changed): kept when its user is watched.
+    /// `order` rests (or changed): kept when its user is watched. The set
+    /// is looked at first: most orders that pass the bloom are not a
+    /// watched user's.
     fn rests(&mut self, order: &RestingOrder) {
-        if let Some(orders) = self.orders_mut(&order.user) {
-            orders.insert(order.oid, Arc::new(order.clone()));
+        let Some(user) = self.set.key(&order.user) else {
+            return;
+        };
+        let Some(changes) = self.set.users.get(user.as_ref()) else {
+            return;
+        };
+        changes.fetch_add(1, Ordering::Relaxed);
+        let order = Arc::new(order.clone());
+        if let Some(watched) = self.users.get_mut(user.as_ref()) {
+            watched.orders.insert(order.oid, order);
+        } else {
+            // A first order of a watched user in this book.
+            let changes = Arc::clone(changes);
+            let orders = UserOrders::unit(order.oid, order);
+            self.users
+                .insert(user.into_owned(), Watched { orders, changes });
         }
     }
 
     fn removed(&mut self, user: &str, oid: u64) {
-        if let Some(orders) = self.orders_mut(user) {
-            orders.remove(&oid);
+        let Some(user) = self.set.key(user) else {
+            return;
+        };
+        let Some(watched) = self.users.get_mut(user.as_ref()) else {
+            return;
+        };
+        watched.changes.fetch_add(1, Ordering::Relaxed);
+        watched.orders.remove(&oid);
+        if watched.orders.is_empty() {
+            self.users.remove(user.as_ref());
         }
-    }
-
-    fn rebuild_bloom(&mut self) {
-        self.bloom = self
-            .users
-            .keys()
-            .fold(0, |bloom, user| bloom | Self::bit(user));
     }
 }
 
@@ -429,35 +495,50 @@ impl L4Book {
         true
     }
 
-    /// Starts keeping the orders of `user` (lowercase) in this book: one
-    /// walk of its orders, then each change keeps them and adds to
-    /// `changes`.
-    pub(super) fn watch_user(&mut self, user: &str, changes: &Arc<AtomicU64>) {
+    /// Keeps the orders of the users of `set` from now on, the set having
+    /// changed by `added` (lowercase; one walk of the book's orders for it)
+    /// and by users let go (their entries dropped).
+    pub(super) fn set_watched(&mut self, set: &Arc<WatchedSet>, added: Option<&str>) {
+        if set.is_empty() {
+            self.watch = None;
+            return;
+        }
+        let watch = self.watch.get_or_insert_with(|| Box::new(Watch::new(set)));
+        watch.set = Arc::clone(set);
+        watch.users.retain(|user, _| set.users.contains_key(user));
+        let Some((user, changes)) = added.and_then(|user| set.users.get_key_value(user)) else {
+            return;
+        };
         let orders: UserOrders = self
             .orders()
             .filter(|order| order.user.as_str().eq_ignore_ascii_case(user))
             .map(|order| (order.oid, Arc::new(order.clone())))
             .collect();
-        if !orders.is_empty() {
-            changes.fetch_add(1, Ordering::Relaxed);
+        if orders.is_empty() {
+            return;
         }
-        let watch = self.watch.get_or_insert_with(Box::default);
+        changes.fetch_add(1, Ordering::Relaxed);
         let changes = Arc::clone(changes);
-        watch
-            .users
-            .insert(user.to_owned(), Watched { orders, changes });
-        watch.rebuild_bloom();
+        if let Some(watch) = self.watch.as_deref_mut() {
+            watch
+                .users
+                .insert(user.clone(), Watched { orders, changes });
+        }
     }
 
-    /// Stops keeping the orders of `user` (lowercase).
-    pub(super) fn unwatch_user(&mut self, user: &str) {
-        if let Some(watch) = self.watch.as_deref_mut() {
-            watch.users.remove(user);
-            watch.rebuild_bloom();
-            if watch.users.is_empty() {
-                self.watch = None;
-            }
+    /// Keeps the orders of every user of `set` in this book, as it holds
+    /// them now (one walk of its orders): a book new to the books, or one
+    /// that replaces another.
+    pub(super) fn watch_all(&mut self, set: &Arc<WatchedSet>) {
+        if set.is_empty() {
+            self.watch = None;
+            return;
         }
+        let mut watch = Watch::new(set);
+        for order in self.orders() {
+            watch.rests(order);
+        }
+        self.watch = Some(Box::new(watch));
     }
 
     /// The orders of watched `user` (lowercase) resting in this book, shared
@@ -488,7 +569,7 @@ impl L4Book {
 
 #[cfg(test)]
 mod tests {
-    use super::super::books::{Books, MAX_WATCHED_USERS};
+    use super::super::books::{Books, MAX_HELD_USERS, MAX_WATCHED_USERS};
     use super::*;
     use crate::num::Decimal;
 
@@ -905,6 +986,57 @@ mod tests {
         assert!(!books.watched.contains_key(alice));
         assert_eq!(books.changes_of(alice), None);
         assert!(books.watched_orders_of(alice).is_empty());
+    }
+
+    #[test]
+    fn a_watched_user_has_an_entry_only_in_the_books_it_rests_orders_in() {
+        let alice = "0xa11ce";
+        let mut books = Books::new();
+        for n in 0..50 {
+            books
+                .get_or_create(&format!("C{n}"))
+                .insert(of("0xb0b", n, "1"));
+        }
+        books.get_or_create("C7").insert(of(alice, 100, "2"));
+        books.hold_user(alice);
+        let entries = |books: &Books| {
+            books
+                .iter()
+                .filter(|(_, book)| book.watched_orders(alice).is_some())
+                .map(|(coin, _)| coin.to_owned())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(entries(&books), ["C7"]);
+        // A first order in another book makes an entry there; the last one
+        // leaving a book takes its entry away.
+        books.get_or_create("C9").insert(of(alice, 101, "3"));
+        assert_eq!(entries(&books), ["C7", "C9"]);
+        books.get_or_create("C7").remove(100);
+        assert_eq!(entries(&books), ["C9"]);
+        assert_eq!(coin_oids(&kept(&mut books, alice)), [("C9".into(), 101)]);
+        // Uppercase in the node's text: the same account.
+        books
+            .get_or_create("C3")
+            .insert(of(&alice.to_uppercase().replace("0X", "0x"), 102, "4"));
+        assert_eq!(entries(&books), ["C3", "C9"]);
+    }
+
+    #[test]
+    fn past_the_bound_of_held_users_a_hold_is_refused_until_one_is_released() {
+        let mut books = Books::new();
+        books.get_or_create("BTC").insert(of("0xb0b", 1, "1"));
+        let user = |n: usize| format!("0x{n:040x}");
+        for n in 0..MAX_HELD_USERS {
+            assert!(books.hold_user(&user(n)), "hold {n}");
+        }
+        assert!(!books.hold_user(&user(MAX_HELD_USERS)), "one too many");
+        assert_eq!(books.changes_of(&user(MAX_HELD_USERS)), None);
+        // A held user again is a second hold, not a new user.
+        assert!(books.hold_user(&user(0)));
+        books.release_user(&user(1));
+        assert!(books.hold_user(&user(MAX_HELD_USERS)));
+        // Asking about others (Info) is not held and still works.
+        assert_eq!(books.orders_of("0xb0b").len(), 1);
     }
 
     #[test]

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::book::{L4Book, UserOrders, level_key};
+use super::book::{L4Book, UserOrders, WatchedSet, level_key};
 use crate::book::oids::prefetch;
 use crate::event::Side;
 use crate::num::Px;
@@ -25,6 +25,8 @@ pub struct Books {
     pub(super) watched: HashMap<String, WatchedUser, foldhash::fast::RandomState>,
     /// Counts the questions, for `watched`.
     asked: u64,
+    /// `watched` as every book reads it (see [`WatchedSet`]).
+    set: Arc<WatchedSet>,
 }
 
 /// A user whose orders the books keep.
@@ -43,6 +45,11 @@ pub(super) struct WatchedUser {
 /// the one asked about longest ago and not held is let go (and walked for
 /// again if asked about again).
 pub const MAX_WATCHED_USERS: usize = 1_024;
+
+/// Users held at once at most ([`Books::hold_user`]): each hold of a new
+/// user walks every order of every book, and each held user costs an entry
+/// per book it rests orders in.
+pub const MAX_HELD_USERS: usize = 4_096;
 
 impl PartialEq for Books {
     fn eq(&self, other: &Self) -> bool {
@@ -200,11 +207,11 @@ impl Books {
 
     /// Replaces (or inserts) the book of `coin`.
     pub fn replace(&mut self, coin: &str, mut book: L4Book) {
-        for (user, watched) in &self.watched {
+        for watched in self.watched.values() {
             // The orders the old book held may be gone: a change either way.
             watched.changes.fetch_add(1, Ordering::Relaxed);
-            book.watch_user(user, &watched.changes);
         }
+        book.watch_all(&self.set);
         match self.get_mut(coin) {
             Some(held) => *held = book,
             None => {
@@ -227,10 +234,17 @@ impl Books {
 
     /// Keeps the orders of `user` until [`Books::release_user`] (a live
     /// subscription reads them every block): the first hold of a user not
-    /// yet watched walks every book once.
-    pub fn hold_user(&mut self, user: &str) {
+    /// yet watched walks every book once. False, holding nothing, when
+    /// [`MAX_HELD_USERS`] other users are held.
+    pub fn hold_user(&mut self, user: &str) -> bool {
         let user = user.to_ascii_lowercase();
+        let held = self.watched.values().filter(|w| w.holders > 0).count();
+        let holds = self.watched.get(&user).is_some_and(|w| w.holders > 0);
+        if !holds && held >= MAX_HELD_USERS {
+            return false;
+        }
         self.watch(&user).holders += 1;
+        true
     }
 
     /// Takes back one [`Books::hold_user`] of `user`: with none left the
@@ -280,15 +294,14 @@ impl Books {
                     .map(|(user, _)| user.clone())
             {
                 self.watched.remove(&oldest);
-                for (_, book) in &mut self.coins {
-                    book.unwatch_user(&oldest);
-                }
+                self.set = Arc::new(self.set.without(&oldest));
             }
             let watched = WatchedUser::default();
-            for (_, book) in &mut self.coins {
-                book.watch_user(user, &watched.changes);
-            }
+            self.set = Arc::new(self.set.with(user, &watched.changes));
             self.watched.insert(user.to_owned(), watched);
+            for (_, book) in &mut self.coins {
+                book.set_watched(&self.set, Some(user));
+            }
         }
         let asked = self.asked;
         let watched = self.watched.entry(user.to_owned()).or_default();
@@ -320,9 +333,7 @@ impl Books {
     /// New coins are rare (a listing), so re-indexing the ones after it is
     /// cheap enough.
     fn add(&mut self, coin: &str, mut book: L4Book) -> usize {
-        for (user, watched) in &self.watched {
-            book.watch_user(user, &watched.changes);
-        }
+        book.watch_all(&self.set);
         let at = self.coins.partition_point(|(held, _)| held.as_str() < coin);
         self.coins.insert(at, (Short::new(coin), book));
         self.stamps.insert(at, 0);
