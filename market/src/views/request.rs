@@ -141,3 +141,24 @@ pub fn view_status(error: ViewError) -> Status {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_client_error_names_its_field_and_a_full_server_says_try_later() {
+        let count = view_status(ViewError::AccountCount {
+            view: "statuses",
+            count: 21,
+        });
+        assert_eq!(count.code(), tonic::Code::InvalidArgument);
+        assert!(count.message().starts_with("users:"), "{}", count.message());
+        let full = view_status(ViewError::AccountsFollowed {
+            view: "openorders",
+            limit: 4_096,
+        });
+        assert_eq!(full.code(), tonic::Code::ResourceExhausted);
+        assert!(full.message().contains("4096"), "{}", full.message());
+    }
+}
