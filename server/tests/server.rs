@@ -45,6 +45,7 @@ mod server {
     pub mod market_live;
     pub mod market_views;
     pub mod networks;
+    pub mod node_clients;
     mod node_pages;
     pub mod python;
     mod python_sdk;
@@ -60,6 +61,7 @@ mod server {
     mod status_page;
     pub mod tls;
     pub mod transaction_stream;
+    mod typescript_sdk;
     mod untrusted_text;
     mod ws_api;
     pub mod ws_streams;
