@@ -286,7 +286,12 @@ pub enum Command {
     /// opening: for `l4Book` a copy of
     /// the coin's book (every resting order of it: about 51,000 for BTC on
     /// mainnet), for L2 books and BBO the top levels, for mids every book's
-    /// top, for the rest little or nothing.
+    /// top, for open orders a look per book for the account's orders —
+    /// and, for an account the books do not follow yet, one walk of every
+    /// resting order of every book (about 440,000 on mainnet; at most
+    /// `MAX_HELD_USERS` accounts are held) — for the rest little or
+    /// nothing. Each later block costs an open orders key one counter read
+    /// while its account's orders stay as they were.
     Subscribe {
         /// The view key.
         key: Key,
