@@ -10,6 +10,9 @@
 //!   is the run's mean block (bytes of node lines, events = statuses + diffs + fills);
 //! - `fold/mainnet_block_3_watched`: the same with three users' orders kept for Info
 //!   `openOrders` (`Books::orders_of`): what watching costs the fold;
+//!   `fold/mainnet_block_1024_idle_watched` with 1,024 accounts asked about that rest
+//!   nothing (the bound of accounts Info keeps): what the watch's filter costs every order
+//!   change;
 //! - `open_orders`: the resting orders of the account with the most, from the mainnet-scale
 //!   snapshot's books: `walk` reads every order of every book (the first question about a
 //!   user), `kept` takes the orders the books keep for a user asked about before (shared:
@@ -178,11 +181,20 @@ fn fold(c: &mut Criterion, corpus: &Corpus) {
         elements: events / n,
         bytes: bytes / n,
     });
-    for (name, watched) in [("mainnet_block", 0), ("mainnet_block_3_watched", 3)] {
+    for (name, watched, idle) in [
+        ("mainnet_block", 0, 0),
+        ("mainnet_block_3_watched", 3, 0),
+        ("mainnet_block_1024_idle_watched", 0, 1_024),
+    ] {
         let start = || {
             let mut engine = Engine::from_snapshot(corpus.start.clone());
             for user in busiest_users(&corpus.start, watched) {
                 engine.orders_of(&user);
+            }
+            // Accounts asked about that rest nothing: what the watch's
+            // filter costs every order change once it holds many.
+            for n in 0..idle {
+                engine.orders_of(&format!("0x{:040x}", n * 7_919 + 1));
             }
             engine
         };
