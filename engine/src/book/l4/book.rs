@@ -141,27 +141,28 @@ impl Watch {
         }
     }
 
-    /// `order` rests (or changed): kept when its user is watched. The set
-    /// is looked at first: most orders that pass the bloom are not a
-    /// watched user's.
+    /// `order` rests (or changed): kept when its user is watched. The
+    /// book's own entries are looked at first (a watched user's changes are
+    /// mostly to orders resting here already), the set only for a first
+    /// order here or a user the bloom could not tell apart.
     fn rests(&mut self, order: &RestingOrder) {
         let Some(user) = self.set.key(&order.user) else {
             return;
         };
+        if let Some(watched) = self.users.get_mut(user.as_ref()) {
+            watched.changes.fetch_add(1, Ordering::Relaxed);
+            watched.orders.insert(order.oid, Arc::new(order.clone()));
+            return;
+        }
         let Some(changes) = self.set.users.get(user.as_ref()) else {
             return;
         };
+        // A first order of a watched user in this book.
         changes.fetch_add(1, Ordering::Relaxed);
-        let order = Arc::new(order.clone());
-        if let Some(watched) = self.users.get_mut(user.as_ref()) {
-            watched.orders.insert(order.oid, order);
-        } else {
-            // A first order of a watched user in this book.
-            let changes = Arc::clone(changes);
-            let orders = UserOrders::unit(order.oid, order);
-            self.users
-                .insert(user.into_owned(), Watched { orders, changes });
-        }
+        let changes = Arc::clone(changes);
+        let orders = UserOrders::unit(order.oid, Arc::new(order.clone()));
+        self.users
+            .insert(user.into_owned(), Watched { orders, changes });
     }
 
     fn removed(&mut self, user: &str, oid: u64) {
