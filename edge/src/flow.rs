@@ -223,13 +223,21 @@ impl Supervisor {
 
     /// A slot for a new stream of `service` / `view`, holding `guard` (the
     /// account's stream slot) until the stream ends.
+    ///
+    /// While the server is shutting down a new stream is refused with the
+    /// shutdown's UNAVAILABLE, before anything is sent: a client that
+    /// reconnects in the moment between the stop and the listener closing
+    /// sees a refused call to retry, not a stream that opens and ends.
     pub fn watch(
         &self,
         service: &'static str,
         view: &'static str,
         on_lag: Option<OnLag>,
         guard: Option<StreamGuard>,
-    ) -> Arc<Slot> {
+    ) -> Result<Arc<Slot>, Status> {
+        if self.inner.shutting_down.load(Ordering::Relaxed) {
+            return Err(shutdown_status());
+        }
         let slot = Arc::new(Slot {
             service,
             view,
@@ -259,10 +267,11 @@ impl Supervisor {
             slots.push(Arc::downgrade(&slot));
             self.inner.shutting_down.load(Ordering::Relaxed)
         };
+        // A stop that began while the slot was made ends it at once.
         if shutting_down {
             slot.end(EndReason::Shutdown, shutdown_status());
         }
-        slot
+        Ok(slot)
     }
 
     /// One look at every slot (the sweeper's tick) at `now_ms`, with the
@@ -306,7 +315,7 @@ impl Supervisor {
     /// Ends every open stream with UNAVAILABLE saying that the server is
     /// shutting down: a client reconnects and resumes (a raw-feed stream
     /// from its last cursor, a market stream from a fresh opening).
-    /// Streams watched from then on are ended as they open.
+    /// Streams asked for from then on are refused ([`Supervisor::watch`]).
     pub fn end_all_for_shutdown(&self) {
         self.inner.shutting_down.store(true, Ordering::Relaxed);
         for slot in self.live() {
@@ -846,20 +855,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_stream_watched_after_the_shutdown_began_is_ended_as_it_opens() {
+    fn a_stream_asked_for_after_the_shutdown_began_is_refused_before_it_opens() {
         let flow = Supervisor::unswept();
-        let before = flow.watch("market", "bbo", None, None);
+        let before = flow.watch("market", "bbo", None, None).unwrap();
         assert!(!before.is_ended());
         flow.end_all_for_shutdown();
         assert!(before.is_ended());
-        // A stream opened on a connection the server had not closed yet.
-        let after = flow.watch("market", "bbo", None, None);
-        assert!(
-            after.is_ended(),
-            "a stream opened during the shutdown was served"
-        );
-        let status = after.finish_with(None).expect("the shutdown's status");
+        let status = before.finish_with(None).expect("the shutdown's status");
+        assert_eq!(status.code(), tonic::Code::Unavailable);
+        // A call that reached the server before its listener closed: refused
+        // with the same status, nothing opened.
+        let status = flow
+            .watch("market", "bbo", None, None)
+            .expect_err("a stream opened during the shutdown");
         assert_eq!(status.code(), tonic::Code::Unavailable);
         assert!(status.message().contains("shutting down"), "{status:?}");
+        assert_eq!(flow.watched(), 1, "a refused stream holds no slot");
     }
 }

@@ -138,6 +138,21 @@ pub fn denial_response(denial: &Denial) -> Response {
     response
 }
 
+/// A 503 the client retries after `retry_after_s` seconds: the JSON body
+/// names `reason` (a stable token) and says why in `message`.
+pub fn unavailable_response(reason: &str, message: &str, retry_after_s: u64) -> Response {
+    let body = serde_json::json!({
+        "error": reason,
+        "message": message,
+        "retry_after_s": retry_after_s,
+    });
+    let mut response = (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_s));
+    response
+}
+
 /// Middleware counting responses by status for `/metrics`.
 pub async fn count_responses(
     State(metrics): State<Arc<Metrics>>,

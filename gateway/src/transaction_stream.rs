@@ -206,7 +206,7 @@ impl RawData for TransactionStreamService {
         let batches = batches.map(move |item| item.map_err(|s| mapped(&s, &network, &node)));
         Ok(Response::new(match (guard, &self.access, &self.flow) {
             (Some(guard), Some(_), Some(flow)) => {
-                let slot = flow.watch("transaction_stream", "transactions", None, Some(guard));
+                let slot = flow.watch("transaction_stream", "transactions", None, Some(guard))?;
                 let watched =
                     Watched::new(batches, slot.clone(), |batch: &TransactionsResponse| {
                         Measured {

@@ -132,6 +132,11 @@ async fn upgrade(
     held: Option<Extension<HeldConnection>>,
     upgrade: WebSocketUpgrade,
 ) -> Response {
+    if service.shutdown.is_cancelled() {
+        // Asked for in the moment between the stop and the listener
+        // closing: refused like any request the server cannot take now.
+        return edge::http::unavailable_response("shutting_down", connection::SHUTTING_DOWN, 5);
+    }
     let peer = peer.map(|Extension(ConnectInfo(addr))| addr.ip());
     let guard = match service.access.open_stream(&principal, peer) {
         Ok(guard) => guard,

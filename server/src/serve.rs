@@ -17,9 +17,12 @@
 //! server is shutting down, WebSocket connections with close 1001 (going
 //! away), HTTP/2 connections with GOAWAY, HTTP/1 connections once their
 //! request is answered — and the server waits up to [`DRAIN`] for them to
-//! go. Dropping [`Running`] then stops the engine thread (a last
-//! checkpoint where it ended) and the candle writer (a last commit at the
-//! same block, which the next start goes on from), and saves key usage. A client that reconnects to the
+//! go. A call or upgrade that still reaches it meanwhile is refused before
+//! anything opens (UNAVAILABLE, or 503 with `Retry-After`), so a client
+//! retries instead of seeing a stream open and end. Dropping [`Running`]
+//! then stops the engine thread (a last checkpoint where it ended) and the
+//! candle writer (a last commit at the same block, which the next start
+//! goes on from), and saves key usage. A client that reconnects to the
 //! restarted server resumes: a raw-feed stream from its last cursor, a
 //! market stream from a fresh opening.
 

@@ -133,7 +133,7 @@ impl MarketService {
         let kind = key.kind();
         let slot = self
             .flow
-            .watch("market", kind.name(), Some(kind.on_lag()), guard);
+            .watch("market", kind.name(), Some(kind.on_lag()), guard)?;
         let mut numbering = Numbering::default();
         let relay = self
             .relays()
@@ -178,7 +178,7 @@ impl MarketService {
             Opening::View(key) => self.respond(guard, key).await,
             Opening::Mids(key) => match &self.info {
                 Some(info) => {
-                    let slot = self.flow.watch("market", "all_mids", None, guard);
+                    let slot = self.flow.watch("market", "all_mids", None, guard)?;
                     Ok(Response::new(typed(
                         slot,
                         crate::info::streams::all_mids(info),
@@ -194,7 +194,7 @@ impl MarketService {
                     ));
                 };
                 let stream = crate::info::streams::active_asset_ctx(info, coin).await?;
-                let slot = self.flow.watch("market", "active_asset_ctx", None, guard);
+                let slot = self.flow.watch("market", "active_asset_ctx", None, guard)?;
                 Ok(Response::new(typed(slot, stream)))
             }
         }

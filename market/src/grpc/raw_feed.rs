@@ -129,7 +129,7 @@ impl RawFeedService {
             Some(access) => Some(access.grpc_stream(request)?.for_feed(source.feed_id())),
             None => None,
         };
-        let slot = self.flow.watch("raw_feed", source.feed_id(), None, guard);
+        let slot = self.flow.watch("raw_feed", source.feed_id(), None, guard)?;
         let records = self.stream(source, request.get_ref(), &slot)?;
         Ok(Response::new(Box::pin(Watched::new(
             records,

@@ -175,6 +175,10 @@ impl Budget {
     }
 }
 
+/// Why a connection is closed (1001) when the server stops.
+pub const SHUTTING_DOWN: &str =
+    "the server is shutting down (a restart, say): reconnect in a few seconds";
+
 /// Serves one upgraded connection until either side ends it.
 pub async fn run(
     socket: WebSocket,
@@ -185,9 +189,22 @@ pub async fn run(
     // The connection's own slot holds the account's stream slot and is
     // what a key revocation (or a used-up byte quota) ends.
     let principal = guard.principal();
-    let connection = service
+    let mut socket = socket;
+    let connection = match service
         .flow
-        .watch("websocket", "connection", None, Some(guard));
+        .watch("websocket", "connection", None, Some(guard))
+    {
+        Ok(connection) => connection,
+        Err(_) => {
+            // The stop began while the upgrade was answered.
+            let frame = CloseFrame {
+                code: close::GOING_AWAY,
+                reason: Utf8Bytes::from(close_reason(SHUTTING_DOWN)),
+            };
+            let _ = socket.send(Message::Close(Some(frame))).await;
+            return;
+        }
+    };
     let (mut sink, mut incoming) = socket.split();
     let (out, mut outbox) = mpsc::channel::<Outgoing>(OUTBOX);
     // The writer hands over everything queued, then flushes once: the
@@ -237,12 +254,7 @@ pub async fn run(
     let (ends, mut ended) = mpsc::unbounded_channel::<Ended>();
     let send_timeout = service.flow.settings().send_timeout;
     let shutdown = service.shutdown.clone();
-    let going_away = || {
-        (
-            close::GOING_AWAY,
-            "the server is shutting down (a restart, say): reconnect in a few seconds".to_owned(),
-        )
-    };
+    let going_away = || (close::GOING_AWAY, SHUTTING_DOWN.to_owned());
     let budget = Budget::new(service.limits.messages_per_minute);
     let mut session = Session {
         service,
@@ -618,7 +630,7 @@ impl Session {
         let slot = self
             .service
             .flow
-            .watch("websocket", kind.name(), Some(kind.on_lag()), None);
+            .watch("websocket", kind.name(), Some(kind.on_lag()), None)?;
         // The fills channels open with a snapshot message: l1gate keeps no
         // fill history, so it holds no fills (see crate::ws).
         let mut opening = subscription.opening();

@@ -400,7 +400,7 @@ async fn a_stream_ended_while_its_producer_is_polled_ends_with_the_logged_status
     let flow = Supervisor::unswept();
     let stalled = || Status::deadline_exceeded(stalled_market_message(1_000, 7));
     for producer_end in [Some(Status::unavailable("the market engine stopped")), None] {
-        let slot = flow.watch("market", "l4updates", None, None);
+        let slot = flow.watch("market", "l4updates", None, None).unwrap();
         let sweeper = Arc::clone(&slot);
         let mut producer_end = Some(producer_end);
         let producer = futures_util::stream::poll_fn(move |_| {
@@ -413,7 +413,7 @@ async fn a_stream_ended_while_its_producer_is_polled_ends_with_the_logged_status
         assert_eq!(status.message(), stalled().message());
         assert!(body.next().await.is_none(), "a second end");
     }
-    let slot = flow.watch("market", "l4updates", None, None);
+    let slot = flow.watch("market", "l4updates", None, None).unwrap();
     let producer = futures_util::stream::iter([Err::<(), _>(Status::unavailable("stale"))]);
     let mut body = Watched::new(producer, slot, |()| Measured::default());
     let status = body.next().await.unwrap().unwrap_err();
