@@ -10,8 +10,10 @@
 //!   the archive), atomic writes, loading through a memory map with every
 //!   check before use, the directory that keeps the newest few, and
 //!   [`newest_usable`], which picks the checkpoint a fold starts from.
+//! - [`stream`]: the archive serialised straight from the market, one book
+//!   at a time, so that taking a checkpoint holds no copy of the state.
 //! - [`writer`]: [`Checkpointer`], which takes one every so many blocks (or
-//!   so much time) and writes it on a thread of its own.
+//!   so much time), streaming it to a thread of its own that writes it.
 //! - [`error`]: [`CheckpointError`], naming the file and what is wrong.
 //!
 //! # Why rkyv, and not JSON
@@ -37,6 +39,7 @@
 pub mod error;
 pub mod file;
 pub mod state;
+pub mod stream;
 pub mod writer;
 
 pub use self::error::CheckpointError;

@@ -52,6 +52,7 @@ use super::error::CheckpointError;
 use super::state::{
     self, ArchivedCheckpointState, CheckpointState, FORMAT_VERSION, archived_block_number,
 };
+use super::stream::Streamed;
 use crate::market::{Market, Needs};
 
 /// Bytes of the header.
@@ -205,11 +206,27 @@ const WRITE_BUFFER: usize = 1 << 20;
 
 /// A writer that sums what passes through it: its CRC-32 and length, and
 /// the first write error (rkyv reports it only as its own).
-struct Summed<W> {
-    inner: W,
+pub(super) struct Summed<W> {
+    pub(super) inner: W,
     crc: crc32fast::Hasher,
-    len: u64,
-    failed: Option<std::io::Error>,
+    pub(super) len: u64,
+    pub(super) failed: Option<std::io::Error>,
+}
+
+impl<W> Summed<W> {
+    pub(super) fn new(inner: W) -> Self {
+        Self {
+            inner,
+            crc: crc32fast::Hasher::new(),
+            len: 0,
+            failed: None,
+        }
+    }
+
+    /// The CRC-32 of what passed so far.
+    pub(super) fn crc(&self) -> u32 {
+        self.crc.clone().finalize()
+    }
 }
 
 impl<W: Write> Write for Summed<W> {
@@ -241,12 +258,7 @@ fn stream_into(state: &CheckpointState, file: &File, path: &Path) -> Result<u64,
     let io = |e: &std::io::Error| CheckpointError::io(path, "write", e);
     let mut out = BufWriter::with_capacity(WRITE_BUFFER, file);
     out.write_all(&[0u8; HEADER_LEN]).map_err(|e| io(&e))?;
-    let summed = Summed {
-        inner: out,
-        crc: crc32fast::Hasher::new(),
-        len: 0,
-        failed: None,
-    };
+    let summed = Summed::new(out);
     let writer = rkyv::ser::writer::IoWriter::with_pos(summed, HEADER_LEN);
     let mut summed = match rkyv::api::high::to_bytes_in::<_, rancor::Error>(state, writer) {
         Ok(writer) => writer.into_inner(),
@@ -256,7 +268,7 @@ fn stream_into(state: &CheckpointState, file: &File, path: &Path) -> Result<u64,
         return Err(io(&error));
     }
     summed.flush().map_err(|e| io(&e))?;
-    let header = header_of(state, summed.len, summed.crc.finalize());
+    let header = header_of(state, summed.len, summed.crc());
     file.write_all_at(&header.encode(), 0).map_err(|e| io(&e))?;
     Ok(HEADER_LEN as u64 + summed.len)
 }
@@ -459,8 +471,79 @@ pub struct Written {
 /// [`CheckpointError::Serialize`], or [`CheckpointError::Io`] naming the
 /// file or directory that failed.
 pub fn write(dir: &Path, state: &CheckpointState) -> Result<Written, CheckpointError> {
+    write_with(dir, state.block_number(), |file, temp| {
+        stream_into(state, file, temp)
+    })
+}
+
+/// A piece of a checkpoint serialised elsewhere ([`super::stream`]): the
+/// archive's bytes in order, then its header.
+#[derive(Debug)]
+pub enum Piece {
+    /// The next bytes of the archive.
+    Bytes(Vec<u8>),
+    /// The archive is whole: its header.
+    End(Header),
+    /// The archive could not be made: why.
+    Failed(String),
+}
+
+/// The header of a streamed archive of `body_len` bytes with CRC-32 `crc`.
+pub fn header_of_streamed(streamed: &Streamed, body_len: u64, crc: u32) -> Header {
+    Header {
+        version: FORMAT_VERSION,
+        block_number: streamed.block_number,
+        time_ms: streamed.time_ms,
+        body_len,
+        crc,
+        needs: u32::from(streamed.needs),
+    }
+}
+
+/// Writes the checkpoint at `block_number` whose [`Piece`]s arrive on
+/// `pieces`, as [`write`] does: a temporary file, synced, renamed into
+/// place. Pieces that stop before their header (the serialising side
+/// failed) leave no file.
+///
+/// # Errors
+/// [`CheckpointError::Io`] naming the file; [`CheckpointError::Serialize`]
+/// when the pieces stop before the header.
+pub fn write_pieces(
+    dir: &Path,
+    block_number: u64,
+    pieces: &std::sync::mpsc::Receiver<Piece>,
+) -> Result<Written, CheckpointError> {
+    write_with(dir, block_number, |mut file, temp| {
+        let io = |e: &std::io::Error| CheckpointError::io(temp, "write", e);
+        file.write_all(&[0u8; HEADER_LEN]).map_err(|e| io(&e))?;
+        loop {
+            match pieces.recv() {
+                Ok(Piece::Bytes(bytes)) => file.write_all(&bytes).map_err(|e| io(&e))?,
+                Ok(Piece::End(header)) => {
+                    file.write_all_at(&header.encode(), 0).map_err(|e| io(&e))?;
+                    return Ok(HEADER_LEN as u64 + header.body_len);
+                }
+                Ok(Piece::Failed(why)) => return Err(CheckpointError::Serialize(why)),
+                Err(_) => {
+                    return Err(CheckpointError::Serialize(
+                        "the archive stopped before it was whole".to_owned(),
+                    ));
+                }
+            }
+        }
+    })
+}
+
+/// Writes the checkpoint at `block_number` into `dir` (created if
+/// missing) atomically: `fill` writes the whole file into a temporary one
+/// (returning its length), which is synced and renamed into place, the
+/// directory synced. A failure leaves no file.
+fn write_with(
+    dir: &Path,
+    block_number: u64,
+    fill: impl FnOnce(&File, &Path) -> Result<u64, CheckpointError>,
+) -> Result<Written, CheckpointError> {
     std::fs::create_dir_all(dir).map_err(|e| CheckpointError::io(dir, "create", &e))?;
-    let block_number = state.block_number();
     let name = file_name(block_number);
     let path = dir.join(&name);
     let temp = dir.join(format!(".{name}{TEMP_SUFFIX}"));
@@ -468,7 +551,7 @@ pub fn write(dir: &Path, state: &CheckpointState) -> Result<Written, CheckpointE
     let started = Instant::now();
     let result = (|| {
         let file = File::create(&temp).map_err(|e| CheckpointError::io(&temp, "create", &e))?;
-        let bytes = stream_into(state, &file, &temp)?;
+        let bytes = fill(&file, &temp)?;
         serialize = started.elapsed();
         file.sync_all()
             .map_err(|e| CheckpointError::io(&temp, "sync", &e))?;

@@ -72,7 +72,7 @@ use crate::text::{Address, Cloid, Short};
 /// module (or to what they mean) must bump it: a checkpoint of another
 /// version is refused, never misread. The golden test
 /// `checkpoint::the_archive_format_is_pinned` fails until it is bumped.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// "No string" in a text reference.
 const NONE: u32 = u32::MAX;
@@ -114,16 +114,19 @@ pub struct CheckpointState {
     pub blocks_folded: u64,
     /// Events the book fold saw.
     pub events_seen: u64,
+    /// Every book, by coin, sorted. The first field with data out of line
+    /// and before the texts its orders reference: an archive lays fields
+    /// out in this order, and the checkpointer writes each book as it
+    /// copies it, numbering texts on the way (see `stream`).
+    pub books: Vec<BookState>,
+    /// Strings the orders reference by number.
+    pub texts: Vec<String>,
     /// The only coins whose books are kept (`None`: every coin).
     pub book_coins: Option<Vec<String>>,
     /// Unknown order ids per coin.
     pub unknown_ids: Vec<UnknownIdsState>,
     /// Coins reset from a node snapshot, surfaced with the next block.
     pub pending_resets: Vec<ResetState>,
-    /// Strings the orders reference by number.
-    pub texts: Vec<String>,
-    /// Every book, by coin, sorted.
-    pub books: Vec<BookState>,
     /// Every coin seen.
     pub universe: Vec<String>,
     /// Trades' position and running counts.
@@ -466,13 +469,24 @@ pub(crate) fn describe(needs: Needs) -> String {
 /// what a checkpoint costs that thread (serialising and writing it can run
 /// on another).
 pub fn capture(market: &Market) -> CheckpointState {
-    let fold = market.fold();
     let mut texts = TextTable::default();
-    let books = fold
+    let books = market
+        .fold()
         .books()
         .iter()
         .map(|(coin, book)| capture_book(coin, book, &mut texts))
         .collect();
+    CheckpointState {
+        texts: texts.into_strings(),
+        books,
+        ..capture_rest(market)
+    }
+}
+
+/// Everything [`capture`] copies but the books and the texts their orders
+/// reference (left empty).
+pub(super) fn capture_rest(market: &Market) -> CheckpointState {
+    let fold = market.fold();
     let at = market.position();
     CheckpointState {
         needs: needs_bits(market.needs()),
@@ -503,8 +517,8 @@ pub fn capture(market: &Market) -> CheckpointState {
                 detail: reset.detail.clone(),
             })
             .collect(),
-        texts: texts.into_strings(),
-        books,
+        texts: Vec::new(),
+        books: Vec::new(),
         universe: market.universe().iter().cloned().collect(),
         trades: capture_trades(market.trades()),
         fills: position_state(market.fills().position()),
@@ -518,7 +532,7 @@ pub fn capture(market: &Market) -> CheckpointState {
 /// bytes in the table rather than with the order the text first came from,
 /// somewhere else in a book far larger than the caches.
 #[derive(Default)]
-struct TextTable<'m> {
+pub(super) struct TextTable<'m> {
     index: HashMap<Address, u32, foldhash::fast::RandomState>,
     list: Vec<&'m str>,
 }
@@ -534,7 +548,7 @@ impl<'m> TextTable<'m> {
         id
     }
 
-    fn into_strings(self) -> Vec<String> {
+    pub(super) fn into_strings(self) -> Vec<String> {
         self.list.into_iter().map(str::to_owned).collect()
     }
 }
@@ -576,9 +590,25 @@ struct OrderTexts<'m> {
 const CAPTURE_LOOKAHEAD: usize = 8;
 
 fn capture_book<'m>(coin: &str, book: &'m L4Book, texts: &mut TextTable<'m>) -> BookState {
+    let mut state = BookState {
+        coin: coin.to_owned(),
+        levels: Vec::new(),
+        orders: Vec::with_capacity(book.len()),
+    };
+    capture_book_into(book, texts, &mut state.levels, &mut state.orders);
+    state
+}
+
+/// Appends `book`'s levels and orders (see [`BookState`]) to `levels` and
+/// `orders`, numbering their texts in `texts`.
+pub(super) fn capture_book_into<'m>(
+    book: &'m L4Book,
+    texts: &mut TextTable<'m>,
+    levels: &mut Vec<LevelState>,
+    orders: &mut Vec<OrderState>,
+) {
     // The levels and where their orders rest first (walking the levels'
     // links reads no order), then the orders, fetched ahead.
-    let mut levels = Vec::new();
     let mut resting: Vec<&'m RestingOrder> = Vec::with_capacity(book.len());
     let bids = book.bids().map(|level| (true, level));
     let asks = book.asks().map(|level| (false, level));
@@ -593,17 +623,12 @@ fn capture_book<'m>(coin: &str, book: &'m L4Book, texts: &mut TextTable<'m>) -> 
         });
     }
     let mut recent = OrderTexts::default();
-    let mut orders = Vec::with_capacity(resting.len());
+    orders.reserve(resting.len());
     for (at, order) in resting.iter().enumerate() {
         if let Some(ahead) = resting.get(at + CAPTURE_LOOKAHEAD) {
             prefetch_all(*ahead);
         }
         orders.push(capture_order(order, texts, &mut recent));
-    }
-    BookState {
-        coin: coin.to_owned(),
-        levels,
-        orders,
     }
 }
 
@@ -720,11 +745,11 @@ impl From<Amount> for AmountState {
     }
 }
 
-fn position_state((block_number, time): (u64, i64)) -> PositionState {
+pub(super) fn position_state((block_number, time): (u64, i64)) -> PositionState {
     PositionState { block_number, time }
 }
 
-fn capture_trades(trades: &TradesView) -> TradesState {
+pub(super) fn capture_trades(trades: &TradesView) -> TradesState {
     TradesState {
         position: position_state(trades.position()),
         counts: trades
@@ -748,7 +773,7 @@ fn capture_trades(trades: &TradesView) -> TradesState {
     }
 }
 
-fn capture_tpsl(tpsl: &TpslView) -> TpslState {
+pub(super) fn capture_tpsl(tpsl: &TpslView) -> TpslState {
     let mut positions: Vec<PositionEntryState> = tpsl
         .positions()
         .entries()
@@ -795,7 +820,7 @@ fn interval_code(interval: Interval) -> u8 {
         .map_or(u8::MAX, |at| at as u8)
 }
 
-fn capture_candles(candles: &CandlesView) -> CandlesState {
+pub(super) fn capture_candles(candles: &CandlesView) -> CandlesState {
     CandlesState {
         intervals: candles
             .intervals()

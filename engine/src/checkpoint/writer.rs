@@ -1,21 +1,26 @@
 //! Taking checkpoints while the market folds: [`Checkpointer`] decides when
 //! one is due ([`CheckpointPolicy`]: every so many blocks, or so much wall
-//! time), copies the state out of the market on the caller's thread
-//! ([`capture`]: the only part the market's writer pays), and serialises,
-//! writes and prunes on a thread of its own, one checkpoint at a time.
+//! time), copies and serialises the state book by book on the caller's
+//! thread ([`stream`]: what the market's writer pays), and hands the bytes
+//! to a thread of its own that writes, syncs, renames and prunes, one
+//! checkpoint at a time. Memory held for it: the largest book's copy and
+//! [`PIECES_IN_FLIGHT`] pieces of a MiB, not a copy of the whole state.
 //!
 //! The engine holds no clock: callers pass "now" (Unix ms) for the time
 //! bound. `Instant` is read only to report how long each step took.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::SyncSender;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
 use super::error::CheckpointError;
+use super::file::Piece;
 use super::file::{self, Written};
-use super::state::{CheckpointState, capture};
+use super::stream;
 use crate::market::Market;
 
 /// When checkpoints are taken and how many are kept.
@@ -63,7 +68,9 @@ pub struct Taken {
     pub block_number: u64,
     /// Resting orders captured.
     pub orders: usize,
-    /// What the caller's thread paid: the capture and starting the writer.
+    /// What the caller's thread paid: copying and serialising the state
+    /// (and waiting when the writer thread was behind by more than
+    /// [`PIECES_IN_FLIGHT`] pieces).
     pub cost: Duration,
 }
 
@@ -122,9 +129,8 @@ impl Checkpointer {
     }
 
     /// Calls `after` on the writer thread each time a checkpoint was
-    /// written (or failed) and the copy of the state it was made from
-    /// dropped: tens of MB with a mainnet-size book, freed every few
-    /// minutes, which a caller may want its allocator to give back.
+    /// written (or failed): the pieces it was handed are freed then, which
+    /// a caller may want its allocator to give back.
     #[must_use]
     pub fn after_write(mut self, after: fn()) -> Self {
         self.after_write = Some(after);
@@ -200,28 +206,40 @@ impl Checkpointer {
         self.collect(true)
     }
 
+    /// Streams `market`'s archive to a new writer thread ([`stream`]): the
+    /// caller's thread copies and serialises one book at a time, the
+    /// writer thread writes what it is handed (at most
+    /// [`PIECES_IN_FLIGHT`] pieces wait), then syncs, renames and prunes.
     fn take(&mut self, market: &Market, now_ms: i64) -> Taken {
         let started = Instant::now();
-        let state = capture(market);
-        let block_number = state.block_number();
-        let orders = state.order_count();
+        let block_number = market.height().unwrap_or(0);
         self.last_block = market.height();
         self.last_at_ms = now_ms;
         let dir = self.dir.clone();
         let keep = self.policy.keep;
         let after = self.after_write;
+        let (to_writer, pieces) = std::sync::mpsc::sync_channel(PIECES_IN_FLIGHT);
         let spawned = std::thread::Builder::new()
             .name("l1gate-checkpoint".into())
             .spawn(move || {
-                let outcome = write_and_prune(&dir, &state, keep);
-                drop(state);
+                let outcome = file::write_pieces(&dir, block_number, &pieces).and_then(|written| {
+                    Ok(Finished {
+                        written,
+                        pruned: file::prune(&dir, keep)?,
+                    })
+                });
+                drop(pieces);
                 if let Some(after) = after {
                     after();
                 }
                 outcome
             });
+        let mut orders = 0;
         match spawned {
-            Ok(handle) => self.running = Some(handle),
+            Ok(handle) => {
+                self.running = Some(handle);
+                orders = stream_to(market, to_writer);
+            }
             Err(error) => {
                 self.unstarted = Some(CheckpointError::io(
                     &self.dir,
@@ -260,12 +278,72 @@ impl Drop for Checkpointer {
     }
 }
 
-fn write_and_prune(
-    dir: &Path,
-    state: &CheckpointState,
-    keep: usize,
-) -> Result<Finished, CheckpointError> {
-    let written = file::write(dir, state)?;
-    let pruned = file::prune(dir, keep)?;
-    Ok(Finished { written, pruned })
+/// Bytes handed to the writer thread at a time.
+const PIECE: usize = 1 << 20;
+/// Pieces that may wait for the writer thread: what a checkpoint holds in
+/// memory beyond the book being copied.
+pub const PIECES_IN_FLIGHT: usize = 4;
+
+/// Serialises `market`'s archive into pieces for the writer thread, then
+/// its header (or why it stopped); the orders archived.
+fn stream_to(market: &Market, to_writer: SyncSender<Piece>) -> usize {
+    let report = to_writer.clone();
+    let sink = file::Summed::new(Pieces {
+        buffer: Vec::with_capacity(PIECE),
+        to: to_writer,
+    });
+    match stream::archive_into(market, sink, file::HEADER_LEN) {
+        Ok((mut sink, streamed)) => {
+            // A failed write stopped the writer thread, which reports its
+            // own error.
+            if sink.flush().is_ok() && sink.failed.is_none() {
+                let header = file::header_of_streamed(&streamed, sink.len, sink.crc());
+                let _ = sink.inner.to.send(Piece::End(header));
+            }
+            streamed.orders
+        }
+        Err(error) => {
+            // A writer thread still reading removes its file and reports
+            // why (one that stopped on a write reports its own error).
+            let _ = report.send(Piece::Failed(error.to_string()));
+            0
+        }
+    }
+}
+
+/// The archive's bytes, gathered into pieces sent to the writer thread.
+struct Pieces {
+    buffer: Vec<u8>,
+    to: SyncSender<Piece>,
+}
+
+impl Pieces {
+    fn send(&mut self) -> std::io::Result<()> {
+        let full = std::mem::replace(&mut self.buffer, Vec::with_capacity(PIECE));
+        self.to.send(Piece::Bytes(full)).map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::BrokenPipe,
+                "the checkpoint writer thread stopped",
+            )
+        })
+    }
+}
+
+impl Write for Pieces {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let taken = (PIECE - self.buffer.len()).min(bytes.len());
+        self.buffer.extend_from_slice(&bytes[..taken]);
+        if self.buffer.len() == PIECE {
+            self.send()?;
+        }
+        Ok(taken)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.buffer.is_empty() {
+            Ok(())
+        } else {
+            self.send()
+        }
+    }
 }

@@ -1,0 +1,282 @@
+//! A checkpoint's archive written while the market is read, one book at a
+//! time: what [`Checkpointer`](super::Checkpointer) takes.
+//!
+//! [`capture`](super::capture) copies the whole state first and serialises
+//! it after: simple, but the copy of a mainnet-size book (~60 MB) is held
+//! beside the live one until it is written, on top of the server's memory,
+//! every time a checkpoint is taken. Here each book is copied into one
+//! reused buffer, its orders and levels are serialised into the archive at
+//! once, and only where they landed is kept. The root is written last, as
+//! rkyv lays it out, from a shell that archives as
+//! [`ArchivedCheckpointState`] and points at the arrays already written:
+//! the file is the archive [`capture`](super::capture) and
+//! [`file::encode`](super::file::encode) make (the same types, the same
+//! checks on load), its parts in another order.
+//!
+//! What is held meanwhile: the largest book's copy, the text table and
+//! what the sink buffers, rather than a copy of every book.
+
+use std::cell::Cell;
+use std::marker::PhantomData;
+
+use rkyv::rancor::{self, Fallible, Source as _, Strategy};
+use rkyv::ser::Serializer;
+use rkyv::ser::allocator::ArenaHandle;
+use rkyv::ser::sharing::Share;
+use rkyv::ser::writer::IoWriter;
+use rkyv::vec::{ArchivedVec, VecResolver};
+use rkyv::with::{ArchiveWith, SerializeWith};
+use rkyv::{Archive, Place, Serialize, SerializeUnsized};
+
+use super::state::{
+    ArchivedBookState, ArchivedCheckpointState, CandlesState, CheckpointState, LevelState,
+    OrderState, PositionState, ResetState, TextTable, TpslState, TradesState, UnknownIdsState,
+    capture_book_into, capture_rest,
+};
+use crate::market::Market;
+
+/// What a streamed archive holds, for its file's header and the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Streamed {
+    /// The block the state is at ([`CheckpointState::block_number`]).
+    pub block_number: u64,
+    /// Its time, Unix ms.
+    pub time_ms: i64,
+    /// What the market folds, as the header's bits.
+    pub needs: u8,
+    /// Resting orders over every book.
+    pub orders: usize,
+}
+
+/// Serialises `market`'s checkpoint archive into `out`, positions counted
+/// from `start` (the file's header comes before it). Called between two
+/// blocks by the market's single writer, like [`capture`](super::capture).
+///
+/// # Errors
+/// When `out` fails (its error is rkyv's, naming the write).
+pub fn archive_into<W: std::io::Write>(
+    market: &Market,
+    out: W,
+    start: usize,
+) -> Result<(W, Streamed), rancor::Error> {
+    rkyv::util::with_arena(|arena| {
+        let mut serializer = Serializer::new(
+            IoWriter::with_pos(out, start),
+            arena.acquire(),
+            Share::new(),
+        );
+        let streamed = serialize(market, &mut serializer)?;
+        Ok((serializer.into_writer().into_inner(), streamed))
+    })
+}
+
+type Out<'a, W> = Serializer<IoWriter<W>, ArenaHandle<'a>, Share>;
+
+fn serialize<W: std::io::Write>(
+    market: &Market,
+    serializer: &mut Out<'_, W>,
+) -> Result<Streamed, rancor::Error> {
+    let books = market.fold().books();
+    let mut texts = TextTable::default();
+    let mut shells = Vec::with_capacity(books.len());
+    // One buffer for every book, at the largest book's size.
+    let mut levels: Vec<LevelState> = Vec::new();
+    let mut orders: Vec<OrderState> = Vec::new();
+    let mut order_count = 0;
+    // The books come first among the fields with data out of line, each
+    // book's coin, levels and orders in that order: the layout rkyv gives
+    // (and its validation expects) for the archive of the whole state.
+    for (coin, book) in books.iter() {
+        levels.clear();
+        orders.clear();
+        capture_book_into(book, &mut texts, &mut levels, &mut orders);
+        order_count += orders.len();
+        let coin = Prewritten::new(coin.to_owned(), serializer)?;
+        let levels_at = levels
+            .as_slice()
+            .serialize_unsized(Strategy::wrap(&mut *serializer))?;
+        let orders_at = orders
+            .as_slice()
+            .serialize_unsized(Strategy::wrap(&mut *serializer))?;
+        shells.push(BookShell {
+            coin,
+            levels: Written::new(levels_at, levels.len()),
+            orders: Written::new(orders_at, orders.len()),
+        });
+    }
+    drop((levels, orders));
+    let CheckpointState {
+        needs,
+        height,
+        time_ms,
+        books_height,
+        books_time_ms,
+        blocks_folded,
+        events_seen,
+        books: _,
+        texts: _,
+        book_coins,
+        unknown_ids,
+        pending_resets,
+        universe,
+        trades,
+        fills,
+        tpsl,
+        candles,
+    } = capture_rest(market);
+    let root = StateShell {
+        needs,
+        height,
+        time_ms,
+        books_height,
+        books_time_ms,
+        blocks_folded,
+        events_seen,
+        books: shells,
+        texts: texts.into_strings(),
+        book_coins,
+        unknown_ids,
+        pending_resets,
+        universe,
+        trades,
+        fills,
+        tpsl,
+        candles,
+    };
+    rkyv::api::serialize_using::<_, rancor::Error>(&root, serializer)?;
+    Ok(Streamed {
+        block_number: height.unwrap_or(0),
+        time_ms,
+        needs,
+        orders: order_count,
+    })
+}
+
+/// A value whose data out of line is already in the archive: what is left
+/// is to resolve it where its parent lands.
+struct Prewritten<T: Archive> {
+    value: T,
+    resolver: Cell<Option<T::Resolver>>,
+}
+
+impl<T: Archive> Prewritten<T> {
+    /// Writes `value`'s data out of line now.
+    fn new<S>(value: T, serializer: &mut S) -> Result<Self, rancor::Error>
+    where
+        T: Serialize<Strategy<S, rancor::Error>>,
+    {
+        let resolver = value.serialize(Strategy::wrap(serializer))?;
+        Ok(Self {
+            value,
+            resolver: Cell::new(Some(resolver)),
+        })
+    }
+}
+
+/// Archives a [`Prewritten`] value as itself.
+struct Resolved;
+
+impl<T: Archive> ArchiveWith<Prewritten<T>> for Resolved {
+    type Archived = T::Archived;
+    type Resolver = T::Resolver;
+
+    fn resolve_with(field: &Prewritten<T>, resolver: T::Resolver, out: Place<Self::Archived>) {
+        field.value.resolve(resolver, out);
+    }
+}
+
+impl<T: Archive, S: Fallible<Error = rancor::Error> + ?Sized> SerializeWith<Prewritten<T>, S>
+    for Resolved
+{
+    fn serialize_with(field: &Prewritten<T>, _: &mut S) -> Result<T::Resolver, rancor::Error> {
+        field
+            .resolver
+            .take()
+            .ok_or_else(|| rancor::Error::new(Twice))
+    }
+}
+
+/// A [`Prewritten`] value resolved twice (a shell serialised twice).
+#[derive(Debug)]
+struct Twice;
+
+impl std::fmt::Display for Twice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a checkpoint shell was serialised twice")
+    }
+}
+
+impl std::error::Error for Twice {}
+
+/// An array already in the archive: where its elements begin, and how
+/// many there are.
+struct Written<T> {
+    at: usize,
+    len: usize,
+    of: PhantomData<T>,
+}
+
+impl<T> Written<T> {
+    fn new(at: usize, len: usize) -> Self {
+        Self {
+            at,
+            len,
+            of: PhantomData,
+        }
+    }
+}
+
+/// Archives a [`Written`] array as the `Vec` it was written from.
+struct AsVec;
+
+impl<T: Archive> ArchiveWith<Written<T>> for AsVec {
+    type Archived = ArchivedVec<T::Archived>;
+    type Resolver = VecResolver;
+
+    fn resolve_with(field: &Written<T>, resolver: VecResolver, out: Place<Self::Archived>) {
+        ArchivedVec::resolve_from_len(field.len, resolver, out);
+    }
+}
+
+impl<T: Archive, S: Fallible + ?Sized> SerializeWith<Written<T>, S> for AsVec {
+    fn serialize_with(field: &Written<T>, _: &mut S) -> Result<VecResolver, S::Error> {
+        Ok(VecResolver::from_pos(field.at))
+    }
+}
+
+/// A [`BookState`](super::state::BookState) whose coin and arrays are
+/// written.
+#[derive(Archive, Serialize)]
+#[rkyv(as = ArchivedBookState)]
+struct BookShell {
+    #[rkyv(with = Resolved)]
+    coin: Prewritten<String>,
+    #[rkyv(with = AsVec)]
+    levels: Written<LevelState>,
+    #[rkyv(with = AsVec)]
+    orders: Written<OrderState>,
+}
+
+/// A [`CheckpointState`] whose books are [`BookShell`]s: field for field,
+/// in the same order, the same archive.
+#[derive(Archive, Serialize)]
+#[rkyv(as = ArchivedCheckpointState)]
+struct StateShell {
+    needs: u8,
+    height: Option<u64>,
+    time_ms: i64,
+    books_height: Option<u64>,
+    books_time_ms: i64,
+    blocks_folded: u64,
+    events_seen: u64,
+    books: Vec<BookShell>,
+    texts: Vec<String>,
+    book_coins: Option<Vec<String>>,
+    unknown_ids: Vec<UnknownIdsState>,
+    pending_resets: Vec<ResetState>,
+    universe: Vec<String>,
+    trades: TradesState,
+    fills: PositionState,
+    tpsl: TpslState,
+    candles: CandlesState,
+}
