@@ -46,7 +46,7 @@ const FULL_LIST_EVERY: Duration = Duration::from_secs(1);
 /// Bytes of node files a reader catching up (the server's engine) or
 /// replaying reads between two [`Feed::release_read`]s: it holds about this
 /// much of them resident, not all it read.
-pub const RELEASE_EVERY_READ: u64 = 16 << 20;
+pub const RELEASE_EVERY_READ: u64 = 4 << 20;
 
 /// A reader of a decoded compressed file lets go of the pages behind it
 /// each time it has read this much more of it, so that its resident memory

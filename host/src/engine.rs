@@ -308,7 +308,7 @@ pub enum Command {
     /// once (about 440,000 on mainnet); `l2Book` and `allMids` subscribe
     /// instead.
     Read(MarketRead),
-    /// End the thread: a last checkpoint's capture (about 50 ms for a
+    /// End the thread: a last checkpoint (about 50 ms of this thread for a
     /// mainnet-size book) when it folded past the last one.
     Stop,
 }
@@ -1357,7 +1357,6 @@ fn resume(dir: &Path, bounds: Bounds) -> Option<Market> {
     None
 }
 
-/// Logs what the checkpointer did after a block.
 /// Logs what the checkpointer did: a failure once when checkpoints start
 /// failing (then counted in the gauge only), once more when one is written
 /// again.
@@ -1367,7 +1366,7 @@ fn log_checkpoint(status: &EngineStatus, progress: Progress) {
             block = taken.block_number,
             orders = taken.orders,
             engine_thread_us = taken.cost.as_micros() as u64,
-            "engine checkpoint captured; writing"
+            "engine checkpoint taken; its writer thread syncs it"
         );
     }
     match progress.finished {

@@ -456,8 +456,8 @@ pub struct Written {
     pub block_number: u64,
     /// Its size.
     pub bytes: u64,
-    /// Time spent serialising into the file (the writes included: the
-    /// archive is streamed).
+    /// Time until the whole archive was in the file: serialising into it
+    /// ([`write`]), or writing the pieces as they came ([`write_pieces`]).
     pub serialize: Duration,
     /// Time spent syncing and renaming.
     pub write: Duration,

@@ -190,20 +190,17 @@ pub async fn run(
     // what a key revocation (or a used-up byte quota) ends.
     let principal = guard.principal();
     let mut socket = socket;
-    let connection = match service
+    let Ok(connection) = service
         .flow
         .watch("websocket", "connection", None, Some(guard))
-    {
-        Ok(connection) => connection,
-        Err(_) => {
-            // The stop began while the upgrade was answered.
-            let frame = CloseFrame {
-                code: close::GOING_AWAY,
-                reason: Utf8Bytes::from(close_reason(SHUTTING_DOWN)),
-            };
-            let _ = socket.send(Message::Close(Some(frame))).await;
-            return;
-        }
+    else {
+        // The stop began while the upgrade was answered.
+        let frame = CloseFrame {
+            code: close::GOING_AWAY,
+            reason: Utf8Bytes::from(close_reason(SHUTTING_DOWN)),
+        };
+        let _ = socket.send(Message::Close(Some(frame))).await;
+        return;
     };
     let (mut sink, mut incoming) = socket.split();
     let (out, mut outbox) = mpsc::channel::<Outgoing>(OUTBOX);

@@ -23,9 +23,10 @@
 //! - checkpoint: `engine::checkpoint::load` (map the file, checksum, rkyv validation, rebuild
 //!   the market), and apart, on the file's bytes in memory, the checksum and validation alone
 //!   (`checkpoint::file::validate`) and the whole decode (the rebuild is the difference);
-//! - taking one: `engine::checkpoint::capture` (what the engine thread pays), and
-//!   `Checkpointer::take_now` (capture plus starting the writer thread) with the writer's
-//!   serialisation and write + fsync + rename, timed on its thread.
+//! - taking one: `Checkpointer::take_now` (what the engine thread pays: each book copied and
+//!   serialised in turn, the bytes handed to the writer thread), the writer's writing (until the
+//!   header) and its fsync + rename, timed on its thread; beside it `engine::checkpoint::capture`,
+//!   the copy of the whole state alone.
 //!
 //! Medians with the range in brackets. Prints the tables and rewrites the `checkpoint` section
 //! of `benches/BENCHMARKS.md`.
@@ -414,11 +415,11 @@ fn render(
     }
     let _ = writeln!(
         s,
-        "\nTaking a checkpoint: the engine thread pays the capture (`engine::checkpoint::capture`, a copy of the state into the archived types) and starting the writer thread (`Checkpointer::take_now`); the writer thread serialises (rkyv), writes, fsyncs and renames.\n"
+        "\nTaking a checkpoint (`Checkpointer::take_now`): the engine thread copies each book into the archived types and serialises it (rkyv) at once, handing the bytes to the writer thread in 1 MiB pieces (it waits when four are waiting), so no copy of the whole state is held; the writer thread writes them, then fsyncs and renames. Beside it, the copy of the whole state alone (`engine::checkpoint::capture`), which a checkpoint no longer holds.\n"
     );
     let _ = writeln!(
         s,
-        "| book | engine thread: capture ms | engine thread: capture + start writer ms | writer: serialise ms | writer: write + fsync + rename ms |"
+        "| book | whole copy alone (`capture`) ms | engine thread: copy + serialise, book by book ms | writer: pieces written ms | writer: fsync + rename ms |"
     );
     let _ = writeln!(s, "|---|---:|---:|---:|---:|");
     for b in books {
