@@ -318,6 +318,19 @@ pub fn validate<'b>(
 /// less than `needs` (or kept only some coins' books while `needs` has
 /// books), [`CheckpointError::Damaged`] when the state breaks its rules.
 pub fn decode(bytes: &[u8], needs: Needs, path: &Path) -> Result<Market, CheckpointError> {
+    decode_releasing(bytes, needs, path, &mut |_| {})
+}
+
+/// [`decode`], telling `read_below` as the books are rebuilt how far into
+/// `bytes` everything is read (an offset, rising): the archive lays the
+/// books out first, one after another, so a caller holding the bytes in a
+/// mapping can let go of the pages behind.
+fn decode_releasing(
+    bytes: &[u8],
+    needs: Needs,
+    path: &Path,
+    read_below: &mut dyn FnMut(usize),
+) -> Result<Market, CheckpointError> {
     let aligned;
     let bytes = if (bytes.as_ptr() as usize).is_multiple_of(16) {
         bytes
@@ -341,7 +354,9 @@ pub fn decode(bytes: &[u8], needs: Needs, path: &Path) -> Result<Market, Checkpo
             wanted: state::describe(needs),
         });
     }
-    state::restore(archived, needs).map_err(|damage| CheckpointError::Damaged {
+    let start = bytes.as_ptr() as usize;
+    let mut read_to = |end: *const u8| read_below((end as usize).saturating_sub(start));
+    state::restore(archived, needs, &mut read_to).map_err(|damage| CheckpointError::Damaged {
         path: path.to_path_buf(),
         reason: damage.to_string(),
     })
@@ -383,7 +398,7 @@ pub fn load(path: &Path, needs: Needs) -> Result<Loaded, CheckpointError> {
     }
     let map = map(&file, path)?;
     let header = Header::decode(&map, path)?;
-    let market = decode(&map, needs, path)?;
+    let market = decode_mapped(&map, needs, path, &mut |_| {})?;
     Ok(Loaded {
         market,
         path: path.to_path_buf(),
@@ -391,6 +406,46 @@ pub fn load(path: &Path, needs: Needs) -> Result<Loaded, CheckpointError> {
         time_ms: header.time_ms,
         bytes: len,
     })
+}
+
+/// [`decode`] of a mapped file, letting go of the pages of the books
+/// already rebuilt as the rebuild goes on ([`RELEASE_STEP`] at a time, then
+/// `released` is told how far): the file (50 MB for a mainnet-size book) and
+/// the market it becomes are not both resident at once.
+fn decode_mapped(
+    map: &memmap2::Mmap,
+    needs: Needs,
+    path: &Path,
+    released: &mut dyn FnMut(usize),
+) -> Result<Market, CheckpointError> {
+    let mut below_done = 0;
+    decode_releasing(map, needs, path, &mut |below| {
+        if below >= below_done + RELEASE_STEP {
+            release_below(map, below);
+            below_done = below;
+            released(below);
+        }
+    })
+}
+
+/// How much more of a checkpoint is rebuilt between two releases of its
+/// pages ([`load`]).
+const RELEASE_STEP: usize = 4 << 20;
+
+/// Lets go of this process's resident pages of `map` wholly below `below`.
+#[allow(unsafe_code)]
+fn release_below(map: &memmap2::Mmap, below: usize) {
+    let page = 4096;
+    let len = below.min(map.len()) / page * page;
+    if len == 0 {
+        return;
+    }
+    // SAFETY: `map` is a read-only shared mapping of a file no one changes
+    // (see `map`), `[0, len)` lies inside it. MADV_DONTNEED on it only drops
+    // this process's page-table entries: a later read faults the same bytes
+    // in again from the file, so every borrow of the mapping still reads
+    // what it read; nothing was ever written through it to be lost.
+    let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, 0, len) };
 }
 
 /// Maps a whole checkpoint file read-only.
@@ -730,4 +785,107 @@ pub fn newest_usable(dir: &Path, needs: Needs, bounds: Bounds) -> Result<Choice,
     }
     choice.elapsed = started.elapsed();
     Ok(choice)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::state::{BookState, DecimalState, LevelState, OrderState, capture};
+
+    /// This process's resident KiB of its mapping of `path` (`/proc/self/smaps`).
+    fn resident_kib_of(path: &Path) -> u64 {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let name = path.to_str().unwrap();
+        let mut lines = smaps.lines();
+        let mut total = 0;
+        while let Some(line) = lines.next() {
+            if !line.ends_with(name) {
+                continue;
+            }
+            let rss = lines.by_ref().find_map(|l| l.strip_prefix("Rss:")).unwrap();
+            total += rss
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .unwrap();
+        }
+        total
+    }
+
+    /// A state of `books` books of `orders` orders each, resting at one bid.
+    fn deep_state(books: usize, orders: u64) -> CheckpointState {
+        let mut state = capture(&Market::new(Needs::ALL));
+        state.texts = [
+            "0x0000000000000000000000000000000000000001",
+            "N/A",
+            "Limit",
+            "Gtc",
+        ]
+        .map(String::from)
+        .to_vec();
+        for k in 0..books {
+            state.books.push(BookState {
+                coin: format!("COIN{k:03}"),
+                levels: vec![LevelState {
+                    bid: true,
+                    px: DecimalState {
+                        units: 100,
+                        scale: 0,
+                    },
+                    total: None,
+                    orders: orders as u32,
+                }],
+                orders: (0..orders)
+                    .map(|oid| OrderState {
+                        oid: k as u64 * orders + oid,
+                        timestamp: 1,
+                        limit_px: 100,
+                        sz: 1,
+                        trigger_px: 0,
+                        orig_sz: 1,
+                        user: 0,
+                        trigger_condition: 1,
+                        order_type: 2,
+                        tif: 3,
+                        cloid: u32::MAX,
+                        cloid_bytes: [0; 16],
+                        scales: [0; 4],
+                        flags: 0,
+                    })
+                    .collect(),
+            });
+        }
+        state
+    }
+
+    #[test]
+    fn a_load_lets_go_of_the_pages_of_the_books_it_rebuilt() {
+        let dir = tempfile::tempdir().unwrap();
+        // About 29 MB of orders over eight books.
+        let written = write(dir.path(), &deep_state(8, 37_500)).unwrap();
+        let file = File::open(&written.path).unwrap();
+        let map = map(&file, &written.path).unwrap();
+        let whole = resident_kib_of(&written.path);
+        assert!(
+            whole * 1024 >= written.bytes - 4096,
+            "populated: {whole} KiB"
+        );
+        let mut seen = Vec::new();
+        let market = decode_mapped(&map, Needs::ALL, &written.path, &mut |below| {
+            seen.push((below, resident_kib_of(&written.path)));
+        })
+        .unwrap();
+        assert_eq!(market.books().len(), 8);
+        assert!(seen.len() >= 4, "{seen:?}");
+        for (below, resident) in seen {
+            // What lies past `below`, and no more than the pages around it
+            // (the one holding `below` is kept).
+            let left = (written.bytes - below as u64).div_ceil(1024) + 8;
+            assert!(
+                resident <= left,
+                "{resident} KiB resident past {below}: {left} KiB left"
+            );
+        }
+    }
 }

@@ -876,10 +876,18 @@ pub(crate) fn archived_block_number(state: &ArchivedCheckpointState) -> u64 {
 
 /// Rebuilds the market an archived (and validated) checkpoint holds, folding
 /// `needs` from here on (a subset of what it held: see [`held_needs`]).
+/// After each book `read_below` is called with the address past its last
+/// order: the archive lays the books out first, in order, so nothing below
+/// it is read again (a caller holding the archive in a mapping lets go of
+/// those pages).
 ///
 /// # Errors
 /// [`Damage`] when the state breaks one of its rules (see the module docs).
-pub(crate) fn restore(state: &ArchivedCheckpointState, needs: Needs) -> Result<Market, Damage> {
+pub(crate) fn restore(
+    state: &ArchivedCheckpointState,
+    needs: Needs,
+    read_below: &mut dyn FnMut(*const u8),
+) -> Result<Market, Damage> {
     if state.needs & !31 != 0 {
         return Err(damage(format!("unknown needs bits {:#x}", state.needs)));
     }
@@ -897,6 +905,7 @@ pub(crate) fn restore(state: &ArchivedCheckpointState, needs: Needs) -> Result<M
         }
         previous = Some(coin);
         books.replace(coin, restore_book(book, &texts)?);
+        read_below(book.orders.as_slice().as_ptr_range().end.cast());
     }
     let book_coins = state
         .book_coins
