@@ -25,6 +25,7 @@ use crate::block::DecodedBlock;
 use crate::coin::is_perp;
 use crate::event::{FillEvent, Side};
 use crate::num::Decimal;
+use crate::text::{Address, Short};
 
 /// A fill the tracker could not take at face value (never fatal).
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -76,8 +77,18 @@ pub struct PositionChange {
 /// Signed perp positions keyed by (lowercased user, coin).
 #[derive(Debug, Clone, Default)]
 pub struct Positions {
-    positions: HashMap<(String, String), Decimal>,
+    /// Keys held inline (an address and a coin name fit): a position costs
+    /// its table entry, not two more heap strings (mainnet has hundreds of
+    /// thousands of open positions).
+    positions: HashMap<Key, Decimal>,
     mismatches: u64,
+}
+
+/// (lowercased user, coin).
+type Key = (Address, Short);
+
+fn key(lowercased_user: &str, coin: &str) -> Key {
+    (Address::new(lowercased_user), Short::new(coin))
 }
 
 impl Positions {
@@ -96,7 +107,7 @@ impl Positions {
             positions: entries
                 .into_iter()
                 .filter(|(_, _, position)| !position.is_zero())
-                .map(|(user, coin, position)| ((user, coin), position))
+                .map(|(user, coin, position)| (key(&user, &coin), position))
                 .collect(),
             mismatches,
         }
@@ -127,23 +138,24 @@ impl Positions {
         if !is_perp(fill.coin) {
             return Ok(None);
         }
-        let key = (event.user().to_ascii_lowercase(), fill.coin.to_owned());
+        let user = event.user().to_ascii_lowercase();
         let signed = match fill.side {
             Side::Bid => fill.sz,
             Side::Ask => -fill.sz,
         };
         let Some(after) = fill.start_position.checked_add(signed) else {
             return Err(PositionIssue::Overflow {
-                user: key.0,
-                coin: key.1,
+                user,
+                coin: fill.coin.to_owned(),
                 oid: fill.oid,
                 block,
             });
         };
+        let key = key(&user, fill.coin);
         let tracked = self.positions.get(&key).copied().unwrap_or(Decimal::ZERO);
         let mismatch = (tracked != fill.start_position).then(|| PositionIssue::StartMismatch {
-            user: key.0.clone(),
-            coin: key.1.clone(),
+            user: user.clone(),
+            coin: fill.coin.to_owned(),
             oid: fill.oid,
             block,
             tracked,
@@ -152,11 +164,11 @@ impl Positions {
         if after.is_zero() {
             self.positions.remove(&key);
         } else {
-            self.positions.insert(key.clone(), after);
+            self.positions.insert(key, after);
         }
         let change = PositionChange {
-            user: key.0,
-            coin: key.1,
+            user,
+            coin: fill.coin.to_owned(),
             position: after,
         };
         match mismatch {
@@ -218,7 +230,7 @@ impl Positions {
     /// or never seen.
     pub fn position(&self, user: &str, coin: &str) -> Decimal {
         self.positions
-            .get(&(user.to_ascii_lowercase(), coin.to_owned()))
+            .get(&key(&user.to_ascii_lowercase(), coin))
             .copied()
             .unwrap_or(Decimal::ZERO)
     }
