@@ -25,7 +25,8 @@
 //! full book, the simulator writes the snapshot and that many blocks after it (no other
 //! snapshot), and one start is measured the same way: the server folds them all before it
 //! serves live. The table sets their
-//! peak beside the snapshot start's.
+//! peak beside the snapshot start's. Each is then restarted on the state it left (the
+//! checkpoint it took when stopped) and measured the same way.
 //!
 //! Reference, once per scale, in a fresh child process of this binary: reading the snapshot
 //! file, `engine::snapshot::parse` and `Engine::from_snapshot`, timed, with the child's
@@ -138,6 +139,9 @@ struct Behind {
     /// it has caught up; the simulated market's book drifts from the snapshot's over the run).
     orders_at_end: usize,
     start: Start,
+    /// The same server started again on the state the first start left: it loads the
+    /// checkpoint the first took when it stopped (a restart).
+    restart: Start,
 }
 
 /// Mainnet's block interval, for block counts as time.
@@ -283,7 +287,7 @@ fn measure_scale(
     );
     let mut starts = Vec::new();
     for run in 0..args.runs {
-        let start = cold_start(l1gate, &data, args.settle, runtime)
+        let start = cold_start(l1gate, &data, None, args.settle, runtime)
             .with_context(|| format!("scale {scale}, run {}", run + 1))?;
         eprintln!(
             "memory: scale {scale} run {}: bound {:.3} s, serving live {:.3} s, VmRSS {:.0} MB at ready, {:.0} MB settled, VmHWM {:.0} MB",
@@ -313,13 +317,24 @@ fn measure_behind(
     l1gate: &Path,
     runtime: &tokio::runtime::Runtime,
 ) -> anyhow::Result<Behind> {
-    let (_work, data, summary) = node_of(args, scale, blocks)?;
+    let (work, data, summary) = node_of(args, scale, blocks)?;
     let mut node_bytes = 0u64;
     for file in benches::data::files(&data)? {
         node_bytes += std::fs::metadata(&file)?.len();
     }
-    let start = cold_start(l1gate, &data, args.settle, runtime)
+    // One state directory for both starts: the first is stopped (SIGTERM) once measured and
+    // takes a last checkpoint where it ended; the second starts from it (a restart).
+    let state = work.path().join("state");
+    let start = cold_start(l1gate, &data, Some(&state), args.settle, runtime)
         .with_context(|| format!("scale {scale}, {blocks} blocks behind"))?;
+    let restart = cold_start(l1gate, &data, Some(&state), args.settle, runtime)
+        .with_context(|| format!("scale {scale}, {blocks} blocks behind, restarted"))?;
+    eprintln!(
+        "memory: {blocks} blocks behind, restarted from its checkpoint: serving live {:.3} s, VmRSS {:.0} MB settled, VmHWM {:.0} MB",
+        restart.ready_s,
+        mb(restart.settled.rss_kib),
+        mb(restart.settled.hwm_kib)
+    );
     eprintln!(
         "memory: {blocks} blocks behind: serving live {:.3} s, VmRSS {:.0} MB at ready, {:.0} MB settled, VmHWM {:.0} MB",
         start.ready_s,
@@ -332,6 +347,7 @@ fn measure_behind(
         node_mb: node_bytes as f64 / 1e6,
         orders_at_end: summary.resting_orders,
         start,
+        restart,
     })
 }
 
@@ -392,16 +408,17 @@ pub(crate) fn engine_child(args: &[String]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A server child that is killed when dropped.
 /// One cold start: spawn, wait for the address, then for the first BBO frame; read memory.
 fn cold_start(
     l1gate: &Path,
     data: &Path,
+    state: Option<&Path>,
     settle: f64,
     runtime: &tokio::runtime::Runtime,
 ) -> anyhow::Result<Start> {
     let settings = ServeArgs {
         data: Some(data.to_owned()),
+        state_dir: state.map(Path::to_owned),
         ..harness_settings()
     };
     let started = Instant::now();
@@ -565,6 +582,27 @@ fn render(
                 b.start.ready_s,
                 mb(b.start.at_ready.rss_kib),
                 mb(b.start.settled.rss_kib),
+                peak / full.peak_mb(),
+            );
+        }
+        let _ = writeln!(
+            s,
+            "\nA restart: the same server started again on the state each start left (stopped with SIGTERM, it took a last checkpoint where it ended); it loads that checkpoint and serves from there.\n"
+        );
+        let _ = writeln!(
+            s,
+            "| blocks behind | cold start s | RSS at ready MB | RSS settled MB | peak MB | peak / snapshot start's |"
+        );
+        let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|");
+        for b in behind {
+            let peak = mb(b.restart.settled.hwm_kib);
+            let _ = writeln!(
+                s,
+                "| {} | {:.3} | {:.0} | {:.0} | {peak:.0} | {:.2}× |",
+                b.blocks,
+                b.restart.ready_s,
+                mb(b.restart.at_ready.rss_kib),
+                mb(b.restart.settled.rss_kib),
                 peak / full.peak_mb(),
             );
         }
