@@ -435,6 +435,8 @@ const RELEASE_STEP: usize = 4 << 20;
 /// Lets go of this process's resident pages of `map` wholly below `below`.
 #[allow(unsafe_code)]
 fn release_below(map: &memmap2::Mmap, below: usize) {
+    // Whole 4 KiB pages; where pages are larger the kernel rounds the
+    // length up, which only lets go of more (re-read from the file if read).
     let page = 4096;
     let len = below.min(map.len()) / page * page;
     if len == 0 {

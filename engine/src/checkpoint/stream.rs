@@ -8,10 +8,11 @@
 //! reused buffer, its orders and levels are serialised into the archive at
 //! once, and only where they landed is kept. The root is written last, as
 //! rkyv lays it out, from a shell that archives as
-//! [`ArchivedCheckpointState`] and points at the arrays already written:
-//! the file is the archive [`capture`](super::capture) and
-//! [`file::encode`](super::file::encode) make (the same types, the same
-//! checks on load), its parts in another order.
+//! [`ArchivedCheckpointState`] and points at the arrays already written.
+//! The books are the first field with data out of line, so they come
+//! first in the archive whichever way it is made: the file is byte for
+//! byte the one [`capture`](super::capture) and
+//! [`file::encode`](super::file::encode) make, and loads the same way.
 //!
 //! What is held meanwhile: the largest book's copy, the text table and
 //! what the sink buffers, rather than a copy of every book.

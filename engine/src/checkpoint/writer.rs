@@ -18,8 +18,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::error::CheckpointError;
-use super::file::Piece;
-use super::file::{self, Written};
+use super::file::{self, Piece, Written};
 use super::stream;
 use crate::market::Market;
 
