@@ -134,7 +134,9 @@ async fn upgrade(
 ) -> Response {
     if service.shutdown.is_cancelled() {
         // Asked for in the moment between the stop and the listener
-        // closing: refused like any request the server cannot take now.
+        // closing: refused like any request the server cannot take now,
+        // and not counted toward the key's quota.
+        service.access.refund_quota(&principal);
         return edge::http::unavailable_response("shutting_down", connection::SHUTTING_DOWN, 5);
     }
     let peer = peer.map(|Extension(ConnectInfo(addr))| addr.ip());
