@@ -37,7 +37,7 @@ use parking_lot::{Mutex, RwLock};
 use crate::error::FeedError;
 use crate::feed::{Feed, Start};
 use crate::layout::{self, SnapshotPath};
-use crate::segment::map_prefix;
+use crate::mapped::MappedFile;
 use crate::source::Source;
 
 /// How old a file must be to be trusted complete at first sight.
@@ -311,15 +311,15 @@ impl Snapshots {
     /// pruned); [`FeedError::Truncated`] when it is shorter than when it was
     /// verified.
     pub fn read(&self, file: &SnapshotFile) -> Result<Bytes, FeedError> {
-        self.map(file).map(|mapped| mapped.bytes)
+        self.map(file).map(MappedFile::into_bytes)
     }
 
     /// [`Snapshots::read`], as a mapping whose pages read can be let go of
-    /// while parsing it ([`MappedSnapshot::release_below`]).
+    /// while parsing it ([`MappedFile::release_below`]).
     ///
     /// # Errors
     /// As [`Snapshots::read`].
-    pub fn map(&self, file: &SnapshotFile) -> Result<MappedSnapshot, FeedError> {
+    pub fn map(&self, file: &SnapshotFile) -> Result<MappedFile, FeedError> {
         let path = &file.path;
         let handle = File::open(path).map_err(|e| FeedError::io("open", path, &e))?;
         let now = handle
@@ -333,29 +333,7 @@ impl Snapshots {
                 now,
             });
         }
-        let bytes = map_prefix(&handle, file.len, path)?;
-        Ok(MappedSnapshot { bytes })
-    }
-}
-
-/// A snapshot file's bytes, mapped.
-#[derive(Debug)]
-pub struct MappedSnapshot {
-    bytes: Bytes,
-}
-
-impl MappedSnapshot {
-    /// The file's bytes.
-    pub fn bytes(&self) -> &[u8] {
-        &self.bytes
-    }
-
-    /// Lets go of this process's resident pages holding the first `below`
-    /// bytes (whole pages): a parse that is past them keeps only a window
-    /// of the file resident, not all of it. Reading them again maps them
-    /// again from the file (the page cache keeps them).
-    pub fn release_below(&self, below: usize) {
-        crate::segment::release_mapped(&self.bytes, below);
+        MappedFile::of(&handle, file.len, path)
     }
 }
 

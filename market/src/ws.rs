@@ -132,13 +132,6 @@ async fn upgrade(
     held: Option<Extension<HeldConnection>>,
     upgrade: WebSocketUpgrade,
 ) -> Response {
-    if service.shutdown.is_cancelled() {
-        // Asked for in the moment between the stop and the listener
-        // closing: refused like any request the server cannot take now,
-        // and not counted toward the key's quota.
-        service.access.refund_quota(&principal);
-        return edge::http::unavailable_response("shutting_down", connection::SHUTTING_DOWN, 5);
-    }
     let peer = peer.map(|Extension(ConnectInfo(addr))| addr.ip());
     let guard = match service.access.open_stream(&principal, peer) {
         Ok(guard) => guard,
@@ -149,6 +142,18 @@ async fn upgrade(
             service.access.record_denial("websocket", &denial);
             return edge::http::denial_response(&denial);
         }
+    };
+    // The connection's own slot holds the account's stream slot and is
+    // what a key revocation (or a used-up byte quota) ends. The stream
+    // supervisor refuses it once the server is stopping: an upgrade that
+    // reaches it in the moment before the listener closes is refused like
+    // any request the server cannot take now, and not counted.
+    let Ok(connection) = service
+        .flow
+        .watch("websocket", "connection", None, Some(guard))
+    else {
+        service.access.refund_quota(&principal);
+        return edge::http::unavailable_response("shutting_down", connection::SHUTTING_DOWN, 5);
     };
     let max = service.limits.max_message_bytes;
     // Small starting buffers: thousands of connections are held at once,
@@ -161,6 +166,12 @@ async fn upgrade(
         .max_message_size(max)
         .max_frame_size(max)
         .on_upgrade(move |socket| {
-            connection::run(socket, service, guard, held.map(|Extension(held)| held))
+            connection::run(
+                socket,
+                service,
+                principal,
+                connection,
+                held.map(|Extension(held)| held),
+            )
         })
 }

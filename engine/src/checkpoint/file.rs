@@ -99,6 +99,19 @@ pub struct Header {
 }
 
 impl Header {
+    /// The header of a checkpoint at `block_number` (its time and needs
+    /// bits) whose body is `body_len` bytes with CRC-32 `crc`.
+    fn of(block_number: u64, time_ms: i64, needs: u8, body_len: u64, crc: u32) -> Self {
+        Self {
+            version: FORMAT_VERSION,
+            block_number,
+            time_ms,
+            body_len,
+            crc,
+            needs: u32::from(needs),
+        }
+    }
+
     fn encode(&self) -> [u8; HEADER_LEN] {
         let mut out = [0u8; HEADER_LEN];
         out[0..8].copy_from_slice(&MAGIC);
@@ -171,14 +184,13 @@ fn length(path: &Path, expected: u64, bytes: &[u8]) -> CheckpointError {
 /// The header of `state`'s checkpoint whose body is `body_len` bytes with
 /// CRC-32 `crc`.
 fn header_of(state: &CheckpointState, body_len: u64, crc: u32) -> Header {
-    Header {
-        version: FORMAT_VERSION,
-        block_number: state.block_number(),
-        time_ms: state.time_ms,
+    Header::of(
+        state.block_number(),
+        state.time_ms,
+        state.needs,
         body_len,
         crc,
-        needs: u32::from(state.needs),
-    }
+    )
 }
 
 /// Serialises `state` into one buffer: the header, then the archive (for
@@ -396,9 +408,13 @@ pub fn load(path: &Path, needs: Needs) -> Result<Loaded, CheckpointError> {
         Header::decode(&head, path)?;
         return Err(length(path, HEADER_LEN as u64, &head));
     }
-    let map = map(&file, path)?;
-    let header = Header::decode(&map, path)?;
-    let market = decode_mapped(&map, needs, path, &mut |_| {})?;
+    let mapped = feeds::MappedFile::of(&file, len, path).map_err(|e| CheckpointError::Io {
+        path: path.to_path_buf(),
+        op: "map",
+        message: e.to_string(),
+    })?;
+    let header = Header::decode(mapped.bytes(), path)?;
+    let market = decode_mapped(&mapped, needs, path, &mut |_| {})?;
     Ok(Loaded {
         market,
         path: path.to_path_buf(),
@@ -413,15 +429,15 @@ pub fn load(path: &Path, needs: Needs) -> Result<Loaded, CheckpointError> {
 /// `released` is told how far): the file (50 MB for a mainnet-size book) and
 /// the market it becomes are not both resident at once.
 fn decode_mapped(
-    map: &memmap2::Mmap,
+    mapped: &feeds::MappedFile,
     needs: Needs,
     path: &Path,
     released: &mut dyn FnMut(usize),
 ) -> Result<Market, CheckpointError> {
     let mut below_done = 0;
-    decode_releasing(map, needs, path, &mut |below| {
+    decode_releasing(mapped.bytes(), needs, path, &mut |below| {
         if below >= below_done + RELEASE_STEP {
-            release_below(map, below);
+            mapped.release_below(below);
             below_done = below;
             released(below);
         }
@@ -431,43 +447,6 @@ fn decode_mapped(
 /// How much more of a checkpoint is rebuilt between two releases of its
 /// pages ([`load`]).
 const RELEASE_STEP: usize = 4 << 20;
-
-/// Lets go of this process's resident pages of `map` wholly below `below`.
-#[allow(unsafe_code)]
-fn release_below(map: &memmap2::Mmap, below: usize) {
-    // Whole 4 KiB pages; where pages are larger the kernel rounds the
-    // length up, which only lets go of more (re-read from the file if read).
-    let page = 4096;
-    let len = below.min(map.len()) / page * page;
-    if len == 0 {
-        return;
-    }
-    // SAFETY: `map` is a read-only shared mapping of a file no one changes
-    // (see `map`), `[0, len)` lies inside it. MADV_DONTNEED on it only drops
-    // this process's page-table entries: a later read faults the same bytes
-    // in again from the file, so every borrow of the mapping still reads
-    // what it read; nothing was ever written through it to be lost.
-    let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, 0, len) };
-}
-
-/// Maps a whole checkpoint file read-only.
-#[allow(unsafe_code)]
-fn map(file: &File, path: &Path) -> Result<memmap2::Mmap, CheckpointError> {
-    // SAFETY: a mapping is only sound while nobody changes or shortens the
-    // file under it. Checkpoint files live in l1gate's own state directory,
-    // which one server holds at a time (the state directory's lock), and
-    // they are never modified once written: each is written under a
-    // temporary name and renamed into place, and old ones are only ever
-    // unlinked (which leaves an open mapping intact). The mapping is
-    // read-only, lives only while this load validates and rebuilds the
-    // market (nothing borrowed from it outlives `load`), and every byte is
-    // checked before use. An operator who truncated a checkpoint during
-    // those few hundred milliseconds would end the process with SIGBUS.
-    // Populated: every page is read anyway (checksum first), and faulting
-    // them in at once costs less than one fault per page.
-    unsafe { memmap2::MmapOptions::new().populate().map(file) }
-        .map_err(|e| CheckpointError::io(path, "map", &e))
-}
 
 /// A checkpoint file in a directory.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -547,14 +526,13 @@ pub enum Piece {
 
 /// The header of a streamed archive of `body_len` bytes with CRC-32 `crc`.
 pub fn header_of_streamed(streamed: &Streamed, body_len: u64, crc: u32) -> Header {
-    Header {
-        version: FORMAT_VERSION,
-        block_number: streamed.block_number,
-        time_ms: streamed.time_ms,
+    Header::of(
+        streamed.block_number,
+        streamed.time_ms,
+        streamed.needs,
         body_len,
         crc,
-        needs: u32::from(streamed.needs),
-    }
+    )
 }
 
 /// Writes the checkpoint at `block_number` whose [`Piece`]s arrive on
@@ -866,15 +844,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         // About 29 MB of orders over eight books.
         let written = write(dir.path(), &deep_state(8, 37_500)).unwrap();
-        let file = File::open(&written.path).unwrap();
-        let map = map(&file, &written.path).unwrap();
+        let mapped = feeds::MappedFile::open(&written.path).unwrap();
+        // Read once, as the checksum reads it first.
+        std::hint::black_box(crc32fast::hash(mapped.bytes()));
         let whole = resident_kib_of(&written.path);
         assert!(
             whole * 1024 >= written.bytes - 4096,
-            "populated: {whole} KiB"
+            "read whole: {whole} KiB"
         );
         let mut seen = Vec::new();
-        let market = decode_mapped(&map, Needs::ALL, &written.path, &mut |below| {
+        let market = decode_mapped(&mapped, Needs::ALL, &written.path, &mut |below| {
             seen.push((below, resident_kib_of(&written.path)));
         })
         .unwrap();

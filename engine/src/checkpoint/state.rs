@@ -465,9 +465,10 @@ pub(crate) fn describe(needs: Needs) -> String {
 // ---------------------------------------------------------------------------
 
 /// Copies the state a checkpoint archives out of `market` (see the module
-/// docs). Called between two blocks by the market's single writer; this is
-/// what a checkpoint costs that thread (serialising and writing it can run
-/// on another).
+/// docs), whole: for tools and tests, and what [`super::file::encode`]
+/// serialises. Taking a checkpoint does not hold such a copy: the
+/// checkpointer serialises book by book ([`super::stream`]) into the same
+/// bytes.
 pub fn capture(market: &Market) -> CheckpointState {
     let mut texts = TextTable::default();
     let books = market
@@ -745,11 +746,11 @@ impl From<Amount> for AmountState {
     }
 }
 
-pub(super) fn position_state((block_number, time): (u64, i64)) -> PositionState {
+fn position_state((block_number, time): (u64, i64)) -> PositionState {
     PositionState { block_number, time }
 }
 
-pub(super) fn capture_trades(trades: &TradesView) -> TradesState {
+fn capture_trades(trades: &TradesView) -> TradesState {
     TradesState {
         position: position_state(trades.position()),
         counts: trades
@@ -773,7 +774,7 @@ pub(super) fn capture_trades(trades: &TradesView) -> TradesState {
     }
 }
 
-pub(super) fn capture_tpsl(tpsl: &TpslView) -> TpslState {
+fn capture_tpsl(tpsl: &TpslView) -> TpslState {
     let mut positions: Vec<PositionEntryState> = tpsl
         .positions()
         .entries()
@@ -820,7 +821,7 @@ fn interval_code(interval: Interval) -> u8 {
         .map_or(u8::MAX, |at| at as u8)
 }
 
-pub(super) fn capture_candles(candles: &CandlesView) -> CandlesState {
+fn capture_candles(candles: &CandlesView) -> CandlesState {
     CandlesState {
         intervals: candles
             .intervals()

@@ -29,9 +29,9 @@ use super::render;
 use crate::grpc::relay::RelaySource;
 use crate::info::{InfoFeed, InfoLookup};
 use crate::views::channel;
+use access::Access;
 use access::gcra::Gcra;
 use access::keys::Principal;
-use access::{Access, StreamGuard};
 use edge::flow::{EndReason, Measured, Slot, Supervisor};
 use edge::listen::HeldConnection;
 
@@ -179,29 +179,15 @@ impl Budget {
 pub const SHUTTING_DOWN: &str =
     "the server is shutting down (a restart, say): reconnect in a few seconds";
 
-/// Serves one upgraded connection until either side ends it.
+/// Serves one upgraded connection until either side ends it: `connection`
+/// is its slot in the stream supervisor, holding the account's stream slot.
 pub async fn run(
     socket: WebSocket,
     service: WsService,
-    guard: StreamGuard,
+    principal: Principal,
+    connection: Arc<Slot>,
     held: Option<HeldConnection>,
 ) {
-    // The connection's own slot holds the account's stream slot and is
-    // what a key revocation (or a used-up byte quota) ends.
-    let principal = guard.principal();
-    let mut socket = socket;
-    let Ok(connection) = service
-        .flow
-        .watch("websocket", "connection", None, Some(guard))
-    else {
-        // The stop began while the upgrade was answered.
-        let frame = CloseFrame {
-            code: close::GOING_AWAY,
-            reason: Utf8Bytes::from(close_reason(SHUTTING_DOWN)),
-        };
-        let _ = socket.send(Message::Close(Some(frame))).await;
-        return;
-    };
     let (mut sink, mut incoming) = socket.split();
     let (out, mut outbox) = mpsc::channel::<Outgoing>(OUTBOX);
     // The writer hands over everything queued, then flushes once: the
