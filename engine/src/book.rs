@@ -7,4 +7,4 @@ mod oids;
 
 pub(crate) use self::oids::prefetch_all;
 
-pub use l4::{Books, L4Book, L4Error, Level, RestingOrder};
+pub use l4::{Books, L4Book, L4Error, Level, RestingOrder, Terms};

@@ -430,8 +430,8 @@ mod tests {
         let book = snapshot.books.get("@1").unwrap();
         assert_eq!(book.best_bid().unwrap().px().to_string(), "1.5");
         assert_eq!(book.best_ask().unwrap().px().to_string(), "1.6");
-        assert_eq!(book.get(8).unwrap().tif, None);
-        assert_eq!(book.get(7).unwrap().tif.as_deref(), Some("Gtc"));
+        assert_eq!(book.get(8).unwrap().terms.tif, None);
+        assert_eq!(book.get(7).unwrap().terms.tif.as_deref(), Some("Gtc"));
     }
 
     #[test]

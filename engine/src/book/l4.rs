@@ -20,4 +20,4 @@ mod slots;
 pub use book::{L4Book, UserOrders};
 pub use books::{Books, MAX_HELD_USERS, MAX_WATCHED_USERS};
 pub use level::{Level, LevelOrders};
-pub use order::{L4Error, RestingOrder};
+pub use order::{L4Error, RestingOrder, Terms};

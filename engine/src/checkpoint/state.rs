@@ -55,7 +55,7 @@ use std::fmt;
 
 use rkyv::{Archive, Deserialize, Serialize};
 
-use crate::book::l4::{Books, L4Book, RestingOrder};
+use crate::book::l4::{Books, L4Book, RestingOrder, Terms};
 use crate::book::prefetch_all;
 use crate::event::Side;
 use crate::fold::{CoinReset, Engine, EngineParts, UnknownIds};
@@ -602,12 +602,23 @@ fn capture_book<'m>(coin: &str, book: &'m L4Book, texts: &mut TextTable<'m>) -> 
 
 /// Appends `book`'s levels and orders (see [`BookState`]) to `levels` and
 /// `orders`, numbering their texts in `texts`.
-pub(super) fn capture_book_into<'m>(
+fn capture_book_into<'m>(
     book: &'m L4Book,
     texts: &mut TextTable<'m>,
     levels: &mut Vec<LevelState>,
     orders: &mut Vec<OrderState>,
 ) {
+    let mut resting = capture_levels_into(book, levels);
+    orders.reserve(resting.len());
+    resting.capture_into(usize::MAX, texts, orders);
+}
+
+/// Appends `book`'s levels (see [`BookState`]) to `levels`; its orders are
+/// then captured from what this returns, all at once or a part at a time.
+pub(super) fn capture_levels_into<'m>(
+    book: &'m L4Book,
+    levels: &mut Vec<LevelState>,
+) -> BookOrders<'m> {
     // The levels and where their orders rest first (walking the levels'
     // links reads no order), then the orders, fetched ahead.
     let mut resting: Vec<&'m RestingOrder> = Vec::with_capacity(book.len());
@@ -623,13 +634,49 @@ pub(super) fn capture_book_into<'m>(
             orders: u32::try_from(resting.len() - before).unwrap_or(u32::MAX),
         });
     }
-    let mut recent = OrderTexts::default();
-    orders.reserve(resting.len());
-    for (at, order) in resting.iter().enumerate() {
-        if let Some(ahead) = resting.get(at + CAPTURE_LOOKAHEAD) {
-            prefetch_all(*ahead);
+    BookOrders {
+        resting,
+        next: 0,
+        recent: OrderTexts::default(),
+    }
+}
+
+/// A book's orders in the order its levels list them, captured a part at a
+/// time (see [`capture_levels_into`]).
+pub(super) struct BookOrders<'m> {
+    resting: Vec<&'m RestingOrder>,
+    /// The first order not captured yet.
+    next: usize,
+    recent: OrderTexts<'m>,
+}
+
+impl<'m> BookOrders<'m> {
+    /// Orders in the book.
+    pub(super) fn len(&self) -> usize {
+        self.resting.len()
+    }
+
+    /// Whether every order was captured.
+    pub(super) fn done(&self) -> bool {
+        self.next == self.resting.len()
+    }
+
+    /// Appends the next `most` orders (fewer at the end) to `orders`,
+    /// numbering their texts in `texts`.
+    pub(super) fn capture_into(
+        &mut self,
+        most: usize,
+        texts: &mut TextTable<'m>,
+        orders: &mut Vec<OrderState>,
+    ) {
+        let end = self.next.saturating_add(most).min(self.resting.len());
+        for at in self.next..end {
+            if let Some(ahead) = self.resting.get(at + CAPTURE_LOOKAHEAD) {
+                prefetch_all(*ahead);
+            }
+            orders.push(capture_order(self.resting[at], texts, &mut self.recent));
         }
-        orders.push(capture_order(order, texts, &mut recent));
+        self.next = end;
     }
 }
 
@@ -639,13 +686,13 @@ fn capture_order<'m>(
     recent: &mut OrderTexts<'m>,
 ) -> OrderState {
     let mut flags = 0;
-    if order.is_trigger {
+    if order.terms.is_trigger {
         flags |= IS_TRIGGER;
     }
-    if order.is_position_tpsl {
+    if order.terms.is_position_tpsl {
         flags |= IS_POSITION_TPSL;
     }
-    if order.reduce_only {
+    if order.terms.reduce_only {
         flags |= REDUCE_ONLY;
     }
     let (cloid, cloid_bytes) = match order.cloid.as_deref() {
@@ -663,12 +710,15 @@ fn capture_order<'m>(
         timestamp: order.timestamp,
         limit_px: order.limit_px.units(),
         sz: order.sz.units(),
-        trigger_px: order.trigger_px.units(),
+        trigger_px: order.terms.trigger_px.units(),
         orig_sz: order.orig_sz.units(),
         user: recent.user.id(&order.user, texts),
-        trigger_condition: recent.trigger_condition.id(&order.trigger_condition, texts),
-        order_type: recent.order_type.id(&order.order_type, texts),
+        trigger_condition: recent
+            .trigger_condition
+            .id(&order.terms.trigger_condition, texts),
+        order_type: recent.order_type.id(&order.terms.order_type, texts),
         tif: order
+            .terms
             .tif
             .as_deref()
             .map_or(NONE, |tif| recent.tif.id(tif, texts)),
@@ -677,7 +727,7 @@ fn capture_order<'m>(
         scales: [
             order.limit_px.scale(),
             order.sz.scale(),
-            order.trigger_px.scale(),
+            order.terms.trigger_px.scale(),
             order.orig_sz.scale(),
         ],
         flags,
@@ -1069,13 +1119,7 @@ fn restore_order(
     } else {
         optional_text(texts, state.cloid.to_native(), "client order id")?.map(Cloid::new)
     };
-    Ok(RestingOrder {
-        user: Address::new(text(texts, state.user.to_native(), "owner")?),
-        oid: state.oid.to_native(),
-        side,
-        limit_px: decimal(state.limit_px.to_native(), px_scale)?,
-        sz: decimal(state.sz.to_native(), sz_scale)?,
-        timestamp: state.timestamp.to_native(),
+    let terms = Terms {
         trigger_condition: Short::new(text(
             texts,
             state.trigger_condition.to_native(),
@@ -1086,9 +1130,18 @@ fn restore_order(
         is_position_tpsl: flags & IS_POSITION_TPSL != 0,
         reduce_only: flags & REDUCE_ONLY != 0,
         order_type: Short::new(text(texts, state.order_type.to_native(), "order type")?),
-        orig_sz: decimal(state.orig_sz.to_native(), orig_scale)?,
         tif: optional_text(texts, state.tif.to_native(), "time in force")?.map(Short::new),
+    };
+    Ok(RestingOrder {
+        user: Address::new(text(texts, state.user.to_native(), "owner")?),
+        oid: state.oid.to_native(),
+        side,
+        limit_px: decimal(state.limit_px.to_native(), px_scale)?,
+        sz: decimal(state.sz.to_native(), sz_scale)?,
+        timestamp: state.timestamp.to_native(),
+        orig_sz: decimal(state.orig_sz.to_native(), orig_scale)?,
         cloid,
+        terms: terms.shared(),
     })
 }
 

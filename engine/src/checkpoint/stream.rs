@@ -32,7 +32,7 @@ use rkyv::{Archive, Place, Serialize, SerializeUnsized};
 use super::state::{
     ArchivedBookState, ArchivedCheckpointState, CandlesState, CheckpointState, LevelState,
     OrderState, PositionState, ResetState, TextTable, TpslState, TradesState, UnknownIdsState,
-    capture_book_into, capture_rest,
+    capture_levels_into, capture_rest,
 };
 use crate::market::Market;
 
@@ -80,29 +80,38 @@ fn serialize<W: std::io::Write>(
     let books = market.fold().books();
     let mut texts = TextTable::default();
     let mut shells = Vec::with_capacity(books.len());
-    // One buffer for every book, at the largest book's size.
+    // One buffer of levels for every book, at the most levels of a book;
+    // the orders go a part at a time through a buffer of their own.
     let mut levels: Vec<LevelState> = Vec::new();
-    let mut orders: Vec<OrderState> = Vec::new();
+    let mut orders: Vec<OrderState> = Vec::with_capacity(ORDERS_AT_ONCE);
     let mut order_count = 0;
     // The books come first among the fields with data out of line, each
     // book's coin, levels and orders in that order: the layout rkyv gives
     // (and its validation expects) for the archive of the whole state.
     for (coin, book) in books.iter() {
         levels.clear();
-        orders.clear();
-        capture_book_into(book, &mut texts, &mut levels, &mut orders);
-        order_count += orders.len();
+        let mut resting = capture_levels_into(book, &mut levels);
+        order_count += resting.len();
         let coin = Prewritten::new(coin.to_owned(), serializer)?;
         let levels_at = levels
             .as_slice()
             .serialize_unsized(Strategy::wrap(&mut *serializer))?;
-        let orders_at = orders
-            .as_slice()
-            .serialize_unsized(Strategy::wrap(&mut *serializer))?;
+        // An archived order has nothing out of line and its size is a
+        // multiple of its alignment: parts written one after another lie
+        // exactly where the whole array would (the first part aligns).
+        let mut orders_at = None;
+        while orders_at.is_none() || !resting.done() {
+            orders.clear();
+            resting.capture_into(ORDERS_AT_ONCE, &mut texts, &mut orders);
+            let at = orders
+                .as_slice()
+                .serialize_unsized(Strategy::wrap(&mut *serializer))?;
+            orders_at.get_or_insert(at);
+        }
         shells.push(BookShell {
             coin,
             levels: Written::new(levels_at, levels.len()),
-            orders: Written::new(orders_at, orders.len()),
+            orders: Written::new(orders_at.unwrap_or_default(), resting.len()),
         });
     }
     drop((levels, orders));
@@ -152,6 +161,10 @@ fn serialize<W: std::io::Write>(
         orders: order_count,
     })
 }
+
+/// Orders captured and archived at a time: a deep book is not copied
+/// whole (51,000 orders of 96 bytes on mainnet's deepest).
+const ORDERS_AT_ONCE: usize = 4096;
 
 /// A value whose data out of line is already in the archive: what is left
 /// is to resolve it where its parent lands.

@@ -3,8 +3,9 @@
 //! time), copies and serialises the state book by book on the caller's
 //! thread ([`stream`]: what the market's writer pays), and hands the bytes
 //! to a thread of its own that writes, syncs, renames and prunes, one
-//! checkpoint at a time. Memory held for it: the largest book's copy and
-//! [`PIECES_IN_FLIGHT`] pieces of a MiB, not a copy of the whole state.
+//! checkpoint at a time. Memory held for it: the levels of the book being
+//! archived, 4,096 of its orders and [`PIECES_IN_FLIGHT`] pieces of 256 KiB,
+//! not a copy of the whole state.
 //!
 //! The engine holds no clock: callers pass "now" (Unix ms) for the time
 //! bound. `Instant` is read only to report how long each step took.
@@ -278,7 +279,7 @@ impl Drop for Checkpointer {
 }
 
 /// Bytes handed to the writer thread at a time.
-const PIECE: usize = 1 << 20;
+const PIECE: usize = 256 << 10;
 /// Pieces that may wait for the writer thread: what a checkpoint holds in
 /// memory beyond the book being copied.
 pub const PIECES_IN_FLIGHT: usize = 4;

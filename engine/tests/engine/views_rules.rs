@@ -458,7 +458,7 @@ fn ioc_residuals_and_triggered_orders_rest_normalised() {
     let book = engine.books().get("BTC").unwrap();
     let rested = book.get(1).unwrap();
     assert_eq!(
-        (rested.tif.as_deref(), rested.sz.to_string()),
+        (rested.terms.tif.as_deref(), rested.sz.to_string()),
         (Some("Gtc"), "0.4".to_owned())
     );
     let fired = book.get(2).unwrap();
@@ -467,11 +467,11 @@ fn ioc_residuals_and_triggered_orders_rest_normalised() {
         "109.0",
         "the diff's px is authoritative"
     );
-    assert_eq!(&*fired.trigger_condition, "Triggered");
-    assert!(!fired.is_trigger);
-    assert_eq!(fired.trigger_px.to_string(), "0.0");
-    assert_eq!(fired.tif.as_deref(), Some("Gtc"));
-    assert_eq!(&*fired.order_type, "Stop Limit");
+    assert_eq!(&*fired.terms.trigger_condition, "Triggered");
+    assert!(!fired.terms.is_trigger);
+    assert_eq!(fired.terms.trigger_px.to_string(), "0.0");
+    assert_eq!(fired.terms.tif.as_deref(), Some("Gtc"));
+    assert_eq!(&*fired.terms.order_type, "Stop Limit");
 }
 
 #[test]

@@ -929,7 +929,7 @@ mod tests {
         let taken = books.orders_of(alice);
         books.get_or_create("BTC").set_sz(4, px("3"));
         let mut later = of(alice, 4, "11");
-        later.tif = Some("Alo".into());
+        Arc::make_mut(&mut later.terms).tif = Some("Alo".into());
         assert!(books.get_or_create("BTC").complete(later));
         assert_eq!(kept(&mut books, alice), walked(&books, alice));
         assert_eq!(
@@ -937,9 +937,9 @@ mod tests {
             [("BTC".into(), 4), ("ETH".into(), 7), ("SOL".into(), 5)]
         );
         let btc = &kept(&mut books, alice)[0].1;
-        assert_eq!((btc.sz, btc.tif.as_deref()), (px("3"), Some("Alo")));
+        assert_eq!((btc.sz, btc.terms.tif.as_deref()), (px("3"), Some("Alo")));
         let before = taken[0].1.get(&4).unwrap();
-        assert_eq!((before.sz, before.tif.as_deref()), (px("1"), None));
+        assert_eq!((before.sz, before.terms.tif.as_deref()), (px("1"), None));
         assert_eq!(kept(&mut books, bob), walked(&books, bob));
     }
 
