@@ -477,15 +477,18 @@ pub fn capture(market: &Market) -> CheckpointState {
         .iter()
         .map(|(coin, book)| capture_book(coin, book, &mut texts))
         .collect();
+    let mut rest = capture_rest(market);
+    rest.tpsl.positions = capture_positions(market.tpsl());
     CheckpointState {
         texts: texts.into_strings(),
         books,
-        ..capture_rest(market)
+        ..rest
     }
 }
 
-/// Everything [`capture`] copies but the books and the texts their orders
-/// reference (left empty).
+/// What [`capture`] copies but the books, the texts and the TP/SL
+/// positions (left empty: a streamed checkpoint archives them from the
+/// live state, see `stream`).
 pub(super) fn capture_rest(market: &Market) -> CheckpointState {
     let fold = market.fold();
     let at = market.position();
@@ -523,7 +526,7 @@ pub(super) fn capture_rest(market: &Market) -> CheckpointState {
         universe: market.universe().iter().cloned().collect(),
         trades: capture_trades(market.trades()),
         fills: position_state(market.fills().position()),
-        tpsl: capture_tpsl(market.tpsl()),
+        tpsl: capture_tpsl_orders(market.tpsl()),
         candles: capture_candles(market.candles()),
     }
 }
@@ -824,19 +827,33 @@ fn capture_trades(trades: &TradesView) -> TradesState {
     }
 }
 
-fn capture_tpsl(tpsl: &TpslView) -> TpslState {
-    let mut positions: Vec<PositionEntryState> = tpsl
-        .positions()
-        .entries()
+fn capture_positions(tpsl: &TpslView) -> Vec<PositionEntryState> {
+    sorted_positions(tpsl)
+        .into_iter()
         .map(|(user, coin, position)| PositionEntryState {
             user: user.to_owned(),
             coin: coin.to_owned(),
-            position: position.into(),
+            position,
         })
+        .collect()
+}
+
+/// The open positions, in the archive's order: the live table is a hash
+/// map, sorted the same state gives the same bytes. Borrowed: a checkpoint
+/// archives them from here without copying their texts (mainnet holds
+/// hundreds of thousands).
+pub(super) fn sorted_positions(tpsl: &TpslView) -> Vec<(&str, &str, DecimalState)> {
+    let mut positions: Vec<_> = tpsl
+        .positions()
+        .entries()
+        .map(|(user, coin, position)| (user, coin, position.into()))
         .collect();
-    // The live table is a hash map: sorted, the same state gives the same
-    // bytes.
-    positions.sort_unstable_by(|a, b| (&a.user, &a.coin).cmp(&(&b.user, &b.coin)));
+    positions.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+    positions
+}
+
+/// TP/SL's state but its positions (left empty).
+fn capture_tpsl_orders(tpsl: &TpslView) -> TpslState {
     TpslState {
         position: position_state(tpsl.position()),
         max_oid: tpsl.max_oid(),
@@ -859,7 +876,7 @@ fn capture_tpsl(tpsl: &TpslView) -> TpslState {
                 sz: order.sz.into(),
             })
             .collect(),
-        positions,
+        positions: Vec::new(),
         position_mismatches: tpsl.positions().mismatches(),
     }
 }

@@ -4,9 +4,9 @@
 //! [`capture`](super::capture) copies the whole state first and serialises
 //! it after: simple, but the copy of a mainnet-size book (~60 MB) is held
 //! beside the live one until it is written, on top of the server's memory,
-//! every time a checkpoint is taken. Here each book is copied into one
-//! reused buffer, its orders and levels are serialised into the archive at
-//! once, and only where they landed is kept. The root is written last, as
+//! every time a checkpoint is taken. Here each book's levels and, a part at
+//! a time, its orders are copied into reused buffers and serialised into
+//! the archive at once, and only where they landed is kept. The root is written last, as
 //! rkyv lays it out, from a shell that archives as
 //! [`ArchivedCheckpointState`] and points at the arrays already written.
 //! The books are the first field with data out of line, so they come
@@ -14,25 +14,36 @@
 //! byte the one [`capture`](super::capture) and
 //! [`file::encode`](super::file::encode) make, and loads the same way.
 //!
-//! What is held meanwhile: the largest book's copy, the text table and
-//! what the sink buffers, rather than a copy of every book.
+//! The TP/SL positions (hundreds of thousands on mainnet, a table that
+//! grows with the accounts that trade) are archived the same way, from a
+//! sorted list of references into the live table rather than a copy of
+//! their texts.
+//!
+//! What is held meanwhile: a deep book's levels and a part of its orders,
+//! the text table, the sorted references to the positions, the TP/SL
+//! trigger orders' copy and what the sink buffers, rather than a copy of
+//! the state.
 
 use std::cell::Cell;
 use std::marker::PhantomData;
 
+use rkyv::munge::munge;
 use rkyv::rancor::{self, Fallible, Source as _, Strategy};
 use rkyv::ser::Serializer;
-use rkyv::ser::allocator::ArenaHandle;
+use rkyv::ser::Writer;
+use rkyv::ser::allocator::{Allocator, ArenaHandle};
 use rkyv::ser::sharing::Share;
 use rkyv::ser::writer::IoWriter;
+use rkyv::string::{ArchivedString, StringResolver};
 use rkyv::vec::{ArchivedVec, VecResolver};
 use rkyv::with::{ArchiveWith, SerializeWith};
 use rkyv::{Archive, Place, Serialize, SerializeUnsized};
 
 use super::state::{
-    ArchivedBookState, ArchivedCheckpointState, CandlesState, CheckpointState, LevelState,
-    OrderState, PositionState, ResetState, TextTable, TpslState, TradesState, UnknownIdsState,
-    capture_levels_into, capture_rest,
+    ArchivedBookState, ArchivedCheckpointState, ArchivedPositionEntryState, ArchivedTpslState,
+    CandlesState, CheckpointState, DecimalState, LevelState, OrderState, PositionState, ResetState,
+    TextTable, TradesState, TriggerOrderState, UnknownIdsState, capture_levels_into, capture_rest,
+    sorted_positions,
 };
 use crate::market::Market;
 
@@ -134,6 +145,21 @@ fn serialize<W: std::io::Write>(
         tpsl,
         candles,
     } = capture_rest(market);
+    let positions = sorted_positions(market.tpsl())
+        .into_iter()
+        .map(|(user, coin, position)| PositionShell {
+            user,
+            coin,
+            position,
+        })
+        .collect();
+    let tpsl = TpslShell {
+        position: tpsl.position,
+        max_oid: tpsl.max_oid,
+        orders: tpsl.orders,
+        positions,
+        position_mismatches: tpsl.position_mismatches,
+    };
     let root = StateShell {
         needs,
         height,
@@ -271,11 +297,11 @@ struct BookShell {
     orders: Written<OrderState>,
 }
 
-/// A [`CheckpointState`] whose books are [`BookShell`]s: field for field,
-/// in the same order, the same archive.
-#[derive(Archive, Serialize)]
-#[rkyv(as = ArchivedCheckpointState)]
-struct StateShell {
+/// A [`CheckpointState`] whose books are [`BookShell`]s and whose TP/SL
+/// positions are borrowed: field for field, in the same order, the same
+/// archive. (Archived by hand, like [`TpslShell`]: rkyv's derive does not
+/// resolve a shell that borrows.)
+struct StateShell<'m> {
     needs: u8,
     height: Option<u64>,
     time_ms: i64,
@@ -291,6 +317,176 @@ struct StateShell {
     universe: Vec<String>,
     trades: TradesState,
     fills: PositionState,
-    tpsl: TpslState,
+    tpsl: TpslShell<'m>,
     candles: CandlesState,
+}
+
+/// Where each field of a [`StateShell`] was written.
+struct StateShellResolver {
+    height: <Option<u64> as Archive>::Resolver,
+    books_height: <Option<u64> as Archive>::Resolver,
+    books: <Vec<BookShell> as Archive>::Resolver,
+    texts: <Vec<String> as Archive>::Resolver,
+    book_coins: <Option<Vec<String>> as Archive>::Resolver,
+    unknown_ids: <Vec<UnknownIdsState> as Archive>::Resolver,
+    pending_resets: <Vec<ResetState> as Archive>::Resolver,
+    universe: <Vec<String> as Archive>::Resolver,
+    trades: <TradesState as Archive>::Resolver,
+    fills: <PositionState as Archive>::Resolver,
+    tpsl: TpslShellResolver,
+    candles: <CandlesState as Archive>::Resolver,
+}
+
+impl Archive for StateShell<'_> {
+    type Archived = ArchivedCheckpointState;
+    type Resolver = StateShellResolver;
+
+    fn resolve(&self, resolver: StateShellResolver, out: Place<ArchivedCheckpointState>) {
+        munge!(let ArchivedCheckpointState {
+            needs,
+            height,
+            time_ms,
+            books_height,
+            books_time_ms,
+            blocks_folded,
+            events_seen,
+            books,
+            texts,
+            book_coins,
+            unknown_ids,
+            pending_resets,
+            universe,
+            trades,
+            fills,
+            tpsl,
+            candles,
+        } = out);
+        self.needs.resolve((), needs);
+        self.height.resolve(resolver.height, height);
+        self.time_ms.resolve((), time_ms);
+        self.books_height
+            .resolve(resolver.books_height, books_height);
+        self.books_time_ms.resolve((), books_time_ms);
+        self.blocks_folded.resolve((), blocks_folded);
+        self.events_seen.resolve((), events_seen);
+        self.books.resolve(resolver.books, books);
+        self.texts.resolve(resolver.texts, texts);
+        self.book_coins.resolve(resolver.book_coins, book_coins);
+        self.unknown_ids.resolve(resolver.unknown_ids, unknown_ids);
+        self.pending_resets
+            .resolve(resolver.pending_resets, pending_resets);
+        self.universe.resolve(resolver.universe, universe);
+        self.trades.resolve(resolver.trades, trades);
+        self.fills.resolve(resolver.fills, fills);
+        self.tpsl.resolve(resolver.tpsl, tpsl);
+        self.candles.resolve(resolver.candles, candles);
+    }
+}
+
+impl<S> Serialize<S> for StateShell<'_>
+where
+    S: Fallible<Error = rancor::Error> + Allocator + Writer + ?Sized,
+{
+    // Field by field in declaration order, as the derive would: the
+    // archive's data out of line comes in this order (the numbers have
+    // none).
+    fn serialize(&self, serializer: &mut S) -> Result<StateShellResolver, S::Error> {
+        Ok(StateShellResolver {
+            height: self.height.serialize(serializer)?,
+            books_height: self.books_height.serialize(serializer)?,
+            books: self.books.serialize(serializer)?,
+            texts: self.texts.serialize(serializer)?,
+            book_coins: self.book_coins.serialize(serializer)?,
+            unknown_ids: self.unknown_ids.serialize(serializer)?,
+            pending_resets: self.pending_resets.serialize(serializer)?,
+            universe: self.universe.serialize(serializer)?,
+            trades: self.trades.serialize(serializer)?,
+            fills: self.fills.serialize(serializer)?,
+            tpsl: self.tpsl.serialize(serializer)?,
+            candles: self.candles.serialize(serializer)?,
+        })
+    }
+}
+
+/// A [`TpslState`] whose positions are borrowed from the live table: the
+/// same archive without a copy of every position's texts. (Archived by
+/// hand: rkyv's derive does not resolve a shell that borrows.)
+struct TpslShell<'m> {
+    position: PositionState,
+    max_oid: u64,
+    orders: Vec<TriggerOrderState>,
+    positions: Vec<PositionShell<'m>>,
+    position_mismatches: u64,
+}
+
+struct TpslShellResolver {
+    position: <PositionState as Archive>::Resolver,
+    orders: VecResolver,
+    positions: VecResolver,
+}
+
+impl Archive for TpslShell<'_> {
+    type Archived = ArchivedTpslState;
+    type Resolver = TpslShellResolver;
+
+    fn resolve(&self, resolver: TpslShellResolver, out: Place<ArchivedTpslState>) {
+        munge!(let ArchivedTpslState { position, max_oid, orders, positions, position_mismatches } = out);
+        self.position.resolve(resolver.position, position);
+        self.max_oid.resolve((), max_oid);
+        self.orders.resolve(resolver.orders, orders);
+        ArchivedVec::resolve_from_slice(&self.positions, resolver.positions, positions);
+        self.position_mismatches.resolve((), position_mismatches);
+    }
+}
+
+impl<S> Serialize<S> for TpslShell<'_>
+where
+    S: Fallible + Allocator + Writer + ?Sized,
+    S::Error: rancor::Source,
+{
+    // Field by field in declaration order, as the derive would.
+    fn serialize(&self, serializer: &mut S) -> Result<TpslShellResolver, S::Error> {
+        Ok(TpslShellResolver {
+            position: self.position.serialize(serializer)?,
+            orders: self.orders.serialize(serializer)?,
+            positions: ArchivedVec::serialize_from_slice(&self.positions, serializer)?,
+        })
+    }
+}
+
+/// A [`PositionEntryState`](super::state::PositionEntryState), borrowed.
+struct PositionShell<'m> {
+    user: &'m str,
+    coin: &'m str,
+    position: DecimalState,
+}
+
+impl Archive for PositionShell<'_> {
+    type Archived = ArchivedPositionEntryState;
+    type Resolver = (
+        StringResolver,
+        StringResolver,
+        <DecimalState as Archive>::Resolver,
+    );
+
+    fn resolve(&self, resolver: Self::Resolver, out: Place<ArchivedPositionEntryState>) {
+        munge!(let ArchivedPositionEntryState { user, coin, position } = out);
+        ArchivedString::resolve_from_str(self.user, resolver.0, user);
+        ArchivedString::resolve_from_str(self.coin, resolver.1, coin);
+        self.position.resolve(resolver.2, position);
+    }
+}
+
+impl<S> Serialize<S> for PositionShell<'_>
+where
+    S: Fallible + Writer + ?Sized,
+    S::Error: rancor::Source,
+{
+    fn serialize(&self, serializer: &mut S) -> Result<Self::Resolver, S::Error> {
+        Ok((
+            ArchivedString::serialize_from_str(self.user, serializer)?,
+            ArchivedString::serialize_from_str(self.coin, serializer)?,
+            self.position.serialize(serializer)?,
+        ))
+    }
 }

@@ -1228,6 +1228,15 @@ fn a_checkpoint_taken_book_by_book_archives_the_captured_state(#[case] data: Dat
         let deepest = captured.books.iter().map(|book| book.orders.len()).max();
         assert!(deepest > Some(4096), "deepest book: {deepest:?} orders");
     }
+    if data == Data::Sim {
+        // Positions, which the checkpoint archives borrowed from the live
+        // table.
+        assert!(
+            captured.tpsl.positions.len() > 100,
+            "{}",
+            captured.tpsl.positions.len()
+        );
+    }
     let finished = checkpointer.finish().expect("written").unwrap();
     let bytes = std::fs::read(&finished.written.path).unwrap();
     assert_eq!(finished.written.bytes, bytes.len() as u64);

@@ -72,7 +72,7 @@ pub(super) const FIRST_CHUNK: usize = 16;
 /// The links are apart from the orders because a deep book is far larger
 /// than the cache: linking or unlinking an order rewrites its neighbours'
 /// links, and those sit in a dense table (12 bytes a slot) rather than at
-/// the head of each neighbour's ~250-byte order. A freed slot keeps its old
+/// the head of each neighbour's ~170-byte order. A freed slot keeps its old
 /// order until the slot is reused — only slots on a level's list or in the
 /// oid index are ever read — so removing an order does not touch (or drop)
 /// its memory; the next order placed there overwrites, and drops, it.
