@@ -75,20 +75,96 @@ pub struct PositionChange {
 }
 
 /// Signed perp positions keyed by (lowercased user, coin).
+///
+/// Mainnet has hundreds of thousands of open positions, and the table
+/// grows with the accounts that trade, so an entry is kept small: the
+/// account as its 20 bytes (the usual `0x` and 40 hex digits) and the coin
+/// as its number in a table of the coins seen, 40 bytes with the position
+/// where an address and a coin name inline took 88. An account written any
+/// other way (none on mainnet) is kept as written in a table of its own.
 #[derive(Debug, Clone, Default)]
 pub struct Positions {
-    /// Keys held inline (an address and a coin name fit): a position costs
-    /// its table entry, not two more heap strings (mainnet has hundreds of
-    /// thousands of open positions).
-    positions: HashMap<Key, Decimal>,
+    /// Positions of accounts in the usual form.
+    usual: HashMap<Packed, Decimal, foldhash::fast::RandomState>,
+    /// Positions of accounts not in the usual form, by (lowercased user,
+    /// coin).
+    others: HashMap<(Address, Short), Decimal, foldhash::fast::RandomState>,
+    /// The coins seen, by number, and their numbers.
+    coins: Vec<Short>,
+    coin_numbers: HashMap<Short, u32, foldhash::fast::RandomState>,
     mismatches: u64,
 }
 
-/// (lowercased user, coin).
-type Key = (Address, Short);
+/// An account in its usual form and a coin's number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Packed {
+    user: [u8; 20],
+    coin: u32,
+}
 
-fn key(lowercased_user: &str, coin: &str) -> Key {
-    (Address::new(lowercased_user), Short::new(coin))
+/// An open position's account, as [`Positions::entries`] lends it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum User<'a> {
+    /// `0x` and these bytes in lowercase hex.
+    Bytes(&'a [u8; 20]),
+    /// Written otherwise (lowercased).
+    Text(&'a str),
+}
+
+impl User<'_> {
+    /// The account as text (`buf` holds it when it is not kept as text).
+    pub(crate) fn as_str<'b>(&'b self, buf: &'b mut [u8; 42]) -> &'b str {
+        match self {
+            User::Text(text) => text,
+            User::Bytes(bytes) => {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                buf[0] = b'0';
+                buf[1] = b'x';
+                for (at, byte) in bytes.iter().enumerate() {
+                    buf[2 + 2 * at] = HEX[usize::from(byte >> 4)];
+                    buf[3 + 2 * at] = HEX[usize::from(byte & 15)];
+                }
+                // `0x` and hex digits: ASCII.
+                std::str::from_utf8(buf).unwrap_or_default()
+            }
+        }
+    }
+}
+
+impl Ord for User<'_> {
+    /// The order of the accounts' texts.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        if let (User::Bytes(a), User::Bytes(b)) = (self, other) {
+            // Lowercase hex keeps the bytes' order.
+            return a.cmp(b);
+        }
+        let (mut a, mut b) = ([0; 42], [0; 42]);
+        self.as_str(&mut a).cmp(other.as_str(&mut b))
+    }
+}
+
+impl PartialOrd for User<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// The 20 bytes of a lowercased account in the usual form.
+fn packed_user(lowercased: &str) -> Option<[u8; 20]> {
+    let hex = lowercased.strip_prefix("0x")?.as_bytes();
+    if hex.len() != 40 {
+        return None;
+    }
+    let digit = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    };
+    let mut bytes = [0u8; 20];
+    for (byte, pair) in bytes.iter_mut().zip(hex.chunks_exact(2)) {
+        *byte = digit(pair[0])? << 4 | digit(pair[1])?;
+    }
+    Some(bytes)
 }
 
 impl Positions {
@@ -103,22 +179,71 @@ impl Positions {
         entries: impl IntoIterator<Item = (String, String, Decimal)>,
         mismatches: u64,
     ) -> Self {
-        Self {
-            positions: entries
-                .into_iter()
-                .filter(|(_, _, position)| !position.is_zero())
-                .map(|(user, coin, position)| (key(&user, &coin), position))
-                .collect(),
+        let mut positions = Self {
             mismatches,
+            ..Self::default()
+        };
+        for (user, coin, position) in entries {
+            positions.set(&user, &coin, position);
         }
+        positions
     }
 
     /// Every open position: `(lowercased user, coin, position)`, in no
     /// particular order.
-    pub(crate) fn entries(&self) -> impl Iterator<Item = (&str, &str, Decimal)> + '_ {
-        self.positions
+    pub(crate) fn entries(&self) -> impl Iterator<Item = (User<'_>, &str, Decimal)> + '_ {
+        let packed = self.usual.iter().map(|(key, position)| {
+            let coin = self.coins.get(key.coin as usize).map_or("", Short::as_str);
+            (User::Bytes(&key.user), coin, *position)
+        });
+        let others = self
+            .others
             .iter()
-            .map(|((user, coin), position)| (user.as_str(), coin.as_str(), *position))
+            .map(|((user, coin), position)| (User::Text(user.as_str()), coin.as_str(), *position));
+        packed.chain(others)
+    }
+
+    /// The position of a lowercased user in `coin`.
+    fn get(&self, lowercased_user: &str, coin: &str) -> Decimal {
+        let found = match packed_user(lowercased_user) {
+            Some(user) => self
+                .coin_numbers
+                .get(coin)
+                .and_then(|&coin| self.usual.get(&Packed { user, coin })),
+            None => self
+                .others
+                .get(&(Address::new(lowercased_user), Short::new(coin))),
+        };
+        found.copied().unwrap_or(Decimal::ZERO)
+    }
+
+    /// Sets the position of a lowercased user in `coin` (flat: removed).
+    fn set(&mut self, lowercased_user: &str, coin: &str, position: Decimal) {
+        let Some(user) = packed_user(lowercased_user) else {
+            let key = (Address::new(lowercased_user), Short::new(coin));
+            if position.is_zero() {
+                self.others.remove(&key);
+            } else {
+                self.others.insert(key, position);
+            }
+            return;
+        };
+        if position.is_zero() {
+            if let Some(&coin) = self.coin_numbers.get(coin) {
+                self.usual.remove(&Packed { user, coin });
+            }
+            return;
+        }
+        let coin = if let Some(&number) = self.coin_numbers.get(coin) {
+            number
+        } else {
+            // Fewer coins than `u32::MAX` exist.
+            let number = u32::try_from(self.coins.len()).unwrap_or(u32::MAX);
+            self.coins.push(Short::new(coin));
+            self.coin_numbers.insert(Short::new(coin), number);
+            number
+        };
+        self.usual.insert(Packed { user, coin }, position);
     }
 
     /// Folds one perp fill. Returns the new position, or `None` for spot
@@ -151,8 +276,7 @@ impl Positions {
                 block,
             });
         };
-        let key = key(&user, fill.coin);
-        let tracked = self.positions.get(&key).copied().unwrap_or(Decimal::ZERO);
+        let tracked = self.get(&user, fill.coin);
         let mismatch = (tracked != fill.start_position).then(|| PositionIssue::StartMismatch {
             user: user.clone(),
             coin: fill.coin.to_owned(),
@@ -161,11 +285,7 @@ impl Positions {
             tracked,
             start: fill.start_position,
         });
-        if after.is_zero() {
-            self.positions.remove(&key);
-        } else {
-            self.positions.insert(key, after);
-        }
+        self.set(&user, fill.coin, after);
         let change = PositionChange {
             user,
             coin: fill.coin.to_owned(),
@@ -229,20 +349,17 @@ impl Positions {
     /// The signed position of `user` (any case) in `coin`; `0.0` when flat
     /// or never seen.
     pub fn position(&self, user: &str, coin: &str) -> Decimal {
-        self.positions
-            .get(&key(&user.to_ascii_lowercase(), coin))
-            .copied()
-            .unwrap_or(Decimal::ZERO)
+        self.get(&user.to_ascii_lowercase(), coin)
     }
 
     /// Open (non-flat) positions.
     pub fn len(&self) -> usize {
-        self.positions.len()
+        self.usual.len() + self.others.len()
     }
 
     /// Whether no position is open.
     pub fn is_empty(&self) -> bool {
-        self.positions.is_empty()
+        self.usual.is_empty() && self.others.is_empty()
     }
 
     /// Fills whose `startPosition` disagreed with the tracker so far.
@@ -263,6 +380,66 @@ mod tests {
             r#"["{user}",{{"coin":"{coin}","px":"1.0","sz":"{sz}","side":"{}","time":1,"startPosition":"{start}","dir":"Open Long","closedPnl":"0.0","hash":"0x0","oid":9,"crossed":true,"fee":"0.0","tid":1,"feeToken":"USDC","twapId":null}}]"#,
             side.as_str()
         )
+    }
+
+    #[test]
+    fn an_entry_of_the_usual_form_is_40_bytes() {
+        assert_eq!(std::mem::size_of::<(Packed, Decimal)>(), 40);
+    }
+
+    #[test]
+    fn accounts_in_any_form_are_kept_and_listed_in_text_order() {
+        let hex = "0x00ff00000000000000000000000000000000abcd";
+        let upper = "0x00FF00000000000000000000000000000000ABCD";
+        let odd = ["0xa", "0x00ff00000000000000000000000000000000abcg", "vault"];
+        let mut positions = Positions::new();
+        for (at, user) in [hex].iter().chain(&odd).enumerate() {
+            let text = fill_text(user, "BTC", Side::Bid, "1.5", &format!("{at}"));
+            let event = decode_fill(text.as_bytes()).unwrap();
+            let _ = positions.apply_fill(1, &event);
+        }
+        assert_eq!(positions.len(), 4);
+        // Any case of the usual form finds the same account.
+        assert_eq!(positions.position(upper, "BTC").to_string(), "1.5");
+        assert_eq!(positions.position(odd[0], "BTC").to_string(), "2.5");
+        assert_eq!(positions.position(hex, "ETH"), Decimal::ZERO);
+        let mut listed: Vec<_> = positions.entries().collect();
+        listed.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        let texts: Vec<String> = listed
+            .iter()
+            .map(|(user, _, _)| user.as_str(&mut [0; 42]).to_owned())
+            .collect();
+        let mut sorted = texts.clone();
+        sorted.sort();
+        assert_eq!(texts, sorted);
+        assert!(texts.contains(&hex.to_owned()));
+        // A flat position leaves the table, in either form.
+        for user in [hex, odd[2]] {
+            let held = positions.position(user, "BTC").to_string();
+            let text = fill_text(user, "BTC", Side::Ask, &held, &held);
+            let event = decode_fill(text.as_bytes()).unwrap();
+            assert!(
+                positions
+                    .apply_fill(2, &event)
+                    .unwrap()
+                    .unwrap()
+                    .position
+                    .is_zero()
+            );
+        }
+        assert_eq!(positions.len(), 2);
+        let restored = Positions::restored(
+            positions.entries().map(|(user, coin, position)| {
+                (
+                    user.as_str(&mut [0; 42]).to_owned(),
+                    coin.to_owned(),
+                    position,
+                )
+            }),
+            0,
+        );
+        assert_eq!(restored.position(odd[0], "BTC").to_string(), "2.5");
+        assert_eq!(restored.len(), 2);
     }
 
     #[test]

@@ -65,7 +65,7 @@ use crate::market::tpsl::{TpslView, TriggerOrder};
 use crate::market::trades::{CoinCounts, TradesView};
 use crate::market::{Market, MarketParts, Needs};
 use crate::num::{Decimal, MAX_SCALE};
-use crate::positions::Positions;
+use crate::positions::{Positions, User};
 use crate::text::{Address, Cloid, Short};
 
 /// The archived state's format version. Any change to the types of this
@@ -831,7 +831,7 @@ fn capture_positions(tpsl: &TpslView) -> Vec<PositionEntryState> {
     sorted_positions(tpsl)
         .into_iter()
         .map(|(user, coin, position)| PositionEntryState {
-            user: user.to_owned(),
+            user: user.as_str(&mut [0; 42]).to_owned(),
             coin: coin.to_owned(),
             position,
         })
@@ -842,7 +842,7 @@ fn capture_positions(tpsl: &TpslView) -> Vec<PositionEntryState> {
 /// map, sorted the same state gives the same bytes. Borrowed: a checkpoint
 /// archives them from here without copying their texts (mainnet holds
 /// hundreds of thousands).
-pub(super) fn sorted_positions(tpsl: &TpslView) -> Vec<(&str, &str, DecimalState)> {
+pub(super) fn sorted_positions(tpsl: &TpslView) -> Vec<(User<'_>, &str, DecimalState)> {
     let mut positions: Vec<_> = tpsl
         .positions()
         .entries()

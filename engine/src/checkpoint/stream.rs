@@ -46,6 +46,7 @@ use super::state::{
     sorted_positions,
 };
 use crate::market::Market;
+use crate::positions::User;
 
 /// What a streamed archive holds, for its file's header and the report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -456,7 +457,7 @@ where
 
 /// A [`PositionEntryState`](super::state::PositionEntryState), borrowed.
 struct PositionShell<'m> {
-    user: &'m str,
+    user: User<'m>,
     coin: &'m str,
     position: DecimalState,
 }
@@ -471,7 +472,7 @@ impl Archive for PositionShell<'_> {
 
     fn resolve(&self, resolver: Self::Resolver, out: Place<ArchivedPositionEntryState>) {
         munge!(let ArchivedPositionEntryState { user, coin, position } = out);
-        ArchivedString::resolve_from_str(self.user, resolver.0, user);
+        ArchivedString::resolve_from_str(self.user.as_str(&mut [0; 42]), resolver.0, user);
         ArchivedString::resolve_from_str(self.coin, resolver.1, coin);
         self.position.resolve(resolver.2, position);
     }
@@ -484,7 +485,7 @@ where
 {
     fn serialize(&self, serializer: &mut S) -> Result<Self::Resolver, S::Error> {
         Ok((
-            ArchivedString::serialize_from_str(self.user, serializer)?,
+            ArchivedString::serialize_from_str(self.user.as_str(&mut [0; 42]), serializer)?,
             ArchivedString::serialize_from_str(self.coin, serializer)?,
             self.position.serialize(serializer)?,
         ))
