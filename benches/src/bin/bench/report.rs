@@ -417,7 +417,14 @@ fn plan(quick: bool, l1gate: &str) -> Vec<Step> {
             "--scales", "0.05,0.1", "--runs", "1", "--blocks", "20", "--settle", "0.2",
         ]
     } else {
-        vec!["--scales", "0.25,0.5,1", "--runs", "2", "--behind", "26640"]
+        vec![
+            "--scales",
+            "0.25,0.5,1",
+            "--runs",
+            "2",
+            "--behind",
+            "26640,106560",
+        ]
     };
     steps.push(Step::new(
         "Memory and cold start",
