@@ -173,20 +173,20 @@ impl Positions {
         Self::default()
     }
 
-    /// Positions as a checkpoint left them: `(lowercased user, coin,
-    /// position)` entries (flat ones are dropped) and the mismatch count.
-    pub(crate) fn restored(
-        entries: impl IntoIterator<Item = (String, String, Decimal)>,
-        mismatches: u64,
-    ) -> Self {
-        let mut positions = Self {
+    /// Positions as a checkpoint left them, before their entries (see
+    /// [`Positions::restore`]): the mismatch count.
+    pub(crate) fn restoring(mismatches: u64) -> Self {
+        Self {
             mismatches,
             ..Self::default()
-        };
-        for (user, coin, position) in entries {
-            positions.set(&user, &coin, position);
         }
-        positions
+    }
+
+    /// One entry of a checkpoint: `user` lowercased (a flat position is
+    /// dropped). Taken as borrowed text, so a restart copies no position's
+    /// texts beside the table it fills.
+    pub(crate) fn restore(&mut self, lowercased_user: &str, coin: &str, position: Decimal) {
+        self.set(lowercased_user, coin, position);
     }
 
     /// Every open position: `(lowercased user, coin, position)`, in no
@@ -428,16 +428,10 @@ mod tests {
             );
         }
         assert_eq!(positions.len(), 2);
-        let restored = Positions::restored(
-            positions.entries().map(|(user, coin, position)| {
-                (
-                    user.as_str(&mut [0; 42]).to_owned(),
-                    coin.to_owned(),
-                    position,
-                )
-            }),
-            0,
-        );
+        let mut restored = Positions::restoring(0);
+        for (user, coin, position) in positions.entries() {
+            restored.restore(user.as_str(&mut [0; 42]), coin, position);
+        }
         assert_eq!(restored.position(odd[0], "BTC").to_string(), "2.5");
         assert_eq!(restored.len(), 2);
     }

@@ -860,8 +860,9 @@ impl<'s> Writer<'s> {
                     market.height(),
                     common::unix_now_ms(),
                 )
-                // The state's copy is freed on the writer thread: give its
-                // pages back rather than keep them until the next one.
+                // What the checkpoint held while taken (its buffers, the
+                // sorted positions) is freed by then: give its pages back
+                // rather than keep them until the next one.
                 .after_write(|| {
                     crate::memory::trim();
                 })

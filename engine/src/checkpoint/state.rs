@@ -1225,21 +1225,17 @@ fn restore_tpsl(state: &ArchivedTpslState) -> Result<TpslView, Damage> {
             })
         })
         .collect::<Result<Vec<_>, Damage>>()?;
-    let entries = state
-        .positions
-        .iter()
-        .map(|entry| {
-            Ok((
-                entry.user.as_str().to_owned(),
-                entry.coin.as_str().to_owned(),
-                archived_decimal(&entry.position)?,
-            ))
-        })
-        .collect::<Result<Vec<_>, Damage>>()?;
-    let positions = Positions::restored(
-        entries,
-        counter(state.position_mismatches.to_native(), "position mismatches")?,
-    );
+    let mut positions = Positions::restoring(counter(
+        state.position_mismatches.to_native(),
+        "position mismatches",
+    )?);
+    for entry in state.positions.iter() {
+        positions.restore(
+            entry.user.as_str(),
+            entry.coin.as_str(),
+            archived_decimal(&entry.position)?,
+        );
+    }
     Ok(TpslView::restored(
         orders,
         state.max_oid.to_native(),
