@@ -26,6 +26,7 @@ pub mod layout;
 pub mod legacy;
 pub mod mapped;
 mod reaper;
+pub mod resident;
 pub mod segment;
 pub mod snapshot;
 pub mod source;

@@ -667,27 +667,6 @@ mod tests {
         assert_eq!(&first.data()[..], b"one\n");
     }
 
-    /// This process's resident KiB of its mapping of `path` (`/proc/self/smaps`).
-    fn resident_kib_of(path: &Path) -> u64 {
-        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-        let name = path.to_str().unwrap();
-        let mut lines = smaps.lines();
-        let mut total = 0;
-        while let Some(line) = lines.next() {
-            if !line.ends_with(name) {
-                continue;
-            }
-            let rss = lines.by_ref().find_map(|l| l.strip_prefix("Rss:")).unwrap();
-            total += rss
-                .trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse::<u64>()
-                .unwrap();
-        }
-        total
-    }
-
     #[test]
     fn a_file_met_whole_is_indexed_without_staying_resident() {
         let tmp = tempfile::tempdir().unwrap();
@@ -704,7 +683,7 @@ mod tests {
         let whole = seg.grow(seg.current_len().unwrap()).unwrap().unwrap();
         assert_eq!(whole.line_starts().unwrap().len(), lines);
         // Without the release behind the scan, all three chunks' pages stay mapped in.
-        let resident = resident_kib_of(&path);
+        let resident = crate::resident::of(&path).unwrap() / 1024;
         assert!(
             resident * 1024 < INDEX_CHUNK as u64,
             "{resident} KiB of a {} MiB file resident after indexing it",

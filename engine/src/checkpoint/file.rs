@@ -772,27 +772,6 @@ mod tests {
     use super::*;
     use crate::checkpoint::state::{BookState, DecimalState, LevelState, OrderState, capture};
 
-    /// This process's resident KiB of its mapping of `path` (`/proc/self/smaps`).
-    fn resident_kib_of(path: &Path) -> u64 {
-        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-        let name = path.to_str().unwrap();
-        let mut lines = smaps.lines();
-        let mut total = 0;
-        while let Some(line) = lines.next() {
-            if !line.ends_with(name) {
-                continue;
-            }
-            let rss = lines.by_ref().find_map(|l| l.strip_prefix("Rss:")).unwrap();
-            total += rss
-                .trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse::<u64>()
-                .unwrap();
-        }
-        total
-    }
-
     /// A state of `books` books of `orders` orders each, resting at one bid.
     fn deep_state(books: usize, orders: u64) -> CheckpointState {
         let mut state = capture(&Market::new(Needs::ALL));
@@ -847,14 +826,14 @@ mod tests {
         let mapped = feeds::MappedFile::open(&written.path).unwrap();
         // Read once, as the checksum reads it first.
         std::hint::black_box(crc32fast::hash(mapped.bytes()));
-        let whole = resident_kib_of(&written.path);
+        let whole = feeds::resident::of(&written.path).unwrap() / 1024;
         assert!(
             whole * 1024 >= written.bytes - 4096,
             "read whole: {whole} KiB"
         );
         let mut seen = Vec::new();
         let market = decode_mapped(&mapped, Needs::ALL, &written.path, &mut |below| {
-            seen.push((below, resident_kib_of(&written.path)));
+            seen.push((below, feeds::resident::of(&written.path).unwrap() / 1024));
         })
         .unwrap();
         assert_eq!(market.books().len(), 8);

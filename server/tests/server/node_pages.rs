@@ -3,39 +3,13 @@
 //! but for each source's newest file's last bytes (they stay in the page
 //! cache, where a reader that comes back maps them again).
 
-use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use feeds::RESIDENT_TAIL;
 
 use super::harness::TestServer;
 use super::market_live::ready;
-
-/// This process's resident bytes of each mapped file under `root` (`Rss`
-/// of its entries in `/proc/self/smaps`, summed per file).
-fn resident_under(root: &Path) -> BTreeMap<String, u64> {
-    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-    let root = root.to_str().unwrap();
-    let mut out = BTreeMap::new();
-    let mut current: Option<String> = None;
-    for line in smaps.lines() {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let is_header = fields
-            .first()
-            .is_some_and(|head| head.contains('-') && !head.ends_with(':'));
-        if is_header {
-            current = fields
-                .get(5)
-                .filter(|path| path.starts_with(root))
-                .map(|path| (*path).to_owned());
-        } else if let (Some(path), Some(kib)) = (&current, line.strip_prefix("Rss:")) {
-            let kib: u64 = kib.trim().trim_end_matches("kB").trim().parse().unwrap();
-            *out.entry(path.clone()).or_default() += kib * 1024;
-        }
-    }
-    out
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_node_output_leaves_the_resident_set_once_folded() {
@@ -53,8 +27,9 @@ async fn read_node_output_leaves_the_resident_set_once_folded() {
     let page = 4096;
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let resident = resident_under(node.path());
-        let large: Vec<&String> = resident
+        let mut resident = feeds::resident::by_file().unwrap();
+        resident.retain(|path, _| path.starts_with(node.path()));
+        let large: Vec<&PathBuf> = resident
             .keys()
             .filter(|path| std::fs::metadata(path).map_or(0, |m| m.len()) > 2 * RESIDENT_TAIL)
             .collect();
@@ -63,7 +38,7 @@ async fn read_node_output_leaves_the_resident_set_once_folded() {
             "the test needs a node file of more than {} bytes mapped: {resident:?}",
             2 * RESIDENT_TAIL
         );
-        let over: Vec<(&String, &u64)> = resident
+        let over: Vec<(&PathBuf, &u64)> = resident
             .iter()
             .filter(|(_, bytes)| **bytes > RESIDENT_TAIL + page)
             .collect();
