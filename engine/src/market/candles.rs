@@ -714,14 +714,20 @@ impl CandlesView {
             late_trades: &mut self.late_trades,
             errors: &mut self.errors,
         };
+        // Trades come frame by frame, a coin's together: its series are
+        // looked up once for each run of them.
+        let mut current: Option<(&Arc<str>, &mut Vec<Series>)> = None;
         for trade in trades {
             let coin = trade.coin.as_str();
-            if !self.series.contains_key(coin) {
-                let tracked = vec![Series::default(); self.intervals.len()];
-                self.series.insert(Arc::from(coin), tracked);
+            if current.as_ref().is_none_or(|(name, _)| &***name != coin) {
+                if !self.series.contains_key(coin) {
+                    let tracked = vec![Series::default(); self.intervals.len()];
+                    self.series.insert(Arc::from(coin), tracked);
+                }
+                let only = (Bound::Included(coin), Bound::Included(coin));
+                current = self.series.range_mut::<str, _>(only).next();
             }
-            let only = (Bound::Included(coin), Bound::Included(coin));
-            let Some((name, list)) = self.series.range_mut::<str, _>(only).next() else {
+            let Some((name, list)) = current.as_mut() else {
                 continue;
             };
             for (series, &interval) in list.iter_mut().zip(&self.intervals) {

@@ -39,6 +39,7 @@
 //! fill (the ask fill when ambiguous); both fills carry the same values in
 //! real data. `users` is `[buyer, seller]`.
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
@@ -286,27 +287,35 @@ pub fn pair_fills<'e, 'a: 'e>(
 ) -> PairedBlock {
     let mut out = PairedBlock::default();
     let mut index: HashMap<(&'a str, u64), usize, foldhash::fast::RandomState> = HashMap::default();
-    let mut groups: Vec<Vec<&'e FillEvent<'a>>> = Vec::new();
+    // The fills of each (coin, tid) in file order: the first two and how
+    // many (a trade has two; more is an error reported with the first).
+    let mut groups: Vec<(&'e FillEvent<'a>, Option<&'e FillEvent<'a>>, usize)> = Vec::new();
     for event in fills {
         let fill = event.fill();
         if let Some(kind) = one_sided(fill) {
             out.one_sided.push((fill.coin.to_owned(), kind));
             continue;
         }
-        let slot = *index.entry((fill.coin, fill.tid)).or_insert_with(|| {
-            groups.push(Vec::with_capacity(2));
-            groups.len() - 1
-        });
-        groups[slot].push(event);
+        match index.entry((fill.coin, fill.tid)) {
+            Entry::Occupied(slot) => {
+                let group = &mut groups[*slot.get()];
+                group.1.get_or_insert(event);
+                group.2 += 1;
+            }
+            Entry::Vacant(slot) => {
+                slot.insert(groups.len());
+                groups.push((event, None, 1));
+            }
+        }
     }
     let mut frame_of: HashMap<&str, usize, foldhash::fast::RandomState> = HashMap::default();
-    for group in &groups {
-        match group.as_slice() {
-            [lone] if coin::is_outcome(lone.fill().coin) => {
+    for &group in &groups {
+        match group {
+            (lone, None, _) if coin::is_outcome(lone.fill().coin) => {
                 out.one_sided
                     .push((lone.fill().coin.to_owned(), OneSided::OutcomeCompleteSet));
             }
-            [lone] => {
+            (lone, None, _) => {
                 let fill = lone.fill();
                 out.issues.push(PairingIssue::Unmatched {
                     coin: fill.coin.to_owned(),
@@ -315,7 +324,7 @@ pub fn pair_fills<'e, 'a: 'e>(
                     oid: fill.oid,
                 });
             }
-            [first, second] => match trade_of(block_number, first, second) {
+            (first, Some(second), 2) => match trade_of(block_number, first, second) {
                 Ok((trade, ambiguous)) => {
                     if ambiguous {
                         out.ambiguous_taker.push((trade.coin.clone(), trade.tid));
@@ -334,15 +343,13 @@ pub fn pair_fills<'e, 'a: 'e>(
                 }
                 Err(issue) => out.issues.push(issue),
             },
-            crowded => {
-                if let Some(first) = crowded.first() {
-                    out.issues.push(PairingIssue::Crowded {
-                        coin: first.fill().coin.to_owned(),
-                        tid: first.fill().tid,
-                        block: block_number,
-                        fills: crowded.len(),
-                    });
-                }
+            (first, Some(_), fills) => {
+                out.issues.push(PairingIssue::Crowded {
+                    coin: first.fill().coin.to_owned(),
+                    tid: first.fill().tid,
+                    block: block_number,
+                    fills,
+                });
             }
         }
     }
@@ -615,6 +622,37 @@ mod tests {
         assert_eq!(trade.side, side);
         assert_eq!(trade.users, ["0xbuyer".to_owned(), "0xseller".to_owned()]);
         assert_eq!(paired.ambiguous_taker.len(), usize::from(ambiguous));
+    }
+
+    #[test]
+    fn a_lone_fill_is_unmatched_and_a_third_crowds_its_trade() {
+        let paired = pair_texts(&[
+            fill_json("0xb1", "BTC", "B", "10.0", "1.0", 1, true),
+            fill_json("0xs1", "BTC", "A", "10.0", "1.0", 1, false),
+            fill_json("0xb2", "ETH", "B", "3.0", "1.0", 2, true),
+            fill_json("0xs1", "BTC", "A", "10.0", "1.0", 1, false),
+            fill_json("0xb3", "BTC", "B", "12.0", "1.0", 3, true),
+            fill_json("0xs3", "BTC", "A", "12.0", "1.0", 3, false),
+        ]);
+        let tids: Vec<u64> = paired.trades().map(|t| t.tid).collect();
+        assert_eq!(tids, [3], "a crowded tid makes no trade");
+        assert_eq!(
+            paired.issues,
+            [
+                PairingIssue::Crowded {
+                    coin: "BTC".to_owned(),
+                    tid: 1,
+                    block: 5,
+                    fills: 3,
+                },
+                PairingIssue::Unmatched {
+                    coin: "ETH".to_owned(),
+                    tid: 2,
+                    block: 5,
+                    oid: 7,
+                },
+            ]
+        );
     }
 
     #[test]
