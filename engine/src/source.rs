@@ -280,7 +280,18 @@ impl BlockSource {
             if record.block_number.is_some() {
                 input.last_block = record.block_number;
             }
-            self.aligner.push_line(input.source, record.data, now_ms);
+            match (
+                record.whole_envelope,
+                record.block_number,
+                record.timestamp_ms,
+            ) {
+                // Checked whole by the feed already: no second decode.
+                (true, Some(number), Some(time_ms)) => {
+                    self.aligner
+                        .push(input.source, number, time_ms, record.data, now_ms);
+                }
+                _ => self.aligner.push_line(input.source, record.data, now_ms),
+            }
         }
         Ok(read)
     }

@@ -132,6 +132,11 @@ pub struct Record {
     pub timestamp_ms: Option<i64>,
     /// The exact line without its `\n`, sliced from the file's mapping.
     pub data: Bytes,
+    /// Whether `data` was found a whole block envelope
+    /// ([`crate::envelope::decode_whole`]) and the header above read from
+    /// it: a reader need not decode it again to know that. False for the
+    /// older formats' lines, handed out inside an envelope made here.
+    pub whole_envelope: bool,
 }
 
 /// One source's files as an ordered, tailable run of records.
@@ -794,6 +799,7 @@ impl Feed {
                 block_number: header.block_number,
                 timestamp_ms: header.timestamp_ms,
                 data,
+                whole_envelope: format == LineFormat::Envelope && header.block_number.is_some(),
             });
         }
         let key = segment.key().clone();

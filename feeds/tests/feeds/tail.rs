@@ -459,6 +459,12 @@ fn a_line_that_is_not_a_whole_envelope_is_refused_and_noted_once_per_file() {
         let blocks: Vec<Option<u64>> = records.iter().map(|r| r.block_number).collect();
         assert_eq!(blocks, [Some(1), None, Some(2), None]);
         assert_eq!(records[2].data, two.as_bytes());
+        let whole: Vec<bool> = records.iter().map(|r| r.whole_envelope).collect();
+        assert_eq!(
+            whole,
+            [true, false, true, false],
+            "readers rely on this mark"
+        );
     }
     let refused = feed.take_refused();
     assert_eq!(refused.len(), 1, "{refused:?}");
