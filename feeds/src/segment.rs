@@ -209,10 +209,8 @@ impl Segment {
             return Ok(segment);
         }
         let spooled = crate::spool::spool(&self.path, packed.codec)?;
-        // The temporary file has no name and only this process holds it:
-        // its bytes are final once written, which is all a mapping needs.
         let data =
-            map_file(&spooled.file, spooled.lines, &self.path).map_err(|error| match error {
+            map_spooled(spooled.file, spooled.lines, &self.path).map_err(|error| match error {
                 FeedError::Io { kind, message, .. } => FeedError::Io {
                     op: "spool",
                     path: self.path.clone(),
@@ -602,13 +600,62 @@ fn map_file(file: &File, len: u64, path: &Path) -> Result<Bytes, FeedError> {
     // the pages from the faulting one on with zero pages; refresh notices
     // the shrink, does the same for the views handed out earlier
     // (`Segment::defuse_past`) and maps the file anew. A decoded compressed
-    // file (`crate::spool`) is a temporary file with no name that only this
-    // process holds, written whole before it is mapped and never again.
+    // file (`crate::spool`) is mapped by `map_spooled`, not here.
     // The map is read-only, so this process never writes through it.
     let map = unsafe { MmapOptions::new().len(len).map(file) }
         .map_err(|e| FeedError::io("map", path, &e))?;
     let guard = crate::fault::guard(map.as_ptr() as usize, map.len());
     Ok(Bytes::from_owner(GuardedMap { guard, map }))
+}
+
+/// Maps the first `len` bytes of a decoded compressed file's temporary
+/// file ([`crate::spool`]) read-only, as [`Bytes`] that own the mapping and
+/// the file: when the last view is dropped the mapping goes, then the file
+/// is kept for the next decoding ([`crate::spool::keep_file`]).
+///
+/// # Errors
+/// [`FeedError::Io`] when the mapping fails.
+#[allow(unsafe_code)]
+fn map_spooled(file: File, len: u64, path: &Path) -> Result<Bytes, FeedError> {
+    if len == 0 {
+        crate::spool::keep_file(file);
+        return Ok(Bytes::new());
+    }
+    let len = to_usize(len, path)?;
+    // SAFETY: the file has no name and only this process holds it. Its
+    // first `len` bytes were written whole before this mapping, and nothing
+    // writes to it while the mapping lives: the file is handed back for
+    // reuse only by the owner's drop below, after the mapping is unmapped,
+    // and a decoding takes a file only from the kept ones or new.
+    let map = unsafe { MmapOptions::new().len(len).map(&file) }
+        .map_err(|e| FeedError::io("map", path, &e))?;
+    let guard = crate::fault::guard(map.as_ptr() as usize, map.len());
+    Ok(Bytes::from_owner(SpooledMap {
+        map: Some(GuardedMap { guard, map }),
+        file: Some(file),
+    }))
+}
+
+/// A decoded file's mapping and its temporary file, kept for reuse once
+/// the mapping is gone.
+struct SpooledMap {
+    map: Option<GuardedMap>,
+    file: Option<File>,
+}
+
+impl AsRef<[u8]> for SpooledMap {
+    fn as_ref(&self) -> &[u8] {
+        self.map.as_ref().map_or(&[], |m| &m.map)
+    }
+}
+
+impl Drop for SpooledMap {
+    fn drop(&mut self) {
+        drop(self.map.take());
+        if let Some(file) = self.file.take() {
+            crate::spool::keep_file(file);
+        }
+    }
 }
 
 /// A mapping registered with the SIGBUS guard ([`crate::fault`]). Fields
