@@ -599,8 +599,14 @@ impl Market {
             }
         }
         if needs.trades || needs.candles {
+            // Candles alone read no trade's parties.
+            let parties = if needs.trades {
+                trades::Parties::Kept
+            } else {
+                trades::Parties::Left
+            };
             self.trades
-                .apply_fills_and_trades(number, time, &fills, &whole_trades);
+                .apply_fills_and_trades_with(number, time, &fills, &whole_trades, parties);
             if needs.candles {
                 self.candles.apply_trades_view(&self.trades);
             }

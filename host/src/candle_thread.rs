@@ -388,7 +388,6 @@ fn rebuild(
 ) -> Result<Option<usize>, String> {
     let end = Interval::Minute5.next_open(Interval::Minute5.bucket_open(to_ms));
     let mut market = Market::new(Needs {
-        trades: true,
         candles: true,
         ..Needs::NONE
     })
@@ -476,7 +475,6 @@ pub fn prime(
     sink: &crossbeam_channel::Sender<CandleMessage>,
 ) -> Result<u64, String> {
     let mut market = Market::new(Needs {
-        trades: true,
         candles: true,
         ..Needs::NONE
     });

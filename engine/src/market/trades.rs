@@ -70,7 +70,9 @@ pub struct Trade {
     pub sz: Sz,
     /// Fill time, Unix ms.
     pub time: i64,
-    /// Taker's transaction hash (all zeros for TWAP slices).
+    /// Taker's transaction hash (all zeros for TWAP slices). Empty, like
+    /// `users`, in a market that folds for candles alone (`Needs::candles`
+    /// without `Needs::trades`): no reader of it wants either.
     pub hash: String,
     /// Trade id shared by both fills.
     pub tid: u64,
@@ -285,6 +287,25 @@ pub fn pair_fills<'e, 'a: 'e>(
     time: i64,
     fills: impl IntoIterator<Item = &'e FillEvent<'a>>,
 ) -> PairedBlock {
+    pair_fills_with(block_number, time, fills, Parties::Kept)
+}
+
+/// Whether paired trades carry their parties: the taker's `hash` and the
+/// two `users`. Candles read neither: a market folding for candles alone
+/// leaves them empty and spares three copies a trade.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Parties {
+    Kept,
+    Left,
+}
+
+/// [`pair_fills`], the trades' parties kept or left empty.
+fn pair_fills_with<'e, 'a: 'e>(
+    block_number: u64,
+    time: i64,
+    fills: impl IntoIterator<Item = &'e FillEvent<'a>>,
+    parties: Parties,
+) -> PairedBlock {
     let mut out = PairedBlock::default();
     let mut index: HashMap<(&'a str, u64), usize, foldhash::fast::RandomState> = HashMap::default();
     // The fills of each (coin, tid) in file order: the first two and how
@@ -324,7 +345,7 @@ pub fn pair_fills<'e, 'a: 'e>(
                     oid: fill.oid,
                 });
             }
-            (first, Some(second), 2) => match trade_of(block_number, first, second) {
+            (first, Some(second), 2) => match trade_of(block_number, first, second, parties) {
                 Ok((trade, ambiguous)) => {
                     if ambiguous {
                         out.ambiguous_taker.push((trade.coin.clone(), trade.tid));
@@ -390,6 +411,7 @@ fn trade_of(
     block: u64,
     first: &FillEvent<'_>,
     second: &FillEvent<'_>,
+    parties: Parties,
 ) -> Result<(Trade, bool), PairingIssue> {
     let (bid, ask) = match (first.fill().side, second.fill().side) {
         (Side::Bid, Side::Ask) => (first, second),
@@ -420,15 +442,22 @@ fn trade_of(
         (false, true) => (Side::Ask, a, false),
         (_, ask_crossed) => (if ask_crossed { Side::Ask } else { Side::Bid }, a, true),
     };
+    let (hash, users) = match parties {
+        Parties::Kept => (
+            taker.hash.to_owned(),
+            [bid.user().to_owned(), ask.user().to_owned()],
+        ),
+        Parties::Left => (String::new(), [String::new(), String::new()]),
+    };
     let trade = Trade {
         coin: b.coin.to_owned(),
         side,
         px: taker.px,
         sz: taker.sz,
         time: taker.time,
-        hash: taker.hash.to_owned(),
+        hash,
         tid: taker.tid,
-        users: [bid.user().to_owned(), ask.user().to_owned()],
+        users,
     };
     Ok((trade, ambiguous))
 }
@@ -496,7 +525,20 @@ impl TradesView {
         fills: impl IntoIterator<Item = &'e FillEvent<'a>>,
         whole: &[WholeTrade],
     ) {
-        let mut paired = pair_fills(block_number, time, fills);
+        self.apply_fills_and_trades_with(block_number, time, fills, whole, Parties::Kept);
+    }
+
+    /// [`TradesView::apply_fills_and_trades`], the paired trades' parties
+    /// kept or left empty ([`Parties`]).
+    pub(crate) fn apply_fills_and_trades_with<'e, 'a: 'e>(
+        &mut self,
+        block_number: u64,
+        time: i64,
+        fills: impl IntoIterator<Item = &'e FillEvent<'a>>,
+        whole: &[WholeTrade],
+        parties: Parties,
+    ) {
+        let mut paired = pair_fills_with(block_number, time, fills, parties);
         add_whole_trades(&mut paired, block_number, time, whole);
         for frame in &paired.frames {
             let trades = frame.trades.len() as u64;
@@ -622,6 +664,27 @@ mod tests {
         assert_eq!(trade.side, side);
         assert_eq!(trade.users, ["0xbuyer".to_owned(), "0xseller".to_owned()]);
         assert_eq!(paired.ambiguous_taker.len(), usize::from(ambiguous));
+    }
+
+    #[test]
+    fn trades_without_parties_differ_only_by_them() {
+        let texts = [
+            fill_json("0xseller", "BTC", "A", "10.0", "1.5", 9, true),
+            fill_json("0xbuyer", "BTC", "B", "10.0", "1.5", 9, false),
+        ];
+        let events: Vec<FillEvent<'_>> = texts
+            .iter()
+            .map(|t| decode_fill(t.as_bytes()).unwrap())
+            .collect();
+        let full = pair_fills(5, 1_000, &events);
+        let light = pair_fills_with(5, 1_000, &events, Parties::Left);
+        let mut want = full.frames.clone();
+        for trade in &mut want[0].trades {
+            assert_eq!(trade.hash, "0xabc");
+            trade.hash.clear();
+            trade.users = [String::new(), String::new()];
+        }
+        assert_eq!(light.frames, want);
     }
 
     #[test]

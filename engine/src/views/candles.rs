@@ -105,7 +105,6 @@ impl View for CandleSubscription {
     const NAME: &'static str = "candles";
     const ON_LAG: OnLag = OnLag::SkipToNewest;
     const NEEDS: Needs = Needs {
-        trades: true,
         candles: true,
         ..Needs::NONE
     };

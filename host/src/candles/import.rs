@@ -319,7 +319,6 @@ fn fold_stretch(
         },
     )?;
     let mut market = Market::new(Needs {
-        trades: true,
         candles: true,
         ..Needs::NONE
     })
