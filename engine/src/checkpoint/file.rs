@@ -330,7 +330,7 @@ pub fn validate<'b>(
 /// less than `needs` (or kept only some coins' books while `needs` has
 /// books), [`CheckpointError::Damaged`] when the state breaks its rules.
 pub fn decode(bytes: &[u8], needs: Needs, path: &Path) -> Result<Market, CheckpointError> {
-    decode_releasing(bytes, needs, path, &mut |_| {})
+    decode_releasing(bytes, needs, path, &mut || {}, &mut |_| {})
 }
 
 /// [`decode`], telling `read_below` as the books are rebuilt how far into
@@ -341,6 +341,7 @@ fn decode_releasing(
     bytes: &[u8],
     needs: Needs,
     path: &Path,
+    validated: &mut dyn FnMut(),
     read_below: &mut dyn FnMut(usize),
 ) -> Result<Market, CheckpointError> {
     let aligned;
@@ -366,6 +367,7 @@ fn decode_releasing(
             wanted: state::describe(needs),
         });
     }
+    validated();
     let start = bytes.as_ptr() as usize;
     let mut read_to = |end: *const u8| read_below((end as usize).saturating_sub(start));
     state::restore(archived, needs, &mut read_to).map_err(|damage| CheckpointError::Damaged {
@@ -424,10 +426,12 @@ pub fn load(path: &Path, needs: Needs) -> Result<Loaded, CheckpointError> {
     })
 }
 
-/// [`decode`] of a mapped file, letting go of the pages of the books
-/// already rebuilt as the rebuild goes on ([`RELEASE_STEP`] at a time, then
-/// `released` is told how far): the file (50 MB for a mainnet-size book) and
-/// the market it becomes are not both resident at once.
+/// [`decode`] of a mapped file: the checksum and the validation read it
+/// whole, then its pages are let go of, and those of what is rebuilt as the
+/// rebuild goes on ([`RELEASE_STEP`] at a time, then `released` is told how
+/// far): the file (50 MB for a mainnet-size book, more with the positions
+/// of hours of fills) and the market it becomes are not both resident at
+/// once.
 fn decode_mapped(
     mapped: &feeds::MappedFile,
     needs: Needs,
@@ -435,13 +439,19 @@ fn decode_mapped(
     released: &mut dyn FnMut(usize),
 ) -> Result<Market, CheckpointError> {
     let mut below_done = 0;
-    decode_releasing(mapped.bytes(), needs, path, &mut |below| {
-        if below >= below_done + RELEASE_STEP {
-            mapped.release_below(below);
-            below_done = below;
-            released(below);
-        }
-    })
+    decode_releasing(
+        mapped.bytes(),
+        needs,
+        path,
+        &mut || mapped.release_below(mapped.bytes().len()),
+        &mut |below| {
+            if below >= below_done + RELEASE_STEP {
+                mapped.release_below(below);
+                below_done = below;
+                released(below);
+            }
+        },
+    )
 }
 
 /// How much more of a checkpoint is rebuilt between two releases of its
@@ -846,6 +856,10 @@ mod tests {
                 resident <= left,
                 "{resident} KiB resident past {below}: {left} KiB left"
             );
+            // What the checksum and the validation read is let go of before
+            // the rebuild: no more than about a step's pages are resident.
+            let step = (2 * RELEASE_STEP / 1024) as u64;
+            assert!(resident <= step, "{resident} KiB resident at {below}");
         }
     }
 }

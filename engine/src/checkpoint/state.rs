@@ -65,7 +65,7 @@ use crate::market::tpsl::{TpslView, TriggerOrder};
 use crate::market::trades::{CoinCounts, TradesView};
 use crate::market::{Market, MarketParts, Needs};
 use crate::num::{Decimal, MAX_SCALE};
-use crate::positions::{Positions, User};
+use crate::positions::{Positions, Sorted};
 use crate::text::{Address, Cloid, Short};
 
 /// The archived state's format version. Any change to the types of this
@@ -555,6 +555,11 @@ impl<'m> TextTable<'m> {
     pub(super) fn into_strings(self) -> Vec<String> {
         self.list.into_iter().map(str::to_owned).collect()
     }
+
+    /// The texts, by number, borrowed.
+    pub(super) fn into_list(self) -> Vec<&'m str> {
+        self.list
+    }
 }
 
 /// The last text numbered for one field: most orders repeat the previous
@@ -829,11 +834,11 @@ fn capture_trades(trades: &TradesView) -> TradesState {
 
 fn capture_positions(tpsl: &TpslView) -> Vec<PositionEntryState> {
     sorted_positions(tpsl)
-        .into_iter()
+        .iter()
         .map(|(user, coin, position)| PositionEntryState {
             user: user.as_str(&mut [0; 42]).to_owned(),
             coin: coin.to_owned(),
-            position,
+            position: position.into(),
         })
         .collect()
 }
@@ -841,15 +846,9 @@ fn capture_positions(tpsl: &TpslView) -> Vec<PositionEntryState> {
 /// The open positions, in the archive's order: the live table is a hash
 /// map, sorted the same state gives the same bytes. Borrowed: a checkpoint
 /// archives them from here without copying their texts (mainnet holds
-/// hundreds of thousands).
-pub(super) fn sorted_positions(tpsl: &TpslView) -> Vec<(User<'_>, &str, DecimalState)> {
-    let mut positions: Vec<_> = tpsl
-        .positions()
-        .entries()
-        .map(|(user, coin, position)| (user, coin, position.into()))
-        .collect();
-    positions.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
-    positions
+/// hundreds of thousands), and sorts 16-byte references to them.
+pub(super) fn sorted_positions(tpsl: &TpslView) -> Sorted<'_> {
+    tpsl.positions().sorted()
 }
 
 /// TP/SL's state but its positions (left empty).
@@ -1020,7 +1019,7 @@ pub(crate) fn restore(
             state.fills.block_number.to_native(),
             state.fills.time.to_native(),
         ),
-        tpsl: restore_tpsl(&state.tpsl)?,
+        tpsl: restore_tpsl(&state.tpsl, read_below)?,
         candles: restore_candles(&state.candles)?,
         universe: state
             .universe
@@ -1202,7 +1201,13 @@ fn restore_trades(state: &ArchivedTradesState) -> Result<TradesView, Damage> {
     ))
 }
 
-fn restore_tpsl(state: &ArchivedTpslState) -> Result<TpslView, Damage> {
+/// TP/SL's state. Positions are many (hundreds of thousands on mainnet):
+/// their table is made at its final size at once, and the pages of the
+/// entries restored are let go of as the restore goes on (`read_below`).
+fn restore_tpsl(
+    state: &ArchivedTpslState,
+    read_below: &mut dyn FnMut(*const u8),
+) -> Result<TpslView, Damage> {
     let orders = state
         .orders
         .iter()
@@ -1225,17 +1230,22 @@ fn restore_tpsl(state: &ArchivedTpslState) -> Result<TpslView, Damage> {
             })
         })
         .collect::<Result<Vec<_>, Damage>>()?;
-    let mut positions = Positions::restoring(counter(
-        state.position_mismatches.to_native(),
-        "position mismatches",
-    )?);
-    for entry in state.positions.iter() {
+    let mut positions = Positions::restoring(
+        counter(state.position_mismatches.to_native(), "position mismatches")?,
+        state.positions.len(),
+    );
+    for (at, entry) in state.positions.iter().enumerate() {
         positions.restore(
             entry.user.as_str(),
             entry.coin.as_str(),
             archived_decimal(&entry.position)?,
         );
+        if at % 4096 == 4095 {
+            // The texts are archived before the entries, in their order.
+            read_below(entry.user.as_str().as_ptr());
+        }
     }
+    read_below(state.positions.as_slice().as_ptr_range().end.cast());
     Ok(TpslView::restored(
         orders,
         state.max_oid.to_native(),

@@ -46,7 +46,7 @@ use super::state::{
     sorted_positions,
 };
 use crate::market::Market;
-use crate::positions::User;
+use crate::positions::{Sorted, User};
 
 /// What a streamed archive holds, for its file's header and the report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,14 +146,7 @@ fn serialize<W: std::io::Write>(
         tpsl,
         candles,
     } = capture_rest(market);
-    let positions = sorted_positions(market.tpsl())
-        .into_iter()
-        .map(|(user, coin, position)| PositionShell {
-            user,
-            coin,
-            position,
-        })
-        .collect();
+    let positions = sorted_positions(market.tpsl());
     let tpsl = TpslShell {
         position: tpsl.position,
         max_oid: tpsl.max_oid,
@@ -170,7 +163,7 @@ fn serialize<W: std::io::Write>(
         blocks_folded,
         events_seen,
         books: shells,
-        texts: texts.into_strings(),
+        texts: texts.into_list(),
         book_coins,
         unknown_ids,
         pending_resets,
@@ -311,7 +304,7 @@ struct StateShell<'m> {
     blocks_folded: u64,
     events_seen: u64,
     books: Vec<BookShell>,
-    texts: Vec<String>,
+    texts: Vec<&'m str>,
     book_coins: Option<Vec<String>>,
     unknown_ids: Vec<UnknownIdsState>,
     pending_resets: Vec<ResetState>,
@@ -327,7 +320,7 @@ struct StateShellResolver {
     height: <Option<u64> as Archive>::Resolver,
     books_height: <Option<u64> as Archive>::Resolver,
     books: <Vec<BookShell> as Archive>::Resolver,
-    texts: <Vec<String> as Archive>::Resolver,
+    texts: VecResolver,
     book_coins: <Option<Vec<String>> as Archive>::Resolver,
     unknown_ids: <Vec<UnknownIdsState> as Archive>::Resolver,
     pending_resets: <Vec<ResetState> as Archive>::Resolver,
@@ -371,7 +364,7 @@ impl Archive for StateShell<'_> {
         self.blocks_folded.resolve((), blocks_folded);
         self.events_seen.resolve((), events_seen);
         self.books.resolve(resolver.books, books);
-        self.texts.resolve(resolver.texts, texts);
+        ArchivedVec::resolve_from_len(self.texts.len(), resolver.texts, texts);
         self.book_coins.resolve(resolver.book_coins, book_coins);
         self.unknown_ids.resolve(resolver.unknown_ids, unknown_ids);
         self.pending_resets
@@ -396,7 +389,10 @@ where
             height: self.height.serialize(serializer)?,
             books_height: self.books_height.serialize(serializer)?,
             books: self.books.serialize(serializer)?,
-            texts: self.texts.serialize(serializer)?,
+            texts: ArchivedVec::serialize_from_iter::<TextShell<'_>, _, _>(
+                self.texts.iter().map(|&text| TextShell(text)),
+                serializer,
+            )?,
             book_coins: self.book_coins.serialize(serializer)?,
             unknown_ids: self.unknown_ids.serialize(serializer)?,
             pending_resets: self.pending_resets.serialize(serializer)?,
@@ -416,8 +412,22 @@ struct TpslShell<'m> {
     position: PositionState,
     max_oid: u64,
     orders: Vec<TriggerOrderState>,
-    positions: Vec<PositionShell<'m>>,
+    positions: Sorted<'m>,
     position_mismatches: u64,
+}
+
+impl<'m> TpslShell<'m> {
+    /// The positions as the archive's entries, made one at a time as they
+    /// are archived (never a list of them all).
+    fn position_shells(&self) -> impl ExactSizeIterator<Item = PositionShell<'m>> + Clone + '_ {
+        self.positions
+            .iter()
+            .map(|(user, coin, position)| PositionShell {
+                user,
+                coin,
+                position: position.into(),
+            })
+    }
 }
 
 struct TpslShellResolver {
@@ -435,7 +445,7 @@ impl Archive for TpslShell<'_> {
         self.position.resolve(resolver.position, position);
         self.max_oid.resolve((), max_oid);
         self.orders.resolve(resolver.orders, orders);
-        ArchivedVec::resolve_from_slice(&self.positions, resolver.positions, positions);
+        ArchivedVec::resolve_from_len(self.positions.iter().len(), resolver.positions, positions);
         self.position_mismatches.resolve((), position_mismatches);
     }
 }
@@ -450,8 +460,33 @@ where
         Ok(TpslShellResolver {
             position: self.position.serialize(serializer)?,
             orders: self.orders.serialize(serializer)?,
-            positions: ArchivedVec::serialize_from_slice(&self.positions, serializer)?,
+            positions: ArchivedVec::serialize_from_iter::<PositionShell<'_>, _, _>(
+                self.position_shells(),
+                serializer,
+            )?,
         })
+    }
+}
+
+/// A text of the table, borrowed: archived as the `String` it was.
+struct TextShell<'m>(&'m str);
+
+impl Archive for TextShell<'_> {
+    type Archived = ArchivedString;
+    type Resolver = StringResolver;
+
+    fn resolve(&self, resolver: StringResolver, out: Place<ArchivedString>) {
+        ArchivedString::resolve_from_str(self.0, resolver, out);
+    }
+}
+
+impl<S> Serialize<S> for TextShell<'_>
+where
+    S: Fallible + Writer + ?Sized,
+    S::Error: rancor::Source,
+{
+    fn serialize(&self, serializer: &mut S) -> Result<StringResolver, S::Error> {
+        ArchivedString::serialize_from_str(self.0, serializer)
     }
 }
 
