@@ -85,7 +85,7 @@ pub struct PositionChange {
 #[derive(Debug, Clone, Default)]
 pub struct Positions {
     /// Positions of accounts in the usual form.
-    usual: HashMap<Packed, Decimal, foldhash::fast::RandomState>,
+    usual: Shards,
     /// Positions of accounts not in the usual form, by (lowercased user,
     /// coin).
     others: HashMap<(Address, Short), Decimal, foldhash::fast::RandomState>,
@@ -93,6 +93,66 @@ pub struct Positions {
     coins: Vec<Short>,
     coin_numbers: HashMap<Short, u32, foldhash::fast::RandomState>,
     mismatches: u64,
+}
+
+/// Tables of [`Shards`]: one grows at a time.
+const SHARDS: usize = 16;
+
+/// The positions of accounts in the usual form, in [`SHARDS`] hash tables
+/// chosen by the account's last byte (accounts are hashes: the shards fill
+/// evenly). A hash table grows by moving into one twice its size, so one
+/// table of 250,000 positions (two hours of mainnet) held both, 31 MB, for
+/// a moment, and after it sat half empty until the next doubling; here a
+/// shard doubles at a time, and their loads spread out between doublings.
+#[derive(Debug, Clone, Default)]
+struct Shards {
+    tables: [HashMap<Packed, Decimal, foldhash::fast::RandomState>; SHARDS],
+}
+
+impl Shards {
+    fn of(&self, key: &Packed) -> &HashMap<Packed, Decimal, foldhash::fast::RandomState> {
+        &self.tables[usize::from(key.user[19]) % SHARDS]
+    }
+
+    fn of_mut(
+        &mut self,
+        key: &Packed,
+    ) -> &mut HashMap<Packed, Decimal, foldhash::fast::RandomState> {
+        &mut self.tables[usize::from(key.user[19]) % SHARDS]
+    }
+
+    fn get(&self, key: &Packed) -> Option<&Decimal> {
+        self.of(key).get(key)
+    }
+
+    fn insert(&mut self, key: Packed, position: Decimal) {
+        self.of_mut(&key).insert(key, position);
+    }
+
+    fn remove(&mut self, key: &Packed) {
+        self.of_mut(key).remove(key);
+    }
+
+    /// Room for `entries` in all, spread evenly (a restore: its count is
+    /// known).
+    fn reserve(&mut self, entries: usize) {
+        let each = entries.div_ceil(SHARDS);
+        for table in &mut self.tables {
+            table.reserve(each + each / 8);
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.tables.iter().map(HashMap::len).sum()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.tables.iter().all(HashMap::is_empty)
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&Packed, &Decimal)> {
+        self.tables.iter().flat_map(HashMap::iter)
+    }
 }
 
 /// An account in its usual form and a coin's number.
@@ -251,7 +311,7 @@ impl Positions {
     /// that many entries at once (growing it entry by entry would hold the
     /// old table beside the new one at each doubling).
     pub(crate) fn restoring(mismatches: u64, entries: usize) -> Self {
-        let mut usual = HashMap::default();
+        let mut usual = Shards::default();
         usual.reserve(entries);
         Self {
             usual,
@@ -470,6 +530,29 @@ mod tests {
     #[test]
     fn an_entry_of_the_usual_form_is_40_bytes() {
         assert_eq!(std::mem::size_of::<(Packed, Decimal)>(), 40);
+    }
+
+    #[test]
+    fn accounts_spread_over_the_shards() {
+        let mut positions = Positions::new();
+        let n = 16_000u64;
+        for i in 0..n {
+            let user = format!("0x{:040x}", i.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            positions.set(&user, "BTC", Decimal::new(1, 0).unwrap());
+        }
+        assert_eq!(positions.len(), n as usize);
+        let mean = n as usize / SHARDS;
+        for table in &positions.usual.tables {
+            assert!(
+                table.len() > mean / 2 && table.len() < mean * 2,
+                "{}",
+                table.len()
+            );
+        }
+        let user = format!("0x{:040x}", 7u64.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        assert_eq!(positions.position(&user, "BTC").to_string(), "1");
+        positions.set(&user, "BTC", Decimal::ZERO);
+        assert_eq!(positions.len(), n as usize - 1);
     }
 
     #[test]
