@@ -213,7 +213,8 @@ impl PartialOrd for User<'_> {
 #[derive(Debug)]
 pub(crate) struct Sorted<'a> {
     positions: &'a Positions,
-    usual: Vec<(&'a Packed, &'a Decimal)>,
+    /// With their sort keys (see [`Positions::sorted`]).
+    usual: Vec<(u64, &'a Packed, &'a Decimal)>,
     others: Vec<(&'a (Address, Short), &'a Decimal)>,
 }
 
@@ -233,18 +234,21 @@ impl<'a> Sorted<'a> {
 #[derive(Debug, Clone)]
 pub(crate) struct SortedIter<'s, 'a> {
     positions: &'a Positions,
-    usual: std::slice::Iter<'s, (&'a Packed, &'a Decimal)>,
+    usual: std::slice::Iter<'s, (u64, &'a Packed, &'a Decimal)>,
     others: std::slice::Iter<'s, (&'a (Address, Short), &'a Decimal)>,
 }
 
 impl<'a> SortedIter<'_, 'a> {
-    fn usual_entry(&self, entry: (&'a Packed, &'a Decimal)) -> (User<'a>, &'a str, Decimal) {
+    fn usual_entry(
+        &self,
+        (_, key, position): (u64, &'a Packed, &'a Decimal),
+    ) -> (User<'a>, &'a str, Decimal) {
         let coin = self
             .positions
             .coins
-            .get(entry.0.coin as usize)
+            .get(key.coin as usize)
             .map_or("", Short::as_str);
-        (User::Bytes(&entry.0.user), coin, *entry.1)
+        (User::Bytes(&key.user), coin, *position)
     }
 }
 
@@ -333,9 +337,23 @@ impl Positions {
     /// sorts these rather than a copy of each entry.
     pub(crate) fn sorted(&self) -> Sorted<'_> {
         let coin = |key: &Packed| self.coins.get(key.coin as usize).map_or("", Short::as_str);
-        let mut usual: Vec<(&Packed, &Decimal)> = self.usual.iter().collect();
-        // Lowercase hex keeps the bytes' order.
-        usual.sort_unstable_by(|a, b| (a.0.user, coin(a.0)).cmp(&(b.0.user, coin(b.0))));
+        // Sorted by the account's first eight bytes, the entries themselves
+        // looked at only where those are equal (lowercase hex keeps the
+        // bytes' order): comparing through the references alone would read
+        // the table at random, a cache miss each.
+        let mut usual: Vec<(u64, &Packed, &Decimal)> = self
+            .usual
+            .iter()
+            .map(|(key, position)| {
+                let mut first = [0u8; 8];
+                first.copy_from_slice(&key.user[..8]);
+                (u64::from_be_bytes(first), key, position)
+            })
+            .collect();
+        usual.sort_unstable_by(|a, b| {
+            a.0.cmp(&b.0)
+                .then_with(|| (a.1.user, coin(a.1)).cmp(&(b.1.user, coin(b.1))))
+        });
         let mut others: Vec<(&(Address, Short), &Decimal)> = self.others.iter().collect();
         others.sort_unstable_by(|a, b| {
             (User::Text(a.0.0.as_str()), a.0.1.as_str())
@@ -553,6 +571,40 @@ mod tests {
         assert_eq!(positions.position(&user, "BTC").to_string(), "1");
         positions.set(&user, "BTC", Decimal::ZERO);
         assert_eq!(positions.len(), n as usize - 1);
+    }
+
+    #[test]
+    fn accounts_alike_in_their_first_bytes_are_listed_in_text_order() {
+        let mut positions = Positions::new();
+        let mut want = Vec::new();
+        // Alike in their first eight bytes (the sort's key), apart later.
+        for (tail, coin) in [
+            (9, "ETH"),
+            (3, "BTC"),
+            (9, "AAVE"),
+            (3, "SOL"),
+            (200, "BTC"),
+        ] {
+            let user = format!("0x00ff00ff00ff00ff{tail:024x}");
+            positions.set(&user, coin, Decimal::new(1, 0).unwrap());
+            want.push((user, coin.to_owned()));
+        }
+        positions.set(
+            "0x00ff00ff00ff00fe00000000000000000000ffff",
+            "BTC",
+            Decimal::new(1, 0).unwrap(),
+        );
+        want.push((
+            "0x00ff00ff00ff00fe00000000000000000000ffff".to_owned(),
+            "BTC".to_owned(),
+        ));
+        want.sort();
+        let listed: Vec<(String, String)> = positions
+            .sorted()
+            .iter()
+            .map(|(user, coin, _)| (user.as_str(&mut [0; 42]).to_owned(), coin.to_owned()))
+            .collect();
+        assert_eq!(listed, want);
     }
 
     #[test]
