@@ -332,9 +332,9 @@ impl Positions {
     }
 
     /// Every open position in the order of its texts, user then coin (what
-    /// a checkpoint archives). Held as references into the table, 16 bytes
-    /// a position: a checkpoint of hundreds of thousands of positions
-    /// sorts these rather than a copy of each entry.
+    /// a checkpoint archives). Held as references into the table with a
+    /// sort key, 24 bytes a position: a checkpoint of hundreds of thousands
+    /// of positions sorts these rather than a copy of each entry.
     pub(crate) fn sorted(&self) -> Sorted<'_> {
         let coin = |key: &Packed| self.coins.get(key.coin as usize).map_or("", Short::as_str);
         // Sorted by the account's first eight bytes, the entries themselves

@@ -846,7 +846,7 @@ fn capture_positions(tpsl: &TpslView) -> Vec<PositionEntryState> {
 /// The open positions, in the archive's order: the live table is a hash
 /// map, sorted the same state gives the same bytes. Borrowed: a checkpoint
 /// archives them from here without copying their texts (mainnet holds
-/// hundreds of thousands), and sorts 16-byte references to them.
+/// hundreds of thousands), and sorts 24-byte references to them.
 pub(super) fn sorted_positions(tpsl: &TpslView) -> Sorted<'_> {
     tpsl.positions().sorted()
 }
