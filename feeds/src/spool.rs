@@ -39,18 +39,18 @@ use crate::error::FeedError;
 /// Bytes buffered before each write to the temporary file.
 const WRITE_BUFFER: usize = 1 << 20;
 /// Temporary files kept for reuse once no view maps them.
-pub(crate) const KEPT_FILES: usize = 2;
+const KEPT_FILES: usize = 2;
 /// The largest temporary file kept for reuse: a decoded hour of the
 /// archive is some 50 to 500 MB; a larger one's disk space is given back.
-pub(crate) const KEPT_MAX_BYTES: u64 = 512 << 20;
+const KEPT_MAX_BYTES: u64 = 512 << 20;
 
 /// Temporary files kept for reuse (see the module docs).
-pub(crate) struct Kept {
+struct Kept {
     files: Mutex<Vec<File>>,
 }
 
 impl Kept {
-    pub(crate) const fn new() -> Self {
+    const fn new() -> Self {
         Self {
             files: Mutex::new(Vec::new()),
         }
@@ -70,7 +70,7 @@ impl Kept {
 
     /// Keeps `file` if it is small enough and fewer than [`KEPT_FILES`]
     /// are kept; lets it go otherwise.
-    pub(crate) fn keep(&self, file: File) {
+    fn keep(&self, file: File) {
         let small = file.metadata().is_ok_and(|m| m.len() <= KEPT_MAX_BYTES);
         let mut files = self.files.lock();
         if small && files.len() < KEPT_FILES {
@@ -139,7 +139,6 @@ fn spool_into(kept: &Kept, path: &Path, codec: Codec) -> Result<Spooled, FeedErr
         Some(damage) if damage.kind == DamageKind::ChecksumMismatch => 0,
         _ => complete,
     };
-
     Ok(Spooled {
         file,
         lines: keep,
