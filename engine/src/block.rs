@@ -158,6 +158,11 @@ pub(crate) struct BlockFills<'a> {
     pub trades: Vec<TradeLine<'a>>,
 }
 
+/// The most fill events [`decode_fills`] reserves room for before it has
+/// decoded any (a mainnet block carries from none to a few hundred; a
+/// larger one grows the list past this as it decodes).
+const RESERVE_FILLS: usize = 4_096;
+
 /// Decodes every fill (or whole trade) of `block`, in file order; broken
 /// lines and events are added to `errors` and skipped.
 pub(crate) fn decode_fills<'a>(
@@ -166,9 +171,10 @@ pub(crate) fn decode_fills<'a>(
 ) -> BlockFills<'a> {
     let mut out = BlockFills::default();
     // A fill takes some 400 bytes of its line: reserving by the lines'
-    // size spares the growth copies of a large block's events.
+    // size spares the growth copies of a large block's events (at most
+    // `RESERVE_FILLS` at once: a line of garbage reserves no more).
     let bytes: usize = block.lines.fills.iter().map(Bytes::len).sum();
-    out.fills.reserve(bytes / 256);
+    out.fills.reserve((bytes / 256).min(RESERVE_FILLS));
     let number = block.number;
     for_each_event(number, &block.lines.fills, errors, |raw, errors| {
         let decoded = if raw.first() == Some(&b'{') {
