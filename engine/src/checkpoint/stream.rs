@@ -151,7 +151,7 @@ fn serialize<W: std::io::Write>(
         position: tpsl.position,
         max_oid: tpsl.max_oid,
         orders: tpsl.orders,
-        positions,
+        positions: PositionList(positions),
         position_mismatches: tpsl.position_mismatches,
     };
     let root = StateShell {
@@ -163,7 +163,7 @@ fn serialize<W: std::io::Write>(
         blocks_folded,
         events_seen,
         books: shells,
-        texts: texts.into_list(),
+        texts: Texts(texts.into_list()),
         book_coins,
         unknown_ids,
         pending_resets,
@@ -291,10 +291,14 @@ struct BookShell {
     orders: Written<OrderState>,
 }
 
-/// A [`CheckpointState`] whose books are [`BookShell`]s and whose TP/SL
-/// positions are borrowed: field for field, in the same order, the same
-/// archive. (Archived by hand, like [`TpslShell`]: rkyv's derive does not
-/// resolve a shell that borrows.)
+/// A [`CheckpointState`] whose books are [`BookShell`]s and whose texts and
+/// TP/SL positions are borrowed: field for field, in the same order, the
+/// same archive.
+#[derive(Archive, Serialize)]
+#[rkyv(
+    as = ArchivedCheckpointState,
+    serialize_bounds(__S: Allocator + Writer, <__S as Fallible>::Error: rancor::Source)
+)]
 struct StateShell<'m> {
     needs: u8,
     height: Option<u64>,
@@ -304,167 +308,92 @@ struct StateShell<'m> {
     blocks_folded: u64,
     events_seen: u64,
     books: Vec<BookShell>,
-    texts: Vec<&'m str>,
+    #[rkyv(omit_bounds)]
+    texts: Texts<'m>,
     book_coins: Option<Vec<String>>,
     unknown_ids: Vec<UnknownIdsState>,
     pending_resets: Vec<ResetState>,
     universe: Vec<String>,
     trades: TradesState,
     fills: PositionState,
+    #[rkyv(omit_bounds)]
     tpsl: TpslShell<'m>,
     candles: CandlesState,
 }
 
-/// Where each field of a [`StateShell`] was written.
-struct StateShellResolver {
-    height: <Option<u64> as Archive>::Resolver,
-    books_height: <Option<u64> as Archive>::Resolver,
-    books: <Vec<BookShell> as Archive>::Resolver,
-    texts: VecResolver,
-    book_coins: <Option<Vec<String>> as Archive>::Resolver,
-    unknown_ids: <Vec<UnknownIdsState> as Archive>::Resolver,
-    pending_resets: <Vec<ResetState> as Archive>::Resolver,
-    universe: <Vec<String> as Archive>::Resolver,
-    trades: <TradesState as Archive>::Resolver,
-    fills: <PositionState as Archive>::Resolver,
-    tpsl: TpslShellResolver,
-    candles: <CandlesState as Archive>::Resolver,
-}
+/// The text table's strings, borrowed: archived as the `Vec<String>` they
+/// were.
+struct Texts<'m>(Vec<&'m str>);
 
-impl Archive for StateShell<'_> {
-    type Archived = ArchivedCheckpointState;
-    type Resolver = StateShellResolver;
+impl Archive for Texts<'_> {
+    type Archived = ArchivedVec<ArchivedString>;
+    type Resolver = VecResolver;
 
-    fn resolve(&self, resolver: StateShellResolver, out: Place<ArchivedCheckpointState>) {
-        munge!(let ArchivedCheckpointState {
-            needs,
-            height,
-            time_ms,
-            books_height,
-            books_time_ms,
-            blocks_folded,
-            events_seen,
-            books,
-            texts,
-            book_coins,
-            unknown_ids,
-            pending_resets,
-            universe,
-            trades,
-            fills,
-            tpsl,
-            candles,
-        } = out);
-        self.needs.resolve((), needs);
-        self.height.resolve(resolver.height, height);
-        self.time_ms.resolve((), time_ms);
-        self.books_height
-            .resolve(resolver.books_height, books_height);
-        self.books_time_ms.resolve((), books_time_ms);
-        self.blocks_folded.resolve((), blocks_folded);
-        self.events_seen.resolve((), events_seen);
-        self.books.resolve(resolver.books, books);
-        ArchivedVec::resolve_from_len(self.texts.len(), resolver.texts, texts);
-        self.book_coins.resolve(resolver.book_coins, book_coins);
-        self.unknown_ids.resolve(resolver.unknown_ids, unknown_ids);
-        self.pending_resets
-            .resolve(resolver.pending_resets, pending_resets);
-        self.universe.resolve(resolver.universe, universe);
-        self.trades.resolve(resolver.trades, trades);
-        self.fills.resolve(resolver.fills, fills);
-        self.tpsl.resolve(resolver.tpsl, tpsl);
-        self.candles.resolve(resolver.candles, candles);
+    fn resolve(&self, resolver: VecResolver, out: Place<Self::Archived>) {
+        ArchivedVec::resolve_from_len(self.0.len(), resolver, out);
     }
 }
 
-impl<S> Serialize<S> for StateShell<'_>
-where
-    S: Fallible<Error = rancor::Error> + Allocator + Writer + ?Sized,
-{
-    // Field by field in declaration order, as the derive would: the
-    // archive's data out of line comes in this order (the numbers have
-    // none).
-    fn serialize(&self, serializer: &mut S) -> Result<StateShellResolver, S::Error> {
-        Ok(StateShellResolver {
-            height: self.height.serialize(serializer)?,
-            books_height: self.books_height.serialize(serializer)?,
-            books: self.books.serialize(serializer)?,
-            texts: ArchivedVec::serialize_from_iter::<TextShell<'_>, _, _>(
-                self.texts.iter().map(|&text| TextShell(text)),
-                serializer,
-            )?,
-            book_coins: self.book_coins.serialize(serializer)?,
-            unknown_ids: self.unknown_ids.serialize(serializer)?,
-            pending_resets: self.pending_resets.serialize(serializer)?,
-            universe: self.universe.serialize(serializer)?,
-            trades: self.trades.serialize(serializer)?,
-            fills: self.fills.serialize(serializer)?,
-            tpsl: self.tpsl.serialize(serializer)?,
-            candles: self.candles.serialize(serializer)?,
-        })
-    }
-}
-
-/// A [`TpslState`] whose positions are borrowed from the live table: the
-/// same archive without a copy of every position's texts. (Archived by
-/// hand: rkyv's derive does not resolve a shell that borrows.)
-struct TpslShell<'m> {
-    position: PositionState,
-    max_oid: u64,
-    orders: Vec<TriggerOrderState>,
-    positions: Sorted<'m>,
-    position_mismatches: u64,
-}
-
-impl<'m> TpslShell<'m> {
-    /// The positions as the archive's entries, made one at a time as they
-    /// are archived (never a list of them all).
-    fn position_shells(&self) -> impl ExactSizeIterator<Item = PositionShell<'m>> + Clone + '_ {
-        self.positions
-            .iter()
-            .map(|(user, coin, position)| PositionShell {
-                user,
-                coin,
-                position: position.into(),
-            })
-    }
-}
-
-struct TpslShellResolver {
-    position: <PositionState as Archive>::Resolver,
-    orders: VecResolver,
-    positions: VecResolver,
-}
-
-impl Archive for TpslShell<'_> {
-    type Archived = ArchivedTpslState;
-    type Resolver = TpslShellResolver;
-
-    fn resolve(&self, resolver: TpslShellResolver, out: Place<ArchivedTpslState>) {
-        munge!(let ArchivedTpslState { position, max_oid, orders, positions, position_mismatches } = out);
-        self.position.resolve(resolver.position, position);
-        self.max_oid.resolve((), max_oid);
-        self.orders.resolve(resolver.orders, orders);
-        ArchivedVec::resolve_from_len(self.positions.iter().len(), resolver.positions, positions);
-        self.position_mismatches.resolve((), position_mismatches);
-    }
-}
-
-impl<S> Serialize<S> for TpslShell<'_>
+impl<S> Serialize<S> for Texts<'_>
 where
     S: Fallible + Allocator + Writer + ?Sized,
     S::Error: rancor::Source,
 {
-    // Field by field in declaration order, as the derive would.
-    fn serialize(&self, serializer: &mut S) -> Result<TpslShellResolver, S::Error> {
-        Ok(TpslShellResolver {
-            position: self.position.serialize(serializer)?,
-            orders: self.orders.serialize(serializer)?,
-            positions: ArchivedVec::serialize_from_iter::<PositionShell<'_>, _, _>(
-                self.position_shells(),
-                serializer,
-            )?,
+    fn serialize(&self, serializer: &mut S) -> Result<VecResolver, S::Error> {
+        ArchivedVec::serialize_from_iter::<TextShell<'_>, _, _>(
+            self.0.iter().map(|&text| TextShell(text)),
+            serializer,
+        )
+    }
+}
+
+/// A [`TpslState`] whose positions are borrowed from the live table: the
+/// same archive without a copy of every position's texts.
+#[derive(Archive, Serialize)]
+#[rkyv(
+    as = ArchivedTpslState,
+    serialize_bounds(__S: Allocator + Writer, <__S as Fallible>::Error: rancor::Source)
+)]
+struct TpslShell<'m> {
+    position: PositionState,
+    max_oid: u64,
+    orders: Vec<TriggerOrderState>,
+    #[rkyv(omit_bounds)]
+    positions: PositionList<'m>,
+    position_mismatches: u64,
+}
+
+/// The open positions in the archive's order, borrowed: archived as the
+/// `Vec` of entries they were, each entry made as it is archived (never a
+/// list of them all).
+struct PositionList<'m>(Sorted<'m>);
+
+impl<'m> PositionList<'m> {
+    fn shells(&self) -> impl ExactSizeIterator<Item = PositionShell<'m>> + Clone + '_ {
+        self.0.iter().map(|(user, coin, position)| PositionShell {
+            user,
+            coin,
+            position: position.into(),
         })
+    }
+}
+
+impl Archive for PositionList<'_> {
+    type Archived = ArchivedVec<ArchivedPositionEntryState>;
+    type Resolver = VecResolver;
+
+    fn resolve(&self, resolver: VecResolver, out: Place<Self::Archived>) {
+        ArchivedVec::resolve_from_len(self.0.iter().len(), resolver, out);
+    }
+}
+
+impl<S> Serialize<S> for PositionList<'_>
+where
+    S: Fallible + Allocator + Writer + ?Sized,
+    S::Error: rancor::Source,
+{
+    fn serialize(&self, serializer: &mut S) -> Result<VecResolver, S::Error> {
+        ArchivedVec::serialize_from_iter::<PositionShell<'_>, _, _>(self.shells(), serializer)
     }
 }
 
