@@ -25,7 +25,7 @@ use crate::block::DecodedBlock;
 use crate::coin::is_perp;
 use crate::event::{FillEvent, Side};
 use crate::num::Decimal;
-use crate::text::{Address, Short};
+use crate::text::{Address, Short, prefixed_hex_bytes, write_prefixed_hex};
 
 /// A fill the tracker could not take at face value (never fatal).
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -102,8 +102,9 @@ const SHARDS: usize = 16;
 /// chosen by the account's last byte (accounts are hashes: the shards fill
 /// evenly). A hash table grows by moving into one twice its size, so one
 /// table of 250,000 positions (two hours of mainnet) held both, 31 MB, for
-/// a moment, and after it sat half empty until the next doubling; here a
-/// shard doubles at a time, and their loads spread out between doublings.
+/// a moment; here a shard doubles at a time, so the moment holds a
+/// sixteenth of that more. (The shards fill evenly, so together they stay
+/// about as full as one table would.)
 #[derive(Debug, Clone, Default)]
 struct Shards {
     tables: [HashMap<Packed, Decimal, foldhash::fast::RandomState>; SHARDS],
@@ -155,6 +156,14 @@ impl Shards {
     }
 }
 
+/// Where one (account, coin) position is kept (see [`Positions::slot`]).
+enum Slot {
+    /// An account in the usual form, and the coin's number if it has one.
+    Usual { user: [u8; 20], coin: Option<u32> },
+    /// Any other account, as written, and the coin.
+    Other((Address, Short)),
+}
+
 /// An account in its usual form and a coin's number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct Packed {
@@ -162,7 +171,7 @@ struct Packed {
     coin: u32,
 }
 
-/// An open position's account, as [`Positions::entries`] lends it.
+/// An open position's account, as [`Positions::sorted`] lends it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum User<'a> {
     /// `0x` and these bytes in lowercase hex.
@@ -176,17 +185,7 @@ impl User<'_> {
     pub(crate) fn as_str<'b>(&'b self, buf: &'b mut [u8; 42]) -> &'b str {
         match self {
             User::Text(text) => text,
-            User::Bytes(bytes) => {
-                const HEX: &[u8; 16] = b"0123456789abcdef";
-                buf[0] = b'0';
-                buf[1] = b'x';
-                for (at, byte) in bytes.iter().enumerate() {
-                    buf[2 + 2 * at] = HEX[usize::from(byte >> 4)];
-                    buf[3 + 2 * at] = HEX[usize::from(byte & 15)];
-                }
-                // `0x` and hex digits: ASCII.
-                std::str::from_utf8(buf).unwrap_or_default()
-            }
+            User::Bytes(bytes) => write_prefixed_hex(*bytes, buf),
         }
     }
 }
@@ -286,24 +285,6 @@ impl<'a> Iterator for SortedIter<'_, 'a> {
 
 impl ExactSizeIterator for SortedIter<'_, '_> {}
 
-/// The 20 bytes of a lowercased account in the usual form.
-fn packed_user(lowercased: &str) -> Option<[u8; 20]> {
-    let hex = lowercased.strip_prefix("0x")?.as_bytes();
-    if hex.len() != 40 {
-        return None;
-    }
-    let digit = |c: u8| match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        _ => None,
-    };
-    let mut bytes = [0u8; 20];
-    for (byte, pair) in bytes.iter_mut().zip(hex.chunks_exact(2)) {
-        *byte = digit(pair[0])? << 4 | digit(pair[1])?;
-    }
-    Some(bytes)
-}
-
 impl Positions {
     /// No positions.
     pub fn new() -> Self {
@@ -328,7 +309,8 @@ impl Positions {
     /// dropped). Taken as borrowed text, so a restart copies no position's
     /// texts beside the table it fills.
     pub(crate) fn restore(&mut self, lowercased_user: &str, coin: &str, position: Decimal) {
-        self.set(lowercased_user, coin, position);
+        let slot = self.slot(lowercased_user, coin);
+        self.set(slot, coin, position);
     }
 
     /// Every open position in the order of its texts, user then coin (what
@@ -366,46 +348,60 @@ impl Positions {
         }
     }
 
-    /// The position of a lowercased user in `coin`.
-    fn get(&self, lowercased_user: &str, coin: &str) -> Decimal {
-        let found = match packed_user(lowercased_user) {
-            Some(user) => self
-                .coin_numbers
-                .get(coin)
-                .and_then(|&coin| self.usual.get(&Packed { user, coin })),
-            None => self
-                .others
-                .get(&(Address::new(lowercased_user), Short::new(coin))),
+    /// Where the position of a lowercased user in `coin` is kept: the
+    /// account read once for both a lookup and the update after it.
+    fn slot(&self, lowercased_user: &str, coin: &str) -> Slot {
+        match prefixed_hex_bytes::<20>(lowercased_user) {
+            Some(user) => Slot::Usual {
+                user,
+                coin: self.coin_numbers.get(coin).copied(),
+            },
+            None => Slot::Other((Address::new(lowercased_user), Short::new(coin))),
+        }
+    }
+
+    /// The position kept at `slot`; flat when none is.
+    fn get(&self, slot: &Slot) -> Decimal {
+        let found = match slot {
+            Slot::Usual {
+                user,
+                coin: Some(coin),
+            } => self.usual.get(&Packed {
+                user: *user,
+                coin: *coin,
+            }),
+            Slot::Usual { coin: None, .. } => None,
+            Slot::Other(key) => self.others.get(key),
         };
         found.copied().unwrap_or(Decimal::ZERO)
     }
 
-    /// Sets the position of a lowercased user in `coin` (flat: removed).
-    fn set(&mut self, lowercased_user: &str, coin: &str, position: Decimal) {
-        let Some(user) = packed_user(lowercased_user) else {
-            let key = (Address::new(lowercased_user), Short::new(coin));
-            if position.is_zero() {
-                self.others.remove(&key);
-            } else {
-                self.others.insert(key, position);
+    /// Sets the position at `slot` (of `coin`; flat: removed).
+    fn set(&mut self, slot: Slot, coin: &str, position: Decimal) {
+        let (user, number) = match slot {
+            Slot::Other(key) => {
+                if position.is_zero() {
+                    self.others.remove(&key);
+                } else {
+                    self.others.insert(key, position);
+                }
+                return;
             }
-            return;
+            Slot::Usual { user, coin } => (user, coin),
         };
         if position.is_zero() {
-            if let Some(&coin) = self.coin_numbers.get(coin) {
+            if let Some(coin) = number {
                 self.usual.remove(&Packed { user, coin });
             }
             return;
         }
-        let coin = if let Some(&number) = self.coin_numbers.get(coin) {
-            number
-        } else {
+        let coin = number.unwrap_or_else(|| {
             // Fewer coins than `u32::MAX` exist.
             let number = u32::try_from(self.coins.len()).unwrap_or(u32::MAX);
             self.coins.push(Short::new(coin));
             self.coin_numbers.insert(Short::new(coin), number);
             number
-        };
+        });
         self.usual.insert(Packed { user, coin }, position);
     }
 
@@ -439,7 +435,8 @@ impl Positions {
                 block,
             });
         };
-        let tracked = self.get(&user, fill.coin);
+        let slot = self.slot(&user, fill.coin);
+        let tracked = self.get(&slot);
         let mismatch = (tracked != fill.start_position).then(|| PositionIssue::StartMismatch {
             user: user.clone(),
             coin: fill.coin.to_owned(),
@@ -448,7 +445,7 @@ impl Positions {
             tracked,
             start: fill.start_position,
         });
-        self.set(&user, fill.coin, after);
+        self.set(slot, fill.coin, after);
         let change = PositionChange {
             user,
             coin: fill.coin.to_owned(),
@@ -512,7 +509,7 @@ impl Positions {
     /// The signed position of `user` (any case) in `coin`; `0.0` when flat
     /// or never seen.
     pub fn position(&self, user: &str, coin: &str) -> Decimal {
-        self.get(&user.to_ascii_lowercase(), coin)
+        self.get(&self.slot(&user.to_ascii_lowercase(), coin))
     }
 
     /// Open (non-flat) positions.
@@ -556,7 +553,7 @@ mod tests {
         let n = 16_000u64;
         for i in 0..n {
             let user = format!("0x{:040x}", i.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-            positions.set(&user, "BTC", Decimal::new(1, 0).unwrap());
+            positions.restore(&user, "BTC", Decimal::new(1, 0).unwrap());
         }
         assert_eq!(positions.len(), n as usize);
         let mean = n as usize / SHARDS;
@@ -569,7 +566,7 @@ mod tests {
         }
         let user = format!("0x{:040x}", 7u64.wrapping_mul(0x9E37_79B9_7F4A_7C15));
         assert_eq!(positions.position(&user, "BTC").to_string(), "1");
-        positions.set(&user, "BTC", Decimal::ZERO);
+        positions.restore(&user, "BTC", Decimal::ZERO);
         assert_eq!(positions.len(), n as usize - 1);
     }
 
@@ -586,10 +583,10 @@ mod tests {
             (200, "BTC"),
         ] {
             let user = format!("0x00ff00ff00ff00ff{tail:024x}");
-            positions.set(&user, coin, Decimal::new(1, 0).unwrap());
+            positions.restore(&user, coin, Decimal::new(1, 0).unwrap());
             want.push((user, coin.to_owned()));
         }
-        positions.set(
+        positions.restore(
             "0x00ff00ff00ff00fe00000000000000000000ffff",
             "BTC",
             Decimal::new(1, 0).unwrap(),

@@ -143,6 +143,53 @@ impl<const N: usize> fmt::Display for Text<N> {
     }
 }
 
+/// The bytes written as `0x` and exactly `2 * N` lowercase hex digits (the
+/// form of the node's addresses and client order ids that prints back the
+/// same); `None` for any other text.
+pub(crate) fn prefixed_hex_bytes<const N: usize>(text: &str) -> Option<[u8; N]> {
+    let hex = text.strip_prefix("0x")?.as_bytes();
+    if hex.len() != 2 * N {
+        return None;
+    }
+    let mut out = [0u8; N];
+    // Looked up, not matched: no branch per digit (a busy book's orders
+    // carry hundreds of thousands of them).
+    let mut bad = 0u8;
+    for (byte, pair) in out.iter_mut().zip(hex.chunks_exact(2)) {
+        let (high, low) = (NIBBLES[usize::from(pair[0])], NIBBLES[usize::from(pair[1])]);
+        bad |= high | low;
+        *byte = high << 4 | (low & 15);
+    }
+    (bad & 0x80 == 0).then_some(out)
+}
+
+/// `0x` and the lowercase hex digits of `bytes`, written at the start of
+/// `out` (`2 + 2 * bytes.len()` bytes; a shorter `out` holds what fits).
+pub(crate) fn write_prefixed_hex<'b>(bytes: &[u8], out: &'b mut [u8]) -> &'b str {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let digits = bytes
+        .iter()
+        .flat_map(|byte| [HEX[usize::from(byte >> 4)], HEX[usize::from(byte & 15)]]);
+    let mut len = 0;
+    for (slot, byte) in out.iter_mut().zip([b'0', b'x'].into_iter().chain(digits)) {
+        *slot = byte;
+        len += 1;
+    }
+    // `0x` and hex digits: ASCII.
+    std::str::from_utf8(&out[..len]).unwrap_or_default()
+}
+
+/// The value of each lowercase hex digit; 0x80 for any other byte.
+const NIBBLES: [u8; 256] = {
+    let mut table = [0x80u8; 256];
+    let mut digit = 0;
+    while digit < 16 {
+        table[b"0123456789abcdef"[digit] as usize] = digit as u8;
+        digit += 1;
+    }
+    table
+};
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashSet;
@@ -150,6 +197,25 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+
+    #[test]
+    fn prefixed_hex_reads_back_what_it_writes_and_only_that_form() {
+        let bytes = [0x00, 0xff, 0x1a, 0xb2];
+        let mut buf = [0u8; 10];
+        let text = write_prefixed_hex(&bytes, &mut buf);
+        assert_eq!(text, "0x00ff1ab2");
+        assert_eq!(prefixed_hex_bytes::<4>(text), Some(bytes));
+        for other in [
+            "0x00FF1AB2",
+            "00ff1ab2",
+            "0x00ff1ab",
+            "0x00ff1ab2c0",
+            "0x00ff1agg",
+        ] {
+            assert_eq!(prefixed_hex_bytes::<4>(other), None, "{other}");
+        }
+        assert_eq!(write_prefixed_hex(&bytes, &mut [0u8; 5]), "0x00f");
+    }
 
     #[test]
     fn addresses_and_order_attributes_stay_inline() {

@@ -66,7 +66,7 @@ use crate::market::trades::{CoinCounts, TradesView};
 use crate::market::{Market, MarketParts, Needs};
 use crate::num::{Decimal, MAX_SCALE};
 use crate::positions::{Positions, Sorted};
-use crate::text::{Address, Cloid, Short};
+use crate::text::{Address, Cloid, Short, prefixed_hex_bytes, write_prefixed_hex};
 
 /// The archived state's format version. Any change to the types of this
 /// module (or to what they mean) must bump it: a checkpoint of another
@@ -745,45 +745,12 @@ fn capture_order<'m>(
 /// The 16 bytes of a client order id in its usual form (`0x` and 32
 /// lowercase hex digits: the form that prints back the same).
 fn cloid_bytes(text: &str) -> Option<[u8; 16]> {
-    let hex = text.strip_prefix("0x")?.as_bytes();
-    if hex.len() != 32 {
-        return None;
-    }
-    let mut out = [0u8; 16];
-    // Looked up, not matched: no branch per digit (most resting orders of a
-    // busy book carry one).
-    let mut bad = 0u8;
-    for (byte, pair) in out.iter_mut().zip(hex.chunks_exact(2)) {
-        let (high, low) = (NIBBLES[usize::from(pair[0])], NIBBLES[usize::from(pair[1])]);
-        bad |= high | low;
-        *byte = high << 4 | (low & 15);
-    }
-    (bad & 0x80 == 0).then_some(out)
+    prefixed_hex_bytes(text)
 }
-
-/// The value of each lowercase hex digit; 0x80 for any other byte.
-const NIBBLES: [u8; 256] = {
-    let mut table = [0x80u8; 256];
-    let mut digit = 0;
-    while digit < 16 {
-        table[b"0123456789abcdef"[digit] as usize] = digit as u8;
-        digit += 1;
-    }
-    table
-};
 
 /// `0x` and the 32 lowercase hex digits of `bytes`.
 fn cloid_text(bytes: &[u8; 16]) -> Cloid {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut text = [0u8; 34];
-    text[0] = b'0';
-    text[1] = b'x';
-    for (at, byte) in bytes.iter().enumerate() {
-        text[2 + 2 * at] = HEX[usize::from(byte >> 4)];
-        text[3 + 2 * at] = HEX[usize::from(byte & 15)];
-    }
-    // Hex digits are ASCII.
-    Cloid::new(std::str::from_utf8(&text).unwrap_or_default())
+    Cloid::new(write_prefixed_hex(bytes, &mut [0u8; 34]))
 }
 
 impl From<Decimal> for DecimalState {
