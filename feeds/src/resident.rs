@@ -31,8 +31,8 @@ pub fn by_file() -> io::Result<BTreeMap<PathBuf, u64>> {
         }
         // A mapping's header: `start-end perms offset dev inode [path]`;
         // the other lines are `Name: value`.
-        let mut fields = line.split_whitespace();
-        let is_header = fields
+        let is_header = line
+            .split_whitespace()
             .next()
             .is_some_and(|range| range.contains('-') && !range.ends_with(':'));
         if is_header {

@@ -602,10 +602,25 @@ fn map_file(file: &File, len: u64, path: &Path) -> Result<Bytes, FeedError> {
     // (`Segment::defuse_past`) and maps the file anew. A decoded compressed
     // file (`crate::spool`) is mapped by `map_spooled`, not here.
     // The map is read-only, so this process never writes through it.
+    Ok(Bytes::from_owner(unsafe { guarded_map(file, len, path)? }))
+}
+
+/// Maps `len` bytes of `file` read-only and registers the mapping with the
+/// SIGBUS guard ([`crate::fault`]).
+///
+/// # Safety
+/// Nobody may change or shorten the bytes read through the mapping while
+/// it lives (see the callers for why each file qualifies).
+///
+/// # Errors
+/// [`FeedError::Io`] when the mapping fails.
+#[allow(unsafe_code)]
+unsafe fn guarded_map(file: &File, len: usize, path: &Path) -> Result<GuardedMap, FeedError> {
+    // SAFETY: the caller's promise above.
     let map = unsafe { MmapOptions::new().len(len).map(file) }
         .map_err(|e| FeedError::io("map", path, &e))?;
     let guard = crate::fault::guard(map.as_ptr() as usize, map.len());
-    Ok(Bytes::from_owner(GuardedMap { guard, map }))
+    Ok(GuardedMap { guard, map })
 }
 
 /// Maps the first `len` bytes of a decoded compressed file's temporary
@@ -627,11 +642,9 @@ fn map_spooled(file: File, len: u64, path: &Path) -> Result<Bytes, FeedError> {
     // writes to it while the mapping lives: the file is handed back for
     // reuse only by the owner's drop below, after the mapping is unmapped,
     // and a decoding takes a file only from the kept ones or new.
-    let map = unsafe { MmapOptions::new().len(len).map(&file) }
-        .map_err(|e| FeedError::io("map", path, &e))?;
-    let guard = crate::fault::guard(map.as_ptr() as usize, map.len());
+    let map = unsafe { guarded_map(&file, len, path)? };
     Ok(Bytes::from_owner(SpooledMap {
-        map: Some(GuardedMap { guard, map }),
+        map: Some(map),
         file: Some(file),
     }))
 }
