@@ -313,8 +313,10 @@ impl Positions {
         self.set(slot, coin, position);
     }
 
-    /// Every open position in the order of its texts, user then coin (what
-    /// a checkpoint archives). Held as references into the table with a
+    /// Every open position in the order of its texts, user then coin: the
+    /// table is a hash map, and a checkpoint archives them in this order so
+    /// that the same state gives the same bytes. Held as references into
+    /// the table with a
     /// sort key, 24 bytes a position: a checkpoint of hundreds of thousands
     /// of positions sorts these rather than a copy of each entry.
     pub(crate) fn sorted(&self) -> Sorted<'_> {

@@ -65,7 +65,7 @@ use crate::market::tpsl::{TpslView, TriggerOrder};
 use crate::market::trades::{CoinCounts, TradesView};
 use crate::market::{Market, MarketParts, Needs};
 use crate::num::{Decimal, MAX_SCALE};
-use crate::positions::{Positions, Sorted};
+use crate::positions::Positions;
 use crate::text::{Address, Cloid, Short, prefixed_hex_bytes, write_prefixed_hex};
 
 /// The archived state's format version. Any change to the types of this
@@ -705,7 +705,9 @@ fn capture_order<'m>(
     }
     let (cloid, cloid_bytes) = match order.cloid.as_deref() {
         None => (NONE, [0; 16]),
-        Some(text) => match cloid_bytes(text) {
+        // The usual form, `0x` and 32 lowercase hex digits, prints back the
+        // same from its 16 bytes.
+        Some(text) => match prefixed_hex_bytes::<16>(text) {
             Some(bytes) => {
                 flags |= CLOID_BYTES;
                 (NONE, bytes)
@@ -740,17 +742,6 @@ fn capture_order<'m>(
         ],
         flags,
     }
-}
-
-/// The 16 bytes of a client order id in its usual form (`0x` and 32
-/// lowercase hex digits: the form that prints back the same).
-fn cloid_bytes(text: &str) -> Option<[u8; 16]> {
-    prefixed_hex_bytes(text)
-}
-
-/// `0x` and the 32 lowercase hex digits of `bytes`.
-fn cloid_text(bytes: &[u8; 16]) -> Cloid {
-    Cloid::new(write_prefixed_hex(bytes, &mut [0u8; 34]))
 }
 
 impl From<Decimal> for DecimalState {
@@ -800,7 +791,8 @@ fn capture_trades(trades: &TradesView) -> TradesState {
 }
 
 fn capture_positions(tpsl: &TpslView) -> Vec<PositionEntryState> {
-    sorted_positions(tpsl)
+    tpsl.positions()
+        .sorted()
         .iter()
         .map(|(user, coin, position)| PositionEntryState {
             user: user.as_str(&mut [0; 42]).to_owned(),
@@ -808,14 +800,6 @@ fn capture_positions(tpsl: &TpslView) -> Vec<PositionEntryState> {
             position: position.into(),
         })
         .collect()
-}
-
-/// The open positions, in the archive's order: the live table is a hash
-/// map, sorted the same state gives the same bytes. Borrowed: a checkpoint
-/// archives them from here without copying their texts (mainnet holds
-/// hundreds of thousands), and sorts 24-byte references to them.
-pub(super) fn sorted_positions(tpsl: &TpslView) -> Sorted<'_> {
-    tpsl.positions().sorted()
 }
 
 /// TP/SL's state but its positions (left empty).
@@ -1098,7 +1082,10 @@ fn restore_order(
     }
     let [px_scale, sz_scale, trigger_scale, orig_scale] = state.scales;
     let cloid = if flags & CLOID_BYTES != 0 {
-        Some(cloid_text(&state.cloid_bytes))
+        Some(Cloid::new(write_prefixed_hex(
+            &state.cloid_bytes,
+            &mut [0; 34],
+        )))
     } else {
         optional_text(texts, state.cloid.to_native(), "client order id")?.map(Cloid::new)
     };

@@ -43,7 +43,6 @@ use super::state::{
     ArchivedBookState, ArchivedCheckpointState, ArchivedPositionEntryState, ArchivedTpslState,
     CandlesState, CheckpointState, DecimalState, LevelState, OrderState, PositionState, ResetState,
     TextTable, TradesState, TriggerOrderState, UnknownIdsState, capture_levels_into, capture_rest,
-    sorted_positions,
 };
 use crate::market::Market;
 use crate::positions::{Sorted, User};
@@ -146,12 +145,11 @@ fn serialize<W: std::io::Write>(
         tpsl,
         candles,
     } = capture_rest(market);
-    let positions = sorted_positions(market.tpsl());
     let tpsl = TpslShell {
         position: tpsl.position,
         max_oid: tpsl.max_oid,
         orders: tpsl.orders,
-        positions: PositionList(positions),
+        positions: PositionList(market.tpsl().positions().sorted()),
         position_mismatches: tpsl.position_mismatches,
     };
     let root = StateShell {
