@@ -97,6 +97,8 @@ pub struct Engine {
     /// The decoded-diffs list, empty between blocks, kept likewise (see
     /// [`emptied`]).
     diffs: Vec<Pending<'static>>,
+    /// Where the first coins' diffs are in that list, kept likewise.
+    firsts: Vec<usize>,
     /// The coins whose books are kept (`None`: every coin).
     book_coins: Option<BTreeSet<String>>,
 }
@@ -366,12 +368,20 @@ impl Engine {
         let mut any_first = false;
         if begun.books {
             self.decode_diffs(block, &mut begun.diffs, &mut begun.report, first);
-            for pending in &mut begun.diffs {
-                if pending.first {
-                    any_first = true;
-                    pending.applied = self.change_book(&pending.diff, pending.book, None, block);
-                }
+            // Only the first coins' diffs are applied here: their book
+            // memory is asked for ahead the same way as in `apply_diffs`.
+            let mut firsts = std::mem::take(&mut self.firsts);
+            firsts.clear();
+            firsts.extend((0..begun.diffs.len()).filter(|&at| begun.diffs[at].first));
+            any_first = !firsts.is_empty();
+            for (nth, &at) in firsts.iter().enumerate() {
+                let diffs = &begun.diffs;
+                self.prefetch_ahead(|k| firsts.get(nth + 1 + k).map(|&ahead| &diffs[ahead]));
+                let pending = &begun.diffs[at];
+                let applied = self.change_book(&pending.diff, pending.book, None, block);
+                begun.diffs[at].applied = applied;
             }
+            self.firsts = firsts;
         }
         // Nothing stamped yet (the usual block with no subscription of
         // levels): no walk over the books for it.
@@ -510,25 +520,7 @@ impl Engine {
         // while one is applied, the book memory of those a few places ahead
         // is already on its way (see `DIFF_LOOKAHEAD`).
         for (at, pending) in diffs.iter().enumerate() {
-            if let Some(ahead) = diffs.get(at + DIFF_LOOKAHEAD) {
-                self.books.prefetch_index(ahead.book, ahead.diff.oid);
-            }
-            if let Some(near) = diffs.get(at + DIFF_LOOKAHEAD / 2) {
-                let diff = &near.diff;
-                if matches!(diff.raw_book_diff, RawBookDiff::New { .. }) {
-                    self.books.prefetch_price(near.book, diff.side, diff.px);
-                } else {
-                    self.books.prefetch_order(near.book, diff.oid);
-                }
-            }
-            if let Some(next) = diffs.get(at + DIFF_LOOKAHEAD / 4) {
-                let diff = &next.diff;
-                if matches!(diff.raw_book_diff, RawBookDiff::New { .. }) {
-                    self.books.prefetch_level(next.book, diff.side, diff.px);
-                } else {
-                    self.books.prefetch_neighbours(next.book, diff.oid);
-                }
-            }
+            self.prefetch_ahead(|k| diffs.get(at + 1 + k));
             let diff = &pending.diff;
             if raw_coins.contains(diff.coin) {
                 changes
@@ -581,6 +573,31 @@ impl Engine {
                 px: diff.px,
                 sz,
             });
+        }
+    }
+
+    /// Asks for the book memory of the diffs to be applied next (`ahead(k)`:
+    /// the one `k + 1` places on), each stage as far ahead as
+    /// [`DIFF_LOOKAHEAD`] says.
+    fn prefetch_ahead<'p, 'a: 'p>(&self, ahead: impl Fn(usize) -> Option<&'p Pending<'a>>) {
+        if let Some(far) = ahead(DIFF_LOOKAHEAD - 1) {
+            self.books.prefetch_index(far.book, far.diff.oid);
+        }
+        if let Some(near) = ahead(DIFF_LOOKAHEAD / 2 - 1) {
+            let diff = &near.diff;
+            if matches!(diff.raw_book_diff, RawBookDiff::New { .. }) {
+                self.books.prefetch_price(near.book, diff.side, diff.px);
+            } else {
+                self.books.prefetch_order(near.book, diff.oid);
+            }
+        }
+        if let Some(next) = ahead(DIFF_LOOKAHEAD / 4 - 1) {
+            let diff = &next.diff;
+            if matches!(diff.raw_book_diff, RawBookDiff::New { .. }) {
+                self.books.prefetch_level(next.book, diff.side, diff.px);
+            } else {
+                self.books.prefetch_neighbours(next.book, diff.oid);
+            }
         }
     }
 
