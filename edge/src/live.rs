@@ -68,8 +68,13 @@ struct Waker {
 enum Signal {
     /// The async refresher task.
     Task(Notify),
-    /// A host thread waiting on a channel (capacity 1: wake-ups coalesce).
-    Thread(crossbeam_channel::Sender<()>),
+    /// A host thread waiting on its bell; with `writes_seen`, the thread
+    /// watches its files' writes itself ([`feeds::wait::FileWait`]) and is
+    /// rung for listing changes only.
+    Thread {
+        bell: Arc<feeds::wait::Bell>,
+        writes_seen: bool,
+    },
 }
 
 impl Waker {
@@ -86,6 +91,17 @@ impl Waker {
     fn wake(&self, change: Change) {
         match change {
             Change::Listing => self.relist.store(true, Ordering::Release),
+            Change::Written(Some(_))
+                if matches!(
+                    self.signal,
+                    Signal::Thread {
+                        writes_seen: true,
+                        ..
+                    }
+                ) =>
+            {
+                return;
+            }
             Change::Written(Some(source)) if self.interest.contains(source) => {
                 let bit = SourceSet::EMPTY.with(source).bits();
                 self.written.fetch_or(bit, Ordering::AcqRel);
@@ -96,10 +112,7 @@ impl Waker {
         }
         match &self.signal {
             Signal::Task(notify) => notify.notify_one(),
-            Signal::Thread(sender) => {
-                // Full: a wake-up is already pending, which is enough.
-                let _ = sender.try_send(());
-            }
+            Signal::Thread { bell, .. } => bell.ring(),
         }
     }
 
@@ -127,22 +140,40 @@ impl Pending {
         relist: true,
         written: SourceSet::EMPTY,
     };
+
+    /// Nothing to look at.
+    pub const NONE: Pending = Pending {
+        relist: false,
+        written: SourceSet::EMPTY,
+    };
+
+    /// What a thread's own wait saw: writes to its watched files, or
+    /// everything again when the kernel dropped notifications.
+    pub fn of(woke: feeds::wait::Woke) -> Pending {
+        Pending {
+            relist: woke.overflowed,
+            written: woke.written,
+        }
+    }
+
+    /// What this or `other` asks to look at.
+    #[must_use]
+    pub fn merged(self, other: Pending) -> Pending {
+        Pending {
+            relist: self.relist || other.relist,
+            written: SourceSet::from_bits(self.written.bits() | other.written.bits()),
+        }
+    }
 }
 
-/// A host thread's wake-ups from the file watcher: a channel to wait on
-/// (with `crossbeam_channel::select!`) and what changed.
+/// A host thread's wake-ups from the file watcher: what changed, told
+/// after the thread's bell rang.
 #[derive(Debug)]
 pub struct Wake {
     waker: Arc<Waker>,
-    receiver: crossbeam_channel::Receiver<()>,
 }
 
 impl Wake {
-    /// Where the wake-ups arrive.
-    pub fn receiver(&self) -> &crossbeam_channel::Receiver<()> {
-        &self.receiver
-    }
-
     /// What changed since the last call; clears it.
     pub fn take(&self) -> Pending {
         self.waker.take()
@@ -225,13 +256,20 @@ impl LiveFeeds {
         self.changes[&source].subscribe()
     }
 
-    /// Wake-ups for a host thread that reads `sources`: a listing change,
-    /// or a write to one of their files.
-    pub fn wake(&self, sources: &[Source]) -> Wake {
-        let (sender, receiver) = crossbeam_channel::bounded(1);
-        let waker = Arc::new(Waker::new(SourceSet::of(sources), Signal::Thread(sender)));
+    /// Wake-ups for a host thread that reads `sources`, by ringing `bell`:
+    /// a listing change, or a write to one of their files unless
+    /// `writes_seen` (the thread's own [`feeds::wait::FileWait`] watches
+    /// those).
+    pub fn wake(
+        &self,
+        sources: &[Source],
+        bell: Arc<feeds::wait::Bell>,
+        writes_seen: bool,
+    ) -> Wake {
+        let signal = Signal::Thread { bell, writes_seen };
+        let waker = Arc::new(Waker::new(SourceSet::of(sources), signal));
         self.wakers.lock().push(waker.clone());
-        Wake { waker, receiver }
+        Wake { waker }
     }
 
     /// Whether the file watcher runs (else only the backup poll finds new

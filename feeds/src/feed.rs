@@ -823,6 +823,16 @@ impl Feed {
         Ok(records)
     }
 
+    /// The newest file, as of the last [`Feed::refresh`]: the one the node
+    /// appends to (`None` while the source has none).
+    pub fn newest_path(&self) -> Option<PathBuf> {
+        let state = self.state();
+        state
+            .segments
+            .last()
+            .map(|segment| segment.path().to_path_buf())
+    }
+
     /// Block number and block time of the newest complete record (the last
     /// line of the newest non-empty file), as of the last [`Feed::refresh`];
     /// `None` while the feed has no record. Fields the line lacks are `None`.

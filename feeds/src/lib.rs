@@ -33,6 +33,7 @@ pub mod source;
 mod spool;
 mod structural;
 pub mod time;
+pub mod wait;
 pub mod watch;
 
 pub use error::FeedError;

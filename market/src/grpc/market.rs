@@ -28,7 +28,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crossbeam_channel::Sender;
 use engine::views::Numbering;
 use engine::views::registry::Key;
 use futures_util::{Stream, StreamExt as _};
@@ -43,7 +42,7 @@ use crate::views::request::{MarketRequest, Opening};
 use access::{Access, StreamGuard};
 use edge::admission::GrpcAccess as _;
 use edge::flow::{Measured, Slot, Supervisor, Watched};
-use host::engine::{Command, EngineStatus};
+use host::engine::{Commands, EngineStatus};
 
 /// A server stream of pre-encoded messages.
 pub type MarketStream = Pin<Box<dyn Stream<Item = Result<Encoded, Status>> + Send>>;
@@ -63,7 +62,7 @@ fn typed<T: prost::Message + 'static>(slot: Arc<Slot>, stream: TypedStream<T>) -
 /// The `MarketStreaming` service.
 #[derive(Debug, Clone)]
 pub struct MarketService {
-    commands: Sender<Command>,
+    commands: Commands,
     status: Arc<EngineStatus>,
     stale_after: Option<Duration>,
     access: Option<Access>,
@@ -73,7 +72,7 @@ pub struct MarketService {
 
 impl MarketService {
     /// A service subscribing through `commands`.
-    pub fn new(commands: Sender<Command>, status: Arc<EngineStatus>) -> Self {
+    pub fn new(commands: Commands, status: Arc<EngineStatus>) -> Self {
         Self {
             commands,
             status,

@@ -20,7 +20,6 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crossbeam_channel::Sender;
 use engine::hub::{Receiver, Recv};
 use engine::market::Position;
 use engine::views::OnLag;
@@ -29,7 +28,7 @@ use tonic::Status;
 
 use crate::views::request::view_status;
 use edge::flow::{self, EndReason, Slot};
-use host::engine::{Command, EngineStatus, Opened, SubscribeError, subscribe};
+use host::engine::{Commands, EngineStatus, Opened, SubscribeError, subscribe};
 use host::wakeups::Signal;
 
 /// Renders one batch into a subscriber's messages (numbering them, for
@@ -40,7 +39,7 @@ pub type Render<M> = Box<dyn FnMut(&Batch) -> Vec<M> + Send>;
 #[derive(Debug, Clone)]
 pub struct RelaySource {
     /// The engine thread's commands.
-    pub commands: Sender<Command>,
+    pub commands: Commands,
     /// The engine thread's status.
     pub status: Arc<EngineStatus>,
     /// `market_stale_after_ms` (None = never stale).

@@ -32,7 +32,7 @@ use std::sync::Arc;
 
 use axum::http::StatusCode;
 use bytes::Bytes;
-use crossbeam_channel::Sender;
+
 use engine::book::l4::{RestingOrder, UserOrders};
 use engine::event::Side;
 use engine::hub::Recv;
@@ -46,7 +46,7 @@ use serde_json::{Map, Value, json};
 use crate::views;
 use crate::ws::protocol;
 use host::candles::{Candles, Miss, stored_under};
-use host::engine::{Command, EngineStatus, SubscribeError, read, subscribe};
+use host::engine::{Commands, EngineStatus, SubscribeError, read, subscribe};
 
 /// The request types answered here.
 pub const LOCAL_TYPES: [&str; 5] = [
@@ -67,7 +67,7 @@ pub type Refusal = (StatusCode, &'static str, String);
 #[derive(Debug, Clone)]
 pub struct Local {
     /// The engine thread's commands.
-    pub commands: Sender<Command>,
+    pub commands: Commands,
     /// Its status.
     pub status: Arc<EngineStatus>,
     /// The candles served (`None`: no candle store).

@@ -275,6 +275,28 @@ async fn l4_updates_open_with_a_snapshot_then_number_every_frame_and_never_gap()
     }
 }
 
+/// The engine thread sleeps on the kernel's notifications of writes to the
+/// newest files itself: with the backup poll an hour away, every appended
+/// block still reaches a stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appended_blocks_wake_the_engine_without_any_poll() {
+    let node = live_node(300, 50, Duration::from_millis(10));
+    let server = TestServer::start(node.dir.path(), |a| {
+        a.poll_interval_ms = Some(3_600_000);
+    })
+    .await;
+    ready(&server).await;
+    let mut client = client(&server).await;
+    let mut stream = l4_updates(&server, &mut client).await;
+    let opening = next(&mut stream, WAIT).await.unwrap();
+    let mut last_block = opening.block_number;
+    for _ in 0..100 {
+        let update = next(&mut stream, WAIT).await.unwrap();
+        assert!(update.block_number > last_block);
+        last_block = update.block_number;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bbo_opens_with_every_coin_then_sends_changes_only() {
     let node = live_node(300, 50, Duration::from_millis(10));
