@@ -2,7 +2,8 @@
 //! node files to the instant a gRPC client has decoded the frame carrying that block.
 //!
 //! `cargo run --release -p benches -- latency [--seconds S] [--rates 1,10]
-//! [--polls default,5] [--loads quiet,open-orders,l4-subscribes] [--scale X] [--no-write]`
+//! [--polls default,5] [--loads quiet,open-orders,l4-subscribes] [--load-rates 1] [--scale X]
+//! [--no-write]`
 //!
 //! A simulator (`SimConfig::mainnet`, scale 1 by default) appends blocks to a node directory
 //! (by-block layout, every line flushed) at each `--rates` multiple of mainnet pace (≈ 14.8
@@ -33,8 +34,9 @@
 //! once every stream has its opening frame and run through the window: three accounts each
 //! asking Info `openOrders` for the user with the most resting orders at their whole default
 //! rate, or WebSocket `l4Book` subscribers of a small book arriving and leaving at 1,000 a
-//! second (see [`LoadTargets::of`]). Each window
-//! also reads the engine thread's CPU time (`/proc/PID/task/TID/schedstat`), per block folded.
+//! second (see [`LoadTargets::of`]); `--load-rates` limits those windows to some rates (the
+//! report runs them at 1×, where their targets are). Each window also reads the engine
+//! thread's CPU time (`/proc/PID/task/TID/schedstat`), per block folded.
 //!
 //! Prints the table and rewrites the `latency` section of `benches/BENCHMARKS.md`.
 
@@ -240,6 +242,10 @@ pub(crate) struct Args {
     /// Loads beside each window, comma-separated: quiet, open-orders, l4-subscribes.
     #[arg(long, value_parser = Load::parse, default_value = "quiet")]
     loads: std::vec::Vec<Load>,
+    /// The rates at which the loads other than `quiet` run, comma-separated (default: every
+    /// rate of `--rates`).
+    #[arg(long, value_parser = rates)]
+    load_rates: Option<std::vec::Vec<f64>>,
     /// Activity and book depth as a fraction of mainnet.
     #[arg(long, default_value_t = 1.0)]
     scale: f64,
@@ -608,10 +614,16 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
                 ..ServerOptions::default()
             },
         )?;
+        let loaded_at = |rate: f64| {
+            args.load_rates
+                .as_ref()
+                .is_none_or(|rates| rates.iter().any(|&r| same(r, rate)))
+        };
         for (&rate, &load) in args
             .rates
             .iter()
             .flat_map(|rate| args.loads.iter().map(move |load| (rate, load)))
+            .filter(|&(&rate, &load)| load == Load::Quiet || loaded_at(rate))
         {
             node.set_speedup(rate);
             let (measured, tally, load_seconds, engine_s) = runtime.block_on(window(
@@ -718,9 +730,11 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
             .with_context(|| format!("write {}", path.display()))?;
         eprintln!("wrote the latency section of {}", path.display());
     }
+    // The headline rows are the quiet windows'; the loads' ratios are in the section.
     benches::summary::emit(&Summary {
         rows: rows
             .iter()
+            .filter(|r| r.load == Load::Quiet)
             .map(|r| {
                 let [p50, _, p99, _, _] = r.percentiles();
                 SummaryRow {
@@ -758,7 +772,7 @@ fn floor_figures(floor: &Floor) -> String {
 /// The headline figures the `report` binary reads (see `benches::summary`).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Summary {
-    /// One row per (server configuration, rate, load, stream) measured.
+    /// One row per (server configuration, rate, stream) measured in a quiet window.
     pub(crate) rows: Vec<SummaryRow>,
     /// The machine's floor: append → inotify → read → loopback TCP, no l1gate code.
     pub(crate) machine_floor: SummaryFloor,

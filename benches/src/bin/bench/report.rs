@@ -439,11 +439,21 @@ fn plan(quick: bool, l1gate: &str) -> Vec<Step> {
     };
     steps.push(Step::new("Raw feed", "raw_feed", raw, Some("raw_feed")));
     // Default server settings only (no `--polls`): the event-driven path is the headline and
-    // the raw feed's live tail, in the same run, the reference.
+    // the raw feed's live tail, in the same run, the reference. Other clients' loads beside the
+    // 1× windows: the targets under load are at mainnet pace.
     let latency: &[&str] = if quick {
         &["--seconds", "1", "--rates", "1,10"]
     } else {
-        &["--seconds", "15", "--rates", "1,10"]
+        &[
+            "--seconds",
+            "15",
+            "--rates",
+            "1,10",
+            "--loads",
+            "quiet,open-orders,l4-subscribes",
+            "--load-rates",
+            "1",
+        ]
     };
     steps.push(Step::new(
         "End to end latency",
