@@ -12,7 +12,10 @@
 //!
 //! Two kinds of reader are woken: the async refresher task, which re-checks
 //! the files and bumps the raw-feed signals, and the host threads (the
-//! engine), each through its own [`Wake`].
+//! engine), each through its own [`Wake`] — a bell it sleeps on beside its
+//! own watch of the files' writes ([`feeds::wait::FileWait`]), rung here
+//! for files that came or went (and for writes too when the thread cannot
+//! watch them itself).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
