@@ -257,8 +257,9 @@ impl<T> Hub<T> {
     /// count at some earlier moment): it first reads the frames published
     /// since then. `None` when `seq` is ahead of the hub or its frame is no
     /// longer retained. Called by the writer, nothing can overwrite those
-    /// frames before the receiver exists; a slow reader may lag on them
-    /// afterwards like on any other.
+    /// frames before the receiver exists; called by another thread while
+    /// the writer publishes, they may be overwritten meanwhile, and the
+    /// receiver then reads [`Recv::Lagged`] like any slow reader.
     pub fn subscribe_at(&self, seq: u64) -> Option<Receiver<T>> {
         let head = self.shared.head.0.load(Ordering::Acquire);
         if seq > head || seq < head.saturating_sub(self.shared.capacity()) {

@@ -61,10 +61,15 @@
 //! a receiver positioned at the frame that followed it, so it reads the
 //! frames published since and its stream is the one it would have had
 //! subscribing then; a new opening is built only once the last is older
-//! than `EngineSettings::opening_reuse` (or a quarter of the ring behind). A
-//! key exists only while it has receivers; it is dropped (and what its
-//! subscription holds in the market released) at the next block after its
-//! last receiver goes away.
+//! than `EngineSettings::opening_reuse` (or a quarter of the ring behind).
+//! That subscriber never reaches the thread: [`subscribe`] takes the opening
+//! and its receiver from the status's table of live keys' openings, so a
+//! storm of subscribes to a few keys costs the thread a few openings a
+//! second, not a wake-up and a command each. A key exists only while it has
+//! receivers; it is dropped (and what its subscription holds in the market
+//! released) at the next block after its last receiver goes away, leaving
+//! that table first, under its lock, so that no subscriber takes a receiver
+//! of a key being dropped.
 //!
 //! # Publishing in steps
 //!
@@ -401,6 +406,13 @@ pub struct EngineStatus {
     /// live key's recent opening.
     openings_built: AtomicU64,
     openings_shared: AtomicU64,
+    /// Live keys' newest openings, given to later subscribers without the
+    /// engine thread. A key leaves this table (under its lock) before the
+    /// thread drops it, and only while it has no receiver: a subscriber
+    /// that takes a receiver here, under the lock, keeps the key live.
+    reusable: parking_lot::Mutex<BTreeMap<Key, Reusable>>,
+    /// `EngineSettings::opening_reuse`, ms.
+    opening_reuse_ms: AtomicU64,
 }
 
 /// What the engine met in the node's files that it could not fold as
@@ -479,6 +491,16 @@ impl Anomalies {
 }
 
 impl EngineStatus {
+    /// A live key's recent opening and a receiver of the frames published
+    /// since, taken without the engine thread (`None`: none recent enough;
+    /// ask the thread).
+    fn reuse(&self, key: &Key) -> Option<Opened> {
+        let reuse = Duration::from_millis(self.opening_reuse_ms.load(Ordering::Acquire));
+        let opened = self.reusable.lock().get(key)?.opened(reuse)?;
+        self.openings_shared.fetch_add(1, Ordering::Relaxed);
+        Some(opened)
+    }
+
     /// Whether catch-up reached the end of the files at least once.
     pub fn ready(&self) -> bool {
         self.ready.load(Ordering::Acquire)
@@ -723,6 +745,9 @@ pub async fn subscribe(
     if !status.until_ready().await {
         return Err(not_ready(status));
     }
+    if let Some(opened) = status.reuse(&key) {
+        return Ok(opened);
+    }
     let (reply, answer) = oneshot::channel();
     queue(commands, status, Command::Subscribe { key, reply })?;
     answer.await.map_err(|_| SubscribeError::Stopped)?
@@ -739,29 +764,33 @@ fn not_ready(status: &EngineStatus) -> SubscribeError {
 
 struct Entry {
     producer: Producer,
-    hub: Hub<Batch>,
+    hub: Arc<Hub<Batch>>,
     signal: Arc<Signal>,
     /// The step of a block's fold after which its frames are published.
     step: Step,
-    /// The key's newest opening: later subscribers get it with the frames
-    /// published since ([`Opening::shared`]).
-    opening: Opening,
 }
 
-/// A live key's newest opening, when it was built, and the number of the
-/// hub frame that followed it.
-struct Opening {
+/// A live key's newest opening — when it was built, the number of the hub
+/// frame that followed it — with the key's ring: later subscribers are
+/// given it with the frames published since ([`Reusable::opened`]), off the
+/// engine thread ([`EngineStatus::reuse`]).
+#[derive(Debug)]
+struct Reusable {
     batch: Arc<Batch>,
     built: Instant,
     next_frame: u64,
+    hub: Arc<Hub<Batch>>,
+    signal: Arc<Signal>,
 }
 
-impl Opening {
-    fn new(batch: &Arc<Batch>, hub: &Hub<Batch>) -> Self {
+impl Reusable {
+    fn new(batch: &Arc<Batch>, entry: &Entry) -> Self {
         Self {
             batch: Arc::clone(batch),
             built: Instant::now(),
-            next_frame: hub.published(),
+            next_frame: entry.hub.published(),
+            hub: Arc::clone(&entry.hub),
+            signal: Arc::clone(&entry.signal),
         }
     }
 
@@ -769,17 +798,16 @@ impl Opening {
     /// than `reuse` and those frames are under a quarter of the ring (so
     /// that the subscriber starts far from lagging). The stream is the one
     /// the subscriber would have had subscribing when it was built.
-    fn shared(
-        &self,
-        hub: &Hub<Batch>,
-        reuse: Duration,
-    ) -> Option<(Arc<Batch>, HubReceiver<Batch>)> {
-        let since = hub.published() - self.next_frame;
-        if self.built.elapsed() > reuse || since > hub.capacity() as u64 / 4 {
+    fn opened(&self, reuse: Duration) -> Option<Opened> {
+        let since = self.hub.published() - self.next_frame;
+        if self.built.elapsed() > reuse || since > self.hub.capacity() as u64 / 4 {
             return None;
         }
-        let receiver = hub.subscribe_at(self.next_frame)?;
-        Some((Arc::clone(&self.batch), receiver))
+        Some(Opened {
+            opening: Arc::clone(&self.batch),
+            receiver: self.hub.subscribe_at(self.next_frame)?,
+            signal: Arc::clone(&self.signal),
+        })
     }
 }
 
@@ -804,6 +832,15 @@ struct Writer<'s> {
     aligned: AlignCounts,
     /// Takes checkpoints as the market folds (`None`: off).
     checkpointer: Option<Checkpointer>,
+}
+
+impl Drop for Writer<'_> {
+    /// The table of reusable openings holds the keys' rings too: emptied
+    /// with the thread's keys, so that every ring closes and its streams
+    /// learn that the engine stopped.
+    fn drop(&mut self) {
+        self.status.reusable.lock().clear();
+    }
 }
 
 /// The cumulative counters of the block source's alignment report.
@@ -841,6 +878,8 @@ impl<'s> Writer<'s> {
         wakeups: Wakeups,
         status: &'s EngineStatus,
     ) -> Result<Self, EngineError> {
+        let reuse_ms = u64::try_from(settings.opening_reuse.as_millis()).unwrap_or(u64::MAX);
+        status.opening_reuse_ms.store(reuse_ms, Ordering::Release);
         let latest_snapshot = live.snapshots().latest();
         let feeds: Vec<_> = Needs::ALL
             .sources()
@@ -1293,12 +1332,21 @@ impl<'s> Writer<'s> {
 
     /// Drops keys nobody reads any more.
     fn drop_unread_keys(&mut self) {
-        let gone: Vec<Key> = self
-            .keys
-            .iter()
-            .filter(|(_, entry)| entry.hub.receiver_count() == 0)
-            .map(|(key, _)| key.clone())
-            .collect();
+        let gone: Vec<Key> = {
+            // Under the table's lock: no subscriber takes a receiver of a
+            // key between its count read here and its removal.
+            let mut reusable = self.status.reusable.lock();
+            let gone: Vec<Key> = self
+                .keys
+                .iter()
+                .filter(|(_, entry)| entry.hub.receiver_count() == 0)
+                .map(|(key, _)| key.clone())
+                .collect();
+            for key in &gone {
+                reusable.remove(key);
+            }
+            gone
+        };
         for key in gone {
             if let Some(entry) = self.keys.remove(&key) {
                 entry.producer.close(&mut self.market);
@@ -1325,19 +1373,10 @@ impl<'s> Writer<'s> {
         if !self.status.ready() {
             return Err(SubscribeError::NotReady);
         }
-        // A live key with a recent opening: that opening, then the frames
-        // published since; nothing built.
-        if let Some(entry) = self.keys.get(&key)
-            && let Some((opening, receiver)) = entry
-                .opening
-                .shared(&entry.hub, self.settings.opening_reuse)
-        {
-            self.status.openings_shared.fetch_add(1, Ordering::Relaxed);
-            return Ok(Opened {
-                opening,
-                receiver,
-                signal: Arc::clone(&entry.signal),
-            });
+        // A live key with a recent opening (one made since the subscriber
+        // looked): that opening, then the frames published since.
+        if let Some(opened) = self.status.reuse(&key) {
+            return Ok(opened);
         }
         // The view's own checks (counts, parameters) come first.
         let (producer, frames) = key.open(&mut self.market, &self.settings.views)?;
@@ -1353,11 +1392,12 @@ impl<'s> Writer<'s> {
         }
         let opening = Arc::new(Batch::new(self.market.position(), frames));
         self.status.openings_built.fetch_add(1, Ordering::Relaxed);
-        if let Some(entry) = self.keys.get_mut(&key) {
+        if let Some(entry) = self.keys.get(&key) {
             // The key exists: its producer keeps running; this opening is
             // kept for the subscribers after this one.
             producer.close(&mut self.market);
-            entry.opening = Opening::new(&opening, &entry.hub);
+            let kept = Reusable::new(&opening, entry);
+            self.status.reusable.lock().insert(key, kept);
             return Ok(Opened {
                 opening,
                 receiver: entry.hub.subscribe(),
@@ -1365,23 +1405,20 @@ impl<'s> Writer<'s> {
             });
         }
         let signal = Arc::new(Signal::default());
-        let hub = Hub::with_wake(
+        let hub = Arc::new(Hub::with_wake(
             self.settings.ring_capacity,
             self.wakeups.hook(Arc::clone(&signal)),
-        );
+        ));
         let receiver = hub.subscribe();
-        let step = key.kind().ready_after();
-        let shared = Opening::new(&opening, &hub);
-        self.keys.insert(
-            key,
-            Entry {
-                producer,
-                hub,
-                signal: Arc::clone(&signal),
-                step,
-                opening: shared,
-            },
-        );
+        let entry = Entry {
+            producer,
+            hub,
+            signal: Arc::clone(&signal),
+            step: key.kind().ready_after(),
+        };
+        let kept = Reusable::new(&opening, &entry);
+        self.status.reusable.lock().insert(key.clone(), kept);
+        self.keys.insert(key, entry);
         self.status
             .keys
             .store(self.keys.len() as u64, Ordering::Release);
@@ -1922,9 +1959,9 @@ mod tests {
         // And that one is shared in turn, until it is older than allowed.
         let fifth = writer.subscribe(key.clone()).unwrap();
         assert!(Arc::ptr_eq(&fourth.opening, &fifth.opening));
-        writer.settings.opening_reuse = Duration::from_millis(20);
+        status.opening_reuse_ms.store(20, Ordering::Release);
         std::thread::sleep(Duration::from_millis(30));
-        let sixth = writer.subscribe(key).unwrap();
+        let sixth = writer.subscribe(key.clone()).unwrap();
         assert!(!Arc::ptr_eq(&fourth.opening, &sixth.opening));
         // first, fourth and sixth built; second, third and fifth shared.
         let counted = status
@@ -1939,6 +1976,23 @@ mod tests {
                 common::metrics::Sample::by(&[("opening", "shared")], 3)
             ]
         );
+        // A recent opening is taken without the engine thread: a subscriber
+        // whose command could not even be queued (the inbox is full and
+        // nobody reads it) is answered with it.
+        status.opening_reuse_ms.store(3_600_000, Ordering::Release);
+        let (full, _inbox) = Commands::channel(1).unwrap();
+        full.send(Command::Stop);
+        let seventh = subscribe(&full, &status, key.clone()).await.unwrap();
+        assert!(Arc::ptr_eq(&sixth.opening, &seventh.opening));
+        // Once the key's last receiver is gone, the thread drops it and its
+        // opening with it: the next subscriber must ask the thread.
+        drop((first, second, third, fourth, fifth, sixth, seventh));
+        writer.drop_unread_keys();
+        assert!(!writer.keys.contains_key(&key));
+        assert!(matches!(
+            subscribe(&full, &status, key).await,
+            Err(SubscribeError::Busy(1))
+        ));
     }
 
     #[tokio::test]
