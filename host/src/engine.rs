@@ -337,9 +337,10 @@ pub type MarketRead = Box<dyn FnOnce(&mut Market) + Send>;
 /// A request to the engine thread, answered between two blocks. Each
 /// variant says what it costs the thread at worst.
 pub enum Command {
-    /// Subscribe to `key`. Nothing is built when the key is live and its
-    /// newest opening is recent (`EngineSettings::opening_reuse`; the
-    /// subscriber gets that opening and the frames since); else the view's
+    /// Subscribe to `key`. Sent only when the key is not live or its
+    /// newest opening is no longer recent (`EngineSettings::opening_reuse`;
+    /// [`subscribe`] gives a recent one and the frames since without the
+    /// thread), and nothing is built if one became recent meanwhile; else the view's
     /// opening: for `l4Book` a copy of
     /// the coin's book (every resting order of it: about 51,000 for BTC on
     /// mainnet), for L2 books and BBO the top levels, for mids every book's
