@@ -111,27 +111,21 @@ struct Shards {
 }
 
 impl Shards {
-    fn of(&self, key: &Packed) -> &HashMap<Packed, Decimal, foldhash::fast::RandomState> {
-        &self.tables[usize::from(key.user[19]) % SHARDS]
-    }
-
-    fn of_mut(
-        &mut self,
-        key: &Packed,
-    ) -> &mut HashMap<Packed, Decimal, foldhash::fast::RandomState> {
-        &mut self.tables[usize::from(key.user[19]) % SHARDS]
+    /// The shard of `key`: by the account's last byte.
+    fn shard(key: &Packed) -> usize {
+        usize::from(key.user[19]) % SHARDS
     }
 
     fn get(&self, key: &Packed) -> Option<&Decimal> {
-        self.of(key).get(key)
+        self.tables[Self::shard(key)].get(key)
     }
 
     fn insert(&mut self, key: Packed, position: Decimal) {
-        self.of_mut(&key).insert(key, position);
+        self.tables[Self::shard(&key)].insert(key, position);
     }
 
     fn remove(&mut self, key: &Packed) {
-        self.of_mut(key).remove(key);
+        self.tables[Self::shard(key)].remove(key);
     }
 
     /// Room for `entries` in all, spread evenly (a restore: its count is

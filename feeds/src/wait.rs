@@ -75,8 +75,8 @@ pub struct Woke {
     pub rung: bool,
     /// Sources whose watched newest file was written to.
     pub written: SourceSet,
-    /// The kernel dropped notifications (its queue overflowed): every
-    /// watched source may have been written to.
+    /// The kernel dropped notifications (its queue overflowed): any file
+    /// may have been written to or have come or gone; look at them all.
     pub overflowed: bool,
 }
 
@@ -165,9 +165,8 @@ impl FileWait {
 #[derive(Debug)]
 struct Inotify {
     fd: OwnedFd,
-    /// Watch descriptor → the source whose newest file it watches, and
-    /// that file.
-    watches: Vec<(i32, Source, PathBuf)>,
+    /// Watch descriptor → the source whose newest file it watches.
+    watches: Vec<(i32, Source)>,
 }
 
 #[cfg(target_os = "linux")]
@@ -190,11 +189,11 @@ impl Inotify {
             let Ok(wd) = add_watch(&self.fd, path.as_path(), WatchFlags::MODIFY) else {
                 continue;
             };
-            added |= !self.watches.iter().any(|(held, _, _)| *held == wd);
-            kept.push((wd, *source, path.clone()));
+            added |= !self.watches.iter().any(|(held, _)| *held == wd);
+            kept.push((wd, *source));
         }
-        for (wd, _, _) in &self.watches {
-            if !kept.iter().any(|(held, _, _)| held == wd) {
+        for (wd, _) in &self.watches {
+            if !kept.iter().any(|(held, _)| held == wd) {
                 let _ = remove_watch(&self.fd, *wd);
             }
         }
@@ -210,19 +209,16 @@ impl Inotify {
             let flags = event.events();
             if flags.contains(ReadFlags::QUEUE_OVERFLOW) {
                 woke.overflowed = true;
-                for (_, source, _) in &self.watches {
-                    woke.written = woke.written.with(*source);
-                }
                 continue;
             }
             let wd = event.wd();
             if flags.contains(ReadFlags::IGNORED) {
                 // The file is gone (or its watch removed): the next listing
                 // watches its successor.
-                self.watches.retain(|(held, _, _)| *held != wd);
+                self.watches.retain(|(held, _)| *held != wd);
                 continue;
             }
-            if let Some((_, source, _)) = self.watches.iter().find(|(held, _, _)| *held == wd) {
+            if let Some((_, source)) = self.watches.iter().find(|(held, _)| *held == wd) {
                 woke.written = woke.written.with(*source);
             }
         }
