@@ -22,7 +22,7 @@
 //!   so nothing of the file can be trusted; callers keep none of it.
 
 use std::fs::File;
-use std::io::{self, Read};
+use std::io::{self, Read, Seek};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -150,7 +150,11 @@ pub fn decompress(
         // The decoder takes a file that ends between two blocks for a
         // finished frame; the frames' own structure says whether it is.
         let file = File::open(path).map_err(|e| FeedError::io("open", path, &e))?;
-        let walked = lz4_unfinished_frame(io::BufReader::new(file))
+        let size = file
+            .metadata()
+            .map_err(|e| FeedError::io("read", path, &e))?
+            .len();
+        let walked = lz4_unfinished_frame(io::BufReader::new(file), size)
             .map_err(|e| FeedError::io("read", path, &e))?;
         damage = walked.map(|(offset, reason)| Damage {
             kind: DamageKind::Truncated,
@@ -172,7 +176,10 @@ const LZ4_SKIPPABLE_MAGIC: u32 = 0x184D_2A50;
 /// `(compressed offset, what was missing)`, or `None` when every frame is
 /// whole. Bytes that do not start a frame are the decoder's business, not
 /// this walk's: it stops there.
-fn lz4_unfinished_frame(mut file: impl Read) -> io::Result<Option<(u64, &'static str)>> {
+fn lz4_unfinished_frame(
+    mut file: impl Read + Seek,
+    file_len: u64,
+) -> io::Result<Option<(u64, &'static str)>> {
     let mut at = 0u64;
     loop {
         let mut magic = [0u8; 4];
@@ -188,7 +195,7 @@ fn lz4_unfinished_frame(mut file: impl Read) -> io::Result<Option<(u64, &'static
                 return Ok(Some((at, "the file ends inside a skippable frame")));
             };
             at += 4;
-            if !skip(&mut file, u64::from(size))? {
+            if !skip(&mut file, u64::from(size), file_len)? {
                 return Ok(Some((at, "the file ends inside a skippable frame")));
             }
             at += u64::from(size);
@@ -208,7 +215,7 @@ fn lz4_unfinished_frame(mut file: impl Read) -> io::Result<Option<(u64, &'static
         let dictionary = flags & 0x01 != 0;
         // Content size, dictionary id, then the header checksum byte.
         let rest = 8 * u64::from(content_size) + 4 * u64::from(dictionary) + 1;
-        if !skip(&mut file, rest)? {
+        if !skip(&mut file, rest, file_len)? {
             return Ok(Some((at, "the file ends inside a frame descriptor")));
         }
         at += 2 + rest;
@@ -220,14 +227,14 @@ fn lz4_unfinished_frame(mut file: impl Read) -> io::Result<Option<(u64, &'static
             if word == 0 {
                 break;
             }
-            let size = u64::from(word & 0x7FFF_FFFF) + 4 * u64::from(block_checksums);
-            if !skip(&mut file, size)? {
+            let block = u64::from(word & 0x7FFF_FFFF) + 4 * u64::from(block_checksums);
+            if !skip(&mut file, block, file_len)? {
                 return Ok(Some((at, "the file ends inside a block")));
             }
-            at += size;
+            at += block;
         }
         if content_checksum {
-            if !skip(&mut file, 4)? {
+            if !skip(&mut file, 4, file_len)? {
                 return Ok(Some((at, "the file ends inside the content checksum")));
             }
             at += 4;
@@ -254,9 +261,17 @@ fn read_u32(file: &mut impl Read) -> io::Result<Option<u32>> {
     Ok((read_full(file, &mut word)? == 4).then(|| u32::from_le_bytes(word)))
 }
 
-/// Skips `n` bytes; `false` when the file ends first.
-fn skip(file: &mut impl Read, n: u64) -> io::Result<bool> {
-    Ok(io::copy(&mut file.take(n), &mut io::sink())? == n)
+/// Steps over the next `n` bytes of a file of `file_len` bytes (seeking,
+/// not reading: the walk costs a few bytes a block); `false` when the file
+/// ends first.
+fn skip(file: &mut (impl Read + Seek), n: u64, file_len: u64) -> io::Result<bool> {
+    let at = file.stream_position()?;
+    if at.saturating_add(n) > file_len {
+        return Ok(false);
+    }
+    let by = i64::try_from(n).map_err(|_| io::Error::other("a skip past 2^63 bytes"))?;
+    file.seek(io::SeekFrom::Current(by))?;
+    Ok(true)
 }
 
 /// The first line of a compressed file (without its `\n`), decoding no
@@ -461,6 +476,32 @@ pub(crate) mod tests {
             Some(DamageKind::Truncated),
             "a frame without its end mark is not a whole file"
         );
+    }
+
+    #[test]
+    fn the_frame_walk_finds_every_cut_and_passes_whole_frames() {
+        // Two frames of several blocks each, a skippable frame between.
+        let mut file = compress(Codec::Lz4, &lines(4_000));
+        let first_end = file.len();
+        file.extend_from_slice(&(LZ4_SKIPPABLE_MAGIC | 3).to_le_bytes());
+        file.extend_from_slice(&5u32.to_le_bytes());
+        file.extend_from_slice(b"skip!");
+        let skippable_end = file.len();
+        file.extend_from_slice(&compress(Codec::Lz4, &lines(3_000)));
+        let walk = |len: usize| {
+            let cut = &file[..len];
+            lz4_unfinished_frame(io::Cursor::new(cut), len as u64).unwrap()
+        };
+        for len in 0..=file.len() {
+            let found = walk(len);
+            if [0, first_end, skippable_end, file.len()].contains(&len) {
+                assert_eq!(found, None, "{len} bytes end where a frame does");
+            } else {
+                let (offset, what) =
+                    found.unwrap_or_else(|| panic!("a cut at {len} went unnoticed"));
+                assert!(offset <= len as u64, "{len}: {offset} {what}");
+            }
+        }
     }
 
     #[test]
