@@ -33,6 +33,13 @@
 //! damaged file (read up to its damage, then the next file), and the
 //! hand-over between datasets. Buckets touching a gap are not stored.
 //!
+//! # Threads
+//!
+//! A stretch is read, folded and committed by three threads joined by
+//! bounded queues ([`fold_stretch`]): the fold's thread sets the pace on two
+//! cores, and the reading thread decodes the next hour file while the fold
+//! is still in the last. What is folded and stored does not depend on it.
+//!
 //! # Safety
 //!
 //! The import takes the store's one-writer lock: beside a running server
@@ -45,7 +52,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+use engine::block::Block;
 
 use engine::market::{Market, Needs};
 use engine::source::{BlockSource, SourceOptions};
@@ -99,6 +110,9 @@ pub enum ImportError {
     /// A dataset's files cannot be read.
     #[error("import: {0}")]
     Feed(#[from] FeedError),
+    /// One of the import's threads could not start, or failed (a bug).
+    #[error("import: a thread failed: {0}")]
+    Thread(String),
 }
 
 /// What to import, and where.
@@ -301,7 +315,15 @@ fn handover_reason(datasets: &[Dataset], k: usize) -> String {
 }
 
 /// Folds one dataset from `settings.fold_start()` to `stop` (exclusive)
-/// into `writer`, committing every [`COMMIT_EVERY`] and at the end.
+/// into `writer`, committing every `commit_every`, whenever
+/// [`IMPORT_PENDING`] candles wait, and at the end.
+///
+/// Three threads share the work, in a pipeline of bounded queues: one
+/// reads (decompressing the hours and cutting their lines into blocks),
+/// this one folds them, and one commits the candles they closed. A day of
+/// the archive spends about a quarter of its time reading and a fifth
+/// committing, so on two cores the fold's thread sets the pace. What is
+/// folded and committed, and in what order, is the same as in one thread.
 fn fold_stretch(
     dataset: &Dataset,
     settings: &WriterSettings,
@@ -311,41 +333,146 @@ fn fold_stretch(
     report: &mut ImportReport,
     progress: &mut dyn FnMut(i64, u64, u64),
 ) -> Result<(), ImportError> {
-    let mut source = BlockSource::new(
+    let source = BlockSource::new(
         vec![dataset.feed.clone()],
         SourceOptions {
             fills_from: Some(settings.fold_start()),
             ..SourceOptions::from_block(0)
         },
     )?;
-    let mut market = Market::new(Needs {
-        candles: true,
-        ..Needs::NONE
-    })
-    .with_candle_intervals(&INTERVALS);
-    let mut last_commit = Instant::now();
-    let mut last_time: Option<i64> = None;
-    // The damaged file met last: why, and its hour's start.
-    let mut damaged: Option<(String, Option<i64>)> = None;
-    // The missing hours of an older dataset already recorded as gaps.
-    let mut missing_seen: BTreeSet<i64> = BTreeSet::new();
-    let mut written = 0u64;
-    let mut bytes_before = source.bytes();
-    let legacy = dataset
-        .feed
-        .source_dir_name()
-        .is_some_and(|name| LineFormat::of_dir(&name).is_legacy());
-    'read: loop {
-        let read = source.read(0)?;
+    let bytes_before = source.bytes();
+    let written = AtomicU64::new(0);
+    let counted = &written;
+    let committing = &mut *writer;
+    let (read_tx, read_rx) = crossbeam_channel::bounded(READ_QUEUE);
+    let (write_tx, write_rx) = crossbeam_channel::bounded(WRITE_QUEUE);
+    let (folded, read, wrote) = std::thread::scope(|scope| {
+        let reader = std::thread::Builder::new()
+            .name("import-read".into())
+            .spawn_scoped(scope, move || read_blocks(source, &read_tx));
+        let committer = std::thread::Builder::new()
+            .name("import-commit".into())
+            // The queue's receiver goes with the thread: a failed commit
+            // ends the fold's next send instead of leaving it waiting.
+            .spawn_scoped(scope, move || {
+                commit_candles(committing, &write_rx, commit_every, counted)
+            });
+        let folded = match (&reader, &committer) {
+            (Ok(_), Ok(_)) => {
+                let (bytes_base, candles_base) = (report.bytes, report.candles);
+                fold_blocks(
+                    dataset,
+                    stop,
+                    &read_rx,
+                    &write_tx,
+                    report,
+                    &mut |at_ms, bytes| {
+                        progress(
+                            at_ms,
+                            bytes_base + bytes.saturating_sub(bytes_before),
+                            candles_base + counted.load(Ordering::Relaxed),
+                        );
+                    },
+                )
+            }
+            (Err(error), _) | (_, Err(error)) => Err(ImportError::Thread(error.to_string())),
+        };
+        // The reader stops at its next send, the committer commits what
+        // it was handed and ends.
+        drop(read_rx);
+        drop(write_tx);
+        let read = reader.map(joined);
+        let wrote = committer.map(joined);
+        (folded, read, wrote)
+    });
+    let bytes = folded?;
+    match read {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => return Err(error),
+        Err(error) => return Err(ImportError::Thread(error.to_string())),
+    }
+    match wrote {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => return Err(error),
+        Err(error) => return Err(ImportError::Thread(error.to_string())),
+    }
+    report.bytes += bytes.saturating_sub(bytes_before);
+    report.candles += written.load(Ordering::Relaxed);
+    report.gaps.extend(writer.gaps_found().iter().cloned());
+    progress(
+        writer.last().map_or(stop, |(_, time)| time),
+        report.bytes,
+        report.candles,
+    );
+    Ok(())
+}
+
+/// Blocks handed from the reading thread to the fold at once, at most.
+const READ_BATCH: usize = 512;
+/// Decoded bytes of the blocks handed at once, at most (about: a batch
+/// ends with the block that reaches it): the blocks hold their lines'
+/// pages of the decoded hour in memory.
+const READ_BATCH_BYTES: u64 = 4 << 20;
+/// Batches of blocks read ahead of the fold: enough for the reading
+/// thread to decode the next hour file (a tenth of a second for a
+/// mainnet-scale hour) while the fold goes on, at most `READ_QUEUE ×
+/// READ_BATCH_BYTES` of lines ahead.
+const READ_QUEUE: usize = 48;
+/// Blocks' closed candles handed to the committing thread at once.
+const WRITE_BATCH: usize = 512;
+/// Batches waiting for the committing thread.
+const WRITE_QUEUE: usize = 256;
+
+/// What the reading thread hands the fold, in the order it read it.
+enum Read {
+    /// Damaged files met (their lines before the damage are in the blocks
+    /// that follow).
+    Damaged(Vec<String>),
+    /// Blocks, and the decoded bytes read so far.
+    Blocks(Vec<Block>, u64),
+    /// Every block read before the damage was handed over: the gap runs
+    /// from the last of them (or the damaged hour's start) to the next
+    /// block. The reason, and the hour's start.
+    DamageEnds(String, Option<i64>),
+    /// The files cannot be read.
+    Failed(FeedError),
+}
+
+/// What the fold hands the committing thread, in block order.
+enum Write {
+    /// Folded blocks' closed candles.
+    Blocks(Vec<CandleBlock>),
+    /// A gap found by the fold (a damaged or missing hour).
+    Gap(Gap),
+}
+
+/// The reading thread: every block of `source`, in batches, until the
+/// files end or the fold stops taking them.
+fn read_blocks(mut source: BlockSource, out: &Sender<Read>) -> Result<(), ImportError> {
+    // Blocks gather across reads (a read takes a few dozen lines): the
+    // queue's bound is then one in blocks, enough to span the decoding of
+    // the next hour file.
+    let mut batch = Vec::with_capacity(READ_BATCH);
+    let mut batch_from = source.bytes();
+    loop {
+        let read = match source.read(0) {
+            Ok(read) => read,
+            Err(error) => {
+                let _ = out.send(Read::Blocks(std::mem::take(&mut batch), source.bytes()));
+                let _ = out.send(Read::Failed(error));
+                return Ok(());
+            }
+        };
         let damage = source.take_damage();
-        for error in &damage {
-            let text = error.to_string();
-            tracing::error!(error = %text, "import: a damaged file: its lines before the damage are folded, the rest skipped");
-            report.damaged.push(text);
+        if !damage.is_empty() {
+            let texts = damage.iter().map(ToString::to_string).collect();
+            if out.send(Read::Damaged(texts)).is_err() {
+                return Ok(());
+            }
         }
-        // At a damage, every block read before it is folded first (the
-        // last one waits in the aligner for the next line), so that the
-        // gap runs from the last sound block to the next file's first.
+        // At a damage, every block read before it goes first (the last
+        // one waits in the aligner for the next line), so that the gap
+        // runs from the last sound block to the next file's first.
         let drain = read == 0 || !damage.is_empty();
         loop {
             let block = if drain {
@@ -354,14 +481,121 @@ fn fold_stretch(
                 source.pop(0)
             };
             let Some(block) = block else { break };
+            batch.push(block);
+            let bytes = source.bytes();
+            if batch.len() == READ_BATCH || bytes.saturating_sub(batch_from) >= READ_BATCH_BYTES {
+                let full = std::mem::replace(&mut batch, Vec::with_capacity(READ_BATCH));
+                batch_from = bytes;
+                if out.send(Read::Blocks(full, bytes)).is_err() {
+                    return Ok(());
+                }
+            }
+        }
+        if drain {
+            let rest = std::mem::replace(&mut batch, Vec::with_capacity(READ_BATCH));
+            batch_from = source.bytes();
+            if out.send(Read::Blocks(rest, batch_from)).is_err() {
+                return Ok(());
+            }
+        }
+        if let Some(error) = damage.last()
+            && out
+                .send(Read::DamageEnds(error.to_string(), damaged_hour_ms(error)))
+                .is_err()
+        {
+            return Ok(());
+        }
+        if read == 0 && damage.is_empty() {
+            return Ok(());
+        }
+    }
+}
+
+/// The committing thread: folds each block's closed candles into `writer`,
+/// commits by time and by size, and once more when the fold ends.
+fn commit_candles(
+    writer: &mut Writer,
+    input: &Receiver<Write>,
+    commit_every: Duration,
+    written: &AtomicU64,
+) -> Result<(), ImportError> {
+    let mut last_commit = Instant::now();
+    for message in input {
+        match message {
+            Write::Gap(gap) => writer.gap(gap),
+            Write::Blocks(blocks) => {
+                for block in blocks {
+                    writer.fold(block);
+                }
+            }
+        }
+        // By time (what a kill loses), and by size (what memory holds).
+        if last_commit.elapsed() >= commit_every || writer.pending() >= IMPORT_PENDING {
+            written.fetch_add(writer.commit()? as u64, Ordering::Relaxed);
+            last_commit = Instant::now();
+        }
+    }
+    written.fetch_add(writer.commit()? as u64, Ordering::Relaxed);
+    Ok(())
+}
+
+/// The fold's thread: folds the blocks read, up to `stop`, handing their
+/// closed candles on; records the gaps of damaged and missing hours.
+/// Returns the decoded bytes read (as `BlockSource::bytes` counts them),
+/// which it also tells `progress` with the block time reached.
+fn fold_blocks(
+    dataset: &Dataset,
+    stop: i64,
+    input: &Receiver<Read>,
+    output: &Sender<Write>,
+    report: &mut ImportReport,
+    progress: &mut dyn FnMut(i64, u64),
+) -> Result<u64, ImportError> {
+    let mut market = Market::new(Needs {
+        candles: true,
+        ..Needs::NONE
+    })
+    .with_candle_intervals(&INTERVALS);
+    let mut last_time: Option<i64> = None;
+    // The damaged file met last: why, and its hour's start.
+    let mut damaged: Option<(String, Option<i64>)> = None;
+    // The missing hours of an older dataset already recorded as gaps.
+    let mut missing_seen: BTreeSet<i64> = BTreeSet::new();
+    let mut bytes = 0u64;
+    let mut batch: Vec<CandleBlock> = Vec::with_capacity(WRITE_BATCH);
+    // A send fails only when the committing thread ended, with its error.
+    let send = |message: Write| output.send(message).is_ok();
+    let legacy = dataset
+        .feed
+        .source_dir_name()
+        .is_some_and(|name| LineFormat::of_dir(&name).is_legacy());
+    'read: for message in input {
+        let (blocks, read_bytes) = match message {
+            Read::Failed(error) => return Err(error.into()),
+            Read::Damaged(texts) => {
+                for text in texts {
+                    tracing::error!(error = %text, "import: a damaged file: its lines before the damage are folded, the rest skipped");
+                    report.damaged.push(text);
+                }
+                continue;
+            }
+            Read::DamageEnds(reason, hour_ms) => {
+                damaged = Some((reason, hour_ms));
+                continue;
+            }
+            Read::Blocks(blocks, read_bytes) => (blocks, read_bytes),
+        };
+        bytes = read_bytes;
+        for block in blocks {
             if block.time_ms >= stop {
                 break 'read;
             }
+            let mut gaps = Vec::new();
             if let Some((reason, hour_ms)) = damaged.take()
                 && let Some(from_ms) = last_time.or(hour_ms)
                 && from_ms < block.time_ms
             {
-                writer.gap(Gap {
+                gaps.push(Gap {
                     from_ms,
                     to_ms: block.time_ms,
                     reason,
@@ -377,7 +611,7 @@ fn fold_stretch(
             {
                 // Once per missing hour: the blocks of its last minutes that
                 // spilled into the next hour's file lie inside the gap.
-                writer.gap(Gap {
+                gaps.push(Gap {
                     from_ms: before,
                     to_ms: block.time_ms.max(to),
                     reason: format!(
@@ -387,36 +621,49 @@ fn fold_stretch(
                     ),
                 });
             }
+            if !gaps.is_empty() {
+                // In order: after the blocks before them.
+                let before = std::mem::replace(&mut batch, Vec::with_capacity(WRITE_BATCH));
+                if !send(Write::Blocks(before))
+                    || !gaps.into_iter().all(|gap| send(Write::Gap(gap)))
+                {
+                    break 'read;
+                }
+            }
             let folded = market.apply(&block);
             report.blocks += 1;
             report.fills += folded.events as u64;
             last_time = Some(block.time_ms);
-            writer.fold(CandleBlock::closed_of(market.candles()));
-            // By time (what a kill loses), and by size (what memory holds).
-            if last_commit.elapsed() >= commit_every || writer.pending() >= IMPORT_PENDING {
-                written += writer.commit()? as u64;
-                last_commit = Instant::now();
+            batch.push(CandleBlock::closed_of(market.candles()));
+            if batch.len() == WRITE_BATCH {
+                let full = std::mem::replace(&mut batch, Vec::with_capacity(WRITE_BATCH));
+                if !send(Write::Blocks(full)) {
+                    break 'read;
+                }
             }
             if report.blocks.is_multiple_of(PROGRESS_EVERY) {
-                let bytes = source.bytes();
-                report.bytes += bytes - bytes_before;
-                bytes_before = bytes;
-                progress(block.time_ms, report.bytes, report.candles + written);
+                progress(block.time_ms, bytes);
             }
         }
-        if let Some(error) = damage.last() {
-            damaged = Some((error.to_string(), damaged_hour_ms(error)));
-        }
-        if read == 0 && damage.is_empty() {
-            break;
-        }
     }
-    written += writer.commit()? as u64;
-    report.bytes += source.bytes() - bytes_before;
-    report.candles += written;
-    report.gaps.extend(writer.gaps_found().iter().cloned());
-    progress(last_time.unwrap_or(stop), report.bytes, report.candles);
-    Ok(())
+    if !batch.is_empty() {
+        send(Write::Blocks(batch));
+    }
+    Ok(bytes)
+}
+
+/// A scoped thread's result, a panic as an error.
+fn joined<T>(
+    handle: std::thread::ScopedJoinHandle<'_, Result<T, ImportError>>,
+) -> Result<T, ImportError> {
+    handle.join().unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic".to_owned());
+        Err(ImportError::Thread(what))
+    })
 }
 
 /// Opens the staged datasets that have lines, oldest format first, with
