@@ -655,7 +655,7 @@ fn render(
     );
     let _ = writeln!(
         s,
-        "| `l1gate candles import` (decode, fold, store) | {:.2} s | {:.2} s | {:.0} | {:.0} |",
+        "| `l1gate candles import` (decode, fold, store: three threads) | {:.2} s | {:.2} s | {:.0} | {:.0} |",
         import.wall_s,
         import.cpu_s,
         rate(data.decompressed, import.wall_s),
