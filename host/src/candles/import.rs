@@ -375,7 +375,8 @@ fn fold_stretch(
                     },
                 )
             }
-            (Err(error), _) | (_, Err(error)) => Err(ImportError::Thread(error.to_string())),
+            // Said below, with the thread that did not start.
+            _ => Ok(0),
         };
         // The reader stops at its next send, the committer commits what
         // it was handed and ends.
@@ -386,16 +387,9 @@ fn fold_stretch(
         (folded, read, wrote)
     });
     let bytes = folded?;
-    match read {
-        Ok(Ok(())) => {}
-        Ok(Err(error)) => return Err(error),
-        Err(error) => return Err(ImportError::Thread(error.to_string())),
-    }
-    match wrote {
-        Ok(Ok(())) => {}
-        Ok(Err(error)) => return Err(error),
-        Err(error) => return Err(ImportError::Thread(error.to_string())),
-    }
+    let not_started = |error: std::io::Error| ImportError::Thread(error.to_string());
+    read.map_err(not_started)??;
+    wrote.map_err(not_started)??;
     report.bytes += bytes.saturating_sub(bytes_before);
     report.candles += written.load(Ordering::Relaxed);
     report.gaps.extend(writer.gaps_found().iter().cloned());

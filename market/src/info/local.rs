@@ -32,7 +32,6 @@ use std::sync::Arc;
 
 use axum::http::StatusCode;
 use bytes::Bytes;
-
 use engine::book::l4::{RestingOrder, UserOrders};
 use engine::event::Side;
 use engine::hub::Recv;
