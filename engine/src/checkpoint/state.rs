@@ -66,7 +66,7 @@ use crate::market::trades::{CoinCounts, TradesView};
 use crate::market::{Market, MarketParts, Needs};
 use crate::num::{Decimal, MAX_SCALE};
 use crate::positions::Positions;
-use crate::text::{Address, Cloid, Short, prefixed_hex_bytes, write_prefixed_hex};
+use crate::text::{Address, Cloid, CloidForm, Owner, Short};
 
 /// The archived state's format version. Any change to the types of this
 /// module (or to what they mean) must bump it: a checkpoint of another
@@ -703,16 +703,16 @@ fn capture_order<'m>(
     if order.terms.reduce_only {
         flags |= REDUCE_ONLY;
     }
-    let (cloid, cloid_bytes) = match order.cloid.as_deref() {
+    let (cloid, cloid_bytes) = match &order.cloid {
         None => (NONE, [0; 16]),
         // The usual form, `0x` and 32 lowercase hex digits, prints back the
         // same from its 16 bytes.
-        Some(text) => match prefixed_hex_bytes::<16>(text) {
-            Some(bytes) => {
+        Some(cloid) => match cloid.form() {
+            CloidForm::Bytes(bytes) => {
                 flags |= CLOID_BYTES;
-                (NONE, bytes)
+                (NONE, *bytes)
             }
-            None => (texts.id(text), [0; 16]),
+            CloidForm::Text(text) => (texts.id(text), [0; 16]),
         },
     };
     OrderState {
@@ -1082,10 +1082,7 @@ fn restore_order(
     }
     let [px_scale, sz_scale, trigger_scale, orig_scale] = state.scales;
     let cloid = if flags & CLOID_BYTES != 0 {
-        Some(Cloid::new(write_prefixed_hex(
-            &state.cloid_bytes,
-            &mut [0; 34],
-        )))
+        Some(Cloid::from_bytes(state.cloid_bytes))
     } else {
         optional_text(texts, state.cloid.to_native(), "client order id")?.map(Cloid::new)
     };
@@ -1103,7 +1100,7 @@ fn restore_order(
         tif: optional_text(texts, state.tif.to_native(), "time in force")?.map(Short::new),
     };
     Ok(RestingOrder {
-        user: Address::new(text(texts, state.user.to_native(), "owner")?),
+        user: Owner::new(text(texts, state.user.to_native(), "owner")?),
         oid: state.oid.to_native(),
         side,
         limit_px: decimal(state.limit_px.to_native(), px_scale)?,

@@ -94,7 +94,7 @@ impl L4Order {
             reduce_only: order.terms.reduce_only,
             order_type: order.terms.order_type.to_string(),
             tif: order.terms.tif.as_deref().map(str::to_owned),
-            cloid: order.cloid.as_deref().map(str::to_owned),
+            cloid: order.cloid.as_ref().map(ToString::to_string),
             synthetic: false,
         }
     }

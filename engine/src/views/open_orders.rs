@@ -23,7 +23,7 @@ use crate::table::order::STATUS;
 use crate::table::{
     BLOCK, Cell, Column, Kind, RowSink, SEQUENCE, Table, block_cells, empty_frame_row,
 };
-use crate::text::Short;
+use crate::text::{CLOID_TEXT_LEN, Cloid, Short};
 use crate::views::numbering::{Numbering, Numbers};
 use crate::views::{
     MAX_REQUIRED_COINS, OnLag, Selection, Tabular, View, ViewError, ViewSettings, lowercased,
@@ -72,7 +72,7 @@ impl Serialize for OpenOrder {
 #[serde(rename_all = "camelCase")]
 pub struct FrontendOrder<'a> {
     children: [(); 0],
-    cloid: Option<&'a str>,
+    cloid: Option<&'a Cloid>,
     coin: &'a str,
     is_position_tpsl: bool,
     is_trigger: bool,
@@ -94,7 +94,7 @@ impl<'a> FrontendOrder<'a> {
     pub fn of(coin: &'a str, order: &'a RestingOrder) -> Self {
         Self {
             children: [],
-            cloid: order.cloid.as_deref(),
+            cloid: order.cloid.as_ref(),
             coin,
             is_position_tpsl: order.terms.is_position_tpsl,
             is_trigger: order.terms.is_trigger,
@@ -325,6 +325,7 @@ impl Tabular for OpenOrdersSubscription {
         }
         for open in &frame.orders {
             let order = &open.order;
+            let mut cloid_text = [0; CLOID_TEXT_LEN];
             let mut cells = [Cell::Null; HEAD + ORDER];
             cells[..HEAD].copy_from_slice(&head);
             cells[HEAD..].copy_from_slice(&[
@@ -342,7 +343,12 @@ impl Tabular for OpenOrdersSubscription {
                 Cell::decimal(order.terms.trigger_px),
                 Cell::Text(&order.terms.trigger_condition),
                 Cell::Bool(order.terms.is_position_tpsl),
-                Cell::text_or_null(order.cloid.as_deref()),
+                Cell::text_or_null(
+                    order
+                        .cloid
+                        .as_ref()
+                        .map(|cloid| cloid.as_str(&mut cloid_text)),
+                ),
             ]);
             out.row(&cells)?;
         }

@@ -977,7 +977,7 @@ fn the_archive_format_is_pinned() {
     let book = market.books().get("BTC").unwrap();
     let ask = book.get(3).unwrap();
     assert_eq!(
-        ask.cloid.as_deref(),
+        ask.cloid.as_ref().map(ToString::to_string).as_deref(),
         Some("0xabababababababababababababababab")
     );
     assert_eq!(ask.terms.tif, None);

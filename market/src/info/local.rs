@@ -37,7 +37,7 @@ use engine::event::Side;
 use engine::hub::Recv;
 use engine::market::candles::Interval;
 use engine::num::{Px, Sz};
-use engine::text::Short;
+use engine::text::{Cloid, Short};
 use engine::views::open_orders::newest_first;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
@@ -375,7 +375,7 @@ fn open_orders(orders: &[(Short, UserOrders)], frontend: bool) -> Bytes {
 #[serde(rename_all = "camelCase")]
 struct PlainOrder<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
-    cloid: Option<&'a str>,
+    cloid: Option<&'a Cloid>,
     coin: &'a str,
     limit_px: &'a Px,
     oid: u64,
@@ -388,7 +388,7 @@ struct PlainOrder<'a> {
 impl<'a> PlainOrder<'a> {
     fn of(coin: &'a str, order: &'a RestingOrder) -> Self {
         Self {
-            cloid: order.cloid.as_deref(),
+            cloid: order.cloid.as_ref(),
             coin,
             limit_px: &order.limit_px,
             oid: order.oid,
