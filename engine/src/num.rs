@@ -92,6 +92,14 @@ impl Decimal {
         Ok(Self { units, scale })
     }
 
+    /// The value whose [`Decimal::units`] and [`Decimal::scale`] these
+    /// were: for a table that keeps the two apart to pack them, so the
+    /// scale is not checked again.
+    pub(crate) const fn from_parts(units: i64, scale: u8) -> Self {
+        debug_assert!(scale <= MAX_SCALE);
+        Self { units, scale }
+    }
+
     /// The integer units.
     pub fn units(self) -> i64 {
         self.units

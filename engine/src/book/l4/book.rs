@@ -348,19 +348,19 @@ impl L4Book {
             // best there is cheap.
             match level.side {
                 Side::Bid => {
-                    self.bids.remove(&Reverse(level.px));
+                    self.bids.remove(&Reverse(level.px()));
                     if self.best_bid == Some(link.level) {
                         self.best_bid = self.bids.values().next().copied();
                     }
                 }
                 Side::Ask => {
-                    self.asks.remove(&level.px);
+                    self.asks.remove(&level.px());
                     if self.best_ask == Some(link.level) {
                         self.best_ask = self.asks.values().next().copied();
                     }
                 }
             }
-            if let Some(key) = level_key(level.side, level.px) {
+            if let Some(key) = level_key(level.side, level.px()) {
                 self.at_price.remove(key);
             }
             self.levels.release(link.level);
@@ -378,8 +378,8 @@ impl L4Book {
         let better = best
             .and_then(|at| levels.get(at))
             .is_none_or(|held| match side {
-                Side::Bid => px > held.px,
-                Side::Ask => px < held.px,
+                Side::Bid => px > held.px(),
+                Side::Ask => px < held.px(),
             });
         if better {
             *best = Some(level);
@@ -479,7 +479,7 @@ impl L4Book {
             return false;
         };
         if order.side != data.side
-            || order.limit_px != data.px
+            || order.limit_px != data.px()
             || self.index.get(order.oid).is_some()
         {
             return false;
@@ -553,7 +553,7 @@ impl L4Book {
     pub(crate) fn set_running_total(&mut self, level: u32, total: Option<Sz>) -> bool {
         match self.levels.get_mut(level) {
             Some(data) => {
-                data.total = total;
+                data.set_total(total);
                 true
             }
             None => false,

@@ -37,7 +37,7 @@ impl fmt::Debug for Level<'_> {
 impl<'a> Level<'a> {
     /// The level's price, as the node wrote it for the first order here.
     pub fn px(self) -> Px {
-        self.data.px
+        self.data.px()
     }
 
     /// Orders in time priority (oldest first).
@@ -63,12 +63,12 @@ impl<'a> Level<'a> {
     /// The running total as kept (at the largest scale seen; `None` once a
     /// step overflowed), for a checkpoint to carry over exactly.
     pub(crate) fn running_total(self) -> Option<Sz> {
-        self.data.total
+        self.data.total()
     }
 
     /// Exact total size, canonically printed; `None` on overflow.
     pub fn total_sz(self) -> Option<Sz> {
-        if let Some(total) = self.data.total {
+        if let Some(total) = self.data.total() {
             // The canonical form depends only on the value, so the running
             // sum prints as a fresh one.
             return Some(total.canonical());

@@ -5,47 +5,77 @@ use super::slots::{Link, NIL, Slots};
 use crate::event::Side;
 use crate::num::{Px, Sz};
 
-/// A level's side and price, list ends, order count and running total.
+/// A level's side and price, list ends, order count and running total, in
+/// 32 bytes: the two decimals are kept as their parts, side by side with
+/// the small fields (a book has over a hundred thousand levels; whole
+/// decimals and an optional total padded the level to 56).
 #[derive(Debug, Clone)]
 pub(super) struct LevelData {
-    pub(super) side: Side,
-    pub(super) px: Px,
-    /// First and last slots, packed as in [`Link`](super::slots::Link) (a book has over a
-    /// hundred thousand levels: 4 bytes each, not 8).
+    px_units: i64,
+    /// Exact running sum of the orders' sizes (see [`LevelData::total`]).
+    total_units: i64,
+    /// First and last slots, packed as in [`Link`](super::slots::Link) (4
+    /// bytes each, not 8).
     pub(super) head: u32,
     pub(super) tail: u32,
     pub(super) len: u32,
-    /// Exact running sum of the orders' sizes, kept at the largest scale seen
-    /// (made canonical only when read: doing it on every step cost a
-    /// division per trailing zero); `None` once a step overflowed (then
-    /// [`Level::total_sz`] sums the orders instead).
-    pub(super) total: Option<Sz>,
+    px_scale: u8,
+    total_scale: u8,
+    /// False once a step of the running total overflowed.
+    total_known: bool,
+    pub(super) side: Side,
 }
 
 impl LevelData {
     pub(super) fn new(side: Side, px: Px) -> Self {
         Self {
-            side,
-            px,
+            px_units: px.units(),
+            total_units: Sz::ZERO.units(),
             head: u32::MAX,
             tail: u32::MAX,
             len: 0,
-            total: Some(Sz::ZERO),
+            px_scale: px.scale(),
+            total_scale: Sz::ZERO.scale(),
+            total_known: true,
+            side,
         }
+    }
+
+    /// The level's price.
+    pub(super) fn px(&self) -> Px {
+        Px::from_parts(self.px_units, self.px_scale)
+    }
+
+    /// Exact running sum of the orders' sizes, kept at the largest scale
+    /// seen (made canonical only when read: doing it on every step cost a
+    /// division per trailing zero); `None` once a step overflowed (then
+    /// [`Level::total_sz`](super::Level::total_sz) sums the orders instead).
+    pub(super) fn total(&self) -> Option<Sz> {
+        self.total_known
+            .then(|| Sz::from_parts(self.total_units, self.total_scale))
+    }
+
+    pub(super) fn set_total(&mut self, total: Option<Sz>) {
+        let total_or_zero = total.unwrap_or(Sz::ZERO);
+        self.total_units = total_or_zero.units();
+        self.total_scale = total_or_zero.scale();
+        self.total_known = total.is_some();
     }
 
     /// Moves the running total by `added - removed` (`None`: no order added
     /// or removed). A step that overflows leaves the total unknown (summed on
     /// demand) until the level empties.
     pub(super) fn adjust(&mut self, added: Option<Sz>, removed: Option<Sz>) {
-        self.total = self.total.and_then(|total| {
-            total
-                .checked_add_wide(added.unwrap_or(Sz::ZERO))?
-                .checked_sub_wide(removed.unwrap_or(Sz::ZERO))
-        });
-        if self.len == 0 {
-            self.total = Some(Sz::ZERO);
-        }
+        let total = if self.len == 0 {
+            Some(Sz::ZERO)
+        } else {
+            self.total().and_then(|total| {
+                total
+                    .checked_add_wide(added.unwrap_or(Sz::ZERO))?
+                    .checked_sub_wide(removed.unwrap_or(Sz::ZERO))
+            })
+        };
+        self.set_total(total);
     }
 
     pub(super) fn head(&self) -> usize {
@@ -200,7 +230,7 @@ mod tests {
             level.push_back(&mut slots, at, number, sz(size));
         }
         assert_eq!(walk(&level, &slots), [0, 1, 2, 3, 4]);
-        assert_eq!(level.total.map(Sz::canonical), Some(sz("8.75")));
+        assert_eq!(level.total().map(Sz::canonical), Some(sz("8.75")));
         assert_eq!(slots.link(3).unwrap().level, number);
         // The middle, the head, then the tail.
         for (at, size, left, total) in [
@@ -212,14 +242,14 @@ mod tests {
             level.unlink(&mut slots, link.prev(), link.next(), sz(size));
             slots.free(at);
             assert_eq!(walk(&level, &slots), left);
-            assert_eq!(level.total.map(Sz::canonical), Some(sz(total)));
+            assert_eq!(level.total().map(Sz::canonical), Some(sz(total)));
         }
         for at in [1, 3] {
             let link = slots.link(at).unwrap();
             level.unlink(&mut slots, link.prev(), link.next(), sz("1"));
         }
         assert_eq!((level.head(), level.tail(), level.len()), (NIL, NIL, 0));
-        assert_eq!(level.total, Some(Sz::ZERO), "an empty level totals zero");
+        assert_eq!(level.total(), Some(Sz::ZERO), "an empty level totals zero");
     }
 
     #[test]
@@ -229,10 +259,15 @@ mod tests {
         let huge = Sz::new(i64::MAX, 0).unwrap();
         level.adjust(Some(huge), None);
         level.adjust(Some(huge), None);
-        assert_eq!(level.total, None);
+        assert_eq!(level.total(), None);
         level.len = 0;
         level.adjust(None, Some(huge));
-        assert_eq!(level.total, Some(Sz::ZERO));
+        assert_eq!(level.total(), Some(Sz::ZERO));
+    }
+
+    #[test]
+    fn a_level_is_32_bytes() {
+        assert_eq!(std::mem::size_of::<LevelData>(), 32);
     }
 
     #[test]
@@ -245,7 +280,7 @@ mod tests {
         let c = levels.add(Side::Ask, sz("3"));
         assert_eq!(c, a, "the freed number");
         assert_eq!(
-            levels.get(c).map(|l| (l.side, l.px)),
+            levels.get(c).map(|l| (l.side, l.px())),
             Some((Side::Ask, sz("3")))
         );
         assert_eq!(levels.add(Side::Ask, sz("4")), 2);
