@@ -453,14 +453,16 @@ impl ServerProcess {
 
 impl Drop for ServerProcess {
     fn drop(&mut self) {
-        // A graceful stop, as an operator's; killed if it does not end within 5 s.
+        // A graceful stop, as an operator's: the server waits up to 5 s for its clients to go,
+        // then takes its last checkpoint and commit (a restart measured next starts from
+        // them); killed if it has not ended within 15 s.
         if let Some(pid) = i32::try_from(self.child.id())
             .ok()
             .and_then(rustix::process::Pid::from_raw)
         {
             let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
         }
-        for _ in 0..50 {
+        for _ in 0..150 {
             if let Ok(Some(_)) = self.child.try_wait() {
                 return;
             }

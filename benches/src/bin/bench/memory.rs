@@ -2,7 +2,7 @@
 //! separate server process.
 //!
 //! `cargo run --release -p benches -- memory [--scales 0.25,0.5,1] [--blocks N]
-//! [--behind N,…] [--runs R] [--settle S] [--seed S] [--l1gate PATH] [--no-write]`
+//! [--behind N,…] [--runs R] [--settle S] [--seed S] [--l1gate PATH] [--keep] [--no-write]`
 //!
 //! For each scale the simulator (`SimConfig::mainnet(seed, scale)`, by-block layout) writes its
 //! starting L4 snapshot and `--blocks` blocks after it (default 100, ≈ 7 s of block time) into a
@@ -27,7 +27,8 @@
 //! disk for two hours), and one start is measured the same way: the server folds them all before
 //! it serves live. The table sets their
 //! peak beside the snapshot start's. Each is then restarted on the state it left (the
-//! checkpoint it took when stopped) and measured the same way.
+//! checkpoint it took when stopped) and measured the same way. `--keep` leaves each catch-up's
+//! node and state directories in place (their path printed), to start a server over them again.
 //!
 //! Reference, once per scale, in a fresh child process of this binary: reading the snapshot
 //! file, `engine::snapshot::parse` and `Engine::from_snapshot`, timed, with the child's
@@ -90,6 +91,9 @@ pub(crate) struct Args {
     seed: u64,
     #[command(flatten)]
     server: benches::server::Binary,
+    /// Keep each catch-up start's node files and state directory (their path is printed).
+    #[arg(long)]
+    keep: bool,
     /// Print only; leave `benches/BENCHMARKS.md` as it is.
     #[arg(long)]
     no_write: bool,
@@ -343,6 +347,9 @@ fn measure_behind(
         mb(start.settled.rss_kib),
         mb(start.settled.hwm_kib)
     );
+    if args.keep {
+        eprintln!("memory: kept {}", work.keep().display());
+    }
     Ok(Behind {
         blocks,
         node_mb: node_bytes as f64 / 1e6,
