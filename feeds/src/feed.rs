@@ -310,12 +310,17 @@ impl Feed {
             .iter()
             .enumerate()
             .map(|(at, segment)| {
+                // A compressed hour's lines are read from its decoded view:
+                // those are the pages to let go of.
+                let read = segment
+                    .materialized()
+                    .unwrap_or_else(|| Arc::clone(segment));
                 let below = if at == newest {
-                    segment.complete_len().saturating_sub(keep)
+                    read.complete_len().saturating_sub(keep)
                 } else {
-                    segment.complete_len()
+                    read.complete_len()
                 };
-                (Arc::clone(segment), below)
+                (read, below)
             })
             .filter(|(_, below)| *below > 0)
             .collect();

@@ -242,6 +242,15 @@ impl Segment {
         Ok(segment)
     }
 
+    /// A compressed file's decoded view while a reader holds it (see
+    /// [`Segment::live`]); `None` for a plain file or one nobody reads.
+    pub fn materialized(&self) -> Option<Arc<Segment>> {
+        self.packed
+            .as_ref()
+            .filter(|_| !self.materialized)
+            .and_then(|packed| packed.live.lock().upgrade())
+    }
+
     /// The file's identity and order.
     pub fn key(&self) -> &SegmentKey {
         &self.key

@@ -131,3 +131,48 @@ fn a_feed_releases_all_but_the_newest_files_tail() {
         assert_eq!(a.block_number, b.block_number);
     }
 }
+
+#[test]
+fn a_feed_releases_the_pages_of_a_compressed_hour_its_reader_is_in() {
+    let node = NodeDir::new();
+    let old = node.hour_file("node_fills_by_block", 20_260_101, 9);
+    let new = node.hour_file("node_fills_by_block", 20_260_101, 10);
+    let lines = |block_from: u64, count: u64| -> String {
+        let mut out = String::new();
+        for b in block_from..block_from + count {
+            let event = format!(
+                r#"["0xabc",{{"coin":"BTC","px":"1.0","sz":"1.0","tid":{b},"pad":"{}"}}]"#,
+                "y".repeat(900)
+            );
+            let ms = 1_767_225_600_000 + i64::try_from(b).unwrap();
+            out.push_str(&crate::common::envelope(b, ms, &event));
+            out.push('\n');
+        }
+        out
+    };
+    // The older hour as the archive keeps it: compressed only.
+    let packed = zstd::encode_all(lines(1, 3000).as_bytes(), 1).unwrap();
+    std::fs::write(old.with_extension("zst"), packed).unwrap();
+    std::fs::write(&new, lines(3001, 3000)).unwrap();
+    let feed = Feed::open(node.path(), Source::Fills).unwrap();
+    // A reader catching up, two thirds into the older hour: its records
+    // are slices of the hour's decoding, less than the cursor's own
+    // release step (64 MiB) into it.
+    let mut cursor = feed.seek(Start::BlockNumber(0)).unwrap();
+    let read = feed.read(&mut cursor, 2000).unwrap();
+    assert_eq!(read.len(), 2000);
+    let decoded_at = read[0].data.as_ptr();
+    assert!(resident_bytes(decoded_at) >= 1 << 20);
+
+    // What the engine does every few MiB it reads: the decoding's pages go.
+    feed.release_read(256 * 1024);
+    settles_at_most("decoded older hour", 0, || resident_bytes(decoded_at));
+    // The reader goes on where it was, and what it read reads the same.
+    let next = feed.read(&mut cursor, 2000).unwrap();
+    assert_eq!(next[0].block_number, Some(2001));
+    assert_eq!(next.len(), 2000);
+    for (record, n) in read.iter().zip(1u64..) {
+        assert_eq!(record.block_number, Some(n));
+        assert!(record.data.windows(3).any(|w| w == b"yyy"));
+    }
+}
