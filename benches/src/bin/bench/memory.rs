@@ -2,7 +2,7 @@
 //! separate server process.
 //!
 //! `cargo run --release -p benches -- memory [--scales 0.25,0.5,1] [--blocks N]
-//! [--behind N,…] [--runs R] [--settle S] [--seed S] [--l1gate PATH] [--keep] [--no-write]`
+//! [--behind N,…] [--behind-zstd N,…] [--runs R] [--settle S] [--seed S] [--l1gate PATH] [--keep] [--no-write]`
 //!
 //! For each scale the simulator (`SimConfig::mainnet(seed, scale)`, by-block layout) writes its
 //! starting L4 snapshot and `--blocks` blocks after it (default 100, ≈ 7 s of block time) into a
@@ -27,7 +27,10 @@
 //! disk for two hours), and one start is measured the same way: the server folds them all before
 //! it serves live. The table sets their
 //! peak beside the snapshot start's. Each is then restarted on the state it left (the
-//! checkpoint it took when stopped) and measured the same way. `--keep` leaves each catch-up's
+//! checkpoint it took when stopped) and measured the same way. `--behind-zstd` does the same over
+//! files compressed with zstd an hour at a time as the simulator finishes them (each source's
+//! newest hour stays plain): six hours of mainnet-scale files (≈ 86 GB plain) fit a small disk,
+//! and the server decodes each hour into a temporary file that it maps like a node file. `--keep` leaves each catch-up's
 //! node and state directories in place (their path printed), to start a server over them again.
 //!
 //! Reference, once per scale, in a fresh child process of this binary: reading the snapshot
@@ -56,7 +59,10 @@ use tonic::metadata::MetadataValue;
 /// Targets of the brief.
 const TARGET_RSS_MB: f64 = 200.0;
 const TARGET_COLD_START_S: f64 = 2.0;
+/// How long a start may take to serve live ...
 const READY_WAIT: Duration = Duration::from_secs(300);
+/// ... and beyond it, per block a start has to fold first.
+const READY_WAIT_PER_BLOCK: Duration = Duration::from_millis(2);
 /// Pause between `StreamBbo` attempts while the engine is not ready.
 const RETRY: Duration = Duration::from_millis(5);
 /// The child running the in-process reference.
@@ -80,6 +86,12 @@ pub(crate) struct Args {
     /// behind the snapshot (comma-separated; 26640 ≈ 30 minutes of mainnet, 106560 ≈ 2 hours).
     #[arg(long, value_delimiter = ',')]
     behind: Vec<u64>,
+    /// Catch-up starts as `--behind`, whose node files are compressed (zstd) an hour at a time as
+    /// the simulator finishes them, the plain files removed: hours of mainnet-scale files on a
+    /// disk that cannot hold them plain (six hours, 319680 blocks, are ≈ 86 GB plain). The server
+    /// decodes each hour as it reaches it (comma-separated block counts).
+    #[arg(long, value_delimiter = ',')]
+    behind_zstd: Vec<u64>,
     /// Cold starts of the server per scale (the median is reported).
     #[arg(long, default_value_t = 2)]
     runs: usize,
@@ -138,8 +150,10 @@ struct Start {
 #[derive(Debug, Clone, Copy)]
 struct Behind {
     blocks: u64,
-    /// The node's files, MB.
+    /// The node's files, MB (plain: as the simulator wrote them).
     node_mb: f64,
+    /// What they took on disk when compressed (`--behind-zstd`), MB.
+    zstd_mb: Option<f64>,
     /// Orders resting once the simulator wrote the last block (the book the server holds when
     /// it has caught up; the simulated market's book drifts from the snapshot's over the run).
     orders_at_end: usize,
@@ -228,7 +242,12 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let mut behind = Vec::new();
     if let Some(full) = full_book(&scales).map(|full| full.scale) {
         for &blocks in &args.behind {
-            behind.push(measure_behind(args, full, blocks, &l1gate, &runtime)?);
+            behind.push(measure_behind(
+                args, full, blocks, false, &l1gate, &runtime,
+            )?);
+        }
+        for &blocks in &args.behind_zstd {
+            behind.push(measure_behind(args, full, blocks, true, &l1gate, &runtime)?);
         }
     }
     let body = render(args, &machine, &command, &l1gate, &scales, &behind);
@@ -244,12 +263,19 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
 }
 
 /// A node directory in a temporary directory of its own: the simulator's starting snapshot at
-/// `scale` and `blocks` blocks after it.
+/// `scale` and `blocks` blocks after it; with `zstd`, every hour file but each source's newest
+/// compressed as soon as the simulator has finished it.
 fn node_of(
     args: &Args,
     scale: f64,
     blocks: u64,
-) -> anyhow::Result<(tempfile::TempDir, PathBuf, fixtures::Summary)> {
+    zstd: bool,
+) -> anyhow::Result<(
+    tempfile::TempDir,
+    PathBuf,
+    fixtures::Summary,
+    Option<Compressed>,
+)> {
     let work = tempfile::Builder::new()
         .prefix("l1gate-memory-")
         .tempdir()?;
@@ -265,8 +291,97 @@ fn node_of(
         ..fixtures::RunOptions::default()
     };
     eprintln!("memory: scale {scale}: generating the snapshot and {blocks} blocks after it");
-    let summary = fixtures::generate(&cfg, &data, &run, &mut |_| {})?;
-    Ok((work, data, summary))
+    if !zstd {
+        let summary = fixtures::generate(&cfg, &data, &run, &mut |_| {})?;
+        return Ok((work, data, summary, None));
+    }
+    let mut compressed = Compressed::default();
+    let mut failed = None;
+    let summary = fixtures::generate(&cfg, &data, &run, &mut |_| {
+        if failed.is_none()
+            && let Err(error) = compressed.finished_hours(&data)
+        {
+            failed = Some(error);
+        }
+    })?;
+    if let Some(error) = failed {
+        return Err(error);
+    }
+    compressed.finished_hours(&data)?;
+    compressed.plain += plain_bytes(&data)?;
+    Ok((work, data, summary, Some(compressed)))
+}
+
+/// The bytes of a node directory whose finished hour files are compressed.
+#[derive(Debug, Default)]
+struct Compressed {
+    /// Before compression, and the plain files left (each source's newest hour).
+    plain: u64,
+    /// The compressed files.
+    zstd: u64,
+}
+
+impl Compressed {
+    /// Compresses every plain hour file under `data` but each source's newest (the one the
+    /// simulator may still write), into `H.zst` beside it, and removes the plain file.
+    fn finished_hours(&mut self, data: &Path) -> anyhow::Result<()> {
+        for mut hours in plain_hours(data)? {
+            hours.pop();
+            for (_, path) in hours {
+                let zst = path.with_extension("zst");
+                let mut plain = std::fs::File::open(&path)?;
+                let out = std::fs::File::create(&zst)?;
+                zstd::stream::copy_encode(&mut plain, &out, 1)
+                    .with_context(|| format!("compress {}", path.display()))?;
+                self.plain += plain.metadata()?.len();
+                self.zstd += out.metadata()?.len();
+                std::fs::remove_file(&path)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Bytes of the plain hour files under `data`.
+fn plain_bytes(data: &Path) -> anyhow::Result<u64> {
+    let mut bytes = 0;
+    for hours in plain_hours(data)? {
+        for (_, path) in hours {
+            bytes += std::fs::metadata(&path)?.len();
+        }
+    }
+    Ok(bytes)
+}
+
+/// One source directory's plain hour files (`hourly/YYYYMMDD/H`) by (date, hour).
+type HourFiles = Vec<((u32, u32), PathBuf)>;
+
+/// Per source directory, its plain hour files, oldest first.
+fn plain_hours(data: &Path) -> anyhow::Result<Vec<HourFiles>> {
+    let number = |path: &Path| path.file_name()?.to_str()?.parse::<u32>().ok();
+    let mut out = Vec::new();
+    for source in std::fs::read_dir(data.join("hl").join("data"))? {
+        let hourly = source?.path().join("hourly");
+        if !hourly.is_dir() {
+            continue;
+        }
+        let mut hours = Vec::new();
+        for date in std::fs::read_dir(&hourly)? {
+            let date = date?.path();
+            let Some(day) = number(&date) else {
+                continue;
+            };
+            for hour in std::fs::read_dir(&date)? {
+                let hour = hour?.path();
+                if let Some(h) = number(&hour) {
+                    hours.push(((day, h), hour));
+                }
+            }
+        }
+        hours.sort();
+        out.push(hours);
+    }
+    Ok(out)
 }
 
 fn measure_scale(
@@ -275,7 +390,7 @@ fn measure_scale(
     l1gate: &Path,
     runtime: &tokio::runtime::Runtime,
 ) -> anyhow::Result<AtScale> {
-    let (_work, data, summary) = node_of(args, scale, args.blocks)?;
+    let (_work, data, summary, _) = node_of(args, scale, args.blocks, false)?;
     let snapshot = summary
         .snapshots
         .first()
@@ -292,7 +407,7 @@ fn measure_scale(
     );
     let mut starts = Vec::new();
     for run in 0..args.runs {
-        let start = cold_start(l1gate, &data, None, args.settle, runtime)
+        let start = cold_start(l1gate, &data, None, args.settle, READY_WAIT, runtime)
             .with_context(|| format!("scale {scale}, run {}", run + 1))?;
         eprintln!(
             "memory: scale {scale} run {}: bound {:.3} s, serving live {:.3} s, VmRSS {:.0} MB at ready, {:.0} MB settled, VmHWM {:.0} MB",
@@ -314,25 +429,33 @@ fn measure_scale(
     })
 }
 
-/// One start over `blocks` blocks behind the snapshot at `scale`.
+/// One start over `blocks` blocks behind the snapshot at `scale` (their files compressed with
+/// `zstd`).
 fn measure_behind(
     args: &Args,
     scale: f64,
     blocks: u64,
+    zstd: bool,
     l1gate: &Path,
     runtime: &tokio::runtime::Runtime,
 ) -> anyhow::Result<Behind> {
-    let (work, data, summary) = node_of(args, scale, blocks)?;
-    let mut node_bytes = 0u64;
-    for file in benches::data::files(&data)? {
-        node_bytes += std::fs::metadata(&file)?.len();
-    }
+    let (work, data, summary, compressed) = node_of(args, scale, blocks, zstd)?;
+    let node_bytes = if let Some(compressed) = &compressed {
+        compressed.plain
+    } else {
+        let mut bytes = 0u64;
+        for file in benches::data::files(&data)? {
+            bytes += std::fs::metadata(&file)?.len();
+        }
+        bytes
+    };
     // One state directory for both starts: the first is stopped (SIGTERM) once measured and
     // takes a last checkpoint where it ended; the second starts from it (a restart).
     let state = work.path().join("state");
-    let start = cold_start(l1gate, &data, Some(&state), args.settle, runtime)
+    let wait = READY_WAIT + READY_WAIT_PER_BLOCK * u32::try_from(blocks).unwrap_or(u32::MAX);
+    let start = cold_start(l1gate, &data, Some(&state), args.settle, wait, runtime)
         .with_context(|| format!("scale {scale}, {blocks} blocks behind"))?;
-    let restart = cold_start(l1gate, &data, Some(&state), args.settle, runtime)
+    let restart = cold_start(l1gate, &data, Some(&state), args.settle, wait, runtime)
         .with_context(|| format!("scale {scale}, {blocks} blocks behind, restarted"))?;
     eprintln!(
         "memory: {blocks} blocks behind, restarted from its checkpoint: serving live {:.3} s, VmRSS {:.0} MB settled, VmHWM {:.0} MB",
@@ -353,6 +476,7 @@ fn measure_behind(
     Ok(Behind {
         blocks,
         node_mb: node_bytes as f64 / 1e6,
+        zstd_mb: compressed.map(|c| c.zstd as f64 / 1e6),
         orders_at_end: summary.resting_orders,
         start,
         restart,
@@ -422,6 +546,7 @@ fn cold_start(
     data: &Path,
     state: Option<&Path>,
     settle: f64,
+    ready_wait: Duration,
     runtime: &tokio::runtime::Runtime,
 ) -> anyhow::Result<Start> {
     let settings = ServeArgs {
@@ -433,7 +558,12 @@ fn cold_start(
     let server = ServerProcess::launch(l1gate, Role::Serve, settings, HarnessKey::new()?, None)?;
     let bound_s = started.elapsed().as_secs_f64();
     let key = MetadataValue::try_from(server.keys.key.as_str())?;
-    let (ready_s, stream) = runtime.block_on(first_bbo(&server.addr.to_string(), &key, started))?;
+    let (ready_s, stream) = runtime.block_on(first_bbo(
+        &server.addr.to_string(),
+        &key,
+        started,
+        ready_wait,
+    ))?;
     let gone = "the server is gone";
     let at_ready = Rss::of(Some(server.pid())).context(gone)?;
     std::thread::sleep(Duration::from_secs_f64(settle));
@@ -454,6 +584,7 @@ async fn first_bbo(
     addr: &str,
     key: &MetadataValue<tonic::metadata::Ascii>,
     started: Instant,
+    ready_wait: Duration,
 ) -> anyhow::Result<(f64, tonic::Streaming<pb::BboUpdate>)> {
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?
         .connect()
@@ -461,10 +592,10 @@ async fn first_bbo(
         .with_context(|| format!("connect to {addr}"))?;
     let mut client = MarketStreamingClient::new(channel);
     loop {
-        if started.elapsed() > READY_WAIT {
+        if started.elapsed() > ready_wait {
             bail!(
                 "the server did not serve a BBO frame within {} s",
-                READY_WAIT.as_secs()
+                ready_wait.as_secs()
             );
         }
         let mut request = tonic::Request::new(pb::BboRequest {
@@ -575,14 +706,18 @@ fn render(
         );
         let _ = writeln!(
             s,
-            "| blocks behind | block time | node files MB | resting orders at the end | cold start s | RSS at ready MB | RSS settled MB | peak MB | peak / snapshot start's |"
+            "| blocks behind | block time | node files MB | stored as | resting orders at the end | cold start s | RSS at ready MB | RSS settled MB | peak MB | peak / snapshot start's |"
         );
-        let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        let _ = writeln!(s, "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|");
         for b in behind {
             let peak = mb(b.start.settled.hwm_kib);
+            let stored = b.zstd_mb.map_or_else(
+                || "plain".to_owned(),
+                |zstd| format!("zstd, {zstd:.0} MB (the newest hour plain)"),
+            );
             let _ = writeln!(
                 s,
-                "| {} | {:.0} min | {:.0} | {} | {:.3} | {:.0} | {:.0} | {peak:.0} | {:.2}× |",
+                "| {} | {:.0} min | {:.0} | {stored} | {} | {:.3} | {:.0} | {:.0} | {peak:.0} | {:.2}× |",
                 b.blocks,
                 b.blocks as f64 * BLOCK_S / 60.0,
                 b.node_mb,
