@@ -15,14 +15,14 @@
 //! [`file::encode`](super::file::encode) make, and loads the same way.
 //!
 //! The TP/SL positions (hundreds of thousands on mainnet, a table that
-//! grows with the accounts that trade) are archived the same way, from a
-//! sorted list of references into the live table rather than a copy of
-//! their texts.
+//! grows with the accounts that trade) are archived the same way, from
+//! references into the live table sorted a sixteenth at a time as the
+//! archive reaches them, rather than a copy of their texts.
 //!
 //! What is held meanwhile: a deep book's levels and a part of its orders,
-//! the text table, the sorted references to the positions, the TP/SL
-//! trigger orders' copy and what the sink buffers, rather than a copy of
-//! the state.
+//! the text table, a sixteenth of the positions' sorted references, the
+//! TP/SL trigger orders' copy and what the sink buffers, rather than a copy
+//! of the state.
 
 use std::cell::Cell;
 use std::marker::PhantomData;
