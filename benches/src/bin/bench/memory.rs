@@ -701,8 +701,13 @@ fn render(
     if let Some(full) = full_book(scales).filter(|_| !behind.is_empty()) {
         let _ = writeln!(
             s,
-            "\nStarts with files behind the snapshot (scale {}, one start each, the same measures): the engine loads the snapshot (the only one written), then folds every block after it before serving live, taking its checkpoints on the way (every 10,000 blocks). The snapshot start above is the reference.\n",
-            full.scale
+            "\nStarts with files behind the snapshot (scale {}, one start each, the same measures): the engine loads the snapshot (the only one written), then folds every block after it before serving live, taking its checkpoints on the way (every 10,000 blocks). The snapshot start above is the reference.{}\n",
+            full.scale,
+            if behind.iter().any(|b| b.zstd_mb.is_some()) {
+                " Files stored as zstd: each hour compressed (`zstd -1`) as soon as the simulator finished it, its plain file removed, each source's newest hour left plain, as an archive keeps them and so that hours of mainnet-scale files fit this machine's disk; the server decodes each hour, when it reaches it, into a temporary file that it maps and lets go of as a node file."
+            } else {
+                ""
+            }
         );
         let _ = writeln!(
             s,
@@ -835,6 +840,9 @@ pub(crate) struct SummaryBehind {
     /// The node's files, MB.
     #[serde(deserialize_with = "benches::summary::or_nan")]
     pub(crate) node_mb: f64,
+    /// What they took on disk compressed, MB (`--behind-zstd`; `None`: plain).
+    #[serde(default)]
+    pub(crate) zstd_mb: Option<f64>,
     /// Settled `VmRSS` of the server, MB.
     #[serde(deserialize_with = "benches::summary::or_nan")]
     pub(crate) rss_settled_mb: f64,
@@ -869,6 +877,7 @@ fn summary(scales: &[AtScale], behind: &[Behind]) -> Summary {
                 blocks: b.blocks,
                 minutes: b.blocks as f64 * BLOCK_S / 60.0,
                 node_mb: b.node_mb,
+                zstd_mb: b.zstd_mb,
                 rss_settled_mb: mb(b.start.settled.rss_kib),
                 peak_mb: mb(b.start.settled.hwm_kib),
             })

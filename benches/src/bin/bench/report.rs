@@ -424,6 +424,8 @@ fn plan(quick: bool, l1gate: &str) -> Vec<Step> {
             "2",
             "--behind",
             "26640,106560",
+            "--behind-zstd",
+            "319680",
         ]
     };
     steps.push(Step::new(
