@@ -13,12 +13,6 @@ use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::ops::Deref;
 
-mod cloid;
-mod owner;
-
-pub use cloid::{CLOID_TEXT_LEN, Cloid, CloidForm};
-pub use owner::Owner;
-
 /// An owned string of up to `N` bytes inline (`N` ≤ 255), longer on the heap.
 #[derive(Clone)]
 pub struct Text<const N: usize>(Repr<N>);

@@ -6,18 +6,23 @@
 //! guesses what the matching engine did.
 //!
 //! One concept a file: `order` (a resting order, the diffs a book refuses),
-//! `slots` (the slot table the orders live in), `levels` (the level table),
+//! `owner` (an order's owner, one copy per account), `cloid` (its client
+//! order id, kept as bytes), `slots` (the slot table the orders live in), `levels` (the level table),
 //! `level` (a level borrowed, with its orders), `book` (one coin's book),
 //! `books` (every coin's).
 
 mod book;
 mod books;
+mod cloid;
 mod level;
 mod levels;
 mod order;
+mod owner;
 mod slots;
 
 pub use book::{L4Book, UserOrders};
 pub use books::{Books, MAX_HELD_USERS, MAX_WATCHED_USERS};
+pub use cloid::{CLOID_TEXT_LEN, Cloid, CloidForm};
 pub use level::{Level, LevelOrders};
 pub use order::{L4Error, RestingOrder, Terms};
+pub use owner::Owner;

@@ -55,7 +55,7 @@ use std::fmt;
 
 use rkyv::{Archive, Deserialize, Serialize};
 
-use crate::book::l4::{Books, L4Book, RestingOrder, Terms};
+use crate::book::l4::{Books, Cloid, CloidForm, L4Book, Owner, RestingOrder, Terms};
 use crate::book::prefetch_all;
 use crate::event::Side;
 use crate::fold::{CoinReset, Engine, EngineParts, UnknownIds};
@@ -66,7 +66,7 @@ use crate::market::trades::{CoinCounts, TradesView};
 use crate::market::{Market, MarketParts, Needs};
 use crate::num::{Decimal, MAX_SCALE};
 use crate::positions::Positions;
-use crate::text::{Address, Cloid, CloidForm, Owner, Short};
+use crate::text::{Address, Short};
 
 /// The archived state's format version. Any change to the types of this
 /// module (or to what they mean) must bump it: a checkpoint of another

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use serde::{Serialize, Serializer};
 
-use crate::book::l4::{MAX_HELD_USERS, RestingOrder, UserOrders};
+use crate::book::l4::{CLOID_TEXT_LEN, Cloid, MAX_HELD_USERS, RestingOrder, UserOrders};
 use crate::coin::on_dex;
 use crate::event::Side;
 use crate::market::{Market, Needs};
@@ -23,7 +23,7 @@ use crate::table::order::STATUS;
 use crate::table::{
     BLOCK, Cell, Column, Kind, RowSink, SEQUENCE, Table, block_cells, empty_frame_row,
 };
-use crate::text::{CLOID_TEXT_LEN, Cloid, Short};
+use crate::text::Short;
 use crate::views::numbering::{Numbering, Numbers};
 use crate::views::{
     MAX_REQUIRED_COINS, OnLag, Selection, Tabular, View, ViewError, ViewSettings, lowercased,

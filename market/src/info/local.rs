@@ -32,12 +32,13 @@ use std::sync::Arc;
 
 use axum::http::StatusCode;
 use bytes::Bytes;
+use engine::book::l4::Cloid;
 use engine::book::l4::{RestingOrder, UserOrders};
 use engine::event::Side;
 use engine::hub::Recv;
 use engine::market::candles::Interval;
 use engine::num::{Px, Sz};
-use engine::text::{Cloid, Short};
+use engine::text::Short;
 use engine::views::open_orders::newest_first;
 use serde::Serialize;
 use serde_json::{Map, Value, json};

@@ -6,9 +6,11 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
+use super::cloid::Cloid;
+use super::owner::Owner;
 use crate::event::{NodeOrder, OrderStatusEvent, Side};
 use crate::num::{Px, Sz};
-use crate::text::{Cloid, Owner, Short};
+use crate::text::Short;
 
 /// A raw book diff the book cannot apply; counted and reported by the fold,
 /// never fatal.

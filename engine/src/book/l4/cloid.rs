@@ -8,7 +8,7 @@
 
 use std::fmt;
 
-use super::{prefixed_hex_bytes, write_prefixed_hex};
+use crate::text::{prefixed_hex_bytes, write_prefixed_hex};
 
 /// A client order id, as the node wrote it.
 ///

@@ -28,7 +28,7 @@ use std::hash::{Hash, Hasher};
 use std::ops::Deref;
 use std::sync::Arc;
 
-use super::Address;
+use crate::text::Address;
 
 /// An order's owner address, as written by the node: a shared copy.
 ///
