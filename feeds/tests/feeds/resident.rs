@@ -87,26 +87,29 @@ fn read_all(feed: &Feed) -> Vec<Record> {
     }
 }
 
+/// Fills envelopes of blocks `block_from..` (`count` of them), about 1 KB
+/// each (padded with `pad`), as lines.
+fn fill_lines(block_from: u64, count: u64, pad: char) -> String {
+    let mut out = String::new();
+    for b in block_from..block_from + count {
+        let event = format!(
+            r#"["0xabc",{{"coin":"BTC","px":"1.0","sz":"1.0","tid":{b},"pad":"{}"}}]"#,
+            pad.to_string().repeat(900)
+        );
+        let ms = 1_767_225_600_000 + i64::try_from(b).unwrap();
+        out.push_str(&crate::common::envelope(b, ms, &event));
+        out.push('\n');
+    }
+    out
+}
+
 #[test]
 fn a_feed_releases_all_but_the_newest_files_tail() {
     let node = NodeDir::new();
     let old = node.hour_file("node_fills_by_block", 20_260_101, 9);
     let new = node.hour_file("node_fills_by_block", 20_260_101, 10);
-    let lines = |block_from: u64, count: u64| -> String {
-        let mut out = String::new();
-        for b in block_from..block_from + count {
-            let event = format!(
-                r#"["0xabc",{{"coin":"BTC","px":"1.0","sz":"1.0","tid":{b},"pad":"{}"}}]"#,
-                "x".repeat(900)
-            );
-            let ms = 1_767_225_600_000 + i64::try_from(b).unwrap();
-            out.push_str(&crate::common::envelope(b, ms, &event));
-            out.push('\n');
-        }
-        out
-    };
-    std::fs::write(&old, lines(1, 3000)).unwrap();
-    std::fs::write(&new, lines(3001, 3000)).unwrap();
+    std::fs::write(&old, fill_lines(1, 3000, 'x')).unwrap();
+    std::fs::write(&new, fill_lines(3001, 3000, 'x')).unwrap();
     let feed = Feed::open(node.path(), Source::Fills).unwrap();
     let first_pass = read_all(&feed);
     assert_eq!(first_pass.len(), 6000);
@@ -137,23 +140,10 @@ fn a_feed_releases_the_pages_of_a_compressed_hour_its_reader_is_in() {
     let node = NodeDir::new();
     let old = node.hour_file("node_fills_by_block", 20_260_101, 9);
     let new = node.hour_file("node_fills_by_block", 20_260_101, 10);
-    let lines = |block_from: u64, count: u64| -> String {
-        let mut out = String::new();
-        for b in block_from..block_from + count {
-            let event = format!(
-                r#"["0xabc",{{"coin":"BTC","px":"1.0","sz":"1.0","tid":{b},"pad":"{}"}}]"#,
-                "y".repeat(900)
-            );
-            let ms = 1_767_225_600_000 + i64::try_from(b).unwrap();
-            out.push_str(&crate::common::envelope(b, ms, &event));
-            out.push('\n');
-        }
-        out
-    };
     // The older hour as the archive keeps it: compressed only.
-    let packed = zstd::encode_all(lines(1, 3000).as_bytes(), 1).unwrap();
+    let packed = zstd::encode_all(fill_lines(1, 3000, 'y').as_bytes(), 1).unwrap();
     std::fs::write(old.with_extension("zst"), packed).unwrap();
-    std::fs::write(&new, lines(3001, 3000)).unwrap();
+    std::fs::write(&new, fill_lines(3001, 3000, 'y')).unwrap();
     let feed = Feed::open(node.path(), Source::Fills).unwrap();
     // A reader catching up, two thirds into the older hour: its records
     // are slices of the hour's decoding, less than the cursor's own
