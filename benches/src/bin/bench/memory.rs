@@ -28,8 +28,7 @@
 //! it serves live. The table sets their
 //! peak beside the snapshot start's. Each is then restarted on the state it left (the
 //! checkpoint it took when stopped) and measured the same way. `--behind-zstd` does the same over
-//! files compressed with zstd an hour at a time as the simulator finishes them (each source's
-//! newest hour stays plain): six hours of mainnet-scale files (≈ 86 GB plain) fit a small disk,
+//! files compressed with zstd an hour at a time as the simulator finishes them: six hours of mainnet-scale files (≈ 86 GB plain) fit a small disk,
 //! and the server decodes each hour into a temporary file that it maps like a node file. `--keep` leaves each catch-up's
 //! node and state directories in place (their path printed), to start a server over them again.
 //!
@@ -263,8 +262,8 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
 }
 
 /// A node directory in a temporary directory of its own: the simulator's starting snapshot at
-/// `scale` and `blocks` blocks after it; with `zstd`, every hour file but each source's newest
-/// compressed as soon as the simulator has finished it.
+/// `scale` and `blocks` blocks after it; with `zstd`, every hour file compressed as soon as the
+/// simulator has finished it.
 fn node_of(
     args: &Args,
     scale: f64,
@@ -299,7 +298,7 @@ fn node_of(
     let mut failed = None;
     let summary = fixtures::generate(&cfg, &data, &run, &mut |_| {
         if failed.is_none()
-            && let Err(error) = compressed.finished_hours(&data)
+            && let Err(error) = compressed.hours(&data, true)
         {
             failed = Some(error);
         }
@@ -307,26 +306,28 @@ fn node_of(
     if let Some(error) = failed {
         return Err(error);
     }
-    compressed.finished_hours(&data)?;
-    compressed.plain += plain_bytes(&data)?;
+    compressed.hours(&data, false)?;
     Ok((work, data, summary, Some(compressed)))
 }
 
 /// The bytes of a node directory whose finished hour files are compressed.
 #[derive(Debug, Default)]
 struct Compressed {
-    /// Before compression, and the plain files left (each source's newest hour).
+    /// Before compression.
     plain: u64,
     /// The compressed files.
     zstd: u64,
 }
 
 impl Compressed {
-    /// Compresses every plain hour file under `data` but each source's newest (the one the
-    /// simulator may still write), into `H.zst` beside it, and removes the plain file.
-    fn finished_hours(&mut self, data: &Path) -> anyhow::Result<()> {
+    /// Compresses every plain hour file under `data` (but each source's newest, the one the
+    /// simulator may still write, when `finished_only`) into `H.zst` beside it, and removes the
+    /// plain file.
+    fn hours(&mut self, data: &Path, finished_only: bool) -> anyhow::Result<()> {
         for mut hours in plain_hours(data)? {
-            hours.pop();
+            if finished_only {
+                hours.pop();
+            }
             for (_, path) in hours {
                 let zst = path.with_extension("zst");
                 let mut plain = std::fs::File::open(&path)?;
@@ -340,17 +341,6 @@ impl Compressed {
         }
         Ok(())
     }
-}
-
-/// Bytes of the plain hour files under `data`.
-fn plain_bytes(data: &Path) -> anyhow::Result<u64> {
-    let mut bytes = 0;
-    for hours in plain_hours(data)? {
-        for (_, path) in hours {
-            bytes += std::fs::metadata(&path)?.len();
-        }
-    }
-    Ok(bytes)
 }
 
 /// One source directory's plain hour files (`hourly/YYYYMMDD/H`) by (date, hour).
@@ -704,7 +694,7 @@ fn render(
             "\nStarts with files behind the snapshot (scale {}, one start each, the same measures): the engine loads the snapshot (the only one written), then folds every block after it before serving live, taking its checkpoints on the way (every 10,000 blocks). The snapshot start above is the reference.{}\n",
             full.scale,
             if behind.iter().any(|b| b.zstd_mb.is_some()) {
-                " Files stored as zstd: each hour compressed (`zstd -1`) as soon as the simulator finished it, its plain file removed, each source's newest hour left plain, as an archive keeps them and so that hours of mainnet-scale files fit this machine's disk; the server decodes each hour, when it reaches it, into a temporary file that it maps and lets go of as a node file."
+                " Files stored as zstd: each hour compressed (`zstd -1`) as soon as the simulator finished it and its plain file removed, as an archive keeps them and so that hours of mainnet-scale files fit this machine's disk; the server decodes each hour, when it reaches it, into a temporary file that it maps and lets go of as a node file."
             } else {
                 ""
             }
@@ -716,10 +706,9 @@ fn render(
         let _ = writeln!(s, "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|");
         for b in behind {
             let peak = mb(b.start.settled.hwm_kib);
-            let stored = b.zstd_mb.map_or_else(
-                || "plain".to_owned(),
-                |zstd| format!("zstd, {zstd:.0} MB (the newest hour plain)"),
-            );
+            let stored = b
+                .zstd_mb
+                .map_or_else(|| "plain".to_owned(), |zstd| format!("zstd, {zstd:.0} MB"));
             let _ = writeln!(
                 s,
                 "| {} | {:.0} min | {:.0} | {stored} | {} | {:.3} | {:.0} | {:.0} | {peak:.0} | {:.2}× |",
