@@ -376,13 +376,7 @@ pub fn run(
         } else if damage.is_some() {
             at_end = true;
         }
-        loop {
-            let block = if at_end {
-                source.finish()
-            } else {
-                source.pop(0)
-            };
-            let Some(block) = block else { break };
+        while let Some(block) = source.next_block(at_end) {
             run.fold(&block, &mut market)?;
             // The pages read are let go of as the replay goes.
             source.release_behind();

@@ -355,6 +355,14 @@ impl BlockSource {
         self.aligner.finish()
     }
 
+    /// The next block for a reader that reads without a clock (a replay,
+    /// an import): at the end of its input (`at_end`) any pending one
+    /// ([`BlockSource::finish`]), else the next complete one
+    /// ([`BlockSource::pop`], no grace).
+    pub fn next_block(&mut self, at_end: bool) -> Option<Block> {
+        if at_end { self.finish() } else { self.pop(0) }
+    }
+
     /// Looks for new data in every feed: the growth of the newest files
     /// only ([`Feed::refresh_grown`], what a write notification calls for),
     /// or, with `relist`, the directories listed again for new files and

@@ -84,11 +84,7 @@ fn feeds_of(dir: &Path) -> Vec<Feed> {
 fn each_block(source: &mut BlockSource, mut each: impl FnMut(&engine::block::Block)) {
     loop {
         let at_end = source.read(0).unwrap() == 0;
-        while let Some(block) = if at_end {
-            source.finish()
-        } else {
-            source.pop(0)
-        } {
+        while let Some(block) = source.next_block(at_end) {
             each(&block);
         }
         if at_end {
@@ -1025,11 +1021,7 @@ fn the_checkpointer_writes_every_n_blocks_keeps_the_newest_and_leaves_no_tempora
     let mut written = Vec::new();
     loop {
         let at_end = source.read(0).unwrap() == 0;
-        while let Some(block) = if at_end {
-            source.finish()
-        } else {
-            source.pop(0)
-        } {
+        while let Some(block) = source.next_block(at_end) {
             market.apply(&block);
             let progress = checkpointer.after_block(&market, 0);
             if let Some(done) = progress.finished {

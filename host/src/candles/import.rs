@@ -468,13 +468,7 @@ fn read_blocks(mut source: BlockSource, out: &Sender<Read>) -> Result<(), Import
         // one waits in the aligner for the next line), so that the gap
         // runs from the last sound block to the next file's first.
         let drain = read == 0 || !damage.is_empty();
-        loop {
-            let block = if drain {
-                source.finish()
-            } else {
-                source.pop(0)
-            };
-            let Some(block) = block else { break };
+        while let Some(block) = source.next_block(drain) {
             batch.push(block);
             let bytes = source.bytes();
             if batch.len() == READ_BATCH || bytes.saturating_sub(batch_from) >= READ_BATCH_BYTES {

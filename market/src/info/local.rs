@@ -32,8 +32,7 @@ use std::sync::Arc;
 
 use axum::http::StatusCode;
 use bytes::Bytes;
-use engine::book::l4::Cloid;
-use engine::book::l4::{RestingOrder, UserOrders};
+use engine::book::l4::{Cloid, RestingOrder, UserOrders};
 use engine::event::Side;
 use engine::hub::Recv;
 use engine::market::candles::Interval;

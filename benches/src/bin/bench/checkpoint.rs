@@ -224,11 +224,7 @@ fn simulated(args: &Args, data: &Path) -> anyhow::Result<(Market, PathBuf, Strin
     let mut source = BlockSource::new(feeds, SourceOptions::from_block(start))?;
     loop {
         let at_end = source.read(0)? == 0;
-        while let Some(block) = if at_end {
-            source.finish()
-        } else {
-            source.pop(0)
-        } {
+        while let Some(block) = source.next_block(at_end) {
             market.apply(&block);
         }
         if at_end {
