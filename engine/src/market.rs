@@ -38,6 +38,7 @@ pub mod raw;
 pub mod statuses;
 pub mod tpsl;
 pub mod trades;
+mod triggers;
 
 use std::collections::{BTreeMap, BTreeSet};
 

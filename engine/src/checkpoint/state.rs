@@ -478,6 +478,11 @@ pub fn capture(market: &Market) -> CheckpointState {
         .map(|(coin, book)| capture_book(coin, book, &mut texts))
         .collect();
     let mut rest = capture_rest(market);
+    rest.tpsl.orders = market
+        .tpsl()
+        .orders()
+        .map(|order| trigger_state(order.order()))
+        .collect();
     rest.tpsl.positions = capture_positions(market.tpsl());
     CheckpointState {
         texts: texts.into_strings(),
@@ -486,8 +491,8 @@ pub fn capture(market: &Market) -> CheckpointState {
     }
 }
 
-/// What [`capture`] copies but the books, the texts and the TP/SL
-/// positions (left empty: a streamed checkpoint archives them from the
+/// What [`capture`] copies but the books, the texts and the TP/SL orders
+/// and positions (left empty: a streamed checkpoint archives them from the
 /// live state, see `stream`).
 pub(super) fn capture_rest(market: &Market) -> CheckpointState {
     let fold = market.fold();
@@ -526,7 +531,7 @@ pub(super) fn capture_rest(market: &Market) -> CheckpointState {
         universe: market.universe().iter().cloned().collect(),
         trades: capture_trades(market.trades()),
         fills: position_state(market.fills().position()),
-        tpsl: capture_tpsl_orders(market.tpsl()),
+        tpsl: capture_tpsl_rest(market.tpsl()),
         candles: capture_candles(market.candles()),
     }
 }
@@ -802,32 +807,34 @@ fn capture_positions(tpsl: &TpslView) -> Vec<PositionEntryState> {
         .collect()
 }
 
-/// TP/SL's state but its positions (left empty).
-fn capture_tpsl_orders(tpsl: &TpslView) -> TpslState {
+/// TP/SL's state but its orders and positions (left empty).
+fn capture_tpsl_rest(tpsl: &TpslView) -> TpslState {
     TpslState {
         position: position_state(tpsl.position()),
         max_oid: tpsl.max_oid(),
-        orders: tpsl
-            .orders()
-            .map(|order| TriggerOrderState {
-                coin: order.coin.clone(),
-                user: order.user.clone(),
-                oid: order.oid,
-                bid: order.side == Side::Bid,
-                trigger_px: order.trigger_px.into(),
-                limit_px: order.limit_px.into(),
-                orig_sz: order.orig_sz.into(),
-                trigger_condition: order.trigger_condition.clone(),
-                order_type: order.order_type.clone(),
-                is_position_tpsl: order.is_position_tpsl,
-                reduce_only: order.reduce_only,
-                timestamp: order.timestamp,
-                cloid: order.cloid.clone(),
-                sz: order.sz.into(),
-            })
-            .collect(),
+        orders: Vec::new(),
         positions: Vec::new(),
         position_mismatches: tpsl.positions().mismatches(),
+    }
+}
+
+/// A tracked trigger order as archived.
+pub(super) fn trigger_state(order: TriggerOrder) -> TriggerOrderState {
+    TriggerOrderState {
+        coin: order.coin,
+        user: order.user,
+        oid: order.oid,
+        bid: order.side == Side::Bid,
+        trigger_px: order.trigger_px.into(),
+        limit_px: order.limit_px.into(),
+        orig_sz: order.orig_sz.into(),
+        trigger_condition: order.trigger_condition,
+        order_type: order.order_type,
+        is_position_tpsl: order.is_position_tpsl,
+        reduce_only: order.reduce_only,
+        timestamp: order.timestamp,
+        cloid: order.cloid,
+        sz: order.sz.into(),
     }
 }
 
@@ -1152,35 +1159,38 @@ fn restore_trades(state: &ArchivedTradesState) -> Result<TradesView, Damage> {
     ))
 }
 
-/// TP/SL's state. Positions are many (hundreds of thousands on mainnet):
-/// their table is made at its final size at once, and the pages of the
-/// entries restored are let go of as the restore goes on (`read_below`).
+/// TP/SL's state. Trigger orders are put in the tracker's table one at a
+/// time, not gathered first. Positions are many (hundreds of thousands on
+/// mainnet): their table is made at its final size at once, and the pages
+/// of the entries restored are let go of as the restore goes on
+/// (`read_below`; the orders are archived before them).
 fn restore_tpsl(
     state: &ArchivedTpslState,
     read_below: &mut dyn FnMut(*const u8),
 ) -> Result<TpslView, Damage> {
-    let orders = state
-        .orders
-        .iter()
-        .map(|order| {
-            Ok(TriggerOrder {
-                coin: order.coin.as_str().to_owned(),
-                user: order.user.as_str().to_owned(),
-                oid: order.oid.to_native(),
-                side: if order.bid { Side::Bid } else { Side::Ask },
-                trigger_px: archived_decimal(&order.trigger_px)?,
-                limit_px: archived_decimal(&order.limit_px)?,
-                orig_sz: archived_decimal(&order.orig_sz)?,
-                trigger_condition: order.trigger_condition.as_str().to_owned(),
-                order_type: order.order_type.as_str().to_owned(),
-                is_position_tpsl: order.is_position_tpsl,
-                reduce_only: order.reduce_only,
-                timestamp: order.timestamp.to_native(),
-                cloid: order.cloid.as_ref().map(|cloid| cloid.as_str().to_owned()),
-                sz: archived_decimal(&order.sz)?,
-            })
-        })
-        .collect::<Result<Vec<_>, Damage>>()?;
+    let mut view = TpslView::restoring(
+        state.max_oid.to_native(),
+        state.position.block_number.to_native(),
+        state.position.time.to_native(),
+    );
+    for order in state.orders.iter() {
+        view.restore(&TriggerOrder {
+            coin: order.coin.as_str().to_owned(),
+            user: order.user.as_str().to_owned(),
+            oid: order.oid.to_native(),
+            side: if order.bid { Side::Bid } else { Side::Ask },
+            trigger_px: archived_decimal(&order.trigger_px)?,
+            limit_px: archived_decimal(&order.limit_px)?,
+            orig_sz: archived_decimal(&order.orig_sz)?,
+            trigger_condition: order.trigger_condition.as_str().to_owned(),
+            order_type: order.order_type.as_str().to_owned(),
+            is_position_tpsl: order.is_position_tpsl,
+            reduce_only: order.reduce_only,
+            timestamp: order.timestamp.to_native(),
+            cloid: order.cloid.as_ref().map(|cloid| cloid.as_str().to_owned()),
+            sz: archived_decimal(&order.sz)?,
+        });
+    }
     let mut positions = Positions::restoring(
         counter(state.position_mismatches.to_native(), "position mismatches")?,
         state.positions.len(),
@@ -1197,13 +1207,7 @@ fn restore_tpsl(
         }
     }
     read_below(state.positions.as_slice().as_ptr_range().end.cast());
-    Ok(TpslView::restored(
-        orders,
-        state.max_oid.to_native(),
-        positions,
-        state.position.block_number.to_native(),
-        state.position.time.to_native(),
-    ))
+    Ok(view.with_positions(positions))
 }
 
 fn restore_candles(state: &ArchivedCandlesState) -> Result<CandlesView, Damage> {

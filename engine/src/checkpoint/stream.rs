@@ -19,9 +19,12 @@
 //! references into the live table sorted a sixteenth at a time as the
 //! archive reaches them, rather than a copy of their texts.
 //!
+//! The TP/SL trigger orders are archived from the tracker's table too,
+//! each written out as the archive reaches it.
+//!
 //! What is held meanwhile: a deep book's levels and a part of its orders,
-//! the text table, a sixteenth of the positions' sorted references, the
-//! TP/SL trigger orders' copy and what the sink buffers, rather than a copy
+//! the text table, a sixteenth of the positions' sorted references, one
+//! trigger order written out and what the sink buffers, rather than a copy
 //! of the state.
 
 use std::cell::Cell;
@@ -41,10 +44,12 @@ use rkyv::{Archive, Place, Serialize, SerializeUnsized};
 
 use super::state::{
     ArchivedBookState, ArchivedCheckpointState, ArchivedPositionEntryState, ArchivedTpslState,
-    CandlesState, CheckpointState, DecimalState, LevelState, OrderState, PositionState, ResetState,
-    TextTable, TradesState, TriggerOrderState, UnknownIdsState, capture_levels_into, capture_rest,
+    ArchivedTriggerOrderState, CandlesState, CheckpointState, DecimalState, LevelState, OrderState,
+    PositionState, ResetState, TextTable, TradesState, TriggerOrderState, UnknownIdsState,
+    capture_levels_into, capture_rest, trigger_state,
 };
 use crate::market::Market;
+use crate::market::tpsl::TpslView;
 use crate::positions::{Sorted, User};
 
 /// What a streamed archive holds, for its file's header and the report.
@@ -148,7 +153,7 @@ fn serialize<W: std::io::Write>(
     let tpsl = TpslShell {
         position: tpsl.position,
         max_oid: tpsl.max_oid,
-        orders: tpsl.orders,
+        orders: TriggerList(market.tpsl()),
         positions: PositionList(market.tpsl().positions().sorted()),
         position_mismatches: tpsl.position_mismatches,
     };
@@ -355,7 +360,8 @@ where
 struct TpslShell<'m> {
     position: PositionState,
     max_oid: u64,
-    orders: Vec<TriggerOrderState>,
+    #[rkyv(omit_bounds)]
+    orders: TriggerList<'m>,
     #[rkyv(omit_bounds)]
     positions: PositionList<'m>,
     position_mismatches: u64,
@@ -392,6 +398,36 @@ where
 {
     fn serialize(&self, serializer: &mut S) -> Result<VecResolver, S::Error> {
         ArchivedVec::serialize_from_iter::<PositionShell<'_>, _, _>(self.shells(), serializer)
+    }
+}
+
+/// The tracked trigger orders in the archive's order, from the live table:
+/// archived as the `Vec` of entries they were, each entry written out as it
+/// is archived (never a list of them all).
+struct TriggerList<'m>(&'m TpslView);
+
+impl TriggerList<'_> {
+    fn entries(&self) -> impl ExactSizeIterator<Item = TriggerOrderState> + Clone + '_ {
+        self.0.orders().map(|order| trigger_state(order.order()))
+    }
+}
+
+impl Archive for TriggerList<'_> {
+    type Archived = ArchivedVec<ArchivedTriggerOrderState>;
+    type Resolver = VecResolver;
+
+    fn resolve(&self, resolver: VecResolver, out: Place<Self::Archived>) {
+        ArchivedVec::resolve_from_len(self.0.orders().len(), resolver, out);
+    }
+}
+
+impl<S> Serialize<S> for TriggerList<'_>
+where
+    S: Fallible + Allocator + Writer + ?Sized,
+    S::Error: rancor::Source,
+{
+    fn serialize(&self, serializer: &mut S) -> Result<VecResolver, S::Error> {
+        ArchivedVec::serialize_from_iter::<TriggerOrderState, _, _>(self.entries(), serializer)
     }
 }
 

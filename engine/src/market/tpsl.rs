@@ -43,7 +43,7 @@
 //! tracked order as an ADD, `sequence` 1; each later frame (one per block
 //! with a matching diff) adds 1. Users match case-insensitively.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use serde::Serialize;
 
@@ -52,6 +52,9 @@ use crate::coin::is_perp;
 use crate::event::{FillEvent, OrderStatusEvent, Side};
 use crate::num::{Px, Sz};
 use crate::positions::{PositionIssue, Positions};
+
+pub use super::triggers::TriggerRef;
+use super::triggers::Triggers;
 
 /// `TpslDiffType`, serialised by its protobuf name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -121,34 +124,25 @@ impl TriggerOrder {
         }
     }
 
-    /// Same fields, including how the size prints.
-    fn same_print(&self, other: &TriggerOrder) -> bool {
-        self == other
-            && self.trigger_px.to_string() == other.trigger_px.to_string()
-            && self.limit_px.to_string() == other.limit_px.to_string()
-            && self.orig_sz.to_string() == other.orig_sz.to_string()
-            && self.sz.to_string() == other.sz.to_string()
-    }
-
     /// This order as a diff of `diff_type` (with `reason` on a REMOVE).
-    pub fn diff(&self, diff_type: TpslDiffType, reason: Option<&str>) -> TpslOrderDiff {
+    pub fn into_diff(self, diff_type: TpslDiffType, reason: Option<&str>) -> TpslOrderDiff {
         TpslOrderDiff {
             diff_type,
             oid: self.oid,
-            coin: self.coin.clone(),
-            user: self.user.clone(),
+            coin: self.coin,
+            user: self.user,
             side: self.side,
             trigger_px: self.trigger_px,
             limit_px: self.limit_px,
             sz: self.sz,
-            trigger_condition: self.trigger_condition.clone(),
-            order_type: self.order_type.clone(),
+            trigger_condition: self.trigger_condition,
+            order_type: self.order_type,
             is_position_tpsl: self.is_position_tpsl,
             reduce_only: self.reduce_only,
             timestamp: self.timestamp,
             reason: reason.map(str::to_owned),
             orig_sz: self.orig_sz,
-            cloid: self.cloid.clone(),
+            cloid: self.cloid,
         }
     }
 }
@@ -192,14 +186,12 @@ pub struct TpslOrderDiff {
     pub cloid: Option<String>,
 }
 
-/// (coin, lowercased user, oid).
-type OrderKey = (String, String, u64);
-
 /// Shared state: tracked trigger orders, positions, and the last block's
 /// diffs.
 #[derive(Debug, Clone, Default)]
 pub struct TpslView {
-    orders: BTreeMap<OrderKey, TriggerOrder>,
+    /// By (coin, lowercased user, oid).
+    orders: Triggers,
     /// How many tracked orders carry each oid: most statuses (rejections,
     /// plain orders) are about no tracked order and are passed over without
     /// building a key.
@@ -235,35 +227,31 @@ impl TpslView {
         Self::default()
     }
 
-    /// A tracker as a checkpoint left it: its tracked orders, the highest
-    /// oid it ever tracked, the positions and its position (the last
-    /// block's diffs and issues are not carried: the next block replaces
-    /// them, and a subscription opens on the tracked orders).
-    pub(crate) fn restored(
-        orders: Vec<TriggerOrder>,
-        max_oid: u64,
-        positions: Positions,
-        block_number: u64,
-        time: i64,
-    ) -> Self {
-        let mut view = Self {
+    /// A tracker as a checkpoint left it, before its orders are put back
+    /// ([`TpslView::restore`]) and its positions ([`TpslView::with_positions`]):
+    /// the highest oid it ever tracked and its position (the last block's
+    /// diffs and issues are not carried: the next block replaces them, and
+    /// a subscription opens on the tracked orders).
+    pub(crate) fn restoring(max_oid: u64, block_number: u64, time: i64) -> Self {
+        Self {
             max_oid,
-            positions,
             block_number,
             time,
             ..Self::default()
-        };
-        for order in orders {
-            *view.oids.entry(order.oid).or_default() += 1;
-            view.max_oid = view.max_oid.max(order.oid);
-            let key = (
-                order.coin.clone(),
-                order.user.to_ascii_lowercase(),
-                order.oid,
-            );
-            view.orders.insert(key, order);
         }
-        view
+    }
+
+    /// The tracker with the positions of its checkpoint.
+    pub(crate) fn with_positions(self, positions: Positions) -> Self {
+        Self { positions, ..self }
+    }
+
+    /// One tracked order of a checkpoint.
+    pub(crate) fn restore(&mut self, order: &TriggerOrder) {
+        if !self.orders.insert(order) {
+            *self.oids.entry(order.oid).or_default() += 1;
+        }
+        self.max_oid = self.max_oid.max(order.oid);
     }
 
     /// The highest oid ever tracked.
@@ -307,22 +295,17 @@ impl TpslView {
             self.apply_status(status);
         }
         for change in changes {
-            let from = (change.coin.clone(), change.user.clone(), 0);
-            let to = (change.coin, change.user, u64::MAX);
-            for order in self.orders.range_mut(from..=to).map(|(_, order)| order) {
-                if !order.is_position_tpsl {
-                    continue;
-                }
-                let sz = resolved_sz(
-                    &self.positions,
-                    &order.user,
-                    &order.coin,
-                    order.orig_sz,
-                    true,
-                );
-                if sz.to_string() != order.sz.to_string() {
-                    order.sz = sz;
-                    self.diffs.push(order.diff(TpslDiffType::Update, None));
+            // The position is the change's: every order of this (user, coin)
+            // resolves to the same size.
+            let sz = change.position.abs().canonical();
+            for (oid, order) in self.orders.of_user_mut(&change.coin, &change.user) {
+                if order.is_position_tpsl() && !order.prints_sz(sz) {
+                    order.set_sz(sz);
+                    self.diffs.push(
+                        order
+                            .order(&change.coin, oid)
+                            .into_diff(TpslDiffType::Update, None),
+                    );
                 }
             }
         }
@@ -337,11 +320,6 @@ impl TpslView {
         if !opens && !self.oids.contains_key(&order.oid) {
             return;
         }
-        let key = (
-            order.coin.to_owned(),
-            status.user.to_ascii_lowercase(),
-            order.oid,
-        );
         if opens {
             let sz = resolved_sz(
                 &self.positions,
@@ -351,20 +329,21 @@ impl TpslView {
                 order.is_position_tpsl,
             );
             let tracked = TriggerOrder::of(status, sz);
-            match self.orders.get(&key) {
-                Some(existing) if existing.same_print(&tracked) => {}
-                Some(_) => {
-                    self.diffs.push(tracked.diff(TpslDiffType::Update, None));
-                    self.orders.insert(key, tracked);
-                }
-                None => {
-                    self.diffs.push(tracked.diff(TpslDiffType::Add, None));
-                    self.orders.insert(key, tracked);
-                    *self.oids.entry(order.oid).or_default() += 1;
-                    self.max_oid = self.max_oid.max(order.oid);
-                }
+            if self.orders.holds(&tracked) {
+                return;
             }
-        } else if let Some(removed) = self.orders.remove(&key) {
+            let diff_type = if self.orders.insert(&tracked) {
+                TpslDiffType::Update
+            } else {
+                *self.oids.entry(order.oid).or_default() += 1;
+                self.max_oid = self.max_oid.max(order.oid);
+                TpslDiffType::Add
+            };
+            self.diffs.push(tracked.into_diff(diff_type, None));
+        } else if let Some(removed) =
+            self.orders
+                .remove(order.coin, &status.user.to_ascii_lowercase(), order.oid)
+        {
             if let Some(count) = self.oids.get_mut(&order.oid) {
                 *count -= 1;
                 if *count == 0 {
@@ -372,7 +351,7 @@ impl TpslView {
                 }
             }
             self.diffs
-                .push(removed.diff(TpslDiffType::Remove, Some(status.status)));
+                .push(removed.into_diff(TpslDiffType::Remove, Some(status.status)));
         }
     }
 
@@ -382,14 +361,15 @@ impl TpslView {
     }
 
     /// Tracked orders by (coin, lowercased user, oid).
-    pub fn orders(&self) -> impl Iterator<Item = &TriggerOrder> {
-        self.orders.values()
+    pub fn orders(&self) -> impl ExactSizeIterator<Item = TriggerRef<'_>> + Clone {
+        self.orders.iter()
     }
 
-    /// The tracked order `oid` of `user` in `coin`.
-    pub fn order(&self, coin: &str, user: &str, oid: u64) -> Option<&TriggerOrder> {
+    /// The tracked order `oid` of `user` (any case) in `coin`.
+    pub fn order(&self, coin: &str, user: &str, oid: u64) -> Option<TriggerOrder> {
         self.orders
-            .get(&(coin.to_owned(), user.to_ascii_lowercase(), oid))
+            .get(coin, &user.to_ascii_lowercase(), oid)
+            .map(|order| order.order())
     }
 
     /// The positions tracked from fills.

@@ -113,7 +113,7 @@ impl View for TpslSubscription {
         let view = market.tpsl();
         let diffs = view
             .orders()
-            .filter(|order| subscription.matches(&order.coin, &order.user))
+            .filter(|order| subscription.matches(order.coin(), order.user()))
             .map(|order| order.diff(TpslDiffType::Add, None))
             .collect();
         let at = market.position();

@@ -339,7 +339,13 @@ fn a_restored_market_captures_to_the_same_state_and_bytes(#[case] data: Data) {
     assert_eq!(loaded.market.universe(), original.universe());
     assert_eq!(loaded.market.unknown_ids(), original.unknown_ids());
     assert_eq!(loaded.market.trades().counts(), original.trades().counts());
-    let orders = |market: &Market| market.tpsl().orders().cloned().collect::<Vec<_>>();
+    let orders = |market: &Market| {
+        market
+            .tpsl()
+            .orders()
+            .map(|o| o.order())
+            .collect::<Vec<_>>()
+    };
     assert_eq!(orders(&loaded.market), orders(&original));
     let live = |market: &Market| market.candles().live_candles().cloned().collect::<Vec<_>>();
     assert_eq!(live(&loaded.market), live(&original));
@@ -1227,6 +1233,12 @@ fn a_checkpoint_taken_book_by_book_archives_the_captured_state(#[case] data: Dat
             captured.tpsl.positions.len() > 100,
             "{}",
             captured.tpsl.positions.len()
+        );
+        // Trigger orders, archived from the tracker's table likewise.
+        assert!(
+            captured.tpsl.orders.len() > 10,
+            "{}",
+            captured.tpsl.orders.len()
         );
     }
     let finished = checkpointer.finish().expect("written").unwrap();

@@ -119,7 +119,7 @@ fn real_trigger_orders_are_added_and_removed_with_the_status_as_reason() {
     assert_eq!(sequences, [1, 2, 3, 4, 5]);
     assert!(frames[0].snapshot && frames[0].diffs.is_empty());
     assert!(frames[1..].iter().all(|f| !f.snapshot));
-    let left: Vec<u64> = view.tpsl().orders().map(|o| o.oid).collect();
+    let left: Vec<u64> = view.tpsl().orders().map(|o| o.oid()).collect();
     assert_eq!(left, [POSITION_TPSL_OID, 405_401_008_974]);
 }
 
@@ -338,7 +338,7 @@ fn spot_and_outcome_trigger_orders_are_not_tracked() {
     }
     let mut view = TpslView::new();
     view.apply(&constructed_block(1, &statuses, &[]).decode());
-    let coins: Vec<&str> = view.orders().map(|o| o.coin.as_str()).collect();
+    let coins: Vec<&str> = view.orders().map(|o| o.coin()).collect();
     assert_eq!(coins, ["xyz:NVDA"]);
 }
 

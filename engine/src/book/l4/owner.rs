@@ -57,6 +57,12 @@ impl Owner {
         OWNERS.with_borrow_mut(|table| table.owner(user))
     }
 
+    /// A copy of its own of `user`, not from (nor added to) the table: to
+    /// look up owners of a map without adding every account looked up.
+    pub(crate) fn unshared(user: &str) -> Self {
+        Owner(Arc::new(Address::new(user)))
+    }
+
     /// The address.
     pub fn as_str(&self) -> &str {
         self.0.as_str()

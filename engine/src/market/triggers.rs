@@ -1,0 +1,483 @@
+//! The TP/SL tracker's table of trigger orders, kept compact.
+//!
+//! Trigger orders pile up: they rest until their price is reached, often
+//! for days, and a market's stops sit far from its price. After six hours
+//! of mainnet-scale activity the tracker holds tens of thousands of them.
+//! Kept as the texts the node wrote (coin, owner, condition, order type and
+//! client order id each an owned string, and the coin and owner again in
+//! the key), one took ~640 bytes with its share of the map; here it takes
+//! about a sixth of that:
+//!
+//! - the coin is the key of a map per coin, written once per coin;
+//! - the owner is an [`Owner`], one shared copy per account;
+//! - the four decimals are kept as their parts (36 bytes, not 64);
+//! - the order type and the trigger condition, in the form the node writes
+//!   them (one of four order types; `Price above` or `Price below` and the
+//!   trigger price without trailing zeros), are two small numbers; any
+//!   other wording is kept as written;
+//! - the client order id is a [`Cloid`].
+//!
+//! Every field reads back exactly as written: [`TriggerRef::order`] gives
+//! the same [`TriggerOrder`] that was put in.
+
+use std::collections::BTreeMap;
+use std::collections::btree_map;
+
+use crate::book::l4::{Cloid, Owner};
+use crate::event::Side;
+use crate::num::Decimal;
+use crate::text::Short;
+
+use super::tpsl::{TpslDiffType, TpslOrderDiff, TriggerOrder};
+
+/// The order types the node writes for trigger orders, by number.
+const ORDER_TYPES: [&str; 4] = [
+    "Stop Market",
+    "Stop Limit",
+    "Take Profit Market",
+    "Take Profit Limit",
+];
+
+/// Flag bits of [`Kept::flags`].
+const BID: u8 = 1;
+const POSITION_TPSL: u8 = 2;
+const REDUCE_ONLY: u8 = 4;
+
+/// Where the decimals sit in [`Kept::units`] and [`Kept::scales`].
+const TRIGGER_PX: usize = 0;
+const LIMIT_PX: usize = 1;
+const ORIG_SZ: usize = 2;
+const SZ: usize = 3;
+
+/// The tracked trigger orders by (coin, lowercased owner, oid).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Triggers {
+    coins: BTreeMap<Short, BTreeMap<Key, Kept>>,
+    len: usize,
+}
+
+/// A coin's orders are ordered by owner (lowercased), then oid.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Key {
+    user: Owner,
+    oid: u64,
+}
+
+impl Key {
+    /// The key of `oid` of a lowercased owner, for a lookup: a copy of the
+    /// address of its own, so that looking up an account no order holds
+    /// adds nothing to the owners' table.
+    fn probe(lowercased_user: &str, oid: u64) -> Self {
+        Self {
+            user: Owner::unshared(lowercased_user),
+            oid,
+        }
+    }
+}
+
+/// One trigger order as kept (its coin and oid are its keys).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Kept {
+    /// The owner as the node wrote it.
+    user: Owner,
+    timestamp: i64,
+    /// Trigger price, limit price, own size and published size: units ...
+    units: [i64; 4],
+    /// ... and scales.
+    scales: [u8; 4],
+    flags: u8,
+    wording: Wording,
+    cloid: Option<Cloid>,
+}
+
+/// An order's type and trigger condition. One form per pair of texts (for
+/// a given trigger price), so that equal orders are equal here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Wording {
+    /// `ORDER_TYPES[order_type]`, and `Price above` (or `below`) and the
+    /// trigger price without trailing zeros.
+    Usual { order_type: u8, above: bool },
+    /// Written otherwise: the order type and the condition.
+    Written(Box<[Box<str>; 2]>),
+}
+
+/// The trigger price as the node writes it in a condition: without
+/// trailing zeros (`76717.0` is `76717`, `6153.50` is `6153.5`).
+fn condition_px(px: Decimal) -> String {
+    let mut text = px.to_string();
+    if text.contains('.') {
+        let kept = text.trim_end_matches('0').trim_end_matches('.').len();
+        text.truncate(kept);
+    }
+    text
+}
+
+/// The words before the price in a usual condition.
+fn condition_words(above: bool) -> &'static str {
+    if above {
+        "Price above "
+    } else {
+        "Price below "
+    }
+}
+
+impl Wording {
+    fn of(order_type: &str, condition: &str, trigger_px: Decimal) -> Self {
+        let usual = ORDER_TYPES
+            .iter()
+            .position(|known| *known == order_type)
+            .and_then(|at| {
+                let above = condition.starts_with(condition_words(true));
+                let px = condition.strip_prefix(condition_words(above))?;
+                (px == condition_px(trigger_px)).then_some((at, above))
+            });
+        match usual {
+            // Four order types: the number fits.
+            Some((at, above)) => Self::Usual {
+                order_type: at as u8,
+                above,
+            },
+            None => Self::Written(Box::new([order_type.into(), condition.into()])),
+        }
+    }
+
+    /// The order type and the condition.
+    fn texts(&self, trigger_px: Decimal) -> (String, String) {
+        match self {
+            Self::Usual { order_type, above } => (
+                ORDER_TYPES[usize::from(*order_type)].to_owned(),
+                format!("{}{}", condition_words(*above), condition_px(trigger_px)),
+            ),
+            Self::Written(texts) => (texts[0].to_string(), texts[1].to_string()),
+        }
+    }
+}
+
+impl Kept {
+    fn of(order: &TriggerOrder) -> Self {
+        let decimals = [order.trigger_px, order.limit_px, order.orig_sz, order.sz];
+        let flag = |on: bool, bit: u8| if on { bit } else { 0 };
+        Self {
+            user: Owner::new(&order.user),
+            timestamp: order.timestamp,
+            units: decimals.map(Decimal::units),
+            scales: decimals.map(Decimal::scale),
+            flags: flag(order.side == Side::Bid, BID)
+                | flag(order.is_position_tpsl, POSITION_TPSL)
+                | flag(order.reduce_only, REDUCE_ONLY),
+            wording: Wording::of(
+                &order.order_type,
+                &order.trigger_condition,
+                order.trigger_px,
+            ),
+            cloid: order.cloid.as_deref().map(Cloid::new),
+        }
+    }
+
+    fn decimal(&self, at: usize) -> Decimal {
+        Decimal::from_parts(self.units[at], self.scales[at])
+    }
+
+    /// A position TP/SL: its size follows the position.
+    pub(crate) fn is_position_tpsl(&self) -> bool {
+        self.flags & POSITION_TPSL != 0
+    }
+
+    /// The size last published.
+    pub(crate) fn sz(&self) -> Decimal {
+        self.decimal(SZ)
+    }
+
+    /// Whether `sz` would print as the size last published (two decimals
+    /// print alike exactly when their parts are equal).
+    pub(crate) fn prints_sz(&self, sz: Decimal) -> bool {
+        (self.units[SZ], self.scales[SZ]) == (sz.units(), sz.scale())
+    }
+
+    pub(crate) fn set_sz(&mut self, sz: Decimal) {
+        self.units[SZ] = sz.units();
+        self.scales[SZ] = sz.scale();
+    }
+
+    /// The order, written out.
+    pub(crate) fn order(&self, coin: &str, oid: u64) -> TriggerOrder {
+        let trigger_px = self.decimal(TRIGGER_PX);
+        let (order_type, trigger_condition) = self.wording.texts(trigger_px);
+        TriggerOrder {
+            coin: coin.to_owned(),
+            user: self.user.to_string(),
+            oid,
+            side: if self.flags & BID != 0 {
+                Side::Bid
+            } else {
+                Side::Ask
+            },
+            trigger_px,
+            limit_px: self.decimal(LIMIT_PX),
+            orig_sz: self.decimal(ORIG_SZ),
+            trigger_condition,
+            order_type,
+            is_position_tpsl: self.is_position_tpsl(),
+            reduce_only: self.flags & REDUCE_ONLY != 0,
+            timestamp: self.timestamp,
+            cloid: self.cloid.as_ref().map(ToString::to_string),
+            sz: self.sz(),
+        }
+    }
+}
+
+/// A tracked order, borrowed from the table.
+#[derive(Debug, Clone, Copy)]
+pub struct TriggerRef<'a> {
+    coin: &'a str,
+    key: &'a Key,
+    kept: &'a Kept,
+}
+
+impl<'a> TriggerRef<'a> {
+    /// Market.
+    pub fn coin(&self) -> &'a str {
+        self.coin
+    }
+
+    /// Owner as the node wrote it.
+    pub fn user(&self) -> &'a str {
+        self.kept.user.as_str()
+    }
+
+    /// Order id.
+    pub fn oid(&self) -> u64 {
+        self.key.oid
+    }
+
+    /// The order, written out.
+    pub fn order(&self) -> TriggerOrder {
+        self.kept.order(self.coin, self.key.oid)
+    }
+
+    /// The order as a diff of `diff_type` (with `reason` on a REMOVE).
+    pub fn diff(&self, diff_type: TpslDiffType, reason: Option<&str>) -> TpslOrderDiff {
+        self.order().into_diff(diff_type, reason)
+    }
+}
+
+impl Triggers {
+    /// The order `oid` of a lowercased owner in `coin`.
+    pub(crate) fn get(
+        &self,
+        coin: &str,
+        lowercased_user: &str,
+        oid: u64,
+    ) -> Option<TriggerRef<'_>> {
+        let (coin, orders) = self.coins.get_key_value(coin)?;
+        let (key, kept) = orders.get_key_value(&Key::probe(lowercased_user, oid))?;
+        Some(TriggerRef { coin, key, kept })
+    }
+
+    /// The order kept for `order` (its coin, owner lowercased, oid), and
+    /// whether one was kept before.
+    pub(crate) fn insert(&mut self, order: &TriggerOrder) -> bool {
+        let key = Key {
+            user: Owner::new(&order.user.to_ascii_lowercase()),
+            oid: order.oid,
+        };
+        let orders = match self.coins.get_mut(order.coin.as_str()) {
+            Some(orders) => orders,
+            None => self.coins.entry(Short::new(&order.coin)).or_default(),
+        };
+        let replaced = orders.insert(key, Kept::of(order)).is_some();
+        self.len += usize::from(!replaced);
+        replaced
+    }
+
+    /// Whether the order kept for `order`'s keys is `order` exactly.
+    pub(crate) fn holds(&self, order: &TriggerOrder) -> bool {
+        self.get(&order.coin, &order.user.to_ascii_lowercase(), order.oid)
+            .is_some_and(|held| *held.kept == Kept::of(order))
+    }
+
+    /// Removes the order `oid` of a lowercased owner in `coin`; it as it was.
+    pub(crate) fn remove(
+        &mut self,
+        coin: &str,
+        lowercased_user: &str,
+        oid: u64,
+    ) -> Option<TriggerOrder> {
+        let orders = self.coins.get_mut(coin)?;
+        let kept = orders.remove(&Key::probe(lowercased_user, oid))?;
+        self.len -= 1;
+        if orders.is_empty() {
+            self.coins.remove(coin);
+        }
+        Some(kept.order(coin, oid))
+    }
+
+    /// The orders of a lowercased owner in `coin`, by oid: `(oid, order)`.
+    pub(crate) fn of_user_mut<'t>(
+        &'t mut self,
+        coin: &str,
+        lowercased_user: &str,
+    ) -> impl Iterator<Item = (u64, &'t mut Kept)> + 't {
+        let from = Key::probe(lowercased_user, 0);
+        let to = Key {
+            user: from.user.clone(),
+            oid: u64::MAX,
+        };
+        self.coins
+            .get_mut(coin)
+            .into_iter()
+            .flat_map(move |orders| orders.range_mut(from.clone()..=to.clone()))
+            .map(|(key, kept)| (key.oid, kept))
+    }
+
+    /// Every order by (coin, lowercased owner, oid).
+    pub(crate) fn iter(&self) -> Iter<'_> {
+        Iter {
+            coins: self.coins.iter(),
+            coin: None,
+            left: self.len,
+        }
+    }
+}
+
+/// The iterator of [`Triggers::iter`] (its length is known).
+#[derive(Debug, Clone)]
+pub struct Iter<'a> {
+    coins: btree_map::Iter<'a, Short, BTreeMap<Key, Kept>>,
+    coin: Option<(&'a str, btree_map::Iter<'a, Key, Kept>)>,
+    left: usize,
+}
+
+impl<'a> Iterator for Iter<'a> {
+    type Item = TriggerRef<'a>;
+
+    fn next(&mut self) -> Option<TriggerRef<'a>> {
+        loop {
+            if let Some((coin, orders)) = &mut self.coin
+                && let Some((key, kept)) = orders.next()
+            {
+                self.left -= 1;
+                return Some(TriggerRef { coin, key, kept });
+            }
+            let (coin, orders) = self.coins.next()?;
+            self.coin = Some((coin.as_str(), orders.iter()));
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
+}
+
+impl ExactSizeIterator for Iter<'_> {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn order(coin: &str, user: &str, oid: u64) -> TriggerOrder {
+        TriggerOrder {
+            coin: coin.to_owned(),
+            user: user.to_owned(),
+            oid,
+            side: Side::Ask,
+            trigger_px: "76717.0".parse().unwrap(),
+            limit_px: "69045.0".parse().unwrap(),
+            orig_sz: "0.50".parse().unwrap(),
+            trigger_condition: "Price above 76717".to_owned(),
+            order_type: "Take Profit Market".to_owned(),
+            is_position_tpsl: false,
+            reduce_only: true,
+            timestamp: 1_777_582_003_640,
+            cloid: Some("0x000000000000000000000000000000ab".to_owned()),
+            sz: "0.50".parse().unwrap(),
+        }
+    }
+
+    #[test]
+    fn an_order_in_the_usual_wording_takes_96_bytes_and_reads_back_as_written() {
+        assert_eq!(std::mem::size_of::<Kept>(), 96);
+        let placed = order("BTC", "0xabc", 7);
+        let kept = Kept::of(&placed);
+        assert!(matches!(kept.wording, Wording::Usual { .. }));
+        assert_eq!(kept.order("BTC", 7), placed);
+        assert_eq!(kept.order("BTC", 7).orig_sz.to_string(), "0.50");
+    }
+
+    #[test]
+    fn any_other_wording_is_kept_as_written() {
+        let mut cases = Vec::new();
+        for (px, condition, order_type) in [
+            ("6153.50", "Price below 6153.5", "Stop Limit"),
+            ("6153.5", "Price below 6153.50", "Stop Limit"),
+            ("100", "Price above 100", "Stop Market"),
+            ("100.0", "Price above 100.0", "Stop Market"),
+            ("0.0", "Price below 0", "Take Profit Limit"),
+            ("76717.0", "Price above 76717", "Trailing Stop"),
+            ("76717.0", "Price at 76717", "Stop Market"),
+            ("76717.0", "N/A", "Stop Market"),
+            ("76717.0", "", ""),
+        ] {
+            let mut placed = order("BTC", "0xabc", 7);
+            placed.trigger_px = px.parse().unwrap();
+            placed.trigger_condition = condition.to_owned();
+            placed.order_type = order_type.to_owned();
+            let kept = Kept::of(&placed);
+            cases.push(matches!(kept.wording, Wording::Usual { .. }));
+            assert_eq!(kept.order("BTC", 7), placed);
+            assert_eq!(kept.order("BTC", 7).trigger_condition, condition);
+        }
+        assert_eq!(
+            cases,
+            [true, false, true, false, true, false, false, false, false]
+        );
+    }
+
+    #[test]
+    fn orders_are_listed_by_coin_owner_and_oid_and_found_in_any_case() {
+        let mut triggers = Triggers::default();
+        let placed = [
+            order("ETH", "0xB", 3),
+            order("BTC", "0xb", 9),
+            order("BTC", "0xa", 12),
+            order("BTC", "0xA", 4),
+            order("xyz:NVDA", "0xa", 1),
+        ];
+        for order in &placed {
+            assert!(!triggers.insert(order));
+        }
+        assert_eq!(triggers.iter().len(), 5);
+        let listed: Vec<(String, String, u64)> = triggers
+            .iter()
+            .map(|o| (o.coin().to_owned(), o.user().to_owned(), o.oid()))
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                ("BTC".to_owned(), "0xA".to_owned(), 4),
+                ("BTC".to_owned(), "0xa".to_owned(), 12),
+                ("BTC".to_owned(), "0xb".to_owned(), 9),
+                ("ETH".to_owned(), "0xB".to_owned(), 3),
+                ("xyz:NVDA".to_owned(), "0xa".to_owned(), 1),
+            ]
+        );
+        assert_eq!(triggers.iter().len(), 5);
+        assert_eq!(triggers.get("ETH", "0xb", 3).unwrap().order(), placed[0]);
+        assert!(triggers.get("ETH", "0xb", 4).is_none());
+        assert!(triggers.holds(&placed[0]));
+        let mut moved = placed[0].clone();
+        moved.trigger_px = "76717.00".parse().unwrap();
+        assert!(!triggers.holds(&moved), "the same price, printed otherwise");
+        assert!(triggers.insert(&moved));
+        assert_eq!(triggers.iter().len(), 5);
+        let oids: Vec<u64> = triggers
+            .of_user_mut("BTC", "0xa")
+            .map(|(oid, _)| oid)
+            .collect();
+        assert_eq!(oids, [4, 12]);
+        assert_eq!(triggers.remove("ETH", "0xb", 3), Some(moved));
+        assert_eq!(triggers.remove("ETH", "0xb", 3), None);
+        assert_eq!(triggers.iter().len(), 4);
+        assert_eq!(triggers.iter().len(), 4);
+    }
+}
