@@ -18,6 +18,7 @@
 //! seen.
 
 use std::collections::HashMap;
+use std::hash::BuildHasher as _;
 
 use thiserror::Error;
 
@@ -78,14 +79,22 @@ pub struct PositionChange {
 ///
 /// Mainnet has hundreds of thousands of open positions, and the table
 /// grows with the accounts that trade, so an entry is kept small: the
-/// account as its 20 bytes (the usual `0x` and 40 hex digits) and the coin
-/// as its number in a table of the coins seen, 40 bytes with the position
-/// where an address and a coin name inline took 88. An account written any
-/// other way (none on mainnet) is kept as written in a table of its own.
+/// account as its number in a table of the accounts with open positions
+/// (the usual `0x` and 40 hex digits, kept once as 20 bytes), the coin as
+/// its number in a table of the coins seen, and the position packed into 8
+/// bytes — 16 bytes an entry, where the account's bytes and a decimal took
+/// 40 and an address and a coin name inline 88. A position too large for
+/// the packed form (none on mainnet) is kept whole in a table of its own,
+/// as is an account written any other way (none on mainnet either).
 #[derive(Debug, Clone, Default)]
 pub struct Positions {
-    /// Positions of accounts in the usual form.
+    /// Accounts in the usual form with open positions, numbered.
+    accounts: Accounts,
+    /// Positions of accounts in the usual form, packed.
     usual: Shards,
+    /// Positions of accounts in the usual form that do not pack, by the
+    /// same keys (a key is in one table or the other).
+    wide: HashMap<Packed, Decimal, foldhash::fast::RandomState>,
     /// Positions of accounts not in the usual form, by (lowercased user,
     /// coin).
     others: HashMap<(Address, Short), Decimal, foldhash::fast::RandomState>,
@@ -95,37 +104,118 @@ pub struct Positions {
     mismatches: u64,
 }
 
+/// The accounts in the usual form that hold open positions, each with a
+/// number for the position table's keys. A number whose account closed its
+/// last position is given to the next new account, so the table follows
+/// the accounts with positions, not every account ever seen.
+#[derive(Debug, Clone, Default)]
+struct Accounts {
+    /// By number (a free number's entry is stale).
+    slots: Vec<Account>,
+    /// The numbers in use, found by their account's bytes.
+    index: hashbrown::HashTable<u32>,
+    /// Numbers free for reuse.
+    free: Vec<u32>,
+    hasher: foldhash::fast::RandomState,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Account {
+    bytes: [u8; 20],
+    /// Its open positions.
+    open: u32,
+}
+
+impl Accounts {
+    fn number(&self, bytes: &[u8; 20]) -> Option<u32> {
+        let slots = &self.slots;
+        self.index
+            .find(self.hasher.hash_one(bytes), |&n| {
+                slots[n as usize].bytes == *bytes
+            })
+            .copied()
+    }
+
+    /// A number for an account that has none.
+    fn add(&mut self, bytes: [u8; 20]) -> u32 {
+        let account = Account { bytes, open: 0 };
+        let number = if let Some(number) = self.free.pop() {
+            self.slots[number as usize] = account;
+            number
+        } else {
+            // Fewer accounts than `u32::MAX` fit in memory.
+            let number = u32::try_from(self.slots.len()).unwrap_or(u32::MAX);
+            self.slots.push(account);
+            number
+        };
+        let Self {
+            slots,
+            index,
+            hasher,
+            ..
+        } = self;
+        index.insert_unique(hasher.hash_one(bytes), number, |&n| {
+            hasher.hash_one(slots[n as usize].bytes)
+        });
+        number
+    }
+
+    fn bytes(&self, number: u32) -> &[u8; 20] {
+        &self.slots[number as usize].bytes
+    }
+
+    /// Account `number` opened a position.
+    fn opened(&mut self, number: u32) {
+        self.slots[number as usize].open += 1;
+    }
+
+    /// Account `number` closed a position; its number is freed with its
+    /// last.
+    fn closed(&mut self, number: u32) {
+        let account = &mut self.slots[number as usize];
+        account.open = account.open.saturating_sub(1);
+        if account.open > 0 {
+            return;
+        }
+        let hash = self.hasher.hash_one(account.bytes);
+        if let Ok(entry) = self.index.find_entry(hash, |&n| n == number) {
+            entry.remove();
+            self.free.push(number);
+        }
+    }
+}
+
 /// Tables of [`Shards`]: one grows at a time.
 const SHARDS: usize = 16;
 
 /// The positions of accounts in the usual form, in [`SHARDS`] hash tables
-/// chosen by the account's last byte (accounts are hashes: the shards fill
-/// evenly). A hash table grows by moving into one twice its size, so one
-/// table of 250,000 positions (two hours of mainnet) held both, 31 MB, for
-/// a moment; here a shard doubles at a time, so the moment holds a
-/// sixteenth of that more. (The shards fill evenly, so together they stay
-/// about as full as one table would.)
+/// chosen by the account's number (numbers are given in turn: the shards
+/// fill evenly). A hash table grows by moving into one twice its size, so
+/// one table of 250,000 positions held both for a moment; here a shard
+/// doubles at a time, so the moment holds a sixteenth of that more. (The
+/// shards fill evenly, so together they stay about as full as one table
+/// would.)
 #[derive(Debug, Clone, Default)]
 struct Shards {
-    tables: [HashMap<Packed, Decimal, foldhash::fast::RandomState>; SHARDS],
+    tables: [HashMap<Packed, i64, foldhash::fast::RandomState>; SHARDS],
 }
 
 impl Shards {
-    /// The shard of `key`: by the account's last byte.
-    fn shard(key: &Packed) -> usize {
-        usize::from(key.user[19]) % SHARDS
+    /// The shard of `key`: by the account's number.
+    fn shard(key: Packed) -> usize {
+        key.account as usize % SHARDS
     }
 
-    fn get(&self, key: &Packed) -> Option<&Decimal> {
-        self.tables[Self::shard(key)].get(key)
+    fn get(&self, key: Packed) -> Option<&i64> {
+        self.tables[Self::shard(key)].get(&key)
     }
 
-    fn insert(&mut self, key: Packed, position: Decimal) {
-        self.tables[Self::shard(&key)].insert(key, position);
+    fn insert(&mut self, key: Packed, position: i64) -> Option<i64> {
+        self.tables[Self::shard(key)].insert(key, position)
     }
 
-    fn remove(&mut self, key: &Packed) {
-        self.tables[Self::shard(key)].remove(key);
+    fn remove(&mut self, key: Packed) -> Option<i64> {
+        self.tables[Self::shard(key)].remove(&key)
     }
 
     /// Room for `entries` in all, spread evenly (a restore: its count is
@@ -145,23 +235,49 @@ impl Shards {
         self.tables.iter().all(HashMap::is_empty)
     }
 
-    fn iter(&self) -> impl Iterator<Item = (&Packed, &Decimal)> {
+    fn iter(&self) -> impl Iterator<Item = (&Packed, &i64)> {
         self.tables.iter().flat_map(HashMap::iter)
     }
 }
 
+/// Bits of a packed position that hold its scale (at most 18).
+const SCALE_BITS: u32 = 5;
+
+/// A position in 8 bytes: its units shifted above its scale. Units beyond
+/// ±2^58 do not pack (positions that large do not occur).
+fn pack(position: Decimal) -> Option<i64> {
+    let units = position.units();
+    let limit = 1_i64 << (63 - SCALE_BITS);
+    (-limit..limit)
+        .contains(&units)
+        .then(|| (units << SCALE_BITS) | i64::from(position.scale()))
+}
+
+fn unpack(packed: i64) -> Decimal {
+    // The low bits hold a scale of at most 18: the cast keeps it whole.
+    Decimal::from_parts(
+        packed >> SCALE_BITS,
+        (packed & ((1 << SCALE_BITS) - 1)) as u8,
+    )
+}
+
 /// Where one (account, coin) position is kept (see [`Positions::slot`]).
 enum Slot {
-    /// An account in the usual form, and the coin's number if it has one.
-    Usual { user: [u8; 20], coin: Option<u32> },
+    /// An account in the usual form, its number and the coin's number if
+    /// they have one.
+    Usual {
+        user: [u8; 20],
+        account: Option<u32>,
+        coin: Option<u32>,
+    },
     /// Any other account, as written, and the coin.
     Other((Address, Short)),
 }
 
-/// An account in its usual form and a coin's number.
+/// An account's and a coin's numbers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct Packed {
-    user: [u8; 20],
+    account: u32,
     coin: u32,
 }
 
@@ -218,7 +334,7 @@ impl<'a> Sorted<'a> {
             usual: Vec::new(),
             at: 0,
             others: self.others.iter(),
-            left: self.positions.usual.len() + self.others.len(),
+            left: self.positions.len(),
         }
     }
 }
@@ -236,7 +352,7 @@ pub(crate) struct SortedIter<'s, 'a> {
     part: u8,
     /// The part being read, with sort keys (see [`Positions::sorted`]),
     /// and where.
-    usual: Vec<(u64, &'a Packed, &'a Decimal)>,
+    usual: Vec<(u64, Packed, Decimal)>,
     at: usize,
     others: std::slice::Iter<'s, (&'a (Address, Short), &'a Decimal)>,
     left: usize,
@@ -253,41 +369,51 @@ impl<'a> SortedIter<'_, 'a> {
             self.sort_part();
         }
         let (_, key, position) = self.usual[self.at];
-        let coin = self
-            .positions
-            .coins
-            .get(key.coin as usize)
-            .map_or("", Short::as_str);
-        Some((User::Bytes(&key.user), coin, *position))
+        let positions = self.positions;
+        Some((
+            User::Bytes(positions.accounts.bytes(key.account)),
+            positions.coin(key.coin),
+            position,
+        ))
     }
 
     /// Replaces the part read with the next one, sorted by the account's
     /// first eight bytes and, where those are equal, by the entries
     /// themselves (lowercase hex keeps the bytes' order): comparing through
-    /// the references alone would read the table at random, a cache miss
-    /// each.
+    /// the numbers alone would read the accounts' table at random, a cache
+    /// miss each.
     fn sort_part(&mut self) {
         let part = self.part;
         self.part += 1;
         self.at = 0;
         self.usual.clear();
+        let positions = self.positions;
+        let packed = positions
+            .usual
+            .iter()
+            .map(|(key, position)| (*key, unpack(*position)));
+        let wide = positions
+            .wide
+            .iter()
+            .map(|(key, position)| (*key, *position));
         self.usual.extend(
-            self.positions
-                .usual
-                .iter()
-                .filter(|(key, _)| key.user[0] >> 4 == part)
+            packed
+                .chain(wide)
+                .filter(|(key, _)| positions.accounts.bytes(key.account)[0] >> 4 == part)
                 .map(|(key, position)| {
                     let mut first = [0u8; 8];
-                    first.copy_from_slice(&key.user[..8]);
+                    first.copy_from_slice(&positions.accounts.bytes(key.account)[..8]);
                     (u64::from_be_bytes(first), key, position)
                 }),
         );
-        let coins = &self.positions.coins;
-        let coin = |key: &Packed| coins.get(key.coin as usize).map_or("", Short::as_str);
-        self.usual.sort_unstable_by(|a, b| {
-            a.0.cmp(&b.0)
-                .then_with(|| (a.1.user, coin(a.1)).cmp(&(b.1.user, coin(b.1))))
-        });
+        let full = |key: &Packed| {
+            (
+                positions.accounts.bytes(key.account),
+                positions.coin(key.coin),
+            )
+        };
+        self.usual
+            .sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| full(&a.1).cmp(&full(&b.1))));
     }
 }
 
@@ -358,11 +484,9 @@ impl Positions {
     /// table is a hash map, and a checkpoint archives them in this order so
     /// that the same state gives the same bytes. The accounts in the usual
     /// form are sorted a sixteenth at a time as the iterator reaches them
-    /// (by their first hex digit), as references into the table with a
-    /// sort key, 24 bytes a position: a checkpoint of hundreds of thousands
-    /// of positions holds a sixteenth of them at once, not a copy of each
-    /// (nor all their references: 11 MB more at the moment of the
-    /// checkpoint, for 480,000 positions).
+    /// (by their first hex digit), as copies of their keys with a sort key
+    /// and the position, 32 bytes a position: a checkpoint of hundreds of
+    /// thousands of positions holds a sixteenth of them at once.
     pub(crate) fn sorted(&self) -> Sorted<'_> {
         let mut others: Vec<(&(Address, Short), &Decimal)> = self.others.iter().collect();
         others.sort_unstable_by(|a, b| {
@@ -375,12 +499,18 @@ impl Positions {
         }
     }
 
+    /// The name of coin number `number`.
+    fn coin(&self, number: u32) -> &str {
+        self.coins.get(number as usize).map_or("", Short::as_str)
+    }
+
     /// Where the position of a lowercased user in `coin` is kept: the
     /// account read once for both a lookup and the update after it.
     fn slot(&self, lowercased_user: &str, coin: &str) -> Slot {
         match prefixed_hex_bytes::<20>(lowercased_user) {
             Some(user) => Slot::Usual {
                 user,
+                account: self.accounts.number(&user),
                 coin: self.coin_numbers.get(coin).copied(),
             },
             None => Slot::Other((Address::new(lowercased_user), Short::new(coin))),
@@ -389,23 +519,29 @@ impl Positions {
 
     /// The position kept at `slot`; flat when none is.
     fn get(&self, slot: &Slot) -> Decimal {
-        let found = match slot {
+        match slot {
             Slot::Usual {
-                user,
+                account: Some(account),
                 coin: Some(coin),
-            } => self.usual.get(&Packed {
-                user: *user,
-                coin: *coin,
-            }),
-            Slot::Usual { coin: None, .. } => None,
-            Slot::Other(key) => self.others.get(key),
-        };
-        found.copied().unwrap_or(Decimal::ZERO)
+                ..
+            } => {
+                let key = Packed {
+                    account: *account,
+                    coin: *coin,
+                };
+                match self.usual.get(key) {
+                    Some(packed) => unpack(*packed),
+                    None => self.wide.get(&key).copied().unwrap_or(Decimal::ZERO),
+                }
+            }
+            Slot::Usual { .. } => Decimal::ZERO,
+            Slot::Other(key) => self.others.get(key).copied().unwrap_or(Decimal::ZERO),
+        }
     }
 
     /// Sets the position at `slot` (of `coin`; flat: removed).
     fn set(&mut self, slot: Slot, coin: &str, position: Decimal) {
-        let (user, number) = match slot {
+        let (user, account, number) = match slot {
             Slot::Other(key) => {
                 if position.is_zero() {
                     self.others.remove(&key);
@@ -414,14 +550,24 @@ impl Positions {
                 }
                 return;
             }
-            Slot::Usual { user, coin } => (user, coin),
+            Slot::Usual {
+                user,
+                account,
+                coin,
+            } => (user, account, coin),
         };
         if position.is_zero() {
-            if let Some(coin) = number {
-                self.usual.remove(&Packed { user, coin });
+            if let (Some(account), Some(coin)) = (account, number) {
+                let key = Packed { account, coin };
+                let held = self.usual.remove(key).is_some()
+                    || (!self.wide.is_empty() && self.wide.remove(&key).is_some());
+                if held {
+                    self.accounts.closed(account);
+                }
             }
             return;
         }
+        let account = account.unwrap_or_else(|| self.accounts.add(user));
         let coin = number.unwrap_or_else(|| {
             // Fewer coins than `u32::MAX` exist.
             let number = u32::try_from(self.coins.len()).unwrap_or(u32::MAX);
@@ -429,7 +575,19 @@ impl Positions {
             self.coin_numbers.insert(Short::new(coin), number);
             number
         });
-        self.usual.insert(Packed { user, coin }, position);
+        let key = Packed { account, coin };
+        let new = if let Some(packed) = pack(position) {
+            let before = self.usual.insert(key, packed);
+            let was_wide = !self.wide.is_empty() && self.wide.remove(&key).is_some();
+            before.is_none() && !was_wide
+        } else {
+            let before = self.wide.insert(key, position);
+            let was_packed = self.usual.remove(key).is_some();
+            before.is_none() && !was_packed
+        };
+        if new {
+            self.accounts.opened(account);
+        }
     }
 
     /// Folds one perp fill. Returns the new position, or `None` for spot
@@ -541,12 +699,12 @@ impl Positions {
 
     /// Open (non-flat) positions.
     pub fn len(&self) -> usize {
-        self.usual.len() + self.others.len()
+        self.usual.len() + self.wide.len() + self.others.len()
     }
 
     /// Whether no position is open.
     pub fn is_empty(&self) -> bool {
-        self.usual.is_empty() && self.others.is_empty()
+        self.usual.is_empty() && self.wide.is_empty() && self.others.is_empty()
     }
 
     /// Fills whose `startPosition` disagreed with the tracker so far.
@@ -570,8 +728,115 @@ mod tests {
     }
 
     #[test]
-    fn an_entry_of_the_usual_form_is_40_bytes() {
-        assert_eq!(std::mem::size_of::<(Packed, Decimal)>(), 40);
+    fn an_entry_of_the_usual_form_is_16_bytes() {
+        assert_eq!(std::mem::size_of::<(Packed, i64)>(), 16);
+    }
+
+    #[test]
+    fn positions_pack_exactly_and_the_largest_are_kept_whole() {
+        let limit = 1_i64 << 58;
+        for (units, scale) in [
+            (0, 1),
+            (-1, 18),
+            (15, 1),
+            (limit - 1, 0),
+            (-limit, 18),
+            (i64::MAX, 3),
+        ] {
+            let position = Decimal::new(units, scale).unwrap();
+            if let Some(packed) = pack(position) {
+                let back = unpack(packed);
+                assert_eq!((back.units(), back.scale()), (units, scale));
+            }
+        }
+        assert!(pack(Decimal::new(limit, 0).unwrap()).is_none());
+        assert!(pack(Decimal::new(-limit - 1, 0).unwrap()).is_none());
+        // Kept whole beside the packed ones, found, listed in order and
+        // moved between the two forms.
+        let mut positions = Positions::new();
+        let (a, b) = (
+            "0x1000000000000000000000000000000000000001",
+            "0x2000000000000000000000000000000000000002",
+        );
+        let huge = Decimal::new(i64::MAX, 2).unwrap();
+        let small = Decimal::new(-15, 1).unwrap();
+        positions.restore(b, "BTC", small);
+        positions.restore(a, "BTC", huge);
+        positions.restore(a, "ETH", small);
+        assert_eq!(positions.len(), 3);
+        assert_eq!(positions.position(a, "BTC").to_string(), huge.to_string());
+        let listed: Vec<(String, String, String)> = positions
+            .sorted()
+            .iter()
+            .map(|(user, coin, position)| {
+                (
+                    user.as_str(&mut [0; 42]).to_owned(),
+                    coin.to_owned(),
+                    position.to_string(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                (a.to_owned(), "BTC".to_owned(), huge.to_string()),
+                (a.to_owned(), "ETH".to_owned(), "-1.5".to_owned()),
+                (b.to_owned(), "BTC".to_owned(), "-1.5".to_owned()),
+            ]
+        );
+        positions.restore(a, "BTC", small);
+        assert_eq!(positions.position(a, "BTC"), small);
+        assert!(positions.wide.is_empty());
+        positions.restore(a, "BTC", huge);
+        assert_eq!(positions.len(), 3);
+        positions.restore(a, "BTC", Decimal::ZERO);
+        assert_eq!(positions.len(), 2);
+        assert!(positions.wide.is_empty());
+    }
+
+    #[test]
+    fn an_account_leaves_the_table_with_its_last_position_and_its_number_is_reused() {
+        let mut positions = Positions::new();
+        let user = |n: u64| format!("0x{n:040x}");
+        let one = Decimal::new(1, 0).unwrap();
+        for n in 0..100 {
+            positions.restore(&user(n), "BTC", one);
+            positions.restore(&user(n), "ETH", one);
+        }
+        assert_eq!(positions.accounts.slots.len(), 100);
+        for n in 0..50 {
+            positions.restore(&user(n), "BTC", Decimal::ZERO);
+        }
+        // Each still holds ETH.
+        assert_eq!(positions.accounts.free.len(), 0);
+        for n in 0..50 {
+            positions.restore(&user(n), "ETH", Decimal::ZERO);
+        }
+        assert_eq!(positions.accounts.free.len(), 50);
+        assert_eq!(positions.len(), 100);
+        // New accounts take the freed numbers; the others are untouched.
+        for n in 1_000..1_050 {
+            positions.restore(&user(n), "SOL", one);
+        }
+        assert_eq!(positions.accounts.slots.len(), 100);
+        assert_eq!(positions.accounts.free.len(), 0);
+        for n in 0..50 {
+            assert!(positions.position(&user(n), "ETH").is_zero());
+            assert_eq!(positions.position(&user(n + 50), "ETH"), one);
+            assert_eq!(positions.position(&user(n + 1_000), "SOL"), one);
+            assert!(positions.position(&user(n + 1_000), "ETH").is_zero());
+        }
+        let listed: Vec<String> = positions
+            .sorted()
+            .iter()
+            .map(|(user, coin, _)| format!("{} {coin}", user.as_str(&mut [0; 42])))
+            .collect();
+        let mut want: Vec<String> = (50..100)
+            .flat_map(|n| [format!("{} BTC", user(n)), format!("{} ETH", user(n))])
+            .chain((1_000..1_050).map(|n| format!("{} SOL", user(n))))
+            .collect();
+        want.sort();
+        assert_eq!(listed, want);
     }
 
     #[test]
