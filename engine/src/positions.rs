@@ -300,157 +300,81 @@ impl User<'_> {
     }
 }
 
-impl Ord for User<'_> {
-    /// The order of the accounts' texts.
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        if let (User::Bytes(a), User::Bytes(b)) = (self, other) {
-            // Lowercase hex keeps the bytes' order.
-            return a.cmp(b);
-        }
-        let (mut a, mut b) = ([0; 42], [0; 42]);
-        self.as_str(&mut a).cmp(other.as_str(&mut b))
-    }
-}
+/// Parts a checkpoint archives the open positions in ([`Positions::part`]):
+/// the accounts in the usual form by their first hex digit, then the
+/// others. A checkpoint holds one part's sorted entries and what archiving
+/// them needs at a time, never all of them.
+pub(crate) const POSITION_PARTS: u8 = 17;
 
-impl PartialOrd for User<'_> {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
+/// The part of the accounts in other forms.
+const OTHERS_PART: u8 = POSITION_PARTS - 1;
 
-/// The open positions in their texts' order ([`Positions::sorted`]).
-#[derive(Debug)]
-pub(crate) struct Sorted<'a> {
-    positions: &'a Positions,
-    others: Vec<(&'a (Address, Short), &'a Decimal)>,
-}
-
-impl<'a> Sorted<'a> {
-    /// `(lowercased user, coin, position)`, in order.
-    pub(crate) fn iter(&self) -> SortedIter<'_, 'a> {
-        SortedIter {
-            positions: self.positions,
-            part: 0,
-            usual: Vec::new(),
-            at: 0,
-            others: self.others.iter(),
-            left: self.positions.len(),
-        }
-    }
-}
-
-/// Parts the accounts in the usual form are sorted in, by their first hex
-/// digit: [`SortedIter`] holds one part's references at a time.
-const SORT_PARTS: u8 = 16;
-
-/// The iterator of [`Sorted::iter`]: the usual accounts' positions sorted
-/// a part at a time, merged with the others' sorted references.
+/// One part of the open positions, sorted ([`Positions::part`]).
 #[derive(Debug, Clone)]
-pub(crate) struct SortedIter<'s, 'a> {
-    positions: &'a Positions,
-    /// The next part to sort.
-    part: u8,
-    /// The part being read, with sort keys (see [`Positions::sorted`]),
-    /// and where.
-    usual: Vec<(u64, Packed, Decimal)>,
-    at: usize,
-    others: std::slice::Iter<'s, (&'a (Address, Short), &'a Decimal)>,
-    left: usize,
+pub(crate) struct Part<'a>(Sorted<'a>);
+
+#[derive(Debug, Clone)]
+enum Sorted<'a> {
+    /// Accounts in the usual form, with sort keys (the account's first
+    /// eight bytes).
+    Usual {
+        positions: &'a Positions,
+        entries: Vec<(u64, Packed, Decimal)>,
+    },
+    /// Accounts in other forms.
+    Others(Vec<(&'a (Address, Short), &'a Decimal)>),
 }
 
-impl<'a> SortedIter<'_, 'a> {
-    /// The next position of an account in the usual form, sorting the
-    /// next part when this one is read.
-    fn usual_head(&mut self) -> Option<(User<'a>, &'a str, Decimal)> {
-        while self.at == self.usual.len() {
-            if self.part == SORT_PARTS {
-                return None;
-            }
-            self.sort_part();
+impl<'a> Part<'a> {
+    /// `(lowercased user, coin, position)`, in order.
+    pub(crate) fn iter(&self) -> PartIter<'_, 'a> {
+        PartIter { part: self, at: 0 }
+    }
+
+    fn len(&self) -> usize {
+        match &self.0 {
+            Sorted::Usual { entries, .. } => entries.len(),
+            Sorted::Others(entries) => entries.len(),
         }
-        let (_, key, position) = self.usual[self.at];
-        let positions = self.positions;
-        Some((
-            User::Bytes(positions.accounts.bytes(key.account)),
-            positions.coin(key.coin),
-            position,
-        ))
-    }
-
-    /// Replaces the part read with the next one, sorted by the account's
-    /// first eight bytes and, where those are equal, by the entries
-    /// themselves (lowercase hex keeps the bytes' order): comparing through
-    /// the numbers alone would read the accounts' table at random, a cache
-    /// miss each.
-    fn sort_part(&mut self) {
-        let part = self.part;
-        self.part += 1;
-        self.at = 0;
-        self.usual.clear();
-        let positions = self.positions;
-        let packed = positions
-            .usual
-            .iter()
-            .map(|(key, position)| (*key, unpack(*position)));
-        let wide = positions
-            .wide
-            .iter()
-            .map(|(key, position)| (*key, *position));
-        self.usual.extend(
-            packed
-                .chain(wide)
-                .filter(|(key, _)| positions.accounts.bytes(key.account)[0] >> 4 == part)
-                .map(|(key, position)| {
-                    let mut first = [0u8; 8];
-                    first.copy_from_slice(&positions.accounts.bytes(key.account)[..8]);
-                    (u64::from_be_bytes(first), key, position)
-                }),
-        );
-        let full = |key: &Packed| {
-            (
-                positions.accounts.bytes(key.account),
-                positions.coin(key.coin),
-            )
-        };
-        self.usual
-            .sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| full(&a.1).cmp(&full(&b.1))));
     }
 }
 
-impl<'a> Iterator for SortedIter<'_, 'a> {
+/// The iterator of [`Part::iter`].
+#[derive(Debug, Clone)]
+pub(crate) struct PartIter<'p, 'a> {
+    part: &'p Part<'a>,
+    at: usize,
+}
+
+impl<'a> Iterator for PartIter<'_, 'a> {
     type Item = (User<'a>, &'a str, Decimal);
 
     fn next(&mut self) -> Option<Self::Item> {
-        let usual = self.usual_head();
-        let other = self
-            .others
-            .as_slice()
-            .first()
-            .map(|((user, coin), position)| (User::Text(user.as_str()), coin.as_str(), **position));
-        let next = match (usual, other) {
-            (Some(u), Some(o)) if (o.0, o.1) < (u.0, u.1) => {
-                self.others.next();
-                Some(o)
+        let item = match &self.part.0 {
+            Sorted::Usual { positions, entries } => {
+                let (_, key, position) = entries.get(self.at)?;
+                (
+                    User::Bytes(positions.accounts.bytes(key.account)),
+                    positions.coin(key.coin),
+                    *position,
+                )
             }
-            (Some(u), _) => {
-                self.at += 1;
-                Some(u)
-            }
-            (None, o) => {
-                self.others.next();
-                o
+            Sorted::Others(entries) => {
+                let ((user, coin), position) = entries.get(self.at)?;
+                (User::Text(user.as_str()), coin.as_str(), **position)
             }
         };
-        self.left -= usize::from(next.is_some());
-        next
+        self.at += 1;
+        Some(item)
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        (self.left, Some(self.left))
+        let left = self.part.len() - self.at;
+        (left, Some(left))
     }
 }
 
-impl ExactSizeIterator for SortedIter<'_, '_> {}
+impl ExactSizeIterator for PartIter<'_, '_> {}
 
 impl Positions {
     /// No positions.
@@ -480,23 +404,79 @@ impl Positions {
         self.set(slot, coin, position);
     }
 
-    /// Every open position in the order of its texts, user then coin: the
-    /// table is a hash map, and a checkpoint archives them in this order so
-    /// that the same state gives the same bytes. The accounts in the usual
-    /// form are sorted a sixteenth at a time as the iterator reaches them
-    /// (by their first hex digit), as copies of their keys with a sort key
-    /// and the position, 32 bytes a position: a checkpoint of hundreds of
-    /// thousands of positions holds a sixteenth of them at once.
-    pub(crate) fn sorted(&self) -> Sorted<'_> {
-        let mut others: Vec<(&(Address, Short), &Decimal)> = self.others.iter().collect();
-        others.sort_unstable_by(|a, b| {
-            (User::Text(a.0.0.as_str()), a.0.1.as_str())
-                .cmp(&(User::Text(b.0.0.as_str()), b.0.1.as_str()))
-        });
-        Sorted {
-            positions: self,
-            others,
+    /// The number of open positions in each part ([`POSITION_PARTS`]).
+    pub(crate) fn part_lens(&self) -> [usize; POSITION_PARTS as usize] {
+        let mut lens = [0; POSITION_PARTS as usize];
+        for key in self
+            .usual
+            .iter()
+            .map(|(key, _)| key)
+            .chain(self.wide.keys())
+        {
+            lens[usize::from(self.accounts.bytes(key.account)[0] >> 4)] += 1;
         }
+        lens[usize::from(OTHERS_PART)] = self.others.len();
+        lens
+    }
+
+    /// Part `part` of the open positions, in the order of their texts, user
+    /// then coin: the table is a hash map, and a checkpoint archives them
+    /// in this order so that the same state gives the same bytes. Parts
+    /// `0..16` are the accounts in the usual form whose first hex digit is
+    /// the part's number, sorted as copies of their keys with a sort key
+    /// and the position (32 bytes a position, a sixteenth of them at a
+    /// time); the last is the accounts in other forms (none on mainnet).
+    pub(crate) fn part(&self, part: u8) -> Part<'_> {
+        if part == OTHERS_PART {
+            let mut others: Vec<(&(Address, Short), &Decimal)> = self.others.iter().collect();
+            others.sort_unstable_by(|a, b| {
+                (a.0.0.as_str(), a.0.1.as_str()).cmp(&(b.0.0.as_str(), b.0.1.as_str()))
+            });
+            return Part(Sorted::Others(others));
+        }
+        let packed = self
+            .usual
+            .iter()
+            .map(|(key, position)| (*key, unpack(*position)));
+        let wide = self.wide.iter().map(|(key, position)| (*key, *position));
+        let mut entries: Vec<(u64, Packed, Decimal)> = packed
+            .chain(wide)
+            .filter(|(key, _)| self.accounts.bytes(key.account)[0] >> 4 == part)
+            .map(|(key, position)| {
+                let mut first = [0u8; 8];
+                first.copy_from_slice(&self.accounts.bytes(key.account)[..8]);
+                (u64::from_be_bytes(first), key, position)
+            })
+            .collect();
+        // By the first eight bytes and, where those are equal, by the
+        // entries themselves (lowercase hex keeps the bytes' order):
+        // comparing through the numbers alone would read the accounts'
+        // table at random, a cache miss each.
+        let full = |key: &Packed| (self.accounts.bytes(key.account), self.coin(key.coin));
+        entries.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| full(&a.1).cmp(&full(&b.1))));
+        Part(Sorted::Usual {
+            positions: self,
+            entries,
+        })
+    }
+
+    /// Every open position, part by part ([`Positions::part`]).
+    #[cfg(test)]
+    fn listed(&self) -> Vec<(String, String, Decimal)> {
+        (0..POSITION_PARTS)
+            .flat_map(|part| {
+                let part = self.part(part);
+                part.iter()
+                    .map(|(user, coin, position)| {
+                        (
+                            user.as_str(&mut [0; 42]).to_owned(),
+                            coin.to_owned(),
+                            position,
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect()
     }
 
     /// The name of coin number `number`.
@@ -766,15 +746,9 @@ mod tests {
         assert_eq!(positions.len(), 3);
         assert_eq!(positions.position(a, "BTC").to_string(), huge.to_string());
         let listed: Vec<(String, String, String)> = positions
-            .sorted()
-            .iter()
-            .map(|(user, coin, position)| {
-                (
-                    user.as_str(&mut [0; 42]).to_owned(),
-                    coin.to_owned(),
-                    position.to_string(),
-                )
-            })
+            .listed()
+            .into_iter()
+            .map(|(user, coin, position)| (user, coin, position.to_string()))
             .collect();
         assert_eq!(
             listed,
@@ -827,9 +801,9 @@ mod tests {
             assert!(positions.position(&user(n + 1_000), "ETH").is_zero());
         }
         let listed: Vec<String> = positions
-            .sorted()
-            .iter()
-            .map(|(user, coin, _)| format!("{} {coin}", user.as_str(&mut [0; 42])))
+            .listed()
+            .into_iter()
+            .map(|(user, coin, _)| format!("{user} {coin}"))
             .collect();
         let mut want: Vec<String> = (50..100)
             .flat_map(|n| [format!("{} BTC", user(n)), format!("{} ETH", user(n))])
@@ -889,27 +863,27 @@ mod tests {
         ));
         want.sort();
         let listed: Vec<(String, String)> = positions
-            .sorted()
-            .iter()
-            .map(|(user, coin, _)| (user.as_str(&mut [0; 42]).to_owned(), coin.to_owned()))
+            .listed()
+            .into_iter()
+            .map(|(user, coin, _)| (user, coin))
             .collect();
         assert_eq!(listed, want);
     }
 
     #[test]
-    fn accounts_of_every_first_digit_are_listed_in_text_order_a_part_at_a_time() {
+    fn accounts_are_listed_by_first_digit_in_text_order_then_the_others() {
         let mut positions = Positions::new();
-        let mut want = Vec::new();
-        // Spread over every first hex digit (every part the list is sorted
-        // in), with accounts in other forms between them in text order.
+        let mut usual = Vec::new();
+        // Spread over every first hex digit (every part but the last).
         let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
         for n in 0..400u64 {
             seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
             let user = format!("0x{:016x}{:024x}", seed ^ (n << 60), n);
             let coin = ["BTC", "ETH", "SOL"][(n % 3) as usize];
             positions.restore(&user, coin, Decimal::new(1, 0).unwrap());
-            want.push((user, coin.to_owned()));
+            usual.push((user, coin.to_owned()));
         }
+        let mut others = Vec::new();
         for user in [
             "0x7",
             "0xg0",
@@ -918,28 +892,43 @@ mod tests {
         ] {
             let lowercased = user.to_ascii_lowercase();
             positions.restore(&lowercased, "BTC", Decimal::new(2, 0).unwrap());
-            want.push((lowercased, "BTC".to_owned()));
+            others.push((lowercased, "BTC".to_owned()));
         }
-        want.sort();
-        let sorted = positions.sorted();
-        let mut iter = sorted.iter();
+        // The uppercase one is an account of the usual form.
+        usual.push(others.pop().unwrap());
+        usual.sort();
+        others.sort();
+        let lens = positions.part_lens();
+        assert_eq!(lens.iter().sum::<usize>(), positions.len());
         let mut listed = Vec::new();
-        let mut copy = None;
-        while let Some((user, coin, _)) = iter.next() {
-            listed.push((user.as_str(&mut [0; 42]).to_owned(), coin.to_owned()));
-            // The count left is exact at every step.
-            assert_eq!(iter.len(), want.len() - listed.len());
-            if listed.len() == want.len() / 2 {
-                copy = Some((listed.clone(), iter.clone()));
+        for part in 0..POSITION_PARTS {
+            let part_of = positions.part(part);
+            let mut iter = part_of.iter();
+            // The count is exact at every step.
+            assert_eq!(iter.len(), lens[usize::from(part)]);
+            let mut copy = None;
+            while let Some((user, coin, _)) = iter.next() {
+                let user = user.as_str(&mut [0; 42]).to_owned();
+                if part < OTHERS_PART {
+                    assert_eq!(u8::from_str_radix(&user[2..3], 16), Ok(part));
+                }
+                listed.push((user, coin.to_owned()));
+                if copy.is_none() {
+                    copy = Some((listed.len(), iter.clone()));
+                }
+            }
+            assert_eq!(iter.len(), 0);
+            // A copy goes on the same way.
+            if let Some((at, copy)) = copy {
+                let rest: Vec<(String, String)> = copy
+                    .map(|(user, coin, _)| (user.as_str(&mut [0; 42]).to_owned(), coin.to_owned()))
+                    .collect();
+                assert_eq!(rest[..], listed[at..]);
             }
         }
-        assert_eq!(listed, want);
-        // A copy taken half way goes on the same way.
-        let (mut half, rest) = copy.unwrap();
-        half.extend(
-            rest.map(|(user, coin, _)| (user.as_str(&mut [0; 42]).to_owned(), coin.to_owned())),
-        );
-        assert_eq!(half, want);
+        assert!(lens.iter().all(|len| *len > 0), "{lens:?}");
+        usual.extend(others);
+        assert_eq!(listed, usual);
     }
 
     #[test]
@@ -950,12 +939,16 @@ mod tests {
             let text = fill_text(user, coin, Side::Bid, "1", "0");
             let _ = positions.apply_fill(1, &decode_fill(text.as_bytes()).unwrap());
         }
-        let coins: Vec<&str> = positions.sorted().iter().map(|(_, coin, _)| coin).collect();
+        let coins: Vec<String> = positions
+            .listed()
+            .into_iter()
+            .map(|(_, coin, _)| coin)
+            .collect();
         assert_eq!(coins, ["AAVE", "BTC", "ETH", "SOL"]);
     }
 
     #[test]
-    fn accounts_in_any_form_are_kept_and_listed_in_text_order() {
+    fn accounts_in_any_form_are_kept_and_listed() {
         let hex = "0x00ff00000000000000000000000000000000abcd";
         let upper = "0x00FF00000000000000000000000000000000ABCD";
         let odd = ["0xa", "0x00ff00000000000000000000000000000000abcg", "vault"];
@@ -970,17 +963,13 @@ mod tests {
         assert_eq!(positions.position(upper, "BTC").to_string(), "1.5");
         assert_eq!(positions.position(odd[0], "BTC").to_string(), "2.5");
         assert_eq!(positions.position(hex, "ETH"), Decimal::ZERO);
-        let sorted = positions.sorted();
-        let listed: Vec<_> = sorted.iter().collect();
-        assert_eq!(sorted.iter().len(), 4);
-        let texts: Vec<String> = listed
-            .iter()
-            .map(|(user, _, _)| user.as_str(&mut [0; 42]).to_owned())
+        let texts: Vec<String> = positions
+            .listed()
+            .into_iter()
+            .map(|(user, _, _)| user)
             .collect();
-        let mut sorted = texts.clone();
-        sorted.sort();
-        assert_eq!(texts, sorted);
-        assert!(texts.contains(&hex.to_owned()));
+        // The usual form first, then the others in text order.
+        assert_eq!(texts, [hex, odd[1], odd[0], odd[2]]);
         // A flat position leaves the table, in either form.
         for user in [hex, odd[2]] {
             let held = positions.position(user, "BTC").to_string();
@@ -997,8 +986,8 @@ mod tests {
         }
         assert_eq!(positions.len(), 2);
         let mut restored = Positions::restoring(0, 2);
-        for (user, coin, position) in positions.sorted().iter() {
-            restored.restore(user.as_str(&mut [0; 42]), coin, position);
+        for (user, coin, position) in positions.listed() {
+            restored.restore(&user, &coin, position);
         }
         assert_eq!(restored.position(odd[0], "BTC").to_string(), "2.5");
         assert_eq!(restored.len(), 2);

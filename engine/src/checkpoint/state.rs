@@ -21,7 +21,8 @@
 //! - the unknown-id counts, resets found but not yet surfaced, the universe
 //!   of coins seen;
 //! - trades' running counts per coin; TP/SL's tracked trigger orders, the
-//!   highest oid it tracked and the positions from fills; every candle
+//!   highest oid it tracked and the positions from fills (in parts, see
+//!   [`TpslState::positions`]); every candle
 //!   series (live candle, the bucket below which trades are late, the fold
 //!   that last changed it) with the candle fold's counters.
 //!
@@ -65,14 +66,14 @@ use crate::market::tpsl::{TpslView, TriggerOrder};
 use crate::market::trades::{CoinCounts, TradesView};
 use crate::market::{Market, MarketParts, Needs};
 use crate::num::{Decimal, MAX_SCALE};
-use crate::positions::Positions;
+use crate::positions::{POSITION_PARTS, Positions};
 use crate::text::{Address, Short};
 
 /// The archived state's format version. Any change to the types of this
 /// module (or to what they mean) must bump it: a checkpoint of another
 /// version is refused, never misread. The golden test
 /// `checkpoint::the_archive_format_is_pinned` fails until it is bumped.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 
 /// "No string" in a text reference.
 const NONE: u32 = u32::MAX;
@@ -275,8 +276,11 @@ pub struct TpslState {
     pub max_oid: u64,
     /// Tracked trigger orders by (coin, lowercased user, oid).
     pub orders: Vec<TriggerOrderState>,
-    /// Open positions by (lowercased user, coin).
-    pub positions: Vec<PositionEntryState>,
+    /// Open positions in parts (one list each, so that a checkpoint
+    /// archives them a part at a time): the accounts in the usual form
+    /// (`0x` and 40 hex digits) by their first hex digit, then the others;
+    /// each part by (lowercased user, coin).
+    pub positions: Vec<Vec<PositionEntryState>>,
     /// Fills whose start position disagreed so far.
     pub position_mismatches: u64,
 }
@@ -795,14 +799,19 @@ fn capture_trades(trades: &TradesView) -> TradesState {
     }
 }
 
-fn capture_positions(tpsl: &TpslView) -> Vec<PositionEntryState> {
-    tpsl.positions()
-        .sorted()
-        .iter()
-        .map(|(user, coin, position)| PositionEntryState {
-            user: user.as_str(&mut [0; 42]).to_owned(),
-            coin: coin.to_owned(),
-            position: position.into(),
+fn capture_positions(tpsl: &TpslView) -> Vec<Vec<PositionEntryState>> {
+    let positions = tpsl.positions();
+    (0..POSITION_PARTS)
+        .map(|part| {
+            positions
+                .part(part)
+                .iter()
+                .map(|(user, coin, position)| PositionEntryState {
+                    user: user.as_str(&mut [0; 42]).to_owned(),
+                    coin: coin.to_owned(),
+                    position: position.into(),
+                })
+                .collect()
         })
         .collect()
 }
@@ -1193,20 +1202,27 @@ fn restore_tpsl(
     }
     let mut positions = Positions::restoring(
         counter(state.position_mismatches.to_native(), "position mismatches")?,
-        state.positions.len(),
+        state
+            .positions
+            .iter()
+            .map(rkyv::vec::ArchivedVec::len)
+            .sum(),
     );
-    for (at, entry) in state.positions.iter().enumerate() {
-        positions.restore(
-            entry.user.as_str(),
-            entry.coin.as_str(),
-            archived_decimal(&entry.position)?,
-        );
-        if at % 4096 == 4095 {
-            // The texts are archived before the entries, in their order.
-            read_below(entry.user.as_str().as_ptr());
+    for part in state.positions.iter() {
+        for (at, entry) in part.iter().enumerate() {
+            positions.restore(
+                entry.user.as_str(),
+                entry.coin.as_str(),
+                archived_decimal(&entry.position)?,
+            );
+            if at % 4096 == 4095 {
+                // A part's texts are archived before its entries, in their
+                // order, and the parts one after another.
+                read_below(entry.user.as_str().as_ptr());
+            }
         }
+        read_below(part.as_slice().as_ptr_range().end.cast());
     }
-    read_below(state.positions.as_slice().as_ptr_range().end.cast());
     Ok(view.with_positions(positions))
 }
 

@@ -15,17 +15,18 @@
 //! [`file::encode`](super::file::encode) make, and loads the same way.
 //!
 //! The TP/SL positions (hundreds of thousands on mainnet, a table that
-//! grows with the accounts that trade) are archived the same way, from
-//! references into the live table sorted a sixteenth at a time as the
-//! archive reaches them, rather than a copy of their texts.
+//! grows with the accounts that trade) are archived the same way, in parts
+//! (by the account's first hex digit): each part is sorted from the live
+//! table as the archive reaches it, rather than a copy of their texts, and
+//! is a list of its own in the archive, so that what rkyv keeps to lay out
+//! a list (8 bytes an entry) is a part's worth, not the whole table's.
 //!
 //! The TP/SL trigger orders are archived from the tracker's table too,
 //! each written out as the archive reaches it.
 //!
 //! What is held meanwhile: a deep book's levels and a part of its orders,
-//! the text table, a sixteenth of the positions' sorted references, one
-//! trigger order written out and what the sink buffers, rather than a copy
-//! of the state.
+//! the text table, one part of the positions sorted, one trigger order
+//! written out and what the sink buffers, rather than a copy of the state.
 
 use std::cell::Cell;
 use std::marker::PhantomData;
@@ -50,7 +51,7 @@ use super::state::{
 };
 use crate::market::Market;
 use crate::market::tpsl::TpslView;
-use crate::positions::{Sorted, User};
+use crate::positions::{POSITION_PARTS, Positions, User};
 
 /// What a streamed archive holds, for its file's header and the report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -154,7 +155,7 @@ fn serialize<W: std::io::Write>(
         position: tpsl.position,
         max_oid: tpsl.max_oid,
         orders: TriggerList(market.tpsl()),
-        positions: PositionList(market.tpsl().positions().sorted()),
+        positions: PositionList::new(market.tpsl().positions()),
         position_mismatches: tpsl.position_mismatches,
     };
     let root = StateShell {
@@ -367,27 +368,39 @@ struct TpslShell<'m> {
     position_mismatches: u64,
 }
 
-/// The open positions in the archive's order, borrowed: archived as the
-/// `Vec` of entries they were, each entry made as it is archived (never a
-/// list of them all).
-struct PositionList<'m>(Sorted<'m>);
+/// The open positions, borrowed: archived as the parts of entries they
+/// were ([`Positions::part`]), each part sorted as the archive reaches it
+/// and each entry made as it is archived. rkyv holds what it needs to lay
+/// out a list (8 bytes an entry) until the list is written: a part's worth,
+/// not the whole table's.
+struct PositionList<'m> {
+    positions: &'m Positions,
+    lens: [usize; POSITION_PARTS as usize],
+}
 
 impl<'m> PositionList<'m> {
-    fn shells(&self) -> impl ExactSizeIterator<Item = PositionShell<'m>> + Clone + '_ {
-        self.0.iter().map(|(user, coin, position)| PositionShell {
-            user,
-            coin,
-            position: position.into(),
+    fn new(positions: &'m Positions) -> Self {
+        Self {
+            positions,
+            lens: positions.part_lens(),
+        }
+    }
+
+    fn parts(&self) -> impl ExactSizeIterator<Item = PositionPart<'m>> + Clone + '_ {
+        (0..POSITION_PARTS).map(|part| PositionPart {
+            positions: self.positions,
+            part,
+            len: self.lens[usize::from(part)],
         })
     }
 }
 
 impl Archive for PositionList<'_> {
-    type Archived = ArchivedVec<ArchivedPositionEntryState>;
+    type Archived = ArchivedVec<ArchivedVec<ArchivedPositionEntryState>>;
     type Resolver = VecResolver;
 
     fn resolve(&self, resolver: VecResolver, out: Place<Self::Archived>) {
-        ArchivedVec::resolve_from_len(self.0.iter().len(), resolver, out);
+        ArchivedVec::resolve_from_len(self.lens.len(), resolver, out);
     }
 }
 
@@ -397,7 +410,39 @@ where
     S::Error: rancor::Source,
 {
     fn serialize(&self, serializer: &mut S) -> Result<VecResolver, S::Error> {
-        ArchivedVec::serialize_from_iter::<PositionShell<'_>, _, _>(self.shells(), serializer)
+        ArchivedVec::serialize_from_iter::<PositionPart<'_>, _, _>(self.parts(), serializer)
+    }
+}
+
+/// One part of [`PositionList`], of `len` entries.
+struct PositionPart<'m> {
+    positions: &'m Positions,
+    part: u8,
+    len: usize,
+}
+
+impl Archive for PositionPart<'_> {
+    type Archived = ArchivedVec<ArchivedPositionEntryState>;
+    type Resolver = VecResolver;
+
+    fn resolve(&self, resolver: VecResolver, out: Place<Self::Archived>) {
+        ArchivedVec::resolve_from_len(self.len, resolver, out);
+    }
+}
+
+impl<S> Serialize<S> for PositionPart<'_>
+where
+    S: Fallible + Allocator + Writer + ?Sized,
+    S::Error: rancor::Source,
+{
+    fn serialize(&self, serializer: &mut S) -> Result<VecResolver, S::Error> {
+        let part = self.positions.part(self.part);
+        let shells = part.iter().map(|(user, coin, position)| PositionShell {
+            user,
+            coin,
+            position: position.into(),
+        });
+        ArchivedVec::serialize_from_iter::<PositionShell<'_>, _, _>(shells, serializer)
     }
 }
 
