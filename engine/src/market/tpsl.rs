@@ -45,146 +45,14 @@
 
 use std::collections::HashMap;
 
-use serde::Serialize;
-
 use crate::block::DecodedBlock;
 use crate::coin::is_perp;
-use crate::event::{FillEvent, OrderStatusEvent, Side};
-use crate::num::{Px, Sz};
+use crate::event::{FillEvent, OrderStatusEvent};
+use crate::num::Sz;
 use crate::positions::{PositionIssue, Positions};
 
-pub use super::triggers::TriggerRef;
 use super::triggers::Triggers;
-
-/// `TpslDiffType`, serialised by its protobuf name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum TpslDiffType {
-    /// A trigger order is now tracked.
-    #[serde(rename = "TPSL_DIFF_TYPE_ADD")]
-    Add,
-    /// It left (fired, canceled, rejected, ...).
-    #[serde(rename = "TPSL_DIFF_TYPE_REMOVE")]
-    Remove,
-    /// Modified in place, or its resolved size moved.
-    #[serde(rename = "TPSL_DIFF_TYPE_UPDATE")]
-    Update,
-}
-
-/// A tracked trigger order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TriggerOrder {
-    /// Market.
-    pub coin: String,
-    /// Owner as the node wrote it.
-    pub user: String,
-    /// Order id.
-    pub oid: u64,
-    /// Side.
-    pub side: Side,
-    /// Trigger price.
-    pub trigger_px: Px,
-    /// Limit price.
-    pub limit_px: Px,
-    /// The order's own size (`0.0` for a position TP/SL).
-    pub orig_sz: Sz,
-    /// `"Price above 76717"`, ...
-    pub trigger_condition: String,
-    /// `"Stop Market"`, `"Take Profit Limit"`, ...
-    pub order_type: String,
-    /// Size follows the position.
-    pub is_position_tpsl: bool,
-    /// Reduce-only.
-    pub reduce_only: bool,
-    /// Placement time, Unix ms.
-    pub timestamp: i64,
-    /// Client order id.
-    pub cloid: Option<String>,
-    /// The size last published (resolved for a position TP/SL).
-    pub sz: Sz,
-}
-
-impl TriggerOrder {
-    fn of(status: &OrderStatusEvent<'_>, sz: Sz) -> Self {
-        let order = &status.order;
-        Self {
-            coin: order.coin.to_owned(),
-            user: status.user.to_owned(),
-            oid: order.oid,
-            side: order.side,
-            trigger_px: order.trigger_px,
-            limit_px: order.limit_px,
-            orig_sz: order.orig_sz,
-            trigger_condition: order.trigger_condition.to_owned(),
-            order_type: order.order_type.to_owned(),
-            is_position_tpsl: order.is_position_tpsl,
-            reduce_only: order.reduce_only,
-            timestamp: order.timestamp,
-            cloid: order.cloid.map(str::to_owned),
-            sz,
-        }
-    }
-
-    /// This order as a diff of `diff_type` (with `reason` on a REMOVE).
-    pub fn into_diff(self, diff_type: TpslDiffType, reason: Option<&str>) -> TpslOrderDiff {
-        TpslOrderDiff {
-            diff_type,
-            oid: self.oid,
-            coin: self.coin,
-            user: self.user,
-            side: self.side,
-            trigger_px: self.trigger_px,
-            limit_px: self.limit_px,
-            sz: self.sz,
-            trigger_condition: self.trigger_condition,
-            order_type: self.order_type,
-            is_position_tpsl: self.is_position_tpsl,
-            reduce_only: self.reduce_only,
-            timestamp: self.timestamp,
-            reason: reason.map(str::to_owned),
-            orig_sz: self.orig_sz,
-            cloid: self.cloid,
-        }
-    }
-}
-
-/// `TpslOrderDiff`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct TpslOrderDiff {
-    /// What happened.
-    pub diff_type: TpslDiffType,
-    /// Order id.
-    pub oid: u64,
-    /// Market.
-    pub coin: String,
-    /// Owner.
-    pub user: String,
-    /// Side.
-    pub side: Side,
-    /// Trigger price.
-    pub trigger_px: Px,
-    /// Limit price.
-    pub limit_px: Px,
-    /// Effective size (resolved from the position for a position TP/SL).
-    pub sz: Sz,
-    /// Trigger condition text.
-    pub trigger_condition: String,
-    /// Order type text.
-    pub order_type: String,
-    /// Position TP/SL.
-    pub is_position_tpsl: bool,
-    /// Reduce-only.
-    pub reduce_only: bool,
-    /// Placement time.
-    pub timestamp: i64,
-    /// On REMOVE: the status that removed the order.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// The order's own size as written.
-    pub orig_sz: Sz,
-    /// Client order id.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cloid: Option<String>,
-}
+pub use super::triggers::{TpslDiffType, TpslOrderDiff, TriggerOrder, TriggerRef};
 
 /// Shared state: tracked trigger orders, positions, and the last block's
 /// diffs.
