@@ -51,7 +51,7 @@ use crate::event::{FillEvent, OrderStatusEvent};
 use crate::num::Sz;
 use crate::positions::{PositionIssue, Positions};
 
-use super::triggers::Triggers;
+use super::triggers::{Put, Triggers};
 pub use super::triggers::{TpslDiffType, TpslOrderDiff, TriggerOrder, TriggerRef};
 
 /// Shared state: tracked trigger orders, positions, and the last block's
@@ -116,7 +116,7 @@ impl TpslView {
 
     /// One tracked order of a checkpoint.
     pub(crate) fn restore(&mut self, order: &TriggerOrder) {
-        if !self.orders.insert(order) {
+        if self.orders.put(order) == Put::New {
             *self.oids.entry(order.oid).or_default() += 1;
         }
         self.max_oid = self.max_oid.max(order.oid);
@@ -197,15 +197,14 @@ impl TpslView {
                 order.is_position_tpsl,
             );
             let tracked = TriggerOrder::of(status, sz);
-            if self.orders.holds(&tracked) {
-                return;
-            }
-            let diff_type = if self.orders.insert(&tracked) {
-                TpslDiffType::Update
-            } else {
-                *self.oids.entry(order.oid).or_default() += 1;
-                self.max_oid = self.max_oid.max(order.oid);
-                TpslDiffType::Add
+            let diff_type = match self.orders.put(&tracked) {
+                Put::Same => return,
+                Put::Replaced => TpslDiffType::Update,
+                Put::New => {
+                    *self.oids.entry(order.oid).or_default() += 1;
+                    self.max_oid = self.max_oid.max(order.oid);
+                    TpslDiffType::Add
+                }
             };
             self.diffs.push(tracked.into_diff(diff_type, None));
         } else if let Some(removed) =

@@ -186,7 +186,17 @@ const SZ: usize = 3;
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Triggers {
     coins: BTreeMap<Short, BTreeMap<Key, Kept>>,
-    len: usize,
+}
+
+/// What [`Triggers::put`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Put {
+    /// The order was not kept: now it is.
+    New,
+    /// Another order was kept for its keys: this one replaced it.
+    Replaced,
+    /// This very order was kept already: nothing changed.
+    Same,
 }
 
 /// A coin's orders are ordered by owner (lowercased), then oid.
@@ -407,9 +417,9 @@ impl Triggers {
         Some(TriggerRef { coin, key, kept })
     }
 
-    /// The order kept for `order` (its coin, owner lowercased, oid), and
-    /// whether one was kept before.
-    pub(crate) fn insert(&mut self, order: &TriggerOrder) -> bool {
+    /// Keeps `order` under its keys (its coin, owner lowercased, oid),
+    /// in place of what was kept there.
+    pub(crate) fn put(&mut self, order: &TriggerOrder) -> Put {
         let key = Key {
             user: Owner::new(&order.user.to_ascii_lowercase()),
             oid: order.oid,
@@ -418,15 +428,18 @@ impl Triggers {
             Some(orders) => orders,
             None => self.coins.entry(Short::new(&order.coin)).or_default(),
         };
-        let replaced = orders.insert(key, Kept::of(order)).is_some();
-        self.len += usize::from(!replaced);
-        replaced
-    }
-
-    /// Whether the order kept for `order`'s keys is `order` exactly.
-    pub(crate) fn holds(&self, order: &TriggerOrder) -> bool {
-        self.get(&order.coin, &order.user.to_ascii_lowercase(), order.oid)
-            .is_some_and(|held| *held.kept == Kept::of(order))
+        let kept = Kept::of(order);
+        match orders.entry(key) {
+            btree_map::Entry::Vacant(entry) => {
+                entry.insert(kept);
+                Put::New
+            }
+            btree_map::Entry::Occupied(entry) if *entry.get() == kept => Put::Same,
+            btree_map::Entry::Occupied(mut entry) => {
+                entry.insert(kept);
+                Put::Replaced
+            }
+        }
     }
 
     /// Removes the order `oid` of a lowercased owner in `coin`; it as it was.
@@ -438,7 +451,6 @@ impl Triggers {
     ) -> Option<TriggerOrder> {
         let orders = self.coins.get_mut(coin)?;
         let kept = orders.remove(&Key::probe(lowercased_user, oid))?;
-        self.len -= 1;
         if orders.is_empty() {
             self.coins.remove(coin);
         }
@@ -468,7 +480,7 @@ impl Triggers {
         Iter {
             coins: self.coins.iter(),
             coin: None,
-            left: self.len,
+            left: self.coins.values().map(BTreeMap::len).sum(),
         }
     }
 }
@@ -577,7 +589,7 @@ mod tests {
             order("xyz:NVDA", "0xa", 1),
         ];
         for order in &placed {
-            assert!(!triggers.insert(order));
+            assert_eq!(triggers.put(order), Put::New);
         }
         assert_eq!(triggers.iter().len(), 5);
         let listed: Vec<(String, String, u64)> = triggers
@@ -597,11 +609,14 @@ mod tests {
         assert_eq!(triggers.iter().len(), 5);
         assert_eq!(triggers.get("ETH", "0xb", 3).unwrap().order(), placed[0]);
         assert!(triggers.get("ETH", "0xb", 4).is_none());
-        assert!(triggers.holds(&placed[0]));
+        assert_eq!(triggers.put(&placed[0]), Put::Same);
         let mut moved = placed[0].clone();
         moved.trigger_px = "76717.00".parse().unwrap();
-        assert!(!triggers.holds(&moved), "the same price, printed otherwise");
-        assert!(triggers.insert(&moved));
+        assert_eq!(
+            triggers.put(&moved),
+            Put::Replaced,
+            "the same price, printed otherwise"
+        );
         assert_eq!(triggers.iter().len(), 5);
         let oids: Vec<u64> = triggers
             .of_user_mut("BTC", "0xa")
@@ -610,7 +625,6 @@ mod tests {
         assert_eq!(oids, [4, 12]);
         assert_eq!(triggers.remove("ETH", "0xb", 3), Some(moved));
         assert_eq!(triggers.remove("ETH", "0xb", 3), None);
-        assert_eq!(triggers.iter().len(), 4);
         assert_eq!(triggers.iter().len(), 4);
     }
 }
