@@ -9,7 +9,7 @@ use feeds::envelope;
 
 use crate::event::{
     BookDiffEvent, EventError, FillEvent, OrderStatusEvent, TradeLine, decode_book_diff,
-    decode_fill, decode_order_status, decode_trade_line,
+    decode_fill, decode_fill_at, decode_order_status, decode_trade_line,
 };
 
 /// The raw lines of one block, per source, in file order. In by-block mode a
@@ -176,19 +176,60 @@ pub(crate) fn decode_fills<'a>(
     let bytes: usize = block.lines.fills.iter().map(Bytes::len).sum();
     out.fills.reserve((bytes / 256).min(RESERVE_FILLS));
     let number = block.number;
-    for_each_event(number, &block.lines.fills, errors, |raw, errors| {
-        let decoded = if raw.first() == Some(&b'{') {
-            decode_trade_line(raw).map(|line| out.trades.push(line))
-        } else {
-            decode_fill(raw).map(|event| out.fills.push(event))
+    for line in &block.lines.fills {
+        let line: &'a [u8] = line;
+        let env = match envelope::decode(line) {
+            Ok(env) => env,
+            Err(error) => {
+                errors.push(BlockDecodeError::Envelope {
+                    block: number,
+                    error,
+                });
+                continue;
+            }
         };
-        if let Err(error) = decoded {
-            errors.push(BlockDecodeError::Event {
-                block: number,
-                error,
+        // A fill in the node's layout is delimited by its own decode (one
+        // pass over its bytes); anything else by the bracket walk, then
+        // decoded as a whole trade or through serde.
+        let mut spans = env.events();
+        loop {
+            // Decoded straight into the list (a fill is a few hundred
+            // bytes: each move of one is a copy of them).
+            let mut fast = false;
+            let next = spans.next_measured(|rest| {
+                let (event, len) = decode_fill_at(rest)?;
+                out.fills.push(event);
+                fast = true;
+                Some(len)
             });
+            let span = match next {
+                None => break,
+                Some(Ok(span)) => span,
+                Some(Err(error)) => {
+                    errors.push(BlockDecodeError::Envelope {
+                        block: number,
+                        error,
+                    });
+                    break;
+                }
+            };
+            if fast {
+                continue;
+            }
+            let raw = &line[span];
+            let decoded = if raw.first() == Some(&b'{') {
+                decode_trade_line(raw).map(|line| out.trades.push(line))
+            } else {
+                decode_fill(raw).map(|event| out.fills.push(event))
+            };
+            if let Err(error) = decoded {
+                errors.push(BlockDecodeError::Event {
+                    block: number,
+                    error,
+                });
+            }
         }
-    });
+    }
     out
 }
 

@@ -389,6 +389,12 @@ pub fn decode_book_diff(span: &[u8]) -> Result<BookDiffEvent<'_>, EventError> {
     serde_json::from_slice(span).map_err(|e| EventError::from_serde("raw_book_diffs", &e))
 }
 
+/// [`decode_order_status_at`] for fills: the `[user, fill]` event that
+/// starts `bytes` and its length, or `None` (use [`decode_fill`]).
+pub fn decode_fill_at(bytes: &[u8]) -> Option<(FillEvent<'_>, usize)> {
+    compact::fill_at(bytes)
+}
+
 /// Decodes one fill event span (`[user, fill]`).
 ///
 /// # Errors
@@ -789,7 +795,7 @@ mod compact {
     }
 
     /// [`fill`] of the event that starts `bytes`, and its length.
-    fn fill_at(bytes: &[u8]) -> Option<(FillEvent<'_>, usize)> {
+    pub(super) fn fill_at(bytes: &[u8]) -> Option<(FillEvent<'_>, usize)> {
         let mut c = Cursor { bytes, at: 0 };
         let user = c.after(br#"[""#)?.string()?;
         let coin = c.after(br#",{"coin":""#)?.string()?;

@@ -29,6 +29,7 @@
 //! store can resume before the snapshot the books start from.
 
 pub mod bbo;
+pub mod candle_fold;
 pub mod candles;
 pub mod fills;
 pub mod l2;
@@ -46,6 +47,7 @@ use feeds::Source;
 
 use crate::block::{self, Block};
 use crate::book::l4::Books;
+use crate::event::FillEvent;
 use crate::fold::{BlockReport, CoinReset, Engine, FoldWants, Gap, UnknownIds};
 use crate::snapshot::{L4Snapshot, SnapshotError};
 
@@ -580,25 +582,11 @@ impl Market {
             begun = Some(started);
         }
         after(Step::FirstBooks, self);
-        let block::BlockFills {
-            fills,
-            trades: trade_lines,
-        } = if needs.decodes_fills() {
-            block::decode_fills(block, &mut report.decode_errors)
+        let (fills, whole_trades) = if needs.decodes_fills() {
+            decode_trades(block, &mut report)
         } else {
-            block::BlockFills::default()
+            (Vec::new(), Vec::new())
         };
-        report.events += fills.len() + trade_lines.len();
-        let mut whole_trades = Vec::with_capacity(trade_lines.len());
-        for line in &trade_lines {
-            match WholeTrade::of_line(line) {
-                Some(trade) => whole_trades.push(trade),
-                None => report.decode_errors.push(block::BlockDecodeError::Event {
-                    block: block.number,
-                    error: crate::event::EventError::unreadable_time("trades"),
-                }),
-            }
-        }
         if needs.trades || needs.candles {
             // Candles alone read no trade's parties.
             let parties = if needs.trades {
@@ -606,11 +594,16 @@ impl Market {
             } else {
                 trades::Parties::Left
             };
-            self.trades
-                .apply_fills_and_trades_with(number, time, &fills, &whole_trades, parties);
-            if needs.candles {
-                self.candles.apply_trades_view(&self.trades);
-            }
+            let candles = needs.candles.then_some(&mut self.candles);
+            fold_trades(
+                &mut self.trades,
+                candles,
+                number,
+                time,
+                &fills,
+                &whole_trades,
+                parties,
+            );
         }
         if needs.fills && books_due {
             if self.fills_watchers > 0 {
@@ -683,6 +676,48 @@ impl Market {
             }
         }
         self.universe_grew = self.universe.len() != before;
+    }
+}
+
+/// A block's fills and the whole trades of the older trade format, in file
+/// order; what does not decode is added to `report`'s errors, and both
+/// count as its events.
+fn decode_trades<'b>(
+    block: &'b Block,
+    report: &mut BlockReport,
+) -> (Vec<FillEvent<'b>>, Vec<WholeTrade>) {
+    let block::BlockFills {
+        fills,
+        trades: trade_lines,
+    } = block::decode_fills(block, &mut report.decode_errors);
+    report.events += fills.len() + trade_lines.len();
+    let mut whole_trades = Vec::with_capacity(trade_lines.len());
+    for line in &trade_lines {
+        match WholeTrade::of_line(line) {
+            Some(trade) => whole_trades.push(trade),
+            None => report.decode_errors.push(block::BlockDecodeError::Event {
+                block: block.number,
+                error: crate::event::EventError::unreadable_time("trades"),
+            }),
+        }
+    }
+    (fills, whole_trades)
+}
+
+/// Pairs a block's fills (and takes its whole trades) into `trades`, then
+/// folds the block's trades into `candles` when given.
+fn fold_trades(
+    trades: &mut TradesView,
+    candles: Option<&mut CandlesView>,
+    number: u64,
+    time: i64,
+    fills: &[FillEvent<'_>],
+    whole_trades: &[WholeTrade],
+    parties: trades::Parties,
+) {
+    trades.apply_fills_and_trades_with(number, time, fills, whole_trades, parties);
+    if let Some(candles) = candles {
+        candles.apply_trades_view(trades);
     }
 }
 

@@ -205,7 +205,12 @@ impl WriterSettings {
 
     /// Where the fold of trades must start for this writer.
     pub fn fold_start(&self) -> Start {
-        Start::Timestamp(self.from_ms.saturating_sub(REPLAY_MARGIN_MS))
+        Start::Timestamp(self.fold_start_ms())
+    }
+
+    /// [`WriterSettings::fold_start`] in Unix ms.
+    pub fn fold_start_ms(&self) -> i64 {
+        self.from_ms.saturating_sub(REPLAY_MARGIN_MS)
     }
 }
 

@@ -25,6 +25,7 @@
 
 pub mod chunk;
 pub mod export;
+mod hours;
 pub mod import;
 pub mod store;
 

@@ -37,8 +37,13 @@
 //!
 //! A stretch is read, folded and committed by three threads joined by
 //! bounded queues ([`fold_stretch`]): the fold's thread sets the pace on two
-//! cores, and the reading thread decodes the next hour file while the fold
-//! is still in the last. What is folded and stored does not depend on it.
+//! cores, and the reading thread decodes ahead of it. By-block hours are
+//! decoded piece by piece as they are read and cut into blocks straight
+//! from the decoder's output ([`super::hours`]); the older layouts go
+//! through the feed and the block aligner. The fold is a
+//! [`CandleFold`]: a market's trades and candles alone, folded as the
+//! server's market folds them. What is folded and stored does not depend
+//! on the threads.
 //!
 //! # Safety
 //!
@@ -56,14 +61,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
-use engine::block::Block;
 
-use engine::market::{Market, Needs};
+use engine::market::candle_fold::CandleFold;
 use engine::source::{BlockSource, SourceOptions};
 use feeds::layout::SegmentKey;
 use feeds::{Feed, FeedError, LineFormat, Source, Start};
 
 use crate::candle_thread::{CandleBlock, MAX_PENDING, Writer, WriterSettings};
+use crate::candles::hours::{self, HourFile, READ_BATCH, READ_BATCH_BYTES, Read};
 use crate::candles::store::{CandleStore, Gap, INTERVALS, StoreError};
 
 /// Longest time between two commits of an import, by default.
@@ -333,14 +338,24 @@ fn fold_stretch(
     report: &mut ImportReport,
     progress: &mut dyn FnMut(i64, u64, u64),
 ) -> Result<(), ImportError> {
-    let source = BlockSource::new(
-        vec![dataset.feed.clone()],
-        SourceOptions {
-            fills_from: Some(settings.fold_start()),
-            ..SourceOptions::from_block(0)
-        },
-    )?;
-    let bytes_before = source.bytes();
+    let from_ms = settings.fold_start_ms();
+    // By-block hours are decoded as they are read (`hours`); the other
+    // layouts go through the feed, which joins or wraps their lines.
+    let reading = if dataset.name == BY_BLOCK {
+        Reading::Hours(hour_files(&dataset.feed))
+    } else {
+        Reading::Feed(Box::new(BlockSource::new(
+            vec![dataset.feed.clone()],
+            SourceOptions {
+                fills_from: Some(Start::Timestamp(from_ms)),
+                ..SourceOptions::from_block(0)
+            },
+        )?))
+    };
+    let bytes_before = match &reading {
+        Reading::Feed(source) => source.bytes(),
+        Reading::Hours(_) => 0,
+    };
     let written = AtomicU64::new(0);
     let counted = &written;
     let committing = &mut *writer;
@@ -349,7 +364,13 @@ fn fold_stretch(
     let (folded, read, wrote) = std::thread::scope(|scope| {
         let reader = std::thread::Builder::new()
             .name("import-read".into())
-            .spawn_scoped(scope, move || read_blocks(source, &read_tx));
+            .spawn_scoped(scope, move || match reading {
+                Reading::Feed(source) => read_blocks(*source, &read_tx),
+                Reading::Hours(files) => {
+                    hours::read_hours(&files, from_ms, &read_tx);
+                    Ok(())
+                }
+            });
         let committer = std::thread::Builder::new()
             .name("import-commit".into())
             // The queue's receiver goes with the thread: a failed commit
@@ -401,12 +422,6 @@ fn fold_stretch(
     Ok(())
 }
 
-/// Blocks handed from the reading thread to the fold at once, at most.
-const READ_BATCH: usize = 512;
-/// Decoded bytes of the blocks handed at once, at most (about: a batch
-/// ends with the block that reaches it): the blocks hold their lines'
-/// pages of the decoded hour in memory.
-const READ_BATCH_BYTES: u64 = 4 << 20;
 /// Batches of blocks read ahead of the fold: enough for the reading
 /// thread to decode the next hour file (a tenth of a second for a
 /// mainnet-scale hour) while the fold goes on, at most `READ_QUEUE ×
@@ -417,27 +432,37 @@ const WRITE_BATCH: usize = 512;
 /// Batches waiting for the committing thread.
 const WRITE_QUEUE: usize = 256;
 
-/// What the reading thread hands the fold, in the order it read it.
-enum Read {
-    /// Damaged files met (their lines before the damage are in the blocks
-    /// that follow).
-    Damaged(Vec<String>),
-    /// Blocks, and the decoded bytes read so far.
-    Blocks(Vec<Block>, u64),
-    /// Every block read before the damage was handed over: the gap runs
-    /// from the last of them (or the damaged hour's start) to the next
-    /// block. The reason, and the hour's start.
-    DamageEnds(String, Option<i64>),
-    /// The files cannot be read.
-    Failed(FeedError),
-}
-
 /// What the fold hands the committing thread, in block order.
 enum Write {
     /// Folded blocks' closed candles.
     Blocks(Vec<CandleBlock>),
     /// A gap found by the fold (a damaged or missing hour).
     Gap(Gap),
+}
+
+/// How a stretch's blocks are read.
+enum Reading {
+    /// Through the feed and the block aligner.
+    Feed(Box<BlockSource>),
+    /// By-block hour files decoded as they are read.
+    Hours(Vec<HourFile>),
+}
+
+/// The by-block fills dataset, read through [`hours`].
+const BY_BLOCK: &str = "node_fills_by_block";
+
+/// A feed's hour files, in hour order.
+fn hour_files(feed: &Feed) -> Vec<HourFile> {
+    feed.segments()
+        .into_iter()
+        .filter_map(|(key, path, _)| match key {
+            SegmentKey::Hourly { date, hour } => Some(HourFile {
+                hour_ms: hour_start_ms((date, hour))?,
+                path,
+            }),
+            SegmentKey::Replica { .. } => None,
+        })
+        .collect()
 }
 
 /// The reading thread: every block of `source`, in batches, until the
@@ -539,20 +564,16 @@ fn fold_blocks(
     report: &mut ImportReport,
     progress: &mut dyn FnMut(i64, u64),
 ) -> Result<u64, ImportError> {
-    let mut market = Market::new(Needs {
-        candles: true,
-        ..Needs::NONE
-    })
-    .with_candle_intervals(&INTERVALS);
+    let mut fold = CandleFold::new(&INTERVALS);
     let mut last_time: Option<i64> = None;
     // The damaged file met last: why, and its hour's start.
     let mut damaged: Option<(String, Option<i64>)> = None;
     // The missing hours of an older dataset already recorded as gaps.
     let mut missing_seen: BTreeSet<i64> = BTreeSet::new();
     let mut bytes = 0u64;
-    let mut batch: Vec<CandleBlock> = Vec::with_capacity(WRITE_BATCH);
-    // A send fails only when the committing thread ended, with its error.
-    let send = |message: Write| output.send(message).is_ok();
+    let mut out = Outbox::new(output);
+    // Where the fold was when the hour file being read began.
+    let mut hour_start: Option<HourStart> = None;
     let legacy = dataset
         .feed
         .source_dir_name()
@@ -569,6 +590,37 @@ fn fold_blocks(
             }
             Read::DamageEnds(reason, hour_ms) => {
                 damaged = Some((reason, hour_ms));
+                continue;
+            }
+            Read::HourBegins => {
+                if !out.hold() {
+                    break 'read;
+                }
+                hour_start = Some(HourStart {
+                    fold: fold.clone(),
+                    last_time,
+                    damaged: damaged.clone(),
+                    blocks: report.blocks,
+                    fills: report.fills,
+                });
+                continue;
+            }
+            Read::HourEnds => {
+                hour_start = None;
+                if !out.release() {
+                    break 'read;
+                }
+                continue;
+            }
+            Read::HourDiscarded => {
+                if let Some(start) = hour_start.take() {
+                    fold = start.fold;
+                    last_time = start.last_time;
+                    damaged = start.damaged;
+                    report.blocks = start.blocks;
+                    report.fills = start.fills;
+                }
+                out.discard();
                 continue;
             }
             Read::Blocks(blocks, read_bytes) => (blocks, read_bytes),
@@ -609,35 +661,113 @@ fn fold_blocks(
                     ),
                 });
             }
-            if !gaps.is_empty() {
-                // In order: after the blocks before them.
-                let before = std::mem::replace(&mut batch, Vec::with_capacity(WRITE_BATCH));
-                if !send(Write::Blocks(before))
-                    || !gaps.into_iter().all(|gap| send(Write::Gap(gap)))
-                {
-                    break 'read;
-                }
+            // In order: after the blocks before them.
+            if !gaps.into_iter().all(|gap| out.gap(gap)) {
+                break 'read;
             }
-            let folded = market.apply(&block);
+            let folded = fold.apply(&block);
+            if folded.skipped {
+                continue;
+            }
             report.blocks += 1;
             report.fills += folded.events as u64;
             last_time = Some(block.time_ms);
-            batch.push(CandleBlock::closed_of(market.candles()));
-            if batch.len() == WRITE_BATCH {
-                let full = std::mem::replace(&mut batch, Vec::with_capacity(WRITE_BATCH));
-                if !send(Write::Blocks(full)) {
-                    break 'read;
-                }
+            if !out.block(CandleBlock::closed_of(fold.candles())) {
+                break 'read;
             }
             if report.blocks.is_multiple_of(PROGRESS_EVERY) {
                 progress(block.time_ms, bytes);
             }
         }
     }
-    if !batch.is_empty() {
-        send(Write::Blocks(batch));
-    }
+    // An hour cut short by `stop` is sound up to there.
+    out.release();
     Ok(bytes)
+}
+
+/// The fold as it was when an hour file began: what a failed checksum
+/// sets it back to.
+struct HourStart {
+    fold: CandleFold,
+    last_time: Option<i64>,
+    damaged: Option<(String, Option<i64>)>,
+    blocks: u64,
+    fills: u64,
+}
+
+/// The fold's way to the committing thread: blocks' closed candles in
+/// batches and gaps in order, held back while an hour file may still be
+/// discarded ([`Outbox::hold`]). A send fails only when the committing
+/// thread ended (with its error): each method says `false` then.
+struct Outbox<'s> {
+    output: &'s Sender<Write>,
+    batch: Vec<CandleBlock>,
+    /// Messages held back, while holding.
+    held: Option<Vec<Write>>,
+}
+
+impl<'s> Outbox<'s> {
+    fn new(output: &'s Sender<Write>) -> Self {
+        Self {
+            output,
+            batch: Vec::with_capacity(WRITE_BATCH),
+            held: None,
+        }
+    }
+
+    fn block(&mut self, block: CandleBlock) -> bool {
+        self.batch.push(block);
+        self.batch.len() < WRITE_BATCH || self.flush()
+    }
+
+    fn gap(&mut self, gap: Gap) -> bool {
+        self.flush() && self.send(Write::Gap(gap))
+    }
+
+    /// Sends (or holds) what is batched.
+    fn flush(&mut self) -> bool {
+        if self.batch.is_empty() {
+            return true;
+        }
+        let full = std::mem::replace(&mut self.batch, Vec::with_capacity(WRITE_BATCH));
+        self.send(Write::Blocks(full))
+    }
+
+    fn send(&mut self, message: Write) -> bool {
+        match &mut self.held {
+            Some(held) => {
+                held.push(message);
+                true
+            }
+            None => self.output.send(message).is_ok(),
+        }
+    }
+
+    /// Sends what came before, then holds what comes next until
+    /// [`Outbox::release`] or [`Outbox::discard`].
+    fn hold(&mut self) -> bool {
+        let sent = self.release();
+        self.held = Some(Vec::new());
+        sent
+    }
+
+    /// Sends everything held and batched, and holds no more.
+    fn release(&mut self) -> bool {
+        let flushed = self.flush();
+        let held = self.held.take().unwrap_or_default();
+        flushed
+            && held
+                .into_iter()
+                .all(|message| self.output.send(message).is_ok())
+    }
+
+    /// Drops everything held and batched since [`Outbox::hold`].
+    fn discard(&mut self) {
+        self.batch.clear();
+        if let Some(held) = &mut self.held {
+            held.clear();
+        }
+    }
 }
 
 /// A scoped thread's result, a panic as an error.
@@ -654,6 +784,18 @@ fn joined<T>(
     })
 }
 
+/// The block time of a feed's first record.
+fn first_record_ms(feed: &Feed) -> Result<Option<i64>, ImportError> {
+    let mut cursor = feed.seek(Start::BlockNumber(0))?;
+    loop {
+        match feed.read(&mut cursor, 1) {
+            Ok(records) => return Ok(records.first().and_then(|r| r.timestamp_ms)),
+            Err(FeedError::Damaged { .. }) => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+}
+
 /// Opens the staged datasets that have lines, oldest format first, with
 /// their first and last block times and missing hours.
 fn open_datasets(root: &Path, report: &mut ImportReport) -> Result<Vec<Dataset>, ImportError> {
@@ -663,13 +805,13 @@ fn open_datasets(root: &Path, report: &mut ImportReport) -> Result<Vec<Dataset>,
             continue;
         }
         let feed = Feed::open_dir(root, Source::Fills, name)?;
-        let mut cursor = feed.seek(Start::BlockNumber(0))?;
-        let first = loop {
-            match feed.read(&mut cursor, 1) {
-                Ok(records) => break records.first().and_then(|r| r.timestamp_ms),
-                Err(FeedError::Damaged { .. }) => {}
-                Err(error) => return Err(error.into()),
-            }
+        // By-block hours are read front to back by `hours` (the feed would
+        // decode the first and the last hour whole to know where they
+        // begin and end); the older layouts through the feed.
+        let by_block = (name == BY_BLOCK).then(|| hour_files(&feed));
+        let first = match &by_block {
+            Some(files) => hours::first_block_ms(files)?,
+            None => first_record_ms(&feed)?,
         };
         let Some(first_ms) = first else {
             continue;
@@ -684,9 +826,11 @@ fn open_datasets(root: &Path, report: &mut ImportReport) -> Result<Vec<Dataset>,
             .collect();
         // The newest line's time; when it does not decode, the end of the
         // hour after the newest file's (files spill over by minutes).
-        let last_ms = feed
-            .newest()
-            .and_then(|header| header.timestamp_ms)
+        let newest_ms = match by_block.as_deref().and_then(<[HourFile]>::last) {
+            Some(file) => hours::last_block_ms(file)?,
+            None => feed.newest().and_then(|header| header.timestamp_ms),
+        };
+        let last_ms = newest_ms
             .or_else(|| Some(hour_start_ms(*hours.last()?)? + 2 * 3_600_000))
             .unwrap_or(first_ms);
         let mut missing = Vec::new();

@@ -529,3 +529,75 @@ fn a_missing_older_hour_is_one_gap_however_many_blocks_spill_into_it() {
     assert_eq!((gap.from_ms, gap.to_ms), (lines[0].0, hour_one), "{gap:?}");
     assert!(gap.reason.contains("missing"), "{gap:?}");
 }
+
+#[test]
+fn an_hour_failing_its_checksum_counts_for_nothing_though_it_was_read() {
+    // Hour 23: the first real block. Hour 0: the other nine, read and
+    // folded before the frame's checksum at the file's end is reached —
+    // where a bit is flipped. Hour 1: all ten again, an hour later.
+    let lines = by_block();
+    let coins = coins_of(&lines);
+    let later: Vec<(i64, Vec<u8>)> = lines
+        .iter()
+        .map(|(time, line)| (time + 3_600_000, shifted(line, 3_600_000, 10)))
+        .collect();
+    let write = |dir: &Path, with_zero: bool| {
+        let first = &lines[..1];
+        let (date, hour) = hour_of(first[0].0);
+        hour_file(dir, "node_fills_by_block", &date, hour, &[&first[0].1]);
+        let zero: Vec<&[u8]> = lines[1..].iter().map(|(_, l)| l.as_slice()).collect();
+        let (date, hour) = hour_of(lines[1].0);
+        let path = hour_file(dir, "node_fills_by_block", &date, hour, &zero);
+        if with_zero {
+            let mut bytes = std::fs::read(&path).unwrap();
+            let last = bytes.len() - 1;
+            bytes[last] ^= 0x10;
+            std::fs::write(&path, bytes).unwrap();
+        } else {
+            std::fs::remove_file(&path).unwrap();
+        }
+        let (date, hour) = hour_of(later[1].0);
+        let one: Vec<&[u8]> = later.iter().map(|(_, l)| l.as_slice()).collect();
+        hour_file(dir, "node_fills_by_block", &date, hour, &one);
+    };
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), true);
+    let state = tempfile::tempdir().unwrap();
+    let out = import(state.path(), &[dir.path()], &[]);
+    let report = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        !out.status.success(),
+        "a damaged file fails the run: {report}"
+    );
+    assert!(
+        report.contains("0.lz4") && report.contains("checksum"),
+        "{report}"
+    );
+    let (store, _) = host::candles::store::CandleStore::open(state.path(), 0).unwrap();
+    let coverage = store.reader().coverage();
+    drop(store);
+    // One gap, from the block before the file to the next file's first.
+    assert_eq!(coverage.gaps.len(), 1, "{coverage:?}");
+    let gap = &coverage.gaps[0];
+    assert_eq!(
+        (gap.from_ms, gap.to_ms),
+        (lines[0].0, later[0].0),
+        "{gap:?}"
+    );
+    assert!(gap.reason.contains("checksum"), "{gap:?}");
+
+    // The candles are those of the same hours without the file: nothing
+    // of what was folded from it before its checksum failed is left.
+    let without = tempfile::tempdir().unwrap();
+    write(without.path(), false);
+    let state_without = tempfile::tempdir().unwrap();
+    import(state_without.path(), &[without.path()], &[]);
+    let stored_with = stored(state.path(), &coins);
+    assert!(!stored_with.is_empty());
+    assert_eq!(stored_with, stored(state_without.path(), &coins));
+    let inside = |(_, _, open): &(String, String, i64)| *open >= lines[1].0 && *open < later[0].0;
+    assert!(
+        !stored_with.keys().any(inside),
+        "a candle of the discarded hour"
+    );
+}
