@@ -380,6 +380,15 @@ fn predict_notional(
     }
 }
 
+/// Whether `divisor` (above 0) divides `number`: in 64 bits where both
+/// fit (a 128-bit division is a call).
+fn divides(divisor: u128, number: u128) -> bool {
+    match (u64::try_from(divisor), u64::try_from(number)) {
+        (Ok(divisor), Ok(number)) => number.is_multiple_of(divisor),
+        _ => number.is_multiple_of(divisor),
+    }
+}
+
 fn gcd(mut a: u128, mut b: u128) -> u128 {
     if a == 0 || b == 0 {
         return a | b;
@@ -614,8 +623,13 @@ impl Packed {
             largest = largest.max(*number);
         }
         // The common divisor, given up on as soon as it is 1 (most columns).
+        // A number the divisor so far divides leaves it as it is: that test
+        // is one machine division, where the gcd is a loop.
         let mut divisor = 0;
         for &number in &numbers {
+            if divisor > 1 && divides(divisor, number) {
+                continue;
+            }
             divisor = gcd(divisor, number);
             if divisor == 1 {
                 break;

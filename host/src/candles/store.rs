@@ -984,7 +984,11 @@ impl CandleStore {
             let mut coins = txn.open_table(COINS).engine(&path)?;
             let mut chunks = txn.open_table(CHUNKS).engine(&path)?;
             let mut counts = txn.open_table(COUNTS).engine(&path)?;
-            let mut groups: BTreeMap<[u8; 13], Vec<ChunkCandle>> = BTreeMap::new();
+            // Hashed while the candles are sorted in (an import commits
+            // hundreds of thousands at once), then written in key order.
+            let mut groups: HashMap<[u8; 13], Vec<ChunkCandle>, foldhash::fast::RandomState> =
+                HashMap::default();
+            let mut last_coin: Option<(&str, u32)> = None;
             for candle in candles {
                 let (Some(code), Some(span)) = (
                     interval_code(candle.interval),
@@ -999,7 +1003,12 @@ impl CandleStore {
                     );
                     continue;
                 }
-                let id = if let Some(id) = state.coins.get(candle.coin.as_str()) {
+                // A market's candles of the three intervals close together.
+                let id = if let Some((coin, id)) = last_coin
+                    && coin == candle.coin.as_str()
+                {
+                    id
+                } else if let Some(id) = state.coins.get(candle.coin.as_str()) {
                     *id
                 } else {
                     let id = state.names.len() as u32;
@@ -1008,11 +1017,14 @@ impl CandleStore {
                     state.names.push(candle.coin.as_str().into());
                     id
                 };
+                last_coin = Some((candle.coin.as_str(), id));
                 groups
                     .entry(chunk_key(id, code, span))
                     .or_default()
                     .push(ChunkCandle::from(candle));
             }
+            let mut groups: Vec<([u8; 13], Vec<ChunkCandle>)> = groups.into_iter().collect();
+            groups.sort_unstable_by_key(|(key, _)| *key);
             for (key, mut new) in groups {
                 new.sort_by_key(|c| c.open_time);
                 new.dedup_by_key(|c| c.open_time);
