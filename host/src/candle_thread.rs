@@ -61,6 +61,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use engine::market::candle_fold::CandleFold;
 use engine::market::candles::{Candle, CandlesView, Interval};
 use engine::market::{Market, Needs};
 use engine::source::{BlockSource, SourceOptions};
@@ -126,21 +127,18 @@ impl CandleBlock {
         }
     }
 
-    /// The stored intervals' candles that `candles` closed in its last
-    /// block, without the open ones it changed: for a writer that serves no
-    /// lookups (an import).
-    pub fn closed_of(candles: &CandlesView) -> Self {
-        let (number, time_ms) = candles.position();
+    /// The stored intervals' candles that `fold` closed in its last block,
+    /// taken out of it, without the open ones it changed: for a writer that
+    /// serves no lookups (an import).
+    pub fn closed_of(fold: &mut CandleFold) -> Self {
+        let (number, time_ms) = fold.candles().position();
+        let mut closed = fold.take_closed();
+        closed.retain(|candle| INTERVALS.contains(&candle.interval));
         Self {
             number,
             time_ms,
             changed: Vec::new(),
-            closed: candles
-                .closed()
-                .iter()
-                .filter(|candle| INTERVALS.contains(&candle.interval))
-                .cloned()
-                .collect(),
+            closed,
         }
     }
 }

@@ -68,6 +68,12 @@ impl CandleFold {
         &self.candles
     }
 
+    /// Takes the candles the last block closed out of the fold (see
+    /// [`CandlesView::take_closed`]).
+    pub fn take_closed(&mut self) -> Vec<super::candles::Candle> {
+        self.candles.take_closed()
+    }
+
     /// The last block folded.
     pub fn height(&self) -> Option<u64> {
         self.height

@@ -787,6 +787,13 @@ impl CandlesView {
         &self.closed
     }
 
+    /// Takes [`CandlesView::closed`] out of the view (the list is empty
+    /// after, until the next block): for a consumer that keeps them, instead
+    /// of copying each.
+    pub fn take_closed(&mut self) -> Vec<Candle> {
+        std::mem::take(&mut self.closed)
+    }
+
     /// Live candles the last block changed (opened or updated).
     pub fn changed(&self) -> impl Iterator<Item = &Candle> {
         self.changed

@@ -672,7 +672,7 @@ fn fold_blocks(
             report.blocks += 1;
             report.fills += folded.events as u64;
             last_time = Some(block.time_ms);
-            if !out.block(CandleBlock::closed_of(fold.candles())) {
+            if !out.block(CandleBlock::closed_of(&mut fold)) {
                 break 'read;
             }
             if report.blocks.is_multiple_of(PROGRESS_EVERY) {
