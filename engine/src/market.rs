@@ -594,16 +594,11 @@ impl Market {
             } else {
                 trades::Parties::Left
             };
-            let candles = needs.candles.then_some(&mut self.candles);
-            fold_trades(
-                &mut self.trades,
-                candles,
-                number,
-                time,
-                &fills,
-                &whole_trades,
-                parties,
-            );
+            self.trades
+                .apply_fills_and_trades_with(number, time, &fills, &whole_trades, parties);
+            if needs.candles {
+                self.candles.apply_trades_view(&self.trades);
+            }
         }
         if needs.fills && books_due {
             if self.fills_watchers > 0 {
@@ -702,23 +697,6 @@ fn decode_trades<'b>(
         }
     }
     (fills, whole_trades)
-}
-
-/// Pairs a block's fills (and takes its whole trades) into `trades`, then
-/// folds the block's trades into `candles` when given.
-fn fold_trades(
-    trades: &mut TradesView,
-    candles: Option<&mut CandlesView>,
-    number: u64,
-    time: i64,
-    fills: &[FillEvent<'_>],
-    whole_trades: &[WholeTrade],
-    parties: trades::Parties,
-) {
-    trades.apply_fills_and_trades_with(number, time, fills, whole_trades, parties);
-    if let Some(candles) = candles {
-        candles.apply_trades_view(trades);
-    }
 }
 
 /// Adds what the book fold reported to the market's report.

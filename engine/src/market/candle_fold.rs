@@ -5,6 +5,9 @@
 //! that needs candles alone — the block skipped when not above the last one,
 //! its fills decoded once, paired into trades without their parties, folded
 //! into candles — through the same functions, so the candles are the same.
+//! It keeps no more than the candles need: not the trades' running counts
+//! per market, nor the list of the candles a block changed (a server's
+//! store thread serves those; an import stores only closed candles).
 //! Unlike a market it is [`Clone`]: a reader that hands blocks over before
 //! it knows they are sound (a compressed file's checksum comes at its end)
 //! keeps a copy from before the file and puts it back when the file fails.
@@ -12,16 +15,15 @@
 use crate::block::Block;
 use crate::fold::BlockReport;
 
-use super::candles::{CandlesView, Interval};
-use super::trades::{Parties, TradesView};
-use super::{decode_trades, fold_trades};
+use super::candles::{Candle, CandlesView, Interval};
+use super::decode_trades;
+use super::trades::{Parties, pair_block};
 
 /// Trades and candles folded block by block. See the module docs.
 #[derive(Debug, Clone)]
 pub struct CandleFold {
     /// The last block folded.
     height: Option<u64>,
-    trades: TradesView,
     candles: CandlesView,
 }
 
@@ -30,8 +32,7 @@ impl CandleFold {
     pub fn new(intervals: &[Interval]) -> Self {
         Self {
             height: None,
-            trades: TradesView::new(),
-            candles: CandlesView::with_intervals(intervals),
+            candles: CandlesView::with_intervals(intervals).without_change_list(),
         }
     }
 
@@ -50,16 +51,9 @@ impl CandleFold {
         }
         self.height = Some(block.number);
         let (fills, whole) = decode_trades(block, &mut report);
-        let candles = Some(&mut self.candles);
-        fold_trades(
-            &mut self.trades,
-            candles,
-            block.number,
-            block.time_ms,
-            &fills,
-            &whole,
-            Parties::Left,
-        );
+        let (number, time) = (block.number, block.time_ms);
+        let paired = pair_block(number, time, &fills, &whole, Parties::Left);
+        self.candles.apply(number, time, paired.trades());
         report
     }
 
@@ -70,7 +64,7 @@ impl CandleFold {
 
     /// Takes the candles the last block closed out of the fold (see
     /// [`CandlesView::take_closed`]).
-    pub fn take_closed(&mut self) -> Vec<super::candles::Candle> {
+    pub fn take_closed(&mut self) -> Vec<Candle> {
         self.candles.take_closed()
     }
 

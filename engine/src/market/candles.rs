@@ -522,6 +522,8 @@ pub struct CandlesView {
     closing: BTreeSet<(i64, Arc<str>, Interval)>,
     closed: Vec<Candle>,
     changed: BTreeSet<(Arc<str>, Interval)>,
+    /// Whether `changed` is kept ([`CandlesView::without_change_list`]).
+    lists_changes: bool,
     block_number: u64,
     time: i64,
     /// Blocks folded, from 1 (the stamp of `Series::changed_at`).
@@ -543,7 +545,8 @@ struct Block<'v> {
     fold: u64,
     closing: &'v mut BTreeSet<(i64, Arc<str>, Interval)>,
     closed: &'v mut Vec<Candle>,
-    changed: &'v mut BTreeSet<(Arc<str>, Interval)>,
+    /// `None` when the view lists no changes.
+    changed: Option<&'v mut BTreeSet<(Arc<str>, Interval)>>,
     late_trades: &'v mut u64,
     errors: &'v mut Vec<CandleError>,
 }
@@ -552,7 +555,9 @@ impl Block<'_> {
     fn mark_changed(&mut self, series: &mut Series, coin: &Arc<str>, interval: Interval) {
         if series.changed_at != self.fold {
             series.changed_at = self.fold;
-            self.changed.insert((coin.clone(), interval));
+            if let Some(changed) = self.changed.as_deref_mut() {
+                changed.insert((coin.clone(), interval));
+            }
         }
     }
 
@@ -601,7 +606,9 @@ impl Block<'_> {
             series.floor = candle.next_open;
             if series.changed_at == self.fold {
                 series.changed_at = 0;
-                self.changed.remove(&(coin.clone(), interval));
+                if let Some(changed) = self.changed.as_deref_mut() {
+                    changed.remove(&(coin.clone(), interval));
+                }
             }
             self.closed.push(candle);
         }
@@ -625,6 +632,7 @@ impl CandlesView {
             closing: BTreeSet::new(),
             closed: Vec::new(),
             changed: BTreeSet::new(),
+            lists_changes: true,
             block_number: 0,
             time: 0,
             folds: 0,
@@ -663,6 +671,7 @@ impl CandlesView {
             closing,
             closed: Vec::new(),
             changed: BTreeSet::new(),
+            lists_changes: true,
             block_number: position.0,
             time: position.1,
             folds,
@@ -710,7 +719,7 @@ impl CandlesView {
             fold: self.folds,
             closing: &mut self.closing,
             closed: &mut self.closed,
-            changed: &mut self.changed,
+            changed: self.lists_changes.then_some(&mut self.changed),
             late_trades: &mut self.late_trades,
             errors: &mut self.errors,
         };
@@ -785,6 +794,15 @@ impl CandlesView {
     /// order they closed: what a persistent candle store consumes.
     pub fn closed(&self) -> &[Candle] {
         &self.closed
+    }
+
+    /// The view without the list of the candles each block changed:
+    /// [`CandlesView::changed`] lists none (and [`CandlesView::was_changed`]
+    /// still answers), for a consumer of closed candles alone.
+    #[must_use]
+    pub fn without_change_list(mut self) -> Self {
+        self.lists_changes = false;
+        self
     }
 
     /// Takes [`CandlesView::closed`] out of the view (the list is empty

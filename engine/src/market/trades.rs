@@ -377,6 +377,20 @@ fn pair_fills_with<'e, 'a: 'e>(
     out
 }
 
+/// A block's trades: its fills paired ([`pair_fills`]), then its whole
+/// trades (the older trade format) added, each once.
+pub(crate) fn pair_block<'e, 'a: 'e>(
+    block_number: u64,
+    time: i64,
+    fills: impl IntoIterator<Item = &'e FillEvent<'a>>,
+    whole: &[WholeTrade],
+    parties: Parties,
+) -> PairedBlock {
+    let mut paired = pair_fills_with(block_number, time, fills, parties);
+    add_whole_trades(&mut paired, block_number, time, whole);
+    paired
+}
+
 /// Appends a block's whole trades to its frames, each once.
 fn add_whole_trades(paired: &mut PairedBlock, block_number: u64, time: i64, whole: &[WholeTrade]) {
     let mut seen: Vec<(&str, Px, Sz, i64, [u64; 2])> = Vec::new();
@@ -538,8 +552,7 @@ impl TradesView {
         whole: &[WholeTrade],
         parties: Parties,
     ) {
-        let mut paired = pair_fills_with(block_number, time, fills, parties);
-        add_whole_trades(&mut paired, block_number, time, whole);
+        let paired = pair_block(block_number, time, fills, whole, parties);
         for frame in &paired.frames {
             let trades = frame.trades.len() as u64;
             self.count(&frame.coin, |counts| counts.trades += trades);

@@ -469,3 +469,61 @@ fn replay_prints_candle_frames_for_each_coin() {
         ReplayError::Request(ViewError::Candle(CandleError::UnknownInterval("7m".into())))
     );
 }
+
+/// The candle fold of a backfill (`CandleFold`) closes, block by block,
+/// the candles a market folding candles alone closes, and holds the same
+/// open ones: over the simulator's blocks, with a block repeated (skipped
+/// by both) and one from before the last (skipped too).
+#[test]
+fn the_candle_fold_closes_what_a_market_closes() {
+    use bytes::Bytes;
+    use engine::block::Block;
+    use engine::market::candle_fold::CandleFold;
+    use engine::market::{Market, Needs};
+    use feeds::Source;
+
+    let intervals = [Interval::Second1, Interval::Minute1, Interval::Minute5];
+    let mut market = Market::new(Needs {
+        candles: true,
+        ..Needs::NONE
+    })
+    .with_candle_intervals(&intervals);
+    let mut fold = CandleFold::new(&intervals);
+    let mut sim = fixtures::Simulator::new(&fixtures::SimConfig::small(5));
+    let mut blocks = Vec::new();
+    for _ in 0..4_000 {
+        let simulated = sim.next_block();
+        let mut line = Vec::new();
+        fixtures::by_block_line(&simulated, Source::Fills, &mut line);
+        let mut block = Block::new(simulated.number, simulated.time_ms());
+        block.lines.fills.push(Bytes::from(line));
+        blocks.push(block);
+    }
+    let (mut closed, mut trades) = (0, 0);
+    let replayed = [blocks[10].clone(), blocks[11].clone()];
+    for (k, block) in blocks.iter().chain(&replayed).enumerate() {
+        let by_market = market.apply(block);
+        let by_fold = fold.apply(block);
+        assert_eq!(by_fold.skipped, by_market.skipped, "block {k}");
+        assert_eq!(by_fold.events, by_market.events, "block {k}");
+        assert_eq!(
+            fold.candles().closed(),
+            market.candles().closed(),
+            "block {k}"
+        );
+        closed += fold.candles().closed().len();
+        trades += market
+            .trades()
+            .frames()
+            .iter()
+            .map(|f| f.trades.len())
+            .sum::<usize>();
+    }
+    assert!(
+        closed > 1_000 && trades > 1_000,
+        "{closed} closed, {trades} trades"
+    );
+    let open = |view: &CandlesView| view.live_candles().cloned().collect::<Vec<_>>();
+    assert_eq!(open(fold.candles()), open(market.candles()));
+    assert_eq!(fold.height(), Some(blocks[blocks.len() - 1].number));
+}

@@ -614,7 +614,10 @@ struct Packed {
 
 impl Packed {
     fn new(values: impl Iterator<Item = i128>) -> Self {
-        let mut numbers: Vec<u128> = values.map(|value| value as u128).collect();
+        // Sized by the upper bound: a column over the complex rows is a
+        // filter, which collects by growing otherwise.
+        let mut numbers: Vec<u128> = Vec::with_capacity(values.size_hint().1.unwrap_or(0));
+        numbers.extend(values.map(|value| value as u128));
         let base = numbers.iter().map(|n| *n as i128).min().unwrap_or(0);
         // Exact: every value is at least the base.
         let mut largest = 0;
