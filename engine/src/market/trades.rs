@@ -39,7 +39,6 @@
 //! fill (the ask fill when ambiguous); both fills carry the same values in
 //! real data. `users` is `[buyer, seller]`.
 
-use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
@@ -307,29 +306,31 @@ fn pair_fills_with<'e, 'a: 'e>(
     parties: Parties,
 ) -> PairedBlock {
     let mut out = PairedBlock::default();
-    let mut index: HashMap<(&'a str, u64), usize, foldhash::fast::RandomState> = HashMap::default();
     // The fills of each (coin, tid) in file order: the first two and how
     // many (a trade has two; more is an error reported with the first).
     let mut groups: Vec<(&'e FillEvent<'a>, Option<&'e FillEvent<'a>>, usize)> = Vec::new();
+    let mut group_of = Positions::default();
     for event in fills {
         let fill = event.fill();
         if let Some(kind) = one_sided(fill) {
             out.one_sided.push((fill.coin.to_owned(), kind));
             continue;
         }
-        match index.entry((fill.coin, fill.tid)) {
-            Entry::Occupied(slot) => {
-                let group = &mut groups[*slot.get()];
-                group.1.get_or_insert(event);
-                group.2 += 1;
-            }
-            Entry::Vacant(slot) => {
-                slot.insert(groups.len());
-                groups.push((event, None, 1));
-            }
+        // Each group's (tid, coin), as its first fill says them.
+        let key_of = |first: &FillEvent<'a>| (first.fill().tid, first.fill().coin);
+        let key = key_of(event);
+        if let Some(at) = group_of.find(groups.len(), key, |at| key_of(groups[at].0)) {
+            let group = &mut groups[at];
+            group.1.get_or_insert(event);
+            group.2 += 1;
+        } else {
+            groups.push((event, None, 1));
+            group_of.added(groups.len(), key, |at| key_of(groups[at].0));
         }
     }
-    let mut frame_of: HashMap<&str, usize, foldhash::fast::RandomState> = HashMap::default();
+    // Each frame's market, as the fills name it.
+    let mut frame_coins: Vec<&'a str> = Vec::new();
+    let mut frame_of = Positions::default();
     for &group in &groups {
         match group {
             (lone, None, _) if coin::is_outcome(lone.fill().coin) => {
@@ -351,15 +352,21 @@ fn pair_fills_with<'e, 'a: 'e>(
                         out.ambiguous_taker.push((trade.coin.clone(), trade.tid));
                     }
                     let coin = first.fill().coin;
-                    let at = *frame_of.entry(coin).or_insert_with(|| {
+                    let at = if let Some(at) =
+                        frame_of.find(frame_coins.len(), coin, |at| frame_coins[at])
+                    {
+                        at
+                    } else {
                         out.frames.push(TradesUpdate {
                             coin: coin.to_owned(),
                             time,
                             block_number,
                             trades: Vec::new(),
                         });
-                        out.frames.len() - 1
-                    });
+                        frame_coins.push(coin);
+                        frame_of.added(frame_coins.len(), coin, |at| frame_coins[at]);
+                        frame_coins.len() - 1
+                    };
                     out.frames[at].trades.push(trade);
                 }
                 Err(issue) => out.issues.push(issue),
@@ -375,6 +382,47 @@ fn pair_fills_with<'e, 'a: 'e>(
         }
     }
     out
+}
+
+/// Entries a [`Positions`] finds by a scan before it makes a table.
+const SCANNED: usize = 16;
+
+/// Where keys sit in a list that only grows (a block's trade groups, its
+/// frames): found by a scan while the list is short — most blocks have a
+/// few trades, and making a hash table for them cost more than their
+/// pairing — and through a table once it is longer.
+struct Positions<K> {
+    table: Option<HashMap<K, usize, foldhash::fast::RandomState>>,
+}
+
+impl<K> Default for Positions<K> {
+    fn default() -> Self {
+        Self { table: None }
+    }
+}
+
+impl<K: std::hash::Hash + Eq + Copy> Positions<K> {
+    /// The position of `key` in a list of `len` entries whose keys
+    /// `key_at` gives.
+    fn find(&self, len: usize, key: K, key_at: impl Fn(usize) -> K) -> Option<usize> {
+        match &self.table {
+            Some(table) => table.get(&key).copied(),
+            None => (0..len).find(|&at| key_at(at) == key),
+        }
+    }
+
+    /// `key` was added at the end of the list, now `len` entries long.
+    fn added(&mut self, len: usize, key: K, key_at: impl Fn(usize) -> K) {
+        match &mut self.table {
+            Some(table) => {
+                table.insert(key, len - 1);
+            }
+            None if len > SCANNED => {
+                self.table = Some((0..len).map(|at| (key_at(at), at)).collect());
+            }
+            None => {}
+        }
+    }
 }
 
 /// A block's trades: its fills paired ([`pair_fills`]), then its whole
@@ -656,6 +704,69 @@ mod tests {
             .map(|t| decode_fill(t.as_bytes()).unwrap())
             .collect();
         pair_fills(5, 1_000, &events)
+    }
+
+    /// Many trades in one block, each fill's partner far from it: the
+    /// groups and frames are found by a scan at first and through a table
+    /// past a few (`SCANNED`), the same either way.
+    #[test]
+    fn a_block_of_many_trades_pairs_like_a_block_of_few() {
+        for trades in [3u64, 40] {
+            let coin = |k: u64| format!("C{}", k % 25);
+            let mut texts = Vec::new();
+            for k in 0..trades {
+                texts.push(fill_json("0xb", &coin(k), "B", "1.0", "2.0", 100 + k, true));
+            }
+            // The same tid in another market is another trade.
+            texts.push(fill_json("0xb", "OTHER", "B", "1.0", "2.0", 100, true));
+            for k in (0..trades).rev() {
+                texts.push(fill_json(
+                    "0xa",
+                    &coin(k),
+                    "A",
+                    "1.0",
+                    "2.0",
+                    100 + k,
+                    false,
+                ));
+            }
+            texts.push(fill_json("0xa", "OTHER", "A", "1.0", "2.0", 100, false));
+            // A third fill of the first trade: crowded.
+            texts.push(fill_json("0xc", &coin(0), "A", "1.0", "2.0", 100, false));
+            let paired = pair_texts(&texts);
+            let tids: Vec<(String, u64)> =
+                paired.trades().map(|t| (t.coin.clone(), t.tid)).collect();
+            // Frame by frame, a market's frame where its first trade is (the
+            // first group, crowded, makes none), in order within each.
+            let mut frames: Vec<(String, Vec<u64>)> = Vec::new();
+            let groups = (1..trades).map(|k| (coin(k), 100 + k));
+            for (market, tid) in groups.chain([("OTHER".to_owned(), 100)]) {
+                match frames.iter_mut().find(|(m, _)| *m == market) {
+                    Some((_, tids)) => tids.push(tid),
+                    None => frames.push((market, vec![tid])),
+                }
+            }
+            let expected: Vec<(String, u64)> = frames
+                .iter()
+                .flat_map(|(m, tids)| tids.iter().map(|t| (m.clone(), *t)))
+                .collect();
+            assert_eq!(tids, expected, "{trades} trades");
+            let markets: Vec<&str> = frames.iter().map(|(m, _)| m.as_str()).collect();
+            let paired_markets: Vec<&str> = paired.frames.iter().map(|f| f.coin.as_str()).collect();
+            assert_eq!(paired_markets, markets);
+            assert!(
+                matches!(
+                    &paired.issues[..],
+                    [PairingIssue::Crowded {
+                        tid: 100,
+                        fills: 3,
+                        ..
+                    }]
+                ),
+                "{:?}",
+                paired.issues
+            );
+        }
     }
 
     #[rstest]
