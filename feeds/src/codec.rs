@@ -22,14 +22,15 @@
 //!   so nothing of the file can be trusted; callers keep none of it.
 
 use std::fs::File;
-use std::io::{self, Read, Seek};
+use std::io::{self, BufRead, Read, Seek};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::FeedError;
 pub use crate::error::{Damage, DamageKind};
 
-/// Bytes asked of a decoder per call.
+/// Decoded bytes buffered per step for the decoders without an output
+/// buffer of their own (zstd, gzip); LZ4 hands over each block whole.
 const READ_CHUNK: usize = 1 << 20;
 
 /// Damaged files found by this process (see [`damaged_files`]).
@@ -112,24 +113,29 @@ pub fn decompress(
         consumed: 0,
         failed: None,
     };
-    let mut buffer = vec![0u8; READ_CHUNK];
     let mut len = 0u64;
     let damage = {
-        let mut decoder: Box<dyn Read + '_> = match codec {
+        // The sink is handed the decoder's own output buffer where it has
+        // one (LZ4: a whole block), else a buffer the output is read into.
+        let mut decoder: Box<dyn BufRead + '_> = match codec {
             Codec::Lz4 => Box::new(lz4_flex::frame::FrameDecoder::new(&mut counted)),
-            Codec::Zstd => Box::new(
+            Codec::Zstd => Box::new(io::BufReader::with_capacity(
+                READ_CHUNK,
                 zstd::stream::read::Decoder::new(&mut counted)
                     .map_err(|e| FeedError::io("read", path, &e))?,
-            ),
-            Codec::Gzip => Box::new(flate2::read::MultiGzDecoder::new(io::BufReader::new(
-                &mut counted,
-            ))),
+            )),
+            Codec::Gzip => Box::new(io::BufReader::with_capacity(
+                READ_CHUNK,
+                flate2::read::MultiGzDecoder::new(io::BufReader::new(&mut counted)),
+            )),
         };
         loop {
-            match decoder.read(&mut buffer) {
-                Ok(0) => break None,
-                Ok(n) => {
-                    sink(&buffer[..n]).map_err(|e| FeedError::io("spool", path, &e))?;
+            match decoder.fill_buf() {
+                Ok([]) => break None,
+                Ok(piece) => {
+                    let n = piece.len();
+                    sink(piece).map_err(|e| FeedError::io("spool", path, &e))?;
+                    decoder.consume(n);
                     len += n as u64;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

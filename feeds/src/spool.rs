@@ -5,7 +5,7 @@
 //! The temporary file lives under `$TMPDIR` (the system's temporary
 //! directory otherwise) and has no name from the moment it is made: it is
 //! freed when the last view of its mapping is dropped, and a crash leaves
-//! nothing behind. Decoding writes through the page cache in 1 MiB pieces,
+//! nothing behind. Decoding writes through the page cache piece by piece,
 //! so the process's memory does not grow with the file: an hour of 1.8 GB
 //! decoded costs 1.8 GB of temporary disk space while a reader holds it,
 //! not 1.8 GB of memory. Only the complete lines are exposed; after damage

@@ -422,11 +422,11 @@ fn fold_stretch(
     Ok(())
 }
 
-/// Batches of blocks read ahead of the fold: enough for the reading
-/// thread to decode the next hour file (a tenth of a second for a
-/// mainnet-scale hour) while the fold goes on, at most `READ_QUEUE ×
-/// READ_BATCH_BYTES` of lines ahead.
-const READ_QUEUE: usize = 48;
+/// Batches of blocks read ahead of the fold, at most `READ_QUEUE ×
+/// READ_BATCH_BYTES` of lines: the reading thread decodes as it goes (by-
+/// block hours; the feed decodes an older layout's hour whole first), so
+/// a few batches keep the fold fed.
+const READ_QUEUE: usize = 8;
 /// Blocks' closed candles handed to the committing thread at once.
 const WRITE_BATCH: usize = 512;
 /// Batches waiting for the committing thread.
