@@ -986,8 +986,13 @@ impl CandleStore {
             let mut counts = txn.open_table(COUNTS).engine(&path)?;
             // Hashed while the candles are sorted in (an import commits
             // hundreds of thousands at once), then written in key order.
-            let mut groups: HashMap<[u8; 13], Vec<ChunkCandle>, foldhash::fast::RandomState> =
-                HashMap::default();
+            // By (market id, interval code, span start): the order of
+            // their chunk keys, whose bytes are not hashed per candle.
+            let mut groups: HashMap<
+                (u32, usize, i64),
+                Vec<ChunkCandle>,
+                foldhash::fast::RandomState,
+            > = HashMap::default();
             let mut last_coin: Option<(&str, u32)> = None;
             for candle in candles {
                 let (Some(code), Some(span)) = (
@@ -1019,16 +1024,17 @@ impl CandleStore {
                 };
                 last_coin = Some((candle.coin.as_str(), id));
                 groups
-                    .entry(chunk_key(id, code, span))
+                    .entry((id, code, span))
                     .or_default()
                     .push(ChunkCandle::from(candle));
             }
-            let mut groups: Vec<([u8; 13], Vec<ChunkCandle>)> = groups.into_iter().collect();
-            groups.sort_unstable_by_key(|(key, _)| *key);
-            for (key, mut new) in groups {
+            let mut groups: Vec<((u32, usize, i64), Vec<ChunkCandle>)> =
+                groups.into_iter().collect();
+            groups.sort_unstable_by_key(|(parts, _)| *parts);
+            for ((id, code, span), mut new) in groups {
                 new.sort_by_key(|c| c.open_time);
                 new.dedup_by_key(|c| c.open_time);
-                let (_, code, span) = key_parts(&key);
+                let key = chunk_key(id, code, span);
                 let interval = INTERVALS[code];
                 let existing: Vec<ChunkCandle> = match chunks.get(&key).engine(&path)? {
                     Some(value) => match Chunk::parse(value.value()) {
