@@ -326,7 +326,7 @@ fn handover_reason(datasets: &[Dataset], k: usize) -> String {
 /// Three threads share the work, in a pipeline of bounded queues: one
 /// reads (decompressing the hours and cutting their lines into blocks),
 /// this one folds them, and one commits the candles they closed. A day of
-/// the archive spends about a quarter of its time reading and a fifth
+/// the archive spends about a quarter of its CPU time reading and a fifth
 /// committing, so on two cores the fold's thread sets the pace. What is
 /// folded and committed, and in what order, is the same as in one thread.
 fn fold_stretch(
