@@ -49,6 +49,18 @@ fn import_ok(state_dir: &Path, paths: &[&Path]) -> String {
     stderr
 }
 
+/// An import of `dir` that meets a damaged file: it goes on, and fails the
+/// run; its report.
+fn import_damaged(state_dir: &Path, dir: &Path) -> String {
+    let out = import(state_dir, &[dir], &[]);
+    let report = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        !out.status.success(),
+        "a damaged file fails the run: {report}"
+    );
+    report
+}
+
 /// `lines` written as `<dir>/<dataset>/hourly/…` hour files by block time
 /// (the real blocks straddle midnight: hours 23 and 0), each compressed
 /// with the `lz4` tool as the archive's are.
@@ -452,12 +464,7 @@ async fn a_damaged_hour_leaves_a_gap_and_the_import_goes_on_with_the_next() {
     hour_file(dir.path(), "node_fills_by_block", &date, hour, &one);
 
     let state = tempfile::tempdir().unwrap();
-    let out = import(state.path(), &[dir.path()], &[]);
-    let report = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(
-        !out.status.success(),
-        "a damaged file fails the run: {report}"
-    );
+    let report = import_damaged(state.path(), dir.path());
     assert!(report.contains("0.lz4"), "{report}");
     let (store, _) = host::candles::store::CandleStore::open(state.path(), 0).unwrap();
     let coverage = store.reader().coverage();
@@ -563,12 +570,7 @@ fn an_hour_failing_its_checksum_counts_for_nothing_though_it_was_read() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), true);
     let state = tempfile::tempdir().unwrap();
-    let out = import(state.path(), &[dir.path()], &[]);
-    let report = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(
-        !out.status.success(),
-        "a damaged file fails the run: {report}"
-    );
+    let report = import_damaged(state.path(), dir.path());
     assert!(
         report.contains("0.lz4") && report.contains("checksum"),
         "{report}"
