@@ -574,6 +574,7 @@ fn fold_blocks(
     let mut out = Outbox::new(output);
     // Where the fold was when the hour file being read began.
     let mut hour_start: Option<HourStart> = None;
+    let mut reached_stop = false;
     let legacy = dataset
         .feed
         .source_dir_name()
@@ -628,6 +629,7 @@ fn fold_blocks(
         bytes = read_bytes;
         for block in blocks {
             if block.time_ms >= stop {
+                reached_stop = true;
                 break 'read;
             }
             let mut gaps = Vec::new();
@@ -680,7 +682,24 @@ fn fold_blocks(
             }
         }
     }
-    // An hour cut short by `stop` is sound up to there.
+    if reached_stop && let Some(start) = hour_start.take() {
+        // The hour `stop` fell in counts up to there once it is read whole:
+        // its checksum is at its end.
+        for message in input {
+            match message {
+                Read::HourEnds => break,
+                Read::HourDiscarded => {
+                    report.blocks = start.blocks;
+                    report.fills = start.fills;
+                    out.discard();
+                    break;
+                }
+                Read::Damaged(texts) => report.damaged.extend(texts),
+                Read::Failed(error) => return Err(error.into()),
+                Read::Blocks(..) | Read::DamageEnds(..) | Read::HourBegins => {}
+            }
+        }
+    }
     out.release();
     Ok(bytes)
 }
@@ -1120,4 +1139,100 @@ pub fn render_report(report: &ImportReport) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use engine::block::Block;
+
+    use super::*;
+
+    /// A by-block line of block `number` at second `second` of an hour, no
+    /// fill in it.
+    fn block(number: u64, second: u32) -> Block {
+        let line = format!(
+            r#"{{"local_time":"2026-03-14T10:00:{second:02}.5","block_time":"2026-03-14T10:00:{second:02}.000000001","block_number":{number},"events":[]}}"#
+        );
+        let time = feeds::time::parse_iso8601_ms(&format!("2026-03-14T10:00:{second:02}Z"));
+        let mut block = Block::new(number, time.unwrap());
+        block.lines.fills.push(bytes::Bytes::from(line));
+        block
+    }
+
+    /// What `fold_blocks` hands the committing thread for `messages`, with
+    /// `stop` at second `stop`: the block numbers of each batch and the
+    /// gaps; and the blocks the report counts.
+    fn fold(messages: Vec<Read>, stop: u32) -> (Vec<String>, u64) {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join(BY_BLOCK)).unwrap();
+        let dataset = Dataset {
+            name: BY_BLOCK,
+            feed: Feed::open_dir(root.path(), Source::Fills, BY_BLOCK).unwrap(),
+            first_ms: 0,
+            last_ms: 0,
+            missing: Vec::new(),
+        };
+        let (input, read) = crossbeam_channel::unbounded();
+        for message in messages {
+            input.send(message).unwrap();
+        }
+        drop(input);
+        let (output, written) = crossbeam_channel::unbounded();
+        let mut report = ImportReport::default();
+        let stop = block(0, stop).time_ms;
+        fold_blocks(&dataset, stop, &read, &output, &mut report, &mut |_, _| {}).unwrap();
+        drop(output);
+        let said = written
+            .iter()
+            .map(|write| match write {
+                Write::Blocks(blocks) => {
+                    let numbers: Vec<String> =
+                        blocks.iter().map(|b| b.number.to_string()).collect();
+                    numbers.join(",")
+                }
+                Write::Gap(gap) => format!("gap: {}", gap.reason),
+            })
+            .collect();
+        (said, report.blocks)
+    }
+
+    #[test]
+    fn an_hour_that_fails_its_checksum_is_taken_back_even_past_the_stop() {
+        let hour = |blocks: Vec<Block>| Read::Blocks(blocks, 0);
+        let discarded = || {
+            vec![
+                Read::Damaged(vec!["checksum".into()]),
+                Read::HourDiscarded,
+                Read::DamageEnds("checksum".into(), None),
+            ]
+        };
+        // The stop inside the second hour, which then fails: only the first
+        // hour's blocks are handed on.
+        let mut messages = vec![Read::HourBegins, hour(vec![block(1, 1), block(2, 2)])];
+        messages.extend([Read::HourEnds, Read::HourBegins]);
+        messages.push(hour(vec![block(3, 3), block(4, 5), block(5, 6)]));
+        messages.extend(discarded());
+        assert_eq!(fold(messages, 5), (vec!["1,2".to_owned()], 2));
+
+        // The same hour sound: its blocks before the stop count.
+        let mut messages = vec![Read::HourBegins, hour(vec![block(1, 1), block(2, 2)])];
+        messages.extend([Read::HourEnds, Read::HourBegins]);
+        messages.push(hour(vec![block(3, 3), block(4, 5), block(5, 6)]));
+        messages.push(Read::HourEnds);
+        assert_eq!(
+            fold(messages, 5),
+            (vec!["1,2".to_owned(), "3".to_owned()], 3)
+        );
+
+        // A failed hour before the stop: a gap from the last sound block to
+        // the next hour's first, none of its blocks.
+        let mut messages = vec![Read::HourBegins, hour(vec![block(1, 1)])];
+        messages.extend([Read::HourEnds, Read::HourBegins]);
+        messages.push(hour(vec![block(2, 2), block(3, 3)]));
+        messages.extend(discarded());
+        messages.extend([Read::HourBegins, hour(vec![block(4, 4)]), Read::HourEnds]);
+        let (said, blocks) = fold(messages, 50);
+        assert_eq!(said, ["1", "gap: checksum", "4"]);
+        assert_eq!(blocks, 2);
+    }
 }
