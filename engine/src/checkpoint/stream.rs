@@ -46,11 +46,12 @@ use rkyv::{Archive, Place, Serialize, SerializeUnsized};
 use super::state::{
     ArchivedBookState, ArchivedCheckpointState, ArchivedPositionEntryState, ArchivedTpslState,
     ArchivedTriggerOrderState, CandlesState, CheckpointState, DecimalState, LevelState, OrderState,
-    PositionState, ResetState, TextTable, TradesState, TriggerOrderState, UnknownIdsState,
-    capture_levels_into, capture_rest, trigger_state,
+    PositionState, ResetState, TextTable, TradesState, UnknownIdsState, capture_levels_into,
+    capture_rest,
 };
+use crate::event::Side;
 use crate::market::Market;
-use crate::market::tpsl::TpslView;
+use crate::market::tpsl::{TextRoom, TpslView, TriggerRef, TriggerView};
 use crate::positions::{POSITION_PARTS, Positions, User};
 
 /// What a streamed archive holds, for its file's header and the report.
@@ -447,15 +448,9 @@ where
 }
 
 /// The tracked trigger orders in the archive's order, from the live table:
-/// archived as the `Vec` of entries they were, each entry written out as it
-/// is archived (never a list of them all).
+/// archived as the `Vec` of entries they were, each entry archived from
+/// the table as it is ([`TriggerShell`]).
 struct TriggerList<'m>(&'m TpslView);
-
-impl TriggerList<'_> {
-    fn entries(&self) -> impl ExactSizeIterator<Item = TriggerOrderState> + Clone + '_ {
-        self.0.orders().map(|order| trigger_state(order.order()))
-    }
-}
 
 impl Archive for TriggerList<'_> {
     type Archived = ArchivedVec<ArchivedTriggerOrderState>;
@@ -472,7 +467,82 @@ where
     S::Error: rancor::Source,
 {
     fn serialize(&self, serializer: &mut S) -> Result<VecResolver, S::Error> {
-        ArchivedVec::serialize_from_iter::<TriggerOrderState, _, _>(self.entries(), serializer)
+        let shells = self.0.orders().map(TriggerShell);
+        ArchivedVec::serialize_from_iter::<TriggerShell<'_>, _, _>(shells, serializer)
+    }
+}
+
+/// A [`TriggerOrderState`], borrowed from the table: its texts are
+/// borrowed, or written into room on the stack each time they are needed
+/// (once to write them, once to lay the entry out), never allocated — a
+/// checkpoint archives every tracked order on the engine thread.
+struct TriggerShell<'m>(TriggerRef<'m>);
+
+/// What [`TriggerShell`] wrote, for its entry's layout.
+struct TriggerResolver {
+    coin: StringResolver,
+    user: StringResolver,
+    trigger_px: <DecimalState as Archive>::Resolver,
+    limit_px: <DecimalState as Archive>::Resolver,
+    orig_sz: <DecimalState as Archive>::Resolver,
+    trigger_condition: StringResolver,
+    order_type: StringResolver,
+    cloid: Option<StringResolver>,
+    sz: <DecimalState as Archive>::Resolver,
+}
+
+impl Archive for TriggerShell<'_> {
+    type Archived = ArchivedTriggerOrderState;
+    type Resolver = TriggerResolver;
+
+    fn resolve(&self, resolver: TriggerResolver, out: Place<ArchivedTriggerOrderState>) {
+        let mut room = TextRoom::new();
+        let order: TriggerView<'_> = self.0.view(&mut room);
+        munge!(let ArchivedTriggerOrderState {
+            coin, user, oid, bid, trigger_px, limit_px, orig_sz, trigger_condition, order_type,
+            is_position_tpsl, reduce_only, timestamp, cloid, sz,
+        } = out);
+        ArchivedString::resolve_from_str(order.coin, resolver.coin, coin);
+        ArchivedString::resolve_from_str(order.user, resolver.user, user);
+        order.oid.resolve((), oid);
+        (order.side == Side::Bid).resolve((), bid);
+        DecimalState::from(order.trigger_px).resolve(resolver.trigger_px, trigger_px);
+        DecimalState::from(order.limit_px).resolve(resolver.limit_px, limit_px);
+        DecimalState::from(order.orig_sz).resolve(resolver.orig_sz, orig_sz);
+        let condition = order.trigger_condition;
+        ArchivedString::resolve_from_str(condition, resolver.trigger_condition, trigger_condition);
+        ArchivedString::resolve_from_str(order.order_type, resolver.order_type, order_type);
+        order.is_position_tpsl.resolve((), is_position_tpsl);
+        order.reduce_only.resolve((), reduce_only);
+        order.timestamp.resolve((), timestamp);
+        order.cloid.map(TextShell).resolve(resolver.cloid, cloid);
+        DecimalState::from(order.sz).resolve(resolver.sz, sz);
+    }
+}
+
+impl<S> Serialize<S> for TriggerShell<'_>
+where
+    S: Fallible + Writer + ?Sized,
+    S::Error: rancor::Source,
+{
+    fn serialize(&self, serializer: &mut S) -> Result<TriggerResolver, S::Error> {
+        let mut room = TextRoom::new();
+        let order = self.0.view(&mut room);
+        // In the fields' order, as the derived archive writes them.
+        Ok(TriggerResolver {
+            coin: ArchivedString::serialize_from_str(order.coin, serializer)?,
+            user: ArchivedString::serialize_from_str(order.user, serializer)?,
+            trigger_px: DecimalState::from(order.trigger_px).serialize(serializer)?,
+            limit_px: DecimalState::from(order.limit_px).serialize(serializer)?,
+            orig_sz: DecimalState::from(order.orig_sz).serialize(serializer)?,
+            trigger_condition: ArchivedString::serialize_from_str(
+                order.trigger_condition,
+                serializer,
+            )?,
+            order_type: ArchivedString::serialize_from_str(order.order_type, serializer)?,
+            cloid: order.cloid.map(TextShell).serialize(serializer)?,
+            sz: DecimalState::from(order.sz).serialize(serializer)?,
+        })
     }
 }
 

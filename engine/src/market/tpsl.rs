@@ -52,6 +52,7 @@ use crate::num::Sz;
 use crate::positions::{PositionIssue, Positions};
 
 use super::triggers::{Put, Triggers};
+pub(crate) use super::triggers::{TextRoom, TriggerView};
 pub use super::triggers::{TpslDiffType, TpslOrderDiff, TriggerOrder, TriggerRef};
 
 /// Shared state: tracked trigger orders, positions, and the last block's

@@ -27,7 +27,9 @@ use std::collections::btree_map;
 
 use serde::Serialize;
 
-use crate::book::l4::{Cloid, Owner};
+use std::fmt::Write as _;
+
+use crate::book::l4::{CLOID_TEXT_LEN, Cloid, Owner};
 use crate::event::{OrderStatusEvent, Side};
 use crate::num::{Decimal, Px, Sz};
 use crate::text::Short;
@@ -284,14 +286,108 @@ impl Wording {
         }
     }
 
-    /// The order type and the condition.
-    fn texts(&self, trigger_px: Decimal) -> (String, String) {
+    /// The order type and the condition, a usual condition written into
+    /// `room`.
+    fn texts<'b>(
+        &'b self,
+        trigger_px: Decimal,
+        room: &'b mut [u8; CONDITION_ROOM],
+    ) -> (&'b str, &'b str) {
         match self {
-            Self::Usual { order_type, above } => (
-                ORDER_TYPES[usize::from(*order_type)].to_owned(),
-                format!("{}{}", condition_words(*above), condition_px(trigger_px)),
-            ),
-            Self::Written(texts) => (texts[0].to_string(), texts[1].to_string()),
+            Self::Usual { order_type, above } => {
+                let mut text = Room {
+                    bytes: room,
+                    len: 0,
+                };
+                // Twelve bytes of words and at most 21 of a price: it fits.
+                let _ = write!(text, "{}{trigger_px}", condition_words(*above));
+                let len = text.len;
+                let written = std::str::from_utf8(&room[..len]).unwrap_or_default();
+                let condition = if written.contains('.') {
+                    written.trim_end_matches('0').trim_end_matches('.')
+                } else {
+                    written
+                };
+                (ORDER_TYPES[usize::from(*order_type)], condition)
+            }
+            Self::Written(texts) => (&texts[0], &texts[1]),
+        }
+    }
+}
+
+/// Bytes for a usual trigger condition: `Price above ` and a price.
+const CONDITION_ROOM: usize = 48;
+
+/// Text written into a fixed buffer (what does not fit is refused).
+struct Room<'b> {
+    bytes: &'b mut [u8; CONDITION_ROOM],
+    len: usize,
+}
+
+impl std::fmt::Write for Room<'_> {
+    fn write_str(&mut self, text: &str) -> std::fmt::Result {
+        let end = self.len + text.len();
+        let into = self.bytes.get_mut(self.len..end).ok_or(std::fmt::Error)?;
+        into.copy_from_slice(text.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
+/// Room for the texts of an order that the table does not keep written
+/// out: its trigger condition and its client id.
+pub(crate) struct TextRoom {
+    condition: [u8; CONDITION_ROOM],
+    cloid: [u8; CLOID_TEXT_LEN],
+}
+
+impl TextRoom {
+    pub(crate) fn new() -> Self {
+        Self {
+            condition: [0; CONDITION_ROOM],
+            cloid: [0; CLOID_TEXT_LEN],
+        }
+    }
+}
+
+/// A tracked order, its texts borrowed from the table or written into a
+/// [`TextRoom`]: what [`TriggerOrder`] holds, without allocating.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TriggerView<'b> {
+    pub coin: &'b str,
+    pub user: &'b str,
+    pub oid: u64,
+    pub side: Side,
+    pub trigger_px: Px,
+    pub limit_px: Px,
+    pub orig_sz: Sz,
+    pub trigger_condition: &'b str,
+    pub order_type: &'b str,
+    pub is_position_tpsl: bool,
+    pub reduce_only: bool,
+    pub timestamp: i64,
+    pub cloid: Option<&'b str>,
+    pub sz: Sz,
+}
+
+impl TriggerView<'_> {
+    /// The order, written out.
+    pub(crate) fn to_order(self) -> TriggerOrder {
+        TriggerOrder {
+            coin: self.coin.to_owned(),
+            user: self.user.to_owned(),
+            oid: self.oid,
+            side: self.side,
+            trigger_px: self.trigger_px,
+            limit_px: self.limit_px,
+            orig_sz: self.orig_sz,
+            trigger_condition: self.trigger_condition.to_owned(),
+            order_type: self.order_type.to_owned(),
+            is_position_tpsl: self.is_position_tpsl,
+            reduce_only: self.reduce_only,
+            timestamp: self.timestamp,
+            cloid: self.cloid.map(str::to_owned),
+            sz: self.sz,
         }
     }
 }
@@ -342,13 +438,18 @@ impl Kept {
         self.scales[SZ] = sz.scale();
     }
 
-    /// The order, written out.
-    pub(crate) fn order(&self, coin: &str, oid: u64) -> TriggerOrder {
+    /// The order, its texts borrowed or written into `room`.
+    pub(crate) fn view<'b>(
+        &'b self,
+        coin: &'b str,
+        oid: u64,
+        room: &'b mut TextRoom,
+    ) -> TriggerView<'b> {
         let trigger_px = self.decimal(TRIGGER_PX);
-        let (order_type, trigger_condition) = self.wording.texts(trigger_px);
-        TriggerOrder {
-            coin: coin.to_owned(),
-            user: self.user.to_string(),
+        let (order_type, trigger_condition) = self.wording.texts(trigger_px, &mut room.condition);
+        TriggerView {
+            coin,
+            user: self.user.as_str(),
             oid,
             side: if self.flags & BID != 0 {
                 Side::Bid
@@ -363,9 +464,17 @@ impl Kept {
             is_position_tpsl: self.is_position_tpsl(),
             reduce_only: self.flags & REDUCE_ONLY != 0,
             timestamp: self.timestamp,
-            cloid: self.cloid.as_ref().map(ToString::to_string),
+            cloid: self
+                .cloid
+                .as_ref()
+                .map(|cloid| cloid.as_str(&mut room.cloid)),
             sz: self.sz(),
         }
+    }
+
+    /// The order, written out.
+    pub(crate) fn order(&self, coin: &str, oid: u64) -> TriggerOrder {
+        self.view(coin, oid, &mut TextRoom::new()).to_order()
     }
 }
 
@@ -396,6 +505,15 @@ impl<'a> TriggerRef<'a> {
     /// The order, written out.
     pub fn order(&self) -> TriggerOrder {
         self.kept.order(self.coin, self.key.oid)
+    }
+
+    /// The order without allocating: its texts borrowed from the table or
+    /// written into `room`.
+    pub(crate) fn view<'b>(&self, room: &'b mut TextRoom) -> TriggerView<'b>
+    where
+        'a: 'b,
+    {
+        self.kept.view(self.coin, self.key.oid, room)
     }
 
     /// The order as a diff of `diff_type` (with `reason` on a REMOVE).
