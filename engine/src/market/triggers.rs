@@ -24,10 +24,9 @@
 
 use std::collections::BTreeMap;
 use std::collections::btree_map;
+use std::fmt::Write as _;
 
 use serde::Serialize;
-
-use std::fmt::Write as _;
 
 use crate::book::l4::{CLOID_TEXT_LEN, Cloid, Owner};
 use crate::event::{OrderStatusEvent, Side};
