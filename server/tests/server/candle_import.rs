@@ -1,7 +1,8 @@
 //! `l1gate candles import` end to end, with the real binary: the real
 //! unfiltered fills (crossing an hour boundary) compressed as the archive
 //! is, imported and looked up over HTTP against the independent calculation
-//! of `candles.rs`; the two older formats giving the same store; the
+//! of `candles.rs`; the same hours as zstd, gzip or plain files giving the
+//! same store; an hour failing its checksum counting for nothing; the two older formats giving the same store; the
 //! hand-over between formats a gap that lookups name; a damaged hour file
 //! leaving one gap from its last sound block while the next hours are
 //! imported; a missing older hour being one gap; a second import adding
@@ -65,12 +66,17 @@ fn import_damaged(state_dir: &Path, dir: &Path) -> String {
 /// (the real blocks straddle midnight: hours 23 and 0), each compressed
 /// with the `lz4` tool as the archive's are.
 fn archive(dir: &Path, dataset: &str, lines: &[(i64, Vec<u8>)]) {
+    archive_as(Some(Tool::Lz4), dir, dataset, lines);
+}
+
+/// [`archive`] compressed with `tool`, or plain (`None`).
+fn archive_as(tool: Option<Tool>, dir: &Path, dataset: &str, lines: &[(i64, Vec<u8>)]) {
     let mut hours: BTreeMap<(String, u32), Vec<&[u8]>> = BTreeMap::new();
     for (time_ms, line) in lines {
         hours.entry(hour_of(*time_ms)).or_default().push(line);
     }
     for ((date, hour), lines) in hours {
-        hour_file(dir, dataset, &date, hour, &lines);
+        hour_file_as(tool, dir, dataset, &date, hour, &lines);
     }
 }
 
@@ -98,6 +104,18 @@ async fn serve_store(state_dir: &Path) -> (TestServer, tempfile::TempDir) {
 }
 
 fn hour_file(dir: &Path, dataset: &str, date: &str, hour: u32, lines: &[&[u8]]) -> PathBuf {
+    hour_file_as(Some(Tool::Lz4), dir, dataset, date, hour, lines)
+}
+
+/// [`hour_file`] compressed with `tool`, or plain (`None`).
+fn hour_file_as(
+    tool: Option<Tool>,
+    dir: &Path,
+    dataset: &str,
+    date: &str,
+    hour: u32,
+    lines: &[&[u8]],
+) -> PathBuf {
     let plain = dir
         .join(dataset)
         .join("hourly")
@@ -110,8 +128,11 @@ fn hour_file(dir: &Path, dataset: &str, date: &str, hour: u32, lines: &[&[u8]]) 
         text.push(b'\n');
     }
     std::fs::write(&plain, text).unwrap();
-    let compressed = plain.with_file_name(format!("{hour}.lz4"));
-    Tool::Lz4.compress(&plain, &compressed);
+    let Some(tool) = tool else {
+        return plain;
+    };
+    let compressed = plain.with_file_name(format!("{hour}.{}", tool.extension()));
+    tool.compress(&plain, &compressed);
     std::fs::remove_file(&plain).unwrap();
     compressed
 }
@@ -602,4 +623,23 @@ fn an_hour_failing_its_checksum_counts_for_nothing_though_it_was_read() {
         !stored_with.keys().any(inside),
         "a candle of the discarded hour"
     );
+}
+
+#[test]
+fn hours_compressed_with_zstd_or_gzip_or_plain_import_as_the_lz4_ones() {
+    let lines = by_block();
+    let coins = coins_of(&lines);
+    let store_of = |tool: Option<Tool>| {
+        let dir = tempfile::tempdir().unwrap();
+        archive_as(tool, dir.path(), "node_fills_by_block", &lines);
+        let state = tempfile::tempdir().unwrap();
+        let report = import_ok(state.path(), &[dir.path()]);
+        assert!(report.contains("gaps: none"), "{report}");
+        stored(state.path(), &coins)
+    };
+    let lz4 = store_of(Some(Tool::Lz4));
+    assert!(!lz4.is_empty());
+    for tool in [Some(Tool::Zstd), Some(Tool::Gzip), None] {
+        assert_eq!(store_of(tool), lz4, "{tool:?}");
+    }
 }
