@@ -110,9 +110,10 @@ impl Block {
         for_each_event(
             number,
             &self.lines.order_statuses,
-            &mut out.errors,
-            |raw, errors| match decode_order_status(raw) {
-                Ok(event) => out.order_statuses.push(Spanned { raw, event }),
+            (&mut out.order_statuses, &mut out.errors),
+            |_, _| None,
+            |list, raw, errors| match decode_order_status(raw) {
+                Ok(event) => list.push(Spanned { raw, event }),
                 Err(error) => errors.push(BlockDecodeError::Event {
                     block: number,
                     error,
@@ -122,9 +123,10 @@ impl Block {
         for_each_event(
             number,
             &self.lines.raw_book_diffs,
-            &mut out.errors,
-            |raw, errors| match decode_book_diff(raw) {
-                Ok(event) => out.book_diffs.push(Spanned { raw, event }),
+            (&mut out.book_diffs, &mut out.errors),
+            |_, _| None,
+            |list, raw, errors| match decode_book_diff(raw) {
+                Ok(event) => list.push(Spanned { raw, event }),
                 Err(error) => errors.push(BlockDecodeError::Event {
                     block: number,
                     error,
@@ -134,9 +136,10 @@ impl Block {
         for_each_event(
             number,
             &self.lines.fills,
-            &mut out.errors,
-            |raw, errors| match decode_fill(raw) {
-                Ok(event) => out.fills.push(Spanned { raw, event }),
+            (&mut out.fills, &mut out.errors),
+            |_, _| None,
+            |list, raw, errors| match decode_fill(raw) {
+                Ok(event) => list.push(Spanned { raw, event }),
                 Err(error) => errors.push(BlockDecodeError::Event {
                     block: number,
                     error,
@@ -176,47 +179,20 @@ pub(crate) fn decode_fills<'a>(
     let bytes: usize = block.lines.fills.iter().map(Bytes::len).sum();
     out.fills.reserve((bytes / 256).min(RESERVE_FILLS));
     let number = block.number;
-    for line in &block.lines.fills {
-        let line: &'a [u8] = line;
-        let env = match envelope::decode(line) {
-            Ok(env) => env,
-            Err(error) => {
-                errors.push(BlockDecodeError::Envelope {
-                    block: number,
-                    error,
-                });
-                continue;
-            }
-        };
+    for_each_event(
+        number,
+        &block.lines.fills,
+        (&mut out, errors),
         // A fill in the node's layout is delimited by its own decode (one
-        // pass over its bytes); anything else by the bracket walk, then
-        // decoded as a whole trade or through serde.
-        let mut spans = env.events();
-        loop {
-            // Decoded straight into the list (a fill is a few hundred
-            // bytes: each move of one is a copy of them).
-            let mut fast = false;
-            let next = spans.next_measured(|rest| {
-                let (event, len) = decode_fill_at(rest)?;
-                out.fills.push(event);
-                fast = true;
-                Some(len)
-            });
-            let span = match next {
-                None => break,
-                Some(Ok(span)) => span,
-                Some(Err(error)) => {
-                    errors.push(BlockDecodeError::Envelope {
-                        block: number,
-                        error,
-                    });
-                    break;
-                }
-            };
-            if fast {
-                continue;
-            }
-            let raw = &line[span];
+        // pass over its bytes), decoded straight into the list (a fill is a
+        // few hundred bytes: each move of one is a copy of them).
+        |out, rest| {
+            let (event, len) = decode_fill_at(rest)?;
+            out.fills.push(event);
+            Some(len)
+        },
+        // Anything else: a whole trade, or a fill through serde.
+        |out, raw, errors| {
             let decoded = if raw.first() == Some(&b'{') {
                 decode_trade_line(raw).map(|line| out.trades.push(line))
             } else {
@@ -228,16 +204,24 @@ pub(crate) fn decode_fills<'a>(
                     error,
                 });
             }
-        }
-    }
+        },
+    );
     out
 }
 
-fn for_each_event<'a>(
+/// Visits each event of `lines` with its exact bytes, keeping what it
+/// decodes in `out` and the errors in `errors` (envelope errors end their
+/// line). `take` is asked first at each event's start: a decoder of the
+/// node's compact layout that keeps the event in `out` and says how many
+/// bytes it read, so that the event is delimited by its decode rather than
+/// walked twice; an event it does not take (`None`) is delimited by the
+/// bracket walk and handed to `visit`.
+fn for_each_event<'a, O>(
     block: u64,
     lines: &'a [Bytes],
-    errors: &mut Vec<BlockDecodeError>,
-    mut visit: impl FnMut(&'a [u8], &mut Vec<BlockDecodeError>),
+    (out, errors): (&mut O, &mut Vec<BlockDecodeError>),
+    mut take: impl FnMut(&mut O, &'a [u8]) -> Option<usize>,
+    mut visit: impl FnMut(&mut O, &'a [u8], &mut Vec<BlockDecodeError>),
 ) {
     for line in lines {
         let line: &'a [u8] = line;
@@ -248,10 +232,19 @@ fn for_each_event<'a>(
                 continue;
             }
         };
-        for span in env.events() {
-            match span {
-                Ok(span) => visit(&line[span], errors),
-                Err(error) => {
+        let mut spans = env.events();
+        loop {
+            let mut taken = false;
+            let next = spans.next_measured(|rest| {
+                let len = take(out, rest)?;
+                taken = true;
+                Some(len)
+            });
+            match next {
+                None => break,
+                Some(Ok(_)) if taken => {}
+                Some(Ok(span)) => visit(out, &line[span], errors),
+                Some(Err(error)) => {
                     errors.push(BlockDecodeError::Envelope { block, error });
                     break;
                 }

@@ -304,21 +304,20 @@ pub(super) fn first_block_ms(files: &[HourFile]) -> Result<Option<i64>, FeedErro
 /// # Errors
 /// [`FeedError::Io`] when the file cannot be opened or read.
 pub(super) fn last_block_ms(file: &HourFile) -> Result<Option<i64>, FeedError> {
-    let mut last: Option<Vec<u8>> = None;
-    let mut lines = Lines::default();
+    // The last complete line so far, and the start of the next.
+    let (mut last, mut pending): (Option<Vec<u8>>, Vec<u8>) = (None, Vec::new());
     let damage = read_file(&file.path, |piece| {
         if let Some(end) = memchr::memrchr(b'\n', piece) {
             // Only the last line of each piece can be the file's last.
-            let mut line = std::mem::take(&mut lines.pending);
             let start = memchr::memrchr(b'\n', &piece[..end]).map_or(0, |at| at + 1);
             if start > 0 {
-                line.clear();
+                pending.clear();
             }
-            line.extend_from_slice(&piece[start..end]);
-            last = Some(line);
-            lines.pending.extend_from_slice(&piece[end + 1..]);
+            pending.extend_from_slice(&piece[start..end]);
+            last = Some(std::mem::take(&mut pending));
+            pending.extend_from_slice(&piece[end + 1..]);
         } else {
-            lines.pending.extend_from_slice(piece);
+            pending.extend_from_slice(piece);
         }
         Ok(())
     })?;
