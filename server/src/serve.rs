@@ -680,6 +680,7 @@ fn market_engine(
             .flatten()
             .min()
             .unwrap_or_default(),
+            key_linger: Duration::from_millis(host::engine::KEY_LINGER_MS),
         },
         Some(candles),
         wakeups,
