@@ -1064,8 +1064,12 @@ fn render(
 fn render_loads(s: &mut String, rows: &[Row], besides: &[Beside], targets: &LoadTargets) {
     let _ = writeln!(
         s,
-        "\n### Beside other clients' load\n\n- Loads, started once every stream has its opening frame and run through the settling and the window: `openOrders ×3 accounts` = {OPEN_ORDERS_ACCOUNTS} accounts (a key each, default limits) each asking Info `openOrders` for `{}` (the user with the most resting orders at the start, {}) at {DEFAULT_REQUESTS_PER_S} requests/s, their whole default rate, on a keep-alive HTTP/1.1 connection each; `l4Book subscribes` = {L4_CONNECTIONS} WebSocket connections sharing {L4_SUBSCRIBES_PER_S} subscribes/s to `l4Book` of {} ({} resting orders at the start), each subscribing, reading the snapshot, unsubscribing and reading the answer per turn.\n- Engine thread CPU: `/proc/PID/task/TID/schedstat` of `{ENGINE_THREAD}` over the window ÷ the blocks folded in it (the all-coins L4 stream's frames, one per block).\n",
-        targets.user, targets.user_orders, targets.l4_coin, targets.l4_orders
+        "\n### Beside other clients' load\n\n- Loads, started once every stream has its opening frame and run through the settling and the window: `openOrders ×3 accounts` = {OPEN_ORDERS_ACCOUNTS} accounts (a key each, default limits) each asking Info `openOrders` for `{}` (the user with the most resting orders at the start, {}) at {DEFAULT_REQUESTS_PER_S} requests/s, their whole default rate, on a keep-alive HTTP/1.1 connection each; `l4Book subscribes` = {L4_CONNECTIONS} WebSocket connections sharing {L4_SUBSCRIBES_PER_S} subscribes/s to `l4Book` of {} ({} resting orders at the start), each subscribing, reading the snapshot, unsubscribing and reading the answer per turn, the connections' turns spread evenly over each second (in phase, the subscribes would arrive as {} bursts of {L4_CONNECTIONS} a second: a different load).\n- Engine thread CPU: `/proc/PID/task/TID/schedstat` of `{ENGINE_THREAD}` over the window ÷ the blocks folded in it (the all-coins L4 stream's frames, one per block).\n",
+        targets.user,
+        targets.user_orders,
+        targets.l4_coin,
+        targets.l4_orders,
+        L4_SUBSCRIBES_PER_S / L4_CONNECTIONS as f64
     );
     let _ = writeln!(
         s,
