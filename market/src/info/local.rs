@@ -82,16 +82,7 @@ pub struct Local {
 #[derive(Debug, Default)]
 pub struct OpenOrdersCache {
     answers: parking_lot::Mutex<HashMap<OrdersAsked, (u64, Bytes)>>,
-    /// One answer made at a time per stripe of requests: a request for an
-    /// answer being made waits for it instead of making it again (three
-    /// clients asking at 50/s for a market maker's orders each made the
-    /// same answer several times a block while one took milliseconds).
-    making: [tokio::sync::Mutex<()>; MAKING_STRIPES],
 }
-
-/// Stripes of [`OpenOrdersCache::making`]: requests for different answers
-/// that share one are made one after the other.
-const MAKING_STRIPES: usize = 32;
 
 /// Whose orders, on which exchange, in which form (`frontendOpenOrders`).
 type OrdersAsked = (String, String, bool);
@@ -105,14 +96,6 @@ impl OpenOrdersCache {
         let answers = self.answers.lock();
         let (made_at, answer) = answers.get(key)?;
         (*made_at == block).then(|| answer.clone())
-    }
-
-    /// The lock held while the answer to `key` is made.
-    fn making(&self, key: &OrdersAsked) -> &tokio::sync::Mutex<()> {
-        use std::hash::{Hash as _, Hasher as _};
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        key.hash(&mut hasher);
-        &self.making[(hasher.finish() % MAKING_STRIPES as u64) as usize]
     }
 
     fn put(&self, key: OrdersAsked, block: u64, answer: Bytes) {
@@ -199,11 +182,6 @@ impl Local {
                     .to_owned();
                 let frontend = kind == "frontendOpenOrders";
                 let key = (user, dex, frontend);
-                if let Some(answer) = self.open_orders.get(&key, self.status.height()) {
-                    return Ok(Answer::Text(answer));
-                }
-                let _making = self.open_orders.making(&key).lock().await;
-                // Made meanwhile by the request this one waited for.
                 if let Some(answer) = self.open_orders.get(&key, self.status.height()) {
                     return Ok(Answer::Text(answer));
                 }
