@@ -22,7 +22,7 @@
 //!
 //! When a stream is ended here, what it holds in the server is released at
 //! once: the account's stream slot, its ring receiver (so a key nobody reads
-//! is dropped at the next block) and, for the raw feed, its reader task. The
+//! is dropped once it has gone unread for a second) and, for the raw feed, its reader task. The
 //! ending status is delivered when the transport next asks for a message
 //! (a client that never reads again sees it when it resumes, after what the
 //! transport had already buffered; HTTP/2 gives the server no way to discard

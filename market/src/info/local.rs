@@ -229,7 +229,7 @@ impl Local {
             return Err(invalid("type: not answered from a view"));
         };
         // The subscription is dropped with its receiver; the engine lets
-        // go of a key nobody reads at the next block.
+        // go of a key nobody reads once it has gone unread for a second.
         let mut opened = subscribe(&self.commands, &self.status, key)
             .await
             .map_err(refused)?;
