@@ -437,10 +437,10 @@ impl Hash for Decimal {
     }
 }
 
-/// Room for any decimal's text: a sign, "0.", and up to 255 digits after
-/// the point (19 for the units; scales past [`MAX_SCALE`] are refused
-/// where values are made, but the text never overruns whatever the scale).
-const TEXT_ROOM: usize = 1 + 2 + 255 + 2;
+/// Room for any decimal's text: a sign, the 19 digits of the units, a point
+/// and a leading zero (scales past [`MAX_SCALE`] are refused where values
+/// are made).
+const TEXT_ROOM: usize = 24;
 
 impl Decimal {
     /// The value's text (`-`, integer digits, then `.` and exactly `scale`
@@ -454,11 +454,13 @@ impl Decimal {
             room[at] = byte;
         };
         let mut magnitude = self.units.unsigned_abs();
-        for _ in 0..self.scale {
+        // Within the room whatever a value was made with.
+        let scale = self.scale.min(MAX_SCALE);
+        for _ in 0..scale {
             put(b'0' + (magnitude % 10) as u8);
             magnitude /= 10;
         }
-        if self.scale > 0 {
+        if scale > 0 {
             put(b'.');
         }
         loop {
