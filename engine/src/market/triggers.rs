@@ -248,12 +248,17 @@ enum Wording {
 /// The trigger price as the node writes it in a condition: without
 /// trailing zeros (`76717.0` is `76717`, `6153.50` is `6153.5`).
 fn condition_px(px: Decimal) -> String {
-    let mut text = px.to_string();
+    without_trailing_zeros(&px.to_string()).to_owned()
+}
+
+/// `text` (ending in a decimal) without the trailing zeros of its fraction,
+/// nor its point when nothing is left after it.
+fn without_trailing_zeros(text: &str) -> &str {
     if text.contains('.') {
-        let kept = text.trim_end_matches('0').trim_end_matches('.').len();
-        text.truncate(kept);
+        text.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        text
     }
-    text
 }
 
 /// The words before the price in a usual condition.
@@ -302,11 +307,7 @@ impl Wording {
                 let _ = write!(text, "{}{trigger_px}", condition_words(*above));
                 let len = text.len;
                 let written = std::str::from_utf8(&room[..len]).unwrap_or_default();
-                let condition = if written.contains('.') {
-                    written.trim_end_matches('0').trim_end_matches('.')
-                } else {
-                    written
-                };
+                let condition = without_trailing_zeros(written);
                 (ORDER_TYPES[usize::from(*order_type)], condition)
             }
             Self::Written(texts) => (&texts[0], &texts[1]),

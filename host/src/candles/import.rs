@@ -615,11 +615,10 @@ fn fold_blocks(
             }
             Read::HourDiscarded => {
                 if let Some(start) = hour_start.take() {
+                    start.count_back(report);
                     fold = start.fold;
                     last_time = start.last_time;
                     damaged = start.damaged;
-                    report.blocks = start.blocks;
-                    report.fills = start.fills;
                 }
                 out.discard();
                 continue;
@@ -689,8 +688,7 @@ fn fold_blocks(
             match message {
                 Read::HourEnds => break,
                 Read::HourDiscarded => {
-                    report.blocks = start.blocks;
-                    report.fills = start.fills;
+                    start.count_back(report);
                     out.discard();
                     break;
                 }
@@ -712,6 +710,14 @@ struct HourStart {
     damaged: Option<(String, Option<i64>)>,
     blocks: u64,
     fills: u64,
+}
+
+impl HourStart {
+    /// The report's counts put back to where they were when the hour began.
+    fn count_back(&self, report: &mut ImportReport) {
+        report.blocks = self.blocks;
+        report.fills = self.fills;
+    }
 }
 
 /// The fold's way to the committing thread: blocks' closed candles in

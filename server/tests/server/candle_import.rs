@@ -2,8 +2,9 @@
 //! unfiltered fills (crossing an hour boundary) compressed as the archive
 //! is, imported and looked up over HTTP against the independent calculation
 //! of `candles.rs`; the same hours as zstd, gzip or plain files giving the
-//! same store; an hour failing its checksum counting for nothing; the two older formats giving the same store; the
-//! hand-over between formats a gap that lookups name; a damaged hour file
+//! same store; an hour failing its checksum counting for nothing; the two
+//! older formats giving the same store; the hand-over between formats a gap
+//! that lookups name; a damaged hour file
 //! leaving one gap from its last sound block while the next hours are
 //! imported; a missing older hour being one gap; a second import adding
 //! nothing; an import killed mid-way and resumed giving the same store as
