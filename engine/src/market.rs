@@ -236,6 +236,8 @@ pub struct Market {
     universe_books: usize,
     /// Whether the last block added a coin to `universe`.
     universe_grew: bool,
+    /// The fill list's room, kept between blocks.
+    fill_room: block::FillRoom,
 }
 
 impl Market {
@@ -290,6 +292,7 @@ impl Market {
             universe: parts.universe,
             universe_books: 0,
             universe_grew: false,
+            fill_room: block::FillRoom::default(),
         };
         market.follow_universe();
         market.universe_grew = false;
@@ -583,7 +586,7 @@ impl Market {
         }
         after(Step::FirstBooks, self);
         let (fills, whole_trades) = if needs.decodes_fills() {
-            decode_trades(block, &mut report)
+            decode_trades(block, &mut self.fill_room, &mut report)
         } else {
             (Vec::new(), Vec::new())
         };
@@ -632,6 +635,7 @@ impl Market {
             self.tpsl
                 .apply_events(number, time, &fills, &folded.trigger_statuses);
         }
+        self.fill_room.put_back(fills);
         self.follow_universe();
         after(Step::Done, self);
         report
@@ -674,17 +678,18 @@ impl Market {
     }
 }
 
-/// A block's fills and the whole trades of the older trade format, in file
-/// order; what does not decode is added to `report`'s errors, and both
-/// count as its events.
+/// A block's fills (in `room`'s list: put it back after the block) and the
+/// whole trades of the older trade format, in file order; what does not
+/// decode is added to `report`'s errors, and both count as its events.
 fn decode_trades<'b>(
     block: &'b Block,
+    room: &mut block::FillRoom,
     report: &mut BlockReport,
 ) -> (Vec<FillEvent<'b>>, Vec<WholeTrade>) {
     let block::BlockFills {
         fills,
         trades: trade_lines,
-    } = block::decode_fills(block, &mut report.decode_errors);
+    } = block::decode_fills(block, room.take(), &mut report.decode_errors);
     report.events += fills.len() + trade_lines.len();
     let mut whole_trades = Vec::with_capacity(trade_lines.len());
     for line in &trade_lines {

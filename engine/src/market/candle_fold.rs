@@ -12,7 +12,7 @@
 //! it knows they are sound (a compressed file's checksum comes at its end)
 //! keeps a copy from before the file and puts it back when the file fails.
 
-use crate::block::Block;
+use crate::block::{Block, FillRoom};
 use crate::fold::BlockReport;
 
 use super::candles::{Candle, CandlesView, Interval};
@@ -25,6 +25,8 @@ pub struct CandleFold {
     /// The last block folded.
     height: Option<u64>,
     candles: CandlesView,
+    /// The fill list's room, kept between blocks.
+    fill_room: FillRoom,
 }
 
 impl CandleFold {
@@ -33,6 +35,7 @@ impl CandleFold {
         Self {
             height: None,
             candles: CandlesView::with_intervals(intervals).without_change_list(),
+            fill_room: FillRoom::default(),
         }
     }
 
@@ -50,9 +53,10 @@ impl CandleFold {
             return report;
         }
         self.height = Some(block.number);
-        let (fills, whole) = decode_trades(block, &mut report);
+        let (fills, whole) = decode_trades(block, &mut self.fill_room, &mut report);
         let (number, time) = (block.number, block.time_ms);
         let paired = pair_block(number, time, &fills, &whole, Parties::Left);
+        self.fill_room.put_back(fills);
         self.candles.apply(number, time, paired.trades());
         report
     }

@@ -46,7 +46,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::ops::Bound;
 use std::str::FromStr;
 use std::sync::Arc;
 
@@ -275,6 +274,14 @@ impl Amount {
 
     /// Exact sum; `None` on overflow.
     pub fn checked_add(self, other: Amount) -> Option<Amount> {
+        if self.scale == other.scale {
+            // A market's sizes and prices keep their decimals: nearly every
+            // sum is of one scale, and needs no (128-bit, checked) scaling.
+            return Some(Amount {
+                units: self.units.checked_add(other.units)?,
+                scale: self.scale,
+            });
+        }
         let scale = self.scale.max(other.scale);
         let a = self.units.checked_mul(pow10_wide(scale - self.scale)?)?;
         let b = other.units.checked_mul(pow10_wide(scale - other.scale)?)?;
@@ -509,6 +516,15 @@ pub(crate) struct Series {
     pub(crate) changed_at: u64,
 }
 
+/// One coin's series, one per tracked interval (in `intervals` order), and
+/// the coin's name as `closing` and `changed` share it (kept beside the
+/// series, so that a block finds both with one search of the map).
+#[derive(Debug, Clone)]
+struct CoinSeries {
+    name: Arc<str>,
+    list: Vec<Series>,
+}
+
 /// Shared state: the live candle of every (coin, interval) with trades, and
 /// what the last block changed and closed.
 #[derive(Debug, Clone)]
@@ -517,7 +533,7 @@ pub struct CandlesView {
     /// Per coin, one series per tracked interval (in `intervals` order).
     /// Coin names are shared with `closing` and `changed`, which a block
     /// updates for every series it touches: a count, not a copy.
-    series: BTreeMap<Arc<str>, Vec<Series>>,
+    series: BTreeMap<Arc<str>, CoinSeries>,
     /// Live candles by next open, to close them as block time passes.
     closing: BTreeSet<(i64, Arc<str>, Interval)>,
     closed: Vec<Candle>,
@@ -653,16 +669,19 @@ impl CandlesView {
         folds: u64,
         late_trades: u64,
     ) -> Self {
-        let series: BTreeMap<Arc<str>, Vec<Series>> = series
+        let series: BTreeMap<Arc<str>, CoinSeries> = series
             .into_iter()
-            .map(|(coin, list)| (Arc::from(coin), list))
+            .map(|(coin, list)| {
+                let name = Arc::<str>::from(coin);
+                (name.clone(), CoinSeries { name, list })
+            })
             .collect();
         let closing = series
-            .iter()
-            .flat_map(|(coin, list)| {
+            .values()
+            .flat_map(|CoinSeries { name, list }| {
                 list.iter()
                     .filter_map(|series| series.live.as_ref())
-                    .map(move |live| (live.next_open, coin.clone(), live.interval))
+                    .map(move |live| (live.next_open, name.clone(), live.interval))
             })
             .collect();
         Self {
@@ -685,7 +704,7 @@ impl CandlesView {
     pub(crate) fn all_series(&self) -> impl Iterator<Item = (&str, &[Series])> + '_ {
         self.series
             .iter()
-            .map(|(coin, list)| (&**coin, list.as_slice()))
+            .map(|(coin, series)| (&**coin, series.list.as_slice()))
     }
 
     /// Blocks folded so far (the stamp of a series' last change).
@@ -725,18 +744,18 @@ impl CandlesView {
         };
         // Trades come frame by frame, a coin's together: its series are
         // looked up once for each run of them.
-        let mut current: Option<(&Arc<str>, &mut Vec<Series>)> = None;
+        let mut current: Option<&mut CoinSeries> = None;
         for trade in trades {
             let coin = trade.coin.as_str();
-            if current.as_ref().is_none_or(|(name, _)| &***name != coin) {
+            if current.as_ref().is_none_or(|series| &*series.name != coin) {
                 if !self.series.contains_key(coin) {
-                    let tracked = vec![Series::default(); self.intervals.len()];
-                    self.series.insert(Arc::from(coin), tracked);
+                    let name = Arc::<str>::from(coin);
+                    let list = vec![Series::default(); self.intervals.len()];
+                    self.series.insert(name.clone(), CoinSeries { name, list });
                 }
-                let only = (Bound::Included(coin), Bound::Included(coin));
-                current = self.series.range_mut::<str, _>(only).next();
+                current = self.series.get_mut(coin);
             }
-            let Some((name, list)) = current.as_mut() else {
+            let Some(CoinSeries { name, list }) = current.as_deref_mut() else {
                 continue;
             };
             for (series, &interval) in list.iter_mut().zip(&self.intervals) {
@@ -754,7 +773,7 @@ impl CandlesView {
             if let Some(series) = self
                 .series
                 .get_mut(&*coin)
-                .and_then(|list| at.and_then(|at| list.get_mut(at)))
+                .and_then(|series| at.and_then(|at| series.list.get_mut(at)))
             {
                 block.close(series, &coin, interval);
             }
@@ -764,7 +783,7 @@ impl CandlesView {
     /// The series of `(coin, interval)`, if it has seen a trade.
     fn series(&self, coin: &str, interval: Interval) -> Option<&Series> {
         let at = self.intervals.binary_search(&interval).ok()?;
-        self.series.get(coin)?.get(at)
+        self.series.get(coin)?.list.get(at)
     }
 
     /// The last folded block: `(block_number, time)`.
@@ -786,7 +805,7 @@ impl CandlesView {
     pub fn live_candles(&self) -> impl Iterator<Item = &Candle> {
         self.series
             .values()
-            .flatten()
+            .flat_map(|series| &series.list)
             .filter_map(|series| series.live.as_ref())
     }
 
@@ -809,7 +828,16 @@ impl CandlesView {
     /// after, until the next block): for a consumer that keeps them, instead
     /// of copying each.
     pub fn take_closed(&mut self) -> Vec<Candle> {
-        std::mem::take(&mut self.closed)
+        // The list left in the view has room for as many as this one: a
+        // block that closes candles closes about as many as the last one
+        // that did (a bucket boundary closes every market's), and a list
+        // grown from empty moves them several times. A block that closed
+        // none keeps that room.
+        if self.closed.is_empty() {
+            return Vec::new();
+        }
+        let room = self.closed.len();
+        std::mem::replace(&mut self.closed, Vec::with_capacity(room))
     }
 
     /// Live candles the last block changed (opened or updated).
@@ -900,6 +928,32 @@ mod tests {
         ) {
             let (a, b) = (Amount::new(n, sn), Amount::new(d, sd));
             proptest::prop_assert_eq!(a.div_round(b, scale), div_round_by_digits(a, b, scale));
+        }
+    }
+
+    /// The sum [`Amount::checked_add`] must equal: both scaled a digit at
+    /// a time to the finer scale, then added, every step checked.
+    fn sum_by_digits(a: Amount, b: Amount) -> Option<Amount> {
+        let scale = a.scale.max(b.scale);
+        let widen =
+            |x: Amount| (x.scale..scale).try_fold(x.units, |units, _| units.checked_mul(10));
+        Some(Amount {
+            units: widen(a)?.checked_add(widen(b)?)?,
+            scale,
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_sum_equals_the_digit_by_digit_one(
+            x in proptest::prop_oneof![-1_000_000i128..1_000_000, i128::MIN / 2..=i128::MAX / 2, proptest::prelude::any::<i128>()],
+            y in proptest::prop_oneof![-1_000_000i128..1_000_000, i128::MIN / 2..=i128::MAX / 2, proptest::prelude::any::<i128>()],
+            sx in 0u8..=20,
+            // Mostly the same scale (the common case), sometimes another.
+            sy in proptest::option::weighted(0.25, 0u8..=20),
+        ) {
+            let (a, b) = (Amount::new(x, sx), Amount::new(y, sy.unwrap_or(sx)));
+            proptest::prop_assert_eq!(a.checked_add(b), sum_by_digits(a, b));
         }
     }
 

@@ -464,7 +464,9 @@ pub struct StoreReader {
 /// The store's metadata, mirrored in memory.
 #[derive(Debug, Clone, Default)]
 struct Meta {
-    coins: HashMap<Box<str>, u32>,
+    /// Market ids by name (looked up for every candle an import commits
+    /// and every lookup: a fast hash, randomly seeded).
+    coins: HashMap<Box<str>, u32, foldhash::fast::RandomState>,
     names: Vec<Box<str>>,
     watermark: Option<Watermark>,
     coverage: Coverage,
