@@ -79,10 +79,26 @@ pub struct Local {
 /// user, exchange and form: every request for the same ones until the next
 /// block is answered from here, so a market maker's tens of thousands of
 /// orders are read and rendered once per block however many clients ask.
+///
+/// A request that finds its answer being made for a request asked at the
+/// same block waits for that one (single flight) instead of making it
+/// again: it is answered sooner than it could make the answer itself, and
+/// the render, the costliest part, is not repeated side by side. If the
+/// request making it goes away (its client left), a waiting one makes it.
 #[derive(Debug, Default)]
 pub struct OpenOrdersCache {
     answers: parking_lot::Mutex<HashMap<OrdersAsked, (u64, Bytes)>>,
+    /// Answers being made: the block they were asked at, and where the
+    /// answer lands. Entries leave when their answer is made; one whose
+    /// requests all went away leaves when the next is added.
+    making: parking_lot::Mutex<HashMap<OrdersAsked, (u64, Arc<Making>)>>,
+    /// Answers made (each read from the engine and rendered once).
+    made: std::sync::atomic::AtomicU64,
 }
+
+/// An answer being made: set once, by the request that makes it, for all
+/// those waiting.
+type Making = tokio::sync::OnceCell<Result<Bytes, Refusal>>;
 
 /// Whose orders, on which exchange, in which form (`frontendOpenOrders`).
 type OrdersAsked = (String, String, bool);
@@ -92,6 +108,60 @@ type OrdersAsked = (String, String, bool);
 const OPEN_ORDERS_KEPT: usize = 256;
 
 impl OpenOrdersCache {
+    /// The answer to `key` asked at block `height`: the one made at that
+    /// block; else the one being made for a request asked at it, waited
+    /// for; else made here by `make`, which gives the answer and the block
+    /// it read (at or past `height`). A refusal `make` gives is shared with
+    /// the requests waiting, not kept.
+    async fn answer<Made>(
+        &self,
+        key: OrdersAsked,
+        height: u64,
+        make: impl FnOnce() -> Made,
+    ) -> Result<Bytes, Refusal>
+    where
+        Made: Future<Output = Result<(u64, Bytes), Refusal>>,
+    {
+        if let Some(answer) = self.get(&key, height) {
+            return Ok(answer);
+        }
+        let making = self.join(&key, height);
+        let answer = making
+            .get_or_init(|| async {
+                let (block, answer) = make().await?;
+                self.made.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.put(key.clone(), block, answer.clone());
+                Ok(answer)
+            })
+            .await
+            .clone();
+        let mut all = self.making.lock();
+        if all
+            .get(&key)
+            .is_some_and(|(_, current)| Arc::ptr_eq(current, &making))
+        {
+            all.remove(&key);
+        }
+        answer
+    }
+
+    /// The answer being made for `key` asked at `height`, joined, or a new
+    /// one to make (in place of one asked at an earlier block).
+    fn join(&self, key: &OrdersAsked, height: u64) -> Arc<Making> {
+        let mut all = self.making.lock();
+        if let Some((asked_at, making)) = all.get(key)
+            && *asked_at == height
+        {
+            return making.clone();
+        }
+        // Those no request waits for any more (each waiting one holds a
+        // count) go; the others are as many as the requests under way.
+        all.retain(|_, (_, making)| Arc::strong_count(making) > 1);
+        let making = Arc::new(Making::new());
+        all.insert(key.clone(), (height, making.clone()));
+        making
+    }
+
     fn get(&self, key: &OrdersAsked, block: u64) -> Option<Bytes> {
         let answers = self.answers.lock();
         let (made_at, answer) = answers.get(key)?;
@@ -182,33 +252,36 @@ impl Local {
                     .to_owned();
                 let frontend = kind == "frontendOpenOrders";
                 let key = (user, dex, frontend);
-                if let Some(answer) = self.open_orders.get(&key, self.status.height()) {
-                    return Ok(Answer::Text(answer));
-                }
-                // The engine thread hands the user's orders out shared, a
-                // look per book (see `Books::orders_of`); the answer is
-                // built on a blocking thread, off the runtime's workers.
                 let (user, dex) = (key.0.clone(), key.1.clone());
-                let (block, orders) = read(&self.commands, &self.status, move |market| {
-                    let orders = market
-                        .orders_of(&user)
-                        .into_iter()
-                        .filter(|(coin, _)| engine::coin::on_dex(coin, &dex))
-                        .collect::<Vec<_>>();
-                    (market.position().block_number, orders)
-                })
-                .await
-                .map_err(refused)?;
-                let answer = tokio::task::spawn_blocking(move || open_orders(&orders, frontend))
+                let make = || async move {
+                    // The engine thread hands the user's orders out shared,
+                    // a look per book (see `Books::orders_of`); the answer
+                    // is built on a blocking thread, off the runtime's
+                    // workers.
+                    let (block, orders) = read(&self.commands, &self.status, move |market| {
+                        let orders = market
+                            .orders_of(&user)
+                            .into_iter()
+                            .filter(|(coin, _)| engine::coin::on_dex(coin, &dex))
+                            .collect::<Vec<_>>();
+                        (market.position().block_number, orders)
+                    })
                     .await
-                    .map_err(|error| {
-                        (
-                            StatusCode::INTERNAL_SERVER_ERROR,
-                            "internal",
-                            format!("openOrders: the answer could not be built: {error}"),
-                        )
-                    })?;
-                self.open_orders.put(key, block, answer.clone());
+                    .map_err(refused)?;
+                    let answer =
+                        tokio::task::spawn_blocking(move || open_orders(&orders, frontend))
+                            .await
+                            .map_err(|error| {
+                                (
+                                    StatusCode::INTERNAL_SERVER_ERROR,
+                                    "internal",
+                                    format!("openOrders: the answer could not be built: {error}"),
+                                )
+                            })?;
+                    Ok((block, answer))
+                };
+                let height = self.status.height();
+                let answer = self.open_orders.answer(key, height, make).await?;
                 Ok(Answer::Text(answer))
             }
             "candleSnapshot" => self
@@ -417,6 +490,152 @@ mod tests {
         assert_eq!(cache.get(&key("0xb"), 7), None);
         let frontend = ("0xa".to_owned(), String::new(), true);
         assert_eq!(cache.get(&frontend, 7), None, "each form is its own answer");
+    }
+
+    /// An answer being made, as the tests' makers give it.
+    type Making<'c> =
+        std::pin::Pin<Box<dyn Future<Output = Result<(u64, Bytes), Refusal>> + Send + 'c>>;
+
+    /// Makes `made` after `wait`, counting the calls.
+    fn slow<'c>(
+        calls: &'c std::sync::atomic::AtomicU64,
+        wait: std::time::Duration,
+        made: Result<(u64, Bytes), Refusal>,
+    ) -> impl FnOnce() -> Making<'c> + 'c {
+        move || {
+            Box::pin(async move {
+                calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tokio::time::sleep(wait).await;
+                made
+            })
+        }
+    }
+
+    /// Waits until `done` holds (at most 10 s).
+    async fn until(done: impl Fn() -> bool) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !done() {
+            assert!(std::time::Instant::now() < deadline, "the state never came");
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+    }
+
+    fn made(cache: &OpenOrdersCache) -> u64 {
+        cache.made.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    #[tokio::test]
+    async fn requests_asked_at_one_block_share_the_answer_being_made() {
+        let cache = OpenOrdersCache::default();
+        let calls = std::sync::atomic::AtomicU64::new(0);
+        let wait = std::time::Duration::from_millis(50);
+        let answer = || Ok((7, Bytes::from_static(b"[1]")));
+        let asked = (0..20).map(|_| cache.answer(key("0xa"), 7, slow(&calls, wait, answer())));
+        let answers = futures_util::future::join_all(asked).await;
+        assert!(answers.iter().all(|a| a.as_deref() == Ok(&b"[1]"[..])));
+        assert_eq!(
+            (
+                made(&cache),
+                calls.load(std::sync::atomic::Ordering::Relaxed)
+            ),
+            (1, 1)
+        );
+        assert!(
+            cache.making.lock().is_empty(),
+            "made answers leave the list"
+        );
+        // The next one comes from the block's cache, without a wait.
+        let next = cache
+            .answer(key("0xa"), 7, slow(&calls, wait, answer()))
+            .await;
+        assert_eq!(next.as_deref(), Ok(&b"[1]"[..]));
+        assert_eq!(made(&cache), 1);
+        // Asked at a later block, or for another account: made again.
+        let (later, other) = futures_util::future::join(
+            cache.answer(
+                key("0xa"),
+                8,
+                slow(&calls, wait, Ok((8, Bytes::from_static(b"[2]")))),
+            ),
+            cache.answer(key("0xb"), 7, slow(&calls, wait, answer())),
+        )
+        .await;
+        assert_eq!(later.as_deref(), Ok(&b"[2]"[..]));
+        assert!(other.is_ok());
+        assert_eq!(made(&cache), 3);
+    }
+
+    #[tokio::test]
+    async fn a_waiting_request_makes_the_answer_when_its_maker_goes_away() {
+        let cache = Arc::new(OpenOrdersCache::default());
+        let calls = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let wait = std::time::Duration::from_millis(50);
+        let maker = {
+            let (cache, calls) = (cache.clone(), calls.clone());
+            tokio::spawn(async move {
+                let made = Ok((7, Bytes::from_static(b"[1]")));
+                cache.answer(key("0xa"), 7, slow(&calls, wait, made)).await
+            })
+        };
+        // Until the first is making the answer…
+        until(|| calls.load(std::sync::atomic::Ordering::Relaxed) == 1).await;
+        let waiting = {
+            let (cache, calls) = (cache.clone(), calls.clone());
+            tokio::spawn(async move {
+                let made = Ok((7, Bytes::from_static(b"[1]")));
+                cache.answer(key("0xa"), 7, slow(&calls, wait, made)).await
+            })
+        };
+        // …and the second waits for it (the list's count, and the two
+        // requests').
+        let holders = || {
+            cache
+                .making
+                .lock()
+                .get(&key("0xa"))
+                .map(|(_, making)| Arc::strong_count(making))
+        };
+        until(|| holders() == Some(3)).await;
+        assert_eq!(
+            calls.load(std::sync::atomic::Ordering::Relaxed),
+            1,
+            "the second waits"
+        );
+        maker.abort();
+        let answer = tokio::time::timeout(std::time::Duration::from_secs(10), waiting)
+            .await
+            .expect("the waiting request makes the answer itself")
+            .expect("the waiting request ends");
+        assert_eq!(answer.as_deref(), Ok(&b"[1]"[..]));
+        assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 2);
+        assert_eq!(made(&cache), 1);
+    }
+
+    #[tokio::test]
+    async fn a_refusal_is_shared_with_those_waiting_and_not_kept() {
+        let cache = OpenOrdersCache::default();
+        let calls = std::sync::atomic::AtomicU64::new(0);
+        let wait = std::time::Duration::from_millis(50);
+        let busy = || {
+            Err((
+                StatusCode::SERVICE_UNAVAILABLE,
+                "engine_busy",
+                "busy".to_owned(),
+            ))
+        };
+        let (a, b) = futures_util::future::join(
+            cache.answer(key("0xa"), 7, slow(&calls, wait, busy())),
+            cache.answer(key("0xa"), 7, slow(&calls, wait, busy())),
+        )
+        .await;
+        assert_eq!(a, b);
+        assert_eq!(a.map_err(|refusal| refusal.1), Err("engine_busy"));
+        assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 1);
+        let again = cache
+            .answer(key("0xa"), 7, slow(&calls, wait, Ok((7, Bytes::new()))))
+            .await;
+        assert!(again.is_ok(), "asked again, it is made again");
+        assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 2);
     }
 
     #[test]
