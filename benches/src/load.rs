@@ -1,6 +1,8 @@
 //! Client load beside a measurement: what other clients do to a server while a harness times
 //! its streams. Each load runs as tasks on the caller's runtime until [`LoadRun::finish`], and
-//! tallies what the server answered.
+//! tallies what the server answered; a harness that wants the load's clients out of its own
+//! process (as other clients are) runs them in a child process instead
+//! ([`LoadRun::in_child`], [`LoadTally::to_json`]).
 //!
 //! - [`open_orders`]: accounts each asking Info `openOrders` for one user over HTTP/1.1
 //!   keep-alive connections, at a steady rate per account.
@@ -54,6 +56,69 @@ impl LoadTally {
         self.failure.get_or_insert(what);
     }
 
+    /// The tally and the seconds the load ran, as a child process prints it for its harness
+    /// (the answer times as a serialised histogram, in hex).
+    ///
+    /// # Errors
+    /// When the histogram cannot be serialised.
+    pub fn to_json(&self, seconds: f64) -> anyhow::Result<serde_json::Value> {
+        use hdrhistogram::serialization::Serializer as _;
+        let mut bytes = Vec::new();
+        hdrhistogram::serialization::V2Serializer::new()
+            .serialize(&self.answer, &mut bytes)
+            .map_err(|error| anyhow::anyhow!("answer histogram: {error:?}"))?;
+        let hex = bytes.iter().fold(String::new(), |mut hex, b| {
+            use std::fmt::Write as _;
+            let _ = write!(hex, "{b:02x}");
+            hex
+        });
+        Ok(serde_json::json!({
+            "sent": self.sent,
+            "answered": self.answered,
+            "refused": self.refused,
+            "failed": self.failed,
+            "failure": self.failure,
+            "seconds": seconds,
+            "answer": hex,
+        }))
+    }
+
+    /// [`LoadTally::to_json`] read back: the tally and the seconds.
+    ///
+    /// # Errors
+    /// When a field is missing or the histogram does not decode.
+    pub fn from_json(value: &serde_json::Value) -> anyhow::Result<(Self, f64)> {
+        let count = |field: &str| {
+            value[field]
+                .as_u64()
+                .with_context(|| format!("load tally: no {field}"))
+        };
+        let hex = value["answer"].as_str().context("load tally: no answer")?;
+        let bytes = (0..hex.len())
+            .step_by(2)
+            .map(|at| {
+                hex.get(at..at + 2)
+                    .and_then(|pair| u8::from_str_radix(pair, 16).ok())
+                    .context("load tally: the answer histogram is not hex")
+            })
+            .collect::<anyhow::Result<Vec<u8>>>()?;
+        let answer = hdrhistogram::serialization::Deserializer::new()
+            .deserialize(&mut bytes.as_slice())
+            .map_err(|error| anyhow::anyhow!("load tally: answer histogram: {error:?}"))?;
+        let tally = Self {
+            sent: count("sent")?,
+            answered: count("answered")?,
+            refused: count("refused")?,
+            failed: count("failed")?,
+            failure: value["failure"].as_str().map(str::to_owned),
+            answer,
+        };
+        let seconds = value["seconds"]
+            .as_f64()
+            .context("load tally: no seconds")?;
+        Ok((tally, seconds))
+    }
+
     fn add(&mut self, other: LoadTally) -> anyhow::Result<()> {
         self.sent += other.sent;
         self.answered += other.answered;
@@ -72,6 +137,8 @@ pub struct LoadRun {
     stop: Arc<AtomicBool>,
     tasks: Vec<JoinHandle<anyhow::Result<LoadTally>>>,
     started: Instant,
+    /// The child process running the clients, when they run in one.
+    child: Option<std::process::Child>,
 }
 
 impl LoadRun {
@@ -81,14 +148,58 @@ impl LoadRun {
             stop: Arc::new(AtomicBool::new(false)),
             tasks: Vec::new(),
             started: Instant::now(),
+            child: None,
         }
+    }
+
+    /// A load whose clients run in `child`, a process started with its standard input and
+    /// output piped: it runs until its input closes, then prints its [`LoadTally::to_json`].
+    pub fn in_child(child: std::process::Child) -> Self {
+        Self {
+            child: Some(child),
+            ..Self::none()
+        }
+    }
+
+    /// The child process running the clients, if they run in one.
+    pub fn process_id(&self) -> Option<u32> {
+        self.child.as_ref().map(std::process::Child::id)
+    }
+
+    /// Runs until [`LoadRun::finish`] is called in this process, or its standard input closes
+    /// when it runs in a child: then stops the clients and sums what they saw.
+    ///
+    /// # Errors
+    /// As [`LoadRun::finish`].
+    pub async fn until_input_closes(self) -> anyhow::Result<(LoadTally, f64)> {
+        tokio::task::spawn_blocking(|| {
+            use std::io::Read as _;
+            // Nothing is sent on it: it ends when the harness closes it (or exits).
+            let _ = std::io::stdin().read_to_end(&mut Vec::new());
+        })
+        .await?;
+        self.finish().await
     }
 
     /// Stops the clients and sums what they saw, with the seconds the load ran.
     ///
     /// # Errors
-    /// When a client task could not run at all (its histogram, a panic).
-    pub async fn finish(self) -> anyhow::Result<(LoadTally, f64)> {
+    /// When a client task could not run at all (its histogram, a panic), or the child process
+    /// running them failed or printed no tally.
+    pub async fn finish(mut self) -> anyhow::Result<(LoadTally, f64)> {
+        if let Some(mut child) = self.child.take() {
+            // Closing its input tells it to stop; it prints its tally and exits.
+            drop(child.stdin.take());
+            let output = tokio::task::spawn_blocking(move || child.wait_with_output()).await??;
+            anyhow::ensure!(
+                output.status.success(),
+                "the load's process failed: {}",
+                output.status
+            );
+            let value: serde_json::Value =
+                serde_json::from_slice(&output.stdout).context("the load's process output")?;
+            return LoadTally::from_json(&value);
+        }
         self.stop.store(true, Ordering::Release);
         let seconds = self.started.elapsed().as_secs_f64();
         let mut total = LoadTally::new()?;
@@ -123,6 +234,7 @@ pub fn open_orders(
         stop,
         tasks,
         started: Instant::now(),
+        child: None,
     }
 }
 
@@ -224,6 +336,7 @@ pub fn l4_subscribes(
         stop,
         tasks,
         started: Instant::now(),
+        child: None,
     }
 }
 
@@ -331,4 +444,33 @@ async fn churn_l4(
         }
     }
     Ok(tally)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tally_reads_back_as_its_child_printed_it() {
+        let mut tally = LoadTally::new().unwrap();
+        tally.sent = 10;
+        tally.answered = 7;
+        tally.refused = 2;
+        tally.fail("HTTP 500".into());
+        for us in [120, 450, 9_000, 31_000] {
+            live::record(&mut tally.answer, Duration::from_micros(us));
+        }
+        let printed = tally.to_json(15.5).unwrap().to_string();
+        let (back, seconds) =
+            LoadTally::from_json(&serde_json::from_str(&printed).unwrap()).unwrap();
+        assert!((seconds - 15.5).abs() < 1e-9);
+        assert_eq!(
+            (back.sent, back.answered, back.refused, back.failed),
+            (10, 7, 2, 1)
+        );
+        assert_eq!(back.failure.as_deref(), Some("HTTP 500"));
+        assert_eq!(back.answer, tally.answer);
+        let broken = serde_json::json!({"sent": 1, "answered": 1, "refused": 0, "failed": 0, "seconds": 1.0, "answer": "zz"});
+        assert!(LoadTally::from_json(&broken).is_err());
+    }
 }

@@ -150,6 +150,36 @@ pub fn stat_cpu_ticks(stat: &str) -> Option<u64> {
     Some(utime + stime)
 }
 
+/// The machine's CPU time so far, from the first line of `/proc/stat`: `(busy, all)` in clock
+/// ticks of 1/[`USER_HZ`] s summed over every CPU, where busy is all but `idle` and `iowait`.
+///
+/// # Errors
+/// When `/proc/stat` cannot be read or its `cpu` line parsed.
+pub fn machine_ticks() -> std::io::Result<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat")?;
+    machine_ticks_of(&stat).ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "/proc/stat: no `cpu` line of numbers",
+        )
+    })
+}
+
+/// [`machine_ticks`] of a `/proc/stat` text.
+pub fn machine_ticks_of(stat: &str) -> Option<(u64, u64)> {
+    let fields = stat.lines().next()?.strip_prefix("cpu ")?;
+    let ticks: Vec<u64> = fields
+        .split_whitespace()
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .ok()?;
+    // user nice system idle iowait irq softirq steal [guest guest_nice]: guest time is
+    // counted in user and nice already.
+    let all: u64 = ticks.iter().take(8).sum();
+    let idle = ticks.get(3)? + ticks.get(4).copied().unwrap_or(0);
+    Some((all.saturating_sub(idle), all))
+}
+
 /// The first field of a `/proc/…/schedstat` text: time spent on a CPU, ns.
 pub fn schedstat_run_ns(schedstat: &str) -> Option<u64> {
     schedstat.split_whitespace().next()?.parse().ok()
@@ -251,6 +281,17 @@ mod tests {
         );
         let status = "Name:\tx\nvoluntary_ctxt_switches:\t17\nnonvoluntary_ctxt_switches:\t3\n";
         assert_eq!(status_field(status, "voluntary_ctxt_switches"), Some(17));
+    }
+
+    #[test]
+    fn the_machines_busy_time_leaves_out_idle_and_iowait() {
+        let stat = "cpu  100 5 50 800 40 3 2 0 7 0\ncpu0 50 2 25 400 20 1 1 0 0 0\nintr 1 2\n";
+        // 100 + 5 + 50 + 3 + 2 + 0 busy of 1000 (guest time is inside user already).
+        assert_eq!(machine_ticks_of(stat), Some((160, 1000)));
+        assert_eq!(machine_ticks_of("cpu0 1 2 3 4\n"), None);
+        assert_eq!(machine_ticks_of("cpu  1 x 3 4\n"), None);
+        let (busy, all) = machine_ticks().unwrap();
+        assert!(busy <= all && all > 0);
     }
 
     #[test]

@@ -85,6 +85,8 @@ const L4_CONNECTIONS: usize = 100;
 const L4_MIN_ORDERS: usize = 50;
 /// The engine thread's name.
 const ENGINE_THREAD: &str = "l1gate-engine";
+/// The child process that runs a load's clients (`bench child latency-load …`).
+pub(crate) const LOAD_CHILD: &str = "latency-load";
 
 /// Other clients' load beside a window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,31 +167,73 @@ impl LoadTargets {
         })
     }
 
+    /// Starts `load`'s clients in a process of their own ([`LOAD_CHILD`]): other clients are
+    /// other processes, and on this process's runtime their tasks would queue beside the
+    /// measured streams' readers.
     fn start(&self, load: Load, server: &ServerProcess) -> anyhow::Result<LoadRun> {
-        Ok(match load {
-            Load::Quiet => LoadRun::none(),
-            Load::OpenOrders => benches::load::open_orders(
-                server.http_addr,
-                server
-                    .keys
-                    .load_keys
-                    .get(..OPEN_ORDERS_ACCOUNTS)
-                    .context("too few load accounts")?,
-                &self.user,
-                DEFAULT_REQUESTS_PER_S,
-            ),
-            Load::L4Subscribes => benches::load::l4_subscribes(
-                server.http_addr,
-                server
-                    .keys
-                    .load_keys
-                    .get(OPEN_ORDERS_ACCOUNTS)
-                    .context("too few load accounts")?,
-                &self.l4_coin,
-                L4_SUBSCRIBES_PER_S,
-                L4_CONNECTIONS,
-            ),
-        })
+        let keys = &server.keys.load_keys;
+        let too_few = || anyhow::anyhow!("too few load accounts");
+        let mut child = benches::child(LOAD_CHILD).context("own executable")?;
+        child.args(["--addr", &server.http_addr.to_string()]);
+        match load {
+            Load::Quiet => return Ok(LoadRun::none()),
+            Load::OpenOrders => {
+                let keys = keys.get(..OPEN_ORDERS_ACCOUNTS).ok_or_else(too_few)?;
+                child
+                    .args(["--kind", "open-orders", "--keys", &keys.join(",")])
+                    .args(["--user", &self.user])
+                    .args(["--per-s", &DEFAULT_REQUESTS_PER_S.to_string()]);
+            }
+            Load::L4Subscribes => {
+                let key = keys.get(OPEN_ORDERS_ACCOUNTS).ok_or_else(too_few)?;
+                child
+                    .args(["--kind", "l4-subscribes", "--keys", key])
+                    .args(["--coin", &self.l4_coin])
+                    .args(["--per-s", &L4_SUBSCRIBES_PER_S.to_string()])
+                    .args(["--connections", &L4_CONNECTIONS.to_string()]);
+            }
+        }
+        let child = child
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .context("the load's process")?;
+        Ok(LoadRun::in_child(child))
+    }
+}
+
+/// CPU time over one window, seconds.
+#[derive(Debug, Clone, Copy)]
+struct WindowCpu {
+    /// The server's engine thread (`schedstat`).
+    engine: f64,
+    /// The whole server process (`utime + stime`, every thread).
+    server: f64,
+    /// The load's clients, in their own process (`utime + stime`).
+    load: f64,
+    /// This process: the node's writer and the measured streams' readers (`utime + stime`).
+    harness: f64,
+    /// The whole machine, busy (every CPU, all but idle and iowait, `/proc/stat`), and the
+    /// CPU time there was (window × CPUs).
+    machine_busy: f64,
+    machine_all: f64,
+    /// The window's length.
+    window: f64,
+}
+
+impl WindowCpu {
+    /// `server / load / this process / machine busy`, in cores, and the machine's cores.
+    fn cores(&self) -> String {
+        let cores = |s: f64| s / self.window.max(f64::EPSILON);
+        format!(
+            "{:.2} / {:.2} / {:.2} / {:.2} of {:.0}",
+            cores(self.server),
+            cores(self.load),
+            cores(self.harness),
+            cores(self.machine_busy),
+            cores(self.machine_all)
+        )
     }
 }
 
@@ -200,8 +244,8 @@ struct Beside {
     rate: f64,
     tally: LoadTally,
     seconds: f64,
-    /// The engine thread's CPU seconds in the window.
-    engine_s: f64,
+    /// CPU time in the window: the engine thread's, the server's, this process's, the machine's.
+    cpu: WindowCpu,
     /// Blocks folded in the window (the all-coins L4 stream's frames: one per block).
     blocks: u64,
 }
@@ -415,7 +459,12 @@ type Task = (
 
 /// One window: what each stream measured (with the window's seconds), and what the load and
 /// the engine thread did in it.
-type Window = (Vec<(&'static str, Measured, f64)>, LoadTally, f64, f64);
+type Window = (
+    Vec<(&'static str, Measured, f64)>,
+    LoadTally,
+    f64,
+    WindowCpu,
+);
 
 async fn window(
     server: &ServerProcess,
@@ -549,6 +598,11 @@ async fn window(
         .with_context(|| format!("no thread named {ENGINE_THREAD} in the server"))?;
     tokio::time::sleep(SETTLE).await;
     let cpu_before = CpuTime::of_thread(server.pid(), engine)?;
+    let server_before = CpuTime::of_process(server.pid())?;
+    let harness_before = CpuTime::of_process(std::process::id())?;
+    let load_cpu = || running.process_id().map(CpuTime::of_process).transpose();
+    let load_before = load_cpu()?;
+    let machine_before = benches::sys::machine_ticks()?;
     measuring.store(true, Ordering::Release);
     let window = Instant::now();
     tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
@@ -556,6 +610,30 @@ async fn window(
     let engine_s = CpuTime::of_thread(server.pid(), engine)?
         .since(&cpu_before)
         .best_s();
+    let server_s = CpuTime::of_process(server.pid())?
+        .since(&server_before)
+        .ticks_s;
+    let harness_s = CpuTime::of_process(std::process::id())?
+        .since(&harness_before)
+        .ticks_s;
+    let load_s = load_cpu()?
+        .zip(load_before)
+        .map_or(0.0, |(after, before)| after.since(&before).ticks_s);
+    let machine_after = benches::sys::machine_ticks()?;
+    let window_s = window.elapsed().as_secs_f64();
+    let machine_s = |pick: fn((u64, u64)) -> u64| {
+        pick(machine_after).saturating_sub(pick(machine_before)) as f64
+            / benches::sys::USER_HZ as f64
+    };
+    let cpu = WindowCpu {
+        engine: engine_s,
+        server: server_s,
+        load: load_s,
+        harness: harness_s,
+        machine_busy: machine_s(|(busy, _)| busy),
+        machine_all: machine_s(|(_, all)| all),
+        window: window_s,
+    };
     let seconds = window.elapsed().as_secs_f64();
     let (tally, load_seconds) = running.finish().await?;
     let mut out = Vec::new();
@@ -563,7 +641,7 @@ async fn window(
         let measured = task.await?.with_context(|| name.to_owned())?;
         out.push((name, measured, seconds));
     }
-    Ok((out, tally, load_seconds, engine_s))
+    Ok((out, tally, load_seconds, cpu))
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
@@ -626,7 +704,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
             .filter(|&(&rate, &load)| load == Load::Quiet || loaded_at(rate))
         {
             node.set_speedup(rate);
-            let (measured, tally, load_seconds, engine_s) = runtime.block_on(window(
+            let (measured, tally, load_seconds, cpu) = runtime.block_on(window(
                 &server,
                 &node.log,
                 &coins,
@@ -649,7 +727,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
                 rows.push(Row::of(poll, rate, load, stream, m, seconds));
             }
             eprintln!(
-                "latency: {}: {} sent, {} answered, {} refused, {} failed{}; engine thread {:.1} ms CPU for {blocks} blocks",
+                "latency: {}: {} sent, {} answered, {} refused, {} failed{}; engine thread {:.1} ms CPU for {blocks} blocks; CPU cores, server / load / harness / machine: {}",
                 load.label(),
                 tally.sent,
                 tally.answered,
@@ -660,7 +738,8 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
                     .as_deref()
                     .map(|f| format!(" (first: {f})"))
                     .unwrap_or_default(),
-                engine_s * 1000.0
+                cpu.engine * 1000.0,
+                cpu.cores(),
             );
             besides.push(Beside {
                 load,
@@ -668,7 +747,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
                 rate,
                 tally,
                 seconds: load_seconds,
-                engine_s,
+                cpu,
                 blocks,
             });
         }
@@ -1064,7 +1143,7 @@ fn render(
 fn render_loads(s: &mut String, rows: &[Row], besides: &[Beside], targets: &LoadTargets) {
     let _ = writeln!(
         s,
-        "\n### Beside other clients' load\n\n- Loads, started once every stream has its opening frame and run through the settling and the window: `openOrders ×3 accounts` = {OPEN_ORDERS_ACCOUNTS} accounts (a key each, default limits) each asking Info `openOrders` for `{}` (the user with the most resting orders at the start, {}) at {DEFAULT_REQUESTS_PER_S} requests/s, their whole default rate, on a keep-alive HTTP/1.1 connection each; `l4Book subscribes` = {L4_CONNECTIONS} WebSocket connections sharing {L4_SUBSCRIBES_PER_S} subscribes/s to `l4Book` of {} ({} resting orders at the start), each subscribing, reading the snapshot, unsubscribing and reading the answer per turn, the connections' turns spread evenly over each second (in phase, the subscribes would arrive as {} bursts of {L4_CONNECTIONS} a second: a different load).\n- Engine thread CPU: `/proc/PID/task/TID/schedstat` of `{ENGINE_THREAD}` over the window ÷ the blocks folded in it (the all-coins L4 stream's frames, one per block).\n",
+        "\n### Beside other clients' load\n\n- Loads, started once every stream has its opening frame and run through the settling and the window: `openOrders ×3 accounts` = {OPEN_ORDERS_ACCOUNTS} accounts (a key each, default limits) each asking Info `openOrders` for `{}` (the user with the most resting orders at the start, {}) at {DEFAULT_REQUESTS_PER_S} requests/s, their whole default rate, on a keep-alive HTTP/1.1 connection each; `l4Book subscribes` = {L4_CONNECTIONS} WebSocket connections sharing {L4_SUBSCRIBES_PER_S} subscribes/s to `l4Book` of {} ({} resting orders at the start), each subscribing, reading the snapshot, unsubscribing and reading the answer per turn, the connections' turns spread evenly over each second (in phase, the subscribes would arrive as {} bursts of {L4_CONNECTIONS} a second: a different load).\n- Engine thread CPU: `/proc/PID/task/TID/schedstat` of `{ENGINE_THREAD}` over the window ÷ the blocks folded in it (the all-coins L4 stream's frames, one per block). The load's clients run in a process of their own (this binary re-run as its child `latency-load`), as other clients are other processes. CPU in cores over the window: the server process and the load's (`utime + stime` of every thread), the harness (this process: the node's writer and the measured streams' readers) and the whole machine (`/proc/stat`, all but idle and iowait) of the cores it has.\n",
         targets.user,
         targets.user_orders,
         targets.l4_coin,
@@ -1073,11 +1152,11 @@ fn render_loads(s: &mut String, rows: &[Row], besides: &[Beside], targets: &Load
     );
     let _ = writeln!(
         s,
-        "| rate | load | requests/s | answered | refused | failed | answer p50 ms | answer p99 ms | engine µs per block | BBO p50 / p99 ms (× quiet) | L2 p50 / p99 ms (× quiet) | raw feed p50 / p99 ms (× quiet) |"
+        "| rate | load | requests/s | answered | refused | failed | answer p50 ms | answer p99 ms | engine µs per block | CPU, cores: server / load / harness / machine | BBO p50 / p99 ms (× quiet) | L2 p50 / p99 ms (× quiet) | raw feed p50 / p99 ms (× quiet) |"
     );
     let _ = writeln!(
         s,
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|"
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|"
     );
     let quiet = |b: &Beside| {
         besides
@@ -1094,7 +1173,7 @@ fn render_loads(s: &mut String, rows: &[Row], besides: &[Beside], targets: &Load
     };
     let mut verdicts = Vec::new();
     for b in besides {
-        let per_block = |b: &Beside| b.engine_s * 1e6 / b.blocks.max(1) as f64;
+        let per_block = |b: &Beside| b.cpu.engine * 1e6 / b.blocks.max(1) as f64;
         let mut cell = |name: &str| {
             let Some(r) = stream(b, name) else {
                 return "–".to_owned();
@@ -1120,7 +1199,7 @@ fn render_loads(s: &mut String, rows: &[Row], besides: &[Beside], targets: &Load
         let (bbo, l2, raw) = (cell("StreamBbo"), cell("StreamL2Book"), cell("StreamFills"));
         let _ = writeln!(
             s,
-            "| {}× | {} | {:.1} | {} | {} | {}{} | {} | {} | {:.1}{} | {bbo} | {l2} | {raw} |",
+            "| {}× | {} | {:.1} | {} | {} | {}{} | {} | {} | {:.1}{} | {} | {bbo} | {l2} | {raw} |",
             b.rate,
             b.load.label(),
             b.tally.sent as f64 / b.seconds,
@@ -1147,6 +1226,7 @@ fn render_loads(s: &mut String, rows: &[Row], besides: &[Beside], targets: &Load
                 .filter(|_| b.load != Load::Quiet)
                 .map(|q| format!(" ({:.2}× quiet)", per_block(b) / per_block(q)))
                 .unwrap_or_default(),
+            b.cpu.cores(),
         );
     }
     let _ = writeln!(s);
@@ -1161,7 +1241,7 @@ fn render_loads(s: &mut String, rows: &[Row], besides: &[Beside], targets: &Load
             format!(
                 "; the raw feed, which no engine work delays, {r50:.2}× / {r99:.2}× in the same window{}",
                 if *p99 > 1.2 && r99 >= 0.8 * p99 {
-                    ": the load slows the machine (two cores shared by the server's answers, the load's clients and the harness), not the engine thread"
+                    ": the frames are held up where the raw feed's are too, which no engine work touches (the table's CPU column gives how busy the server, the load and the machine were)"
                 } else {
                     ""
                 }
@@ -1178,6 +1258,54 @@ fn render_loads(s: &mut String, rows: &[Row], besides: &[Beside], targets: &Load
             }
         );
     }
+}
+
+/// The load's clients ([`LOAD_CHILD`]): `--kind open-orders|l4-subscribes --addr ADDR --keys
+/// K[,K…] [--user U] [--coin C] --per-s N [--connections N]`. Runs until its standard input
+/// closes, then prints its tally ([`LoadTally::to_json`]).
+pub(crate) fn load_child(args: &[String]) -> anyhow::Result<()> {
+    let (mut kind, mut addr, mut keys, mut user, mut coin) = (None, None, None, None, None);
+    let (mut per_s, mut connections) = (None, L4_CONNECTIONS);
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--kind" => kind = Some(value()?.clone()),
+            "--addr" => addr = Some(value()?.parse::<std::net::SocketAddr>()?),
+            "--keys" => keys = Some(value()?.split(',').map(str::to_owned).collect::<Vec<_>>()),
+            "--user" => user = Some(value()?.clone()),
+            "--coin" => coin = Some(value()?.clone()),
+            "--per-s" => per_s = Some(value()?.parse::<f64>()?),
+            "--connections" => connections = value()?.parse()?,
+            other => bail!("unknown load argument {other}"),
+        }
+    }
+    let (addr, keys, per_s) = (
+        addr.context("--addr")?,
+        keys.context("--keys")?,
+        per_s.context("--per-s")?,
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let (tally, seconds) = runtime.block_on(async {
+        let running = match kind.as_deref() {
+            Some("open-orders") => {
+                benches::load::open_orders(addr, &keys, &user.context("--user")?, per_s)
+            }
+            Some("l4-subscribes") => benches::load::l4_subscribes(
+                addr,
+                keys.first().context("--keys")?,
+                &coin.context("--coin")?,
+                per_s,
+                connections,
+            ),
+            other => bail!("--kind: open-orders or l4-subscribes, got {other:?}"),
+        };
+        running.until_input_closes().await
+    })?;
+    println!("{}", tally.to_json(seconds)?);
+    Ok(())
 }
 
 #[cfg(test)]

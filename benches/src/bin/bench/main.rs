@@ -111,6 +111,7 @@ fn main() -> anyhow::Result<()> {
 fn child(name: &str, args: &[String]) -> anyhow::Result<()> {
     match name {
         candles_http::LOAD_CHILD => candles_http::load_child(args),
+        latency::LOAD_CHILD => latency::load_child(args),
         memory::ENGINE_CHILD => memory::engine_child(args),
         replay::GENERATE_CHILD => replay::generate_child(args),
         load::gateway::UPSTREAM_CHILD => load::gateway::upstream_child(args),
