@@ -125,7 +125,23 @@ impl fmt::Debug for Channel {
 
 /// `{"channel":…,"data":…}` as text.
 pub fn message(channel: &str, data: &Value) -> Utf8Bytes {
-    Utf8Bytes::from(json!({ "channel": channel, "data": data }).to_string())
+    message_of(channel, data)
+}
+
+/// [`message`] with `data` written straight from its fields, with no JSON
+/// tree of it in between: for messages of thousands of entries (an order
+/// book's snapshot, a market maker's open orders), a tree costs a map and
+/// its keys per entry.
+pub fn message_of(channel: &str, data: &impl serde::Serialize) -> Utf8Bytes {
+    #[derive(serde::Serialize)]
+    struct Message<'a, T> {
+        channel: &'a str,
+        data: &'a T,
+    }
+    // Writing to a `String`'s bytes fails only when a value refuses to
+    // serialise (none of the views' does), and leaves UTF-8 only.
+    let text = serde_json::to_string(&Message { channel, data }).unwrap_or_default();
+    Utf8Bytes::from(text)
 }
 
 /// An aggregated level as the exchange's `WsLevel`.

@@ -3,11 +3,12 @@
 //! `openOrders` channel (`{dex, user, orders}`, the orders as
 //! `frontendOpenOrders` entries).
 
+use axum::extract::ws::Utf8Bytes;
 use engine::views::l4book::L4Order;
 use engine::views::open_orders::{OpenOrdersKey, OpenOrdersSubscription, OpenOrdersUpdate};
 use engine::views::registry::Key;
 use proto::v3 as pb;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tonic::Status;
 
 use crate::views::Served;
@@ -40,8 +41,34 @@ impl Served for OpenOrdersSubscription {
     }
 
     fn ws_data(frame: &OpenOrdersUpdate, on: Channel) -> Option<Value> {
-        (on.name() == "openOrders")
-            .then(|| json!({ "dex": frame.dex, "user": frame.user, "orders": frame.orders }))
+        if on.name() != "openOrders" {
+            return None;
+        }
+        serde_json::to_value(Data::of(frame)).ok()
+    }
+
+    /// Written straight from the orders (a market maker's list is tens of
+    /// thousands of them; see [`channel::message_of`]).
+    fn ws_text(frame: &OpenOrdersUpdate, on: Channel) -> Option<Utf8Bytes> {
+        (on.name() == "openOrders").then(|| channel::message_of(on.name(), &Data::of(frame)))
+    }
+}
+
+/// The `openOrders` channel's `data`, keys in byte order.
+#[derive(serde::Serialize)]
+struct Data<'a> {
+    dex: &'a str,
+    orders: &'a [engine::views::open_orders::OpenOrder],
+    user: &'a str,
+}
+
+impl<'a> Data<'a> {
+    fn of(frame: &'a OpenOrdersUpdate) -> Self {
+        Self {
+            dex: &frame.dex,
+            orders: &frame.orders,
+            user: &frame.user,
+        }
     }
 }
 
@@ -84,5 +111,61 @@ fn message(frame: &OpenOrdersUpdate) -> pb::OpenOrdersUpdate {
             .map(|open| super::l4book::order(&L4Order::of(&open.coin, &open.order)))
             .collect(),
         sequence: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use engine::book::l4::RestingOrder;
+    use engine::event::Side;
+    use engine::num::Decimal;
+    use engine::views::open_orders::OpenOrder;
+    use std::sync::Arc;
+
+    #[test]
+    fn the_channels_message_is_the_document_it_was() {
+        let px = |text: &str| Decimal::parse(text).unwrap();
+        let mut cloided = RestingOrder::bare("0xab", 8, Side::Ask, px("76500"), px("0.5"), 2);
+        cloided.cloid = Some("0x00000000000000000000019ddecca7eb".into());
+        let orders = vec![
+            OpenOrder {
+                coin: "BTC".into(),
+                order: Arc::new(cloided),
+            },
+            OpenOrder {
+                coin: "ETH".into(),
+                order: Arc::new(RestingOrder::bare(
+                    "0xab",
+                    7,
+                    Side::Bid,
+                    px("2500.10"),
+                    px("1.000"),
+                    1,
+                )),
+            },
+        ];
+        let frame = OpenOrdersUpdate {
+            time: 5,
+            block_number: 6,
+            user: "0xab".to_owned(),
+            dex: String::new(),
+            orders,
+            sequence: 0,
+        };
+        let channel = crate::views::ws_channel("openOrders").unwrap();
+        let text = OpenOrdersSubscription::ws_text(&frame, channel).unwrap();
+        // As a JSON tree of the frame wrote it (keys sorted at every level).
+        let tree =
+            serde_json::json!({ "dex": frame.dex, "user": frame.user, "orders": frame.orders });
+        assert_eq!(
+            text.as_str(),
+            channel::message("openOrders", &tree).as_str()
+        );
+        assert!(
+            text.as_str()
+                .contains(r#""cloid":"0x00000000000000000000019ddecca7eb""#)
+        );
+        assert_eq!(OpenOrdersSubscription::ws_data(&frame, channel), Some(tree));
     }
 }
