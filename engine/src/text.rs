@@ -164,14 +164,27 @@ pub(crate) fn prefixed_hex_bytes<const N: usize>(text: &str) -> Option<[u8; N]> 
 /// `out` (`2 + 2 * bytes.len()` bytes; a shorter `out` holds what fits).
 pub(crate) fn write_prefixed_hex<'b>(bytes: &[u8], out: &'b mut [u8]) -> &'b str {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let digits = bytes
-        .iter()
-        .flat_map(|byte| [HEX[usize::from(byte >> 4)], HEX[usize::from(byte & 15)]]);
-    let mut len = 0;
-    for (slot, byte) in out.iter_mut().zip([b'0', b'x'].into_iter().chain(digits)) {
-        *slot = byte;
-        len += 1;
-    }
+    let whole = 2 + 2 * bytes.len();
+    let len = if let Some([zero, x, digits @ ..]) = out.get_mut(..whole) {
+        // The usual case, a pair of digits per byte (an open-orders answer
+        // writes tens of thousands of client order ids).
+        (*zero, *x) = (b'0', b'x');
+        for (pair, byte) in digits.chunks_exact_mut(2).zip(bytes) {
+            pair[0] = HEX[usize::from(byte >> 4)];
+            pair[1] = HEX[usize::from(byte & 15)];
+        }
+        whole
+    } else {
+        let digits = bytes
+            .iter()
+            .flat_map(|byte| [HEX[usize::from(byte >> 4)], HEX[usize::from(byte & 15)]]);
+        let mut len = 0;
+        for (slot, byte) in out.iter_mut().zip([b'0', b'x'].into_iter().chain(digits)) {
+            *slot = byte;
+            len += 1;
+        }
+        len
+    };
     // `0x` and hex digits: ASCII.
     std::str::from_utf8(&out[..len]).unwrap_or_default()
 }
@@ -212,6 +225,22 @@ mod tests {
             assert_eq!(prefixed_hex_bytes::<4>(other), None, "{other}");
         }
         assert_eq!(write_prefixed_hex(&bytes, &mut [0u8; 5]), "0x00f");
+    }
+
+    proptest! {
+        #[test]
+        fn prefixed_hex_is_what_a_formatter_writes(
+            bytes in proptest::collection::vec(any::<u8>(), 0..24),
+            room in 0usize..60,
+        ) {
+            let whole: String = std::iter::once("0x".to_owned())
+                .chain(bytes.iter().map(|byte| format!("{byte:02x}")))
+                .collect();
+            let mut out = vec![0u8; room];
+            let text = write_prefixed_hex(&bytes, &mut out);
+            // What fits of it.
+            prop_assert_eq!(text, &whole[..room.min(whole.len())]);
+        }
     }
 
     #[test]

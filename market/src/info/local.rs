@@ -128,6 +128,10 @@ impl OpenOrdersCache {
         let making = self.join(&key, height);
         let answer = making
             .get_or_init(|| async {
+                // Made and put in the cache since this request looked.
+                if let Some(answer) = self.get(&key, height) {
+                    return Ok(answer);
+                }
                 let (block, answer) = make().await?;
                 self.made.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 self.put(key.clone(), block, answer.clone());

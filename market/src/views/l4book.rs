@@ -47,7 +47,7 @@ impl Served for L4BookSubscription {
     }
 
     /// A diff is spliced from the node's event bytes as they are (nothing
-    /// re-parsed); a snapshot is written from its `data`.
+    /// re-parsed); a snapshot is written straight from its orders.
     fn ws_text(frame: &L4BookUpdate, on: Channel) -> Option<Utf8Bytes> {
         let diff = match (frame, on.name()) {
             (L4BookUpdate::Diff(diff), "l4Book") => diff,
