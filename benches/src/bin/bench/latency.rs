@@ -171,12 +171,15 @@ impl LoadTargets {
     /// other processes, and on this process's runtime their tasks would queue beside the
     /// measured streams' readers.
     fn start(&self, load: Load, server: &ServerProcess) -> anyhow::Result<LoadRun> {
+        if load == Load::Quiet {
+            return Ok(LoadRun::none());
+        }
         let keys = &server.keys.load_keys;
         let too_few = || anyhow::anyhow!("too few load accounts");
         let mut child = benches::child(LOAD_CHILD).context("own executable")?;
         child.args(["--addr", &server.http_addr.to_string()]);
         match load {
-            Load::Quiet => return Ok(LoadRun::none()),
+            Load::Quiet => {}
             Load::OpenOrders => {
                 let keys = keys.get(..OPEN_ORDERS_ACCOUNTS).ok_or_else(too_few)?;
                 child
