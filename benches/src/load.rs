@@ -67,11 +67,7 @@ impl LoadTally {
         hdrhistogram::serialization::V2Serializer::new()
             .serialize(&self.answer, &mut bytes)
             .map_err(|error| anyhow::anyhow!("answer histogram: {error:?}"))?;
-        let hex = bytes.iter().fold(String::new(), |mut hex, b| {
-            use std::fmt::Write as _;
-            let _ = write!(hex, "{b:02x}");
-            hex
-        });
+        let hex = hex::encode(&bytes);
         Ok(serde_json::json!({
             "sent": self.sent,
             "answered": self.answered,
@@ -94,14 +90,7 @@ impl LoadTally {
                 .with_context(|| format!("load tally: no {field}"))
         };
         let hex = value["answer"].as_str().context("load tally: no answer")?;
-        let bytes = (0..hex.len())
-            .step_by(2)
-            .map(|at| {
-                hex.get(at..at + 2)
-                    .and_then(|pair| u8::from_str_radix(pair, 16).ok())
-                    .context("load tally: the answer histogram is not hex")
-            })
-            .collect::<anyhow::Result<Vec<u8>>>()?;
+        let bytes = hex::decode(hex).context("load tally: the answer histogram is not hex")?;
         let answer = hdrhistogram::serialization::Deserializer::new()
             .deserialize(&mut bytes.as_slice())
             .map_err(|error| anyhow::anyhow!("load tally: answer histogram: {error:?}"))?;
@@ -166,8 +155,8 @@ impl LoadRun {
         self.child.as_ref().map(std::process::Child::id)
     }
 
-    /// Runs until [`LoadRun::finish`] is called in this process, or its standard input closes
-    /// when it runs in a child: then stops the clients and sums what they saw.
+    /// In the child process that runs a load's clients: waits until its standard input
+    /// closes (the harness closes it, or exits), then [`LoadRun::finish`].
     ///
     /// # Errors
     /// As [`LoadRun::finish`].

@@ -22,17 +22,17 @@
 //!
 //! When a stream is ended here, what it holds in the server is released at
 //! once: the account's stream slot, its ring receiver (so a key nobody reads
-//! is dropped once it has gone unread for a second) and, for the raw feed, its reader task. The
-//! ending status is delivered when the transport next asks for a message
-//! (a client that never reads again sees it when it resumes, after what the
-//! transport had already buffered; HTTP/2 gives the server no way to discard
-//! that). It is the status the end logged and counted, whatever the
-//! stream's producer meets once it is ended (its ring receiver let go of,
-//! the engine stopping, a quiet feed) and however much the client's HTTP/2
-//! window held: [`Watched`] takes it from the slot in the same step that
-//! finishes the stream. What the server keeps for such a stream until the
-//! client resets it or the connection closes is the HTTP/2 stream's send
-//! buffer.
+//! is dropped once it has gone unread for a second) and, for the raw feed,
+//! its reader task. The ending status is delivered when the transport next
+//! asks for a message (a client that never reads again sees it when it
+//! resumes, after what the transport had already buffered; HTTP/2 gives the
+//! server no way to discard that). It is the status the end logged and
+//! counted, whatever the stream's producer meets once it is ended (its ring
+//! receiver let go of, the engine stopping, a quiet feed) and however much
+//! the client's HTTP/2 window held: [`Watched`] takes it from the slot in the
+//! same step that finishes the stream. What the server keeps for such a
+//! stream until the client resets it or the connection closes is the HTTP/2
+//! stream's send buffer.
 //!
 //! - **Keys no longer admitted.** When the keys file's reload changes the
 //!   keys in force, when a rotated key's grace period ends, and when a key

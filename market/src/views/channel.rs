@@ -123,16 +123,11 @@ impl fmt::Debug for Channel {
     }
 }
 
-/// `{"channel":…,"data":…}` as text.
-pub fn message(channel: &str, data: &Value) -> Utf8Bytes {
-    message_of(channel, data)
-}
-
-/// [`message`] with `data` written straight from its fields, with no JSON
-/// tree of it in between: for messages of thousands of entries (an order
-/// book's snapshot, a market maker's open orders), a tree costs a map and
-/// its keys per entry.
-pub fn message_of(channel: &str, data: &impl serde::Serialize) -> Utf8Bytes {
+/// `{"channel":…,"data":…}` as text, `data` written straight from what it
+/// is (a JSON value, or the fields of a view's frame: for messages of
+/// thousands of entries, an order book's snapshot or a market maker's open
+/// orders, a JSON tree of them would cost a map and its keys per entry).
+pub fn message(channel: &str, data: &impl serde::Serialize) -> Utf8Bytes {
     #[derive(serde::Serialize)]
     struct Message<'a, T> {
         channel: &'a str,

@@ -225,7 +225,7 @@ fn snapshot_data(snapshot: &L4BookSnapshot) -> Value {
 
 /// The snapshot's whole message on the `l4Book` channel.
 fn snapshot_text(snapshot: &L4BookSnapshot) -> Utf8Bytes {
-    channel::message_of("l4Book", &SnapshotData::of(snapshot))
+    channel::message("l4Book", &SnapshotData::of(snapshot))
 }
 
 #[cfg(test)]

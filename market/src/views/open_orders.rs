@@ -48,9 +48,9 @@ impl Served for OpenOrdersSubscription {
     }
 
     /// Written straight from the orders (a market maker's list is tens of
-    /// thousands of them; see [`channel::message_of`]).
+    /// thousands of them; see [`channel::message`]).
     fn ws_text(frame: &OpenOrdersUpdate, on: Channel) -> Option<Utf8Bytes> {
-        (on.name() == "openOrders").then(|| channel::message_of(on.name(), &Data::of(frame)))
+        (on.name() == "openOrders").then(|| channel::message(on.name(), &Data::of(frame)))
     }
 }
 

@@ -171,32 +171,43 @@ impl LoadTargets {
     /// other processes, and on this process's runtime their tasks would queue beside the
     /// measured streams' readers.
     fn start(&self, load: Load, server: &ServerProcess) -> anyhow::Result<LoadRun> {
-        if load == Load::Quiet {
-            return Ok(LoadRun::none());
-        }
         let keys = &server.keys.load_keys;
         let too_few = || anyhow::anyhow!("too few load accounts");
-        let mut child = benches::child(LOAD_CHILD).context("own executable")?;
-        child.args(["--addr", &server.http_addr.to_string()]);
-        match load {
-            Load::Quiet => {}
+        let what: Vec<String> = match load {
+            Load::Quiet => return Ok(LoadRun::none()),
             Load::OpenOrders => {
                 let keys = keys.get(..OPEN_ORDERS_ACCOUNTS).ok_or_else(too_few)?;
-                child
-                    .args(["--kind", "open-orders", "--keys", &keys.join(",")])
-                    .args(["--user", &self.user])
-                    .args(["--per-s", &DEFAULT_REQUESTS_PER_S.to_string()]);
+                vec![
+                    "--kind".into(),
+                    "open-orders".into(),
+                    "--keys".into(),
+                    keys.join(","),
+                    "--user".into(),
+                    self.user.clone(),
+                    "--per-s".into(),
+                    DEFAULT_REQUESTS_PER_S.to_string(),
+                ]
             }
             Load::L4Subscribes => {
                 let key = keys.get(OPEN_ORDERS_ACCOUNTS).ok_or_else(too_few)?;
-                child
-                    .args(["--kind", "l4-subscribes", "--keys", key])
-                    .args(["--coin", &self.l4_coin])
-                    .args(["--per-s", &L4_SUBSCRIBES_PER_S.to_string()])
-                    .args(["--connections", &L4_CONNECTIONS.to_string()]);
+                vec![
+                    "--kind".into(),
+                    "l4-subscribes".into(),
+                    "--keys".into(),
+                    key.clone(),
+                    "--coin".into(),
+                    self.l4_coin.clone(),
+                    "--per-s".into(),
+                    L4_SUBSCRIBES_PER_S.to_string(),
+                    "--connections".into(),
+                    L4_CONNECTIONS.to_string(),
+                ]
             }
-        }
-        let child = child
+        };
+        let child = benches::child(LOAD_CHILD)
+            .context("own executable")?
+            .args(["--addr", &server.http_addr.to_string()])
+            .args(what)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::inherit())
