@@ -150,34 +150,53 @@ pub fn stat_cpu_ticks(stat: &str) -> Option<u64> {
     Some(utime + stime)
 }
 
-/// The machine's CPU time so far, from the first line of `/proc/stat`: `(busy, all)` in clock
-/// ticks of 1/[`USER_HZ`] s summed over every CPU, where busy is all but `idle` and `iowait`.
-///
-/// # Errors
-/// When `/proc/stat` cannot be read or its `cpu` line parsed.
-pub fn machine_ticks() -> std::io::Result<(u64, u64)> {
-    let stat = std::fs::read_to_string("/proc/stat")?;
-    machine_ticks_of(&stat).ok_or_else(|| {
-        std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            "/proc/stat: no `cpu` line of numbers",
-        )
-    })
+/// The machine's CPU time so far, from the first line of `/proc/stat`, in clock ticks of
+/// 1/[`USER_HZ`] s summed over every CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MachineTicks {
+    /// All but `idle` and `iowait`.
+    pub busy: u64,
+    /// Of `busy`, the time a hypervisor ran something else while this machine's CPUs had work
+    /// (`steal`): on a shared virtual machine, a window with much of it measured a slower
+    /// machine.
+    pub steal: u64,
+    /// Every state.
+    pub all: u64,
 }
 
-/// [`machine_ticks`] of a `/proc/stat` text.
-pub fn machine_ticks_of(stat: &str) -> Option<(u64, u64)> {
-    let fields = stat.lines().next()?.strip_prefix("cpu ")?;
-    let ticks: Vec<u64> = fields
-        .split_whitespace()
-        .map(str::parse)
-        .collect::<Result<_, _>>()
-        .ok()?;
-    // user nice system idle iowait irq softirq steal [guest guest_nice]: guest time is
-    // counted in user and nice already.
-    let all: u64 = ticks.iter().take(8).sum();
-    let idle = ticks.get(3)? + ticks.get(4).copied().unwrap_or(0);
-    Some((all.saturating_sub(idle), all))
+impl MachineTicks {
+    /// The counters now.
+    ///
+    /// # Errors
+    /// When `/proc/stat` cannot be read or its `cpu` line parsed.
+    pub fn now() -> std::io::Result<MachineTicks> {
+        let stat = std::fs::read_to_string("/proc/stat")?;
+        Self::of(&stat).ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "/proc/stat: no `cpu` line of numbers",
+            )
+        })
+    }
+
+    /// The counters of a `/proc/stat` text.
+    pub fn of(stat: &str) -> Option<MachineTicks> {
+        let fields = stat.lines().next()?.strip_prefix("cpu ")?;
+        let ticks: Vec<u64> = fields
+            .split_whitespace()
+            .map(str::parse)
+            .collect::<Result<_, _>>()
+            .ok()?;
+        // user nice system idle iowait irq softirq steal [guest guest_nice]: guest time is
+        // counted in user and nice already.
+        let all: u64 = ticks.iter().take(8).sum();
+        let idle = ticks.get(3)? + ticks.get(4).copied().unwrap_or(0);
+        Some(MachineTicks {
+            busy: all.saturating_sub(idle),
+            steal: ticks.get(7).copied().unwrap_or(0),
+            all,
+        })
+    }
 }
 
 /// The first field of a `/proc/…/schedstat` text: time spent on a CPU, ns.
@@ -287,11 +306,19 @@ mod tests {
     fn the_machines_busy_time_leaves_out_idle_and_iowait() {
         let stat = "cpu  100 5 50 800 40 3 2 0 7 0\ncpu0 50 2 25 400 20 1 1 0 0 0\nintr 1 2\n";
         // 100 + 5 + 50 + 3 + 2 + 0 busy of 1000 (guest time is inside user already).
-        assert_eq!(machine_ticks_of(stat), Some((160, 1000)));
-        assert_eq!(machine_ticks_of("cpu0 1 2 3 4\n"), None);
-        assert_eq!(machine_ticks_of("cpu  1 x 3 4\n"), None);
-        let (busy, all) = machine_ticks().unwrap();
-        assert!(busy <= all && all > 0);
+        let ticks = |busy, steal, all| Some(MachineTicks { busy, steal, all });
+        assert_eq!(MachineTicks::of(stat), ticks(160, 0, 1000));
+        let stolen = "cpu  100 5 50 800 40 3 2 30 7 0\n";
+        assert_eq!(MachineTicks::of(stolen), ticks(190, 30, 1030));
+        assert_eq!(
+            MachineTicks::of("cpu  1 2 3 4\n"),
+            ticks(6, 0, 10),
+            "before steal"
+        );
+        assert_eq!(MachineTicks::of("cpu0 1 2 3 4\n"), None);
+        assert_eq!(MachineTicks::of("cpu  1 x 3 4\n"), None);
+        let now = MachineTicks::now().unwrap();
+        assert!(now.steal <= now.busy && now.busy <= now.all && now.all > 0);
     }
 
     #[test]

@@ -228,25 +228,28 @@ struct WindowCpu {
     load: f64,
     /// This process: the node's writer and the measured streams' readers (`utime + stime`).
     harness: f64,
-    /// The whole machine, busy (every CPU, all but idle and iowait, `/proc/stat`), and the
-    /// CPU time there was (window × CPUs).
+    /// The whole machine, busy (every CPU, all but idle and iowait, `/proc/stat`), of it
+    /// stolen by the hypervisor, and the CPU time there was (window × CPUs).
     machine_busy: f64,
+    machine_steal: f64,
     machine_all: f64,
     /// The window's length.
     window: f64,
 }
 
 impl WindowCpu {
-    /// `server / load / this process / machine busy`, in cores, and the machine's cores.
+    /// `server / load / this process / machine busy`, in cores, the machine's cores, and the
+    /// cores' worth stolen.
     fn cores(&self) -> String {
         let cores = |s: f64| s / self.window.max(f64::EPSILON);
         format!(
-            "{:.2} / {:.2} / {:.2} / {:.2} of {:.0}",
+            "{:.2} / {:.2} / {:.2} / {:.2} of {:.0} ({:.2} stolen)",
             cores(self.server),
             cores(self.load),
             cores(self.harness),
             cores(self.machine_busy),
-            cores(self.machine_all)
+            cores(self.machine_all),
+            cores(self.machine_steal)
         )
     }
 }
@@ -616,7 +619,7 @@ async fn window(
     let harness_before = CpuTime::of_process(std::process::id())?;
     let load_cpu = || running.process_id().map(CpuTime::of_process).transpose();
     let load_before = load_cpu()?;
-    let machine_before = benches::sys::machine_ticks()?;
+    let machine_before = benches::sys::MachineTicks::now()?;
     measuring.store(true, Ordering::Release);
     let window = Instant::now();
     tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
@@ -633,9 +636,9 @@ async fn window(
     let load_s = load_cpu()?
         .zip(load_before)
         .map_or(0.0, |(after, before)| after.since(&before).ticks_s);
-    let machine_after = benches::sys::machine_ticks()?;
+    let machine_after = benches::sys::MachineTicks::now()?;
     let window_s = window.elapsed().as_secs_f64();
-    let machine_s = |pick: fn((u64, u64)) -> u64| {
+    let machine_s = |pick: fn(benches::sys::MachineTicks) -> u64| {
         pick(machine_after).saturating_sub(pick(machine_before)) as f64
             / benches::sys::USER_HZ as f64
     };
@@ -644,8 +647,9 @@ async fn window(
         server: server_s,
         load: load_s,
         harness: harness_s,
-        machine_busy: machine_s(|(busy, _)| busy),
-        machine_all: machine_s(|(_, all)| all),
+        machine_busy: machine_s(|ticks| ticks.busy),
+        machine_steal: machine_s(|ticks| ticks.steal),
+        machine_all: machine_s(|ticks| ticks.all),
         window: window_s,
     };
     let seconds = window.elapsed().as_secs_f64();
@@ -1157,7 +1161,7 @@ fn render(
 fn render_loads(s: &mut String, rows: &[Row], besides: &[Beside], targets: &LoadTargets) {
     let _ = writeln!(
         s,
-        "\n### Beside other clients' load\n\n- Loads, started once every stream has its opening frame and run through the settling and the window: `openOrders ×3 accounts` = {OPEN_ORDERS_ACCOUNTS} accounts (a key each, default limits) each asking Info `openOrders` for `{}` (the user with the most resting orders at the start, {}) at {DEFAULT_REQUESTS_PER_S} requests/s, their whole default rate, on a keep-alive HTTP/1.1 connection each; `l4Book subscribes` = {L4_CONNECTIONS} WebSocket connections sharing {L4_SUBSCRIBES_PER_S} subscribes/s to `l4Book` of {} ({} resting orders at the start), each subscribing, reading the snapshot, unsubscribing and reading the answer per turn, the connections' turns spread evenly over each second (in phase, the subscribes would arrive as {} bursts of {L4_CONNECTIONS} a second: a different load).\n- Engine thread CPU: `/proc/PID/task/TID/schedstat` of `{ENGINE_THREAD}` over the window ÷ the blocks folded in it (the all-coins L4 stream's frames, one per block). The load's clients run in a process of their own (this binary re-run as its child `latency-load`), as other clients are other processes. CPU in cores over the window: the server process and the load's (`utime + stime` of every thread), the harness (this process: the node's writer and the measured streams' readers) and the whole machine (`/proc/stat`, all but idle and iowait) of the cores it has.\n",
+        "\n### Beside other clients' load\n\n- Loads, started once every stream has its opening frame and run through the settling and the window: `openOrders ×3 accounts` = {OPEN_ORDERS_ACCOUNTS} accounts (a key each, default limits) each asking Info `openOrders` for `{}` (the user with the most resting orders at the start, {}) at {DEFAULT_REQUESTS_PER_S} requests/s, their whole default rate, on a keep-alive HTTP/1.1 connection each; `l4Book subscribes` = {L4_CONNECTIONS} WebSocket connections sharing {L4_SUBSCRIBES_PER_S} subscribes/s to `l4Book` of {} ({} resting orders at the start), each subscribing, reading the snapshot, unsubscribing and reading the answer per turn, the connections' turns spread evenly over each second (in phase, the subscribes would arrive as {} bursts of {L4_CONNECTIONS} a second: a different load).\n- Engine thread CPU: `/proc/PID/task/TID/schedstat` of `{ENGINE_THREAD}` over the window ÷ the blocks folded in it (the all-coins L4 stream's frames, one per block). The load's clients run in a process of their own (this binary re-run as its child `latency-load`), as other clients are other processes. CPU in cores over the window: the server process and the load's (`utime + stime` of every thread), the harness (this process: the node's writer and the measured streams' readers) and the whole machine (`/proc/stat`, all but idle and iowait) of the cores it has; in brackets, how much of that the hypervisor took for other machines (`steal`): a window with much of it ran on a slower machine than the others, and other processes than these three may have run too.\n",
         targets.user,
         targets.user_orders,
         targets.l4_coin,
@@ -1166,7 +1170,7 @@ fn render_loads(s: &mut String, rows: &[Row], besides: &[Beside], targets: &Load
     );
     let _ = writeln!(
         s,
-        "| rate | load | requests/s | answered | refused | failed | answer p50 ms | answer p99 ms | engine µs per block | CPU, cores: server / load / harness / machine | BBO p50 / p99 ms (× quiet) | L2 p50 / p99 ms (× quiet) | raw feed p50 / p99 ms (× quiet) |"
+        "| rate | load | requests/s | answered | refused | failed | answer p50 ms | answer p99 ms | engine µs per block | CPU, cores: server / load / harness / machine (stolen) | BBO p50 / p99 ms (× quiet) | L2 p50 / p99 ms (× quiet) | raw feed p50 / p99 ms (× quiet) |"
     );
     let _ = writeln!(
         s,
