@@ -201,7 +201,7 @@ impl LoadRun {
 
 /// Each of `keys` asks Info `openOrders` for `user` at `per_key_per_s` requests a second, on a
 /// keep-alive HTTP/1.1 connection of its own to `http_addr` (reconnecting when the server
-/// closes it).
+/// closes it), accepting gzip and deflate as the exchange's Python SDK does.
 pub fn open_orders(
     http_addr: std::net::SocketAddr,
     keys: &[String],
@@ -257,6 +257,8 @@ async fn ask_open_orders(
             .header("host", http_addr.to_string())
             .header("x-api-key", key)
             .header("content-type", "application/json")
+            // What the exchange's Python SDK sends (its HTTP library's default).
+            .header("accept-encoding", "gzip, deflate")
             .body(Full::new(bytes::Bytes::from(body.to_owned())))
             .context("openOrders request")?;
         let asked = Instant::now();

@@ -22,6 +22,12 @@ pub const DEFAULT_STATE_DIR: &str = "l1gate-state";
 /// Default freshness bound of `/healthz`: a node whose newest block is
 /// 30 s old is not keeping up with the chain.
 pub const DEFAULT_MAX_DATA_AGE: Duration = Duration::from_secs(30);
+/// Largest HTTP answer compressed by default. Compression runs on the
+/// runtime's workers, beside the streams' senders: gzip at its default
+/// level takes JSON at 35–80 MB/s on a 2-core machine, so this much is a
+/// few milliseconds of a worker, while a market maker's 4.8 MB `openOrders`
+/// answer would be 60–140 ms, once per request, at a key's whole rate.
+pub const HTTP_COMPRESS_MAX_BYTES: u64 = 256 * 1024;
 
 /// The raw knobs as given by flags / environment / config file. Every field
 /// is optional so that the three layers can be merged; see [`Settings`] for
@@ -129,6 +135,11 @@ pub struct ServeArgs {
     /// copy of a frame is compressed on its own (docs/market-streaming.md).
     #[arg(long, env = "L1GATE_MARKET_COMPRESSION", value_name = "BOOL")]
     pub market_compression: Option<bool>,
+    /// Largest HTTP answer compressed for a client that accepts zstd or
+    /// gzip; larger ones go as they are (0: none is compressed). Default
+    /// 262144 (docs/configuration.md).
+    #[arg(long, env = "L1GATE_HTTP_COMPRESS_MAX_BYTES", value_name = "BYTES")]
+    pub http_compress_max_bytes: Option<u64>,
     /// Minimum block time between two frames of the same live candle.
     /// Default 500.
     #[arg(long, env = "L1GATE_CANDLE_THROTTLE_MS", value_name = "MS")]
@@ -320,6 +331,9 @@ impl ServeArgs {
             align_grace_ms: self.align_grace_ms.or(lower.align_grace_ms),
             candle_streaming: self.candle_streaming.or(lower.candle_streaming),
             market_compression: self.market_compression.or(lower.market_compression),
+            http_compress_max_bytes: self
+                .http_compress_max_bytes
+                .or(lower.http_compress_max_bytes),
             candle_throttle_ms: self.candle_throttle_ms.or(lower.candle_throttle_ms),
             market_stale_after_ms: self.market_stale_after_ms.or(lower.market_stale_after_ms),
             ready_wait_ms: self.ready_wait_ms.or(lower.ready_wait_ms),
@@ -445,6 +459,8 @@ pub struct Settings {
     pub candle_streaming: bool,
     /// Whether market frames are sent compressed to clients that accept it.
     pub market_compression: bool,
+    /// Largest HTTP answer compressed (0: none).
+    pub http_compress_max_bytes: u64,
     /// Minimum block time between two frames of one live candle.
     pub candle_throttle: Duration,
     /// Newest data older than this makes market streams UNAVAILABLE (None =
@@ -599,6 +615,9 @@ impl ServeArgs {
             )?,
             candle_streaming: self.candle_streaming.unwrap_or(true),
             market_compression: self.market_compression.unwrap_or(false),
+            http_compress_max_bytes: self
+                .http_compress_max_bytes
+                .unwrap_or(HTTP_COMPRESS_MAX_BYTES),
             candle_throttle: Duration::from_millis(self.candle_throttle_ms.unwrap_or(500)),
             l2_coalesce: Duration::from_millis(self.l2_coalesce_ms.unwrap_or(0)),
             market_stale_after: match self.market_stale_after_ms.unwrap_or(30_000) {

@@ -363,8 +363,16 @@ pub async fn start_with(
     let (http, http_routes) =
         networks.serve(market::http::router(health, access.clone(), http_api));
     // Answers compressed (zstd, gzip) for clients that accept it; event
-    // streams, gRPC, small and already encoded answers are left as they are.
-    let http = http.layer(tower_http::compression::CompressionLayer::new());
+    // streams, gRPC, small, large (`SizeAtMost`) and already encoded
+    // answers are left as they are.
+    let http = http.layer(
+        tower_http::compression::CompressionLayer::new().compress_when(
+            tower_http::compression::Predicate::and(
+                tower_http::compression::DefaultPredicate::new(),
+                SizeAtMost(settings.http_compress_max_bytes),
+            ),
+        ),
+    );
     tasks.push(tokio::spawn(edge::listen::serve(
         http_listener,
         http,
@@ -853,6 +861,28 @@ fn http_api(
         .merge(networks.exchange_routes())
         .merge(status.routes())
         .merge(ws.routes())
+}
+
+/// Compresses an HTTP answer only when its size is unknown (a stream) or
+/// at most this many bytes: compression runs on the runtime's workers, and
+/// a large answer asked at a key's whole rate (a market maker's
+/// `openOrders`) would keep them from the streams' senders
+/// ([`crate::config::HTTP_COMPRESS_MAX_BYTES`]). Nothing is compressed at 0.
+#[derive(Debug, Clone, Copy)]
+struct SizeAtMost(u64);
+
+impl tower_http::compression::Predicate for SizeAtMost {
+    fn should_compress<B>(&self, response: &axum::http::Response<B>) -> bool
+    where
+        B: axum::body::HttpBody,
+    {
+        self.0 > 0
+            && response
+                .body()
+                .size_hint()
+                .exact()
+                .is_none_or(|size| size <= self.0)
+    }
 }
 
 /// The `MarketStreaming` service: compressed requests accepted; frames

@@ -1,7 +1,7 @@
 //! Compression where bytes travel far: gRPC raw-feed records sent with
 //! zstd or gzip to a client that accepts it (the same records once
 //! decoded), compressed requests accepted on both services, and HTTP
-//! answers compressed for clients that ask (curl).
+//! answers compressed for clients that ask (curl), up to a size bound.
 
 use std::time::Duration;
 
@@ -187,4 +187,37 @@ async fn http_answers_are_compressed_for_clients_that_ask() {
 
     let (headers, _) = curl(&url, Some("zstd"), false);
     assert!(headers.contains("content-encoding: zstd"), "{headers}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_answers_past_the_size_bound_go_as_they_are() {
+    let mut keys = KeysFile::default();
+    let (key, _) = keys.add_key("alice", 0).unwrap();
+    // The default bound compresses the feeds listing (above); a bound
+    // below its size leaves it as it is, and 0 leaves every answer.
+    for bound in [64, 0] {
+        let gate = Gate::start(keys.clone(), |args| {
+            args.http_compress_max_bytes = Some(bound);
+        })
+        .await;
+        let url = format!("http://{}/{key}/v1/feeds", gate.running.http_addr);
+        let (_, plain) = curl(&url, None, false);
+        assert!(plain.len() > 64, "{} bytes", plain.len());
+        for encoding in ["gzip", "zstd"] {
+            let (headers, body) = curl(&url, Some(encoding), false);
+            assert!(
+                !headers.contains("content-encoding"),
+                "bound {bound}, {encoding}: {headers}"
+            );
+            assert_eq!(body, plain, "bound {bound}, {encoding}");
+        }
+    }
+    // A small answer under a bound it fits is still compressed.
+    let gate = Gate::start(keys, |args| {
+        args.http_compress_max_bytes = Some(1 << 20);
+    })
+    .await;
+    let url = format!("http://{}/{key}/v1/feeds", gate.running.http_addr);
+    let (headers, _) = curl(&url, Some("gzip"), false);
+    assert!(headers.contains("content-encoding: gzip"), "{headers}");
 }
