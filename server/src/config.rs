@@ -24,9 +24,10 @@ pub const DEFAULT_STATE_DIR: &str = "l1gate-state";
 pub const DEFAULT_MAX_DATA_AGE: Duration = Duration::from_secs(30);
 /// Largest HTTP answer compressed by default. Compression runs on the
 /// runtime's workers, beside the streams' senders: gzip at its default
-/// level takes JSON at 35–80 MB/s on a 2-core machine, so this much is a
-/// few milliseconds of a worker, while a market maker's 4.8 MB `openOrders`
-/// answer would be 60–140 ms, once per request, at a key's whole rate.
+/// level takes JSON at about 35 MB/s on the 2-core benchmark machine, so
+/// this much is some 7 ms of a worker, while a market maker's 4.8 MB
+/// `openOrders` answer would be about 140 ms, once per request, at a key's
+/// whole rate.
 pub const HTTP_COMPRESS_MAX_BYTES: u64 = 256 * 1024;
 
 /// The raw knobs as given by flags / environment / config file. Every field
