@@ -141,6 +141,12 @@ pub struct ServeArgs {
     /// 262144 (docs/configuration.md).
     #[arg(long, env = "L1GATE_HTTP_COMPRESS_MAX_BYTES", value_name = "BYTES")]
     pub http_compress_max_bytes: Option<u64>,
+    /// Whether raw-feed records are sent gzip-compressed to a client that
+    /// accepts gzip, as gRPC's C-core (Python `grpcio`) and Java clients do
+    /// without being asked; zstd goes to clients that accept it either way.
+    /// Default true (docs/raw-feed.md).
+    #[arg(long, env = "L1GATE_RAW_FEED_GZIP", value_name = "BOOL")]
+    pub raw_feed_gzip: Option<bool>,
     /// Minimum block time between two frames of the same live candle.
     /// Default 500.
     #[arg(long, env = "L1GATE_CANDLE_THROTTLE_MS", value_name = "MS")]
@@ -335,6 +341,7 @@ impl ServeArgs {
             http_compress_max_bytes: self
                 .http_compress_max_bytes
                 .or(lower.http_compress_max_bytes),
+            raw_feed_gzip: self.raw_feed_gzip.or(lower.raw_feed_gzip),
             candle_throttle_ms: self.candle_throttle_ms.or(lower.candle_throttle_ms),
             market_stale_after_ms: self.market_stale_after_ms.or(lower.market_stale_after_ms),
             ready_wait_ms: self.ready_wait_ms.or(lower.ready_wait_ms),
@@ -462,6 +469,8 @@ pub struct Settings {
     pub market_compression: bool,
     /// Largest HTTP answer compressed (0: none).
     pub http_compress_max_bytes: u64,
+    /// Whether raw-feed records go gzip-compressed to clients that accept it.
+    pub raw_feed_gzip: bool,
     /// Minimum block time between two frames of one live candle.
     pub candle_throttle: Duration,
     /// Newest data older than this makes market streams UNAVAILABLE (None =
@@ -619,6 +628,7 @@ impl ServeArgs {
             http_compress_max_bytes: self
                 .http_compress_max_bytes
                 .unwrap_or(HTTP_COMPRESS_MAX_BYTES),
+            raw_feed_gzip: self.raw_feed_gzip.unwrap_or(true),
             candle_throttle: Duration::from_millis(self.candle_throttle_ms.unwrap_or(500)),
             l2_coalesce: Duration::from_millis(self.l2_coalesce_ms.unwrap_or(0)),
             market_stale_after: match self.market_stale_after_ms.unwrap_or(30_000) {

@@ -885,6 +885,26 @@ impl tower_http::compression::Predicate for SizeAtMost {
     }
 }
 
+/// The raw feed's service: compressed requests accepted; records sent
+/// with zstd to a client that accepts it, and with gzip only when
+/// `gzip` (`raw_feed_gzip`): gRPC's C-core and Java clients accept gzip
+/// unasked, and gzip at tonic's level costs several times zstd per stream
+/// (docs/raw-feed.md).
+fn raw_feed_server(
+    raw_feed: RawFeedService,
+    gzip: bool,
+) -> proto::venue_l1_gateway_server::VenueL1GatewayServer<RawFeedService> {
+    let server = proto::venue_l1_gateway_server::VenueL1GatewayServer::new(raw_feed)
+        .accept_compressed(CompressionEncoding::Gzip)
+        .accept_compressed(CompressionEncoding::Zstd)
+        .send_compressed(CompressionEncoding::Zstd);
+    if gzip {
+        server.send_compressed(CompressionEncoding::Gzip)
+    } else {
+        server
+    }
+}
+
 /// The `MarketStreaming` service: compressed requests accepted; frames
 /// sent compressed only with `market_compression`, because a frame is
 /// encoded once for every subscriber of a key while compression would be
@@ -976,11 +996,7 @@ async fn grpc_edge(
         .add_service(InterceptedService::new(reflection, check.clone()))
         .add_service(InterceptedService::new(reflection_v1alpha, check.clone()))
         .add_service(InterceptedService::new(
-            proto::venue_l1_gateway_server::VenueL1GatewayServer::new(raw_feed)
-                .accept_compressed(CompressionEncoding::Gzip)
-                .accept_compressed(CompressionEncoding::Zstd)
-                .send_compressed(CompressionEncoding::Zstd)
-                .send_compressed(CompressionEncoding::Gzip),
+            raw_feed_server(raw_feed, settings.raw_feed_gzip),
             check.clone(),
         ))
         .add_service(InterceptedService::new(

@@ -1,6 +1,6 @@
 //! Compression where bytes travel far: gRPC raw-feed records sent with
 //! zstd or gzip to a client that accepts it (the same records once
-//! decoded), compressed requests accepted on both services, and HTTP
+//! decoded; gzip only while `raw_feed_gzip` is on), compressed requests accepted on both services, and HTTP
 //! answers compressed for clients that ask (curl), up to a size bound.
 
 use std::time::Duration;
@@ -77,6 +77,26 @@ async fn raw_feed_records_are_the_same_compressed_or_not() {
         assert_eq!(used.as_deref(), Some(name));
         assert_eq!(records, plain, "{name}: the same records once decoded");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raw_feed_gzip_can_be_turned_off_and_zstd_stays() {
+    let mut keys = KeysFile::default();
+    let (key, _) = keys.add_key("alice", 0).unwrap();
+    let gate = Gate::start(keys, |args| args.raw_feed_gzip = Some(false)).await;
+    let channel = channel(&gate).await;
+    let (plain, _) = fills(&mut VenueL1GatewayClient::new(channel.clone()), &key).await;
+    // As gRPC's C-core and Java clients ask: gzip accepted, never chosen.
+    let mut client =
+        VenueL1GatewayClient::new(channel.clone()).accept_compressed(CompressionEncoding::Gzip);
+    let (records, used) = fills(&mut client, &key).await;
+    assert_eq!(used, None, "gzip is not sent with raw_feed_gzip off");
+    assert_eq!(records, plain);
+    let mut client =
+        VenueL1GatewayClient::new(channel).accept_compressed(CompressionEncoding::Zstd);
+    let (records, used) = fills(&mut client, &key).await;
+    assert_eq!(used.as_deref(), Some("zstd"));
+    assert_eq!(records, plain);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
