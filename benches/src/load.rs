@@ -18,9 +18,23 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use hdrhistogram::Histogram;
+use serde::Deserialize as _;
 use tokio::task::JoinHandle;
 
 use crate::live;
+
+/// A [`LoadTally`] as a load's child process prints it for its harness.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Printed {
+    sent: u64,
+    answered: u64,
+    refused: u64,
+    failed: u64,
+    failure: Option<String>,
+    seconds: f64,
+    /// The answer times: a serialised histogram, in hex.
+    answer: String,
+}
 
 /// What a load's clients saw.
 #[derive(Debug)]
@@ -57,7 +71,7 @@ impl LoadTally {
     }
 
     /// The tally and the seconds the load ran, as a child process prints it for its harness
-    /// (the answer times as a serialised histogram, in hex).
+    /// ([`Printed`]).
     ///
     /// # Errors
     /// When the histogram cannot be serialised.
@@ -67,16 +81,15 @@ impl LoadTally {
         hdrhistogram::serialization::V2Serializer::new()
             .serialize(&self.answer, &mut bytes)
             .map_err(|error| anyhow::anyhow!("answer histogram: {error:?}"))?;
-        let hex = hex::encode(&bytes);
-        Ok(serde_json::json!({
-            "sent": self.sent,
-            "answered": self.answered,
-            "refused": self.refused,
-            "failed": self.failed,
-            "failure": self.failure,
-            "seconds": seconds,
-            "answer": hex,
-        }))
+        Ok(serde_json::to_value(Printed {
+            sent: self.sent,
+            answered: self.answered,
+            refused: self.refused,
+            failed: self.failed,
+            failure: self.failure.clone(),
+            seconds,
+            answer: hex::encode(&bytes),
+        })?)
     }
 
     /// [`LoadTally::to_json`] read back: the tally and the seconds.
@@ -84,28 +97,21 @@ impl LoadTally {
     /// # Errors
     /// When a field is missing or the histogram does not decode.
     pub fn from_json(value: &serde_json::Value) -> anyhow::Result<(Self, f64)> {
-        let count = |field: &str| {
-            value[field]
-                .as_u64()
-                .with_context(|| format!("load tally: no {field}"))
-        };
-        let hex = value["answer"].as_str().context("load tally: no answer")?;
-        let bytes = hex::decode(hex).context("load tally: the answer histogram is not hex")?;
+        let printed = Printed::deserialize(value).context("load tally")?;
+        let bytes =
+            hex::decode(&printed.answer).context("load tally: the answer histogram is not hex")?;
         let answer = hdrhistogram::serialization::Deserializer::new()
             .deserialize(&mut bytes.as_slice())
             .map_err(|error| anyhow::anyhow!("load tally: answer histogram: {error:?}"))?;
         let tally = Self {
-            sent: count("sent")?,
-            answered: count("answered")?,
-            refused: count("refused")?,
-            failed: count("failed")?,
-            failure: value["failure"].as_str().map(str::to_owned),
+            sent: printed.sent,
+            answered: printed.answered,
+            refused: printed.refused,
+            failed: printed.failed,
+            failure: printed.failure,
             answer,
         };
-        let seconds = value["seconds"]
-            .as_f64()
-            .context("load tally: no seconds")?;
-        Ok((tally, seconds))
+        Ok((tally, printed.seconds))
     }
 
     fn add(&mut self, other: LoadTally) -> anyhow::Result<()> {
@@ -222,8 +228,7 @@ pub fn open_orders(
     LoadRun {
         stop,
         tasks,
-        started: Instant::now(),
-        child: None,
+        ..LoadRun::none()
     }
 }
 
@@ -326,8 +331,7 @@ pub fn l4_subscribes(
     LoadRun {
         stop,
         tasks,
-        started: Instant::now(),
-        child: None,
+        ..LoadRun::none()
     }
 }
 

@@ -100,18 +100,30 @@ enum Load {
 }
 
 impl Load {
+    const ALL: [Load; 3] = [Load::Quiet, Load::OpenOrders, Load::L4Subscribes];
+
+    /// The name `--loads` (and the load's child, `--kind`) gives it.
+    fn name(self) -> &'static str {
+        match self {
+            Load::Quiet => "quiet",
+            Load::OpenOrders => "open-orders",
+            Load::L4Subscribes => "l4-subscribes",
+        }
+    }
+
+    fn named(name: &str) -> anyhow::Result<Load> {
+        Load::ALL
+            .into_iter()
+            .find(|load| load.name() == name.trim())
+            .with_context(|| format!("quiet, open-orders or l4-subscribes; got {name:?}"))
+    }
+
     fn parse(value: &str) -> anyhow::Result<Vec<Load>> {
         value
             .split(',')
-            .map(|v| match v.trim() {
-                "quiet" => Ok(Load::Quiet),
-                "open-orders" => Ok(Load::OpenOrders),
-                "l4-subscribes" => Ok(Load::L4Subscribes),
-                other => bail!(
-                    "--loads: quiet, open-orders or l4-subscribes, comma-separated; got {other:?}"
-                ),
-            })
-            .collect()
+            .map(Load::named)
+            .collect::<anyhow::Result<_>>()
+            .context("--loads, comma-separated")
     }
 
     fn label(self) -> &'static str {
@@ -171,49 +183,61 @@ impl LoadTargets {
     /// other processes, and on this process's runtime their tasks would queue beside the
     /// measured streams' readers.
     fn start(&self, load: Load, server: &ServerProcess) -> anyhow::Result<LoadRun> {
-        let keys = &server.keys.load_keys;
-        let too_few = || anyhow::anyhow!("too few load accounts");
-        let what: Vec<String> = match load {
-            Load::Quiet => return Ok(LoadRun::none()),
-            Load::OpenOrders => {
-                let keys = keys.get(..OPEN_ORDERS_ACCOUNTS).ok_or_else(too_few)?;
-                vec![
-                    "--kind".into(),
-                    "open-orders".into(),
-                    "--keys".into(),
-                    keys.join(","),
-                    "--user".into(),
-                    self.user.clone(),
-                    "--per-s".into(),
-                    DEFAULT_REQUESTS_PER_S.to_string(),
-                ]
-            }
-            Load::L4Subscribes => {
-                let key = keys.get(OPEN_ORDERS_ACCOUNTS).ok_or_else(too_few)?;
-                vec![
-                    "--kind".into(),
-                    "l4-subscribes".into(),
-                    "--keys".into(),
-                    key.clone(),
-                    "--coin".into(),
-                    self.l4_coin.clone(),
-                    "--per-s".into(),
-                    L4_SUBSCRIBES_PER_S.to_string(),
-                    "--connections".into(),
-                    L4_CONNECTIONS.to_string(),
-                ]
-            }
+        let Some(args) = self.child_args(load, server.http_addr, &server.keys.load_keys)? else {
+            return Ok(LoadRun::none());
         };
         let child = benches::child(LOAD_CHILD)
             .context("own executable")?
-            .args(["--addr", &server.http_addr.to_string()])
-            .args(what)
+            .args(args)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::inherit())
             .spawn()
             .context("the load's process")?;
         Ok(LoadRun::in_child(child))
+    }
+
+    /// The arguments of `load`'s child ([`LoadChildArgs`]) against the server at `addr`, its
+    /// accounts taken from `keys`; none for the quiet window.
+    fn child_args(
+        &self,
+        load: Load,
+        addr: std::net::SocketAddr,
+        keys: &[String],
+    ) -> anyhow::Result<Option<Vec<String>>> {
+        let too_few = || anyhow::anyhow!("too few load accounts");
+        let what = match load {
+            Load::Quiet => return Ok(None),
+            Load::OpenOrders => {
+                let keys = keys.get(..OPEN_ORDERS_ACCOUNTS).ok_or_else(too_few)?;
+                [
+                    ("--keys", keys.join(",")),
+                    ("--user", self.user.clone()),
+                    ("--per-s", DEFAULT_REQUESTS_PER_S.to_string()),
+                ]
+                .to_vec()
+            }
+            Load::L4Subscribes => {
+                let key = keys.get(OPEN_ORDERS_ACCOUNTS).ok_or_else(too_few)?;
+                [
+                    ("--keys", key.clone()),
+                    ("--coin", self.l4_coin.clone()),
+                    ("--per-s", L4_SUBSCRIBES_PER_S.to_string()),
+                    ("--connections", L4_CONNECTIONS.to_string()),
+                ]
+                .to_vec()
+            }
+        };
+        let all = [
+            ("--kind", load.name().to_owned()),
+            ("--addr", addr.to_string()),
+        ]
+        .into_iter()
+        .chain(what);
+        Ok(Some(
+            all.flat_map(|(flag, value)| [flag.to_owned(), value])
+                .collect(),
+        ))
     }
 }
 
@@ -637,7 +661,7 @@ async fn window(
         .zip(load_before)
         .map_or(0.0, |(after, before)| after.since(&before).ticks_s);
     let machine_after = benches::sys::MachineTicks::now()?;
-    let window_s = window.elapsed().as_secs_f64();
+    let seconds = window.elapsed().as_secs_f64();
     let machine_s = |pick: fn(benches::sys::MachineTicks) -> u64| {
         pick(machine_after).saturating_sub(pick(machine_before)) as f64
             / benches::sys::USER_HZ as f64
@@ -650,9 +674,8 @@ async fn window(
         machine_busy: machine_s(|ticks| ticks.busy),
         machine_steal: machine_s(|ticks| ticks.steal),
         machine_all: machine_s(|ticks| ticks.all),
-        window: window_s,
+        window: seconds,
     };
-    let seconds = window.elapsed().as_secs_f64();
     let (tally, load_seconds) = running.finish().await?;
     let mut out = Vec::new();
     for (name, task) in tasks {
@@ -1278,47 +1301,54 @@ fn render_loads(s: &mut String, rows: &[Row], besides: &[Beside], targets: &Load
     }
 }
 
-/// The load's clients ([`LOAD_CHILD`]): `--kind open-orders|l4-subscribes --addr ADDR --keys
-/// K[,K…] [--user U] [--coin C] --per-s N [--connections N]`. Runs until its standard input
-/// closes, then prints its tally ([`LoadTally::to_json`]).
+/// The load's clients ([`LOAD_CHILD`]): runs until its standard input closes, then prints
+/// its tally ([`LoadTally::to_json`]).
+#[derive(Debug, clap::Args)]
+struct LoadChildArgs {
+    /// The load: open-orders or l4-subscribes.
+    #[arg(long, value_parser = Load::named)]
+    kind: Load,
+    /// The server's HTTP address.
+    #[arg(long)]
+    addr: std::net::SocketAddr,
+    /// The load accounts' keys, comma-separated.
+    #[arg(long, value_delimiter = ',', required = true)]
+    keys: Vec<String>,
+    /// The account whose open orders are asked (open-orders).
+    #[arg(long)]
+    user: Option<String>,
+    /// The coin whose `l4Book` is subscribed (l4-subscribes).
+    #[arg(long)]
+    coin: Option<String>,
+    /// Requests (or subscribes) a second.
+    #[arg(long)]
+    per_s: f64,
+    /// WebSocket connections sharing the subscribes (l4-subscribes).
+    #[arg(long, default_value_t = L4_CONNECTIONS)]
+    connections: usize,
+}
+
 pub(crate) fn load_child(args: &[String]) -> anyhow::Result<()> {
-    let (mut kind, mut addr, mut keys, mut user, mut coin) = (None, None, None, None, None);
-    let (mut per_s, mut connections) = (None, L4_CONNECTIONS);
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--kind" => kind = Some(value()?.clone()),
-            "--addr" => addr = Some(value()?.parse::<std::net::SocketAddr>()?),
-            "--keys" => keys = Some(value()?.split(',').map(str::to_owned).collect::<Vec<_>>()),
-            "--user" => user = Some(value()?.clone()),
-            "--coin" => coin = Some(value()?.clone()),
-            "--per-s" => per_s = Some(value()?.parse::<f64>()?),
-            "--connections" => connections = value()?.parse()?,
-            other => bail!("unknown load argument {other}"),
-        }
-    }
-    let (addr, keys, per_s) = (
-        addr.context("--addr")?,
-        keys.context("--keys")?,
-        per_s.context("--per-s")?,
-    );
+    let args: LoadChildArgs = crate::parse(LOAD_CHILD, args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     let (tally, seconds) = runtime.block_on(async {
-        let running = match kind.as_deref() {
-            Some("open-orders") => {
-                benches::load::open_orders(addr, &keys, &user.context("--user")?, per_s)
-            }
-            Some("l4-subscribes") => benches::load::l4_subscribes(
-                addr,
-                keys.first().context("--keys")?,
-                &coin.context("--coin")?,
-                per_s,
-                connections,
+        let running = match args.kind {
+            Load::OpenOrders => benches::load::open_orders(
+                args.addr,
+                &args.keys,
+                &args.user.context("--user")?,
+                args.per_s,
             ),
-            other => bail!("--kind: open-orders or l4-subscribes, got {other:?}"),
+            Load::L4Subscribes => benches::load::l4_subscribes(
+                args.addr,
+                args.keys.first().context("--keys")?,
+                &args.coin.context("--coin")?,
+                args.per_s,
+                args.connections,
+            ),
+            Load::Quiet => bail!("--kind: open-orders or l4-subscribes, got quiet"),
         };
         running.until_input_closes().await
     })?;
@@ -1329,6 +1359,46 @@ pub(crate) fn load_child(args: &[String]) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_loads_child_reads_the_arguments_its_harness_gives() {
+        let targets = LoadTargets {
+            user: "0xcc0a".into(),
+            user_orders: 28_177,
+            l4_coin: "cash:USTECH".into(),
+            l4_orders: 1_088,
+        };
+        let addr: std::net::SocketAddr = "127.0.0.1:8080".parse().unwrap();
+        let keys: Vec<String> = (0..4).map(|k| format!("key{k}")).collect();
+        let child = |load| -> LoadChildArgs {
+            let args = targets.child_args(load, addr, &keys).unwrap().unwrap();
+            crate::parse(LOAD_CHILD, &args).unwrap()
+        };
+        let orders = child(Load::OpenOrders);
+        assert_eq!(orders.kind, Load::OpenOrders);
+        assert_eq!(
+            (orders.addr, orders.keys.len()),
+            (addr, OPEN_ORDERS_ACCOUNTS)
+        );
+        assert_eq!(orders.user.as_deref(), Some("0xcc0a"));
+        assert!((orders.per_s - DEFAULT_REQUESTS_PER_S).abs() < 1e-9);
+        let storm = child(Load::L4Subscribes);
+        assert_eq!(storm.kind, Load::L4Subscribes);
+        assert_eq!(storm.keys, vec!["key3".to_owned()]);
+        assert_eq!(storm.coin.as_deref(), Some("cash:USTECH"));
+        assert_eq!(storm.connections, L4_CONNECTIONS);
+        assert!(
+            targets
+                .child_args(Load::Quiet, addr, &keys)
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            targets
+                .child_args(Load::OpenOrders, addr, &keys[..1])
+                .is_err()
+        );
+    }
 
     fn row(poll: Poll, rate: f64, stream: &'static str, us: u64) -> Row {
         let mut histogram = live::histogram().unwrap();

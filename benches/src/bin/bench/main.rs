@@ -120,13 +120,14 @@ fn child(name: &str, args: &[String]) -> anyhow::Result<()> {
     }
 }
 
-/// Parses `args` as the options of the subcommand `name` (for the harnesses' tests).
-#[cfg(test)]
-pub(crate) fn parse<A: clap::Args>(name: &str, args: &[&str]) -> Result<A, clap::Error> {
+/// Parses `args` as the options of the subcommand or child `name` (a child's arguments, the
+/// harnesses' tests).
+pub(crate) fn parse<A: clap::Args>(name: &str, args: &[impl AsRef<str>]) -> Result<A, clap::Error> {
     #[derive(Debug, Parser)]
     struct Only<A: clap::Args> {
         #[command(flatten)]
         args: A,
     }
-    Only::<A>::try_parse_from(std::iter::once(name).chain(args.iter().copied())).map(|o| o.args)
+    Only::<A>::try_parse_from(std::iter::once(name).chain(args.iter().map(AsRef::as_ref)))
+        .map(|o| o.args)
 }
