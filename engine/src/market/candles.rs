@@ -518,7 +518,7 @@ pub(crate) struct Series {
 
 /// One coin's series, one per tracked interval (in `intervals` order), and
 /// the coin's name as `closing` and `changed` share it (kept beside the
-/// series, so that a block finds both with one search of the map).
+/// series, so that a block finds both with one search of the names).
 #[derive(Debug, Clone)]
 struct CoinSeries {
     name: Arc<str>,
@@ -530,12 +530,18 @@ struct CoinSeries {
 #[derive(Debug, Clone)]
 pub struct CandlesView {
     intervals: Vec<Interval>,
-    /// Per coin, one series per tracked interval (in `intervals` order).
-    /// Coin names are shared with `closing` and `changed`, which a block
-    /// updates for every series it touches: a count, not a copy.
-    series: BTreeMap<Arc<str>, CoinSeries>,
-    /// Live candles by next open, to close them as block time passes.
-    closing: BTreeSet<(i64, Arc<str>, Interval)>,
+    /// Per coin, one series per tracked interval (in `intervals` order), in
+    /// the order the coins first traded. Coin names are shared with
+    /// `closing` and `changed`, which a block updates for every series it
+    /// touches: a count, not a copy.
+    series: Vec<CoinSeries>,
+    /// Each coin's place in `series`, by name (the order coins are listed
+    /// in).
+    coins: BTreeMap<Arc<str>, usize>,
+    /// Live candles by next open, to close them as block time passes, with
+    /// their coin's place in `series` (a close as time passes then costs
+    /// no search by name).
+    closing: BTreeMap<(i64, Arc<str>, Interval), usize>,
     closed: Vec<Candle>,
     changed: BTreeSet<(Arc<str>, Interval)>,
     /// Whether `changed` is kept ([`CandlesView::without_change_list`]).
@@ -559,7 +565,7 @@ struct Block<'v> {
     number: u64,
     time: i64,
     fold: u64,
-    closing: &'v mut BTreeSet<(i64, Arc<str>, Interval)>,
+    closing: &'v mut BTreeMap<(i64, Arc<str>, Interval), usize>,
     closed: &'v mut Vec<Candle>,
     /// `None` when the view lists no changes.
     changed: Option<&'v mut BTreeSet<(Arc<str>, Interval)>>,
@@ -577,10 +583,12 @@ impl Block<'_> {
         }
     }
 
+    /// Folds `trade` into `series`, the `interval` series of the coin at
+    /// place `at`.
     fn fold_trade(
         &mut self,
         series: &mut Series,
-        coin: &Arc<str>,
+        (coin, at): (&Arc<str>, usize),
         trade: &Trade,
         interval: Interval,
     ) {
@@ -612,7 +620,7 @@ impl Block<'_> {
         }
         let candle = Candle::start(trade, interval, open_time, self.number, self.time);
         self.closing
-            .insert((candle.next_open, coin.clone(), interval));
+            .insert((candle.next_open, coin.clone(), interval), at);
         series.live = Some(candle);
         self.mark_changed(series, coin, interval);
     }
@@ -644,8 +652,9 @@ impl CandlesView {
         intervals.dedup();
         Self {
             intervals,
-            series: BTreeMap::new(),
-            closing: BTreeSet::new(),
+            series: Vec::new(),
+            coins: BTreeMap::new(),
+            closing: BTreeMap::new(),
             closed: Vec::new(),
             changed: BTreeSet::new(),
             lists_changes: true,
@@ -669,24 +678,27 @@ impl CandlesView {
         folds: u64,
         late_trades: u64,
     ) -> Self {
-        let series: BTreeMap<Arc<str>, CoinSeries> = series
+        let series: Vec<CoinSeries> = series
             .into_iter()
-            .map(|(coin, list)| {
-                let name = Arc::<str>::from(coin);
-                (name.clone(), CoinSeries { name, list })
+            .map(|(coin, list)| CoinSeries {
+                name: Arc::from(coin),
+                list,
             })
             .collect();
-        let closing = series
-            .values()
-            .flat_map(|CoinSeries { name, list }| {
+        let coins = (series.iter().enumerate())
+            .map(|(at, coin)| (coin.name.clone(), at))
+            .collect();
+        let closing = (series.iter().enumerate())
+            .flat_map(|(at, CoinSeries { name, list })| {
                 list.iter()
                     .filter_map(|series| series.live.as_ref())
-                    .map(move |live| (live.next_open, name.clone(), live.interval))
+                    .map(move |live| ((live.next_open, name.clone(), live.interval), at))
             })
             .collect();
         Self {
             intervals,
             series,
+            coins,
             closing,
             closed: Vec::new(),
             changed: BTreeSet::new(),
@@ -702,9 +714,9 @@ impl CandlesView {
     /// Every coin's series, one per tracked interval (in
     /// [`CandlesView::intervals`] order).
     pub(crate) fn all_series(&self) -> impl Iterator<Item = (&str, &[Series])> + '_ {
-        self.series
+        self.coins
             .iter()
-            .map(|(coin, series)| (&**coin, series.list.as_slice()))
+            .map(|(coin, &at)| (&**coin, self.series[at].list.as_slice()))
     }
 
     /// Blocks folded so far (the stamp of a series' last change).
@@ -744,36 +756,40 @@ impl CandlesView {
         };
         // Trades come frame by frame, a coin's together: its series are
         // looked up once for each run of them.
-        let mut current: Option<&mut CoinSeries> = None;
+        let mut current: Option<usize> = None;
         for trade in trades {
             let coin = trade.coin.as_str();
-            if current.as_ref().is_none_or(|series| &*series.name != coin) {
-                if !self.series.contains_key(coin) {
-                    let name = Arc::<str>::from(coin);
-                    let list = vec![Series::default(); self.intervals.len()];
-                    self.series.insert(name.clone(), CoinSeries { name, list });
+            let at = match current {
+                Some(at) if &*self.series[at].name == coin => at,
+                _ => {
+                    let at = if let Some(&at) = self.coins.get(coin) {
+                        at
+                    } else {
+                        let name = Arc::<str>::from(coin);
+                        let list = vec![Series::default(); self.intervals.len()];
+                        self.coins.insert(name.clone(), self.series.len());
+                        self.series.push(CoinSeries { name, list });
+                        self.series.len() - 1
+                    };
+                    current = Some(at);
+                    at
                 }
-                current = self.series.get_mut(coin);
-            }
-            let Some(CoinSeries { name, list }) = current.as_deref_mut() else {
-                continue;
             };
+            let CoinSeries { name, list } = &mut self.series[at];
             for (series, &interval) in list.iter_mut().zip(&self.intervals) {
-                block.fold_trade(series, name, trade, interval);
+                block.fold_trade(series, (name, at), trade, interval);
             }
         }
-        while let Some(first) = block.closing.first() {
+        while let Some((first, _)) = block.closing.first_key_value() {
             if first.0 > time {
                 break;
             }
-            let Some((_, coin, interval)) = block.closing.pop_first() else {
+            let Some(((_, coin, interval), at)) = block.closing.pop_first() else {
                 break;
             };
-            let at = self.intervals.binary_search(&interval).ok();
-            if let Some(series) = self
-                .series
-                .get_mut(&*coin)
-                .and_then(|series| at.and_then(|at| series.list.get_mut(at)))
+            let place = self.intervals.binary_search(&interval).ok();
+            if let Some(series) = (self.series.get_mut(at))
+                .and_then(|series| place.and_then(|place| series.list.get_mut(place)))
             {
                 block.close(series, &coin, interval);
             }
@@ -783,7 +799,7 @@ impl CandlesView {
     /// The series of `(coin, interval)`, if it has seen a trade.
     fn series(&self, coin: &str, interval: Interval) -> Option<&Series> {
         let at = self.intervals.binary_search(&interval).ok()?;
-        self.series.get(coin)?.list.get(at)
+        self.series.get(*self.coins.get(coin)?)?.list.get(at)
     }
 
     /// The last folded block: `(block_number, time)`.
@@ -803,9 +819,8 @@ impl CandlesView {
 
     /// Every live candle, by (coin, interval).
     pub fn live_candles(&self) -> impl Iterator<Item = &Candle> {
-        self.series
-            .values()
-            .flat_map(|series| &series.list)
+        (self.coins.values())
+            .flat_map(|&at| &self.series[at].list)
             .filter_map(|series| series.live.as_ref())
     }
 
