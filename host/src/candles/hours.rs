@@ -43,6 +43,8 @@ use engine::block::Block;
 use feeds::FeedError;
 use feeds::codec::{self, Codec, DamageKind};
 
+/// Bytes of a plain (uncompressed) hour file read at once.
+const PLAIN_PIECE: usize = 1 << 20;
 /// Blocks handed to the fold at once, at most.
 pub(super) const READ_BATCH: usize = 512;
 /// Decoded bytes of the blocks handed at once, at most (about: a batch
@@ -160,21 +162,23 @@ pub(super) fn read_hours(files: &[HourFile], from_ms: i64, out: &Sender<Read>) {
 }
 
 /// Decodes `path` (by the codec its name says; a plain file as it is),
-/// handing the bytes to `sink` piece by piece; the damage met, if any.
+/// handing the bytes to `sink` piece by piece, each in a buffer of its own
+/// (an archive's LZ4 block is decoded straight into it); the damage met,
+/// if any.
 fn read_file(
     path: &Path,
-    mut sink: impl FnMut(&[u8]) -> std::io::Result<()>,
+    mut sink: impl FnMut(Vec<u8>) -> std::io::Result<()>,
 ) -> Result<Option<codec::Damage>, FeedError> {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
     if let (_, Some(codec)) = Codec::split_name(name) {
-        return codec::decompress(path, codec, sink).map(|decoded| decoded.damage);
+        return codec::decompress_owned(path, codec, sink).map(|decoded| decoded.damage);
     }
     let mut file = std::fs::File::open(path).map_err(|e| FeedError::io("open", path, &e))?;
-    let mut buffer = vec![0u8; 1 << 20];
     loop {
-        match file.read(&mut buffer) {
+        let mut piece = Vec::with_capacity(PLAIN_PIECE);
+        match (&mut file).take(PLAIN_PIECE as u64).read_to_end(&mut piece) {
             Ok(0) => return Ok(None),
-            Ok(n) => sink(&buffer[..n]).map_err(|e| FeedError::io("spool", path, &e))?,
+            Ok(_) => sink(piece).map_err(|e| FeedError::io("spool", path, &e))?,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(FeedError::io("read", path, &e)),
         }
@@ -198,30 +202,40 @@ struct HourReader<'r> {
 }
 
 impl HourReader<'_> {
-    /// Takes a decoded piece: its complete lines become blocks.
-    fn piece(&mut self, piece: &[u8]) -> std::io::Result<()> {
-        let Some(last) = memchr::memrchr(b'\n', piece) else {
-            self.pending.extend_from_slice(piece);
+    /// Takes a decoded piece: its complete lines become blocks, which
+    /// share the piece's buffer (no copy); only the line that began in the
+    /// piece before and the unfinished one at its end are copied.
+    fn piece(&mut self, piece: Vec<u8>) -> std::io::Result<()> {
+        let Some(last) = memchr::memrchr(b'\n', &piece) else {
+            self.pending.extend_from_slice(&piece);
             return Ok(());
         };
-        // The lines end at `last`: one buffer holds them (with the start
-        // carried over), shared by the blocks cut from it.
-        let mut lines = Vec::with_capacity(self.pending.len() + last + 1);
-        lines.extend_from_slice(&self.pending);
-        lines.extend_from_slice(&piece[..=last]);
-        self.pending.clear();
-        self.pending.extend_from_slice(&piece[last + 1..]);
-        let lines = Bytes::from(lines);
+        let piece = Bytes::from(piece);
         let mut at = 0;
-        while let Some(end) = memchr::memchr(b'\n', &lines[at..]) {
-            let line = lines.slice(at..at + end);
-            at += end + 1;
-            if !self.line(line) {
-                self.stopped = true;
-                return Err(std::io::Error::other("the fold stopped"));
+        if !self.pending.is_empty() {
+            let first = memchr::memchr(b'\n', &piece).unwrap_or(last);
+            let mut line = std::mem::take(&mut self.pending);
+            line.extend_from_slice(&piece[..first]);
+            at = first + 1;
+            if !self.line(Bytes::from(line)) {
+                return Err(self.stop());
             }
         }
+        while let Some(end) = memchr::memchr(b'\n', &piece[at..=last]) {
+            let line = piece.slice(at..at + end);
+            at += end + 1;
+            if !self.line(line) {
+                return Err(self.stop());
+            }
+        }
+        self.pending.extend_from_slice(&piece[last + 1..]);
         Ok(())
+    }
+
+    /// The fold took no more: the decoding stops.
+    fn stop(&mut self) -> std::io::Error {
+        self.stopped = true;
+        std::io::Error::other("the fold stopped")
     }
 
     /// One complete line; `false` once the fold takes no more.
@@ -282,7 +296,7 @@ pub(super) fn first_block_ms(files: &[HourFile]) -> Result<Option<i64>, FeedErro
         let mut found = None;
         let mut lines = Lines::default();
         let read = read_file(&file.path, |piece| {
-            lines.cut(piece, |line| {
+            lines.cut(&piece, |line| {
                 found = feeds::envelope::decode_whole(line)
                     .ok()
                     .map(|envelope| envelope.block_time_ms);
@@ -307,7 +321,7 @@ pub(super) fn last_block_ms(file: &HourFile) -> Result<Option<i64>, FeedError> {
     // The last complete line so far, and the start of the next.
     let (mut last, mut pending): (Option<Vec<u8>>, Vec<u8>) = (None, Vec::new());
     let damage = read_file(&file.path, |piece| {
-        if let Some(end) = memchr::memrchr(b'\n', piece) {
+        if let Some(end) = memchr::memrchr(b'\n', &piece) {
             // Only the last line of each piece can be the file's last.
             let start = memchr::memrchr(b'\n', &piece[..end]).map_or(0, |at| at + 1);
             if start > 0 {
@@ -317,7 +331,7 @@ pub(super) fn last_block_ms(file: &HourFile) -> Result<Option<i64>, FeedError> {
             last = Some(std::mem::take(&mut pending));
             pending.extend_from_slice(&piece[end + 1..]);
         } else {
-            pending.extend_from_slice(piece);
+            pending.extend_from_slice(&piece);
         }
         Ok(())
     })?;
