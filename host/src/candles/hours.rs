@@ -58,6 +58,9 @@ pub(super) enum Read {
     Damaged(Vec<String>),
     /// Blocks, and the decoded bytes read so far.
     Blocks(Vec<Block>, u64),
+    /// Blocks of a by-block dataset, each its one line, and the decoded
+    /// bytes read so far (see [`BlockLine`]).
+    Lines(Vec<BlockLine>, u64),
     /// Every block read before the damage was handed over: the gap runs
     /// from the last of them (or the damaged hour's start) to the next
     /// block. The reason, and the hour's start.
@@ -72,6 +75,28 @@ pub(super) enum Read {
     /// The hour file begun last failed its checksum: none of its blocks
     /// count. Its damage was said just before ([`Read::Damaged`]).
     HourDiscarded,
+}
+
+/// A block of a by-block dataset as the reader hands it over: its number,
+/// time and one line. The fold makes each the one block it reuses
+/// ([`BlockLine::fill`]): a [`Block`] apiece, made by the reader and
+/// dropped by the fold, cost an allocation freed on another thread per
+/// block.
+#[derive(Debug, Clone)]
+pub(super) struct BlockLine {
+    number: u64,
+    time_ms: i64,
+    line: Bytes,
+}
+
+impl BlockLine {
+    /// Makes `block` this block, lines and all.
+    pub(super) fn fill(self, block: &mut Block) {
+        block.number = self.number;
+        block.time_ms = self.time_ms;
+        block.lines.fills.clear();
+        block.lines.fills.push(self.line);
+    }
 }
 
 /// One hour file of a by-block fill dataset.
@@ -194,7 +219,7 @@ struct HourReader<'r> {
     bytes: &'r mut u64,
     /// The start of a line whose end has not been decoded yet.
     pending: Vec<u8>,
-    batch: Vec<Block>,
+    batch: Vec<BlockLine>,
     batch_from: u64,
     out: &'r Sender<Read>,
     /// The fold took no more: decoding stops.
@@ -263,9 +288,11 @@ impl HourReader<'_> {
             return true;
         }
         self.position.emitted = Some(number);
-        let mut block = Block::new(number, time_ms);
-        block.lines.fills.push(line);
-        self.batch.push(block);
+        self.batch.push(BlockLine {
+            number,
+            time_ms,
+            line,
+        });
         if self.batch.len() == READ_BATCH
             || self.bytes.saturating_sub(self.batch_from) >= READ_BATCH_BYTES
         {
@@ -281,7 +308,7 @@ impl HourReader<'_> {
         }
         let full = std::mem::replace(&mut self.batch, Vec::with_capacity(READ_BATCH));
         self.batch_from = *self.bytes;
-        self.out.send(Read::Blocks(full, *self.bytes)).is_ok()
+        self.out.send(Read::Lines(full, *self.bytes)).is_ok()
     }
 }
 
@@ -397,13 +424,14 @@ mod tests {
         drop(tx);
         rx.iter()
             .map(|message| match message {
-                Read::Blocks(blocks, _) => {
+                Read::Lines(blocks, _) => {
                     let numbers: Vec<String> = blocks
                         .iter()
                         .map(|b| format!("{}@{}", b.number, b.time_ms - ms(0)))
                         .collect();
                     numbers.join(",")
                 }
+                Read::Blocks(..) => "whole blocks".into(),
                 Read::HourBegins => "begins".into(),
                 Read::HourEnds => "ends".into(),
                 Read::HourDiscarded => "discarded".into(),

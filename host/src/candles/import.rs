@@ -62,13 +62,14 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
+use engine::block::Block;
 use engine::market::candle_fold::CandleFold;
 use engine::source::{BlockSource, SourceOptions};
 use feeds::layout::SegmentKey;
 use feeds::{Feed, FeedError, LineFormat, Source, Start};
 
 use crate::candle_thread::{CandleBlock, MAX_PENDING, Writer, WriterSettings};
-use crate::candles::hours::{self, HourFile, READ_BATCH, READ_BATCH_BYTES, Read};
+use crate::candles::hours::{self, BlockLine, HourFile, READ_BATCH, READ_BATCH_BYTES, Read};
 use crate::candles::store::{CandleStore, Gap, INTERVALS, StoreError};
 
 /// Longest time between two commits of an import, by default.
@@ -575,6 +576,8 @@ fn fold_blocks(
     // Where the fold was when the hour file being read began.
     let mut hour_start: Option<HourStart> = None;
     let mut reached_stop = false;
+    // The block each line of a by-block hour is folded as.
+    let mut reused = Block::new(0, 0);
     let legacy = dataset
         .feed
         .source_dir_name()
@@ -623,13 +626,15 @@ fn fold_blocks(
                 out.discard();
                 continue;
             }
-            Read::Blocks(blocks, read_bytes) => (blocks, read_bytes),
+            Read::Blocks(blocks, read_bytes) => (Batch::Whole(blocks), read_bytes),
+            Read::Lines(lines, read_bytes) => (Batch::Lines(lines), read_bytes),
         };
         bytes = read_bytes;
-        for block in blocks {
+        // Each block of the batch; `false` ends the reading.
+        let mut fold_block = |block: &Block| -> bool {
             if block.time_ms >= stop {
                 reached_stop = true;
-                break 'read;
+                return false;
             }
             let mut gaps = Vec::new();
             if let Some((reason, hour_ms)) = damaged.take()
@@ -664,21 +669,32 @@ fn fold_blocks(
             }
             // In order: after the blocks before them.
             if !gaps.into_iter().all(|gap| out.gap(gap)) {
-                break 'read;
+                return false;
             }
-            let folded = fold.apply(&block);
+            let folded = fold.apply(block);
             if folded.skipped {
-                continue;
+                return true;
             }
             report.blocks += 1;
             report.fills += folded.events as u64;
             last_time = Some(block.time_ms);
             if !out.block(CandleBlock::closed_of(&mut fold)) {
-                break 'read;
+                return false;
             }
             if report.blocks.is_multiple_of(PROGRESS_EVERY) {
                 progress(block.time_ms, bytes);
             }
+            true
+        };
+        let go_on = match blocks {
+            Batch::Whole(blocks) => blocks.iter().all(&mut fold_block),
+            Batch::Lines(lines) => lines.into_iter().all(|line| {
+                line.fill(&mut reused);
+                fold_block(&reused)
+            }),
+        };
+        if !go_on {
+            break 'read;
         }
     }
     if reached_stop && let Some(start) = hour_start.take() {
@@ -694,12 +710,18 @@ fn fold_blocks(
                 }
                 Read::Damaged(texts) => report.damaged.extend(texts),
                 Read::Failed(error) => return Err(error.into()),
-                Read::Blocks(..) | Read::DamageEnds(..) | Read::HourBegins => {}
+                Read::Blocks(..) | Read::Lines(..) | Read::DamageEnds(..) | Read::HourBegins => {}
             }
         }
     }
     out.release();
     Ok(bytes)
+}
+
+/// A batch of blocks from the reading thread.
+enum Batch {
+    Whole(Vec<Block>),
+    Lines(Vec<BlockLine>),
 }
 
 /// The fold as it was when an hour file began: what a failed checksum
@@ -1149,8 +1171,6 @@ pub fn render_report(report: &ImportReport) -> String {
 
 #[cfg(test)]
 mod tests {
-    use engine::block::Block;
-
     use super::*;
 
     /// A by-block line of block `number` at second `second` of an hour, no
