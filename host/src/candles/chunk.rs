@@ -845,23 +845,29 @@ pub fn encode(
         out.push(COMPLEX_NONE);
     } else {
         // Every row in the complex columns, or a bitmap and only the
-        // complex rows: whichever is smaller.
+        // complex rows: whichever is smaller (when every row is complex,
+        // they are the same rows, packed once).
         let every: Vec<_> = (FIRST_COMPLEX..COLUMNS)
             .map(|column| values.column(column, None))
             .collect();
-        let only: Vec<_> = (FIRST_COMPLEX..COLUMNS)
-            .map(|column| values.column(column, Some(&complex)))
-            .collect();
+        let only: Option<Vec<_>> = (complex_rows < rows).then(|| {
+            (FIRST_COMPLEX..COLUMNS)
+                .map(|column| values.column(column, Some(&complex)))
+                .collect()
+        });
         let bits = |columns: &[(Packed, bool)]| columns.iter().map(|c| c.0.bits()).sum::<usize>();
         let bitmap_bits = rows.div_ceil(8) * 8;
-        let columns = if complex_rows < rows && bitmap_bits + bits(&only) < bits(&every) {
-            out.push(COMPLEX_BITMAP);
-            let set = complex.iter().enumerate().filter(|(_, c)| **c);
-            out.extend_from_slice(&bitmap(rows, set.map(|(row, _)| row)));
-            only
-        } else {
-            out.push(COMPLEX_ALL);
-            every
+        let columns = match only {
+            Some(only) if bitmap_bits + bits(&only) < bits(&every) => {
+                out.push(COMPLEX_BITMAP);
+                let set = complex.iter().enumerate().filter(|(_, c)| **c);
+                out.extend_from_slice(&bitmap(rows, set.map(|(row, _)| row)));
+                only
+            }
+            _ => {
+                out.push(COMPLEX_ALL);
+                every
+            }
         };
         for (packed, fallback) in columns {
             packed.write(fallback, &mut out);
