@@ -36,48 +36,81 @@ impl TimeError {
 /// [`TimeError`] when the text is not of that form or names an impossible
 /// date or time of day.
 pub fn parse_node_time_ns(text: &[u8]) -> Result<i64, TimeError> {
-    if text.len() < 19 || text[4] != b'-' || text[7] != b'-' || text[10] != b'T' {
-        return Err(TimeError::new("expected YYYY-MM-DDTHH:MM:SS", text));
+    // The text is copied into the error only when there is one: every
+    // line a node writes carries two node times, and a replay reads them
+    // all.
+    node_time_ns(text).map_err(|reason| TimeError::new(reason, text))
+}
+
+/// [`parse_node_time_ns`], a failure said by its reason alone.
+fn node_time_ns(text: &[u8]) -> Result<i64, &'static str> {
+    const LAYOUT: &str = "expected YYYY-MM-DDTHH:MM:SS";
+    let Some(head) = text.first_chunk::<19>() else {
+        return Err(LAYOUT);
+    };
+    if head[4] != b'-'
+        || head[7] != b'-'
+        || head[10] != b'T'
+        || head[13] != b':'
+        || head[16] != b':'
+    {
+        return Err(LAYOUT);
     }
-    if text[13] != b':' || text[16] != b':' {
-        return Err(TimeError::new("expected YYYY-MM-DDTHH:MM:SS", text));
-    }
-    let year = digits(text, 0, 4)?;
-    let month = digits(text, 5, 2)?;
-    let day = digits(text, 8, 2)?;
-    let hour = digits(text, 11, 2)?;
-    let minute = digits(text, 14, 2)?;
-    let second = digits(text, 17, 2)?;
+    let digit = |at: usize| match head[at].wrapping_sub(b'0') {
+        d @ 0..=9 => Ok(i64::from(d)),
+        _ => Err("non-digit in date or time"),
+    };
+    let pair = |at: usize| -> Result<i64, &'static str> { Ok(digit(at)? * 10 + digit(at + 1)?) };
+    let year = pair(0)? * 100 + pair(2)?;
+    let month = pair(5)?;
+    let day = pair(8)?;
+    let hour = pair(11)?;
+    let minute = pair(14)?;
+    let second = pair(17)?;
     if !(1..=12).contains(&month) || day == 0 || day > days_in_month(year, month) {
-        return Err(TimeError::new("date out of range", text));
+        return Err("date out of range");
     }
     if hour > 23 || minute > 59 || second > 59 {
-        return Err(TimeError::new("time of day out of range", text));
+        return Err("time of day out of range");
     }
     let mut nanos = 0i64;
-    if text.len() > 19 {
-        if text[19] != b'.' {
-            return Err(TimeError::new("unexpected text after seconds", text));
+    if let Some((&point, fraction)) = text[19..].split_first() {
+        if point != b'.' {
+            return Err("unexpected text after seconds");
         }
-        let fraction = &text[20..];
         if fraction.len() > 9 {
-            return Err(TimeError::new("more than 9 fractional digits", text));
+            return Err("more than 9 fractional digits");
         }
         for &b in fraction {
-            if !b.is_ascii_digit() {
-                return Err(TimeError::new("non-digit in fraction", text));
+            let d = b.wrapping_sub(b'0');
+            if d > 9 {
+                return Err("non-digit in fraction");
             }
-            nanos = nanos * 10 + i64::from(b - b'0');
+            nanos = nanos * 10 + i64::from(d);
         }
-        nanos *= 10i64.pow(9 - fraction.len() as u32);
+        nanos *= TENS[9 - fraction.len()];
     }
     let days = days_from_civil(year, month, day);
     let secs = days * 86_400 + hour * 3_600 + minute * 60 + second;
     // Years past 2262 do not fit Unix nanoseconds in an i64.
     secs.checked_mul(1_000_000_000)
         .and_then(|ns| ns.checked_add(nanos))
-        .ok_or_else(|| TimeError::new("time out of range", text))
+        .ok_or("time out of range")
 }
+
+/// 10^0 to 10^9: a fraction of `n` digits is `TENS[9 - n]` nanoseconds a unit.
+const TENS: [i64; 10] = [
+    1,
+    10,
+    100,
+    1_000,
+    10_000,
+    100_000,
+    1_000_000,
+    10_000_000,
+    100_000_000,
+    1_000_000_000,
+];
 
 /// Parses a node time into Unix milliseconds, truncating below the
 /// millisecond (as the node's own `time` fields do).
@@ -235,17 +268,6 @@ pub fn format_iso8601_ms(ms: i64) -> String {
     out
 }
 
-fn digits(text: &[u8], at: usize, len: usize) -> Result<i64, TimeError> {
-    let mut value = 0i64;
-    for &b in &text[at..at + len] {
-        if !b.is_ascii_digit() {
-            return Err(TimeError::new("non-digit in date or time", text));
-        }
-        value = value * 10 + i64::from(b - b'0');
-    }
-    Ok(value)
-}
-
 fn is_leap(year: i64) -> bool {
     (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
 }
@@ -311,6 +333,84 @@ mod tests {
     #[case::letters("2026-0a-30T20:46:43")]
     fn rejects_malformed_times(#[case] text: &str) {
         assert!(parse_node_time_ns(text.as_bytes()).is_err());
+    }
+
+    /// The parse as it was written first, digit by digit: the reference
+    /// the faster one must equal, errors included.
+    fn reference_ns(text: &[u8]) -> Result<i64, &'static str> {
+        let digits = |at: usize, len: usize| {
+            text[at..at + len].iter().try_fold(0i64, |value, &b| {
+                b.is_ascii_digit()
+                    .then(|| value * 10 + i64::from(b - b'0'))
+                    .ok_or("non-digit in date or time")
+            })
+        };
+        if text.len() < 19 || text[4] != b'-' || text[7] != b'-' || text[10] != b'T' {
+            return Err("expected YYYY-MM-DDTHH:MM:SS");
+        }
+        if text[13] != b':' || text[16] != b':' {
+            return Err("expected YYYY-MM-DDTHH:MM:SS");
+        }
+        let (year, month, day) = (digits(0, 4)?, digits(5, 2)?, digits(8, 2)?);
+        let (hour, minute, second) = (digits(11, 2)?, digits(14, 2)?, digits(17, 2)?);
+        if !(1..=12).contains(&month) || day == 0 || day > days_in_month(year, month) {
+            return Err("date out of range");
+        }
+        if hour > 23 || minute > 59 || second > 59 {
+            return Err("time of day out of range");
+        }
+        let mut nanos = 0i64;
+        if text.len() > 19 {
+            if text[19] != b'.' {
+                return Err("unexpected text after seconds");
+            }
+            let fraction = &text[20..];
+            if fraction.len() > 9 {
+                return Err("more than 9 fractional digits");
+            }
+            for &b in fraction {
+                if !b.is_ascii_digit() {
+                    return Err("non-digit in fraction");
+                }
+                nanos = nanos * 10 + i64::from(b - b'0');
+            }
+            nanos *= 10i64.pow(9 - fraction.len() as u32);
+        }
+        let secs = days_from_civil(year, month, day) * 86_400 + hour * 3_600 + minute * 60 + second;
+        secs.checked_mul(1_000_000_000)
+            .and_then(|ns| ns.checked_add(nanos))
+            .ok_or("time out of range")
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn node_times_parse_as_the_digit_by_digit_reference(
+            // A valid time, then bytes overwritten with ones that break it
+            // in every way the layout can break (and ones that do not).
+            ns in 0i64..9_000_000_000_000_000_000,
+            digits in 0usize..=9,
+            edits in proptest::collection::vec(
+                (0usize..32, proptest::sample::select(b"0123456789-T:.Z /\x7f\xff".to_vec())),
+                0..3,
+            ),
+            cut in 0usize..32,
+        ) {
+            let mut text = format_node_time(ns).into_bytes();
+            text.truncate(20 + digits);
+            if digits == 0 {
+                text.truncate(19);
+            }
+            for (at, byte) in edits {
+                if let Some(slot) = text.get_mut(at) {
+                    *slot = byte;
+                }
+            }
+            if cut < text.len() && cut % 3 == 0 {
+                text.truncate(cut);
+            }
+            let expected = reference_ns(&text).map_err(|reason| TimeError::new(reason, &text));
+            proptest::prop_assert_eq!(parse_node_time_ns(&text), expected);
+        }
     }
 
     #[test]
