@@ -15,12 +15,13 @@
 //!
 //! # What it hands over
 //!
-//! The same blocks the feed and the block aligner would: from the first
-//! line whose block time is at or after the start on (lines before it
-//! skipped, as a seek by time skips them), each line that is a whole block
-//! envelope, one block per line; a line that is not one is left out, and
-//! so is a block not above the last one handed over (a duplicate or a late
-//! line), as the aligner leaves them out in by-block mode.
+//! The same blocks the feed and the block aligner would, each as its
+//! number, time and line ([`BlockLine`]): from the first line whose block
+//! time is at or after the start on (lines before it skipped, as a seek by
+//! time skips them), each line that is a whole block envelope, one block
+//! per line; a line that is not one is left out, and so is a block not
+//! above the last one handed over (a duplicate or a late line), as the
+//! aligner leaves them out in by-block mode.
 //!
 //! # Damage, and checksums
 //!
