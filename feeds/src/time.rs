@@ -99,18 +99,15 @@ fn node_time_ns(text: &[u8]) -> Result<i64, &'static str> {
 }
 
 /// 10^0 to 10^9: a fraction of `n` digits is `TENS[9 - n]` nanoseconds a unit.
-const TENS: [i64; 10] = [
-    1,
-    10,
-    100,
-    1_000,
-    10_000,
-    100_000,
-    1_000_000,
-    10_000_000,
-    100_000_000,
-    1_000_000_000,
-];
+const TENS: [i64; 10] = {
+    let mut tens = [1i64; 10];
+    let mut at = 1;
+    while at < tens.len() {
+        tens[at] = tens[at - 1] * 10;
+        at += 1;
+    }
+    tens
+};
 
 /// Parses a node time into Unix milliseconds, truncating below the
 /// millisecond (as the node's own `time` fields do).
