@@ -172,7 +172,7 @@ pub fn decode(line: &[u8]) -> Result<Envelope<'_>, EnvelopeError> {
 /// `local_time`, [`EnvelopeError::BadLocalTime`],
 /// [`EnvelopeError::NotUtf8`].
 pub fn decode_whole(line: &[u8]) -> Result<Envelope<'_>, EnvelopeError> {
-    if let Err(error) = std::str::from_utf8(line) {
+    if let Err(error) = simdutf8::compat::from_utf8(line) {
         return Err(EnvelopeError::NotUtf8(error.valid_up_to()));
     }
     let envelope = decode(line)?;
@@ -516,6 +516,28 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// A line that is not UTF-8 is refused at the first byte std's
+        /// check refuses, however long the line and wherever the byte.
+        #[test]
+        fn a_line_not_utf8_is_refused_where_std_refuses_it(
+            at in 0usize..2_000,
+            bad in proptest::sample::select(vec![
+                vec![0xffu8], vec![0xc3], vec![0xe2, 0x82], vec![0xed, 0xa0, 0x80], vec![0x80],
+            ]),
+            wide in proptest::sample::select(vec!["", "é", "€", "😀"]),
+        ) {
+            let mut line = DIFFS.replace("0xca", &format!("0xca{}", wide.repeat(20))).into_bytes();
+            line.extend(std::iter::repeat_n(b' ', 2_000));
+            let at = at.min(line.len() - 1);
+            line.splice(at..at, bad);
+            let expected = std::str::from_utf8(&line).err().map(|error| error.valid_up_to());
+            let found = match decode_whole(&line) {
+                Err(EnvelopeError::NotUtf8(at)) => Some(at),
+                _ => None,
+            };
+            proptest::prop_assert_eq!(found, expected);
+        }
+
         /// The chunked scanner ends every value where the byte walk does,
         /// escapes, strings and chunk boundaries included.
         #[test]
