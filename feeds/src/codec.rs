@@ -793,6 +793,22 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn bytes_after_the_last_lz4_frame_that_are_no_frame_are_damage() {
+        // As the `lz4` tool has it: what follows a frame is another frame.
+        let data = lines(3_000);
+        let mut file = compress(Codec::Lz4, &data);
+        file.extend_from_slice(b"garbage!");
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("tail.lz4");
+        std::fs::write(&path, &file).unwrap();
+        let (out, decoded) = decode(&path, Codec::Lz4);
+        assert!(out == data, "every frame before the bytes is kept");
+        let damage = decoded.damage.expect("trailing bytes are reported");
+        assert_eq!(damage.kind, DamageKind::Corrupt, "{damage}");
+        assert_eq!(damage.decoded_offset, data.len() as u64);
+    }
+
+    #[test]
     fn owned_lz4_blocks_find_each_damage_the_frame_decoder_finds() {
         // Block checksums on, so that a flipped byte inside a block is
         // caught there rather than only by the content checksum.
