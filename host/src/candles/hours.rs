@@ -83,7 +83,7 @@ pub(super) enum Read {
 /// ([`BlockLine::fill`]): a [`Block`] apiece, made by the reader and
 /// dropped by the fold, cost an allocation freed on another thread per
 /// block.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(super) struct BlockLine {
     number: u64,
     time_ms: i64,

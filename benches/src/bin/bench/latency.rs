@@ -88,8 +88,9 @@ const ENGINE_THREAD: &str = "l1gate-engine";
 /// The child process that runs a load's clients (`bench child latency-load …`).
 pub(crate) const LOAD_CHILD: &str = "latency-load";
 
-/// Other clients' load beside a window.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Other clients' load beside a window, named on the command line in kebab case (`quiet`,
+/// `open-orders`, `l4-subscribes`) by `--loads` and the load's child (`--kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Load {
     /// None: the headline.
     Quiet,
@@ -100,32 +101,6 @@ enum Load {
 }
 
 impl Load {
-    const ALL: [Load; 3] = [Load::Quiet, Load::OpenOrders, Load::L4Subscribes];
-
-    /// The name `--loads` (and the load's child, `--kind`) gives it.
-    fn name(self) -> &'static str {
-        match self {
-            Load::Quiet => "quiet",
-            Load::OpenOrders => "open-orders",
-            Load::L4Subscribes => "l4-subscribes",
-        }
-    }
-
-    fn named(name: &str) -> anyhow::Result<Load> {
-        Load::ALL
-            .into_iter()
-            .find(|load| load.name() == name.trim())
-            .with_context(|| format!("quiet, open-orders or l4-subscribes; got {name:?}"))
-    }
-
-    fn parse(value: &str) -> anyhow::Result<Vec<Load>> {
-        value
-            .split(',')
-            .map(Load::named)
-            .collect::<anyhow::Result<_>>()
-            .context("--loads, comma-separated")
-    }
-
     fn label(self) -> &'static str {
         match self {
             Load::Quiet => "quiet",
@@ -229,7 +204,13 @@ impl LoadTargets {
             }
         };
         let all = [
-            ("--kind", load.name().to_owned()),
+            (
+                "--kind",
+                clap::ValueEnum::to_possible_value(&load)
+                    .context("--kind")?
+                    .get_name()
+                    .to_owned(),
+            ),
             ("--addr", addr.to_string()),
         ]
         .into_iter()
@@ -325,8 +306,8 @@ pub(crate) struct Args {
     #[arg(long, value_parser = polls, default_value = "default")]
     polls: std::vec::Vec<Poll>,
     /// Loads beside each window, comma-separated: quiet, open-orders, l4-subscribes.
-    #[arg(long, value_parser = Load::parse, default_value = "quiet")]
-    loads: std::vec::Vec<Load>,
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "quiet")]
+    loads: Vec<Load>,
     /// The rates at which the loads other than `quiet` run, comma-separated (default: every
     /// rate of `--rates`).
     #[arg(long, value_parser = rates)]
@@ -1306,7 +1287,7 @@ fn render_loads(s: &mut String, rows: &[Row], besides: &[Beside], targets: &Load
 #[derive(Debug, clap::Args)]
 struct LoadChildArgs {
     /// The load: open-orders or l4-subscribes.
-    #[arg(long, value_parser = Load::named)]
+    #[arg(long, value_enum)]
     kind: Load,
     /// The server's HTTP address.
     #[arg(long)]
@@ -1397,6 +1378,20 @@ mod tests {
             targets
                 .child_args(Load::OpenOrders, addr, &keys[..1])
                 .is_err()
+        );
+    }
+
+    #[test]
+    fn loads_are_named_in_kebab_case_comma_separated() {
+        let loads =
+            |value: &str| crate::parse::<Args>("latency", &["--loads", value]).map(|a| a.loads);
+        assert_eq!(
+            loads("quiet,open-orders,l4-subscribes").unwrap(),
+            vec![Load::Quiet, Load::OpenOrders, Load::L4Subscribes]
+        );
+        assert!(
+            loads("quiet,openOrders").is_err(),
+            "an unknown load is refused"
         );
     }
 
