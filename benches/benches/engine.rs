@@ -16,7 +16,10 @@
 //! - `open_orders`: the resting orders of the account with the most, from the mainnet-scale
 //!   snapshot's books: `walk` reads every order of every book (the first question about a
 //!   user), `kept` takes the orders the books keep for a user asked about before (shared:
-//!   a look per book, what the engine thread does for each Info question);
+//!   a look per book, what the engine thread does for each Info question); `render_plain` and
+//!   `render_frontend` write the `openOrders` and `frontendOpenOrders` answers' JSON from the
+//!   kept orders (off the engine thread, once per block), `render_frontend_serde` the same
+//!   text through serde_json as the reference;
 //! - `l2_aggregate`: `book::l2::aggregate` at full depth of a deep book — the real BTC snapshot
 //!   in `../shared/data/real/btc-985148182` when present, else the simulator's deepest book —
 //!   for every parameter set (`n_sig_figs` none/5/4/3/2, mantissa 2/5 at five figures); the
@@ -267,6 +270,22 @@ fn open_orders(c: &mut Criterion, corpus: &Corpus) {
     });
     group.bench_function("kept", |b| {
         b.iter(|| engine.orders_of(black_box(&user)).len());
+    });
+    let kept = engine.orders_of(&user);
+    for (name, frontend) in [("render_plain", false), ("render_frontend", true)] {
+        group.bench_function(name, |b| {
+            b.iter(|| market::info::open_orders::render(black_box(&kept), frontend).len());
+        });
+    }
+    // The reference: the same `frontendOpenOrders` text through serde_json (the WebSocket
+    // view's serialisation), the orders sorted as shared copies.
+    group.bench_function("render_frontend_serde", |b| {
+        b.iter(|| {
+            let all = engine::views::open_orders::newest_first(black_box(&kept));
+            serde_json::to_vec(&all)
+                .map(|text| text.len())
+                .unwrap_or_default()
+        });
     });
     group.finish();
 }

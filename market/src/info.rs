@@ -14,6 +14,7 @@
 pub mod derived;
 pub mod local;
 pub mod lookup;
+pub mod open_orders;
 pub mod poller;
 pub mod streams;
 

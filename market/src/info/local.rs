@@ -32,16 +32,11 @@ use std::sync::Arc;
 
 use axum::http::StatusCode;
 use bytes::Bytes;
-use engine::book::l4::{Cloid, RestingOrder, UserOrders};
-use engine::event::Side;
 use engine::hub::Recv;
 use engine::market::candles::Interval;
-use engine::num::{Px, Sz};
-use engine::text::Short;
-use engine::views::open_orders::newest_first;
-use serde::Serialize;
 use serde_json::{Map, Value, json};
 
+use super::open_orders;
 use crate::views;
 use crate::ws::protocol;
 use host::candles::{Candles, Miss, stored_under};
@@ -270,7 +265,7 @@ impl Local {
                     .await
                     .map_err(refused)?;
                     let answer =
-                        tokio::task::spawn_blocking(move || open_orders(&orders, frontend))
+                        tokio::task::spawn_blocking(move || open_orders::render(&orders, frontend))
                             .await
                             .map_err(|error| {
                                 (
@@ -425,55 +420,6 @@ impl Local {
 
 /// `orders` (by coin, shared) as the exchange answers them, newest first,
 /// as JSON text: `openOrders` (`frontend` off) or `frontendOpenOrders`.
-fn open_orders(orders: &[(Short, UserOrders)], frontend: bool) -> Bytes {
-    let all = newest_first(orders);
-    let mut out = Vec::with_capacity(all.len() * if frontend { 330 } else { 150 } + 2);
-    // Writing to a `Vec` fails only when a value refuses to serialise,
-    // which none of these does.
-    let _ = if frontend {
-        // An open order serialises as its `frontendOpenOrders` entry.
-        serde_json::to_writer(&mut out, &all)
-    } else {
-        let rows: Vec<PlainOrder<'_>> = all
-            .iter()
-            .map(|open| PlainOrder::of(&open.coin, &open.order))
-            .collect();
-        serde_json::to_writer(&mut out, &rows)
-    };
-    Bytes::from(out)
-}
-
-/// One `openOrders` entry (fields in alphabetical order, as the answer
-/// always had them); `cloid` only when the order has one.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct PlainOrder<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    cloid: Option<&'a Cloid>,
-    coin: &'a str,
-    limit_px: &'a Px,
-    oid: u64,
-    orig_sz: &'a Sz,
-    side: Side,
-    sz: &'a Sz,
-    timestamp: i64,
-}
-
-impl<'a> PlainOrder<'a> {
-    fn of(coin: &'a str, order: &'a RestingOrder) -> Self {
-        Self {
-            cloid: order.cloid.as_ref(),
-            coin,
-            limit_px: &order.limit_px,
-            oid: order.oid,
-            orig_sz: &order.orig_sz,
-            side: order.side,
-            sz: &order.sz,
-            timestamp: order.timestamp,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
