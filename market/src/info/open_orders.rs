@@ -23,9 +23,10 @@ use engine::book::l4::{CLOID_TEXT_LEN, Cloid, RestingOrder, UserOrders};
 use engine::num::Decimal;
 use engine::text::Short;
 
-/// Bytes an entry takes at most in the usual case (a client order id, a
-/// market name of a few letters): room reserved per order.
+/// Bytes an `openOrders` entry takes at most in the usual case (a client
+/// order id, a market name of a few letters): room reserved per order.
 const PLAIN_ENTRY: usize = 160;
+/// The same for a `frontendOpenOrders` entry.
 const FRONTEND_ENTRY: usize = 340;
 
 /// The answer for `orders` (an account's orders by market, as the books
