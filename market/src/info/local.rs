@@ -418,8 +418,6 @@ impl Local {
     }
 }
 
-/// `orders` (by coin, shared) as the exchange answers them, newest first,
-/// as JSON text: `openOrders` (`frontend` off) or `frontendOpenOrders`.
 #[cfg(test)]
 mod tests {
     use super::*;
