@@ -852,6 +852,17 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
             .collect(),
         machine_floor: floor_summary(&floor),
         grpc_floor: floor_summary(&grpc_floor),
+        beside: beside_ratios(&rows)
+            .into_iter()
+            .filter(|v| v.poll.is_none())
+            .map(|v| SummaryBeside {
+                rate: v.rate,
+                load: v.load.label().to_owned(),
+                stream: v.stream.to_owned(),
+                p50_ratio: v.p50,
+                p99_ratio: v.p99,
+            })
+            .collect(),
     })?;
     Ok(())
 }
@@ -879,6 +890,28 @@ pub(crate) struct Summary {
     pub(crate) machine_floor: SummaryFloor,
     /// The same through a tonic stream between two tokio runtimes, no l1gate code.
     pub(crate) grpc_floor: SummaryFloor,
+    /// The BBO, L2 book and raw feed streams beside each load, against the quiet window
+    /// (none when the run had no load; absent from the summaries of older runs).
+    #[serde(default)]
+    pub(crate) beside: Vec<SummaryBeside>,
+}
+
+/// One stream beside one load, in a [`Summary`].
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(crate) struct SummaryBeside {
+    /// Append rate, × mainnet.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) rate: f64,
+    /// The load, as the section names it.
+    pub(crate) load: String,
+    /// `StreamBbo`, `StreamL2Book`, or the raw feed's `StreamFills`.
+    pub(crate) stream: String,
+    /// p50 beside the load ÷ p50 in the quiet window.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) p50_ratio: f64,
+    /// The same at p99.
+    #[serde(deserialize_with = "benches::summary::or_nan")]
+    pub(crate) p99_ratio: f64,
 }
 
 /// One stream of one server at one rate, in a [`Summary`].
@@ -1094,6 +1127,37 @@ fn render(
                 verdict(p99, TARGET_P99_1X_MS),
             );
         }
+        // The one-coin price views, which are folded and published before the rest of the
+        // block.
+        let book_views: Vec<&Row> = rows
+            .iter()
+            .filter(|r| r.poll == poll && r.load == Load::Quiet && same(r.rate, 1.0))
+            .filter(|r| r.frames > 0 && BESIDE_STREAMS[..2].iter().any(|n| r.stream.starts_with(n)))
+            .collect();
+        if !book_views.is_empty() {
+            let figures = |q: usize| {
+                book_views
+                    .iter()
+                    .map(|r| format!("{} {:.3} ms", r.stream, r.percentiles()[q]))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let worst = |q: usize| {
+                book_views
+                    .iter()
+                    .map(|r| r.percentiles()[q])
+                    .fold(0.0, f64::max)
+            };
+            let _ = writeln!(
+                s,
+                "- Targets at 1× with {config}, BBO and L2 book: p50 ≤ {:.0} µs — {}, {}; p99 ≤ {TARGET_P99_1X_MS} ms — {}, {}.",
+                TARGET_P50_1X_MS * 1000.0,
+                figures(0),
+                verdict(worst(0), TARGET_P50_1X_MS),
+                figures(2),
+                verdict(worst(2), TARGET_P99_1X_MS),
+            );
+        }
         if let Some((_, p99, worst)) = worst_view(rows, poll, 10.0) {
             let raw = reference(rows, poll, 10.0);
             let _ = writeln!(
@@ -1160,6 +1224,56 @@ fn render(
     s
 }
 
+/// The streams whose latency beside a load is held to the quiet window's: BBO, L2 book, and
+/// the raw feed (the reference no engine work delays).
+const BESIDE_STREAMS: [&str; 3] = ["StreamBbo", "StreamL2Book", "StreamFills"];
+
+/// One of [`BESIDE_STREAMS`] beside a load, over the same stream in the quiet window of the
+/// same server and rate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct BesideRatio {
+    load: Load,
+    poll: Poll,
+    rate: f64,
+    /// The stream's name, as in [`BESIDE_STREAMS`].
+    stream: &'static str,
+    /// p50 beside the load ÷ p50 quiet.
+    p50: f64,
+    /// p99 beside the load ÷ p99 quiet.
+    p99: f64,
+}
+
+/// Every [`BesideRatio`] the rows give, in the rows' order.
+fn beside_ratios(rows: &[Row]) -> Vec<BesideRatio> {
+    let name = |r: &Row| {
+        BESIDE_STREAMS
+            .into_iter()
+            .find(|name| r.stream.starts_with(name))
+    };
+    rows.iter()
+        .filter(|r| r.load != Load::Quiet && r.frames > 0)
+        .filter_map(|r| {
+            let stream = name(r)?;
+            let q = rows.iter().find(|q| {
+                q.load == Load::Quiet
+                    && q.poll == r.poll
+                    && same(q.rate, r.rate)
+                    && q.frames > 0
+                    && name(q) == Some(stream)
+            })?;
+            let ([p50, _, p99, _, _], [q50, _, q99, _, _]) = (r.percentiles(), q.percentiles());
+            Some(BesideRatio {
+                load: r.load,
+                poll: r.poll,
+                rate: r.rate,
+                stream,
+                p50: p50 / q50,
+                p99: p99 / q99,
+            })
+        })
+        .collect()
+}
+
 /// The windows beside other clients' load: what the load did, the engine thread's CPU per
 /// block, and the BBO and L2 book streams against the quiet window of the same server and rate.
 fn render_loads(s: &mut String, rows: &[Row], besides: &[Beside], targets: &LoadTargets) {
@@ -1193,10 +1307,9 @@ fn render_loads(s: &mut String, rows: &[Row], besides: &[Beside], targets: &Load
                 && r.stream.starts_with(name)
         })
     };
-    let mut verdicts = Vec::new();
     for b in besides {
         let per_block = |b: &Beside| b.cpu.engine * 1e6 / b.blocks.max(1) as f64;
-        let mut cell = |name: &str| {
+        let cell = |name: &str| {
             let Some(r) = stream(b, name) else {
                 return "–".to_owned();
             };
@@ -1207,7 +1320,6 @@ fn render_loads(s: &mut String, rows: &[Row], besides: &[Beside], targets: &Load
             {
                 Some(q) => {
                     let [q50, _, q99, _, _] = q.percentiles();
-                    verdicts.push((b.load, b.rate, name.to_owned(), p50 / q50, p99 / q99));
                     format!(
                         "{p50:.3} / {p99:.3} ({:.2}× / {:.2}×)",
                         p50 / q50,
@@ -1252,14 +1364,28 @@ fn render_loads(s: &mut String, rows: &[Row], besides: &[Beside], targets: &Load
         );
     }
     let _ = writeln!(s);
-    let reference = |load: Load, rate: f64| {
+    let verdicts = beside_ratios(rows);
+    let reference = |of: &BesideRatio| {
         verdicts
             .iter()
-            .find(|v| v.0 == load && same(v.1, rate) && v.2 == "StreamFills")
-            .map(|v| (v.3, v.4))
+            .find(|v| {
+                v.load == of.load
+                    && v.poll == of.poll
+                    && same(v.rate, of.rate)
+                    && v.stream == "StreamFills"
+            })
+            .map(|v| (v.p50, v.p99))
     };
-    for (load, rate, name, p50, p99) in verdicts.iter().filter(|v| v.2 != "StreamFills") {
-        let raw = reference(*load, *rate).map_or_else(String::new, |(r50, r99)| {
+    for view in verdicts.iter().filter(|v| v.stream != "StreamFills") {
+        let BesideRatio {
+            load,
+            rate,
+            stream: name,
+            p50,
+            p99,
+            ..
+        } = view;
+        let raw = reference(view).map_or_else(String::new, |(r50, r99)| {
             format!(
                 "; the raw feed, which no engine work delays, {r50:.2}× / {r99:.2}× in the same window{}",
                 if *p99 > 1.2 && r99 >= 0.8 * p99 {
@@ -1437,5 +1563,48 @@ mod tests {
         assert_eq!(reference(&rows, None, 1.0).unwrap().stream, RAW_STREAM);
         assert!(reference(&rows, Some(5), 1.0).is_none());
         assert!(worst_view(&rows, None, 10.0).is_none());
+    }
+
+    #[test]
+    fn beside_a_load_each_price_view_is_held_to_its_own_quiet_window() {
+        let beside = |load: Load, poll: Poll, stream: &'static str, us: u64| Row {
+            load,
+            ..row(poll, 1.0, stream, us)
+        };
+        let rows = vec![
+            row(None, 1.0, "StreamBbo (20 coins)", 400),
+            row(None, 1.0, "StreamL2Book (1 coin, 20 levels)", 500),
+            row(None, 1.0, "StreamTrades (20 coins)", 600),
+            row(None, 1.0, RAW_STREAM, 300),
+            row(Some(5), 1.0, "StreamBbo (20 coins)", 2000),
+            beside(Load::OpenOrders, None, "StreamBbo (20 coins)", 800),
+            beside(
+                Load::OpenOrders,
+                None,
+                "StreamL2Book (1 coin, 20 levels)",
+                500,
+            ),
+            beside(Load::OpenOrders, None, "StreamTrades (20 coins)", 900),
+            beside(Load::OpenOrders, None, RAW_STREAM, 600),
+            beside(Load::OpenOrders, Some(5), "StreamBbo (20 coins)", 2000),
+        ];
+        let ratios = beside_ratios(&rows);
+        let of = |stream: &str, poll: Poll| {
+            ratios
+                .iter()
+                .find(|v| v.stream == stream && v.poll == poll)
+                .map(|v| (v.p50, v.p99))
+        };
+        let near = |(p50, p99): (f64, f64), want: f64| {
+            (p50 - want).abs() < 0.02 && (p99 - want).abs() < 0.02
+        };
+        // The trades stream is not one of these views.
+        assert_eq!(ratios.len(), 4, "{ratios:?}");
+        assert!(near(of("StreamBbo", None).unwrap(), 2.0));
+        assert!(near(of("StreamL2Book", None).unwrap(), 1.0));
+        assert!(near(of("StreamFills", None).unwrap(), 2.0));
+        // Against the quiet window of its own server, not the default one's.
+        assert!(near(of("StreamBbo", Some(5)).unwrap(), 1.0));
+        assert!(ratios.iter().all(|v| v.load == Load::OpenOrders));
     }
 }

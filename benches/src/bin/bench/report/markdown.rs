@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 
 use super::targets::{
     candle_history_targets, candles_target, checkpoint_target, engine_cpu_targets, fanout_targets,
-    ingest_target, latency_targets, memory_targets, raw_feed_target, replay_cli_targets,
-    replay_row, secs, verdict,
+    ingest_target, latency_targets, latency_view_targets, memory_targets, raw_feed_target,
+    replay_cli_targets, replay_row, secs, verdict,
 };
 use super::{Args, BUDGET_S, MAINNET_BLOCKS_PER_S, REPLAY_SCALES, Run, Timing};
 
@@ -90,6 +90,7 @@ pub(crate) fn render(
     let mut targets = vec![ingest_target(run)];
     targets.extend(replay_cli_targets(run));
     targets.extend(latency_targets(run));
+    targets.extend(latency_view_targets(run));
     targets.extend(engine_cpu_targets(run));
     targets.extend(fanout_targets(run));
     targets.extend(memory_targets(run));

@@ -250,6 +250,123 @@ pub(crate) fn latency_targets(run: &Run) -> Vec<Target> {
         .collect()
 }
 
+/// The one-coin price views' names in the latency summary, and as the summary table says them.
+const BOOK_VIEWS: [(&str, &str); 2] = [("StreamBbo", "BBO"), ("StreamL2Book", "L2 book")];
+
+/// The price views' own targets from the `latency` run: BBO and L2 book at 1× quiet (p50 and
+/// p99), and beside each other clients' load the run had, within 1.2× of the quiet window.
+pub(crate) fn latency_view_targets(run: &Run) -> Vec<Target> {
+    let quiet = (
+        "Append → frame at 1×, BBO and L2 book",
+        "p50 ≤ 500 µs, p99 ≤ 2 ms",
+    );
+    let beside = (
+        "BBO and L2 book at 1× beside other clients' load",
+        "p50 and p99 within 1.2× of quiet",
+    );
+    let Some(v) = &run.summaries.latency else {
+        let why = run.missing("latency");
+        return vec![
+            Target::missing(quiet.0, quiet.1, why.clone()),
+            Target::missing(beside.0, beside.1, why),
+        ];
+    };
+    let views: Vec<(&str, &latency::SummaryRow)> = BOOK_VIEWS
+        .iter()
+        .filter_map(|&(stream, name)| {
+            let row = v
+                .rows
+                .iter()
+                .find(|r| latency_at(r, 1.0) && r.stream.starts_with(stream))?;
+            Some((name, row))
+        })
+        .collect();
+    let mut targets = vec![if views.is_empty() {
+        Target::missing(
+            quiet.0,
+            quiet.1,
+            "not measured: no BBO or L2 book frames at 1× with default settings".to_owned(),
+        )
+    } else {
+        let worst = |q: Percentile| {
+            views
+                .iter()
+                .map(|(_, r)| q.of(r.p50_ms, r.p99_ms))
+                .fold(0.0, f64::max)
+        };
+        let (p50, p99) = (worst(Percentile::P50), worst(Percentile::P99));
+        let raw = latency_reference(v, 1.0, Percentile::P50);
+        Target {
+            what: quiet.0.to_owned(),
+            goal: quiet.1.to_owned(),
+            measured: views
+                .iter()
+                .map(|(name, r)| format!("{name} {:.3} / {:.3} ms", r.p50_ms, r.p99_ms))
+                .collect::<Vec<_>>()
+                .join("; ")
+                + " (p50 / p99, server with default settings)",
+            reference: raw.map_or_else(
+                || "–".to_owned(),
+                |raw| {
+                    format!(
+                        "{raw:.3} ms: raw feed `StreamFills` live tail, unfiltered (p50, no fold)"
+                    )
+                },
+            ),
+            ratio: raw.map_or_else(|| "–".to_owned(), |raw| times(p50 / raw)),
+            verdict: verdict(p50 <= 0.5 && p99 <= 2.0).to_owned(),
+        }
+    }];
+    let at_1x: Vec<&latency::SummaryBeside> = v
+        .beside
+        .iter()
+        .filter(|b| (b.rate - 1.0).abs() < 1e-9)
+        .collect();
+    let mut loads: Vec<&str> = at_1x.iter().map(|b| b.load.as_str()).collect();
+    loads.dedup();
+    if loads.is_empty() {
+        targets.push(Target::missing(
+            beside.0,
+            beside.1,
+            "not measured: the latency run had no load beside its 1× window".to_owned(),
+        ));
+    }
+    for load in loads {
+        let of = |stream: &str| {
+            at_1x
+                .iter()
+                .find(|b| b.load == load && b.stream == stream)
+                .map(|b| (b.p50_ratio, b.p99_ratio))
+        };
+        let views: Vec<(&str, (f64, f64))> = BOOK_VIEWS
+            .iter()
+            .filter_map(|&(stream, name)| Some((name, of(stream)?)))
+            .collect();
+        let worst = views
+            .iter()
+            .map(|(_, (p50, p99))| p50.max(*p99))
+            .fold(0.0, f64::max);
+        let ratios = |(p50, p99): (f64, f64)| format!("{} / {}", times(p50), times(p99));
+        targets.push(Target {
+            what: format!("BBO and L2 book at 1× beside `{load}`"),
+            goal: beside.1.to_owned(),
+            measured: views
+                .iter()
+                .map(|(name, r)| format!("{name} {}", ratios(*r)))
+                .collect::<Vec<_>>()
+                .join("; ")
+                + " (p50 / p99 over the quiet window)",
+            reference: of("StreamFills").map_or_else(
+                || "–".to_owned(),
+                |r| format!("raw feed, which no engine work delays: {}", ratios(r)),
+            ),
+            ratio: times(worst),
+            verdict: verdict(!views.is_empty() && worst <= 1.2).to_owned(),
+        });
+    }
+    targets
+}
+
 /// The `l1gate replay` targets, one per view, from the `replay_cli` run.
 pub(crate) fn replay_cli_targets(run: &Run) -> Vec<Target> {
     ["bbo", "trades"]
@@ -782,6 +899,62 @@ mod tests {
         assert_eq!(t[2].ratio, "2.00×");
         assert_eq!(t[2].verdict, "**met**");
         let missing = latency_targets(&Run::default());
+        assert!(missing.iter().all(|t| t.verdict == "not measured"));
+    }
+
+    #[test]
+    fn the_price_views_targets_read_the_quiet_rows_and_the_loads_ratios() {
+        let row = |stream: &str, reference: bool, p50: f64, p99: f64| {
+            json!({"poll_ms": null, "rate": 1, "stream": stream, "reference": reference,
+                "frames": 10, "p50_ms": p50, "p99_ms": p99, "curve": []})
+        };
+        let beside = |load: &str, stream: &str, p50: f64, p99: f64| json!({"rate": 1, "load": load, "stream": stream, "p50_ratio": p50, "p99_ratio": p99});
+        let floor = json!({"p50_ms": 0.1, "p99_ms": 0.2});
+        let v = json!({"rows": [
+            row("StreamBbo (20 coins)", false, 0.45, 0.9),
+            row("StreamL2Book (1 coin, 20 levels)", false, 0.48, 2.5),
+            row("StreamL4OrderUpdates (all coins)", false, 1.1, 1.3),
+            row("StreamFills (raw feed)", true, 0.4, 0.8),
+        ], "machine_floor": floor, "grpc_floor": floor, "beside": [
+            beside("openOrders ×3 accounts", "StreamBbo", 1.1, 1.15),
+            beside("openOrders ×3 accounts", "StreamL2Book", 1.05, 1.2),
+            beside("openOrders ×3 accounts", "StreamFills", 0.9, 1.4),
+            beside("l4Book subscribes", "StreamBbo", 1.0, 1.6),
+            beside("l4Book subscribes", "StreamL2Book", 1.0, 1.1),
+        ]});
+        let t = latency_view_targets(&Run::with("latency", &v));
+        assert_eq!(t.len(), 3);
+        // The L2 book's p99 is over 2 ms; the L4 stream is not one of these views.
+        assert_eq!(t[0].verdict, "**not met**");
+        assert_eq!(
+            t[0].measured,
+            "BBO 0.450 / 0.900 ms; L2 book 0.480 / 2.500 ms (p50 / p99, server with default settings)"
+        );
+        assert_eq!(t[0].ratio, "1.20×");
+        assert_eq!(
+            t[1].what,
+            "BBO and L2 book at 1× beside `openOrders ×3 accounts`"
+        );
+        assert_eq!(t[1].verdict, "**met**");
+        assert_eq!(
+            t[1].measured,
+            "BBO 1.10× / 1.15×; L2 book 1.05× / 1.20× (p50 / p99 over the quiet window)"
+        );
+        assert!(
+            t[1].reference.ends_with("0.90× / 1.40×"),
+            "{}",
+            t[1].reference
+        );
+        assert_eq!(t[2].verdict, "**not met**");
+        assert_eq!(t[2].ratio, "1.60×");
+        assert_eq!(t[2].reference, "–");
+
+        // A run without loads (or a summary from before they were kept).
+        let quiet_only = json!({"rows": v["rows"], "machine_floor": floor, "grpc_floor": floor});
+        let t = latency_view_targets(&Run::with("latency", &quiet_only));
+        assert_eq!(t[0].verdict, "**not met**");
+        assert_eq!(t[1].verdict, "not measured");
+        let missing = latency_view_targets(&Run::default());
         assert!(missing.iter().all(|t| t.verdict == "not measured"));
     }
 
