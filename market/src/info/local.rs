@@ -267,22 +267,23 @@ impl Local {
                     let answer =
                         tokio::task::spawn_blocking(move || open_orders::render(&orders, frontend))
                             .await
-                            .map_err(|error| {
-                                (
-                                    StatusCode::INTERNAL_SERVER_ERROR,
-                                    "internal",
-                                    format!("openOrders: the answer could not be built: {error}"),
-                                )
-                            })?;
+                            .map_err(|error| not_built("openOrders", &error))?;
                     Ok((block, answer))
                 };
                 let height = self.status.height();
                 let answer = self.open_orders.answer(key, height, make).await?;
                 Ok(Answer::Text(answer))
             }
-            "candleSnapshot" => self
-                .candle_snapshot(fields)
-                .map(|text| Answer::Text(text.into())),
+            "candleSnapshot" => {
+                let (candles, asked) = self.candle_request(fields)?;
+                // Up to 5,000 candles read from the store's file and written
+                // out: a blocking thread's work, not a runtime worker's (the
+                // streams' senders run there).
+                tokio::task::spawn_blocking(move || candle_snapshot(&candles, asked))
+                    .await
+                    .map_err(|error| not_built("candleSnapshot", &error))?
+                    .map(|text| Answer::Text(text.into()))
+            }
             other => Err(invalid(format!(
                 "type: {} is not answered locally",
                 common::quoted(other)
@@ -325,13 +326,17 @@ impl Local {
         })
     }
 
-    fn candle_snapshot(&self, fields: &Map<String, Value>) -> Result<String, Refusal> {
+    /// A `candleSnapshot` request's store and what it asks, checked.
+    fn candle_request(
+        &self,
+        fields: &Map<String, Value>,
+    ) -> Result<(Arc<Candles>, CandlesAsked), Refusal> {
         let Some(Value::Object(req)) = fields.get("req") else {
             return Err(invalid(
                 "req: required, an object {\"coin\",\"interval\",\"startTime\",\"endTime\"}",
             ));
         };
-        let Some(candles) = &self.candles else {
+        let Some(candles) = self.candles.clone() else {
             return Err((
                 StatusCode::SERVICE_UNAVAILABLE,
                 "no_candles",
@@ -367,55 +372,94 @@ impl Local {
         if end < start {
             return Err(invalid("req.endTime: before req.startTime"));
         }
-        let part = stored_under(interval);
-        // An empty answer means no trades: a range the store cannot give
-        // whole is an error instead.
-        let newest = candles
-            .snapshot(&coin, interval, start, end.saturating_add(1), MAX_CANDLES)
-            .map_err(|miss| match miss {
-                Miss::Damaged { from_ms, to_ms } => (
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "damaged",
-                    format!(
-                        "the stored {part} candles of {coin} from {} to {} are damaged and not rebuilt yet",
-                        feeds::time::format_iso8601_ms(from_ms),
-                        feeds::time::format_iso8601_ms(to_ms)
-                    ),
-                ),
-                other => (
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "candles_unavailable",
-                    match other {
-                        Miss::Unavailable(reason) => format!("the candle store is unavailable: {reason}"),
-                        other => format!("the candle store cannot answer: {other:?}"),
-                    },
-                ),
-            })?;
-        // `[{"t":…,"T":…,"s":…,"i":…,"o":…,"c":…,"h":…,"l":…,"v":…,"n":…},…]`
-        let name = serde_json::to_string(&coin).unwrap_or_else(|_| "\"\"".to_owned());
-        let mut out = String::with_capacity(newest.len() * 160 + 2);
-        out.push('[');
-        for (i, values) in newest.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            let _ = write!(
-                out,
-                r#"{{"t":{},"T":{},"s":{name},"i":"{}","o":"{}","c":"{}","h":"{}","l":"{}","v":"{}","n":{}}}"#,
-                values.open_time,
-                interval.close_time(values.open_time),
-                interval.as_str(),
-                values.open,
-                values.close,
-                values.high,
-                values.low,
-                values.volume,
-                values.trades_count,
-            );
-        }
-        out.push(']');
-        Ok(out)
+        Ok((
+            candles,
+            CandlesAsked {
+                coin,
+                interval,
+                start,
+                end,
+            },
+        ))
     }
+}
+
+/// A `candleSnapshot` request, checked: the candles of `coin` at `interval`
+/// with open times from `start` to `end` (Unix ms, both included).
+#[derive(Debug)]
+struct CandlesAsked {
+    coin: String,
+    interval: Interval,
+    start: i64,
+    end: i64,
+}
+
+/// A refusal for an answer whose blocking thread failed (it panicked or
+/// the runtime is stopping).
+fn not_built(kind: &str, error: &tokio::task::JoinError) -> Refusal {
+    (
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "internal",
+        format!("{kind}: the answer could not be built: {error}"),
+    )
+}
+
+/// The `candleSnapshot` answer for `asked` from `candles`: JSON text.
+fn candle_snapshot(candles: &Candles, asked: CandlesAsked) -> Result<String, Refusal> {
+    let CandlesAsked {
+        coin,
+        interval,
+        start,
+        end,
+    } = asked;
+    let part = stored_under(interval);
+    // An empty answer means no trades: a range the store cannot give
+    // whole is an error instead.
+    let newest = candles
+        .snapshot(&coin, interval, start, end.saturating_add(1), MAX_CANDLES)
+        .map_err(|miss| match miss {
+            Miss::Damaged { from_ms, to_ms } => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "damaged",
+                format!(
+                    "the stored {part} candles of {coin} from {} to {} are damaged and not rebuilt yet",
+                    feeds::time::format_iso8601_ms(from_ms),
+                    feeds::time::format_iso8601_ms(to_ms)
+                ),
+            ),
+            other => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "candles_unavailable",
+                match other {
+                    Miss::Unavailable(reason) => format!("the candle store is unavailable: {reason}"),
+                    other => format!("the candle store cannot answer: {other:?}"),
+                },
+            ),
+        })?;
+    // `[{"t":…,"T":…,"s":…,"i":…,"o":…,"c":…,"h":…,"l":…,"v":…,"n":…},…]`
+    let name = serde_json::to_string(&coin).unwrap_or_else(|_| "\"\"".to_owned());
+    let mut out = String::with_capacity(newest.len() * 160 + 2);
+    out.push('[');
+    for (i, values) in newest.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let _ = write!(
+            out,
+            r#"{{"t":{},"T":{},"s":{name},"i":"{}","o":"{}","c":"{}","h":"{}","l":"{}","v":"{}","n":{}}}"#,
+            values.open_time,
+            interval.close_time(values.open_time),
+            interval.as_str(),
+            values.open,
+            values.close,
+            values.high,
+            values.low,
+            values.volume,
+            values.trades_count,
+        );
+    }
+    out.push(']');
+    Ok(out)
 }
 
 #[cfg(test)]
