@@ -812,6 +812,7 @@ fn info_source(
             status: engine.status().clone(),
             candles: Some(edges.candles.clone()),
             open_orders: Arc::default(),
+            answering: market::info::local::Answering::half_the_cores(),
         }),
     );
     (lookup, feed, upstream)

@@ -68,6 +68,63 @@ pub struct Local {
     pub candles: Option<Arc<Candles>>,
     /// `openOrders` answers of the current block, shared.
     pub open_orders: Arc<OpenOrdersCache>,
+    /// The threads the costly answers are made on.
+    pub answering: Answering,
+}
+
+/// The blocking threads Info's costly answers are made on (an account's
+/// open orders, up to 5,000 candles from the store): at most `limit` at
+/// once, so that however many clients ask, the answers take no more than
+/// that many cores from the engine thread and the streams' senders. A
+/// request beyond it waits for a thread (without holding one); the
+/// requests under way are bounded by the connections admitted, one at a
+/// time each.
+#[derive(Debug, Clone)]
+pub struct Answering {
+    threads: Arc<tokio::sync::Semaphore>,
+}
+
+impl Answering {
+    /// At most `limit` answers made at once (at least one).
+    pub fn new(limit: usize) -> Self {
+        Self {
+            threads: Arc::new(tokio::sync::Semaphore::new(limit.max(1))),
+        }
+    }
+
+    /// Half of this machine's cores, at least one: the other half is left
+    /// to the engine thread and the runtime's workers.
+    pub fn half_the_cores() -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        Self::new(cores / 2)
+    }
+
+    /// `work`'s result, made on a blocking thread once one of the `limit` is
+    /// free. The thread is held until `work` ends, even if the request
+    /// goes away meanwhile.
+    async fn run<T: Send + 'static>(
+        &self,
+        kind: &str,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, Refusal> {
+        let held = Arc::clone(&self.threads)
+            .acquire_owned()
+            .await
+            .map_err(|_| {
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "not_ready",
+                    format!("{kind}: the server is stopping"),
+                )
+            })?;
+        tokio::task::spawn_blocking(move || {
+            let answer = work();
+            drop(held);
+            answer
+        })
+        .await
+        .map_err(|error| not_built(kind, &error))
+    }
 }
 
 /// `openOrders` and `frontendOpenOrders` answers made at one block, by
@@ -264,10 +321,10 @@ impl Local {
                     })
                     .await
                     .map_err(refused)?;
-                    let answer =
-                        tokio::task::spawn_blocking(move || open_orders::render(&orders, frontend))
-                            .await
-                            .map_err(|error| not_built("openOrders", &error))?;
+                    let answer = self
+                        .answering
+                        .run(kind, move || open_orders::render(&orders, frontend))
+                        .await?;
                     Ok((block, answer))
                 };
                 let height = self.status.height();
@@ -279,9 +336,9 @@ impl Local {
                 // Up to 5,000 candles read from the store's file and written
                 // out: a blocking thread's work, not a runtime worker's (the
                 // streams' senders run there).
-                tokio::task::spawn_blocking(move || candle_snapshot(&candles, asked))
-                    .await
-                    .map_err(|error| not_built("candleSnapshot", &error))?
+                self.answering
+                    .run(kind, move || candle_snapshot(&candles, asked))
+                    .await?
                     .map(|text| Answer::Text(text.into()))
             }
             other => Err(invalid(format!(
@@ -465,6 +522,61 @@ fn candle_snapshot(candles: &Candles, asked: CandlesAsked) -> Result<String, Ref
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn costly_answers_are_made_at_most_limit_at_once() {
+        let answering = Answering::new(2);
+        let (now, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let asked: Vec<_> = (0..8)
+            .map(|at| {
+                let (answering, now, most) = (answering.clone(), now.clone(), most.clone());
+                tokio::spawn(async move {
+                    answering
+                        .run("openOrders", move || {
+                            let running = now.fetch_add(1, Ordering::SeqCst) + 1;
+                            most.fetch_max(running, Ordering::SeqCst);
+                            std::thread::sleep(Duration::from_millis(20));
+                            now.fetch_sub(1, Ordering::SeqCst);
+                            at
+                        })
+                        .await
+                })
+            })
+            .collect();
+        for (at, asked) in asked.into_iter().enumerate() {
+            assert_eq!(asked.await.unwrap().unwrap(), at);
+        }
+        assert_eq!(most.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_answer_holds_its_thread_after_its_request_went_away() {
+        let answering = Answering::new(1);
+        let done = Arc::new(AtomicBool::new(false));
+        let first = {
+            let (answering, done) = (answering.clone(), done.clone());
+            tokio::spawn(async move {
+                answering
+                    .run("candleSnapshot", move || {
+                        std::thread::sleep(Duration::from_millis(100));
+                        done.store(true, Ordering::SeqCst);
+                    })
+                    .await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        first.abort();
+        let second = answering
+            .run("candleSnapshot", move || done.load(Ordering::SeqCst))
+            .await
+            .unwrap();
+        assert!(
+            second,
+            "the second answer began while the first was being made"
+        );
+    }
 
     fn key(user: &str) -> OrdersAsked {
         (user.to_owned(), String::new(), false)
