@@ -537,7 +537,16 @@ mod tests {
                         .run("openOrders", move || {
                             let running = now.fetch_add(1, Ordering::SeqCst) + 1;
                             most.fetch_max(running, Ordering::SeqCst);
-                            std::thread::sleep(Duration::from_millis(20));
+                            // Held until another answer runs beside it (or a
+                            // second has passed), so two always overlap.
+                            let began = std::time::Instant::now();
+                            while now.load(Ordering::SeqCst) < 2
+                                && began.elapsed() < Duration::from_secs(1)
+                            {
+                                std::thread::sleep(Duration::from_millis(1));
+                            }
+                            std::thread::sleep(Duration::from_millis(5));
+                            most.fetch_max(now.load(Ordering::SeqCst), Ordering::SeqCst);
                             now.fetch_sub(1, Ordering::SeqCst);
                             at
                         })
