@@ -116,23 +116,42 @@ impl<'a> FrontendOrder<'a> {
 /// The orders of `books` (by coin, shared, as the books hand them out), one
 /// list, newest first.
 pub fn newest_first(books: &[(Short, UserOrders)]) -> Vec<OpenOrder> {
+    newest_first_borrowed(books)
+        .into_iter()
+        // Each place is one of `books`' own.
+        .map(|(market, order)| OpenOrder {
+            coin: books[market].0.clone(),
+            order: Arc::clone(order),
+        })
+        .collect()
+}
+
+/// [`newest_first`] without a copy: each order borrowed from `books` with
+/// its market's place there (an Info answer writes tens of thousands
+/// straight from them). Newest first is placement time, then order id, both
+/// descending.
+pub fn newest_first_borrowed(books: &[(Short, UserOrders)]) -> Vec<(usize, &Arc<RestingOrder>)> {
     // Sorted on keys kept beside the orders rather than read through each
     // order's pointer at every comparison: a market maker rests tens of
     // thousands. An account's oids differ, so the order is total.
-    let mut keyed: Vec<(std::cmp::Reverse<(i64, u64)>, OpenOrder)> = books
+    let mut keyed: Vec<_> = books
         .iter()
-        .flat_map(|(coin, orders)| {
-            orders.values().map(|order| {
-                let open = OpenOrder {
-                    coin: coin.clone(),
-                    order: Arc::clone(order),
-                };
-                (std::cmp::Reverse((order.timestamp, order.oid)), open)
+        .enumerate()
+        .flat_map(|(market, (_, orders))| {
+            orders.values().map(move |order| {
+                (
+                    std::cmp::Reverse((order.timestamp, order.oid)),
+                    market,
+                    order,
+                )
             })
         })
         .collect();
-    keyed.sort_unstable_by_key(|(newest, _)| *newest);
-    keyed.into_iter().map(|(_, open)| open).collect()
+    keyed.sort_unstable_by_key(|(newest, ..)| *newest);
+    keyed
+        .into_iter()
+        .map(|(_, market, order)| (market, order))
+        .collect()
 }
 
 /// An open orders request, normalised.

@@ -2,9 +2,10 @@
 //!
 //! A market maker rests tens of thousands of orders, and the answer is made
 //! once per block for every client asking about the account, so it is
-//! written by hand into one buffer: the orders sorted by reference (no
-//! order is copied or counted out of the books' shared maps), each market's
-//! name escaped once, numbers without a formatter. The bytes are exactly
+//! written by hand into one buffer: the orders borrowed from the books'
+//! shared maps in the order the WebSocket view sends them
+//! ([`newest_first_borrowed`]; none copied or counted), each market's name
+//! escaped once, numbers without a formatter. The bytes are exactly
 //! those `serde_json` writes for the exchange's entry shapes (the tests hold
 //! the two side by side): fields in alphabetical order, strings escaped as
 //! `serde_json` escapes them.
@@ -16,12 +17,11 @@
 //!   timestamp, triggerCondition, triggerPx}`, `cloid` and `tif` `null`
 //!   when unset, `children` always empty (the books keep no brackets).
 
-use std::cmp::Reverse;
-
 use bytes::Bytes;
 use engine::book::l4::{CLOID_TEXT_LEN, Cloid, RestingOrder, UserOrders};
 use engine::num::Decimal;
 use engine::text::Short;
+use engine::views::open_orders::newest_first_borrowed;
 
 /// Bytes an `openOrders` entry takes at most in the usual case (a client
 /// order id, a market name of a few letters): room reserved per order.
@@ -42,16 +42,7 @@ pub fn render(orders: &[(Short, UserOrders)], frontend: bool) -> Bytes {
             text
         })
         .collect();
-    // An account's order ids differ, so the order is total.
-    let mut all: Vec<_> = orders
-        .iter()
-        .enumerate()
-        .flat_map(|(market, (_, kept))| {
-            kept.values()
-                .map(move |order| (Reverse((order.timestamp, order.oid)), market, &**order))
-        })
-        .collect();
-    all.sort_unstable_by_key(|(newest, ..)| *newest);
+    let all = newest_first_borrowed(orders);
     let entry = if frontend {
         FRONTEND_ENTRY
     } else {
@@ -59,11 +50,12 @@ pub fn render(orders: &[(Short, UserOrders)], frontend: bool) -> Bytes {
     };
     let mut out = Vec::with_capacity(all.len() * entry + 2);
     out.push(b'[');
-    for (at, (_, market, order)) in all.iter().enumerate() {
+    for (at, &(market, order)) in all.iter().enumerate() {
         if at > 0 {
             out.push(b',');
         }
-        let coin = &coins[*market];
+        // Each place is one of `orders`' own, as `coins` has them.
+        let coin = &coins[market];
         if frontend {
             push_frontend(&mut out, coin, order);
         } else {
