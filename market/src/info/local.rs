@@ -107,14 +107,16 @@ impl Answering {
         kind: &str,
         work: impl FnOnce() -> T + Send + 'static,
     ) -> Result<T, Refusal> {
+        // Only a closed semaphore refuses, and this one is never closed: an
+        // internal error rather than a panic if that ever changes.
         let held = Arc::clone(&self.threads)
             .acquire_owned()
             .await
-            .map_err(|_| {
+            .map_err(|error| {
                 (
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "not_ready",
-                    format!("{kind}: the server is stopping"),
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    format!("{kind}: no thread to answer on: {error}"),
                 )
             })?;
         tokio::task::spawn_blocking(move || {
@@ -563,19 +565,26 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_answer_holds_its_thread_after_its_request_went_away() {
         let answering = Answering::new(1);
-        let done = Arc::new(AtomicBool::new(false));
+        let (started, done) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        );
         let first = {
-            let (answering, done) = (answering.clone(), done.clone());
+            let (answering, started, done) = (answering.clone(), started.clone(), done.clone());
             tokio::spawn(async move {
                 answering
                     .run("candleSnapshot", move || {
+                        started.store(true, Ordering::SeqCst);
                         std::thread::sleep(Duration::from_millis(100));
                         done.store(true, Ordering::SeqCst);
                     })
                     .await
             })
         };
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        // Its request goes away once the answer is being made.
+        while !started.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
         first.abort();
         let second = answering
             .run("candleSnapshot", move || done.load(Ordering::SeqCst))
