@@ -60,9 +60,12 @@ use tonic::Streaming;
 
 /// Targets of the brief, in ms: at mainnet pace (1×) p50 and p99, at 10× p99, for every
 /// market view.
-const TARGET_P50_1X_MS: f64 = 0.5;
-const TARGET_P99_1X_MS: f64 = 2.0;
+pub(crate) const TARGET_P50_1X_MS: f64 = 0.5;
+pub(crate) const TARGET_P99_1X_MS: f64 = 2.0;
 const TARGET_P99_10X_MS: f64 = 10.0;
+/// Beside other clients' load, the BBO and L2 book streams' p50 and p99 at most this many
+/// times the quiet window's.
+pub(crate) const TARGET_BESIDE_RATIO: f64 = 1.2;
 /// Mainnet blocks per second of the simulator's profile.
 const MAINNET_BLOCKS_PER_S: f64 = 14.8;
 /// Pause between the last opening frame and the measured window.
@@ -1132,7 +1135,7 @@ fn render(
         let book_views: Vec<&Row> = rows
             .iter()
             .filter(|r| r.poll == poll && r.load == Load::Quiet && same(r.rate, 1.0))
-            .filter(|r| r.frames > 0 && BESIDE_STREAMS[..2].iter().any(|n| r.stream.starts_with(n)))
+            .filter(|r| r.frames > 0 && PRICE_VIEWS.iter().any(|n| r.stream.starts_with(n)))
             .collect();
         if !book_views.is_empty() {
             let figures = |q: usize| {
@@ -1224,18 +1227,22 @@ fn render(
     s
 }
 
-/// The streams whose latency beside a load is held to the quiet window's: BBO, L2 book, and
-/// the raw feed (the reference no engine work delays).
-const BESIDE_STREAMS: [&str; 3] = ["StreamBbo", "StreamL2Book", "StreamFills"];
+/// The one-coin price views (their streams' names begin so), whose latency has targets of its
+/// own, quiet and beside a load.
+pub(crate) const PRICE_VIEWS: [&str; 2] = ["StreamBbo", "StreamL2Book"];
 
-/// One of [`BESIDE_STREAMS`] beside a load, over the same stream in the quiet window of the
+/// The raw feed reference's name, as [`BesideRatio`] and the summary give it.
+pub(crate) const RAW_VIEW: &str = "StreamFills";
+
+/// One of [`PRICE_VIEWS`] or the raw feed ([`RAW_VIEW`], which no engine work delays) beside a
+/// load, over the same stream in the quiet window of the
 /// same server and rate.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct BesideRatio {
     load: Load,
     poll: Poll,
     rate: f64,
-    /// The stream's name, as in [`BESIDE_STREAMS`].
+    /// The stream's name, as in [`PRICE_VIEWS`] or [`RAW_VIEW`].
     stream: &'static str,
     /// p50 beside the load ÷ p50 quiet.
     p50: f64,
@@ -1246,8 +1253,9 @@ struct BesideRatio {
 /// Every [`BesideRatio`] the rows give, in the rows' order.
 fn beside_ratios(rows: &[Row]) -> Vec<BesideRatio> {
     let name = |r: &Row| {
-        BESIDE_STREAMS
+        PRICE_VIEWS
             .into_iter()
+            .chain([RAW_VIEW])
             .find(|name| r.stream.starts_with(name))
     };
     rows.iter()
@@ -1294,11 +1302,7 @@ fn render_loads(s: &mut String, rows: &[Row], besides: &[Beside], targets: &Load
         s,
         "|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|"
     );
-    let quiet = |b: &Beside| {
-        besides
-            .iter()
-            .find(|q| q.load == Load::Quiet && q.poll == b.poll && same(q.rate, b.rate))
-    };
+    let verdicts = beside_ratios(rows);
     let stream = |b: &Beside, name: &str| {
         rows.iter().find(|r| {
             r.load == b.load
@@ -1307,6 +1311,11 @@ fn render_loads(s: &mut String, rows: &[Row], besides: &[Beside], targets: &Load
                 && r.stream.starts_with(name)
         })
     };
+    let quiet = |b: &Beside| {
+        besides
+            .iter()
+            .find(|q| q.load == Load::Quiet && q.poll == b.poll && same(q.rate, b.rate))
+    };
     for b in besides {
         let per_block = |b: &Beside| b.cpu.engine * 1e6 / b.blocks.max(1) as f64;
         let cell = |name: &str| {
@@ -1314,23 +1323,16 @@ fn render_loads(s: &mut String, rows: &[Row], besides: &[Beside], targets: &Load
                 return "–".to_owned();
             };
             let [p50, _, p99, _, _] = r.percentiles();
-            match quiet(b)
-                .and_then(|q| stream(q, name))
-                .filter(|_| b.load != Load::Quiet)
-            {
-                Some(q) => {
-                    let [q50, _, q99, _, _] = q.percentiles();
-                    format!(
-                        "{p50:.3} / {p99:.3} ({:.2}× / {:.2}×)",
-                        p50 / q50,
-                        p99 / q99
-                    )
-                }
+            let ratio = verdicts.iter().find(|v| {
+                v.load == b.load && v.poll == b.poll && same(v.rate, b.rate) && v.stream == name
+            });
+            match ratio {
+                Some(v) => format!("{p50:.3} / {p99:.3} ({:.2}× / {:.2}×)", v.p50, v.p99),
                 None => format!("{p50:.3} / {p99:.3}"),
             }
         };
         let [a50, _, a99, _, _] = live::percentiles_ms(&b.tally.answer);
-        let (bbo, l2, raw) = (cell("StreamBbo"), cell("StreamL2Book"), cell("StreamFills"));
+        let (bbo, l2, raw) = (cell(PRICE_VIEWS[0]), cell(PRICE_VIEWS[1]), cell(RAW_VIEW));
         let _ = writeln!(
             s,
             "| {}× | {} | {:.1} | {} | {} | {}{} | {} | {} | {:.1}{} | {} | {bbo} | {l2} | {raw} |",
@@ -1364,7 +1366,6 @@ fn render_loads(s: &mut String, rows: &[Row], besides: &[Beside], targets: &Load
         );
     }
     let _ = writeln!(s);
-    let verdicts = beside_ratios(rows);
     let reference = |of: &BesideRatio| {
         verdicts
             .iter()
@@ -1372,11 +1373,11 @@ fn render_loads(s: &mut String, rows: &[Row], besides: &[Beside], targets: &Load
                 v.load == of.load
                     && v.poll == of.poll
                     && same(v.rate, of.rate)
-                    && v.stream == "StreamFills"
+                    && v.stream == RAW_VIEW
             })
             .map(|v| (v.p50, v.p99))
     };
-    for view in verdicts.iter().filter(|v| v.stream != "StreamFills") {
+    for view in verdicts.iter().filter(|v| v.stream != RAW_VIEW) {
         let BesideRatio {
             load,
             rate,
@@ -1388,7 +1389,7 @@ fn render_loads(s: &mut String, rows: &[Row], besides: &[Beside], targets: &Load
         let raw = reference(view).map_or_else(String::new, |(r50, r99)| {
             format!(
                 "; the raw feed, which no engine work delays, {r50:.2}× / {r99:.2}× in the same window{}",
-                if *p99 > 1.2 && r99 >= 0.8 * p99 {
+                if *p99 > TARGET_BESIDE_RATIO && r99 >= 0.8 * p99 {
                     ": the frames are held up where the raw feed's are too, which no engine work touches (the table's CPU column gives how busy the server, the load and the machine were)"
                 } else {
                     ""
@@ -1397,9 +1398,9 @@ fn render_loads(s: &mut String, rows: &[Row], besides: &[Beside], targets: &Load
         });
         let _ = writeln!(
             s,
-            "- Target: {name} at {rate}× beside `{}` within 1.2× of the quiet window at p50 and p99 — {p50:.2}× / {p99:.2}×, {}{raw}.",
+            "- Target: {name} at {rate}× beside `{}` within {TARGET_BESIDE_RATIO}× of the quiet window at p50 and p99 — {p50:.2}× / {p99:.2}×, {}{raw}.",
             load.label(),
-            if *p50 <= 1.2 && *p99 <= 1.2 {
+            if *p50 <= TARGET_BESIDE_RATIO && *p99 <= TARGET_BESIDE_RATIO {
                 "met"
             } else {
                 "not met"

@@ -251,7 +251,10 @@ pub(crate) fn latency_targets(run: &Run) -> Vec<Target> {
 }
 
 /// The one-coin price views' names in the latency summary, and as the summary table says them.
-const BOOK_VIEWS: [(&str, &str); 2] = [("StreamBbo", "BBO"), ("StreamL2Book", "L2 book")];
+const BOOK_VIEWS: [(&str, &str); 2] = [
+    (latency::PRICE_VIEWS[0], "BBO"),
+    (latency::PRICE_VIEWS[1], "L2 book"),
+];
 
 /// The price views' own targets from the `latency` run: BBO and L2 book at 1× quiet (p50 and
 /// p99), and beside each other clients' load the run had, within 1.2× of the quiet window.
@@ -314,7 +317,8 @@ pub(crate) fn latency_view_targets(run: &Run) -> Vec<Target> {
                 },
             ),
             ratio: raw.map_or_else(|| "–".to_owned(), |raw| times(p50 / raw)),
-            verdict: verdict(p50 <= 0.5 && p99 <= 2.0).to_owned(),
+            verdict: verdict(p50 <= latency::TARGET_P50_1X_MS && p99 <= latency::TARGET_P99_1X_MS)
+                .to_owned(),
         }
     }];
     let at_1x: Vec<&latency::SummaryBeside> = v
@@ -369,12 +373,12 @@ pub(crate) fn latency_view_targets(run: &Run) -> Vec<Target> {
                 .collect::<Vec<_>>()
                 .join("; ")
                 + " (p50 / p99 over the quiet window)",
-            reference: of("StreamFills").map_or_else(
+            reference: of(latency::RAW_VIEW).map_or_else(
                 || "–".to_owned(),
                 |r| format!("raw feed, which no engine work delays: {}", ratios(r)),
             ),
             ratio: times(worst),
-            verdict: verdict(worst <= 1.2).to_owned(),
+            verdict: verdict(worst <= latency::TARGET_BESIDE_RATIO).to_owned(),
         });
     }
     targets
